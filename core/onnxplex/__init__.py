@@ -1,0 +1,116 @@
+"""onnxplex: an execution-provider framework for ONNX models, with onnxruntime's API.
+
+Importing onnxplex imports no provider and no native module; providers are discovered through
+the ``onnxplex`` entry-point group the first time they are needed.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    CapabilityError,
+    CompileError,
+    ExternalDataError,
+    InvalidArgumentError,
+    InvalidFeedError,
+    InvalidModelError,
+    KernelExecutionError,
+    OnnxplexError,
+    PartitionError,
+    PluginLoadError,
+    ProviderError,
+    ProviderOptionError,
+    ProviderUnavailableError,
+    UnsupportedModelError,
+)
+from ._graph import GraphView, Model, NodeView, Subgraph, ValueInfo, load_model
+from ._partition import NodePlacement, Partition, PartitionPlan, convex_groups
+from ._plugins import (
+    get_all_providers,
+    get_available_providers,
+    hookimpl,
+    hookspec,
+    plugin_problems,
+    register_provider,
+)
+from ._provider import (
+    API_VERSION,
+    Availability,
+    Capability,
+    Decline,
+    ExecutionProvider,
+    Kernel,
+    NodeGroup,
+    OpConfig,
+    OpTable,
+    Option,
+    ProviderContext,
+)
+from ._session import (
+    ExecutionMode,
+    GraphOptimizationLevel,
+    InferenceSession,
+    ModelMetadata,
+    NodeArg,
+    RunOptions,
+    SessionOptions,
+    get_device,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # session API (onnxruntime-compatible)
+    "InferenceSession",
+    "SessionOptions",
+    "RunOptions",
+    "GraphOptimizationLevel",
+    "ExecutionMode",
+    "NodeArg",
+    "ModelMetadata",
+    "get_device",
+    "get_available_providers",
+    "get_all_providers",
+    # provider contract
+    "API_VERSION",
+    "ExecutionProvider",
+    "Availability",
+    "Capability",
+    "NodeGroup",
+    "Decline",
+    "Kernel",
+    "OpTable",
+    "OpConfig",
+    "Option",
+    "ProviderContext",
+    "GraphView",
+    "NodeView",
+    "ValueInfo",
+    "Subgraph",
+    "convex_groups",
+    # plugins
+    "hookimpl",
+    "hookspec",
+    "register_provider",
+    "plugin_problems",
+    # graph and plan
+    "Model",
+    "load_model",
+    "PartitionPlan",
+    "Partition",
+    "NodePlacement",
+    # errors
+    "OnnxplexError",
+    "InvalidModelError",
+    "ExternalDataError",
+    "UnsupportedModelError",
+    "InvalidArgumentError",
+    "InvalidFeedError",
+    "PluginLoadError",
+    "ProviderError",
+    "ProviderOptionError",
+    "ProviderUnavailableError",
+    "CapabilityError",
+    "CompileError",
+    "KernelExecutionError",
+    "PartitionError",
+]

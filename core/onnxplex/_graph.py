@@ -1,0 +1,661 @@
+"""The in-memory graph: loading, validating and viewing an ONNX model.
+
+onnxplex keeps the model in `onnx-ir <https://github.com/onnx/ir-py>`_ objects (nodes, values
+with producers and uses, initializers, nested subgraphs, lossless serialization back to a
+``ModelProto``). Writing our own IR would duplicate what onnx-ir already does well; what this
+module adds is what a *runtime* needs before it trusts a file from a stranger:
+
+* parsing errors, IR/opset versions, names, dangling inputs and cycles become
+  :class:`~onnxplex.InvalidModelError` subclasses naming the culprit;
+* external data is resolved relative to the model's folder and refused when it would leave it
+  (absolute paths, ``..``, symlinks) or reach past the end of its file;
+* onnx shape inference annotates dtypes and shapes (symbolic dims are kept);
+* providers see the graph only through read-only *views* (:class:`GraphView`,
+  :class:`NodeView`, :class:`ValueInfo`) that are plain data, valid for the duration of a call.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from ._dtypes import np_dtype
+from ._errors import ExternalDataError, InvalidModelError, UnsupportedModelError
+
+__all__ = ["Model", "load_model", "ValueInfo", "NodeView", "GraphView", "Subgraph"]
+
+logger = logging.getLogger(__name__)
+
+Dim = int | str | None
+"""One dimension: a static size, a symbolic name, or ``None`` when unknown."""
+
+
+# --------------------------------------------------------------------------------------------
+# Views handed to providers
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class ValueInfo:
+    """What is known about one value (an edge of the graph) before running it.
+
+    ``shape`` is ``None`` when the rank is unknown; each dim is an ``int``, a symbolic name or
+    ``None``. ``const`` holds the value (a read-only array) when it is a constant initializer;
+    providers may prepack it at compile time.
+    """
+
+    name: str
+    elem_type: int | None
+    shape: tuple[Dim, ...] | None
+    kind: str = "tensor"
+    const: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        """numpy dtype of a tensor value, or ``None`` when unknown or not a tensor."""
+        if self.kind != "tensor" or self.elem_type is None:
+            return None
+        try:
+            return np_dtype(self.elem_type)
+        except KeyError:
+            return None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape when every dim is a known integer, else ``None``."""
+        if self.shape is None or not all(isinstance(d, int) for d in self.shape):
+            return None
+        return tuple(self.shape)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False)
+class NodeView:
+    """A read-only description of one node, as providers and kernels see it.
+
+    ``index`` is the node's position in the session's topological order and identifies it in
+    claims. ``opset`` is the version of the node's domain imported by the model; ``inputs``
+    holds ``None`` for an omitted optional input. ``attrs`` maps attribute names to plain
+    Python values (ints, floats, str, tuples, numpy arrays, or :class:`onnx_ir.Graph` for
+    subgraph bodies, which must not be modified).
+    """
+
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    opset: int
+    inputs: tuple[ValueInfo | None, ...]
+    outputs: tuple[ValueInfo | None, ...]
+    attrs: Mapping[str, Any]
+
+    @property
+    def display_name(self) -> str:
+        """The node's name, or ``<OpType>_<index>`` when it has none (as ORT's profiler does)."""
+        return self.name or f"{self.op_type}_{self.index}"
+
+    @property
+    def qualified_op(self) -> str:
+        return f"{self.domain}::{self.op_type}" if self.domain else self.op_type
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def input(self, i: int) -> ValueInfo | None:
+        """The ``i``-th input, or ``None`` when it is omitted or beyond the node's inputs."""
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def describe_types(self) -> str:
+        """``'Conv(float[1,3,224,224], float[64,3,7,7]) -> float[1,64,112,112]'``-style text."""
+
+        def fmt(v: ValueInfo | None) -> str:
+            if v is None:
+                return "-"
+            from ._dtypes import elem_type_name
+
+            t = elem_type_name(v.elem_type) if v.elem_type is not None else v.kind
+            s = "?" if v.shape is None else ",".join("?" if d is None else str(d) for d in v.shape)
+            return f"{t}[{s}]"
+
+        ins = ", ".join(fmt(v) for v in self.inputs)
+        outs = ", ".join(fmt(v) for v in self.outputs)
+        return f"{self.qualified_op}({ins}) -> {outs}"
+
+
+class GraphView:
+    """The part of a graph offered to one provider's ``get_capability``.
+
+    ``nodes`` lists the offered nodes (not yet assigned to a higher-priority provider) in
+    topological order; :meth:`producer`, :meth:`consumers` and :meth:`node` see the whole
+    graph so a provider can look at its neighbours. Valid only during the call: do not keep it.
+    """
+
+    def __init__(self, model: Model, offered: Sequence[int]) -> None:
+        self._model = model
+        self._offered = tuple(offered)
+        self._offered_set = frozenset(offered)
+
+    @property
+    def nodes(self) -> tuple[NodeView, ...]:
+        return tuple(self._model.node_views[i] for i in self._offered)
+
+    @property
+    def offered(self) -> frozenset[int]:
+        return self._offered_set
+
+    def node(self, index: int) -> NodeView:
+        return self._model.node_views[index]
+
+    def value(self, name: str) -> ValueInfo:
+        return self._model.value_info(name)
+
+    def producer(self, name: str) -> NodeView | None:
+        i = self._model.producer_index.get(name)
+        return None if i is None else self._model.node_views[i]
+
+    def consumers(self, name: str) -> tuple[NodeView, ...]:
+        return tuple(self._model.node_views[i] for i in self._model.consumer_indices.get(name, ()))
+
+    @property
+    def inputs(self) -> tuple[ValueInfo, ...]:
+        return tuple(self._model.value_info(v.name) for v in self._model.graph.inputs)
+
+    @property
+    def outputs(self) -> tuple[ValueInfo, ...]:
+        return tuple(self._model.value_info(v.name) for v in self._model.graph.outputs)
+
+    def opset(self, domain: str = "") -> int | None:
+        return self._model.opsets.get(domain)
+
+
+@dataclass(frozen=True, eq=False)
+class Subgraph:
+    """A claimed group of nodes, handed to ``compile``.
+
+    ``inputs`` are the values the group reads from outside (graph inputs, initializers and
+    other partitions' outputs, in first-use order); ``outputs`` are the values it produces that
+    are read outside the group or are graph outputs. ``layout`` is the layout the kernel will
+    receive its rank-4 activations in (the provider's preferred layout). The kernel returned by
+    ``compile`` is called as ``kernel(*inputs)`` and returns the outputs in this order.
+    """
+
+    name: str
+    nodes: tuple[NodeView, ...]
+    inputs: tuple[ValueInfo, ...]
+    outputs: tuple[ValueInfo, ...]
+    layout: str = "NCHW"
+
+    @property
+    def is_single_node(self) -> bool:
+        return len(self.nodes) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------
+
+
+class Model:
+    """A loaded, validated model: an :class:`onnx_ir.Model` plus the runtime's indexes.
+
+    Use :func:`load_model` to build one. ``nodes`` is the main graph in topological order; a
+    node's position there is its index in views, claims and reports.
+    """
+
+    def __init__(self, model: ir.Model, base_dir: str | None) -> None:
+        self.ir = model
+        self.base_dir = base_dir
+        self.reindex()
+
+    @property
+    def graph(self) -> ir.Graph:
+        return self.ir.graph
+
+    @property
+    def opsets(self) -> dict[str, int]:
+        ops = dict(self.ir.opset_imports)
+        if "ai.onnx" in ops and "" not in ops:
+            ops[""] = ops["ai.onnx"]
+        return ops
+
+    def reindex(self) -> None:
+        """Recompute node order and indexes after the graph changed (optimizer passes)."""
+        self.nodes: list[ir.Node] = _topological_order(self.graph)
+        self.producer_index: dict[str, int] = {}
+        self.consumer_indices: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for out in node.outputs:
+                if out.name:
+                    self.producer_index[out.name] = i
+            for name in _consumed_names(node):
+                lst = self.consumer_indices.setdefault(name, [])
+                if not lst or lst[-1] != i:
+                    lst.append(i)
+        self._value_infos: dict[str, ValueInfo] = {}
+        self._node_views: list[NodeView] | None = None
+
+    @property
+    def node_views(self) -> list[NodeView]:
+        if self._node_views is None:
+            self._node_views = [self._make_node_view(i, n) for i, n in enumerate(self.nodes)]
+        return self._node_views
+
+    @property
+    def const_names(self) -> frozenset[str]:
+        """Initializers that are constants (not overridable by a graph input of the same name)."""
+        inputs = {v.name for v in self.graph.inputs}
+        return frozenset(n for n in self.graph.initializers if n not in inputs)
+
+    def value_info(self, name: str) -> ValueInfo:
+        info = self._value_infos.get(name)
+        if info is None:
+            info = self._make_value_info(self._find_value(name))
+            self._value_infos[name] = info
+        return info
+
+    def _find_value(self, name: str) -> ir.Value:
+        i = self.producer_index.get(name)
+        if i is not None:
+            for out in self.nodes[i].outputs:
+                if out.name == name:
+                    return out
+        if name in self.graph.initializers:
+            return self.graph.initializers[name]
+        for v in self.graph.inputs:
+            if v.name == name:
+                return v
+        for node in self.nodes:  # outer-scope values seen by subgraphs, rarely needed
+            for v in node.inputs:
+                if v is not None and v.name == name:
+                    return v
+        raise KeyError(name)
+
+    def _make_value_info(self, value: ir.Value) -> ValueInfo:
+        const = None
+        if value.name in self.const_names and value.const_value is not None:
+            const = _readonly_array(value.const_value)
+        return make_value_info(value, const)
+
+    def _make_node_view(self, index: int, node: ir.Node) -> NodeView:
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        opset = self.opsets.get(domain, 1)
+        ins = tuple(
+            None if (v is None or not v.name) else self.value_info(v.name) for v in node.inputs
+        )
+        outs = tuple(None if not v.name else self.value_info(v.name) for v in node.outputs)
+        attrs = MappingProxyType({k: attr_value(a) for k, a in node.attributes.items()})
+        return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs, attrs)
+
+    def to_proto(self) -> onnx.ModelProto:
+        """Serialize back to a ``ModelProto`` (external tensors stay external)."""
+        return ir.serde.serialize_model(self.ir)
+
+
+def make_value_info(value: ir.Value, const: np.ndarray | None = None) -> ValueInfo:
+    """Build a :class:`ValueInfo` from an onnx-ir value."""
+    typ = value.type
+    kind, elem = "tensor", None
+    if typ is None:
+        elem = value.dtype.value if value.dtype is not None else None
+    elif isinstance(typ, ir.TensorType):
+        elem = typ.dtype.value
+    elif isinstance(typ, ir.SequenceType):
+        kind = "sequence"
+    elif isinstance(typ, ir.OptionalType):
+        kind = "optional"
+    else:
+        kind = type(typ).__name__.replace("Type", "").lower()
+    shape: tuple[Dim, ...] | None = None
+    if const is not None:
+        shape = tuple(int(d) for d in const.shape)
+    elif value.shape is not None:
+        shape = tuple(_dim(d) for d in value.shape)
+    return ValueInfo(value.name, elem, shape, kind, const)
+
+
+def _dim(d: Any) -> Dim:
+    if isinstance(d, int):
+        return d
+    v = getattr(d, "value", None)
+    return v if isinstance(v, (int, str)) else None
+
+
+def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
+    arr = tensor.numpy()
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
+
+
+def attr_value(attr: ir.Attr) -> Any:
+    """An onnx-ir attribute as a plain Python value."""
+    t = attr.type
+    v = attr.value
+    if t == ir.AttributeType.TENSOR:
+        return v.numpy()
+    if t == ir.AttributeType.TENSORS:
+        return tuple(x.numpy() for x in v)
+    if t in (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS,
+             ir.AttributeType.GRAPHS, ir.AttributeType.TYPE_PROTOS):
+        return tuple(v)
+    return v
+
+
+def _consumed_names(node: ir.Node) -> Iterator[str]:
+    """Names a node reads: its inputs and the outer-scope values its subgraphs capture."""
+    for v in node.inputs:
+        if v is not None and v.name:
+            yield v.name
+    for name in _captured_names(node):
+        yield name
+
+
+def _captured_names(node: ir.Node) -> list[str]:
+    """Outer-scope values read inside the subgraphs of ``node`` (If/Loop/Scan bodies)."""
+    names: list[str] = []
+    for attr in node.attributes.values():
+        graphs: Sequence[ir.Graph] = ()
+        if attr.type == ir.AttributeType.GRAPH:
+            graphs = (attr.value,)
+        elif attr.type == ir.AttributeType.GRAPHS:
+            graphs = tuple(attr.value)
+        for g in graphs:
+            names.extend(_free_names(g))
+    return names
+
+
+def _free_names(graph: ir.Graph) -> list[str]:
+    local = {v.name for v in graph.inputs} | set(graph.initializers)
+    free: list[str] = []
+    for node in graph:
+        for name in _consumed_names(node):
+            if name not in local and name not in free:
+                free.append(name)
+        local.update(o.name for o in node.outputs)
+    for o in graph.outputs:
+        if o.name not in local and o.name not in free:
+            free.append(o.name)
+    return free
+
+
+def _topological_order(graph: ir.Graph) -> list[ir.Node]:
+    """Kahn's algorithm, stable with respect to file order; a cycle is an InvalidModelError."""
+    nodes = list(graph)
+    producer: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for o in n.outputs:
+            if o.name:
+                producer[o.name] = i
+    deps: list[set[int]] = []
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, n in enumerate(nodes):
+        d = {producer[name] for name in _consumed_names(n) if name in producer}
+        deps.append(d)
+        for j in d:
+            users[j].append(i)
+    pending = [len(d) for d in deps]
+
+    ready = [i for i, c in enumerate(pending) if c == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in users[i]:
+            pending[j] -= 1
+            if pending[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) != len(nodes):
+        stuck = [nodes[i] for i, c in enumerate(pending) if c > 0][:5]
+        desc = ", ".join(f"{n.op_type} '{n.name}'" for n in stuck)
+        raise InvalidModelError(f"the graph has a cycle; nodes on or after it include: {desc}")
+    return [nodes[i] for i in order]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
+               *, infer_shapes: bool = True) -> Model:
+    """Load, validate and shape-annotate a model from a path, serialized bytes or a ModelProto.
+
+    External data is resolved relative to the model file's folder; models given as bytes or
+    as a ModelProto may only use external data when their tensors are already loaded.
+    Raises :class:`InvalidModelError` (or a subclass) naming what is wrong.
+    """
+    if isinstance(source, Model):
+        return source
+    base_dir: str | None = None
+    if isinstance(source, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(source)
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(source), "<bytes>")
+    elif isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise InvalidModelError(f"model file not found: {path!r}") from None
+        except IsADirectoryError:
+            raise InvalidModelError(f"model path is a directory, not a file: {path!r}") from None
+        except OSError as e:
+            raise InvalidModelError(f"cannot read model file {path!r}: {e}") from e
+        proto = _parse(data, path)
+        base_dir = os.path.dirname(os.path.abspath(path))
+    else:
+        raise InvalidModelError(
+            f"cannot load a model from {type(source).__name__}; "
+            "give a path, bytes or an onnx.ModelProto"
+        )
+    _check_versions(proto)
+    _check_external_data(proto, base_dir)
+    _check_structure(proto.graph, outer=set(), where="main graph")
+    if infer_shapes:
+        proto = _infer_shapes(proto)
+    try:
+        model = ir.serde.deserialize_model(proto)
+    except Exception as e:  # onnx-ir raises assorted errors on malformed protos
+        raise InvalidModelError(f"the model could not be read into the graph: {e}") from e
+    if base_dir is not None:
+        ir.external_data.set_base_dir(model.graph, base_dir)
+    return Model(model, base_dir)
+
+
+def _parse(data: bytes, where: str) -> onnx.ModelProto:
+    if not data:
+        raise InvalidModelError(f"{where}: the model is empty (0 bytes)")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise InvalidModelError(
+            f"{where}: not a valid ONNX model (protobuf parse failed: {e}); "
+            "the file may be truncated or not an .onnx file"
+        ) from e
+    if not proto.HasField("graph") or (not proto.graph.node and not proto.graph.output):
+        raise InvalidModelError(f"{where}: parsed, but holds no graph; is it an ONNX model?")
+    return proto
+
+
+def _check_versions(proto: onnx.ModelProto) -> None:
+    if proto.ir_version > onnx.IR_VERSION:
+        raise UnsupportedModelError(
+            f"the model's IR version {proto.ir_version} is newer than the installed onnx "
+            f"package supports ({onnx.IR_VERSION}); upgrade onnx"
+        )
+    if proto.ir_version < 3:
+        raise UnsupportedModelError(
+            f"the model's IR version {proto.ir_version} predates opset imports (IR 3); "
+            "convert it with onnx.version_converter"
+        )
+    newest = onnx.defs.onnx_opset_version()
+    for imp in proto.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > newest:
+            raise UnsupportedModelError(
+                f"the model imports ai.onnx opset {imp.version}, newer than the installed onnx "
+                f"package knows ({newest}); upgrade onnx"
+            )
+
+
+def _iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for sp in graph.sparse_initializer:
+        yield sp.values
+        yield sp.indices
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            if a.HasField("g"):
+                yield from _iter_tensors(a.g)
+            for g in a.graphs:
+                yield from _iter_tensors(g)
+
+
+def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
+    """Refuse external data that leaves the model folder or reaches past its file."""
+    root = os.path.realpath(base_dir) if base_dir is not None else None
+    for t in _iter_tensors(proto.graph):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        what = f"initializer {t.name!r}"
+        if root is None:
+            raise ExternalDataError(
+                f"{what} has its data in external file {loc!r}, but the model was not loaded "
+                "from a path; load it from its file so the data can be found beside it"
+            )
+        if not loc:
+            raise ExternalDataError(f"{what} is marked external but names no location")
+        if os.path.isabs(loc) or loc.startswith(("/", "\\")) or (len(loc) > 1 and loc[1] == ":"):
+            raise ExternalDataError(
+                f"{what}: external data location {loc!r} is an absolute path; only paths "
+                f"inside the model folder {root!r} are allowed"
+            )
+        full = os.path.realpath(os.path.join(root, loc))
+        if os.path.commonpath([full, root]) != root:
+            raise ExternalDataError(
+                f"{what}: external data location {loc!r} resolves to {full!r}, outside the "
+                f"model folder {root!r}; refusing to read it"
+            )
+        if not os.path.isfile(full):
+            raise ExternalDataError(f"{what}: external data file {loc!r} not found in {root!r}")
+        size = os.path.getsize(full)
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError:
+            raise ExternalDataError(f"{what}: external data offset/length is not a number") from None
+        if offset < 0 or (length is not None and length < 0):
+            raise ExternalDataError(f"{what}: negative external data offset or length")
+        expected = _expected_nbytes(t)
+        need = length if length is not None else expected
+        if need is not None and offset + need > size:
+            raise ExternalDataError(
+                f"{what}: external data range [{offset}, {offset + need}) is beyond the end of "
+                f"{loc!r} ({size} bytes)"
+            )
+        if expected is not None and length is not None and length != expected:
+            raise ExternalDataError(
+                f"{what}: external data length {length} does not match its shape and dtype "
+                f"({expected} bytes)"
+            )
+
+
+def _expected_nbytes(t: onnx.TensorProto) -> int | None:
+    try:
+        dt = np_dtype(t.data_type)
+    except KeyError:
+        return None
+    if dt == np.dtype(object):
+        return None
+    n = 1
+    for d in t.dims:
+        n *= int(d)
+    bits = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}.get(t.data_type)
+    if bits is not None or getattr(onnx.TensorProto, "FLOAT4E2M1", -1) == t.data_type:
+        return (n * 4 + 7) // 8
+    return n * dt.itemsize
+
+
+def _check_structure(graph: onnx.GraphProto, outer: set[str], where: str, depth: int = 0) -> None:
+    """Names are assigned once, every input is defined, every output is produced."""
+    if depth > 64:
+        raise InvalidModelError(f"{where}: subgraphs are nested more than 64 deep")
+    defined: set[str] = set(outer)
+    seen: dict[str, str] = {}
+
+    def define(name: str, by: str) -> None:
+        if not name:
+            return
+        if name in seen:
+            raise InvalidModelError(
+                f"{where}: value name {name!r} is defined twice (by {seen[name]} and by {by}); "
+                "ONNX graphs must assign each name once"
+            )
+        seen[name] = by
+        defined.add(name)
+
+    for i in graph.input:
+        define(i.name, "a graph input")
+    for t in graph.initializer:
+        if seen.get(t.name, "a graph input") != "a graph input":
+            raise InvalidModelError(f"{where}: initializer name {t.name!r} is defined twice")
+        seen[t.name] = "an initializer"
+        defined.add(t.name)
+    for sp in graph.sparse_initializer:
+        define(sp.values.name, "a sparse initializer")
+    producers = {o for n in graph.node for o in n.output if o}
+    for k, node in enumerate(graph.node):
+        label = f"node {k} ({node.op_type} {node.name!r})"
+        for name in node.input:
+            if name and name not in defined and name not in producers:
+                raise InvalidModelError(
+                    f"{where}: {label} reads {name!r}, which no node, graph input or "
+                    "initializer defines"
+                )
+        for a in node.attribute:
+            subs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
+            for sg in subs:
+                _check_structure(sg, defined | producers, f"{where} > {node.op_type} "
+                                 f"{node.name!r}.{a.name}", depth + 1)
+        for o in node.output:
+            define(o, label)
+    for o in graph.output:
+        if o.name not in defined and o.name not in producers:
+            raise InvalidModelError(
+                f"{where}: graph output {o.name!r} is not produced by any node, input or "
+                "initializer"
+            )
+
+
+def _infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
+                                                 data_prop=True)
+    except Exception as e:  # noqa: BLE001 - inference is advisory; kernels see real shapes
+        logger.warning("onnx shape inference failed, continuing without it: %s", e)
+        return proto
