@@ -1,9 +1,590 @@
-"""Placeholder while the session is written."""
-class ExecutionMode: pass
-class GraphOptimizationLevel: pass
-class InferenceSession: pass
-class ModelMetadata: pass
-class NodeArg: pass
-class RunOptions: pass
-class SessionOptions: pass
-def get_device(): return "CPU"
+"""The onnxruntime-compatible session API.
+
+``InferenceSession(model, sess_options=None, providers=None, provider_options=None)`` loads
+and validates the model, runs the optimizer, partitions the graph over the providers in
+priority order (the default CPU provider last), compiles each partition once, and builds the
+execution plan. ``run`` validates feeds and executes the plan; it is safe to call from many
+threads at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from . import _executor
+from ._dtypes import elem_type_name, np_dtype, type_string
+from ._errors import (
+    CompileError,
+    InvalidArgumentError,
+    InvalidFeedError,
+    OnnxplexError,
+    ProviderError,
+)
+from ._graph import Model, Subgraph, ValueInfo, load_model
+from ._optimizer import optimize
+from ._partition import PartitionPlan, partition
+from ._plugins import (
+    DEFAULT_PROVIDER,
+    get_available_providers,
+    provider_entry,
+    provider_unavailable,
+)
+from ._provider import ExecutionProvider, ProviderContext
+
+__all__ = [
+    "GraphOptimizationLevel",
+    "ExecutionMode",
+    "SessionOptions",
+    "RunOptions",
+    "NodeArg",
+    "ModelMetadata",
+    "InferenceSession",
+    "get_device",
+]
+
+logger = logging.getLogger("onnxplex")
+
+DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    """Optimization levels with onnxruntime's names and values."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """Sequential execution, or independent nodes in parallel (inter-op threads)."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+_SEVERITY_TO_LOGGING = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING,
+                        3: logging.ERROR, 4: logging.CRITICAL}
+
+
+class SessionOptions:
+    """Session settings, with onnxruntime's attribute names and defaults."""
+
+    def __init__(self) -> None:
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.intra_op_num_threads = 0
+        self.inter_op_num_threads = 0
+        self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
+        self.optimized_model_filepath = ""
+        self.enable_profiling = False
+        self.profile_file_prefix = "onnxplex_profile"
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.enable_cpu_mem_arena = True
+        self.enable_mem_pattern = True
+        self.enable_mem_reuse = True
+        self.use_deterministic_compute = False
+        self._config: dict[str, str] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Set a session configuration entry (e.g. ``session.disable_cpu_ep_fallback``)."""
+        self._config[str(key)] = str(value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        """The value of a configuration entry; a KeyError-like error when unset (as ORT)."""
+        try:
+            return self._config[key]
+        except KeyError:
+            raise InvalidArgumentError(f"session config entry {key!r} is not set") from None
+
+    def _copy(self) -> SessionOptions:
+        other = SessionOptions()
+        other.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_config"})
+        other._config = dict(self._config)
+        return other
+
+
+class RunOptions:
+    """Per-run settings; ``terminate = True`` cancels runs using this object."""
+
+    def __init__(self) -> None:
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.terminate = False
+        self.only_execute_path_to_fetches = False
+        self._config: dict[str, str] = {}
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        self._config[str(key)] = str(value)
+
+    def get_run_config_entry(self, key: str) -> str:
+        return self._config[key]
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """A graph input or output as onnxruntime describes it."""
+
+    name: str
+    type: str
+    shape: list[Any]
+
+    def __str__(self) -> str:
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """``get_modelmeta()``: producer, graph name and custom metadata of the model."""
+
+    producer_name: str
+    graph_name: str
+    domain: str
+    description: str
+    graph_description: str
+    version: int
+    custom_metadata_map: dict[str, str] = field(default_factory=dict)
+
+
+def get_device() -> str:
+    """The device onnxplex runs on (``'CPU'``, as onnxruntime's CPU build reports)."""
+    return "CPU"
+
+
+def _node_arg(info: ValueInfo) -> NodeArg:
+    if info.kind == "tensor":
+        typ = type_string(info.elem_type) if info.elem_type is not None else "tensor(undefined)"
+    else:
+        typ = info.kind
+    shape = [] if info.shape is None else list(info.shape)
+    return NodeArg(info.name, typ, shape)
+
+
+class InferenceSession:
+    """Load a model and run it on an ordered list of execution providers.
+
+    ``path_or_bytes`` is a file path, serialized model bytes, an ``onnx.ModelProto`` or an
+    already loaded :class:`onnxplex.Model`. ``providers`` lists provider names (or ORT aliases
+    such as ``CPUExecutionProvider``), optionally as ``(name, options)`` tuples, in priority
+    order; by default every available provider is used, the default CPU provider last.
+    Errors are :class:`onnxplex.OnnxplexError` subclasses that name what is at fault.
+    """
+
+    def __init__(self, path_or_bytes: Any, sess_options: SessionOptions | None = None,
+                 providers: Sequence[Any] | None = None,
+                 provider_options: Sequence[Mapping[str, Any]] | None = None,
+                 **kwargs: Any) -> None:
+        if kwargs.get("disabled_optimizers"):
+            logger.info("disabled_optimizers is accepted but has no effect yet")
+        self._options = (sess_options or SessionOptions())._copy()
+        self._lock = threading.Lock()
+        self._profile: list[dict[str, Any]] | None = [] if self._options.enable_profiling else None
+        self._profile_t0 = time.perf_counter_ns()
+        t0 = time.perf_counter_ns()
+        self._model_path = os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else None
+        model = load_model(path_or_bytes)
+        self._meta = _metadata(model)
+        self._inputs = self._describe_inputs(model)
+        self._outputs = [_node_arg(model.value_info(v.name)) for v in model.graph.outputs]
+        self._input_infos = {a.name: model.value_info(a.name) for a in self._inputs}
+        self._overridable = [_node_arg(model.value_info(v.name)) for v in model.graph.inputs
+                             if v.name in model.graph.initializers]
+        self._requested = (providers, provider_options)
+        self._build(model)
+        self._profile_event("session_initialization", "Session", t0, time.perf_counter_ns())
+
+    # ----------------------------------------------------------------------------- building
+
+    def _describe_inputs(self, model: Model) -> list[NodeArg]:
+        inits = set(model.graph.initializers)
+        return [_node_arg(model.value_info(v.name)) for v in model.graph.inputs
+                if v.name not in inits]
+
+    def _resolve_providers(self, providers, provider_options) -> list[tuple[str, dict, bool]]:
+        """-> [(canonical name, options, explicitly requested)] in priority order."""
+        fallback_off = self._options._config.get(DISABLE_CPU_FALLBACK, "0") == "1"
+        if providers is None:
+            names = [(n, {}) for n in get_available_providers()]
+            explicit = False
+        else:
+            if isinstance(providers, str):
+                providers = [providers]
+            names = []
+            for k, p in enumerate(providers):
+                if isinstance(p, (tuple, list)):
+                    if len(p) != 2 or not isinstance(p[1], Mapping):
+                        raise InvalidArgumentError(
+                            f"providers[{k}] must be a name or a (name, options dict) pair, "
+                            f"got {p!r}")
+                    names.append((p[0], dict(p[1])))
+                elif isinstance(p, str):
+                    names.append((p, {}))
+                else:
+                    raise InvalidArgumentError(f"providers[{k}] must be a str, got {p!r}")
+            explicit = True
+            if provider_options is not None:
+                if len(provider_options) != len(names):
+                    raise InvalidArgumentError(
+                        f"provider_options has {len(provider_options)} entries for "
+                        f"{len(names)} providers; give one dict per provider")
+                names = [(n, {**o, **dict(po)}) for (n, o), po in zip(names, provider_options)]
+        out: list[tuple[str, dict, bool]] = []
+        for name, opts in names:
+            entry = provider_entry(name)
+            if any(entry.name == o[0] for o in out):
+                raise InvalidArgumentError(f"provider {entry.name!r} is listed twice")
+            why = entry.availability()
+            if not why.ok:
+                if entry.name == DEFAULT_PROVIDER:
+                    raise provider_unavailable(entry, why)
+                msg = (f"provider {entry.name!r} requested but not available, skipped: "
+                       f"{why.reason}")
+                logger.warning(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=4)
+                continue
+            out.append((entry.name, opts, explicit))
+        has_cpu = any(n == DEFAULT_PROVIDER for n, _, _ in out)
+        if fallback_off:
+            if has_cpu and explicit:
+                raise InvalidArgumentError(
+                    "conflicting session configuration: the default CPU provider was listed "
+                    f"explicitly, but {DISABLE_CPU_FALLBACK}=1 disables fallback to it")
+            out = [o for o in out if o[0] != DEFAULT_PROVIDER]
+            if not out:
+                raise InvalidArgumentError(
+                    f"{DISABLE_CPU_FALLBACK}=1 but no provider other than the default CPU "
+                    "provider is available")
+        elif not has_cpu:
+            logger.info("adding default CPU provider %r", DEFAULT_PROVIDER)
+            out.append((DEFAULT_PROVIDER, {}, False))
+        return out
+
+    def _instantiate(self, resolved) -> list[ExecutionProvider]:
+        ctx = ProviderContext(intra_op_num_threads=int(self._options.intra_op_num_threads),
+                              session_config=dict(self._options._config))
+        instances = []
+        for name, opts, _ in resolved:
+            cls = provider_entry(name).load()
+            try:
+                instances.append(cls(opts, context=ctx))
+            except OnnxplexError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise ProviderError(f"provider {name!r} failed to initialise: "
+                                    f"{type(e).__name__}: {e}", provider=name) from e
+        return instances
+
+    def _build(self, model: Model) -> None:
+        resolved = self._resolve_providers(*self._requested)
+        providers = self._instantiate(resolved)
+        self._providers = providers
+        fallback_off = self._options._config.get(DISABLE_CPU_FALLBACK, "0") == "1"
+        level = int(self._options.graph_optimization_level)
+
+        cpu = next((p for p in providers if p.name == DEFAULT_PROVIDER), None)
+        if cpu is None:
+            cpu = provider_entry(DEFAULT_PROVIDER).load()()
+        self._optimizer_notes = optimize(model, level, cpu.compile)
+        if self._options.optimized_model_filepath:
+            onnx.save_model(model.to_proto(), self._options.optimized_model_filepath)
+
+        disabled: set[str] = set()
+        notes: list[str] = []
+        while True:
+            active = [p for p in providers if p.name not in disabled]
+
+            def on_error(prov: ExecutionProvider, err: Exception) -> None:
+                if fallback_off:
+                    raise err
+                logger.warning("%s; its nodes fall back to the next providers", err)
+                warnings.warn(str(err), RuntimeWarning, stacklevel=6)
+
+            plan = partition(model, active, on_provider_error=on_error,
+                             fallback_disabled=fallback_off)
+            try:
+                units = self._compile(model, plan, active)
+            except CompileError as e:
+                if fallback_off or e.provider in (None, DEFAULT_PROVIDER):
+                    raise
+                msg = f"{e}; provider {e.provider!r} disabled for this session"
+                logger.warning(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=3)
+                notes.append(msg)
+                disabled.add(e.provider)
+                continue
+            break
+        plan.notes[:0] = notes
+        self._plan = plan
+        self._model = model
+        self._exec = _executor.build_plan(model, units)
+        self._pool = None
+        if self._options.execution_mode == ExecutionMode.ORT_PARALLEL:
+            workers = int(self._options.inter_op_num_threads) or (os.cpu_count() or 2)
+            self._pool = ThreadPoolExecutor(max_workers=workers,
+                                            thread_name_prefix="onnxplex-interop")
+        self._serialize_runs = not all(p.concurrent_run_supported for p in active)
+        if _debug_level() >= 1 or self._options.log_severity_level <= 0:
+            logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
+                       "placement:\n%s", plan.report())
+
+    def _compile(self, model: Model, plan: PartitionPlan,
+                 providers: Sequence[ExecutionProvider]) -> list[_executor.CompiledUnit]:
+        by_name = {p.name: p for p in providers}
+        units = []
+        for part in plan.partitions:
+            prov = by_name[part.provider]
+            sg = _subgraph(model, part.nodes, part.name or f"{part.provider}_{part.id}",
+                           prov.preferred_layout)
+            first = sg.nodes[0]
+            try:
+                kernel = prov.compile(sg)
+            except CompileError:
+                raise
+            except Exception as e:  # noqa: BLE001 - attributed to the provider
+                raise CompileError(
+                    f"provider {prov.name!r}: compile failed for "
+                    f"{'node ' + repr(first.display_name) if sg.is_single_node else sg.name} "
+                    f"({first.op_type}): {type(e).__name__}: {e}",
+                    provider=prov.name, node=first.display_name, op_type=first.op_type) from e
+            if not callable(kernel):
+                raise CompileError(f"provider {prov.name!r}: compile returned "
+                                   f"{type(kernel).__name__}, not a callable kernel",
+                                   provider=prov.name, node=first.display_name,
+                                   op_type=first.op_type)
+            units.append(_executor.CompiledUnit(prov.name, sg, kernel, part.nodes))
+        return units
+
+    # ------------------------------------------------------------------------------ running
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: RunOptions | None = None) -> list[Any]:
+        """Run the model; returns the requested outputs (all when ``output_names`` is None)."""
+        plan = self._exec
+        names = list(plan.output_slots) if not output_names else list(output_names)
+        for n in names:
+            if n not in plan.output_slots:
+                raise InvalidArgumentError(
+                    f"unknown output name {n!r}; the model's outputs are "
+                    f"{list(plan.output_slots)}")
+        feeds = self._validate_feeds(input_feed)
+        slots = _executor.feed_slots(plan, feeds)
+        cancelled = (lambda: run_options.terminate) if run_options is not None else None
+        record = self._record if self._profile is not None else None
+        t0 = time.perf_counter_ns()
+        if self._serialize_runs:
+            with self._lock:
+                self._execute(slots, cancelled, record)
+        else:
+            self._execute(slots, cancelled, record)
+        self._profile_event("model_run", "Session", t0, time.perf_counter_ns())
+        return [slots[plan.output_slots[n]] for n in names]
+
+    def _execute(self, slots, cancelled, record) -> None:
+        if self._pool is not None:
+            _executor.run_parallel(self._exec, slots, self._pool, cancelled=cancelled,
+                                   record=record)
+        else:
+            _executor.run_sequential(self._exec, slots, cancelled=cancelled, record=record)
+
+    def _validate_feeds(self, feed: Mapping[str, Any]) -> dict[str, Any]:
+        if not isinstance(feed, Mapping):
+            raise InvalidFeedError(f"input_feed must be a dict of name -> array, got "
+                                   f"{type(feed).__name__}")
+        plan = self._exec
+        out: dict[str, Any] = {}
+        symbols: dict[str, tuple[int, str]] = {}
+        for name, value in feed.items():
+            info = self._input_infos.get(name)
+            if info is None:
+                if name in plan.input_slots:   # an overridable initializer
+                    out[name] = np.asarray(value)
+                    continue
+                raise InvalidFeedError(
+                    f"unknown input name {name!r}; the model's inputs are "
+                    f"{[a.name for a in self._inputs]}")
+            if info.kind != "tensor":
+                out[name] = value
+                continue
+            arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+            if info.elem_type is not None:
+                want = np_dtype(info.elem_type)
+                if arr.dtype != want and not (want == np.dtype(object) and arr.dtype.kind == "U"):
+                    raise InvalidFeedError(
+                        f"input {name!r}: expected dtype {type_string(info.elem_type)} "
+                        f"({want}), got {arr.dtype}")
+                if want == np.dtype(object) and arr.dtype.kind == "U":
+                    arr = arr.astype(object)
+            if info.shape is not None:
+                if arr.ndim != len(info.shape):
+                    raise InvalidFeedError(
+                        f"input {name!r}: expected rank {len(info.shape)} (shape "
+                        f"{list(info.shape)}), got rank {arr.ndim} (shape {list(arr.shape)})")
+                for axis, (want_d, got) in enumerate(zip(info.shape, arr.shape)):
+                    if isinstance(want_d, int) and want_d != got:
+                        raise InvalidFeedError(
+                            f"input {name!r}: dimension {axis} must be {want_d} (shape "
+                            f"{list(info.shape)}), got {got} (shape {list(arr.shape)})")
+                    if isinstance(want_d, str):
+                        seen = symbols.get(want_d)
+                        if seen is not None and seen[0] != got:
+                            raise InvalidFeedError(
+                                f"input {name!r}: dimension {axis} ({want_d!r}) is {got}, but "
+                                f"input {seen[1]!r} has {want_d!r} = {seen[0]}")
+                        symbols.setdefault(want_d, (got, name))
+            out[name] = arr
+        missing = [a.name for a in self._inputs if a.name not in out]
+        if missing:
+            raise InvalidFeedError(f"missing input(s) {missing}; the model's inputs are "
+                                   f"{[a.name for a in self._inputs]}")
+        return out
+
+    # ---------------------------------------------------------------------------- profiling
+
+    def _profile_event(self, name: str, cat: str, start: int, end: int,
+                       args: dict[str, Any] | None = None) -> None:
+        if self._profile is None:
+            return
+        ev = {"cat": cat, "pid": os.getpid(), "tid": threading.get_native_id(),
+              "dur": (end - start) // 1000, "ts": (start - self._profile_t0) // 1000,
+              "ph": "X", "name": name, "args": args or {}}
+        with self._lock:
+            self._profile.append(ev)
+
+    def _record(self, step: _executor.Step, start: int, end: int, ins, outs) -> None:
+        def ts(vals):
+            return [{(elem_type_name_of(v)): list(v.shape)} for v in vals
+                    if isinstance(v, np.ndarray)]
+
+        self._profile_event(f"{step.name}_kernel_time", "Node", start, end, {
+            "op_name": step.op_type, "provider": step.provider,
+            "node_index": ",".join(str(i) for i in step.node_indices),
+            "input_type_shape": ts(ins), "output_type_shape": ts(outs),
+            "activation_size": str(sum(v.nbytes for v in ins if isinstance(v, np.ndarray))),
+            "output_size": str(sum(v.nbytes for v in outs if isinstance(v, np.ndarray))),
+        })
+
+    def end_profiling(self) -> str:
+        """Write the Chrome-trace JSON (onnxruntime's event format); returns its path, or ''
+        when profiling is off."""
+        if self._profile is None:
+            return ""
+        stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+        path = f"{self._options.profile_file_prefix}_{stamp}.json"
+        with self._lock:
+            events = sorted(self._profile, key=lambda e: e["ts"])
+            self._profile = None
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(events, f, indent=0)
+        return path
+
+    # -------------------------------------------------------------------------- introspection
+
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        return list(self._overridable)
+
+    def get_modelmeta(self) -> ModelMetadata:
+        return self._meta
+
+    def get_providers(self) -> list[str]:
+        """Providers of this session in priority order (the default CPU provider included)."""
+        return [p.name for p in self._providers]
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        return {p.name: p.provider_options() for p in self._providers}
+
+    def get_session_options(self) -> SessionOptions:
+        return self._options
+
+    def get_provider_assignment(self) -> PartitionPlan:
+        """Where every node runs, the partitions, and each decline reason (see
+        :class:`onnxplex.PartitionPlan`: ``assignment()``, ``explain()``, ``report()``)."""
+        return self._plan
+
+    @property
+    def model(self) -> Model:
+        """The optimized model this session runs (do not modify)."""
+        return self._model
+
+
+def elem_type_name_of(arr: np.ndarray) -> str:
+    from ._dtypes import onnx_elem_type
+
+    try:
+        return elem_type_name(onnx_elem_type(arr.dtype))
+    except KeyError:
+        return str(arr.dtype)
+
+
+def _subgraph(model: Model, nodes: Sequence[int], name: str, layout: str) -> Subgraph:
+    views = [model.node_views[i] for i in nodes]
+    if len(views) == 1:
+        v = views[0]
+        return Subgraph(name, (v,), v.inputs, v.outputs, layout)
+    members = set(nodes)
+    produced = {o.name for v in views for o in v.outputs if o is not None}
+    graph_outputs = {v.name for v in model.graph.outputs}
+    inputs: list[ValueInfo] = []
+    seen: set[str] = set()
+    for v in views:
+        for x in v.inputs:
+            if x is not None and x.name not in produced and x.name not in seen:
+                seen.add(x.name)
+                inputs.append(x)
+        for cap in _captured(model, v.index):
+            if cap not in produced and cap not in seen:
+                seen.add(cap)
+                inputs.append(model.value_info(cap))
+    outputs = []
+    for v in views:
+        for o in v.outputs:
+            if o is None:
+                continue
+            outside = any(c not in members for c in model.consumer_indices.get(o.name, ()))
+            if outside or o.name in graph_outputs:
+                outputs.append(o)
+    return Subgraph(name, tuple(views), tuple(inputs), tuple(outputs), layout)
+
+
+def _captured(model: Model, index: int) -> list[str]:
+    from ._graph import _captured_names
+
+    return _captured_names(model.nodes[index])
+
+
+def _metadata(model: Model) -> ModelMetadata:
+    m = model.ir
+    return ModelMetadata(
+        producer_name=m.producer_name or "", graph_name=m.graph.name or "",
+        domain=m.domain or "", description=m.doc_string or "",
+        graph_description=m.graph.doc_string or "", version=int(m.model_version or 0),
+        custom_metadata_map=dict(m.metadata_props))
+
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("ONNXPLEX_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+

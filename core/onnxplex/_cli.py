@@ -1,0 +1,167 @@
+"""The ``onnxplex`` command line: run a model, list providers, show a placement report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._errors import OnnxplexError
+
+__all__ = ["main"]
+
+
+def _providers_arg(text: str | None) -> list[str] | None:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else None
+
+
+def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, np.ndarray]:
+    """Random inputs from the declared shapes (symbolic/unknown dims become ``dim``)."""
+    from ._dtypes import np_dtype
+
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for arg in session.get_inputs():
+        info = session._input_infos[arg.name]
+        shape = [d if isinstance(d, int) else dim for d in (info.shape or ())]
+        dt = np_dtype(info.elem_type) if info.elem_type is not None else np.dtype(np.float32)
+        if dt.kind == "f" or dt.name in ("bfloat16",) or "float8" in dt.name:
+            arr = rng.standard_normal(shape).astype(dt)
+        elif dt.kind in "iu":
+            arr = rng.integers(0, 8, size=shape).astype(dt)
+        elif dt.kind == "b":
+            arr = rng.integers(0, 2, size=shape).astype(bool)
+        elif dt == np.dtype(object):
+            arr = np.full(shape, "a", dtype=object)
+        else:
+            arr = np.zeros(shape, dt)
+        feeds[arg.name] = arr
+    return feeds
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ._session import InferenceSession
+
+    t0 = time.perf_counter()
+    sess = InferenceSession(args.model, providers=_providers_arg(args.providers))
+    t1 = time.perf_counter()
+    if args.inputs:
+        with np.load(args.inputs, allow_pickle=False) as data:
+            feeds = {k: data[k] for k in data.files}
+    else:
+        feeds = random_feeds(sess, args.seed, args.dim)
+    outs = []
+    times = []
+    for _ in range(max(1, args.repeat)):
+        r0 = time.perf_counter()
+        outs = sess.run(None, feeds)
+        times.append(time.perf_counter() - r0)
+    print(f"model: {args.model}")
+    print(f"providers: {', '.join(sess.get_providers())}")
+    counts = sess.get_provider_assignment().counts()
+    print("nodes per provider: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    print(f"session creation: {(t1 - t0) * 1e3:.1f} ms; run: {np.median(times) * 1e3:.2f} ms "
+          f"(median of {len(times)})")
+    for arg, value in zip(sess.get_outputs(), outs):
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fiub" and value.size:
+            v = value.astype(np.float64)
+            print(f"output {arg.name}: {value.dtype}{list(value.shape)} min={v.min():.6g} "
+                  f"max={v.max():.6g} mean={v.mean():.6g}"
+                  + (f" argmax={int(v.reshape(v.shape[0], -1).argmax(-1)[0])}"
+                     if v.ndim >= 1 and v.shape[0] else ""))
+        else:
+            print(f"output {arg.name}: {type(value).__name__}")
+    if args.save:
+        np.savez(args.save, **{a.name: o for a, o in zip(sess.get_outputs(), outs)})
+    return 0
+
+
+def _cmd_providers(args: argparse.Namespace) -> int:
+    from ._plugins import get_all_providers, plugin_problems, provider_entry
+
+    rows = []
+    for name in get_all_providers():
+        entry = provider_entry(name)
+        why = entry.availability()
+        try:
+            info = entry.load().describe()
+        except Exception as e:  # noqa: BLE001 - describe is informational
+            info = {"describe_error": f"{type(e).__name__}: {e}"}
+        rows.append({"name": name, "available": why.ok, "reason": why.reason,
+                     "origin": entry.origin, "aliases": list(entry.aliases), **info})
+    problems = [p.__dict__ for p in plugin_problems()]
+    if args.json:
+        print(json.dumps({"providers": rows, "plugin_problems": problems}, indent=2,
+                         default=str))
+        return 0
+    for r in rows:
+        status = "available" if r["available"] else f"unavailable: {r['reason']}"
+        print(f"{r['name']}  ({r['origin']})  {status}")
+        if r["aliases"]:
+            print(f"    aliases: {', '.join(r['aliases'])}")
+        for k, v in r.items():
+            if k not in ("name", "available", "reason", "origin", "aliases"):
+                print(f"    {k}: {v}")
+    for p in problems:
+        print(f"plugin {p['plugin']} ({p['distribution']}) failed: {p['error']}")
+    return 0
+
+
+def _cmd_partition(args: argparse.Namespace) -> int:
+    from ._session import InferenceSession
+
+    sess = InferenceSession(args.model, providers=_providers_arg(args.providers))
+    plan = sess.get_provider_assignment()
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+    else:
+        print(plan.report())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onnxplex", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more (-v info, -vv debug)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run a model once and summarize its outputs")
+    p.add_argument("model")
+    p.add_argument("--inputs", help=".npz file of named inputs (random from shapes if absent)")
+    p.add_argument("--providers", help="comma-separated providers in priority order")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dim", type=int, default=1, help="value for symbolic dims (default 1)")
+    p.add_argument("--repeat", type=int, default=1, help="runs to time (median reported)")
+    p.add_argument("--save", help="write the outputs to this .npz file")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("providers", help="list providers, availability and CPU features")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_providers)
+
+    p = sub.add_parser("partition", help="show where each node runs and why")
+    p.add_argument("model")
+    p.add_argument("--providers", help="comma-separated providers in priority order")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_partition)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except OnnxplexError as e:
+        print(f"onnxplex: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,421 @@
+"""The executor: a plan of kernel calls built once per session, run sequentially or in parallel.
+
+Values live in numbered *slots*. Each :class:`Step` reads slots, calls one kernel (a node's
+or a fused partition's), checks what the kernel returned against the declared outputs, writes
+slots, and releases every intermediate whose last reader it was. A run keeps its slots in a
+local list, so concurrent ``run`` calls on one session share nothing mutable.
+
+Layout conversions between partitions that disagree on layout (NCHW vs NHWC) are explicit
+steps in the plan, made once per value and reused by every reader that needs the same layout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._dtypes import elem_type_name, np_dtype
+from ._errors import KernelExecutionError, OnnxplexError
+from ._graph import Model, Subgraph, ValueInfo
+
+__all__ = ["Step", "ExecutionPlan", "build_plan", "RunCancelled"]
+
+logger = logging.getLogger(__name__)
+
+
+class RunCancelled(OnnxplexError):
+    """The run was cancelled through ``RunOptions.terminate``."""
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One kernel call of the plan."""
+
+    name: str
+    op_type: str
+    provider: str
+    node_indices: tuple[int, ...]
+    kernel: Callable[..., Any]
+    inputs: tuple[int, ...]            # slot per positional input, -1 for an omitted input
+    outputs: tuple[int, ...]           # slot per output, -1 for an output nobody names
+    required: int                      # outputs the kernel must return at least
+    exact: bool                        # fused kernels return exactly len(outputs)
+    checks: tuple[tuple[int | None, tuple | None, str] | None, ...]  # (elem, shape, kind)
+    release: tuple[int, ...] = ()      # slots whose last reader is this step
+    deps: tuple[int, ...] = ()         # steps that must finish first (parallel mode)
+
+
+@dataclass
+class ExecutionPlan:
+    """Steps in a valid order plus the slot layout of the graph's inputs and outputs."""
+
+    steps: list[Step]
+    num_slots: int
+    input_slots: dict[str, int]
+    output_slots: dict[str, int]
+    constants: dict[int, Any]
+    slot_names: list[str] = field(default_factory=list)
+    overridable: frozenset[int] = frozenset()   # initializers a feed may replace
+
+    def initial_slots(self) -> list[Any]:
+        slots: list[Any] = [None] * self.num_slots
+        for s, v in self.constants.items():
+            slots[s] = v
+        return slots
+
+
+# --------------------------------------------------------------------------------------------
+# Layout conversion kernels (rank-4 tensors only; anything else passes through)
+# --------------------------------------------------------------------------------------------
+
+
+def _to_nhwc(x: Any) -> Any:
+    return x.transpose(0, 2, 3, 1) if isinstance(x, np.ndarray) and x.ndim == 4 else x
+
+
+def _to_nchw(x: Any) -> Any:
+    return x.transpose(0, 3, 1, 2) if isinstance(x, np.ndarray) and x.ndim == 4 else x
+
+
+_CONVERTERS = {("NCHW", "NHWC"): _to_nhwc, ("NHWC", "NCHW"): _to_nchw}
+
+
+# --------------------------------------------------------------------------------------------
+# Building the plan
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompiledUnit:
+    """A partition after ``compile``: what the executor needs to call it."""
+
+    provider: str
+    subgraph: Subgraph
+    kernel: Callable[..., Any]
+    node_indices: tuple[int, ...]
+
+
+def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
+    """Order the units topologically, number the slots, insert layout conversions."""
+    slot_of: dict[str, int] = {}
+    names: list[str] = []
+
+    def slot(name: str) -> int:
+        s = slot_of.get(name)
+        if s is None:
+            s = slot_of[name] = len(names)
+            names.append(name)
+        return s
+
+    graph = model.graph
+    input_slots = {v.name: slot(v.name) for v in graph.inputs}
+    constants: dict[int, Any] = {}
+    for name in model.const_names:
+        info = model.value_info(name)
+        if info.const is not None:
+            constants[slot(name)] = info.const
+    # Overridable initializers (also graph inputs) default to their stored value.
+    defaults = {}
+    for v in graph.inputs:
+        init = graph.initializers.get(v.name)
+        if init is not None and init.const_value is not None:
+            defaults[input_slots[v.name]] = init.const_value.numpy()
+
+    ordered = _order_units(units)
+    layout_of: dict[int, str] = {}
+    converted: dict[tuple[int, str], int] = {}
+    steps: list[Step] = []
+
+    def read(name: str, layout: str, const: bool) -> int:
+        s = slot(name)
+        have = layout_of.get(s, "NCHW")
+        if const or have == layout:
+            return s
+        key = (s, layout)
+        if key not in converted:
+            out = slot(f"{name}@{layout}")
+            layout_of[out] = layout
+            steps.append(Step(f"{name}->{layout}", "LayoutConversion", "onnxplex", (),
+                              _CONVERTERS[(have, layout)], (s,), (out,), 1, True, (None,)))
+            converted[key] = out
+        return converted[key]
+
+    for unit in ordered:
+        sg = unit.subgraph
+        layout = sg.layout
+        ins = tuple(-1 if v is None else read(v.name, layout, v.is_const) for v in sg.inputs)
+        outs = tuple(-1 if v is None else slot(v.name) for v in sg.outputs)
+        for s in outs:
+            if s >= 0 and layout != "NCHW":
+                layout_of[s] = layout
+        node = sg.nodes[0]
+        single = sg.is_single_node
+        required = (max((k for k, v in enumerate(sg.outputs) if v is not None), default=-1) + 1)
+        checks = tuple(None if v is None else _check_of(v, layout) for v in sg.outputs)
+        steps.append(Step(
+            name=node.display_name if single else (sg.name or f"{unit.provider}_fused"),
+            op_type=node.op_type if single else sg.name or "FusedSubgraph",
+            provider=unit.provider, node_indices=unit.node_indices, kernel=unit.kernel,
+            inputs=ins, outputs=outs, required=required if single else len(outs),
+            exact=not single, checks=checks))
+
+    output_slots = {}
+    for v in graph.outputs:
+        output_slots[v.name] = read(v.name, "NCHW", v.name in model.const_names)
+        if v.name in model.const_names:
+            constants.setdefault(output_slots[v.name], model.value_info(v.name).const)
+
+    constants.update(defaults)
+    steps = _with_releases(steps, set(output_slots.values()) | set(constants))
+    return ExecutionPlan(steps, len(names), input_slots, output_slots, constants, names,
+                         frozenset(defaults))
+
+
+def _check_of(v: ValueInfo, layout: str) -> tuple[int | None, tuple | None, str]:
+    shape = v.shape
+    if shape is not None and layout == "NHWC" and len(shape) == 4:
+        shape = (shape[0], shape[2], shape[3], shape[1])
+    return (v.elem_type, shape, v.kind)
+
+
+def _order_units(units: Sequence[CompiledUnit]) -> list[CompiledUnit]:
+    """Topological order of the units (fused groups are contracted), stable by first node."""
+    import heapq
+
+    producer: dict[str, int] = {}
+    for k, u in enumerate(units):
+        for v in u.subgraph.outputs:
+            if v is not None:
+                producer[v.name] = k
+    deps = []
+    for u in units:
+        d = {producer[v.name] for v in u.subgraph.inputs if v is not None and v.name in producer}
+        deps.append(d)
+    users: list[list[int]] = [[] for _ in units]
+    for k, d in enumerate(deps):
+        for j in d:
+            users[j].append(k)
+    pending = [len(d) for d in deps]
+    ready = [(min(u.node_indices), k) for k, u in enumerate(units) if pending[k] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, k = heapq.heappop(ready)
+        out.append(units[k])
+        for j in users[k]:
+            pending[j] -= 1
+            if pending[j] == 0:
+                heapq.heappush(ready, (min(units[j].node_indices), j))
+    if len(out) != len(units):  # the partitioner guarantees convexity; this is a bug guard
+        raise OnnxplexError("internal error: partitions form a cycle")
+    return out
+
+
+def _with_releases(steps: list[Step], keep: set[int]) -> list[Step]:
+    last: dict[int, int] = {}
+    producer: dict[int, int] = {}
+    for k, st in enumerate(steps):
+        for s in st.inputs:
+            if s >= 0:
+                last[s] = k
+        for s in st.outputs:
+            if s >= 0:
+                producer[s] = k
+                last.setdefault(s, k)   # produced but never read: release right away
+    release: dict[int, list[int]] = {}
+    for s, k in last.items():
+        if s not in keep:
+            release.setdefault(k, []).append(s)
+    out = []
+    for k, st in enumerate(steps):
+        deps = tuple(sorted({producer[s] for s in st.inputs if s in producer}))
+        out.append(Step(**{**st.__dict__, "release": tuple(release.get(k, ())), "deps": deps}))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+
+
+class StepRecorder:
+    """Receives (step, start_ns, end_ns, inputs, outputs) when profiling is on."""
+
+    def __call__(self, step: Step, start: int, end: int, ins: Sequence[Any],
+                 outs: Sequence[Any]) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def _call(step: Step, slots: list[Any]) -> Sequence[Any]:
+    args = [None if s < 0 else slots[s] for s in step.inputs]
+    try:
+        result = step.kernel(*args)
+    except OnnxplexError as e:
+        if isinstance(e, KernelExecutionError):
+            raise
+        raise KernelExecutionError(
+            f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: {e}",
+            provider=step.provider, node=step.name, op_type=step.op_type) from e
+    except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its node
+        raise KernelExecutionError(
+            f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: "
+            f"{type(e).__name__}: {e}", provider=step.provider, node=step.name,
+            op_type=step.op_type) from e
+    if not isinstance(result, (tuple, list)) or (
+            len(step.outputs) == 1 and step.checks[0] is not None
+            and step.checks[0][2] == "sequence" and isinstance(result, list)):
+        result = (result,)
+    n = len(result)
+    if n < step.required or (step.exact and n != len(step.outputs)):
+        raise KernelExecutionError(
+            f"node '{step.name}' ({step.op_type}) on provider {step.provider} returned {n} "
+            f"output(s), expected {len(step.outputs) if step.exact else step.required}",
+            provider=step.provider, node=step.name, op_type=step.op_type)
+    for k, s in enumerate(step.outputs):
+        if s < 0:
+            continue
+        value = result[k]
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        chk = step.checks[k]
+        if chk is not None and chk[2] == "tensor":
+            _check_tensor(step, k, value, chk)
+        slots[s] = value
+    return result
+
+
+def _check_tensor(step: Step, k: int, value: Any, chk: tuple) -> None:
+    elem, shape, _ = chk
+    if not isinstance(value, np.ndarray):
+        raise KernelExecutionError(
+            f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} is "
+            f"{type(value).__name__}, expected a numpy array", provider=step.provider,
+            node=step.name, op_type=step.op_type)
+    if elem:
+        try:
+            want = np_dtype(elem)
+        except KeyError:
+            want = None
+        if want is not None and value.dtype != want:
+            raise KernelExecutionError(
+                f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} "
+                f"has dtype {value.dtype}, declared {elem_type_name(elem)}",
+                provider=step.provider, node=step.name, op_type=step.op_type)
+    if shape is not None:
+        bad = value.ndim != len(shape) or any(
+            isinstance(d, int) and d != a for d, a in zip(shape, value.shape))
+        if bad:
+            raise KernelExecutionError(
+                f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} "
+                f"has shape {list(value.shape)}, declared {list(shape)}",
+                provider=step.provider, node=step.name, op_type=step.op_type)
+
+
+def run_sequential(plan: ExecutionPlan, slots: list[Any], *,
+                   cancelled: Callable[[], bool] | None = None,
+                   record: StepRecorder | None = None) -> None:
+    for step in plan.steps:
+        if cancelled is not None and cancelled():
+            raise RunCancelled("run cancelled by RunOptions.terminate")
+        if record is None:
+            _call(step, slots)
+        else:
+            args = [None if s < 0 else slots[s] for s in step.inputs]
+            t0 = time.perf_counter_ns()
+            outs = _call(step, slots)
+            record(step, t0, time.perf_counter_ns(), args, outs)
+        for s in step.release:
+            slots[s] = None
+
+
+def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor, *,
+                 cancelled: Callable[[], bool] | None = None,
+                 record: StepRecorder | None = None) -> None:
+    """Run independent steps concurrently (inter-op parallelism)."""
+    steps = plan.steps
+    n = len(steps)
+    if n == 0:
+        return
+    users: list[list[int]] = [[] for _ in range(n)]
+    pending = [0] * n
+    for k, st in enumerate(steps):
+        pending[k] = len(st.deps)
+        for d in st.deps:
+            users[d].append(k)
+    # A released slot must wait for *every* reader, which may finish out of order: count them.
+    readers: dict[int, int] = {}
+    for st in steps:
+        for s in set(st.inputs):
+            if s >= 0:
+                readers[s] = readers.get(s, 0) + 1
+    releasable = {s for st in steps for s in st.release}
+    lock = threading.Lock()
+    done = threading.Event()
+    state = {"left": n, "error": None}
+
+    def finish(k: int) -> int | None:
+        """Book-keeping after step k; returns one newly ready step to run on this thread."""
+        ready = []
+        with lock:
+            for s in set(steps[k].inputs):
+                if s >= 0 and s in releasable:
+                    readers[s] -= 1
+                    if readers[s] == 0:
+                        slots[s] = None
+            for s in steps[k].outputs:
+                if s in releasable and readers.get(s, 0) == 0:
+                    slots[s] = None
+            for j in users[k]:
+                pending[j] -= 1
+                if pending[j] == 0:
+                    ready.append(j)
+            state["left"] -= 1
+            if state["left"] == 0:
+                done.set()
+        for j in ready[1:]:
+            pool.submit(work, j)
+        return ready[0] if ready else None   # continue here: fewer hand-offs
+
+    def work(k: int | None) -> None:
+        while k is not None:
+            if state["error"] is not None:
+                return
+            try:
+                if cancelled is not None and cancelled():
+                    raise RunCancelled("run cancelled by RunOptions.terminate")
+                if record is None:
+                    _call(steps[k], slots)
+                else:
+                    args = [None if s < 0 else slots[s] for s in steps[k].inputs]
+                    t0 = time.perf_counter_ns()
+                    outs = _call(steps[k], slots)
+                    record(steps[k], t0, time.perf_counter_ns(), args, outs)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                with lock:
+                    if state["error"] is None:
+                        state["error"] = e
+                done.set()
+                return
+            k = finish(k)
+
+    roots = [k for k in range(n) if pending[k] == 0]
+    for k in roots[1:]:
+        pool.submit(work, k)
+    work(roots[0])
+    done.wait()
+    if state["error"] is not None:
+        raise state["error"]
+
+
+def feed_slots(plan: ExecutionPlan, feeds: Mapping[str, Any]) -> list[Any]:
+    slots = plan.initial_slots()
+    for name, value in feeds.items():
+        slots[plan.input_slots[name]] = value
+    return slots
