@@ -75,6 +75,13 @@ def int64_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
+def unoptimized() -> onnxplex.SessionOptions:
+    """Session options that keep the graph as built (tests here check placement)."""
+    so = onnxplex.SessionOptions()
+    so.graph_optimization_level = onnxplex.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return so
+
+
 def chain_input() -> np.ndarray:
     return np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
 
@@ -135,9 +142,14 @@ _PROBE = textwrap.dedent("""
     out["problems"] = [repr(p) for p in onnxplex.plugin_problems()]
     x = np.load(x_path)
 
-    def run(key, providers):
+    # Placement sessions run unoptimized so that no graph rewrite (a Conv+Add fusion, say)
+    # changes which nodes exist; the cpu_mlas-only reference uses the default level.
+    unoptimized = onnxplex.SessionOptions()
+    unoptimized.graph_optimization_level = onnxplex.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+    def run(key, providers, options=None):
         try:
-            sess = onnxplex.InferenceSession(model_path, providers=providers)
+            sess = onnxplex.InferenceSession(model_path, options, providers=providers)
             y = sess.run(None, {"X": x})[0]
             plan = sess.get_provider_assignment()
             out[key] = {
@@ -153,8 +165,8 @@ _PROBE = textwrap.dedent("""
             out[key] = {"error": traceback.format_exc()}
 
     run("cpu_only", ["cpu_mlas"])
-    run("example_first", ["example_numpy", "cpu_mlas"])
-    run("cpu_first", ["cpu_mlas", "example_numpy"])
+    run("example_first", ["example_numpy", "cpu_mlas"], unoptimized)
+    run("cpu_first", ["cpu_mlas", "example_numpy"], unoptimized)
     print(json.dumps(out))
 """)
 
@@ -346,21 +358,22 @@ def test_compile_runs_once_per_session_not_per_run(counting_provider):
     model, x = chain_model().SerializeToString(), chain_input()
     ref = onnxplex.InferenceSession(model, providers=["cpu_mlas"]).run(None, {"X": x})[0]
 
-    sess = onnxplex.InferenceSession(model, providers=[counting_provider.name, "cpu_mlas"])
+    sess = onnxplex.InferenceSession(model, unoptimized(),
+                                     providers=[counting_provider.name, "cpu_mlas"])
     assert len(counting_provider.compiled) == 1  # one fused group -> one compile
     assert len(counting_provider.compiled[0]) == len(ELEMENTWISE)
     for _ in range(3):
         np.testing.assert_allclose(sess.run(None, {"X": x})[0], ref, rtol=1e-5, atol=1e-6)
     assert len(counting_provider.compiled) == 1
 
-    onnxplex.InferenceSession(model, providers=[counting_provider.name, "cpu_mlas"])
+    onnxplex.InferenceSession(model, unoptimized(), providers=[counting_provider.name, "cpu_mlas"])
     assert len(counting_provider.compiled) == 2  # a new session compiles again
 
 
 def test_provider_options_reach_the_provider_through_the_session(counting_provider):
     model, x = chain_model().SerializeToString(), chain_input()
     sess = onnxplex.InferenceSession(
-        model, providers=[(counting_provider.name, {"fuse": "0"}), "cpu_mlas"])
+        model, unoptimized(), providers=[(counting_provider.name, {"fuse": "0"}), "cpu_mlas"])
     assert sorted(len(g) for g in counting_provider.compiled) == [1, 1, 1, 1]
     parts = [p for p in sess.get_provider_assignment().partitions
              if p.provider == counting_provider.name]

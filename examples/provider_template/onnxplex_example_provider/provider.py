@@ -225,7 +225,10 @@ class ExampleNumpyProvider(ExecutionProvider):
             ins = tuple(v.name for v in node.inputs)  # type: ignore[union-attr]
             steps.append((fn, ins, node.outputs[0].name))  # type: ignore[union-attr]
 
-        input_names = tuple(v.name for v in subgraph.inputs)
+        # A single-node subgraph lists the node's inputs as they are (a repeated value
+        # appears twice, an omitted optional input is None); a fused one lists each outside
+        # value once. Naming every position handles both.
+        input_names = tuple("" if v is None else v.name for v in subgraph.inputs)
         output_names = tuple(v.name for v in subgraph.outputs)
 
         def kernel(*inputs: np.ndarray) -> tuple[np.ndarray, ...]:

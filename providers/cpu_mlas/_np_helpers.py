@@ -1,0 +1,105 @@
+"""Small numpy helpers shared by the cpu_mlas kernel modules (elementwise, shape, reduce, misc)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from onnxplex import NodeView
+
+__all__ = [
+    "LOW_PRECISION_FLOATS",
+    "as_array",
+    "const_input",
+    "decode_strings",
+    "int_list",
+    "norm_axes",
+    "norm_axis",
+    "trunc_divide",
+    "upcast_float",
+]
+
+LOW_PRECISION_FLOATS: frozenset[np.dtype] = frozenset(
+    np.dtype(t) for t in (
+        ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,
+        ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e8m0fnu,
+        ml_dtypes.float4_e2m1fn,
+    )
+)
+"""Float types numpy has no native arithmetic for: kernels compute them in float32."""
+
+_F16_LIKE = LOW_PRECISION_FLOATS | {np.dtype(np.float16)}
+
+
+def as_array(value: Any) -> np.ndarray:
+    """``value`` as an ndarray (numpy ufuncs return scalars for 0-d operands)."""
+    return value if type(value) is np.ndarray else np.asarray(value)
+
+
+def upcast_float(dtype: np.dtype) -> np.dtype | None:
+    """float32 for float16 and the ml_dtypes floats (accumulation type), else ``None``."""
+    return np.dtype(np.float32) if dtype in _F16_LIKE else None
+
+
+def const_input(node: NodeView, i: int) -> np.ndarray | None:
+    """The constant value of input ``i`` (``None`` when omitted or computed at run time)."""
+    v = node.input(i)
+    if v is None or v.const is None:
+        return None
+    c = v.const
+    if c.dtype.kind in "SU":
+        return decode_strings(c)
+    return c
+
+
+def input_omitted(node: NodeView, i: int) -> bool:
+    """Whether optional input ``i`` is absent (so the kernel receives ``None``)."""
+    return node.input(i) is None
+
+
+def decode_strings(a: np.ndarray) -> np.ndarray:
+    """An ONNX string tensor as an object array of Python ``str`` (bytes are UTF-8 decoded)."""
+    if a.dtype == object:
+        if a.size and isinstance(a.flat[0], bytes):
+            return np.char.decode(a.astype(np.bytes_), "utf-8").astype(object)
+        return a
+    if a.dtype.kind == "S":
+        return np.char.decode(a, "utf-8").astype(object)
+    return a.astype(object)
+
+
+def int_list(value: Iterable[Any] | np.ndarray | None) -> list[int] | None:
+    """A 1-D int tensor or attribute as a list of Python ints (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    return [int(v) for v in np.asarray(value).reshape(-1).tolist()]
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    """Normalise a possibly negative axis against ``rank``; raise on out-of-range."""
+    a = int(axis)
+    if not -rank <= a < max(rank, 1):
+        raise ValueError(f"axis {axis} is out of range for a tensor of rank {rank}")
+    return a + rank if a < 0 else a
+
+
+def norm_axes(axes: Iterable[int], rank: int) -> tuple[int, ...]:
+    """Normalise axes; duplicates are an error, as in ONNX."""
+    out = tuple(norm_axis(a, rank) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes {list(axes)} contain duplicates")
+    return out
+
+
+def trunc_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division rounding toward zero (C semantics), in ``a``'s dtype."""
+    q = np.floor_divide(a, b)
+    if a.dtype.kind == "i":
+        # floor differs from trunc when the remainder is nonzero and the signs differ
+        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+        if fix.any():
+            q = q + fix.astype(q.dtype)
+    return q

@@ -1,0 +1,162 @@
+"""Loading and validating models: paths, bytes, protos, external data, bad input."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from graphs import chain, small_cnn
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex import ExternalDataError, InvalidModelError, UnsupportedModelError
+
+
+def test_load_from_path_bytes_and_proto(tmp_path):
+    proto = small_cnn()
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+    for src in (str(path), path, proto.SerializeToString(), proto):
+        model = onnxplex.load_model(src)
+        assert [n.op_type for n in model.nodes] == ["Conv", "Relu", "MaxPool", "Flatten",
+                                                   "Gemm", "Softmax"]
+    model = onnxplex.load_model(path)
+    assert model.base_dir == str(tmp_path)
+    # shape inference keeps the symbolic batch dim
+    assert model.value_info("c").shape == ("N", 8, 16, 16)
+    assert model.value_info("w").const.shape == (8, 3, 3, 3)
+    assert model.producer_index["r"] == 1 and model.consumer_indices["r"] == [2]
+    # serializes back to an equivalent proto
+    again = model.to_proto()
+    onnx.checker.check_model(again)
+    assert [n.op_type for n in again.graph.node] == [n.op_type for n in proto.graph.node]
+
+
+def test_nested_subgraphs_are_kept():
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = onnxplex.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    view = model.node_views[0]
+    assert view.attrs["then_branch"].name == "then"
+    # the outer-scope value read by the bodies counts as a consumer edge
+    assert model.consumer_indices["x"] == [0]
+    assert onnx.helper.get_attribute_value(model.to_proto().graph.node[0].attribute[0]).name
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "empty"),
+    (b"\x08\x07garbage\xff\xff\xff\xff\xff", "not a valid ONNX model"),
+    (b"this is not a model at all, just some text", "not a valid ONNX model|holds no graph"),
+])
+def test_garbage_bytes(data, message):
+    with pytest.raises(InvalidModelError, match=message):
+        onnxplex.InferenceSession(data)
+
+
+def test_truncated_model(tmp_path):
+    data = small_cnn().SerializeToString()
+    with pytest.raises(InvalidModelError, match="truncated|not a valid"):
+        onnxplex.InferenceSession(data[: len(data) // 2])
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[:-7])
+    with pytest.raises(InvalidModelError, match="cut.onnx"):
+        onnxplex.InferenceSession(str(path))
+
+
+def test_missing_file():
+    with pytest.raises(InvalidModelError, match="not found"):
+        onnxplex.InferenceSession("/nonexistent/model.onnx")
+
+
+def test_future_versions():
+    m = chain(["Relu"])
+    m.ir_version = onnx.IR_VERSION + 1
+    with pytest.raises(UnsupportedModelError, match="IR version"):
+        onnxplex.load_model(m)
+    m = chain(["Relu"], opset=onnx.defs.onnx_opset_version() + 1)
+    with pytest.raises(UnsupportedModelError, match="opset"):
+        onnxplex.load_model(m)
+
+
+def test_structural_errors():
+    m = chain(["Relu", "Relu"])
+    m.graph.node[1].output[0] = "t0"          # t0 defined twice
+    with pytest.raises(InvalidModelError, match="defined twice"):
+        onnxplex.load_model(m)
+    m = chain(["Relu"])
+    m.graph.node[0].input[0] = "nowhere"
+    with pytest.raises(InvalidModelError, match="reads 'nowhere'"):
+        onnxplex.load_model(m)
+    m = chain(["Relu"])
+    m.graph.output[0].name = "ghost"
+    with pytest.raises(InvalidModelError, match="graph output 'ghost'"):
+        onnxplex.load_model(m)
+    m = chain(["Relu", "Relu"])
+    m.graph.node[0].input[0] = "y"             # A reads C's... B's output: a cycle
+    with pytest.raises(InvalidModelError, match="cycle"):
+        onnxplex.load_model(m)
+
+
+def _external_model(tmp_path, location: str, offset: int = 0, length: int | None = None):
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = numpy_helper.from_array(w, "w")
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)),
+                 ("length", str(length if length is not None else w.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    node = helper.make_node("Add", ["x", "w"], ["y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          initializer=[t])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    folder = tmp_path / "model"
+    folder.mkdir(exist_ok=True)
+    path = folder / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path, w
+
+
+def test_external_data_inside_folder_loads(tmp_path):
+    path, w = _external_model(tmp_path, "weights.bin")
+    (path.parent / "weights.bin").write_bytes(w.tobytes())
+    model = onnxplex.load_model(path)
+    np.testing.assert_array_equal(model.value_info("w").const, w)
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/passwd", "sub/../../secret.bin",
+                                      "link.bin"])
+def test_external_data_escaping_the_folder_is_refused(tmp_path, location):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"\0" * 24)
+    path, _ = _external_model(tmp_path, location)
+    os.symlink(secret, path.parent / "link.bin")
+    with pytest.raises(ExternalDataError, match="outside the model folder|absolute path") as e:
+        onnxplex.InferenceSession(str(path))
+    assert "'w'" in str(e.value)
+
+
+def test_external_data_out_of_range(tmp_path):
+    path, w = _external_model(tmp_path, "weights.bin", offset=16)
+    (path.parent / "weights.bin").write_bytes(w.tobytes())
+    with pytest.raises(ExternalDataError, match="beyond the end"):
+        onnxplex.load_model(path)
+    path, w = _external_model(tmp_path, "missing.bin")
+    with pytest.raises(ExternalDataError, match="not found"):
+        onnxplex.load_model(path)
+
+
+def test_external_data_from_bytes_is_refused(tmp_path):
+    path, _ = _external_model(tmp_path, "weights.bin")
+    with pytest.raises(ExternalDataError, match="not loaded from a path"):
+        onnxplex.load_model(path.read_bytes())

@@ -1,0 +1,116 @@
+"""Entry-point discovery: bundled providers, broken plugins, environment controls."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import onnxplex
+from onnxplex import _plugins
+
+
+def test_bundled_providers_register_through_entry_points():
+    names = onnxplex.get_all_providers()
+    assert {"cpu_mlas", "kleidi_sme2", "xnnpack_like"} <= set(names)
+    assert names[-1] == "cpu_mlas"
+    assert onnxplex.get_available_providers()[-1] == "cpu_mlas"
+    entry = _plugins.provider_entry("CPUExecutionProvider")
+    assert entry.name == "cpu_mlas" and entry.distribution == "onnxplex"
+    assert _plugins.provider_entry("XnnpackExecutionProvider").name == "xnnpack_like"
+
+
+def test_unavailable_provider_says_why():
+    why = _plugins.provider_entry("kleidi_sme2").availability()
+    assert not why.ok and why.reason
+
+
+def _fake_dist(tmp_path, name: str, module_src: str, ep_target: str | None = None):
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(module_src))
+    info = tmp_path / f"{name}-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[onnxplex]\n{name} = {ep_target or name}\n")
+
+
+BROKEN_IMPORT = "raise ImportError('this plugin is broken on purpose')\n"
+BROKEN_HOOK = """
+    import onnxplex
+
+    @onnxplex.hookimpl
+    def onnxplex_register_providers(register):
+        raise RuntimeError('hook exploded')
+"""
+GOOD = """
+    import onnxplex
+
+    class Good(onnxplex.ExecutionProvider):
+        name = "good_plugin"
+
+    @onnxplex.hookimpl
+    def onnxplex_register_providers(register):
+        register("good_plugin_mod:Good", name="good_plugin")
+"""
+
+
+@pytest.fixture
+def plugin_dir(tmp_path, monkeypatch):
+    _fake_dist(tmp_path, "broken_import_plugin", BROKEN_IMPORT)
+    _fake_dist(tmp_path, "broken_hook_plugin", BROKEN_HOOK)
+    _fake_dist(tmp_path, "good_plugin_mod", GOOD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_broken_plugins_become_warnings(plugin_dir):
+    reg = _plugins._Registry()
+    with pytest.warns(RuntimeWarning) as rec:
+        reg.ensure_loaded()
+    text = " ".join(str(w.message) for w in rec)
+    assert "'broken_import_plugin' (broken_import_plugin 1.2.3)" in text
+    assert "this plugin is broken on purpose" in text
+    assert "hook exploded" in text
+    assert {p.plugin for p in reg.problems} == {"broken_import_plugin", "broken_hook_plugin"}
+    # the good plugin and the bundled ones still registered
+    assert {"good_plugin", "cpu_mlas"} <= set(reg.entries)
+    assert reg.entries["good_plugin"].distribution == "good_plugin_mod"
+
+
+def test_environment_controls(plugin_dir, monkeypatch):
+    monkeypatch.setenv("ONNXPLEX_DISABLE_PLUGINS", "broken_import_plugin,broken_hook_plugin")
+    reg = _plugins._Registry()
+    reg.ensure_loaded()
+    assert not reg.problems and "good_plugin" in reg.entries
+    monkeypatch.delenv("ONNXPLEX_DISABLE_PLUGINS")
+    monkeypatch.setenv("ONNXPLEX_LOAD_PLUGINS", "cpu_mlas")
+    reg = _plugins._Registry()
+    reg.ensure_loaded()
+    assert set(reg.entries) == {"cpu_mlas"}
+
+
+def test_import_onnxplex_survives_broken_plugins_and_loads_no_provider(plugin_dir):
+    code = ("import sys, onnxplex; "
+            "assert not [m for m in sys.modules if m.startswith('onnxplex.providers.')], "
+            "sorted(sys.modules); "
+            "print(onnxplex.get_available_providers())")
+    out = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
+                         text=True, env={"PYTHONPATH": str(plugin_dir), "PATH": ""},
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "good_plugin" in out.stdout and "cpu_mlas" in out.stdout
+    assert "broken on purpose" in out.stderr
+
+
+def test_listing_providers_does_not_load_native_code():
+    code = ("import sys, onnxplex; onnxplex.get_all_providers(); "
+            "print(any('_kleidi' in m for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_registration_by_path_needs_a_name():
+    with pytest.raises(onnxplex.InvalidArgumentError, match="needs name"):
+        onnxplex.register_provider("some.module:Cls")

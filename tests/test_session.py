@@ -1,0 +1,120 @@
+"""Session API: feeds, outputs, metadata, options, profiling (null provider: no numerics)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from graphs import chain
+from onnx import TensorProto, helper
+
+import onnxplex
+from onnxplex import InvalidArgumentError, InvalidFeedError, SessionOptions
+
+
+def _two_input_model():
+    node = helper.make_node("Add", ["a", "b"], ["y"], name="add")
+    g = helper.make_graph([node], "two_inputs",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 4]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests",
+                          doc_string="a doc")
+    helper.set_model_props(m, {"author": "onnxplex"})
+    return m
+
+
+@pytest.fixture
+def sess(null_provider):
+    so = SessionOptions()
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return onnxplex.InferenceSession(_two_input_model(), so, providers=[("null",
+                                                                         {"claim": "Add"})])
+
+
+def test_inputs_outputs_and_metadata(sess):
+    (a, b), (y,) = sess.get_inputs(), sess.get_outputs()
+    assert (a.name, a.type, a.shape) == ("a", "tensor(float)", ["batch", 4])
+    assert (y.name, y.type, y.shape) == ("y", "tensor(float)", ["batch", 4])
+    assert str(a) == "NodeArg(name='a', type='tensor(float)', shape=['batch', 4])"
+    meta = sess.get_modelmeta()
+    assert meta.producer_name == "tests" and meta.graph_name == "two_inputs"
+    assert meta.custom_metadata_map == {"author": "onnxplex"}
+    assert sess.get_providers() == ["null"]
+    assert sess.get_provider_options() == {"null": {"claim": "Add", "fuse": "0"}}
+
+
+def test_run_accepts_readonly_and_noncontiguous(sess):
+    a = np.ones((6, 4), np.float32)[::2]
+    b = np.ones((3, 4), np.float32)
+    b.flags.writeable = False
+    (y,) = sess.run(None, {"a": a, "b": b})
+    assert y.shape == (3, 4)
+    assert sess.run(["y"], {"a": a, "b": b})[0].shape == (3, 4)
+
+
+@pytest.mark.parametrize("feed, message", [
+    ({"a": np.ones((2, 4), np.float32)}, r"missing input\(s\) \['b'\]"),
+    ({"a": np.ones((2, 4), np.float32), "b": np.ones((2, 4), np.float32),
+      "c": np.ones(1, np.float32)}, "unknown input name 'c'"),
+    ({"a": np.ones((2, 4), np.float64), "b": np.ones((2, 4), np.float32)},
+     r"input 'a': expected dtype tensor\(float\) \(float32\), got float64"),
+    ({"a": np.ones((2, 5), np.float32), "b": np.ones((2, 5), np.float32)},
+     r"input 'a': dimension 1 must be 4 \(shape \['batch', 4\]\), got 5"),
+    ({"a": np.ones((2, 4, 1), np.float32), "b": np.ones((2, 4), np.float32)},
+     "input 'a': expected rank 2"),
+    ({"a": np.ones((2, 4), np.float32), "b": np.ones((3, 4), np.float32)},
+     r"input 'b': dimension 0 \('batch'\) is 3, but input 'a' has 'batch' = 2"),
+])
+def test_bad_feeds_are_named(sess, feed, message):
+    with pytest.raises(InvalidFeedError, match=message):
+        sess.run(None, feed)
+
+
+def test_unknown_output_name(sess):
+    feed = {"a": np.ones((1, 4), np.float32), "b": np.ones((1, 4), np.float32)}
+    with pytest.raises(InvalidArgumentError, match="unknown output name 'z'"):
+        sess.run(["z"], feed)
+
+
+def test_unknown_provider_and_option(null_provider):
+    with pytest.raises(InvalidArgumentError, match="unknown execution provider 'nope'"):
+        onnxplex.InferenceSession(chain(["Relu"]), providers=["nope"])
+    with pytest.raises(onnxplex.ProviderOptionError, match=r"unknown option\(s\) \['bogus'\]"):
+        onnxplex.InferenceSession(chain(["Relu"]), providers=[("null", {"bogus": 1})])
+    with pytest.raises(onnxplex.ProviderOptionError, match="must be bool"):
+        onnxplex.InferenceSession(chain(["Relu"]), providers=[("null", {"fuse": "maybe"})])
+
+
+def test_unavailable_provider_is_skipped_with_a_warning():
+    with pytest.warns(RuntimeWarning, match="kleidi_sme2.*not available"):
+        s = onnxplex.InferenceSession(chain(["Relu"]), providers=["kleidi_sme2", "cpu_mlas"])
+    assert s.get_providers() == ["cpu_mlas"]
+
+
+def test_profiling_writes_ort_format(null_provider, tmp_path):
+    so = SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    s = onnxplex.InferenceSession(chain(["Relu", "Sigmoid"]), so,
+                                  providers=[("null", {"claim": "Relu,Sigmoid"})])
+    s.run(None, {"x": np.ones((2, 3), np.float32)})
+    path = s.end_profiling()
+    events = json.loads(open(path).read())
+    nodes = [e for e in events if e["cat"] == "Node"]
+    assert [e["name"] for e in nodes] == ["A_kernel_time", "B_kernel_time"]
+    assert nodes[0]["args"]["provider"] == "null" and nodes[0]["args"]["op_name"] == "Relu"
+    assert nodes[0]["args"]["input_type_shape"] == [{"float": [2, 3]}]
+    assert {e["ph"] for e in events} == {"X"}
+    assert any(e["name"] == "model_run" for e in events)
+
+
+def test_optimized_model_is_saved(null_provider, tmp_path):
+    so = SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    onnxplex.InferenceSession(chain(["Identity", "Relu"]), so,
+                              providers=[("null", {"claim": "Relu"})])
+    saved = onnx.load(so.optimized_model_filepath)
+    assert [n.op_type for n in saved.graph.node] == ["Relu"]
