@@ -22,6 +22,7 @@ __all__ = [
     "light_model_paths",
     "light_model_id",
     "with_probe_outputs",
+    "with_op_outputs",
     "graph_feed_inputs",
     "transformer_encoder",
     "transformer_feed",
@@ -100,6 +101,28 @@ def with_probe_outputs(model: onnx.ModelProto, n_probes: int = 4) -> tuple[onnx.
         probes.append(name)
         model.graph.output.append(vi[name])
     return model, probes
+
+
+def with_op_outputs(model: onnx.ModelProto, op_types: set[str]) -> tuple[onnx.ModelProto,
+                                                                       list[str]]:
+    """A copy of ``model`` where every output of the nodes of ``op_types`` is a graph output.
+
+    Element types come from shape inference (shapes are left unset). Returns the model and
+    the added names in graph order; for bisecting a mismatch down to one node.
+    """
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    inferred = onnx.shape_inference.infer_shapes(model)
+    elem = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
+    declared = {o.name for o in model.graph.output}
+    added = []
+    for node in model.graph.node:
+        if node.op_type not in op_types:
+            continue
+        for name in node.output:
+            if name and name not in declared and name in elem:
+                added.append(name)
+                model.graph.output.append(helper.make_tensor_value_info(name, elem[name], None))
+    return model, added
 
 
 # --------------------------------------------------------------------------------------------

@@ -75,6 +75,15 @@ def int64_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
+def add_model(shape_a, shape_b) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["A", "B"], ["C"])], "add",
+        [helper.make_tensor_value_info("A", TensorProto.FLOAT, shape_a),
+         helper.make_tensor_value_info("B", TensorProto.FLOAT, shape_b)],
+        [helper.make_tensor_value_info("C", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
 def unoptimized() -> onnxplex.SessionOptions:
     """Session options that keep the graph as built (tests here check placement)."""
     so = onnxplex.SessionOptions()
@@ -275,6 +284,22 @@ def test_capability_claims_the_chain_and_explains_declines(provider_mod):
     _, cap = _capability(provider_mod.ExampleNumpyProvider(), int64_model())
     assert cap.groups == ()
     assert [d.reason for d in cap.declined] == ["dtype int64 is not float32"] * 2
+
+
+@pytest.mark.parametrize("shape_a, shape_b, reason", [
+    ([2, 3], [2, 3], None),
+    (["N", 3], [1, 3], None),
+    (["N", 3], ["N", 3], None),
+    ([2, 3], [4, 3], "input shapes [2,3] and [4,3] do not broadcast"),
+    (["N", 3], ["M", 3], "input shapes [N,3] and [M,3] may not broadcast"),
+    (None, [3], "input shapes [?] and [3]: an unknown rank; cannot check that they broadcast"),
+])
+def test_capability_checks_broadcasting(provider_mod, shape_a, shape_b, reason):
+    _, cap = _capability(provider_mod.ExampleNumpyProvider(), add_model(shape_a, shape_b))
+    if reason is None:
+        assert [g.nodes for g in cap.groups] == [(0,)] and cap.declined == ()
+    else:
+        assert cap.groups == () and [d.reason for d in cap.declined] == [reason]
 
 
 def test_options(provider_mod):

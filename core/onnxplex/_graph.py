@@ -188,17 +188,24 @@ class GraphView:
 class Subgraph:
     """A claimed group of nodes, handed to ``compile``.
 
-    ``inputs`` are the values the group reads from outside (graph inputs, initializers and
-    other partitions' outputs, in first-use order); ``outputs`` are the values it produces that
-    are read outside the group or are graph outputs. ``layout`` is the layout the kernel will
-    receive its rank-4 activations in (the provider's preferred layout). The kernel returned by
-    ``compile`` is called as ``kernel(*inputs)`` and returns the outputs in this order.
+    For a fused group (several nodes), ``inputs`` are the values the group reads from outside
+    (graph inputs, initializers and other partitions' outputs), each once, in first-use order;
+    ``outputs`` are the values it produces that are read outside the group or are graph
+    outputs, and the kernel must return exactly those, in order.
+
+    For a single node, ``inputs`` and ``outputs`` are the node's own, position for position
+    (an input read twice appears twice; an omitted optional input or output is ``None``), so
+    per-node kernels see ONNX's signature; such a kernel returns at least the outputs up to the
+    last named one and may return trailing optional outputs, which are dropped.
+
+    ``layout`` is the layout in which the kernel receives and returns rank-4 non-constant
+    tensors (the provider's preferred layout); constants keep ONNX's layout.
     """
 
     name: str
     nodes: tuple[NodeView, ...]
-    inputs: tuple[ValueInfo, ...]
-    outputs: tuple[ValueInfo, ...]
+    inputs: tuple[ValueInfo | None, ...]
+    outputs: tuple[ValueInfo | None, ...]
     layout: str = "NCHW"
 
     @property

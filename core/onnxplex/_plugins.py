@@ -97,6 +97,10 @@ class ProviderEntry:
             if not (isinstance(target, type) and issubclass(target, ExecutionProvider)):
                 raise PluginLoadError(f"provider {self.name!r} ({self.origin}): {target!r} is "
                                       "not an ExecutionProvider subclass")
+            if target.name != self.name:
+                raise PluginLoadError(
+                    f"provider registered as {self.name!r} ({self.origin}) is a class named "
+                    f"{target.name!r}; the registered name and the class's `name` must match")
             if target.api_version > API_VERSION:
                 raise PluginLoadError(
                     f"provider {self.name!r} ({self.origin}) needs provider API "

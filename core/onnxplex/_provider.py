@@ -126,6 +126,8 @@ class Option:
     type: type = str
     doc: str = ""
     choices: tuple[Any, ...] | None = None
+    check: Callable[[Any], str | None] | None = None
+    """Validates a converted value: returns None when fine, else what is wrong with it."""
 
     def convert(self, key: str, value: Any, provider: str) -> Any:
         try:
@@ -144,6 +146,10 @@ class Option:
             raise ProviderOptionError(
                 f"provider {provider!r}: option {key!r} must be one of {list(self.choices)}, "
                 f"got {value!r}", provider=provider)
+        problem = self.check(out) if self.check is not None else None
+        if problem:
+            raise ProviderOptionError(f"provider {provider!r}: option {key!r}={value!r}: "
+                                      f"{problem}", provider=provider)
         return out
 
 

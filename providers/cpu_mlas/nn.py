@@ -223,7 +223,7 @@ def _convt_geometry(node: NodeView, in_sp: Sequence[int], kshape: Sequence[int])
         if out_shape:
             target = int(out_shape[i])
             total = max(0, natural - target)
-            head = total // 2 if auto_pad != "SAME_LOWER" else total - total // 2
+            head = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
         elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             target = in_sp[i] * strides[i]
             total = max(0, natural - target)
@@ -363,7 +363,7 @@ def _max_pool_indices(node: NodeView, x_shape: tuple[int, ...], geo: _PoolGeomet
     return flat
 
 
-def _max_pool_factory(dilations: bool):
+def _max_pool_factory():
     def make(node: NodeView, ctx: ProviderContext):
         want = len(node.outputs) > 1 and node.outputs[1] is not None
 
@@ -376,19 +376,18 @@ def _max_pool_factory(dilations: bool):
     return make
 
 
-def _decline_pool_storage(node: NodeView) -> str | None:
+def _needs_kernel_shape(node: NodeView) -> str | None:
     if not node.attr("kernel_shape"):
         return "kernel_shape attribute is required"
     return None
 
 
-op("MaxPool", since=1, dtypes={"T": FLOATS}, predicate=_decline_pool_storage)(
-    _max_pool_factory(False))
-op("MaxPool", since=8, dtypes={"T": FLOATS}, predicate=_decline_pool_storage)(
-    _max_pool_factory(False))
-for _v in (10, 11, 12, 22):
+for _v in (1, 8, 10, 11):
+    op("MaxPool", since=_v, dtypes={"T": FLOATS}, predicate=_needs_kernel_shape)(
+        _max_pool_factory())
+for _v in (12, 22):  # int8/uint8 since 12
     op("MaxPool", since=_v, dtypes={"T": FLOATS | {TP.INT8, TP.UINT8}},
-       predicate=_decline_pool_storage)(_max_pool_factory(True))
+       predicate=_needs_kernel_shape)(_max_pool_factory())
 
 
 def _avg_pool(node: NodeView, x: np.ndarray, dilations: bool) -> np.ndarray:
@@ -425,10 +424,10 @@ def _avg_pool_factory(dilations: bool):
 
 
 for _v in (1, 7, 10, 11):
-    op("AveragePool", since=_v, dtypes={"T": FLOATS}, predicate=_decline_pool_storage)(
+    op("AveragePool", since=_v, dtypes={"T": FLOATS}, predicate=_needs_kernel_shape)(
         _avg_pool_factory(False))
 for _v in (19, 22):
-    op("AveragePool", since=_v, dtypes={"T": FLOATS}, predicate=_decline_pool_storage)(
+    op("AveragePool", since=_v, dtypes={"T": FLOATS}, predicate=_needs_kernel_shape)(
         _avg_pool_factory(True))
 
 
@@ -573,6 +572,7 @@ def make_layer_norm(node: NodeView, ctx: ProviderContext):
     eps = float(node.attr("epsilon", 1e-5))
     stash = int(node.attr("stash_type", TP.FLOAT))
     stash_dt = np.dtype(np.float64) if stash == TP.DOUBLE else np.dtype(np.float32)
+    n_out = len(node.outputs)
     stat_dt = [stash_dt, stash_dt]
     for i in (1, 2):
         o = node.outputs[i] if len(node.outputs) > i else None
@@ -582,7 +582,7 @@ def make_layer_norm(node: NodeView, ctx: ProviderContext):
     def kernel(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None):
         ax = axis + x.ndim if axis < 0 else axis
         d_len = math.prod(x.shape[ax:])
-        xr = x.reshape(-1, d_len).astype(stash_dt, copy=x.dtype != stash_dt)
+        xr = x.reshape(-1, d_len).astype(stash_dt)  # always a copy: normalized in place
         mean = xr.mean(axis=1, keepdims=True)
         xr -= mean
         var = np.einsum("ij,ij->i", xr, xr)[:, None] / max(d_len, 1)
@@ -592,10 +592,12 @@ def make_layer_norm(node: NodeView, ctx: ProviderContext):
         xr *= sc
         if bias is not None:
             xr += np.broadcast_to(np.asarray(bias, dtype=stash_dt), x.shape[ax:]).reshape(1, d_len)
+        y = xr.reshape(x.shape).astype(x.dtype, copy=False)
+        if n_out == 1:
+            return y
         stat_shape = x.shape[:ax] + (1,) * (x.ndim - ax)
-        return (xr.reshape(x.shape).astype(x.dtype, copy=False),
-                mean.reshape(stat_shape).astype(stat_dt[0], copy=False),
-                inv.reshape(stat_shape).astype(stat_dt[1], copy=False))
+        return (y, mean.reshape(stat_shape).astype(stat_dt[0], copy=False),
+                inv.reshape(stat_shape).astype(stat_dt[1], copy=False))[:n_out]
 
     return kernel
 

@@ -101,8 +101,8 @@ def _fmt_shape(v: ValueInfo) -> str:
 def _broadcast_problem(a: ValueInfo, b: ValueInfo) -> str | None:
     """Declines unless shape inference proves ``a`` and ``b`` broadcast (numpy rules)."""
     if a.shape is None or b.shape is None:
-        return f"input shapes {_fmt_shape(a)} and {_fmt_shape(b)} are unknown; cannot check " \
-               "that they broadcast"
+        return (f"input shapes {_fmt_shape(a)} and {_fmt_shape(b)}: an unknown rank; cannot "
+                "check that they broadcast")
     for da, db in zip(reversed(a.shape), reversed(b.shape), strict=False):
         if da is not None and da == db:  # equal sizes, or the same symbolic dim
             continue

@@ -1,0 +1,705 @@
+"""Elementwise kernels: activations, unary math, broadcasting binary ops, comparisons, logic.
+
+float16 activations are computed in float32 and
+rounded once (as ORT's fp16 kernels do); bfloat16 and float8 inputs are computed in float32.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+import ml_dtypes
+import numpy as np
+from onnx import TensorProto
+
+from onnxplex import NodeView, ProviderContext
+from onnxplex._dtypes import np_dtype, onnx_elem_type
+
+from ._np_helpers import (
+    LOW_PRECISION_FLOATS,
+    as_array,
+    const_input,
+    decode_strings,
+    trunc_divide,
+)
+from ._registry import op
+
+logger = logging.getLogger(__name__)
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+
+Kernel = Callable[..., np.ndarray]
+
+
+# --------------------------------------------------------------------------------------------
+# erf (numpy has none): scipy's when installed, else a float64 Taylor/Chebyshev evaluation
+# --------------------------------------------------------------------------------------------
+
+try:  # pragma: no cover - depends on the environment
+    from scipy.special import erf as _scipy_erf
+except ImportError:  # pragma: no cover
+    _scipy_erf = None
+
+_ERF_TAYLOR = np.array([(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(18)]
+                       ) * (2.0 / math.sqrt(math.pi))
+_ERF_U_LO = 1.0 / 6.0
+
+
+def _fit_erfcx_cheb(deg: int = 24) -> np.ndarray:
+    """Chebyshev coefficients of erfcx(1/u) for u in [1/6, 1] (erfc(x) = exp(-x^2) erfcx(x))."""
+    k = np.arange(2 * deg + 1)
+    nodes = np.cos(np.pi * (k + 0.5) / (2 * deg + 1))
+    us = (nodes + 1.0) / 2.0 * (1.0 - _ERF_U_LO) + _ERF_U_LO
+    ys = np.array([math.exp(1 / u / u) * math.erfc(1 / u) for u in us.tolist()])
+    return np.polynomial.chebyshev.chebfit(nodes, ys, deg)
+
+
+_ERFCX_CHEB = _fit_erfcx_cheb()
+
+
+def erf_numpy(x: np.ndarray) -> np.ndarray:
+    """erf in float64 to ~1 ulp: Taylor series below 1, erfc = exp(-x^2) erfcx(x) up to 6."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.abs(x)
+    out = np.ones_like(a)
+    small = a <= 1.0
+    if small.any():
+        xs = a[small]
+        out[small] = xs * np.polynomial.polynomial.polyval(xs * xs, _ERF_TAYLOR)
+    mid = (a > 1.0) & (a < 6.0)
+    if mid.any():
+        xm = a[mid]
+        t = (2.0 / xm - _ERF_U_LO - 1.0) / (1.0 - _ERF_U_LO)
+        out[mid] = 1.0 - np.exp(-xm * xm) * np.polynomial.chebyshev.chebval(t, _ERFCX_CHEB)
+    out[np.isnan(a)] = np.nan
+    return np.copysign(out, x)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf of a float array, in its dtype."""
+    if _scipy_erf is not None and x.dtype in (_F32, np.dtype(np.float64)):
+        return as_array(_scipy_erf(x))
+    return erf_numpy(x).astype(x.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _float_op(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    """Wrap a float function: float16 and ml_dtypes floats computed in float32, rounded once."""
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        dt = x.dtype
+        if dt == _F16 or dt in LOW_PRECISION_FLOATS:
+            with np.errstate(all="ignore"):
+                return as_array(fn(x.astype(np.float32))).astype(dt)
+        with np.errstate(all="ignore"):
+            return as_array(fn(x))
+
+    return kernel
+
+
+def _native_op(fn: Callable[[np.ndarray], np.ndarray], quiet: bool = False) -> Kernel:
+    """Wrap a ufunc that numpy runs natively on every dtype but the ml_dtypes floats."""
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if x.dtype in LOW_PRECISION_FLOATS:
+            return as_array(fn(x.astype(np.float32))).astype(x.dtype)
+        if quiet:
+            with np.errstate(all="ignore"):
+                return as_array(fn(x))
+        return as_array(fn(x))
+
+    return kernel
+
+
+def _legacy_broadcast(node: NodeView) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
+    """Opset < 7 binary ops: with ``broadcast=1`` and ``axis``, B aligns with A at ``axis``."""
+    if node.opset >= 7 or not node.attr("broadcast", 0) or node.attr("axis") is None:
+        return None
+    axis = int(node.attr("axis"))
+
+    def align(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        ax = axis + a.ndim if axis < 0 else axis
+        extra = a.ndim - ax - b.ndim
+        return b.reshape(b.shape + (1,) * extra) if extra > 0 else b
+
+    return align
+
+
+def _binary(node: NodeView, fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            quiet: bool = False) -> Kernel:
+    align = _legacy_broadcast(node)
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if align is not None:
+            b = align(a, b)
+        if a.dtype in LOW_PRECISION_FLOATS:
+            dt = a.dtype
+            return as_array(fn(a.astype(np.float32), b.astype(np.float32))).astype(dt)
+        if quiet:
+            with np.errstate(all="ignore"):
+                return as_array(fn(a, b))
+        return as_array(fn(a, b))
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Unary math
+# --------------------------------------------------------------------------------------------
+
+# name -> (first opset, function, computed in float32 for float16 inputs)
+_UNARY: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray], bool]] = {
+    "Abs": (1, np.absolute, False),
+    "Neg": (1, np.negative, False),
+    "Floor": (1, np.floor, False),
+    "Ceil": (1, np.ceil, False),
+    "Round": (11, np.rint, False),  # half to even
+    "Sign": (9, np.sign, False),
+    "Sqrt": (1, np.sqrt, True),
+    "Exp": (1, np.exp, True),
+    "Log": (1, np.log, True),
+    "Reciprocal": (1, np.reciprocal, True),
+    "Tanh": (1, np.tanh, True),
+    "Sin": (7, np.sin, True),
+    "Cos": (7, np.cos, True),
+    "Tan": (7, np.tan, True),
+    "Asin": (7, np.arcsin, True),
+    "Acos": (7, np.arccos, True),
+    "Atan": (7, np.arctan, True),
+    "Sinh": (9, np.sinh, True),
+    "Cosh": (9, np.cosh, True),
+    "Asinh": (9, np.arcsinh, True),
+    "Acosh": (9, np.arccosh, True),
+    "Atanh": (9, np.arctanh, True),
+    "Erf": (9, erf, True),
+    "Not": (1, np.logical_not, False),
+    "BitwiseNot": (18, np.invert, False),
+}
+
+
+def _register_unary(name: str, since: int, fn: Callable[[np.ndarray], np.ndarray],
+                    via_f32: bool) -> None:
+    kernel = _float_op(fn) if via_f32 else _native_op(fn)
+
+    @op(name, since=since)
+    def make(node: NodeView, ctx: ProviderContext) -> Kernel:
+        return kernel
+
+
+for _name, (_since, _fn, _via) in _UNARY.items():
+    _register_unary(_name, _since, _fn, _via)
+
+
+@op("IsNaN", since=9)
+def make_isnan(node: NodeView, ctx: ProviderContext) -> Kernel:
+    return _native_op(np.isnan)
+
+
+@op("IsInf", since=10)
+def make_isinf(node: NodeView, ctx: ProviderContext) -> Kernel:
+    neg = bool(node.attr("detect_negative", 1))
+    pos = bool(node.attr("detect_positive", 1))
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if x.dtype in LOW_PRECISION_FLOATS:
+            x = x.astype(np.float32)
+        if neg and pos:
+            return as_array(np.isinf(x))
+        if pos:
+            return as_array(np.isposinf(x))
+        if neg:
+            return as_array(np.isneginf(x))
+        return np.zeros(x.shape, dtype=bool)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Activations
+# --------------------------------------------------------------------------------------------
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    out = np.negative(x, out=np.empty_like(x))
+    np.exp(out, out=out)
+    out += 1
+    return np.reciprocal(out, out=out)
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    t = erf(x * x.dtype.type(1.0 / math.sqrt(2.0)))
+    t += 1
+    t *= x
+    t *= x.dtype.type(0.5)
+    return t
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    c = x.dtype.type(_SQRT_2_OVER_PI)
+    t = x * x
+    t *= x.dtype.type(0.044715)
+    t += 1
+    t *= x
+    t *= c
+    np.tanh(t, out=t)
+    t += 1
+    t *= x
+    t *= x.dtype.type(0.5)
+    return t
+
+
+def _simple(name: str, since: int, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+    kernel = _float_op(fn)
+
+    @op(name, since=since)
+    def make(node: NodeView, ctx: ProviderContext) -> Kernel:
+        return kernel
+
+
+_simple("Sigmoid", 1, _sigmoid)
+_simple("Softsign", 1, lambda x: x / (np.absolute(x) + 1))
+_simple("Softplus", 1, lambda x: np.logaddexp(x, 0))
+_simple("Mish", 18, lambda x: x * np.tanh(np.logaddexp(x, 0)))
+_simple("HardSwish", 14, lambda x: x * np.clip(x * x.dtype.type(1 / 6) + 0.5, 0, 1))
+
+
+@op("Relu", since=1)
+def make_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    return _native_op(lambda x: np.maximum(x, x.dtype.type(0)))
+
+
+@op("LeakyRelu", since=1)
+def make_leaky_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    alpha = float(node.attr("alpha", 0.01))
+    if 0.0 <= alpha <= 1.0:
+        return _float_op(lambda x: np.maximum(x, x * alpha))
+    return _float_op(lambda x: np.where(x < 0, x * alpha, x))
+
+
+@op("PRelu", since=1)
+def make_prelu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    def kernel(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+        dt = x.dtype
+        if dt in LOW_PRECISION_FLOATS:
+            xf, sf = x.astype(np.float32), slope.astype(np.float32)
+            return as_array(np.where(xf < 0, xf * sf, xf)).astype(dt)
+        if node.opset < 7 and slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1]:
+            slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))  # old per-channel slopes
+        return as_array(np.where(x < 0, x * slope, x))
+
+    return kernel
+
+
+@op("Elu", since=1)
+def make_elu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    alpha = float(node.attr("alpha", 1.0))
+    return _float_op(lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha))
+
+
+@op("Selu", since=1)
+def make_selu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    alpha = float(node.attr("alpha", 1.67326319217681884765625))
+    gamma = float(node.attr("gamma", 1.05070102214813232421875))
+    return _float_op(
+        lambda x: np.where(x > 0, x * gamma, np.expm1(np.minimum(x, 0)) * (alpha * gamma)))
+
+
+@op("Celu", since=12)
+def make_celu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    alpha = float(node.attr("alpha", 1.0))
+    return _float_op(
+        lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0) / x.dtype.type(alpha)) * alpha))
+
+
+@op("ThresholdedRelu", since=10)
+def make_thresholded_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    alpha = float(node.attr("alpha", 1.0))
+    return _float_op(lambda x: np.where(x > alpha, x, x.dtype.type(0)))
+
+
+@op("HardSigmoid", since=1)
+def make_hard_sigmoid(node: NodeView, ctx: ProviderContext) -> Kernel:
+    alpha = float(node.attr("alpha", 0.2))
+    beta = float(node.attr("beta", 0.5))
+
+    def fn(x: np.ndarray) -> np.ndarray:
+        t = x * x.dtype.type(alpha)
+        t += x.dtype.type(beta)
+        return np.clip(t, 0, 1, out=t)
+
+    return _float_op(fn)
+
+
+@op("Gelu", since=20)
+def make_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    approx = node.attr("approximate", "none")
+    if isinstance(approx, bytes):
+        approx = approx.decode()
+    return _float_op(_gelu_tanh if approx == "tanh" else _gelu_erf)
+
+
+@op("Gelu", domain="com.microsoft", since=1)
+def make_ms_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    return _float_op(_gelu_erf)
+
+
+@op("BiasGelu", domain="com.microsoft", since=1)
+def make_bias_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    gelu = _float_op(_gelu_erf)
+    return lambda a, b: gelu(np.add(a, b))
+
+
+@op("FastGelu", domain="com.microsoft", since=1)
+def make_fast_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    gelu = _float_op(_gelu_tanh)
+
+    def kernel(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        return gelu(x if bias is None else np.add(x, bias))
+
+    return kernel
+
+
+@op("Clip", since=1)
+def make_clip_attrs(node: NodeView, ctx: ProviderContext) -> Kernel:
+    lo = node.attr("min")
+    hi = node.attr("max")
+    lo = None if lo is None else float(lo)
+    hi = None if hi is None else float(hi)
+    return _float_op(lambda x: x if lo is None and hi is None else np.clip(x, lo, hi))
+
+
+@op("Clip", since=11)
+def make_clip(node: NodeView, ctx: ProviderContext) -> Kernel:
+    def kernel(x: np.ndarray, lo: np.ndarray | None = None,
+               hi: np.ndarray | None = None) -> np.ndarray:
+        if lo is None and hi is None:
+            return x
+        dt = x.dtype
+        if dt in LOW_PRECISION_FLOATS:
+            lo = None if lo is None else lo.astype(np.float32)
+            hi = None if hi is None else hi.astype(np.float32)
+            return as_array(np.clip(x.astype(np.float32), lo, hi)).astype(dt)
+        return as_array(np.clip(x, lo, hi))
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Binary arithmetic
+# --------------------------------------------------------------------------------------------
+
+
+@op(["Add", "Sub", "Mul"], since=1)
+def make_arith(node: NodeView, ctx: ProviderContext) -> Kernel:
+    fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[node.op_type]
+    return _binary(node, fn)
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":
+        return trunc_divide(a, b)
+    return np.divide(a, b)
+
+
+@op("Div", since=1)
+def make_div(node: NodeView, ctx: ProviderContext) -> Kernel:
+    return _binary(node, _divide, quiet=True)
+
+
+def _int_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if y.dtype.kind == "i" and y.size and y.min() < 0:
+        return np.power(x.astype(np.float64), y).astype(x.dtype)  # as C's pow, truncated
+    return np.power(x, y.astype(x.dtype, copy=False))
+
+
+def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iu":
+        if y.dtype.kind in "iu":
+            return _int_power(x, y)
+        return np.power(x.astype(np.float64), y).astype(x.dtype)
+    if y.dtype != x.dtype:
+        return np.power(x, y).astype(x.dtype, copy=False)
+    return np.power(x, y)
+
+
+_POW_SPECIAL: dict[float, Callable[[np.ndarray], np.ndarray]] = {
+    1.0: lambda x: x.copy(), 2.0: lambda x: x * x, 3.0: lambda x: x * x * x, 0.5: np.sqrt,
+}
+
+
+@op("Pow", since=1)
+def make_pow(node: NodeView, ctx: ProviderContext) -> Kernel:
+    generic = _binary(node, _pow, quiet=True)
+    y = const_input(node, 1)
+    x_info = node.input(0)
+    if (y is None or y.size != 1 or y.dtype.kind != "f" or x_info is None
+            or x_info.rank is None or x_info.rank < y.ndim):
+        return generic
+    special = _POW_SPECIAL.get(float(y.reshape(())))
+    if special is None:
+        return generic
+    fast = special
+
+    def kernel(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+        if x.dtype.kind == "f" and x.dtype not in LOW_PRECISION_FLOATS:
+            return as_array(fast(x))
+        return generic(x, e)
+
+    return kernel
+
+
+@op("Mod", since=10)
+def make_mod(node: NodeView, ctx: ProviderContext) -> Kernel:
+    fn = np.fmod if node.attr("fmod", 0) else np.mod
+    return _binary(node, fn, quiet=True)
+
+
+@op("BitShift", since=11)
+def make_bitshift(node: NodeView, ctx: ProviderContext) -> Kernel:
+    direction = node.attr("direction", "")
+    if isinstance(direction, bytes):
+        direction = direction.decode()
+    fn = np.left_shift if direction.upper() == "LEFT" else np.right_shift
+    return _binary(node, fn)
+
+
+@op(["BitwiseAnd", "BitwiseOr", "BitwiseXor"], since=18)
+def make_bitwise(node: NodeView, ctx: ProviderContext) -> Kernel:
+    fn = {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or,
+          "BitwiseXor": np.bitwise_xor}[node.op_type]
+    return _binary(node, fn)
+
+
+_COMPARE = {"Equal": np.equal, "Less": np.less, "Greater": np.greater,
+            "LessOrEqual": np.less_equal, "GreaterOrEqual": np.greater_equal,
+            "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}
+
+
+@op(["Equal", "Less", "Greater", "And", "Or", "Xor"], since=1)
+@op(["LessOrEqual", "GreaterOrEqual"], since=12)
+def make_compare(node: NodeView, ctx: ProviderContext) -> Kernel:
+    fn = _COMPARE[node.op_type]
+    align = _legacy_broadcast(node)
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if align is not None:
+            b = align(a, b)
+        if a.dtype in LOW_PRECISION_FLOATS:
+            a, b = a.astype(np.float32), b.astype(np.float32)
+        return as_array(fn(a, b))
+
+    return kernel
+
+
+@op("Where", since=9)
+def make_where(node: NodeView, ctx: ProviderContext) -> Kernel:
+    return lambda c, x, y: as_array(np.where(c, x, y))
+
+
+# --------------------------------------------------------------------------------------------
+# Variadic
+# --------------------------------------------------------------------------------------------
+
+
+@op(["Sum", "Max", "Min", "Mean"], since=1)
+def make_variadic(node: NodeView, ctx: ProviderContext) -> Kernel:
+    fn = {"Sum": np.add, "Mean": np.add, "Max": np.maximum, "Min": np.minimum}[node.op_type]
+    mean = node.op_type == "Mean"
+
+    def kernel(*xs: np.ndarray) -> np.ndarray:
+        if len(xs) == 1:
+            return xs[0]
+        dt = xs[0].dtype
+        if dt in LOW_PRECISION_FLOATS or (mean and dt == _F16):
+            xs = tuple(x.astype(np.float32) for x in xs)
+        out = as_array(fn(xs[0], xs[1]))
+        for x in xs[2:]:
+            if out.shape == np.broadcast_shapes(out.shape, x.shape):
+                fn(out, x, out=out)
+            else:
+                out = as_array(fn(out, x))
+        if mean:
+            np.divide(out, len(xs), out=out)
+        return out.astype(dt) if out.dtype != dt else out
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Cast, CastLike
+# --------------------------------------------------------------------------------------------
+
+_FLOAT8_SATURATING = {
+    TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+    TensorProto.FLOAT8E5M2FNUZ,
+}
+_SMALL_INTS = {  # elem type -> (bits, signed)
+    TensorProto.INT4: (4, True), TensorProto.UINT4: (4, False),
+}
+if hasattr(TensorProto, "INT2"):
+    _SMALL_INTS[TensorProto.INT2] = (2, True)
+    _SMALL_INTS[TensorProto.UINT2] = (2, False)
+_E8M0 = getattr(TensorProto, "FLOAT8E8M0", None)
+
+
+def _is_string(x: np.ndarray) -> bool:
+    return x.dtype == object or x.dtype.kind in "SU"
+
+
+def _float_to_string(x: np.ndarray) -> np.ndarray:
+    """Like ORT: ``%.8g`` for float, float16 and double, with NaN / INF / -INF spelled so."""
+    xf = x.astype(np.float64) if x.dtype != np.float64 else x
+    out = np.char.mod("%.8g", xf).astype(object)
+    if out.size:
+        nan = np.isnan(xf)
+        if nan.any():
+            out[nan] = "NaN"
+        inf = np.isinf(xf)
+        if inf.any():
+            out[inf & (xf > 0)] = "INF"
+            out[inf & (xf < 0)] = "-INF"
+    return out.reshape(x.shape)
+
+
+def _to_string(x: np.ndarray) -> np.ndarray:
+    if _is_string(x):
+        return decode_strings(x)
+    if x.dtype == np.bool_:
+        return x.astype(np.uint8).astype(np.str_).astype(object)
+    if x.dtype.kind == "f" or x.dtype in LOW_PRECISION_FLOATS:
+        return _float_to_string(x)
+    return x.astype(np.str_).astype(object)
+
+
+def _from_string(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Parse strings as ORT does: floats with strtod rules, integers by their integer prefix."""
+    u = decode_strings(x).astype(np.str_) if x.dtype.kind != "U" else x
+    if dtype.kind == "f" or dtype in LOW_PRECISION_FLOATS:
+        return u.astype(np.float64).astype(dtype)
+    wide = np.uint64 if dtype == np.uint64 else np.int64
+    try:
+        parsed = u.astype(wide)
+    except (ValueError, OverflowError):
+        # "7.9" -> 7, as std::stoll reads the integer prefix
+        parsed = np.trunc(u.astype(np.float64)).astype(wide)
+    if dtype == np.bool_:
+        return parsed != 0
+    return parsed.astype(dtype)
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    return np.copysign(np.floor(np.abs(x64) + 0.5), x64)
+
+
+def _to_small_int(x: np.ndarray, dtype: np.dtype, bits: int, signed: bool) -> np.ndarray:
+    """int4/uint4/int2/uint2: floats round half away from zero, then wrap (as ORT does)."""
+    if x.dtype.kind == "b":
+        v = x.astype(np.int64)
+    elif x.dtype.kind in "iu":
+        v = x.astype(np.int64)
+    else:
+        v = _round_half_away(x.astype(np.float32) if x.dtype in LOW_PRECISION_FLOATS else x)
+        with np.errstate(invalid="ignore"):
+            v = v.astype(np.int64)  # NaN/inf give INT64_MIN, whose low bits are 0, as in ORT
+    mask = (1 << bits) - 1
+    v = v & mask
+    if signed:
+        half = 1 << (bits - 1)
+        v = (v ^ half) - half
+    return v.astype(np.int8).astype(dtype)
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """float -> float8e8m0 (a biased power-of-two exponent) with ONNX's rounding modes."""
+    bits = x.astype(np.float32).view(np.uint32)
+    exp = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exp == 0xFF
+    if round_mode == "nearest":
+        g = (bits & 0x400000) != 0
+        r = (bits & 0x200000) != 0
+        s = (bits & 0x1FFFFF) != 0
+        up = g & (r | s | (exp > 0))
+    elif round_mode == "up":
+        up = (bits & 0x7FFFFF) != 0
+    elif round_mode == "down":
+        up = np.zeros(exp.shape, dtype=bool)
+    else:
+        raise ValueError(f"Cast: unknown round_mode {round_mode!r}")
+    up &= ~special
+    if saturate:
+        up &= exp != 0xFE
+    exp = exp + up.astype(np.uint16)
+    out = np.where(special, np.uint16(0xFF), exp).astype(np.uint8)
+    return out.view(ml_dtypes.float8_e8m0fnu)
+
+
+def _cast_fn(to: int, saturate: bool, round_mode: str) -> Callable[[np.ndarray], np.ndarray]:
+    if to == TensorProto.STRING:
+        return _to_string
+    target = np_dtype(to)
+    if to in _SMALL_INTS:
+        bits, signed = _SMALL_INTS[to]
+        return lambda x: _to_small_int(x, target, bits, signed)
+    if to == _E8M0:
+        return lambda x: _to_e8m0(x, saturate, round_mode)
+    clip: tuple[float, float] | None = None
+    if to in _FLOAT8_SATURATING and saturate:
+        fmax = float(ml_dtypes.finfo(target).max)
+        clip = (-fmax, fmax)
+
+    def cast(x: np.ndarray) -> np.ndarray:
+        if x.dtype == target:
+            return x
+        if _is_string(x):
+            return _from_string(x, target)
+        if x.dtype in LOW_PRECISION_FLOATS and target != np.float32:
+            x = x.astype(np.float32)
+            if x.dtype == target:
+                return x
+        with np.errstate(all="ignore"):
+            if clip is not None and x.dtype.kind == "f":
+                x = np.clip(x, clip[0], clip[1])
+            return x.astype(target)
+
+    return cast
+
+
+def _str_attr(node: NodeView, name: str, default: str) -> str:
+    v = node.attr(name, default)
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+@op("Cast", since=1)
+def make_cast(node: NodeView, ctx: ProviderContext) -> Kernel:
+    to = node.attr("to")
+    if isinstance(to, str):  # opset 1 spelled the type as a string ("FLOAT")
+        to = TensorProto.DataType.Value(to.upper())
+    fn = _cast_fn(int(to), bool(node.attr("saturate", 1)), _str_attr(node, "round_mode", "up"))
+    return lambda x: as_array(fn(x))
+
+
+@op("CastLike", since=15)
+def make_cast_like(node: NodeView, ctx: ProviderContext) -> Kernel:
+    saturate = bool(node.attr("saturate", 1))
+    round_mode = _str_attr(node, "round_mode", "up")
+    target = node.input(1)
+    if target is not None and target.elem_type:
+        fn = _cast_fn(int(target.elem_type), saturate, round_mode)
+        return lambda x, like: as_array(fn(x))
+
+    def kernel(x: np.ndarray, like: np.ndarray) -> np.ndarray:
+        elem = TensorProto.STRING if _is_string(like) else onnx_elem_type(like.dtype)
+        return as_array(_cast_fn(elem, saturate, round_mode)(x))
+
+    return kernel

@@ -1,0 +1,136 @@
+"""Gemm, MatMul and Einsum kernels for cpu_mlas (BLAS through ``np.matmul``/``np.einsum``).
+
+Constant right-hand operands are prepared once (transposed view, alpha folded in, converted
+to float32 for half-precision models); half-precision products run in float32 and are cast
+back, as numpy has no BLAS for float16.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from onnx import TensorProto as TP
+
+from onnxplex import NodeView, ProviderContext
+
+from ._registry import op
+from .nn import FLOATS, to_compute
+
+logger = logging.getLogger(__name__)
+
+_INTS = frozenset({TP.INT32, TP.INT64, TP.UINT32, TP.UINT64})
+_EINSUM_T = FLOATS | _INTS | {TP.INT8, TP.INT16, TP.UINT8, TP.UINT16}
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul``; an N-D ``a`` against a 2-D ``b`` becomes one large GEMM."""
+    if a.ndim > 2 and b.ndim == 2:
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[1],))
+    return np.asarray(np.matmul(a, b))
+
+
+# --------------------------------------------------------------------------------------------
+# Gemm
+# --------------------------------------------------------------------------------------------
+
+
+@op("Gemm", since=1, dtypes={"T": FLOATS})
+@op("Gemm", since=6, dtypes={"T": FLOATS})
+@op("Gemm", since=7, dtypes={"T": FLOATS})
+@op("Gemm", since=9, dtypes={"T": FLOATS | _INTS})
+@op("Gemm", since=11, dtypes={"T": FLOATS | _INTS})
+@op("Gemm", since=13, dtypes={"T": FLOATS | _INTS})
+def make_gemm(node: NodeView, ctx: ProviderContext):
+    """Gemm: ``Y = alpha * A' @ B' + beta * C`` (C optional since 11, broadcast since 7)."""
+    alpha = float(node.attr("alpha", 1.0))
+    beta = float(node.attr("beta", 1.0))
+    trans_a = int(node.attr("transA", 0)) == 1
+    trans_b = int(node.attr("transB", 0)) == 1
+    b_info, c_info = node.input(1), node.input(2)
+    is_float = b_info is None or b_info.elem_type is None or b_info.elem_type in FLOATS
+
+    b_packed = None
+    alpha_folded = False
+    if b_info is not None and b_info.is_const:
+        b = to_compute(b_info.const)
+        b = b.T if trans_b else b
+        if alpha != 1.0 and is_float:
+            b = np.ascontiguousarray(b * b.dtype.type(alpha))
+            alpha_folded = True
+        b_packed = b
+    c_packed = None
+    if c_info is not None and c_info.is_const and beta != 0.0 and is_float:
+        c = to_compute(c_info.const)
+        c_packed = c * c.dtype.type(beta) if beta != 1.0 else c
+
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+        out_dtype = a.dtype
+        a_ = to_compute(a)
+        a_ = a_.T if trans_a else a_
+        if b_packed is not None:
+            b_ = b_packed
+        else:
+            b_ = to_compute(b)
+            b_ = b_.T if trans_b else b_
+        y = np.matmul(a_, b_)
+        if y.dtype.kind != "f":  # integer Gemm: scale exactly when alpha/beta are 1
+            if alpha != 1.0 or (c is not None and beta not in (0.0, 1.0)):
+                yf = alpha * y.astype(np.float64)
+                if c is not None and beta != 0.0:
+                    yf = yf + beta * c.astype(np.float64)
+                return yf.astype(out_dtype)
+            if c is not None and beta != 0.0:
+                y += c
+            return y.astype(out_dtype, copy=False)
+        if alpha != 1.0 and not alpha_folded:
+            y *= y.dtype.type(alpha)
+        if c is not None and beta != 0.0:
+            if c_packed is not None:
+                y += c_packed
+            else:
+                cc = to_compute(c)
+                y += cc * cc.dtype.type(beta) if beta != 1.0 else cc
+        return y.astype(out_dtype, copy=False)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# MatMul
+# --------------------------------------------------------------------------------------------
+
+
+@op("MatMul", since=1, dtypes={"T": FLOATS})
+@op("MatMul", since=9, dtypes={"T": FLOATS | _INTS})
+@op("MatMul", since=13, dtypes={"T": FLOATS | _INTS})
+def make_matmul(node: NodeView, ctx: ProviderContext):
+    """MatMul with numpy semantics: N-D batch broadcasting, 1-D operands promoted/squeezed."""
+    b_info = node.input(1)
+    b_packed = to_compute(b_info.const) if b_info is not None and b_info.is_const else None
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = _matmul(to_compute(a), b_packed if b_packed is not None else to_compute(b))
+        return y.astype(a.dtype, copy=False)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Einsum
+# --------------------------------------------------------------------------------------------
+
+
+@op("Einsum", since=12, dtypes={"T": _EINSUM_T})
+def make_einsum(node: NodeView, ctx: ProviderContext):
+    """Einsum through ``np.einsum(optimize=True)`` (BLAS-backed contractions)."""
+    equation = "".join(str(node.attr("equation")).split())
+
+    def kernel(*xs: np.ndarray) -> np.ndarray:
+        ops = [to_compute(x) for x in xs]
+        y = np.asarray(np.einsum(equation, *ops, optimize=len(ops) > 1))
+        if any(np.may_share_memory(y, x) for x in ops):
+            y = y.copy()  # never hand out a view of an input
+        return y.astype(xs[0].dtype, copy=False)
+
+    return kernel

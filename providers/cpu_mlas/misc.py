@@ -1,0 +1,198 @@
+"""Generators, scans and selections: Range, EyeLike, OneHot, Trilu, NonZero, CumSum, TopK."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from onnxplex import NodeView, ProviderContext
+from onnxplex._dtypes import np_dtype
+
+from ._np_helpers import LOW_PRECISION_FLOATS, const_input, norm_axis
+from ._registry import op
+
+logger = logging.getLogger(__name__)
+
+Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
+
+
+def _scalar(a: np.ndarray) -> np.generic:
+    return np.asarray(a).reshape(-1)[0]
+
+
+@op("Range", since=11)
+@op("Range", since=27)
+def make_range(node: NodeView, ctx: ProviderContext) -> Kernel:
+    stash = int(node.attr("stash_type", 1))
+
+    def kernel(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        dt = np.asarray(start).dtype
+        s, lim, d = _scalar(start), _scalar(limit), _scalar(delta)
+        if dt.kind in "iu":
+            s, lim, d = int(s), int(lim), int(d)
+            if d == 0:
+                raise ValueError("Range: delta must not be 0")
+            n = max(0, -((s - lim) // d))
+            return np.arange(s, s + n * d, d, dtype=dt)[:n]
+        work = dt
+        if dt in LOW_PRECISION_FLOATS or dt == np.float16:
+            work = np.dtype(np.float32) if stash == 1 or dt in LOW_PRECISION_FLOATS else dt
+        s, lim, d = work.type(s), work.type(lim), work.type(d)
+        if float(d) == 0.0:
+            raise ValueError("Range: delta must not be 0")
+        n = max(0, math.ceil(float(lim - s) / float(d)))
+        # ORT accumulates (value += delta), which cumsum reproduces bit for bit
+        steps = np.full(n, d, dtype=work)
+        if n:
+            steps[0] = s
+        return np.cumsum(steps, dtype=work).astype(dt, copy=False)
+
+    return kernel
+
+
+@op("EyeLike", since=9)
+def make_eye_like(node: NodeView, ctx: ProviderContext) -> Kernel:
+    k = int(node.attr("k", 0))
+    elem = node.attr("dtype")
+    dtype = None if elem is None else np_dtype(int(elem))
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if x.ndim != 2:
+            raise ValueError(f"EyeLike needs a 2-D input, got rank {x.ndim}")
+        dt = dtype if dtype is not None else x.dtype
+        if dt in LOW_PRECISION_FLOATS:
+            return np.eye(x.shape[0], x.shape[1], k, dtype=np.float32).astype(dt)
+        return np.eye(x.shape[0], x.shape[1], k, dtype=dt)
+
+    return kernel
+
+
+@op("OneHot", since=9)
+@op("OneHot", since=11)
+def make_one_hot(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", -1))
+
+    def kernel(indices: np.ndarray, depth: np.ndarray, values: np.ndarray) -> np.ndarray:
+        d = int(_scalar(depth))
+        idx = indices.astype(np.int64) if indices.dtype != np.int64 else indices
+        idx = np.where(idx < 0, idx + d, idx)
+        a = norm_axis(axis, idx.ndim + 1)
+        hot = np.expand_dims(idx, a) == np.arange(d).reshape(
+            (d,) + (1,) * (idx.ndim - a))
+        vals = values.reshape(-1)
+        return np.where(hot, vals[1], vals[0])
+
+    return kernel
+
+
+@op("Trilu", since=14)
+def make_trilu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    fn = np.triu if int(node.attr("upper", 1)) else np.tril
+    k_const = const_input(node, 1)
+    k0 = 0 if k_const is None else int(_scalar(k_const))
+
+    def kernel(x: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
+        kk = k0 if k is None or k_const is not None else int(_scalar(k))
+        if x.dtype in LOW_PRECISION_FLOATS or x.dtype == object:
+            keep = fn(np.ones(x.shape[-2:], dtype=bool), kk)
+            return np.where(keep, x, np.zeros((), dtype=x.dtype) if x.dtype != object else "")
+        return fn(x, kk)
+
+    return kernel
+
+
+@op("NonZero", since=9)
+def make_nonzero(node: NodeView, ctx: ProviderContext) -> Kernel:
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if x.ndim == 0:  # ORT treats a scalar as shape [1]
+            x = x.reshape(1)
+        if x.dtype in LOW_PRECISION_FLOATS:
+            x = x.astype(np.float32)
+        return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+    return kernel
+
+
+@op("CumSum", since=11)
+@op("CumSum", since=14)
+def make_cumsum(node: NodeView, ctx: ProviderContext) -> Kernel:
+    exclusive = bool(node.attr("exclusive", 0))
+    reverse = bool(node.attr("reverse", 0))
+    axis_const = const_input(node, 1)
+
+    def kernel(x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+        a = norm_axis(int(_scalar(axis_const if axis_const is not None else axis)), x.ndim)
+        dt = x.dtype
+        work = np.float32 if dt in LOW_PRECISION_FLOATS else dt
+        xs = np.flip(x, a) if reverse else x
+        out = np.cumsum(xs, axis=a, dtype=work)
+        if exclusive:
+            out = np.roll(out, 1, axis=a)
+            out[(slice(None),) * a + (0,)] = 0
+        if reverse:
+            out = np.flip(out, a)
+        return np.ascontiguousarray(out).astype(dt, copy=False)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# TopK
+# --------------------------------------------------------------------------------------------
+
+
+def _best_first_key(x: np.ndarray, largest: bool) -> np.ndarray:
+    """A key whose ascending order is the wanted order (ties keep index order)."""
+    if x.dtype in LOW_PRECISION_FLOATS:
+        x = x.astype(np.float32)
+    if not largest:
+        return x
+    if x.dtype.kind in "iu":
+        return np.invert(x)  # order-reversing and overflow-free for signed and unsigned
+    if x.dtype.kind == "b":
+        return np.logical_not(x)
+    return np.negative(x)
+
+
+def _topk_indices(key: np.ndarray, k: int) -> np.ndarray:
+    """Indices (last axis) of the k smallest keys, sorted, lower index first among ties."""
+    n = key.shape[-1]
+    if k == 0:
+        return np.zeros(key.shape[:-1] + (0,), dtype=np.int64)
+    if 4 * k < n and (key.dtype.kind != "f" or not np.isnan(key).any()):
+        kth = np.partition(key, k - 1, axis=-1)[..., k - 1:k]
+        lt = key < kth
+        eq = key == kth
+        need = k - lt.sum(axis=-1, keepdims=True)
+        sel = lt | (eq & (np.cumsum(eq, axis=-1) <= need))
+        rows = key.reshape(-1, n)
+        idx = np.nonzero(sel.reshape(-1, n))[1].reshape(-1, k)
+        order = np.argsort(np.take_along_axis(rows, idx, axis=-1), axis=-1, kind="stable")
+        return np.take_along_axis(idx, order, axis=-1).reshape(key.shape[:-1] + (k,))
+    return np.argsort(key, axis=-1, kind="stable")[..., :k]
+
+
+@op("TopK", since=1)
+@op("TopK", since=10)
+@op("TopK", since=11)
+def make_topk(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", -1))
+    largest = bool(node.attr("largest", 1))
+    k_attr = node.attr("k") if node.opset < 10 else None
+
+    def kernel(x: np.ndarray, k: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        kk = int(k_attr) if k_attr is not None else int(_scalar(k))
+        a = norm_axis(axis, x.ndim)
+        if not 0 <= kk <= x.shape[a]:
+            raise ValueError(f"TopK: k={kk} is out of range for axis size {x.shape[a]}")
+        xm = np.moveaxis(x, a, -1)
+        idx = _topk_indices(_best_first_key(xm, largest), kk)
+        vals = np.take_along_axis(xm, idx, axis=-1)
+        return (np.ascontiguousarray(np.moveaxis(vals, -1, a)),
+                np.ascontiguousarray(np.moveaxis(idx.astype(np.int64, copy=False), -1, a)))
+
+    return kernel
+

@@ -1,0 +1,330 @@
+"""Quantization kernels for cpu_mlas: MatMulInteger, DynamicQuantizeLinear, QuantizeLinear,
+DequantizeLinear and com.microsoft MatMulNBits.
+
+Integer matmuls run on float BLAS and stay exact: operands are small integers, so a float32
+GEMM is exact while ``K * max|a| * max|b| < 2**24`` (every partial sum is an integer float32
+holds exactly) and float64 covers the rest. MatMulNBits dequantizes its constant weight once
+at session start into a float32 ``[K, N]`` matrix; each run is then one GEMM.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from onnx import TensorProto as TP
+
+from onnxplex import NodeView, ProviderContext
+from onnxplex._dtypes import np_dtype
+
+from ._registry import op
+
+logger = logging.getLogger(__name__)
+
+_F32 = np.float32
+_EXACT_F32 = float(2 ** 24)
+
+_INT_TARGETS = {TP.INT8, TP.UINT8, TP.INT16, TP.UINT16, TP.INT4, TP.UINT4, TP.INT32,
+                TP.INT2, TP.UINT2}
+_FLOAT8 = {TP.FLOAT8E4M3FN, TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2, TP.FLOAT8E5M2FNUZ}
+_QUANT_TYPES = frozenset((_INT_TARGETS | _FLOAT8 | {TP.FLOAT4E2M1}) - {TP.INT32})
+_DEQUANT_TYPES = frozenset(_INT_TARGETS | _FLOAT8 | {TP.FLOAT4E2M1})
+
+
+def _int_range(dt: np.dtype) -> tuple[int, int]:
+    info = ml_dtypes.iinfo(dt) if dt.kind not in "iu" else np.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
+def _is_int(dt: np.dtype) -> bool:
+    return dt.kind in "iu" or dt in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4),
+                                     np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2))
+
+
+# --------------------------------------------------------------------------------------------
+# MatMulInteger
+# --------------------------------------------------------------------------------------------
+
+
+def _centered(x: np.ndarray, zp: np.ndarray | None, row_zp: bool) -> np.ndarray:
+    """``x - zero_point`` as float32 (exact: |values| <= 255)."""
+    xf = x.astype(_F32)
+    if zp is not None:
+        z = np.asarray(zp).astype(_F32)
+        if row_zp and z.ndim == 1 and z.size > 1:
+            z = z.reshape(-1, 1)  # per-row zero point of A: [M] -> [M, 1]
+        xf -= z
+    return xf
+
+
+def _exact_matmul(af: np.ndarray, bf: np.ndarray, bmax: float) -> np.ndarray:
+    k = af.shape[-1]
+    amax = float(np.abs(af).max()) if af.size else 0.0
+    if k * amax * bmax < _EXACT_F32:
+        y = np.matmul(af, bf) if not (af.ndim > 2 and bf.ndim == 2) else \
+            np.matmul(af.reshape(-1, k), bf).reshape(af.shape[:-1] + (bf.shape[-1],))
+    else:
+        y = np.matmul(af.astype(np.float64), bf.astype(np.float64))
+    return np.asarray(y).astype(np.int32)
+
+
+@op("MatMulInteger", since=10, dtypes={"T1": {TP.UINT8, TP.INT8}, "T2": {TP.UINT8, TP.INT8}})
+def make_matmul_integer(node: NodeView, ctx: ProviderContext):
+    """MatMulInteger: ``(A - a_zp) @ (B - b_zp)`` in int32, exactly, on float BLAS."""
+    b_info, bzp_info = node.input(1), node.input(3)
+    packed = None
+    if b_info is not None and b_info.is_const and (bzp_info is None or bzp_info.is_const):
+        bf = _centered(b_info.const, None if bzp_info is None else bzp_info.const, False)
+        packed = (bf, float(np.abs(bf).max()) if bf.size else 0.0)
+
+    def kernel(a, b, a_zero_point=None, b_zero_point=None) -> np.ndarray:
+        af = _centered(a, a_zero_point, True)
+        if packed is not None:
+            bf, bmax = packed
+        else:
+            bf = _centered(b, b_zero_point, False)
+            bmax = float(np.abs(bf).max()) if bf.size else 0.0
+        return _exact_matmul(af, bf, bmax)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# DynamicQuantizeLinear
+# --------------------------------------------------------------------------------------------
+
+
+@op("DynamicQuantizeLinear", since=11, dtypes={"T1": {TP.FLOAT}})
+def make_dynamic_quantize_linear(node: NodeView, ctx: ProviderContext):
+    """DynamicQuantizeLinear: uint8 with a scale/zero point covering ``[min(0,x), max(0,x)]``."""
+
+    def kernel(x: np.ndarray):
+        x = np.asarray(x, dtype=_F32)
+        lo = min(_F32(0), x.min()) if x.size else _F32(0)
+        hi = max(_F32(0), x.max()) if x.size else _F32(0)
+        scale = _F32(1) if hi == lo else _F32((hi - lo) / _F32(255))
+        zp = np.rint(np.clip(_F32(0) - lo / scale, 0, 255))
+        y = x / scale
+        np.rint(y, out=y)
+        y += zp
+        np.clip(y, 0, 255, out=y)
+        return (y.astype(np.uint8), np.asarray(scale, dtype=_F32), np.asarray(zp, dtype=np.uint8))
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# QuantizeLinear / DequantizeLinear
+# --------------------------------------------------------------------------------------------
+
+
+def _param(p: np.ndarray, x_shape: tuple[int, ...], axis: int, block_size: int,
+           dtype: Any) -> np.ndarray:
+    """A scale or zero point shaped to broadcast against ``x``: per-tensor, per-axis, blocked."""
+    p = np.asarray(p)
+    if p.size == 1:
+        return p.reshape(()).astype(dtype)
+    r = len(x_shape)
+    ax = axis + r if axis < 0 else axis
+    if p.ndim == r and r > 1 or block_size > 0:  # blocked
+        bs = block_size if block_size > 0 else -(-x_shape[ax] // p.shape[ax])
+        p = np.repeat(p, bs, axis=ax)
+        p = p[tuple(slice(0, n) if i == ax else slice(None) for i, n in enumerate(x_shape))]
+        return p.astype(dtype)
+    shape = [1] * r
+    shape[ax] = p.size
+    return p.reshape(shape).astype(dtype)
+
+
+def _quantize_output_dtype(node: NodeView) -> np.dtype | None:
+    zp = node.input(2)
+    if zp is not None and zp.elem_type is not None:
+        return np_dtype(zp.elem_type)
+    od = int(node.attr("output_dtype", 0))
+    if od:
+        return np_dtype(od)
+    if zp is None:
+        return np.dtype(np.uint8)
+    out = node.outputs[0]
+    return None if out is None or out.dtype is None else out.dtype
+
+
+def _q_types(node: NodeView) -> str | None:
+    out = node.outputs[0]
+    et = out.elem_type if out is not None else None
+    if et is None and node.input(2) is not None:
+        et = node.input(2).elem_type
+    if et is not None and et not in _QUANT_TYPES:
+        return f"QuantizeLinear to element type {et} is not supported"
+    return None
+
+
+def _dq_types(node: NodeView) -> str | None:
+    x = node.input(0)
+    if x is not None and x.elem_type is not None and x.elem_type not in _DEQUANT_TYPES:
+        return f"DequantizeLinear from element type {x.elem_type} is not supported"
+    return None
+
+
+def _quantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, target: np.dtype,
+              axis: int, block_size: int, saturate: bool, precision: np.dtype | None) -> np.ndarray:
+    prec = np.dtype(precision) if precision is not None else np.asarray(scale).dtype
+    if prec.kind != "f" or prec.itemsize > 4:
+        prec = np.dtype(_F32)
+    s = _param(scale, x.shape, axis, block_size, prec)
+    xs = x.astype(prec) if x.dtype != prec else x
+    q = np.divide(xs, s, dtype=_F32) if prec.itemsize == 4 else \
+        np.divide(xs.astype(_F32), s.astype(_F32)).astype(prec).astype(_F32)
+    if _is_int(target):
+        np.rint(q, out=q)
+        if zp is not None:
+            q += _param(zp, x.shape, axis, block_size, _F32)
+        lo, hi = _int_range(target)
+        np.clip(q, lo, hi, out=q)
+        return q.astype(target)
+    if zp is not None:
+        q += _param(zp, x.shape, axis, block_size, _F32)
+    fmax = float(ml_dtypes.finfo(target).max)
+    if target == np.dtype(ml_dtypes.float4_e2m1fn):
+        q = np.clip(q, -fmax, fmax)
+    elif saturate:  # +-inf saturate too, for the fnuz types as well (as ORT and onnx do)
+        q = np.clip(q, -fmax, fmax)
+    return q.astype(target)
+
+
+def _make_quantize(node: NodeView, ctx: ProviderContext):
+    """QuantizeLinear: ``saturate(round_half_even(x / scale) + zero_point)``."""
+    axis = int(node.attr("axis", 1))
+    block_size = int(node.attr("block_size", 0))
+    saturate = int(node.attr("saturate", 1)) == 1
+    precision = int(node.attr("precision", 0))
+    prec = np_dtype(precision) if precision else None
+    target_c = _quantize_output_dtype(node)
+
+    def kernel(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None):
+        target = y_zero_point.dtype if y_zero_point is not None else target_c
+        if target is None:
+            target = np.dtype(np.uint8)
+        return _quantize(x, y_scale, y_zero_point, np.dtype(target), axis, block_size,
+                         saturate, prec)
+
+    return kernel
+
+
+def _dequantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, out: np.dtype,
+                axis: int, block_size: int) -> np.ndarray:
+    s = _param(scale, x.shape, axis, block_size, _F32)
+    if x.dtype == np.int32 and zp is not None:
+        xf = (x.astype(np.int64) - _param(zp, x.shape, axis, block_size, np.int64)).astype(_F32)
+    else:
+        xf = x.astype(_F32)
+        if zp is not None:
+            xf -= _param(zp, x.shape, axis, block_size, _F32)
+    xf *= s
+    return xf.astype(out, copy=False)
+
+
+def _make_dequantize(node: NodeView, ctx: ProviderContext):
+    """DequantizeLinear: ``(x - zero_point) * scale`` (per-tensor, per-axis or blocked)."""
+    axis = int(node.attr("axis", 1))
+    block_size = int(node.attr("block_size", 0))
+    od = int(node.attr("output_dtype", 0))
+    out_c = np_dtype(od) if od else None
+
+    def kernel(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None):
+        out = out_c
+        if out is None:
+            sd = np.asarray(x_scale).dtype
+            out = sd if sd in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)) else \
+                np.dtype(_F32)
+        return _dequantize(x, x_scale, x_zero_point, out, axis, block_size)
+
+    return kernel
+
+
+for _v in (10, 13, 19, 21, 23, 24, 25):
+    op("QuantizeLinear", since=_v, predicate=_q_types)(_make_quantize)
+    op("DequantizeLinear", since=_v, predicate=_dq_types)(_make_dequantize)
+
+
+# --------------------------------------------------------------------------------------------
+# com.microsoft MatMulNBits
+# --------------------------------------------------------------------------------------------
+
+_NBITS = (2, 4, 8)
+
+
+def _nbits_predicate(node: NodeView) -> str | None:
+    bits = int(node.attr("bits", 4))
+    if bits not in _NBITS:
+        return f"MatMulNBits with bits={bits} is not supported (supported: 2, 4, 8)"
+    g_idx = node.input(4)
+    if g_idx is not None:
+        return "MatMulNBits with g_idx (act-order) is not supported"
+    if node.attr("K") is None or node.attr("N") is None:
+        return "MatMulNBits needs the K and N attributes"
+    return None
+
+
+def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
+    """``[..., n]`` uint8 -> ``[..., n * 8 // bits]`` values, low bits first."""
+    if bits == 8:
+        return packed
+    per = 8 // bits
+    mask = (1 << bits) - 1
+    parts = [(packed >> (bits * i)) & mask for i in range(per)]
+    return np.stack(parts, axis=-1).reshape(packed.shape[:-1] + (packed.shape[-1] * per,))
+
+
+def dequantize_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None,
+                     k: int, n: int, bits: int, block_size: int) -> np.ndarray:
+    """MatMulNBits weights ``B[N, k_blocks, blob]`` as a float32 ``[K, N]`` matrix."""
+    k_blocks = -(-k // block_size)
+    q = _unpack(np.asarray(b, dtype=np.uint8).reshape(n, k_blocks, -1), bits)
+    q = q[:, :, :block_size].astype(_F32)
+    sc = np.asarray(scales).astype(_F32).reshape(n, k_blocks, 1)
+    if zero_points is None:
+        zp = _F32(1 << (bits - 1))
+    elif np.asarray(zero_points).dtype == np.uint8:
+        zp = _unpack(np.asarray(zero_points).reshape(n, -1), bits)[:, :k_blocks]
+        zp = zp.astype(_F32).reshape(n, k_blocks, 1)
+    else:  # zero points in the scales' float type
+        zp = np.asarray(zero_points).astype(_F32).reshape(n, k_blocks, 1)
+    q -= zp
+    q *= sc
+    w = q.reshape(n, k_blocks * block_size)[:, :k]
+    return np.ascontiguousarray(w.T)
+
+
+@op("MatMulNBits", domain="com.microsoft", since=1,
+    dtypes={0: {TP.FLOAT, TP.FLOAT16}}, predicate=_nbits_predicate)
+def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
+    """com.microsoft MatMulNBits: ``Y = A @ dequant(B).T (+ bias)``, weight dequantized once."""
+    k = int(node.attr("K"))
+    n = int(node.attr("N"))
+    bits = int(node.attr("bits", 4))
+    block_size = int(node.attr("block_size"))
+    b_info, s_info, z_info, bias_info = node.input(1), node.input(2), node.input(3), node.input(5)
+    consts_known = all(v is None or v.is_const for v in (s_info, z_info)) and b_info.is_const
+    w_packed = None
+    if consts_known:
+        w_packed = dequantize_nbits(b_info.const, s_info.const,
+                                    None if z_info is None else z_info.const,
+                                    k, n, bits, block_size)
+        logger.debug("MatMulNBits %s: dequantized weight [%d, %d]", node.display_name, k, n)
+    bias_c = None if bias_info is None or not bias_info.is_const else \
+        np.asarray(bias_info.const, dtype=_F32)
+
+    def kernel(a, b, scales, zero_points=None, g_idx=None, bias=None) -> np.ndarray:
+        w = w_packed if w_packed is not None else dequantize_nbits(
+            b, scales, zero_points, k, n, bits, block_size)
+        af = a.astype(_F32, copy=False).reshape(-1, k)
+        y = np.matmul(af, w)
+        if bias is not None:
+            y += bias_c if bias_c is not None else np.asarray(bias, dtype=_F32)
+        return y.reshape(a.shape[:-1] + (n,)).astype(a.dtype, copy=False)
+
+    return kernel

@@ -1,0 +1,165 @@
+"""Reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare) and ArgMax/ArgMin.
+
+float16 and the ml_dtypes floats accumulate in float32 and are cast back; integer inputs keep
+their type (ReduceMean divides truncating toward zero, L2/LogSum/LogSumExp are computed in
+float64 and truncated, as ORT does). Reducing over an empty axis gives the reduction's identity
+(0 for Sum/Mean/L1/L2, 1 for Prod, -inf/+inf or the type's min/max for Max/Min).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from onnxplex import NodeView, ProviderContext
+
+from ._np_helpers import as_array, const_input, int_list, norm_axes, trunc_divide, upcast_float
+from ._registry import op
+
+logger = logging.getLogger(__name__)
+
+Kernel = Callable[..., np.ndarray]
+
+# op type -> opset where ``axes`` moved from an attribute to an input
+_AXES_INPUT_SINCE = {
+    "ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18, "ReduceProd": 18,
+    "ReduceL1": 18, "ReduceL2": 18, "ReduceLogSum": 18, "ReduceLogSumExp": 18,
+    "ReduceSumSquare": 18,
+}
+
+
+def _extreme(dtype: np.dtype, largest: bool) -> object:
+    if dtype.kind == "f":
+        return np.inf if largest else -np.inf
+    if dtype.kind == "b":
+        return largest
+    info = np.iinfo(dtype)
+    return info.max if largest else info.min
+
+
+def _count(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> int:
+    if axes is None:
+        return int(np.prod(shape, dtype=np.int64))
+    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+
+
+def _sum(x: np.ndarray, axes, keep: bool) -> np.ndarray:
+    return np.sum(x, axis=axes, dtype=x.dtype, keepdims=keep)
+
+
+def _reduce(kind: str, x: np.ndarray, axes: tuple[int, ...] | None,
+            keep: bool) -> np.ndarray:
+    """One reduction in ``x``'s (already widened) dtype."""
+    if kind == "ReduceSum":
+        return _sum(x, axes, keep)
+    if kind == "ReduceMean":
+        n = _count(x.shape, axes)
+        s = _sum(x, axes, keep)
+        if x.dtype.kind in "iu":
+            return trunc_divide(s, np.asarray(max(n, 1), dtype=x.dtype))
+        return s / n if n else s
+    if kind == "ReduceMax":
+        return np.max(x, axis=axes, keepdims=keep, initial=_extreme(x.dtype, False))
+    if kind == "ReduceMin":
+        return np.min(x, axis=axes, keepdims=keep, initial=_extreme(x.dtype, True))
+    if kind == "ReduceProd":
+        return np.prod(x, axis=axes, dtype=x.dtype, keepdims=keep)
+    if kind == "ReduceL1":
+        return _sum(np.abs(x), axes, keep)
+    if kind == "ReduceSumSquare":
+        return _sum(x * x, axes, keep)
+    # the rest go through floats
+    xf = x.astype(np.float64) if x.dtype.kind in "iub" else x
+    if kind == "ReduceL2":
+        r = np.sqrt(_sum(xf * xf, axes, keep))
+    elif kind == "ReduceLogSum":
+        r = np.log(_sum(xf, axes, keep))
+    elif kind == "ReduceLogSumExp":
+        m = np.max(xf, axis=axes, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0).astype(xf.dtype)
+        s = np.sum(np.exp(xf - m), axis=axes, dtype=xf.dtype, keepdims=True)
+        r = np.log(s) + m
+        if not keep:
+            r = r.reshape(_kept_shape(x.shape, axes, False))
+    else:  # pragma: no cover - registration lists the kinds
+        raise ValueError(kind)
+    return r.astype(x.dtype, copy=False) if r.dtype != x.dtype else r
+
+
+def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...] | None, keep: bool):
+    ax = set(range(len(shape))) if axes is None else set(axes)
+    if keep:
+        return tuple(1 if i in ax else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in ax)
+
+
+def _run(kind: str, x: np.ndarray, axes: list[int] | None, keep: bool) -> np.ndarray:
+    ax = None if axes is None else norm_axes(axes, x.ndim)
+    if ax is not None and len(ax) == x.ndim and x.ndim:
+        ax = None
+    dt = x.dtype
+    wide = upcast_float(dt)
+    if kind in ("ReduceMax", "ReduceMin") and dt == np.float16:
+        wide = None  # exact in float16
+    with np.errstate(all="ignore"):
+        r = _reduce(kind, x.astype(wide) if wide is not None else x, ax, keep)
+    r = as_array(r)
+    return r.astype(dt) if r.dtype != dt else r
+
+
+@op(list(_AXES_INPUT_SINCE), since=1)
+def make_reduce_attr_axes(node: NodeView, ctx: ProviderContext) -> Kernel:
+    kind = node.op_type
+    keep = bool(node.attr("keepdims", 1))
+    axes = int_list(node.attr("axes"))
+    if axes is not None and not axes:
+        axes = None
+    return lambda x: _run(kind, x, axes, keep)
+
+
+def _make_reduce_input_axes(node: NodeView, ctx: ProviderContext) -> Kernel:
+    kind = node.op_type
+    keep = bool(node.attr("keepdims", 1))
+    noop = bool(node.attr("noop_with_empty_axes", 0))
+
+    def resolve(a: list[int] | None) -> list[int] | None:
+        if not a:
+            return [] if noop else None
+        return a
+
+    if node.input(1) is None or const_input(node, 1) is not None:
+        axes = resolve(int_list(const_input(node, 1)))
+        return lambda x, *_: _run(kind, x, axes, keep)
+    return lambda x, a=None: _run(kind, x, resolve(int_list(a)), keep)
+
+
+for _name, _since in _AXES_INPUT_SINCE.items():
+    op(_name, since=_since)(_make_reduce_input_axes)
+
+
+# --------------------------------------------------------------------------------------------
+# ArgMax / ArgMin
+# --------------------------------------------------------------------------------------------
+
+
+@op(["ArgMax", "ArgMin"], since=1)
+@op(["ArgMax", "ArgMin"], since=12)
+def make_arg(node: NodeView, ctx: ProviderContext) -> Kernel:
+    fn = np.argmax if node.op_type == "ArgMax" else np.argmin
+    axis = int(node.attr("axis", 0))
+    keep = bool(node.attr("keepdims", 1))
+    last = bool(node.attr("select_last_index", 0))
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        a = norm_axes([axis], x.ndim)[0]
+        if upcast_float(x.dtype) is not None and x.dtype != np.float16:
+            x = x.astype(np.float32)
+        if last:
+            r = (x.shape[a] - 1) - fn(np.flip(x, a), axis=a, keepdims=keep)
+        else:
+            r = fn(x, axis=a, keepdims=keep)
+        return as_array(r).astype(np.int64, copy=False)
+
+    return kernel

@@ -1,0 +1,534 @@
+"""Shape and data-movement kernels: reshape family, slicing, gather/scatter, constants.
+
+Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Identity, Split and Slice return views of their
+input where numpy can (the framework never writes into kernel outputs). Constant inputs
+(shapes, axes, starts...) are read once in the factory.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from onnxplex import NodeView, ProviderContext
+
+from ._np_helpers import as_array, const_input, decode_strings, int_list, norm_axes, norm_axis
+from ._registry import op
+
+logger = logging.getLogger(__name__)
+
+Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
+
+
+def _rank(node: NodeView, i: int = 0) -> int | None:
+    v = node.input(i)
+    return None if v is None else v.rank
+
+
+# --------------------------------------------------------------------------------------------
+# Reshape family
+# --------------------------------------------------------------------------------------------
+
+
+def _reshape_target(in_shape: tuple[int, ...], shape: Sequence[int],
+                    allowzero: bool) -> list[int]:
+    if allowzero:
+        return list(shape)
+    return [in_shape[i] if s == 0 else s for i, s in enumerate(shape)]
+
+
+@op("Reshape", since=1)
+@op("Reshape", since=5)
+@op("Reshape", since=14)
+def make_reshape(node: NodeView, ctx: ProviderContext) -> Kernel:
+    allowzero = bool(node.attr("allowzero", 0))
+    shape = int_list(node.attr("shape")) if node.opset < 5 else int_list(const_input(node, 1))
+    if shape is not None:
+        if allowzero or 0 not in shape:
+            fixed = tuple(shape)
+            return lambda x, *_: x.reshape(fixed)
+        const = shape
+        return lambda x, *_: x.reshape(_reshape_target(x.shape, const, False))
+
+    def kernel(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+        return x.reshape(_reshape_target(x.shape, s.tolist(), allowzero))
+
+    return kernel
+
+
+@op("Flatten", since=1)
+def make_flatten(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", 1))
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        a = axis + x.ndim if axis < 0 else axis
+        if not 0 <= a <= x.ndim:
+            raise ValueError(f"Flatten: axis {axis} is out of range for rank {x.ndim}")
+        return x.reshape(math.prod(x.shape[:a]), math.prod(x.shape[a:]))
+
+    return kernel
+
+
+@op("Squeeze", since=1)
+@op("Squeeze", since=13)
+def make_squeeze(node: NodeView, ctx: ProviderContext) -> Kernel:
+    if node.opset < 13:
+        axes = int_list(node.attr("axes"))
+        static = True
+    else:
+        axes = int_list(const_input(node, 1))
+        static = axes is not None or node.input(1) is None
+
+    def squeeze(x: np.ndarray, ax: list[int] | None) -> np.ndarray:
+        if ax is None:
+            return np.squeeze(x)
+        return np.squeeze(x, axis=norm_axes(ax, x.ndim)) if ax else x
+
+    if static:
+        return lambda x, *_: squeeze(x, axes)
+    return lambda x, a=None: squeeze(x, None if a is None else int_list(a))
+
+
+def _unsqueeze_shape(shape: tuple[int, ...], axes: Sequence[int]) -> list[int]:
+    rank = len(shape) + len(axes)
+    pos = set(norm_axes(axes, rank))
+    it = iter(shape)
+    return [1 if i in pos else next(it) for i in range(rank)]
+
+
+@op("Unsqueeze", since=1)
+@op("Unsqueeze", since=13)
+def make_unsqueeze(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axes = int_list(node.attr("axes")) if node.opset < 13 else int_list(const_input(node, 1))
+    if axes is not None:
+        fixed = axes
+        return lambda x, *_: x.reshape(_unsqueeze_shape(x.shape, fixed))
+    return lambda x, a: x.reshape(_unsqueeze_shape(x.shape, int_list(a) or []))
+
+
+@op("Transpose", since=1)
+def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
+    perm = node.attr("perm")
+    perm = None if perm is None else tuple(int(p) for p in perm)
+    return lambda x: np.transpose(x, perm)
+
+
+@op("Identity", since=1)
+def make_identity(node: NodeView, ctx: ProviderContext) -> Kernel:
+    return lambda x: x
+
+
+@op("Expand", since=8)
+def make_expand(node: NodeView, ctx: ProviderContext) -> Kernel:
+    shape = int_list(const_input(node, 1))
+
+    def kernel(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+        target = np.broadcast_shapes(x.shape, tuple(shape if shape is not None else s.tolist()))
+        if target == x.shape:
+            return x
+        return np.broadcast_to(x, target).copy()
+
+    return kernel
+
+
+@op("Tile", since=1)
+@op("Tile", since=6)
+def make_tile(node: NodeView, ctx: ProviderContext) -> Kernel:
+    if node.opset < 6:
+        def kernel_v1(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
+            reps = [1] * x.ndim
+            reps[norm_axis(int(axis.reshape(-1)[0]), x.ndim)] = int(tiles.reshape(-1)[0])
+            return np.tile(x, reps)
+
+        return kernel_v1
+    reps = int_list(const_input(node, 1))
+    return lambda x, r: np.tile(x, reps if reps is not None else r.tolist())
+
+
+# --------------------------------------------------------------------------------------------
+# Shape queries and constants
+# --------------------------------------------------------------------------------------------
+
+
+@op("Shape", since=1)
+@op("Shape", since=15)
+def make_shape(node: NodeView, ctx: ProviderContext) -> Kernel:
+    start = int(node.attr("start", 0))
+    end = node.attr("end")
+    end = None if end is None else int(end)
+    return lambda x: np.array(x.shape[start:end], dtype=np.int64)
+
+
+@op("Size", since=1)
+def make_size(node: NodeView, ctx: ProviderContext) -> Kernel:
+    return lambda x: np.asarray(x.size, dtype=np.int64)
+
+
+@op("ConstantOfShape", since=9)
+def make_constant_of_shape(node: NodeView, ctx: ProviderContext) -> Kernel:
+    value = node.attr("value")
+    if value is None:
+        value = np.zeros(1, np.float32)
+    value = np.asarray(value)
+    if value.dtype.kind in "SU":
+        value = decode_strings(value)
+    fill = value.reshape(-1)[0]
+    dtype = value.dtype
+    return lambda s: np.full(tuple(int(d) for d in s.tolist()), fill, dtype=dtype)
+
+
+def _constant_value(node: NodeView) -> np.ndarray:
+    a = node.attrs
+    if "value" in a:
+        v = np.asarray(a["value"])
+        return decode_strings(v) if v.dtype.kind in "SU" else v
+    if "value_float" in a:
+        return np.array(a["value_float"], dtype=np.float32)
+    if "value_floats" in a:
+        return np.array(a["value_floats"], dtype=np.float32).reshape(-1)
+    if "value_int" in a:
+        return np.array(a["value_int"], dtype=np.int64)
+    if "value_ints" in a:
+        return np.array(a["value_ints"], dtype=np.int64).reshape(-1)
+    if "value_string" in a:
+        return decode_strings(np.array(a["value_string"], dtype=object))
+    if "value_strings" in a:
+        return decode_strings(np.array(list(a["value_strings"]), dtype=object).reshape(-1))
+    raise ValueError("Constant has no value attribute")
+
+
+def _constant_supported(node: NodeView) -> str | None:
+    if "sparse_value" in node.attrs:
+        return "Constant with a sparse_value attribute is not supported (densify it offline)"
+    return None
+
+
+@op("Constant", since=1, predicate=_constant_supported)
+def make_constant(node: NodeView, ctx: ProviderContext) -> Kernel:
+    value = _constant_value(node).view()
+    value.flags.writeable = False  # one array serves every run
+    return lambda: value
+
+
+@op("Dropout", since=1, predicate=lambda n: (
+    "training-mode Dropout (is_test=0) is not supported"
+    if n.opset < 7 and not n.attr("is_test", 0) else None))
+def make_dropout_legacy(node: NodeView, ctx: ProviderContext) -> Kernel:
+    want_mask = len(node.outputs) > 1 and node.outputs[1] is not None
+    if not want_mask:
+        return lambda x: x
+    return lambda x: (x, np.ones(x.shape, dtype=x.dtype if node.opset < 10 else bool))
+
+
+def _dropout_predicate(node: NodeView) -> str | None:
+    training = const_input(node, 2)
+    if training is not None and bool(training.reshape(-1)[0]):
+        return "Dropout with training_mode=True is not supported (inference only)"
+    return None
+
+
+@op("Dropout", since=12, predicate=_dropout_predicate)
+def make_dropout(node: NodeView, ctx: ProviderContext) -> Kernel:
+    want_mask = len(node.outputs) > 1 and node.outputs[1] is not None
+    seed = node.attr("seed")
+
+    def kernel(x: np.ndarray, ratio: np.ndarray | None = None,
+               training: np.ndarray | None = None):
+        if training is not None and bool(np.asarray(training).reshape(-1)[0]):
+            r = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+            keep = np.random.default_rng(seed).random(x.shape) >= r
+            scale = x.dtype.type(1.0 / (1.0 - r)) if r < 1 else x.dtype.type(0)
+            y = np.where(keep, x * scale, x.dtype.type(0))
+            return (y, keep) if want_mask else y
+        if want_mask:
+            return x, np.ones(x.shape, dtype=bool)
+        return x
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Concat, Split, Slice
+# --------------------------------------------------------------------------------------------
+
+
+@op("Concat", since=1)
+def make_concat(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", 1))
+
+    def kernel(*xs: np.ndarray) -> np.ndarray:
+        a = norm_axis(axis, xs[0].ndim)
+        return np.concatenate(xs, axis=a)
+
+    return kernel
+
+
+def _split_sizes(dim: int, split: list[int] | None, n: int) -> list[int]:
+    if split is not None:
+        return split
+    chunk = -(-dim // n)
+    return [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+
+
+@op("Split", since=1)
+@op("Split", since=2)
+@op("Split", since=13)
+@op("Split", since=18)
+def make_split(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", 0))
+    n_out = len(node.outputs)
+    from_input = node.opset >= 13 or node.opset == 1
+    split = int_list(node.attr("split")) if node.opset < 13 else None
+    if from_input and node.input(1) is not None:
+        split = int_list(const_input(node, 1))
+        dynamic = split is None
+    else:
+        dynamic = False
+
+    def kernel(x: np.ndarray, s: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        a = norm_axis(axis, x.ndim)
+        sizes = _split_sizes(x.shape[a], int_list(s) if dynamic else split, n_out)
+        bounds = np.cumsum(sizes[:-1]).tolist()
+        return tuple(np.split(x, bounds, axis=a))
+
+    return kernel
+
+
+def _slice_index(rank: int, starts: list[int], ends: list[int], axes: list[int] | None,
+                 steps: list[int] | None) -> tuple[slice, ...]:
+    """numpy's slicing clamps exactly as ONNX Slice does (including negative steps)."""
+    axes = list(range(len(starts))) if axes is None else [norm_axis(a, rank) for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * rank
+    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+        if st == 0:
+            raise ValueError("Slice: steps must not be 0")
+        index[a] = slice(s, e, st)
+    return tuple(index)
+
+
+@op("Slice", since=1)
+def make_slice_v1(node: NodeView, ctx: ProviderContext) -> Kernel:
+    starts, ends = int_list(node.attr("starts")), int_list(node.attr("ends"))
+    axes = int_list(node.attr("axes"))
+    return lambda x: x[_slice_index(x.ndim, starts, ends, axes, None)]
+
+
+@op("Slice", since=10)
+def make_slice(node: NodeView, ctx: ProviderContext) -> Kernel:
+    consts = [int_list(const_input(node, i)) for i in range(1, 5)]
+    present = [node.input(i) is not None for i in range(1, 5)]
+    rank = _rank(node)
+    if all(c is not None or not p for c, p in zip(consts, present, strict=True)):
+        starts, ends, axes, steps = consts
+        if rank is not None:
+            index = _slice_index(rank, starts, ends, axes, steps)
+            return lambda x, *_: x[index]
+        return lambda x, *_: x[_slice_index(x.ndim, starts, ends, axes, steps)]
+
+    def kernel(x: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+               axes: np.ndarray | None = None, steps: np.ndarray | None = None) -> np.ndarray:
+        return x[_slice_index(x.ndim, int_list(starts), int_list(ends), int_list(axes),
+                              int_list(steps))]
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Gather / Scatter
+# --------------------------------------------------------------------------------------------
+
+
+def _fix_negative(idx: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
+    if idx.dtype.kind == "u" or not idx.size or idx.min() >= 0:
+        return idx
+    return np.where(idx < 0, idx + dim, idx)
+
+
+@op("Gather", since=1)
+def make_gather(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", 0))
+
+    def kernel(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        a = norm_axis(axis, x.ndim)
+        return as_array(np.take(x, idx, axis=a))
+
+    return kernel
+
+
+def _crop_to(x: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """``x`` cut to ``shape`` on every axis but ``axis`` (GatherElements indices may be smaller)."""
+    if all(s == d or i == axis for i, (s, d) in enumerate(zip(shape, x.shape, strict=True))):
+        return x
+    return x[tuple(slice(None) if i == axis else slice(0, s) for i, s in enumerate(shape))]
+
+
+@op("GatherElements", since=11)
+def make_gather_elements(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", 0))
+
+    def kernel(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        a = norm_axis(axis, x.ndim)
+        idx = _fix_negative(idx, x.shape[a])
+        return np.take_along_axis(_crop_to(x, idx.shape, a), idx, axis=a)
+
+    return kernel
+
+
+@op("GatherND", since=11)
+@op("GatherND", since=12)
+def make_gather_nd(node: NodeView, ctx: ProviderContext) -> Kernel:
+    b = int(node.attr("batch_dims", 0))
+
+    def kernel(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        k = idx.shape[-1]
+        batch = x.shape[:b]
+        nb = math.prod(batch)
+        inner = x.shape[b:b + k]
+        rest = x.shape[b + k:]
+        q_shape = idx.shape[b:-1]
+        idx = _fix_negative(idx.astype(np.int64, copy=False),
+                            np.asarray(inner, dtype=np.int64))
+        flat = np.ravel_multi_index(tuple(np.moveaxis(idx.reshape(nb, -1, k), -1, 0)), inner) \
+            if k else np.zeros((nb, math.prod(q_shape)), np.int64)
+        xr = x.reshape((nb, math.prod(inner)) + rest)
+        out = xr[np.arange(nb)[:, None], flat]
+        return out.reshape(batch + q_shape + rest)
+
+    return kernel
+
+
+_REDUCERS: dict[str, np.ufunc] = {
+    "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+}
+
+
+def _reduction(node: NodeView) -> np.ufunc | None:
+    r = node.attr("reduction", "none")
+    r = r.decode() if isinstance(r, bytes) else r
+    return None if r == "none" else _REDUCERS[r]
+
+
+def _scatter_predicate(node: NodeView) -> str | None:
+    r = node.attr("reduction", "none")
+    r = r.decode() if isinstance(r, bytes) else r
+    if r != "none" and r not in _REDUCERS:
+        return f"{node.op_type}: unknown reduction {r!r}"
+    return None
+
+
+@op("ScatterND", since=11, predicate=_scatter_predicate)
+def make_scatter_nd(node: NodeView, ctx: ProviderContext) -> Kernel:
+    ufunc = _reduction(node)
+
+    def kernel(x: np.ndarray, idx: np.ndarray, updates: np.ndarray) -> np.ndarray:
+        out = x.copy()
+        k = idx.shape[-1]
+        idx = _fix_negative(idx.astype(np.int64, copy=False),
+                            np.asarray(x.shape[:k], dtype=np.int64))
+        where = tuple(np.moveaxis(idx, -1, 0))
+        if ufunc is None:
+            out[where] = updates
+        else:
+            ufunc.at(out, where, updates)
+        return out
+
+    return kernel
+
+
+def _elements_index(idx: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
+    grids = np.ogrid[tuple(slice(0, s) for s in idx.shape)]
+    return tuple(idx if i == axis else g for i, g in enumerate(grids))
+
+
+@op("Scatter", since=9, until=10)
+@op("ScatterElements", since=11, predicate=_scatter_predicate)
+def make_scatter_elements(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = int(node.attr("axis", 0))
+    ufunc = _reduction(node)
+
+    def kernel(x: np.ndarray, idx: np.ndarray, updates: np.ndarray) -> np.ndarray:
+        a = norm_axis(axis, x.ndim)
+        out = x.copy()
+        where = _elements_index(_fix_negative(idx, x.shape[a]), a)
+        if ufunc is None:
+            out[where] = updates
+        else:
+            ufunc.at(out, where, updates)
+        return out
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Block rearrangements, Compress, ReverseSequence
+# --------------------------------------------------------------------------------------------
+
+
+def _mode(node: NodeView) -> str:
+    m = node.attr("mode", "DCR")
+    return (m.decode() if isinstance(m, bytes) else m).upper()
+
+
+@op("DepthToSpace", since=1)
+def make_depth_to_space(node: NodeView, ctx: ProviderContext) -> Kernel:
+    b = int(node.attr("blocksize"))
+    crd = _mode(node) == "CRD"
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        n, c, h, w = x.shape
+        if crd:
+            t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        else:
+            t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        return t.reshape(n, c // (b * b), h * b, w * b)
+
+    return kernel
+
+
+@op("SpaceToDepth", since=1)
+def make_space_to_depth(node: NodeView, ctx: ProviderContext) -> Kernel:
+    b = int(node.attr("blocksize"))
+    crd = _mode(node) == "CRD"
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        n, c, h, w = x.shape
+        t = x.reshape(n, c, h // b, b, w // b, b)
+        t = t.transpose(0, 1, 3, 5, 2, 4) if crd else t.transpose(0, 3, 5, 1, 2, 4)
+        return t.reshape(n, c * b * b, h // b, w // b)
+
+    return kernel
+
+
+@op("Compress", since=9)
+def make_compress(node: NodeView, ctx: ProviderContext) -> Kernel:
+    axis = node.attr("axis")
+
+    def kernel(x: np.ndarray, cond: np.ndarray) -> np.ndarray:
+        c = cond.reshape(-1).astype(bool, copy=False)
+        if axis is None:
+            return np.compress(c, x.reshape(-1))
+        return np.compress(c, x, axis=norm_axis(int(axis), x.ndim))
+
+    return kernel
+
+
+@op("ReverseSequence", since=10)
+def make_reverse_sequence(node: NodeView, ctx: ProviderContext) -> Kernel:
+    batch_axis = int(node.attr("batch_axis", 1))
+    time_axis = int(node.attr("time_axis", 0))
+
+    def kernel(x: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        ba, ta = norm_axis(batch_axis, x.ndim), norm_axis(time_axis, x.ndim)
+        xt = np.moveaxis(x, (ba, ta), (0, 1))  # (batch, time, ...)
+        t = np.arange(xt.shape[1])
+        ln = lens.astype(np.int64).reshape(-1, 1)
+        src = np.where(t < ln, ln - 1 - t, t)
+        out = xt[np.arange(xt.shape[0])[:, None], src]
+        return np.ascontiguousarray(np.moveaxis(out, (0, 1), (ba, ta)))
+
+    return kernel
+

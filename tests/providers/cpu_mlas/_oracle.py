@@ -1,0 +1,102 @@
+"""Test oracles for cpu_mlas kernels: onnxruntime, or onnx's reference evaluator where ORT lacks
+the op, opset or dtype. Used by the kernel tests only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from kernel_harness import node_model, run_kernel
+from onnx.reference import ReferenceEvaluator
+
+from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
+
+ORT_MAX_OPSET = 26
+
+_SESSION_OPTIONS = ort.SessionOptions()
+_SESSION_OPTIONS.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+_SESSION_OPTIONS.intra_op_num_threads = 1
+_SESSION_OPTIONS.inter_op_num_threads = 1
+
+
+def typed_model(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1,
+                **kw) -> onnx.ModelProto:
+    """``node_model`` with its outputs' types filled in by shape inference (ORT needs them)."""
+    m = node_model(op_type, inputs, n_outputs, **kw)
+    for o in m.graph.output:
+        o.ClearField("type")
+    inferred = onnx.shape_inference.infer_shapes(m)
+    types = {v.name: v.type for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for o in m.graph.output:
+        if o.name in types and types[o.name].tensor_type.elem_type:
+            o.type.CopyFrom(types[o.name])
+    return m
+
+
+def _feeds(inputs: Sequence[np.ndarray | None], const_inputs: Sequence[int]) -> dict:
+    return {f"in{i}": a for i, a in enumerate(inputs)
+            if a is not None and i not in const_inputs}
+
+
+def ort_run(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1,
+            **kw) -> list[np.ndarray]:
+    m = typed_model(op_type, inputs, n_outputs, **kw)
+    sess = ort.InferenceSession(m.SerializeToString(), _SESSION_OPTIONS,
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, _feeds(inputs, kw.get("const_inputs", ())))
+
+
+def ref_run(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1,
+            **kw) -> list[np.ndarray]:
+    m = node_model(op_type, inputs, n_outputs, **kw)
+    return [np.asarray(r) for r in ReferenceEvaluator(m).run(
+        None, _feeds(inputs, kw.get("const_inputs", ())))]
+
+
+def oracle_run(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1, *,
+               oracle: str = "auto", **kw) -> list[np.ndarray]:
+    """ORT when it can run the node, else the reference evaluator (``oracle`` forces one)."""
+    if oracle == "ref" or (oracle == "auto" and kw.get("opset", 21) > ORT_MAX_OPSET):
+        return ref_run(op_type, inputs, n_outputs, **kw)
+    try:
+        m = typed_model(op_type, inputs, n_outputs, **kw)
+        sess = ort.InferenceSession(m.SerializeToString(), _SESSION_OPTIONS,
+                                providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - ORT has no kernel for this op/opset/dtype
+        if oracle == "ort":
+            raise
+        return ref_run(op_type, inputs, n_outputs, **kw)
+    return sess.run(None, _feeds(inputs, kw.get("const_inputs", ())))
+
+
+def ours(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1,
+         **kw) -> tuple[np.ndarray, ...]:
+    return run_kernel(CpuMlasProvider, op_type, inputs, n_outputs, **kw)
+
+
+def assert_same(got: Sequence[np.ndarray], want: Sequence[np.ndarray], *, rtol: float = 1e-6,
+                atol: float = 1e-6, check_dtype: bool = True) -> None:
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        w = np.asarray(w)
+        assert isinstance(g, np.ndarray), f"output {k} is {type(g).__name__}, not ndarray"
+        if check_dtype:
+            assert g.dtype == w.dtype, f"output {k}: dtype {g.dtype} != {w.dtype}"
+        assert g.shape == w.shape, f"output {k}: shape {g.shape} != {w.shape}"
+        if g.dtype == object or g.dtype.kind in "biuSU":
+            np.testing.assert_array_equal(g, w, err_msg=f"output {k}")
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=atol, equal_nan=True, err_msg=f"output {k}")
+
+
+def check(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1, *,
+          oracle: str = "auto", rtol: float = 1e-6, atol: float = 1e-6,
+          check_dtype: bool = True, **kw) -> tuple[np.ndarray, ...]:
+    """Run the node through cpu_mlas and the oracle and compare outputs (dtype exactly)."""
+    got = ours(op_type, inputs, n_outputs, **kw)
+    want = oracle_run(op_type, inputs, n_outputs, oracle=oracle, **kw)
+    assert_same(got, want, rtol=rtol, atol=atol, check_dtype=check_dtype)
+    return got
