@@ -103,3 +103,33 @@ def trunc_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if fix.any():
             q = q + fix.astype(q.dtype)
     return q
+
+
+_UINT_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SELECT_MIN_SIZE = 16384
+
+
+def select(cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``np.where(cond, x, y)`` for same-dtype ``x``/``y``.
+
+    numpy's ``where`` branches per element, which costs ~4 ns/element on irregular masks;
+    large irregular selections use a branch-free bit blend instead (same result, bit for bit).
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    ut = _UINT_BY_SIZE.get(x.dtype.itemsize)
+    if (ut is None or x.dtype != y.dtype or x.dtype == object or cond.size < _SELECT_MIN_SIZE
+            or not cond.flags.c_contiguous):
+        return as_array(np.where(cond, x, y))
+    flat = cond.reshape(-1)
+    if np.count_nonzero(flat[1:] != flat[:-1]) * 64 < flat.size:
+        return as_array(np.where(cond, x, y))  # long runs: numpy's branches predict well
+    m = cond.astype(ut)
+    np.negative(m, out=m)  # 0 -> 0, 1 -> all ones
+    out = np.bitwise_and(x.view(ut), m)
+    np.invert(m, out=m)
+    other = np.bitwise_and(y.view(ut), m)
+    if out.shape == np.broadcast_shapes(out.shape, other.shape):
+        np.bitwise_or(out, other, out=out)
+    else:
+        out = np.bitwise_or(out, other)
+    return out.view(x.dtype)
