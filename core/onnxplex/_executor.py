@@ -115,7 +115,7 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
         return s
 
     graph = model.graph
-    input_slots = {v.name: slot(v.name) for v in graph.inputs}
+    input_slots = {n: slot(n) for n in (*model.input_names, *sorted(model.overridable))}
     constants: dict[int, Any] = {}
     for name in model.const_names:
         info = model.value_info(name)
@@ -123,10 +123,10 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
             constants[slot(name)] = info.const
     # Overridable initializers (also graph inputs) default to their stored value.
     defaults = {}
-    for v in graph.inputs:
-        init = graph.initializers.get(v.name)
-        if init is not None and init.const_value is not None:
-            defaults[input_slots[v.name]] = init.const_value.numpy()
+    for name in model.overridable:
+        init = graph.initializers[name]
+        if init.const_value is not None:
+            defaults[input_slots[name]] = init.const_value.numpy()
 
     ordered = _order_units(units)
     layout_of: dict[int, str] = {}

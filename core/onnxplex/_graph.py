@@ -254,6 +254,16 @@ class Model:
                 lst = self.consumer_indices.setdefault(name, [])
                 if not lst or lst[-1] != i:
                     lst.append(i)
+        inits = set(self.graph.initializers)
+        listed = {v.name for v in self.graph.inputs}
+        # Before IR 4 every initializer had to be listed as a graph input, and such inputs are
+        # constants; from IR 4 on, an initializer that is also an input is a default value a
+        # feed may override (onnxruntime's rule).
+        overridable = inits & listed if self.ir.ir_version >= 4 else set()
+        self.overridable: frozenset[str] = frozenset(overridable)
+        self.const_names: frozenset[str] = frozenset(inits - overridable)
+        self.input_names: tuple[str, ...] = tuple(v.name for v in self.graph.inputs
+                                                  if v.name not in inits)
         self._value_infos: dict[str, ValueInfo] = {}
         self._node_views: list[NodeView] | None = None
 
@@ -262,12 +272,6 @@ class Model:
         if self._node_views is None:
             self._node_views = [self._make_node_view(i, n) for i, n in enumerate(self.nodes)]
         return self._node_views
-
-    @property
-    def const_names(self) -> frozenset[str]:
-        """Initializers that are constants (not overridable by a graph input of the same name)."""
-        inputs = {v.name for v in self.graph.inputs}
-        return frozenset(n for n in self.graph.initializers if n not in inputs)
 
     def value_info(self, name: str) -> ValueInfo:
         info = self._value_infos.get(name)

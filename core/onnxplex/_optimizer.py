@@ -58,7 +58,7 @@ def optimize(model: Model, level: int, compile_node: Callable[[Subgraph], Callab
 
 def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) -> int:
     graph = model.graph
-    consts = _const_names(model)
+    consts = set(model.const_names)
     folded = 0
     # Walk in topological order; newly folded outputs make their consumers foldable.
     for index, node in enumerate(list(model.nodes)):
@@ -98,11 +98,6 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
         consts.update(o.name for o in node.outputs if o.name)
         folded += 1
     return folded
-
-
-def _const_names(model: Model) -> set[str]:
-    inputs = {v.name for v in model.graph.inputs}
-    return {n for n in model.graph.initializers if n not in inputs}
 
 
 def _static_shape_value(view) -> np.ndarray | None:

@@ -204,7 +204,7 @@ class InferenceSession:
         self._outputs = [_node_arg(model.value_info(v.name)) for v in model.graph.outputs]
         self._input_infos = {a.name: model.value_info(a.name) for a in self._inputs}
         self._overridable = [_node_arg(model.value_info(v.name)) for v in model.graph.inputs
-                             if v.name in model.graph.initializers]
+                             if v.name in model.overridable]
         self._requested = (providers, provider_options)
         self._build(model)
         self._profile_event("session_initialization", "Session", t0, time.perf_counter_ns())
@@ -212,9 +212,7 @@ class InferenceSession:
     # ----------------------------------------------------------------------------- building
 
     def _describe_inputs(self, model: Model) -> list[NodeArg]:
-        inits = set(model.graph.initializers)
-        return [_node_arg(model.value_info(v.name)) for v in model.graph.inputs
-                if v.name not in inits]
+        return [_node_arg(model.value_info(n)) for n in model.input_names]
 
     def _resolve_providers(self, providers, provider_options) -> list[tuple[str, dict, bool]]:
         """-> [(canonical name, options, explicitly requested)] in priority order."""

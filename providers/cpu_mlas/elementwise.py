@@ -128,14 +128,18 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 def _float_op(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
-    """Wrap a float function: float16 and ml_dtypes floats computed in float32, rounded once."""
+    """Wrap a float function: float16 and ml_dtypes floats computed in float32, rounded once.
+
+    ``fn`` may work in place on its intermediates: it always receives an array of rank >= 1.
+    """
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if x.ndim == 0:
+            return kernel(x.reshape(1)).reshape(())
         dt = x.dtype
-        if dt == _F16 or dt in LOW_PRECISION_FLOATS:
-            with np.errstate(all="ignore"):
-                return as_array(fn(x.astype(np.float32))).astype(dt)
         with np.errstate(all="ignore"):
+            if dt == _F16 or dt in LOW_PRECISION_FLOATS:
+                return as_array(fn(x.astype(np.float32))).astype(dt)
             return as_array(fn(x))
 
     return kernel
@@ -349,10 +353,13 @@ def make_leaky_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
     return _float_op(lambda x: _pos_neg(x, np.minimum(x, 0) * alpha))
 
 
-def _pos_neg(x: np.ndarray, neg: np.ndarray) -> np.ndarray:
-    """max(x, 0) + neg, where ``neg`` is the (already computed) negative branch, 0 for x >= 0:
-    a branch-free ``where(x < 0, f(x), x)``."""
-    neg += np.maximum(x, 0)
+def _pos_neg(x: np.ndarray, neg: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """scale * max(x, 0) + neg, where ``neg`` is the (already computed) negative branch, 0 for
+    x >= 0: a branch-free ``where(x < 0, f(x), scale * x)``."""
+    pos = np.maximum(x, 0)
+    if scale != 1.0:
+        pos *= scale
+    neg += pos
     return neg
 
 
@@ -384,7 +391,7 @@ def make_selu(node: NodeView, ctx: ProviderContext) -> Kernel:
     alpha = float(node.attr("alpha", 1.67326319217681884765625))
     gamma = float(node.attr("gamma", 1.05070102214813232421875))
     return _float_op(
-        lambda x: _pos_neg(x * gamma, np.expm1(np.minimum(x, 0)) * (alpha * gamma)))
+        lambda x: _pos_neg(x, np.expm1(np.minimum(x, 0)) * (alpha * gamma), gamma))
 
 
 @op("Celu", since=12)

@@ -126,9 +126,9 @@ def make_cumsum(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(x: np.ndarray, axis: np.ndarray) -> np.ndarray:
         a = norm_axis(int(_scalar(axis_const if axis_const is not None else axis)), x.ndim)
         dt = x.dtype
-        work = np.float32 if dt in LOW_PRECISION_FLOATS else dt
+        work = np.dtype(np.float32) if dt in LOW_PRECISION_FLOATS else dt
         xs = np.flip(x, a) if reverse else x
-        out = np.cumsum(xs, axis=a, dtype=work)
+        out = _cumsum(xs, a, work)
         if exclusive:
             out = np.roll(out, 1, axis=a)
             out[(slice(None),) * a + (0,)] = 0
@@ -137,6 +137,22 @@ def make_cumsum(node: NodeView, ctx: ProviderContext) -> Kernel:
         return np.ascontiguousarray(out).astype(dt, copy=False)
 
     return kernel
+
+
+def _cumsum(x: np.ndarray, axis: int, dtype: np.dtype) -> np.ndarray:
+    """np.cumsum, or for a short axis over long rows, one vectorised add per step (numpy's
+    accumulate is sequential per element; summation order is the same either way)."""
+    n = x.shape[axis]
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    if n < 2 or inner < 512 or n > 1024:
+        return np.cumsum(x, axis=axis, dtype=dtype)
+    out = np.empty(x.shape, dtype=dtype)
+    src = np.moveaxis(x, axis, 0)
+    dst = np.moveaxis(out, axis, 0)
+    dst[0] = src[0]
+    for i in range(1, n):
+        np.add(dst[i - 1], src[i], out=dst[i], dtype=dtype)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,22 +173,32 @@ def _best_first_key(x: np.ndarray, largest: bool) -> np.ndarray:
     return np.negative(x)
 
 
+def _sorted_subset(key: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``idx`` (the chosen positions per row) ordered by key, lower index first among ties."""
+    idx = np.sort(idx, axis=-1)
+    order = np.argsort(np.take_along_axis(key, idx, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(idx, order, axis=-1)
+
+
 def _topk_indices(key: np.ndarray, k: int) -> np.ndarray:
     """Indices (last axis) of the k smallest keys, sorted, lower index first among ties."""
     n = key.shape[-1]
     if k == 0:
         return np.zeros(key.shape[:-1] + (0,), dtype=np.int64)
-    if 4 * k < n and (key.dtype.kind != "f" or not np.isnan(key).any()):
-        kth = np.partition(key, k - 1, axis=-1)[..., k - 1:k]
-        lt = key < kth
-        eq = key == kth
-        need = k - lt.sum(axis=-1, keepdims=True)
-        sel = lt | (eq & (np.cumsum(eq, axis=-1) <= need))
-        rows = key.reshape(-1, n)
-        idx = np.nonzero(sel.reshape(-1, n))[1].reshape(-1, k)
-        order = np.argsort(np.take_along_axis(rows, idx, axis=-1), axis=-1, kind="stable")
-        return np.take_along_axis(idx, order, axis=-1).reshape(key.shape[:-1] + (k,))
-    return np.argsort(key, axis=-1, kind="stable")[..., :k]
+    if 4 * k >= n or (key.dtype.kind == "f" and np.isnan(key).any()):
+        return np.argsort(key, axis=-1, kind="stable")[..., :k]
+    part = np.argpartition(key, k - 1, axis=-1)[..., :k]
+    chosen = np.take_along_axis(key, part, axis=-1)
+    kth = chosen.max(axis=-1, keepdims=True)
+    if np.array_equal((key == kth).sum(axis=-1), (chosen == kth).sum(axis=-1)):
+        return _sorted_subset(key, part)  # no tie straddles the cut: the partition is exact
+    # keep every key below the k-th value, then the lowest-index ones equal to it
+    lt = key < kth
+    eq = key == kth
+    need = k - lt.sum(axis=-1, keepdims=True)
+    sel = lt | (eq & (np.cumsum(eq, axis=-1) <= need))
+    idx = np.nonzero(sel.reshape(-1, n))[1].reshape(key.shape[:-1] + (k,))
+    return _sorted_subset(key, idx)
 
 
 @op("TopK", since=1)
