@@ -45,7 +45,24 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> int:
     return int(np.prod([shape[a] for a in axes], dtype=np.int64))
 
 
-def _sum(x: np.ndarray, axes, keep: bool) -> np.ndarray:
+_BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _sum(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
+    """np.sum in x's dtype; float sums over leading or trailing axes of a contiguous array go
+    through BLAS (a product with a ones vector), several times faster than numpy's reduce."""
+    if x.dtype in _BLAS_FLOATS and x.flags.c_contiguous and x.size >= 4096 and axes:
+        nd = x.ndim
+        ax = sorted(axes)
+        k = len(ax)
+        if ax == list(range(nd - k, nd)):
+            inner = int(np.prod(x.shape[nd - k:], dtype=np.int64))
+            r = x.reshape(-1, inner) @ np.ones(inner, dtype=x.dtype)
+            return r.reshape(_kept_shape(x.shape, axes, keep))
+        if ax == list(range(k)):
+            outer = int(np.prod(x.shape[:k], dtype=np.int64))
+            r = np.ones(outer, dtype=x.dtype) @ x.reshape(outer, -1)
+            return r.reshape(_kept_shape(x.shape, axes, keep))
     return np.sum(x, axis=axes, dtype=x.dtype, keepdims=keep)
 
 
@@ -97,8 +114,8 @@ def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...] | None, keep: bool
 
 def _run(kind: str, x: np.ndarray, axes: list[int] | None, keep: bool) -> np.ndarray:
     ax = None if axes is None else norm_axes(axes, x.ndim)
-    if ax is not None and len(ax) == x.ndim and x.ndim:
-        ax = None
+    if ax is None:
+        ax = tuple(range(x.ndim))
     dt = x.dtype
     wide = upcast_float(dt)
     if kind in ("ReduceMax", "ReduceMin") and dt == np.float16:

@@ -456,3 +456,27 @@ def test_cast_same_type_and_scalar():
     (y,) = check("Cast", [x], opset=21, to=TensorProto.FLOAT)
     (z,) = check("Cast", [x], opset=21, to=TensorProto.INT64)
     assert y.shape == () and z.shape == ()
+
+
+def test_erf_float32_accuracy():
+    from onnxplex.providers.cpu_mlas.elementwise import erf_float32
+
+    x = np.concatenate([np.linspace(-6, 6, 50001), [0.0, 1e-30, np.inf, -np.inf]]).astype(
+        np.float32)
+    want = np.array([math.erf(v) for v in x.astype(np.float64).tolist()])
+    got = erf_float32(x)
+    assert got.dtype == np.float32
+    ulps = np.abs(got - want) / np.spacing(np.abs(want).astype(np.float32))
+    assert ulps.max() <= 4
+    assert got[np.abs(x) >= 4].tolist() == np.sign(x[np.abs(x) >= 4]).tolist()
+
+
+@pytest.mark.parametrize("mask", ["random", "runs"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.float16, bool])
+def test_where_large(mask, dtype):
+    x = rand(4, 64, 128).astype(dtype)
+    y = rand(64, 128).astype(dtype)
+    c = RNG.random((4, 64, 128)) < 0.5 if mask == "random" else np.sort(
+        RNG.random((4, 64, 128)), axis=-1) < 0.5
+    check("Where", [c, x, y], opset=16)
+    check("Where", [c[:, :1], x, np.array(3).astype(dtype)], opset=16)

@@ -113,3 +113,13 @@ def test_arg(name, axis, keepdims, last, dtype):
 def test_arg_opset1_defaults():
     check("ArgMax", [RNG.standard_normal((3, 4)).astype(np.float32)], opset=11)
     check("ArgMin", [RNG.standard_normal((3, 4)).astype(np.float32)], opset=1, keepdims=0)
+
+
+@pytest.mark.parametrize("name", ["ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",
+                                  "ReduceL1", "ReduceLogSumExp"])
+@pytest.mark.parametrize("axes", [(-1,), (1, 2), (0,), (0, 1), (1,)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reduce_large_blas_path(name, axes, dtype):
+    x = RNG.standard_normal((4, 32, 64)).astype(dtype)
+    check(name, [x, np.array(axes, np.int64)], opset=axes_input_since(name), const_inputs=[1],
+          rtol=2e-5, atol=1e-5)

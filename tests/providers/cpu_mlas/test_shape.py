@@ -442,3 +442,17 @@ def test_topk_large_axis_partition_path():
     x = RNG.integers(0, 50, size=(4, 1000)).astype(np.float32)
     check("TopK", [x, np.array([7], I64)], 2, opset=11)
     check("TopK", [x, np.array([7], I64)], 2, opset=11, largest=0)
+
+
+def test_topk_large_axis_random_floats():
+    x = RNG.standard_normal((3, 2000)).astype(np.float32)
+    check("TopK", [x, np.array([10], I64)], 2, opset=11)
+    check("TopK", [x, np.array([10], I64)], 2, opset=11, largest=0, axis=-1)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cumsum_long_rows(axis):
+    x = RNG.standard_normal((16, 600)).astype(np.float32).reshape(16, 600)
+    x = x if axis == 1 else x.T.copy()
+    check("CumSum", [x.reshape(1, *x.shape), np.array(axis + 1 if axis == 0 else 1, I64)],
+          opset=14, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,366 @@
+"""cpu_mlas nn kernels (Conv, ConvTranspose, pools, normalizations, softmax) against
+onnxruntime, or onnx's reference evaluator where ORT lacks the opset or attribute value."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from kernel_harness import node_model
+from onnxplex import load_model
+from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
+
+from ._oracle import check, ours
+
+ort.set_default_logger_severity(3)
+
+RNG = np.random.default_rng(1234)
+TOL = dict(rtol=1e-4, atol=1e-5)
+HALF_TOL = dict(rtol=1e-2, atol=1e-2)
+
+
+def rand(*shape: int, dtype=np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def decline_reason(op_type: str, inputs, n_outputs: int = 1, **kw) -> str:
+    node = load_model(node_model(op_type, inputs, n_outputs, **kw)).node_views[0]
+    config, reason = CpuMlasProvider.op_table.lookup(node)
+    assert config is None
+    return reason
+
+
+# --------------------------------------------------------------------------------------------
+# Conv
+# --------------------------------------------------------------------------------------------
+
+CONV_CASES = {
+    "3x3_pad": ((2, 4, 9, 9), (6, 4, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "asym_pad_stride_dil": ((2, 4, 9, 9), (6, 4, 3, 3),
+                            dict(pads=[1, 0, 2, 1], strides=[2, 1], dilations=[2, 2])),
+    "same_upper_s2": ((1, 4, 9, 8), (6, 4, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+    "same_lower_s2": ((1, 4, 9, 8), (6, 4, 3, 3), dict(auto_pad="SAME_LOWER", strides=[2, 2])),
+    "valid": ((1, 4, 9, 8), (6, 4, 3, 2), dict(auto_pad="VALID")),
+    "no_attrs": ((1, 3, 6, 6), (2, 3, 3, 3), {}),
+    "explicit_kernel_shape": ((1, 3, 6, 6), (2, 3, 3, 3), dict(kernel_shape=[3, 3])),
+    "groups": ((2, 4, 9, 9), (6, 2, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
+    "groups_stride": ((1, 8, 10, 10), (8, 2, 3, 3), dict(group=4, strides=[2, 2])),
+    "depthwise": ((2, 4, 9, 9), (4, 1, 3, 3), dict(group=4, pads=[1, 1, 1, 1])),
+    "depthwise_s2_dil": ((1, 5, 11, 10), (5, 1, 3, 3),
+                         dict(group=5, pads=[2, 2, 2, 2], strides=[2, 2], dilations=[2, 2])),
+    "depthwise_mult": ((1, 3, 8, 8), (6, 1, 3, 3), dict(group=3, pads=[1, 1, 1, 1])),
+    "1x1": ((2, 8, 7, 7), (5, 8, 1, 1), {}),
+    "1x1_stride": ((2, 8, 7, 7), (5, 8, 1, 1), dict(strides=[2, 2])),
+    "1x1_pad": ((1, 8, 5, 5), (5, 8, 1, 1), dict(pads=[1, 0, 0, 1])),
+    "1x1_groups": ((1, 8, 5, 5), (6, 4, 1, 1), dict(group=2)),
+    "1d": ((2, 3, 10), (5, 3, 3), dict(pads=[1, 2], strides=[2])),
+    "1d_dil": ((2, 3, 12), (5, 3, 3), dict(dilations=[3])),
+    "3d": ((1, 3, 5, 6, 7), (4, 3, 3, 2, 3), dict(pads=[1, 0, 1, 1, 1, 0])),
+    "3d_stride_groups": ((1, 4, 6, 6, 6), (4, 2, 2, 2, 2), dict(strides=[2, 1, 2], group=2)),
+    "large_c": ((1, 64, 12, 12), (32, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
+}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("const", [True, False], ids=["const_w", "runtime_w"])
+@pytest.mark.parametrize("case", list(CONV_CASES))
+def test_conv(case, const, bias):
+    xs, ws, attrs = CONV_CASES[case]
+    inputs = [rand(*xs), rand(*ws)] + ([rand(ws[0])] if bias else [])
+    # float32 sums of fan_in products: the rounding error grows like sqrt(fan_in)
+    fan_in = int(np.prod(ws[1:]))
+    check("Conv", inputs, opset=17, const_inputs=[1, 2] if const else [], oracle="ort",
+          **attrs, rtol=1e-4, atol=1e-5 * max(1.0, (fan_in / 9) ** 0.5))
+
+
+@pytest.mark.parametrize("opset", [1, 11, 22])
+def test_conv_opsets(opset):
+    inputs = [rand(1, 4, 7, 7), rand(6, 2, 3, 3), rand(6)]
+    check("Conv", inputs, opset=opset, const_inputs=[1, 2], group=2, pads=[1, 1, 0, 0],
+          strides=[1, 2], **TOL)
+
+
+def test_conv_float16():
+    inputs = [rand(1, 4, 7, 7, dtype=np.float16), rand(6, 4, 3, 3, dtype=np.float16),
+              rand(6, dtype=np.float16)]
+    check("Conv", inputs, opset=17, const_inputs=[1, 2], pads=[1, 1, 1, 1], oracle="ort",
+          **HALF_TOL)
+
+
+def test_conv_does_not_modify_inputs():
+    inputs = [rand(1, 4, 7, 7), rand(4, 1, 3, 3), rand(4)]
+    copies = [a.copy() for a in inputs]
+    ours("Conv", inputs, opset=17, group=4, pads=[1, 1, 1, 1])
+    for a, b in zip(inputs, copies):
+        np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------------------------------
+# ConvTranspose
+# --------------------------------------------------------------------------------------------
+
+CONVT_CASES = {
+    "s2": ((2, 4, 5, 5), (4, 3, 3, 3), dict(strides=[2, 2])),
+    "s2_k2_nonoverlap": ((1, 4, 5, 6), (4, 3, 2, 2), dict(strides=[2, 2])),
+    "pads_outpad": ((1, 4, 5, 5), (4, 3, 3, 3),
+                    dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
+    "group_dil": ((1, 4, 5, 6), (4, 2, 3, 3),
+                  dict(group=2, strides=[2, 3], dilations=[2, 1], pads=[1, 0, 0, 2])),
+    "depthwise": ((1, 4, 5, 5), (4, 1, 4, 4), dict(group=4, strides=[2, 2], pads=[1, 1, 1, 1])),
+    "output_shape_bigger": ((1, 4, 5, 5), (4, 3, 3, 3), dict(strides=[2, 2], output_shape=[12, 11])),
+    "output_shape_smaller": ((1, 4, 5, 5), (4, 3, 3, 3), dict(strides=[2, 2], output_shape=[9, 10])),
+    "output_shape_full_rank": ((1, 4, 5, 5), (4, 3, 3, 3),
+                               dict(strides=[2, 2], output_shape=[1, 3, 10, 10])),
+    "output_shape_upper": ((1, 4, 5, 5), (4, 3, 3, 3),
+                           dict(strides=[2, 2], output_shape=[10, 9], auto_pad="SAME_UPPER")),
+    "output_shape_lower": ((1, 4, 5, 5), (4, 3, 3, 3),
+                           dict(strides=[2, 2], output_shape=[10, 9], auto_pad="SAME_LOWER")),
+    "same_upper": ((1, 4, 5, 5), (4, 3, 3, 3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+    "same_lower": ((1, 4, 5, 5), (4, 3, 3, 3), dict(strides=[2, 2], auto_pad="SAME_LOWER")),
+    "valid": ((1, 4, 5, 5), (4, 3, 3, 3), dict(strides=[2, 2], auto_pad="VALID")),
+    "stride1": ((1, 4, 5, 5), (4, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "1d": ((2, 3, 7), (3, 2, 4), dict(strides=[3], pads=[1, 2])),
+}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("const", [True, False], ids=["const_w", "runtime_w"])
+@pytest.mark.parametrize("case", list(CONVT_CASES))
+def test_conv_transpose(case, const, bias):
+    xs, ws, attrs = CONVT_CASES[case]
+    inputs = [rand(*xs), rand(*ws)] + ([rand(ws[1] * attrs.get("group", 1))] if bias else [])
+    check("ConvTranspose", inputs, opset=17, const_inputs=[1, 2] if const else [],
+          oracle="ort", **attrs, **TOL)
+
+
+def test_conv_transpose_3d():
+    # ORT's CPU ConvTranspose is 1-D/2-D only; the reference evaluator covers 3-D.
+    inputs = [rand(1, 2, 3, 4, 3), rand(2, 3, 2, 3, 2), rand(3)]
+    check("ConvTranspose", inputs, opset=17, oracle="ref", strides=[2, 1, 2],
+          pads=[0, 1, 0, 0, 1, 1], **TOL)
+
+
+@pytest.mark.parametrize("opset", [1, 11])
+def test_conv_transpose_opsets(opset):
+    check("ConvTranspose", [rand(1, 2, 4, 4), rand(2, 3, 3, 3)], opset=opset, strides=[2, 2],
+          const_inputs=[1], oracle="ort", **TOL)
+
+
+# --------------------------------------------------------------------------------------------
+# MaxPool / AveragePool / global pools
+# --------------------------------------------------------------------------------------------
+
+POOL_CASES = {
+    "3x3_s2_pad": dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    "2x2_s2": dict(kernel_shape=[2, 2], strides=[2, 2]),
+    "asym": dict(kernel_shape=[3, 2], strides=[1, 2], pads=[1, 0, 0, 1]),
+    "ceil": dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+    "ceil_pad": dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+    "ceil_last_window_dropped": dict(kernel_shape=[2, 2], strides=[3, 3], pads=[1, 1, 1, 1],
+                                     ceil_mode=1),
+    "same_upper": dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+    "same_lower": dict(kernel_shape=[2, 2], strides=[2, 2], auto_pad="SAME_LOWER"),
+    "valid": dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="VALID"),
+}
+
+
+@pytest.mark.parametrize("case", list(POOL_CASES))
+def test_max_pool(case):
+    check("MaxPool", [rand(2, 3, 10, 9)], opset=12, oracle="ort", **POOL_CASES[case], **TOL)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("case", ["3x3_s2_pad", "asym", "ceil_pad", "same_upper"])
+def test_max_pool_indices(case, storage_order):
+    check("MaxPool", [rand(2, 3, 10, 9)], 2, opset=12, oracle="ort", storage_order=storage_order,
+          **POOL_CASES[case], **TOL)
+
+
+def test_max_pool_indices_ties_pick_first():
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    check("MaxPool", [x], 2, opset=12, oracle="ort", kernel_shape=[2, 2], strides=[1, 1])
+
+
+@pytest.mark.parametrize("case,shape,attrs", [
+    ("dilated", (1, 2, 9, 9), dict(kernel_shape=[2, 3], dilations=[2, 2], pads=[1, 1, 1, 1])),
+    ("1d", (2, 3, 11), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ("3d", (1, 2, 5, 6, 7), dict(kernel_shape=[2, 2, 3], strides=[2, 2, 1])),
+])
+def test_max_pool_nd_dilations(case, shape, attrs):
+    check("MaxPool", [rand(*shape)], 2, opset=12, oracle="ort", **attrs, **TOL)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_max_pool_int8(dtype):
+    x = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (1, 2, 7, 7)).astype(dtype)
+    check("MaxPool", [x], opset=12, oracle="ort", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("opset", [1, 8, 10, 11, 22])
+def test_max_pool_opsets(opset):
+    check("MaxPool", [rand(1, 2, 6, 6)], opset=opset, kernel_shape=[2, 2], strides=[2, 2], **TOL)
+
+
+def test_max_pool_float16():
+    check("MaxPool", [rand(1, 2, 6, 6, dtype=np.float16)], opset=12, oracle="ort",
+          kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("case", list(POOL_CASES))
+def test_average_pool(case, count_include_pad):
+    check("AveragePool", [rand(2, 3, 10, 9)], opset=11, oracle="ort",
+          count_include_pad=count_include_pad, **POOL_CASES[case], **TOL)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[2, 2], dilations=[2, 2], pads=[1, 1, 1, 1]),
+    dict(kernel_shape=[3, 2], dilations=[2, 3], strides=[2, 1], ceil_mode=1),
+], ids=["dil", "dil_ceil"])
+def test_average_pool_dilations_19(attrs, count_include_pad):
+    check("AveragePool", [rand(1, 2, 10, 9)], opset=19, oracle="ort",
+          count_include_pad=count_include_pad, **attrs, **TOL)
+
+
+@pytest.mark.parametrize("opset", [1, 7, 10, 22])
+def test_average_pool_opsets(opset):
+    check("AveragePool", [rand(1, 2, 6, 6)], opset=opset, kernel_shape=[3, 3],
+          pads=[1, 1, 1, 1], **TOL)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 11), (1, 2, 4, 5, 6)], ids=["1d", "3d"])
+def test_average_pool_nd(shape):
+    k = [2] * (len(shape) - 2)
+    check("AveragePool", [rand(*shape)], opset=11, oracle="ort", kernel_shape=k,
+          strides=[2] * len(k), pads=[1] * 2 * len(k), **TOL)
+
+
+def test_average_pool_float16():
+    check("AveragePool", [rand(1, 2, 6, 6, dtype=np.float16)], opset=11, oracle="ort",
+          kernel_shape=[3, 3], pads=[1, 1, 1, 1], **HALF_TOL)
+
+
+@pytest.mark.parametrize("op_type", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (2, 3, 7), (1, 2, 3, 4, 5)])
+def test_global_pools(op_type, shape):
+    check(op_type, [rand(*shape)], opset=17, oracle="ort", **TOL)
+
+
+@pytest.mark.parametrize("op_type", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pools_float16(op_type):
+    check(op_type, [rand(2, 3, 5, 4, dtype=np.float16)], opset=17, **HALF_TOL)
+
+
+# --------------------------------------------------------------------------------------------
+# Normalizations
+# --------------------------------------------------------------------------------------------
+
+
+def bn_inputs(c: int = 4, dtype=np.float32, shape=(2, 4, 5, 6)) -> list[np.ndarray]:
+    return [rand(*shape, dtype=dtype), rand(c, dtype=dtype), rand(c, dtype=dtype),
+            rand(c, dtype=dtype), (np.abs(rand(c)) + 0.5).astype(dtype)]
+
+
+@pytest.mark.parametrize("const", [True, False])
+@pytest.mark.parametrize("opset", [7, 9, 14, 15])
+def test_batch_norm(opset, const):
+    check("BatchNormalization", bn_inputs(), opset=opset, epsilon=1e-3, oracle="ort",
+          const_inputs=[1, 2, 3, 4] if const else [], **TOL)
+
+
+def test_batch_norm_opset6_and_spatial0():
+    check("BatchNormalization", bn_inputs(), opset=6, is_test=1, oracle="ref", **TOL)
+    x, *_ = bn_inputs()
+    params = [rand(4, 5, 6), rand(4, 5, 6), rand(4, 5, 6), np.abs(rand(4, 5, 6)) + 0.5]
+    check("BatchNormalization", [x, *params], opset=7, spatial=0, oracle="ref", **TOL)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 4, 7), (1, 4, 2, 3, 3)])
+def test_batch_norm_ranks(shape):
+    check("BatchNormalization", bn_inputs(shape=shape), opset=15, oracle="ort", **TOL)
+
+
+def test_batch_norm_float16():
+    check("BatchNormalization", bn_inputs(dtype=np.float16), opset=15, oracle="ort", **HALF_TOL)
+
+
+@pytest.mark.parametrize("opset,attrs,n_out,needle", [
+    (15, dict(training_mode=1), 3, "training_mode=1"),
+    (6, dict(is_test=0), 1, "is_test=0"),
+    (9, {}, 5, "training outputs"),
+])
+def test_batch_norm_training_declined(opset, attrs, n_out, needle):
+    assert needle in decline_reason("BatchNormalization", bn_inputs(), n_out, opset=opset,
+                                    **attrs)
+
+
+@pytest.mark.parametrize("opset", [6, 22])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (2, 3, 7), (1, 3, 2, 3, 4)])
+def test_instance_norm(shape, opset):
+    check("InstanceNormalization", [rand(*shape), rand(3), rand(3)], opset=opset,
+          epsilon=1e-3, **TOL)
+
+
+def test_instance_norm_float16():
+    check("InstanceNormalization", [rand(2, 3, 5, 4, dtype=np.float16),
+                                    rand(3, dtype=np.float16), rand(3, dtype=np.float16)],
+          opset=6, **HALF_TOL)
+
+
+@pytest.mark.parametrize("size", [1, 3, 5, 9])
+@pytest.mark.parametrize("opset", [1, 13])
+def test_lrn(opset, size):
+    check("LRN", [rand(2, 7, 3, 4)], opset=opset, oracle="ort", size=size, alpha=1e-3,
+          beta=0.8, bias=1.5, **TOL)
+
+
+def test_lrn_even_size():
+    # ORT rejects even sizes; the ONNX spec defines them (asymmetric window).
+    check("LRN", [rand(2, 7, 3, 4)], opset=13, oracle="ref", size=4, **TOL)
+
+
+@pytest.mark.parametrize("n_out", [1, 2, 3])
+@pytest.mark.parametrize("axis,pshape,bias", [
+    (-1, (6,), True), (-1, (6,), False), (1, (4, 5, 6), True), (-2, (5, 6), True),
+    (0, (3, 4, 5, 6), True),
+])
+def test_layer_norm(axis, pshape, bias, n_out):
+    inputs = [rand(3, 4, 5, 6), rand(*pshape)] + ([rand(*pshape)] if bias else [])
+    check("LayerNormalization", inputs, n_out, opset=17, axis=axis, epsilon=1e-3,
+          oracle="ort", **TOL)
+
+
+def test_layer_norm_float16():
+    inputs = [rand(2, 5, 8, dtype=np.float16), rand(8, dtype=np.float16),
+              rand(8, dtype=np.float16)]
+    got = check("LayerNormalization", inputs, 3, opset=17, oracle="ort", **HALF_TOL)
+    assert got[1].dtype == np.float32  # Mean/InvStdDev in stash_type (float32)
+
+
+def test_layer_norm_stash_double():
+    inputs = [rand(2, 5, 8), rand(8), rand(8)]
+    got = check("LayerNormalization", inputs, 3, opset=17, stash_type=11, oracle="ref", **TOL)
+    assert got[0].dtype == np.float32
+
+
+# --------------------------------------------------------------------------------------------
+# Softmax / LogSoftmax
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset", [1, 11, 13])
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -1, -3])
+def test_softmax(op_type, opset, axis):
+    # opset < 13 flattens to 2-D at `axis` (default 1); opset 13 is per-axis (default -1)
+    attrs = {} if axis is None else dict(axis=axis)
+    check(op_type, [rand(2, 3, 4, 5) * 3], opset=opset, oracle="ort", **attrs, **TOL)
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+def test_softmax_float16_and_1d(op_type):
+    check(op_type, [rand(3, 7, dtype=np.float16)], opset=13, oracle="ort", **HALF_TOL)
+    check(op_type, [rand(7)], opset=13, oracle="ort", **TOL)
+    check(op_type, [rand(7)], opset=11, axis=0, oracle="ort", **TOL)
