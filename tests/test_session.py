@@ -118,3 +118,34 @@ def test_optimized_model_is_saved(null_provider, tmp_path):
                               providers=[("null", {"claim": "Relu"})])
     saved = onnx.load(so.optimized_model_filepath)
     assert [n.op_type for n in saved.graph.node] == ["Relu"]
+
+
+def test_outputs_are_fresh_writeable_arrays():
+    # Identity of an input and a constant output: neither may alias the caller's data.
+    x_out = helper.make_node("Identity", ["x"], ["y"])
+    c = helper.make_node("Constant", [], ["c"], value=onnx.numpy_helper.from_array(
+        np.arange(3, dtype=np.float32)))
+    g = helper.make_graph([x_out, c], "alias",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3]),
+                           helper.make_tensor_value_info("c", TensorProto.FLOAT, [3])])
+    sess = onnxplex.InferenceSession(helper.make_model(g, opset_imports=[
+        helper.make_opsetid("", 17)]))
+    x = np.ones(3, np.float32)
+    y, cval = sess.run(None, {"x": x})
+    assert not np.shares_memory(x, y) and y.flags.writeable and cval.flags.writeable
+    cval[0] = 42
+    assert sess.run(["c"], {"x": x})[0][0] == 0
+
+
+def test_string_constants_compare_with_string_feeds():
+    eq = helper.make_node("Equal", ["s", "k"], ["y"])
+    k = onnx.helper.make_tensor("k", TensorProto.STRING, [2], [b"a", b"b"])
+    g = helper.make_graph([eq], "strings",
+                          [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.BOOL, [2])],
+                          initializer=[k])
+    sess = onnxplex.InferenceSession(helper.make_model(g, opset_imports=[
+        helper.make_opsetid("", 17)]))
+    (y,) = sess.run(None, {"s": np.array(["a", "c"], dtype=object)})
+    assert y.tolist() == [True, False]

@@ -332,6 +332,8 @@ def make_value_info(value: ir.Value, const: np.ndarray | None = None) -> ValueIn
         kind = "optional"
     else:
         kind = type(typ).__name__.replace("Type", "").lower()
+    if elem == 0:  # TensorProto.UNDEFINED: inference could not tell
+        elem = None
     shape: tuple[Dim, ...] | None = None
     if const is not None:
         shape = tuple(int(d) for d in const.shape)
@@ -349,10 +351,21 @@ def _dim(d: Any) -> Dim:
 
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
     arr = tensor.numpy()
+    if arr.dtype == object or arr.dtype.kind == "S":
+        arr = _decode_strings(arr)
     if arr.flags.writeable:
         arr = arr.view()
         arr.flags.writeable = False
     return arr
+
+
+def _decode_strings(arr: np.ndarray) -> np.ndarray:
+    """String tensors as object arrays of ``str`` (ONNX stores bytes), as feeds arrive."""
+    flat = [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v
+            for v in arr.reshape(-1).tolist()]
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(arr.shape)
 
 
 def attr_value(attr: ir.Attr) -> Any:
@@ -360,9 +373,9 @@ def attr_value(attr: ir.Attr) -> Any:
     t = attr.type
     v = attr.value
     if t == ir.AttributeType.TENSOR:
-        return v.numpy()
+        return _readonly_array(v)
     if t == ir.AttributeType.TENSORS:
-        return tuple(x.numpy() for x in v)
+        return tuple(_readonly_array(x) for x in v)
     if t in (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS,
              ir.AttributeType.GRAPHS, ir.AttributeType.TYPE_PROTOS):
         return tuple(v)

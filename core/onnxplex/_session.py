@@ -16,6 +16,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -336,6 +337,8 @@ class InferenceSession:
             workers = int(self._options.inter_op_num_threads) or (os.cpu_count() or 2)
             self._pool = ThreadPoolExecutor(max_workers=workers,
                                             thread_name_prefix="onnxplex-interop")
+            # the pool's threads go away with the session, not at interpreter exit
+            weakref.finalize(self, self._pool.shutdown, wait=False)
         self._serialize_runs = not all(p.concurrent_run_supported for p in active)
         if _debug_level() >= 1 or self._options.log_severity_level <= 0:
             logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
@@ -385,13 +388,15 @@ class InferenceSession:
         cancelled = (lambda: run_options.terminate) if run_options is not None else None
         record = self._record if self._profile is not None else None
         t0 = time.perf_counter_ns()
-        if self._serialize_runs:
-            with self._lock:
+        # Floating-point warnings (overflow to inf, 0/0) are results, as in onnxruntime.
+        with np.errstate(all="ignore"):
+            if self._serialize_runs:
+                with self._lock:
+                    self._execute(slots, cancelled, record)
+            else:
                 self._execute(slots, cancelled, record)
-        else:
-            self._execute(slots, cancelled, record)
         self._profile_event("model_run", "Session", t0, time.perf_counter_ns())
-        return [slots[plan.output_slots[n]] for n in names]
+        return [_owned(slots[plan.output_slots[n]], feeds) for n in names]
 
     def _execute(self, slots, cancelled, record) -> None:
         if self._pool is not None:
@@ -524,6 +529,17 @@ class InferenceSession:
     def model(self) -> Model:
         """The optimized model this session runs (do not modify)."""
         return self._model
+
+
+def _owned(value: Any, feeds: Mapping[str, Any]) -> Any:
+    """Outputs belong to the caller, as in onnxruntime: copy one that is read-only (a constant
+    or a view of one) or that may alias a feed (kernels may return views)."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if not value.flags.writeable or any(
+            isinstance(f, np.ndarray) and np.may_share_memory(value, f) for f in feeds.values()):
+        return value.copy()
+    return value
 
 
 def elem_type_name_of(arr: np.ndarray) -> str:

@@ -18,6 +18,8 @@ __all__ = [
     "int_list",
     "norm_axes",
     "norm_axis",
+    "select",
+    "str_guard",
     "trunc_divide",
     "upcast_float",
 ]
@@ -69,6 +71,12 @@ def decode_strings(a: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "S":
         return np.char.decode(a, "utf-8").astype(object)
     return a.astype(object)
+
+
+def str_guard(a: np.ndarray) -> np.ndarray:
+    """Strings as object arrays of ``str``: constant string initializers reach kernels as numpy
+    bytes (``|S``) arrays, which would neither compare equal to nor concatenate with ``str``."""
+    return decode_strings(a) if a.dtype.kind in "SU" else a
 
 
 def int_list(value: Iterable[Any] | np.ndarray | None) -> list[int] | None:

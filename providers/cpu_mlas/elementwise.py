@@ -1,7 +1,8 @@
 """Elementwise kernels: activations, unary math, broadcasting binary ops, comparisons, logic.
 
-float16 activations are computed in float32 and
-rounded once (as ORT's fp16 kernels do); bfloat16 and float8 inputs are computed in float32.
+float16 activations are computed in float32 and rounded once (as ORT's fp16 kernels do);
+bfloat16 and float8 inputs are computed in float32. Cast/CastLike live in :mod:`.cast`.
+Activations avoid ``np.where`` (which branches per element) in favour of max/min forms.
 """
 
 from __future__ import annotations
@@ -10,19 +11,16 @@ import logging
 import math
 from collections.abc import Callable
 
-import ml_dtypes
 import numpy as np
-from onnx import TensorProto
 
 from onnxplex import NodeView, ProviderContext
-from onnxplex._dtypes import np_dtype, onnx_elem_type
 
 from ._np_helpers import (
     LOW_PRECISION_FLOATS,
     as_array,
     const_input,
-    decode_strings,
     select,
+    str_guard,
     trunc_divide,
 )
 from ._registry import op
@@ -36,13 +34,8 @@ Kernel = Callable[..., np.ndarray]
 
 
 # --------------------------------------------------------------------------------------------
-# erf (numpy has none): scipy's when installed, else a float64 Taylor/Chebyshev evaluation
+# erf (numpy has none): float32 through a tanh fit, other floats in float64 (Taylor/Chebyshev)
 # --------------------------------------------------------------------------------------------
-
-try:  # pragma: no cover - depends on the environment
-    from scipy.special import erf as _scipy_erf
-except ImportError:  # pragma: no cover
-    _scipy_erf = None
 
 _ERF_TAYLOR = np.array([(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(18)]
                        ) * (2.0 / math.sqrt(math.pi))
@@ -79,11 +72,11 @@ def erf_numpy(x: np.ndarray) -> np.ndarray:
     return np.copysign(out, x)
 
 
-_ERF32_CLAMP = 3.92  # float32 erf rounds to +-1 beyond this
+_ERF32_CLAMP = 4.2  # float32 erf is +-1 beyond 3.92; numpy's tanh reaches 1 at ~10 = u(4.2)
 
 
 def _fit_erf32(deg: int = 6) -> tuple[np.float32, ...]:
-    """Coefficients c of erf(x) ~= tanh(x * P(x^2)) on [0, 3.92], for float32 evaluation.
+    """Coefficients c of erf(x) ~= tanh(x * P(x^2)) on [0, 4.2], for float32 evaluation.
 
     atanh(erf(x)) / x is smooth, so a low-degree weighted fit in x^2 reaches ~3 ulp after
     float32 rounding, with one tanh and no branches (numpy has no erf of its own).
@@ -110,7 +103,7 @@ def erf_float32(x: np.ndarray) -> np.ndarray:
     for c in _ERF32_COEFFS[2:]:
         acc *= z
         acc += c
-    acc *= x  # ... while x * P(clamp) keeps growing, so tanh reaches exactly +-1 by |x| = 4
+    acc *= x  # ... while x * P(clamp) keeps growing: exactly +-1 from |x| = 4.2 on
     return np.tanh(acc, out=acc)
 
 
@@ -118,8 +111,6 @@ def erf(x: np.ndarray) -> np.ndarray:
     """erf of a float array, in its dtype."""
     if x.dtype == _F32:
         return as_array(erf_float32(x))
-    if _scipy_erf is not None and x.dtype == np.float64:
-        return as_array(_scipy_erf(x))
     return as_array(erf_numpy(x)).astype(x.dtype, copy=False)
 
 
@@ -365,6 +356,7 @@ def _pos_neg(x: np.ndarray, neg: np.ndarray, scale: float = 1.0) -> np.ndarray:
 
 
 @op("PRelu", since=1)
+@op("PRelu", since=7)
 def make_prelu(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
         dt = x.dtype
@@ -451,6 +443,7 @@ def make_fast_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op("Clip", since=1)
+@op("Clip", since=6)
 def make_clip_attrs(node: NodeView, ctx: ProviderContext) -> Kernel:
     lo = node.attr("min")
     hi = node.attr("max")
@@ -481,6 +474,7 @@ def make_clip(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op(["Add", "Sub", "Mul"], since=1)
+@op(["Add", "Sub", "Mul"], since=7)  # numpy broadcasting replaces broadcast/axis
 def make_arith(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[node.op_type]
     return _binary(node, fn)
@@ -493,6 +487,7 @@ def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @op("Div", since=1)
+@op("Div", since=7)
 def make_div(node: NodeView, ctx: ProviderContext) -> Kernel:
     return _binary(node, _divide, quiet=True)
 
@@ -519,6 +514,7 @@ _POW_SPECIAL: dict[float, Callable[[np.ndarray], np.ndarray]] = {
 
 
 @op("Pow", since=1)
+@op("Pow", since=7)
 def make_pow(node: NodeView, ctx: ProviderContext) -> Kernel:
     generic = _binary(node, _pow, quiet=True)
     y = const_input(node, 1)
@@ -540,12 +536,14 @@ def make_pow(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op("Mod", since=10)
+@op("Mod", since=28)  # float fmod=0 allowed (floor semantics)
 def make_mod(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = np.fmod if node.attr("fmod", 0) else np.mod
     return _binary(node, fn, quiet=True)
 
 
 @op("BitShift", since=11)
+@op("BitShift", since=28)  # signed types, defined out-of-range shifts
 def make_bitshift(node: NodeView, ctx: ProviderContext) -> Kernel:
     direction = node.attr("direction", "")
     if isinstance(direction, bytes):
@@ -567,6 +565,7 @@ _COMPARE = {"Equal": np.equal, "Less": np.less, "Greater": np.greater,
 
 
 @op(["Equal", "Less", "Greater", "And", "Or", "Xor"], since=1)
+@op(["Equal", "Less", "Greater", "And", "Or", "Xor"], since=7)
 @op(["LessOrEqual", "GreaterOrEqual"], since=12)
 def make_compare(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = _COMPARE[node.op_type]
@@ -577,6 +576,8 @@ def make_compare(node: NodeView, ctx: ProviderContext) -> Kernel:
             b = align(a, b)
         if a.dtype in LOW_PRECISION_FLOATS:
             a, b = a.astype(np.float32), b.astype(np.float32)
+        elif a.dtype.kind in "SUO" or b.dtype.kind in "SUO":
+            a, b = str_guard(a), str_guard(b)
         return as_array(fn(a, b))
 
     return kernel
@@ -584,7 +585,7 @@ def make_compare(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 @op("Where", since=9)
 def make_where(node: NodeView, ctx: ProviderContext) -> Kernel:
-    return lambda c, x, y: select(c, x, y)
+    return lambda c, x, y: select(c, str_guard(x), str_guard(y))
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,6 +594,7 @@ def make_where(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op(["Sum", "Max", "Min", "Mean"], since=1)
+@op(["Sum", "Max", "Min", "Mean"], since=8)  # broadcasting
 def make_variadic(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = {"Sum": np.add, "Mean": np.add, "Max": np.maximum, "Min": np.minimum}[node.op_type]
     mean = node.op_type == "Mean"
@@ -612,175 +614,5 @@ def make_variadic(node: NodeView, ctx: ProviderContext) -> Kernel:
         if mean:
             np.divide(out, len(xs), out=out)
         return out.astype(dt) if out.dtype != dt else out
-
-    return kernel
-
-
-# --------------------------------------------------------------------------------------------
-# Cast, CastLike
-# --------------------------------------------------------------------------------------------
-
-_FLOAT8_SATURATING = {
-    TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
-    TensorProto.FLOAT8E5M2FNUZ,
-}
-_SMALL_INTS = {  # elem type -> (bits, signed)
-    TensorProto.INT4: (4, True), TensorProto.UINT4: (4, False),
-}
-if hasattr(TensorProto, "INT2"):
-    _SMALL_INTS[TensorProto.INT2] = (2, True)
-    _SMALL_INTS[TensorProto.UINT2] = (2, False)
-_E8M0 = getattr(TensorProto, "FLOAT8E8M0", None)
-
-
-def _is_string(x: np.ndarray) -> bool:
-    return x.dtype == object or x.dtype.kind in "SU"
-
-
-def _float_to_string(x: np.ndarray) -> np.ndarray:
-    """Like ORT: ``%.8g`` for float, float16 and double, with NaN / INF / -INF spelled so."""
-    xf = x.astype(np.float64) if x.dtype != np.float64 else x
-    out = np.char.mod("%.8g", xf).astype(object)
-    if out.size:
-        nan = np.isnan(xf)
-        if nan.any():
-            out[nan] = "NaN"
-        inf = np.isinf(xf)
-        if inf.any():
-            out[inf & (xf > 0)] = "INF"
-            out[inf & (xf < 0)] = "-INF"
-    return out.reshape(x.shape)
-
-
-def _to_string(x: np.ndarray) -> np.ndarray:
-    if _is_string(x):
-        return decode_strings(x)
-    if x.dtype == np.bool_:
-        return x.astype(np.uint8).astype(np.str_).astype(object)
-    if x.dtype.kind == "f" or x.dtype in LOW_PRECISION_FLOATS:
-        return _float_to_string(x)
-    return x.astype(np.str_).astype(object)
-
-
-def _from_string(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Parse strings as ORT does: floats with strtod rules, integers by their integer prefix."""
-    u = decode_strings(x).astype(np.str_) if x.dtype.kind != "U" else x
-    if dtype.kind == "f" or dtype in LOW_PRECISION_FLOATS:
-        return u.astype(np.float64).astype(dtype)
-    wide = np.uint64 if dtype == np.uint64 else np.int64
-    try:
-        parsed = u.astype(wide)
-    except (ValueError, OverflowError):
-        # "7.9" -> 7, as std::stoll reads the integer prefix
-        parsed = np.trunc(u.astype(np.float64)).astype(wide)
-    if dtype == np.bool_:
-        return parsed != 0
-    return parsed.astype(dtype)
-
-
-def _round_half_away(x: np.ndarray) -> np.ndarray:
-    x64 = x.astype(np.float64)
-    return np.copysign(np.floor(np.abs(x64) + 0.5), x64)
-
-
-def _to_small_int(x: np.ndarray, dtype: np.dtype, bits: int, signed: bool) -> np.ndarray:
-    """int4/uint4/int2/uint2: floats round half away from zero, then wrap (as ORT does)."""
-    if x.dtype.kind == "b":
-        v = x.astype(np.int64)
-    elif x.dtype.kind in "iu":
-        v = x.astype(np.int64)
-    else:
-        v = _round_half_away(x.astype(np.float32) if x.dtype in LOW_PRECISION_FLOATS else x)
-        with np.errstate(invalid="ignore"):
-            v = v.astype(np.int64)  # NaN/inf give INT64_MIN, whose low bits are 0, as in ORT
-    mask = (1 << bits) - 1
-    v = v & mask
-    if signed:
-        half = 1 << (bits - 1)
-        v = (v ^ half) - half
-    return v.astype(np.int8).astype(dtype)
-
-
-def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
-    """float -> float8e8m0 (a biased power-of-two exponent) with ONNX's rounding modes."""
-    bits = x.astype(np.float32).view(np.uint32)
-    exp = ((bits >> 23) & 0xFF).astype(np.uint16)
-    special = exp == 0xFF
-    if round_mode == "nearest":
-        g = (bits & 0x400000) != 0
-        r = (bits & 0x200000) != 0
-        s = (bits & 0x1FFFFF) != 0
-        up = g & (r | s | (exp > 0))
-    elif round_mode == "up":
-        up = (bits & 0x7FFFFF) != 0
-    elif round_mode == "down":
-        up = np.zeros(exp.shape, dtype=bool)
-    else:
-        raise ValueError(f"Cast: unknown round_mode {round_mode!r}")
-    up &= ~special
-    if saturate:
-        up &= exp != 0xFE
-    exp = exp + up.astype(np.uint16)
-    out = np.where(special, np.uint16(0xFF), exp).astype(np.uint8)
-    return out.view(ml_dtypes.float8_e8m0fnu)
-
-
-def _cast_fn(to: int, saturate: bool, round_mode: str) -> Callable[[np.ndarray], np.ndarray]:
-    if to == TensorProto.STRING:
-        return _to_string
-    target = np_dtype(to)
-    if to in _SMALL_INTS:
-        bits, signed = _SMALL_INTS[to]
-        return lambda x: _to_small_int(x, target, bits, signed)
-    if to == _E8M0:
-        return lambda x: _to_e8m0(x, saturate, round_mode)
-    clip: tuple[float, float] | None = None
-    if to in _FLOAT8_SATURATING and saturate:
-        fmax = float(ml_dtypes.finfo(target).max)
-        clip = (-fmax, fmax)
-
-    def cast(x: np.ndarray) -> np.ndarray:
-        if x.dtype == target:
-            return x
-        if _is_string(x):
-            return _from_string(x, target)
-        if x.dtype in LOW_PRECISION_FLOATS and target != np.float32:
-            x = x.astype(np.float32)
-            if x.dtype == target:
-                return x
-        with np.errstate(all="ignore"):
-            if clip is not None and x.dtype.kind == "f":
-                x = np.clip(x, clip[0], clip[1])
-            return x.astype(target)
-
-    return cast
-
-
-def _str_attr(node: NodeView, name: str, default: str) -> str:
-    v = node.attr(name, default)
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-@op("Cast", since=1)
-def make_cast(node: NodeView, ctx: ProviderContext) -> Kernel:
-    to = node.attr("to")
-    if isinstance(to, str):  # opset 1 spelled the type as a string ("FLOAT")
-        to = TensorProto.DataType.Value(to.upper())
-    fn = _cast_fn(int(to), bool(node.attr("saturate", 1)), _str_attr(node, "round_mode", "up"))
-    return lambda x: as_array(fn(x))
-
-
-@op("CastLike", since=15)
-def make_cast_like(node: NodeView, ctx: ProviderContext) -> Kernel:
-    saturate = bool(node.attr("saturate", 1))
-    round_mode = _str_attr(node, "round_mode", "up")
-    target = node.input(1)
-    if target is not None and target.elem_type:
-        fn = _cast_fn(int(target.elem_type), saturate, round_mode)
-        return lambda x, like: as_array(fn(x))
-
-    def kernel(x: np.ndarray, like: np.ndarray) -> np.ndarray:
-        elem = TensorProto.STRING if _is_string(like) else onnx_elem_type(like.dtype)
-        return as_array(_cast_fn(elem, saturate, round_mode)(x))
 
     return kernel

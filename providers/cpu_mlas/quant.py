@@ -170,9 +170,9 @@ def _dq_types(node: NodeView) -> str | None:
 
 
 def _quantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, target: np.dtype,
-              axis: int, block_size: int, saturate: bool, precision: np.dtype | None) -> np.ndarray:
-    prec = np.dtype(precision) if precision is not None else np.asarray(scale).dtype
-    if prec.kind != "f" or prec.itemsize > 4:
+              axis: int, block_size: int, saturate: bool, precision: np.dtype) -> np.ndarray:
+    prec = np.dtype(precision)
+    if prec not in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
         prec = np.dtype(_F32)
     s = _param(scale, x.shape, axis, block_size, prec)
     xs = x.astype(prec) if x.dtype != prec else x
@@ -202,14 +202,19 @@ def _make_quantize(node: NodeView, ctx: ProviderContext):
     saturate = int(node.attr("saturate", 1)) == 1
     precision = int(node.attr("precision", 0))
     prec = np_dtype(precision) if precision else None
+    # Opset 23 made the division's precision explicit (the `precision` attribute, else the
+    # scale's type). Before it, divide in float32 as ONNX Runtime does.
+    scale_precision = node.opset >= 23
     target_c = _quantize_output_dtype(node)
 
     def kernel(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None):
         target = y_zero_point.dtype if y_zero_point is not None else target_c
         if target is None:
             target = np.dtype(np.uint8)
+        p = prec if prec is not None else (np.asarray(y_scale).dtype if scale_precision
+                                           else np.dtype(_F32))
         return _quantize(x, y_scale, y_zero_point, np.dtype(target), axis, block_size,
-                         saturate, prec)
+                         saturate, p)
 
     return kernel
 

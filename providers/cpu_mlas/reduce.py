@@ -127,6 +127,7 @@ def _run(kind: str, x: np.ndarray, axes: list[int] | None, keep: bool) -> np.nda
 
 
 @op(list(_AXES_INPUT_SINCE), since=1)
+@op(list(_AXES_INPUT_SINCE), since=11)  # negative axes
 def make_reduce_attr_axes(node: NodeView, ctx: ProviderContext) -> Kernel:
     kind = node.op_type
     keep = bool(node.attr("keepdims", 1))
@@ -162,6 +163,7 @@ for _name, _since in _AXES_INPUT_SINCE.items():
 
 
 @op(["ArgMax", "ArgMin"], since=1)
+@op(["ArgMax", "ArgMin"], since=11)
 @op(["ArgMax", "ArgMin"], since=12)
 def make_arg(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = np.argmax if node.op_type == "ArgMax" else np.argmin

@@ -15,7 +15,15 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
-from ._np_helpers import as_array, const_input, decode_strings, int_list, norm_axes, norm_axis
+from ._np_helpers import (
+    as_array,
+    const_input,
+    decode_strings,
+    int_list,
+    norm_axes,
+    norm_axis,
+    str_guard,
+)
 from ._registry import op
 
 logger = logging.getLogger(__name__)
@@ -60,6 +68,7 @@ def make_reshape(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op("Flatten", since=1)
+@op("Flatten", since=11)  # negative axis
 def make_flatten(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis = int(node.attr("axis", 1))
 
@@ -73,6 +82,7 @@ def make_flatten(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op("Squeeze", since=1)
+@op("Squeeze", since=11)
 @op("Squeeze", since=13)
 def make_squeeze(node: NodeView, ctx: ProviderContext) -> Kernel:
     if node.opset < 13:
@@ -100,6 +110,7 @@ def _unsqueeze_shape(shape: tuple[int, ...], axes: Sequence[int]) -> list[int]:
 
 
 @op("Unsqueeze", since=1)
+@op("Unsqueeze", since=11)
 @op("Unsqueeze", since=13)
 def make_unsqueeze(node: NodeView, ctx: ProviderContext) -> Kernel:
     axes = int_list(node.attr("axes")) if node.opset < 13 else int_list(const_input(node, 1))
@@ -213,9 +224,15 @@ def make_constant(node: NodeView, ctx: ProviderContext) -> Kernel:
     return lambda: value
 
 
-@op("Dropout", since=1, predicate=lambda n: (
-    "training-mode Dropout (is_test=0) is not supported"
-    if n.opset < 7 and not n.attr("is_test", 0) else None))
+def _dropout_legacy_predicate(node: NodeView) -> str | None:
+    if node.opset < 7 and not node.attr("is_test", 0):
+        return "training-mode Dropout (is_test=0) is not supported (inference only)"
+    return None
+
+
+@op("Dropout", since=1, predicate=_dropout_legacy_predicate)
+@op("Dropout", since=7)  # is_test removed: always inference
+@op("Dropout", since=10)  # the mask became bool
 def make_dropout_legacy(node: NodeView, ctx: ProviderContext) -> Kernel:
     want_mask = len(node.outputs) > 1 and node.outputs[1] is not None
     if not want_mask:
@@ -256,11 +273,14 @@ def make_dropout(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op("Concat", since=1)
+@op("Concat", since=4)
 def make_concat(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis = int(node.attr("axis", 1))
 
     def kernel(*xs: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, xs[0].ndim)
+        if any(x.dtype.kind in "SUO" for x in xs):
+            xs = tuple(str_guard(x) for x in xs)
         return np.concatenate(xs, axis=a)
 
     return kernel
@@ -318,6 +338,7 @@ def make_slice_v1(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op("Slice", since=10)
+@op("Slice", since=11)  # negative axes
 def make_slice(node: NodeView, ctx: ProviderContext) -> Kernel:
     consts = [int_list(const_input(node, i)) for i in range(1, 5)]
     present = [node.input(i) is not None for i in range(1, 5)]
@@ -349,12 +370,13 @@ def _fix_negative(idx: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
 
 
 @op("Gather", since=1)
+@op("Gather", since=11)  # negative indices
 def make_gather(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis = int(node.attr("axis", 0))
 
     def kernel(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, x.ndim)
-        return as_array(np.take(x, idx, axis=a))
+        return as_array(np.take(str_guard(x), idx, axis=a))
 
     return kernel
 
@@ -421,6 +443,8 @@ def _scatter_predicate(node: NodeView) -> str | None:
 
 
 @op("ScatterND", since=11, predicate=_scatter_predicate)
+@op("ScatterND", since=16, predicate=_scatter_predicate)  # reduction add/mul
+@op("ScatterND", since=18, predicate=_scatter_predicate)  # reduction max/min
 def make_scatter_nd(node: NodeView, ctx: ProviderContext) -> Kernel:
     ufunc = _reduction(node)
 
@@ -446,6 +470,8 @@ def _elements_index(idx: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
 
 @op("Scatter", since=9, until=10)
 @op("ScatterElements", since=11, predicate=_scatter_predicate)
+@op("ScatterElements", since=16, predicate=_scatter_predicate)
+@op("ScatterElements", since=18, predicate=_scatter_predicate)
 def make_scatter_elements(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis = int(node.attr("axis", 0))
     ufunc = _reduction(node)
@@ -474,6 +500,7 @@ def _mode(node: NodeView) -> str:
 
 
 @op("DepthToSpace", since=1)
+@op("DepthToSpace", since=11)  # mode
 def make_depth_to_space(node: NodeView, ctx: ProviderContext) -> Kernel:
     b = int(node.attr("blocksize"))
     crd = _mode(node) == "CRD"
@@ -490,6 +517,7 @@ def make_depth_to_space(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 @op("SpaceToDepth", since=1)
+@op("SpaceToDepth", since=28)  # mode
 def make_space_to_depth(node: NodeView, ctx: ProviderContext) -> Kernel:
     b = int(node.attr("blocksize"))
     crd = _mode(node) == "CRD"

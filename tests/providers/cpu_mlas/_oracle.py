@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 import onnxruntime as ort
-from kernel_harness import node_model, run_kernel
+from kernel_harness import node_model
 from onnx.reference import ReferenceEvaluator
 
+from onnxplex import ProviderContext, load_model
 from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
 
 ORT_MAX_OPSET = 26
@@ -71,9 +72,28 @@ def oracle_run(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int
     return sess.run(None, _feeds(inputs, kw.get("const_inputs", ())))
 
 
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view: kernels must not write into their inputs."""
+    if not isinstance(a, np.ndarray):
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def ours(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1,
          **kw) -> tuple[np.ndarray, ...]:
-    return run_kernel(CpuMlasProvider, op_type, inputs, n_outputs, **kw)
+    """Like ``kernel_harness.run_kernel``, but constant inputs are passed as the executor passes
+    them: the initializer's read-only array as loaded (numpy bytes for strings)."""
+    model = load_model(node_model(op_type, inputs, n_outputs, **kw))
+    node = model.node_views[0]
+    config, reason = CpuMlasProvider.op_table.lookup(node)
+    assert config is not None, reason
+    kernel = config.factory(node, ProviderContext())
+    args = [None if a is None else (node.inputs[i].const if node.inputs[i].const is not None
+                                    else _readonly(a)) for i, a in enumerate(inputs)]
+    out = kernel(*args)
+    return out if isinstance(out, tuple) else (out,)
 
 
 def assert_same(got: Sequence[np.ndarray], want: Sequence[np.ndarray], *, rtol: float = 1e-6,

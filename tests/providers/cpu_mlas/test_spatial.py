@@ -1,0 +1,202 @@
+"""cpu_mlas Resize, Upsample and Pad kernels against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from ._oracle import check, ours
+
+ort.set_default_logger_severity(3)
+
+RNG = np.random.default_rng(99)
+TOL = dict(rtol=1e-4, atol=1e-5)
+EMPTY = np.array([], np.float32)
+
+
+def rand(*shape: int, dtype=np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def scales(*s: float) -> np.ndarray:
+    return np.array(s, np.float32)
+
+
+X = rand(2, 3, 5, 7)
+SCALES = {
+    "up": scales(1, 1, 2, 1.5),
+    "down": scales(1, 1, 0.6, 0.45),
+    "mixed": scales(1, 1, 1.7, 0.8),
+}
+COORDS = ["half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners",
+          "half_pixel_symmetric", "tf_half_pixel_for_nn"]
+
+
+def coord_opset(coord: str) -> int:
+    # half_pixel_symmetric is new in 19; tf_half_pixel_for_nn was dropped after 11/13
+    return {"half_pixel_symmetric": 19, "tf_half_pixel_for_nn": 11}.get(coord, 13)
+
+
+def resize(x, roi=None, sc=None, sizes=None, *, opset=13, oracle="ort", const=(2,), **attrs):
+    roi = EMPTY if roi is None and opset == 11 else roi
+    sc = EMPTY if sc is None and opset == 11 else sc
+    inputs = [x, roi, sc] + ([sizes] if sizes is not None else [])
+    return check("Resize", inputs, opset=opset, oracle=oracle, const_inputs=list(const),
+                 **attrs, **TOL)
+
+
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"])
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("sc", list(SCALES))
+def test_resize_nearest(sc, coord, nearest_mode):
+    resize(X, sc=SCALES[sc], opset=coord_opset(coord), mode="nearest",
+           coordinate_transformation_mode=coord, nearest_mode=nearest_mode)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("sc", list(SCALES))
+def test_resize_interpolating(sc, coord, mode):
+    resize(X, sc=SCALES[sc], opset=coord_opset(coord), mode=mode,
+           coordinate_transformation_mode=coord)
+
+
+@pytest.mark.parametrize("coeff_a", [-0.75, -0.5])
+@pytest.mark.parametrize("sc", list(SCALES))
+def test_resize_cubic_exclude_outside(sc, coeff_a):
+    resize(X, sc=SCALES[sc], mode="cubic", exclude_outside=1, cubic_coeff_a=coeff_a)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("opset", [11, 13, 19])
+def test_resize_sizes(opset, mode):
+    resize(X, sizes=np.array([2, 3, 9, 4], np.int64), opset=opset, mode=mode, const=(3,))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("roi", [[0, 0, 0.2, 0.1, 1, 1, 0.9, 0.8], [0, 0, -0.2, 0.3, 1, 1, 1.2, 0.6]],
+                         ids=["inside", "extrapolated"])
+def test_resize_tf_crop_and_resize(roi, mode):
+    resize(X, roi=np.array(roi, np.float32), sizes=np.array([2, 3, 9, 4], np.int64), mode=mode,
+           coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-3.0,
+           const=(1, 3))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("policy", ["stretch", "not_larger", "not_smaller"])
+def test_resize_axes_and_policy(policy, mode):
+    resize(X, sizes=np.array([8, 9], np.int64), opset=18, axes=[2, 3], mode=mode,
+           keep_aspect_ratio_policy=policy, const=(3,))
+    resize(X, sc=scales(0.7, 2.2), opset=18, axes=[3, 2], mode=mode)
+
+
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("sc", [scales(1, 1, 2, 1.5), scales(1, 1, 0.6, 0.45),
+                                scales(1, 1, 0.3, 0.25), scales(1, 1, 1.7, 3)],
+                         ids=["up", "down", "down4", "mixed"])
+def test_resize_antialias(sc, mode, exclude_outside):
+    resize(rand(1, 2, 17, 19), sc=sc, opset=18, mode=mode, antialias=1,
+           exclude_outside=exclude_outside)
+
+
+def test_resize_antialias_align_corners():
+    resize(rand(1, 2, 17, 19), sc=scales(1, 1, 0.3, 0.5), opset=19, mode="linear", antialias=1,
+           coordinate_transformation_mode="align_corners")
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("sc", [scales(1, 1, 2, 3), scales(1, 1, 0.6, 0.45)], ids=["up", "down"])
+def test_resize_opset10(sc, mode):
+    check("Resize", [X, sc], opset=10, mode=mode, oracle="ort", **TOL)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample(mode):
+    check("Upsample", [X, scales(1, 1, 2, 3)], opset=9, mode=mode, oracle="ort", **TOL)
+    check("Upsample", [X], opset=7, mode=mode, scales=[1.0, 1.0, 2.0, 3.0], oracle="ort", **TOL)
+
+
+@pytest.mark.parametrize("shape,sc,mode", [
+    ((1, 2, 4, 5, 6), scales(1, 1, 1.5, 2, 0.5), "linear"),
+    ((5, 6), scales(1.5, 0.7), "linear"),
+    ((5, 6), scales(1.5, 0.7), "cubic"),
+    ((2, 3, 4, 5, 3), scales(2, 0.5, 1.5, 2, 1), "nearest"),
+    ((7,), scales(2.5), "nearest"),
+])
+def test_resize_ranks(shape, sc, mode):
+    resize(rand(*shape), sc=sc, mode=mode)
+
+
+def test_resize_identity_and_dtypes():
+    got = resize(X, sc=scales(1, 1, 1, 1), mode="linear")[0]
+    assert not np.shares_memory(got, X)
+    xu8 = RNG.integers(0, 255, (1, 2, 5, 5)).astype(np.uint8)
+    resize(xu8, sc=scales(1, 1, 2, 1.3), mode="nearest")
+    resize(rand(1, 2, 5, 5, dtype=np.float16), sc=scales(1, 1, 2, 1.3), mode="linear",
+           oracle="ref")
+
+
+def test_resize_runtime_scales_and_sizes():
+    resize(X, sc=SCALES["mixed"], mode="linear", const=())
+    resize(X, sizes=np.array([2, 3, 4, 11], np.int64), mode="nearest", const=())
+
+
+# --------------------------------------------------------------------------------------------
+# Pad
+# --------------------------------------------------------------------------------------------
+
+PADS = {
+    "grow": [0, 1, 2, 3, 1, 0, 1, 2],
+    "crop": [0, 0, -1, 2, 0, 0, 1, -2],
+    "outer": [1, 0, 0, 0, 0, 0, 0, 1],
+    "zero": [0] * 8,
+}
+
+
+@pytest.mark.parametrize("const", [True, False])
+@pytest.mark.parametrize("pads", list(PADS))
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad(mode, pads, const):
+    opset = 19 if mode == "wrap" else 13
+    x = rand(2, 3, 4, 5)
+    check("Pad", [x, np.array(PADS[pads], np.int64), np.array(1.5, np.float32)], opset=opset,
+          mode=mode, const_inputs=[1, 2] if const else [], oracle="ort", **TOL)
+
+
+@pytest.mark.parametrize("opset", [18, 19, 21, 23, 24, 25])
+def test_pad_axes(opset):
+    check("Pad", [rand(2, 3, 4, 5), np.array([1, 2, 3, 0], np.int64), np.array(-1, np.float32),
+                  np.array([1, -1], np.int64)], opset=opset, mode="constant", **TOL)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_attribute_forms(mode):
+    x = rand(2, 3, 4, 5)
+    check("Pad", [x], opset=2, pads=[0, 1, 2, 3, 1, 0, 1, 2], mode=mode, value=2.0,
+          oracle="ort", **TOL)
+    got = ours("Pad", [x], opset=1, paddings=[0, 1, 0, 0, 0, 0, 0, 2], mode=mode)[0]
+    want = ours("Pad", [x], opset=2, pads=[0, 1, 0, 0, 0, 0, 0, 2], mode=mode)[0]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_pad_int_and_default_value(opset):
+    xi = RNG.integers(0, 9, (3, 4)).astype(np.int64)
+    check("Pad", [xi, np.array([1, 1, 1, 1], np.int64), np.array(7, np.int64)], opset=opset,
+          oracle="ort")
+    check("Pad", [rand(2, 3), np.array([1, 0, 2, 1], np.int64)], opset=opset, oracle="ort")
+
+
+def test_pad_wrap_declined_before_19():
+    from onnxplex import load_model
+    from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
+
+    from kernel_harness import node_model
+
+    node = load_model(node_model("Pad", [rand(2, 3), np.array([1, 0, 2, 1], np.int64)],
+                                 opset=18, mode="wrap")).node_views[0]
+    config, reason = CpuMlasProvider.op_table.lookup(node)
+    assert config is None and "wrap" in reason
