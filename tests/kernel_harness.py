@@ -49,5 +49,17 @@ def run_kernel(provider_cls, op_type: str, inputs: Sequence[np.ndarray | None],
     config, reason = provider_cls.op_table.lookup(node)
     assert config is not None, reason
     kernel = config.factory(node, ProviderContext())
-    out = kernel(*[a for i, a in enumerate(inputs)])
+    # As the executor does: constants as loaded (read-only), other inputs read-only too, so a
+    # kernel that writes into its inputs fails here.
+    args = []
+    for i, a in enumerate(inputs):
+        if a is None:
+            args.append(None)
+        elif i in const_inputs:
+            args.append(node.inputs[i].const)
+        else:
+            view = np.asarray(a).view()
+            view.flags.writeable = False
+            args.append(view)
+    out = kernel(*args)
     return out if isinstance(out, tuple) else (out,)

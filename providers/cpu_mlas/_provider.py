@@ -12,7 +12,10 @@ from ._blas import get_blas_threads, set_blas_threads
 from ._registry import OPS
 
 # Kernel modules register into OPS when imported; listed here so the provider is complete.
-_KERNEL_MODULES = ("elementwise", "cast", "shape", "reduce", "misc", "nn", "spatial", "linalg", "quant")
+_KERNEL_MODULES = (
+    "elementwise", "cast", "shape", "reduce", "misc",
+    "nn", "normalization", "spatial", "linalg", "quant",
+)
 
 for _mod in _KERNEL_MODULES:
     importlib.import_module(f"{__package__}.{_mod}")

@@ -10,7 +10,6 @@ at session start into a float32 ``[K, N]`` matrix; each run is then one GEMM.
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import ml_dtypes
@@ -27,11 +26,21 @@ logger = logging.getLogger(__name__)
 _F32 = np.float32
 _EXACT_F32 = float(2 ** 24)
 
-_INT_TARGETS = {TP.INT8, TP.UINT8, TP.INT16, TP.UINT16, TP.INT4, TP.UINT4, TP.INT32,
-                TP.INT2, TP.UINT2}
+
+def _present(module: Any, *names: str) -> list[Any]:
+    """The attributes of ``module`` that exist (newer onnx / ml_dtypes add types)."""
+    return [getattr(module, n) for n in names if hasattr(module, n)]
+
+
+_INT_TARGETS = {TP.INT8, TP.UINT8, TP.INT16, TP.UINT16, TP.INT32,
+                *_present(TP, "INT4", "UINT4", "INT2", "UINT2")}
 _FLOAT8 = {TP.FLOAT8E4M3FN, TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2, TP.FLOAT8E5M2FNUZ}
-_QUANT_TYPES = frozenset((_INT_TARGETS | _FLOAT8 | {TP.FLOAT4E2M1}) - {TP.INT32})
-_DEQUANT_TYPES = frozenset(_INT_TARGETS | _FLOAT8 | {TP.FLOAT4E2M1})
+_FLOAT4 = set(_present(TP, "FLOAT4E2M1"))
+_QUANT_TYPES = frozenset((_INT_TARGETS | _FLOAT8 | _FLOAT4) - {TP.INT32})
+_DEQUANT_TYPES = frozenset(_INT_TARGETS | _FLOAT8 | _FLOAT4)
+_SUB_BYTE_INTS = tuple(np.dtype(t) for t in _present(ml_dtypes, "int4", "uint4", "int2",
+                                                      "uint2"))
+_FLOAT4_DT = tuple(np.dtype(t) for t in _present(ml_dtypes, "float4_e2m1fn"))
 
 
 def _int_range(dt: np.dtype) -> tuple[int, int]:
@@ -40,8 +49,7 @@ def _int_range(dt: np.dtype) -> tuple[int, int]:
 
 
 def _is_int(dt: np.dtype) -> bool:
-    return dt.kind in "iu" or dt in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4),
-                                     np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2))
+    return dt.kind in "iu" or dt in _SUB_BYTE_INTS
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,9 +117,9 @@ def make_dynamic_quantize_linear(node: NodeView, ctx: ProviderContext):
         zp = np.rint(np.clip(_F32(0) - lo / scale, 0, 255))
         y = x / scale
         np.rint(y, out=y)
-        y += zp
-        np.clip(y, 0, 255, out=y)
-        return (y.astype(np.uint8), np.asarray(scale, dtype=_F32), np.asarray(zp, dtype=np.uint8))
+        np.clip(y, -zp, 255 - zp, out=y)
+        q = np.add(y, zp, out=np.empty(y.shape, np.uint8), casting="unsafe")
+        return (q, np.asarray(scale, dtype=_F32), np.asarray(zp, dtype=np.uint8))
 
     return kernel
 
@@ -180,15 +188,20 @@ def _quantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, target: n
         np.divide(xs.astype(_F32), s.astype(_F32)).astype(prec).astype(_F32)
     if _is_int(target):
         np.rint(q, out=q)
-        if zp is not None:
-            q += _param(zp, x.shape, axis, block_size, _F32)
         lo, hi = _int_range(target)
-        np.clip(q, lo, hi, out=q)
+        if zp is None:
+            np.clip(q, lo, hi, out=q)
+            return q.astype(target)
+        z = _param(zp, x.shape, axis, block_size, _F32)
+        np.clip(q, lo - z, hi - z, out=q)  # saturate before adding: the sum fits the target
+        if np.dtype(target).kind in "iu":
+            return np.add(q, z, out=np.empty(q.shape, target), casting="unsafe")
+        q += z
         return q.astype(target)
     if zp is not None:
         q += _param(zp, x.shape, axis, block_size, _F32)
     fmax = float(ml_dtypes.finfo(target).max)
-    if target == np.dtype(ml_dtypes.float4_e2m1fn):
+    if target in _FLOAT4_DT:  # no inf/nan encodings: always saturates
         q = np.clip(q, -fmax, fmax)
     elif saturate:  # +-inf saturate too, for the fnuz types as well (as ORT and onnx do)
         q = np.clip(q, -fmax, fmax)
@@ -224,6 +237,8 @@ def _dequantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, out: np
     s = _param(scale, x.shape, axis, block_size, _F32)
     if x.dtype == np.int32 and zp is not None:
         xf = (x.astype(np.int64) - _param(zp, x.shape, axis, block_size, np.int64)).astype(_F32)
+    elif zp is not None and x.dtype.kind in "iu":
+        xf = np.subtract(x, _param(zp, x.shape, axis, block_size, x.dtype), dtype=_F32)
     else:
         xf = x.astype(_F32)
         if zp is not None:

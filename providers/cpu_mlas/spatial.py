@@ -1,10 +1,11 @@
 """Resize, Upsample and Pad kernels for cpu_mlas.
 
 Resize is separable: each resized axis maps its output positions to a few input taps (1 for
-nearest, 2 for linear, 4 for cubic, a scale-dependent window with antialias) and weights; the
-kernel gathers each tap along that axis with ``np.take`` and accumulates. Coordinates are
-computed in float32 with the same formulas and order as ONNX Runtime, so nearest-neighbour
-rounding at half-way points matches it exactly.
+nearest, 2 for linear, 4 for cubic, a scale-dependent window with antialias) and weights.
+Nearest gathers with ``np.take``; interpolation along a short axis is one BLAS matmul with the
+dense ``[out, in]`` weight matrix, along a long one each tap is gathered and weighted.
+Coordinates are computed in float32 with the same formulas and order as ONNX Runtime, so
+nearest-neighbour rounding at half-way points matches it exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
@@ -26,6 +26,10 @@ from .nn import to_compute
 logger = logging.getLogger(__name__)
 
 _F32 = np.float32
+# Interpolation along an axis of at most this many input positions is one matmul with the
+# dense [out, in] weight matrix (BLAS beats gathering and weighting each tap for these).
+_DENSE_MAX_IN = 256
+_DENSE_MAX_ELEMENTS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -192,8 +196,22 @@ def _antialias_taps(spec: _ResizeSpec, in_len: int, rscale: np.float32,
 
 
 def _apply_axis(x: np.ndarray, axis: int, idx: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """Resample ``x`` along ``axis``: gather taps ``idx [out, T]`` weighted by ``w [out, T]``."""
     if w is None:
         return np.take(x, idx[:, 0], axis=axis)
+    n_in, n_out = x.shape[axis], idx.shape[0]
+    if n_in <= _DENSE_MAX_IN and n_in * n_out <= _DENSE_MAX_ELEMENTS:
+        # one BLAS matmul with the dense [out, in] interpolation matrix
+        m = np.zeros((n_out, n_in), dtype=x.dtype)
+        np.add.at(m, (np.repeat(np.arange(n_out), idx.shape[1]), idx.ravel()),
+                  w.ravel().astype(x.dtype))
+        pre, post = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+        xc = np.ascontiguousarray(x)
+        if post == 1:
+            y = xc.reshape(pre, n_in) @ m.T
+        else:
+            y = np.matmul(m, xc.reshape(pre, n_in, post))
+        return y.reshape(x.shape[:axis] + (n_out,) + x.shape[axis + 1:])
     wshape = [1] * x.ndim
     wshape[axis] = idx.shape[0]
     acc = None
@@ -253,8 +271,10 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
     if list(out) == list(x.shape):
         return x.copy()
     pairs = _roi_pairs(spec, x.ndim, roi)
-    interp = spec.mode != "nearest" and x.dtype.kind != "f"
-    y = to_compute(x).astype(np.float32) if interp else to_compute(x)
+    if spec.mode == "nearest":
+        y = x  # a pure gather: any element type, as is
+    else:  # interpolation runs in float32 (float64 stays float64)
+        y = to_compute(x) if x.dtype.kind == "f" else x.astype(np.float32)
     masks = []
     for a in range(x.ndim):
         if sc[a] == 1 and out[a] == x.shape[a]:

@@ -42,7 +42,8 @@ MMI_SHAPES = {"small": ((5, 40), (40, 6)), "batched": ((2, 3, 300), (300, 7)),
 @pytest.mark.parametrize("zero_points", ["none", "a", "ab", "b_per_column"])
 @pytest.mark.parametrize("const", [True, False], ids=["const_b", "runtime_b"])
 @pytest.mark.parametrize("shapes", list(MMI_SHAPES))
-@pytest.mark.parametrize("ta,tb", MMI_TYPES, ids=[f"{a.__name__}_{b.__name__}" for a, b in MMI_TYPES])
+@pytest.mark.parametrize("ta,tb", MMI_TYPES,
+                         ids=[f"{a.__name__}_{b.__name__}" for a, b in MMI_TYPES])
 def test_matmul_integer(ta, tb, shapes, const, zero_points):
     sa, sb = MMI_SHAPES[shapes]
     a, b = ints(ta, *sa), ints(tb, *sb)
@@ -158,6 +159,16 @@ def test_quantize_4bit(tgt):
           axis=0, block_size=2, oracle="ref")
 
 
+@pytest.mark.parametrize("tgt", [ml_dtypes.int2, ml_dtypes.uint2])
+def test_quantize_2bit(tgt):
+    x = rand(30) * 3
+    check("QuantizeLinear", [x, np.array(1.0, np.float32), np.array(0, tgt)], opset=25,
+          oracle="ref")
+    q = np.array([0, 1, 1, 0], tgt)
+    check("DequantizeLinear", [q, np.array(0.5, np.float32), np.array(1, tgt)], opset=25,
+          oracle="ref")
+
+
 FLOAT8 = [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2,
           ml_dtypes.float8_e5m2fnuz]
 SPECIALS = np.array([1e6, -1e6, np.inf, -np.inf, np.nan, 0.0], np.float32)
@@ -253,7 +264,8 @@ def nbits_inputs(k: int, n: int, block: int, bits: int, zp: str):
 
 @pytest.mark.parametrize("zp", ["none", "packed", "float"])
 @pytest.mark.parametrize("bits", [2, 4, 8])
-@pytest.mark.parametrize("k,n,block", NBITS_SHAPES, ids=[f"K{k}_N{n}_b{b}" for k, n, b in NBITS_SHAPES])
+@pytest.mark.parametrize("k,n,block", NBITS_SHAPES,
+                         ids=[f"K{k}_N{n}_b{b}" for k, n, b in NBITS_SHAPES])
 def test_matmul_nbits(k, n, block, bits, zp):
     inputs = nbits_inputs(k, n, block, bits, zp)
     kw = dict(domain="com.microsoft", K=k, N=n, bits=bits, block_size=block)

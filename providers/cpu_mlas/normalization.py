@@ -1,0 +1,262 @@
+"""BatchNormalization, InstanceNormalization, LRN, LayerNormalization, Softmax and LogSoftmax
+kernels for cpu_mlas.
+
+Row statistics over a contiguous last axis go through BLAS (``rows @ ones``): numpy's own
+reductions pay a fixed cost per row, which dominates for the 10..1000-wide rows of these ops.
+Half-precision inputs are computed in float32 and cast back.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+from onnx import TensorProto as TP
+
+from onnxplex import NodeView, ProviderContext
+
+from ._registry import op
+from .nn import FLOATS, compute_dtype, to_compute
+
+logger = logging.getLogger(__name__)
+
+# Softmax skips the max shift when all inputs lie within +-this (exp(60) ~ 1e26: no overflow
+# even summed over huge rows, and exp(-60) ~ 1e-26 is far from float32's denormals).
+_UNSHIFTED_RANGE = 60.0
+
+
+def _row_mean(x2: np.ndarray) -> np.ndarray:
+    """Mean of each row of a 2-D float array, ``[R]`` (BLAS gemv)."""
+    d = x2.shape[1]
+    return x2 @ np.full(d, 1.0 / max(d, 1), dtype=x2.dtype)
+
+
+def _row_sum(x2: np.ndarray) -> np.ndarray:
+    return x2 @ np.ones(x2.shape[1], dtype=x2.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# BatchNormalization
+# --------------------------------------------------------------------------------------------
+
+
+def _bn_training(node: NodeView) -> str | None:
+    if node.opset < 7 and int(node.attr("is_test", 0)) == 0:
+        return "BatchNormalization training mode (is_test=0) is not supported"
+    if node.opset >= 14 and int(node.attr("training_mode", 0)) != 0:
+        return "BatchNormalization training_mode=1 is not supported (inference only)"
+    if node.opset < 14 and any(o is not None for o in node.outputs[1:]):
+        return "BatchNormalization training outputs (mean, var, saved_*) are not supported"
+    return None
+
+
+def _channel_param(p: np.ndarray, ndim: int) -> np.ndarray:
+    """A per-channel ``[C]`` parameter (or ``[C, *spatial]`` when spatial=0) for broadcasting."""
+    p = np.asarray(p)
+    if p.ndim <= 1:
+        return p.reshape((1, -1) + (1,) * (ndim - 2))
+    return p.reshape((1,) + p.shape)
+
+
+@op("BatchNormalization", since=6, dtypes={"T": FLOATS}, predicate=_bn_training)
+@op("BatchNormalization", since=7, dtypes={"T": FLOATS}, predicate=_bn_training)
+@op("BatchNormalization", since=9, dtypes={"T": FLOATS}, predicate=_bn_training)
+@op("BatchNormalization", since=14, dtypes={"T": FLOATS, "U": FLOATS}, predicate=_bn_training)
+@op("BatchNormalization", since=15, dtypes={"T": FLOATS, "T1": FLOATS, "T2": FLOATS},
+    predicate=_bn_training)
+def make_batch_norm(node: NodeView, ctx: ProviderContext):
+    """BatchNormalization (inference): ``y = x * a + b``, ``a``/``b`` folded once when constant."""
+    eps = float(node.attr("epsilon", 1e-5))
+
+    def fold(scale, bias, mean, var):
+        scale, bias, mean, var = (np.asarray(v, dtype=np.float64) for v in (scale, bias, mean, var))
+        a = scale / np.sqrt(var + eps)
+        return a, bias - mean * a
+
+    consts = [node.input(i) for i in range(1, 5)]
+    folded = None
+    if all(v is not None and v.is_const for v in consts):
+        folded = fold(*(v.const for v in consts))
+
+    def kernel(x, scale, bias, mean, var):
+        a, b = folded if folded is not None else fold(scale, bias, mean, var)
+        cd = compute_dtype(x.dtype)
+        y = np.multiply(to_compute(x), _channel_param(a.astype(cd), x.ndim))
+        y += _channel_param(b.astype(cd), x.ndim)
+        return y.astype(x.dtype, copy=False)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# InstanceNormalization / LayerNormalization
+# --------------------------------------------------------------------------------------------
+
+
+def _normalize_rows(x2: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x2 - mean) (a new array), mean [R, 1], 1/sqrt(var + eps) [R, 1]`` of each row."""
+    mean = _row_mean(x2)[:, None]
+    d = np.subtract(x2, mean)
+    var = np.einsum("ij,ij->i", d, d)[:, None] / max(x2.shape[1], 1)
+    inv = 1.0 / np.sqrt(var + eps)
+    return d, mean, inv.astype(d.dtype, copy=False)
+
+
+@op("InstanceNormalization", since=1, dtypes={"T": FLOATS})
+@op("InstanceNormalization", since=6, dtypes={"T": FLOATS})
+@op("InstanceNormalization", since=22, dtypes={"T": FLOATS})
+def make_instance_norm(node: NodeView, ctx: ProviderContext):
+    """InstanceNormalization: per-(n, c) mean/variance over the spatial axes."""
+    eps = float(node.attr("epsilon", 1e-5))
+
+    def kernel(x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        n, c = x.shape[:2]
+        d, _, inv = _normalize_rows(to_compute(x).reshape(n * c, -1), eps)
+        sc = np.tile(np.asarray(scale, dtype=d.dtype), n)[:, None]
+        bi = np.tile(np.asarray(bias, dtype=d.dtype), n)[:, None]
+        d *= inv * sc  # per row: one pass
+        d += bi
+        return d.reshape(x.shape).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@op("LayerNormalization", since=17, dtypes={"T": FLOATS})
+def make_layer_norm(node: NodeView, ctx: ProviderContext):
+    """LayerNormalization-17: outputs Y, Mean and InvStdDev (in ``stash_type``)."""
+    axis = int(node.attr("axis", -1))
+    eps = float(node.attr("epsilon", 1e-5))
+    stash = int(node.attr("stash_type", TP.FLOAT))
+    stash_dt = np.dtype(np.float64) if stash == TP.DOUBLE else np.dtype(np.float32)
+    n_out = len(node.outputs)
+    stat_dt = [stash_dt, stash_dt]
+    for i in (1, 2):
+        o = node.outputs[i] if len(node.outputs) > i else None
+        if o is not None and o.dtype is not None:
+            stat_dt[i - 1] = o.dtype
+
+    def kernel(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None):
+        ax = axis + x.ndim if axis < 0 else axis
+        d_len = math.prod(x.shape[ax:])
+        x2 = x.reshape(-1, d_len)
+        d, mean, inv = _normalize_rows(x2 if x2.dtype == stash_dt else x2.astype(stash_dt), eps)
+        d *= inv
+        d *= np.broadcast_to(np.asarray(scale, dtype=stash_dt), x.shape[ax:]).reshape(1, d_len)
+        if bias is not None:
+            d += np.broadcast_to(np.asarray(bias, dtype=stash_dt), x.shape[ax:]).reshape(1, d_len)
+        y = d.reshape(x.shape).astype(x.dtype, copy=False)
+        if n_out == 1:
+            return y
+        stat_shape = x.shape[:ax] + (1,) * (x.ndim - ax)
+        return (y, mean.reshape(stat_shape).astype(stat_dt[0], copy=False),
+                inv.reshape(stat_shape).astype(stat_dt[1], copy=False))[:n_out]
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# LRN
+# --------------------------------------------------------------------------------------------
+
+
+@op("LRN", since=1, dtypes={"T": FLOATS})
+@op("LRN", since=13, dtypes={"T": FLOATS})
+def make_lrn(node: NodeView, ctx: ProviderContext):
+    """LRN across channels: ``y = x / (bias + alpha / size * sum(x^2))^beta``."""
+    size = int(node.attr("size"))
+    alpha = float(node.attr("alpha", 1e-4))
+    beta = float(node.attr("beta", 0.75))
+    bias = float(node.attr("bias", 1.0))
+    pre = (size - 1) // 2
+    post = size - 1 - pre
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        xc = to_compute(x)
+        c = x.shape[1]
+        sq = np.square(xc)
+        acc = sq.copy()
+        for off in range(-pre, post + 1):
+            if off == 0 or abs(off) >= c:
+                continue
+            if off > 0:
+                acc[:, :c - off] += sq[:, off:]
+            else:
+                acc[:, -off:] += sq[:, :c + off]
+        acc *= alpha / size
+        acc += bias
+        np.power(acc, -beta, out=acc)
+        acc *= xc
+        return acc.astype(x.dtype, copy=False)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Softmax / LogSoftmax
+# --------------------------------------------------------------------------------------------
+
+
+def _row_max(x2: np.ndarray) -> np.ndarray:
+    """Max of each row of a contiguous 2-D array, ``[R, 1]`` (``reduceat`` beats ``max(1)``)."""
+    r, d = x2.shape
+    return np.maximum.reduceat(x2.reshape(-1), np.arange(0, r * d, d))[:, None]
+
+
+def _softmax_rows(x2: np.ndarray, log: bool) -> np.ndarray:
+    """Softmax over the last axis of a contiguous 2-D array: few passes, BLAS row sums.
+
+    When every value lies within +-``_UNSHIFTED_RANGE``, exp() can neither overflow nor lose
+    precision to underflow, so the per-row max shift (softmax is shift-invariant) is skipped:
+    two cheap whole-tensor reductions instead of a per-row max and a broadcast subtraction.
+    """
+    if x2.size and -_UNSHIFTED_RANGE <= x2.min() and x2.max() <= _UNSHIFTED_RANGE:
+        e = np.exp(x2)
+        if log:
+            return np.subtract(x2, np.log(_row_sum(e))[:, None], out=e)
+    else:
+        e = np.subtract(x2, _row_max(x2))
+        if log:
+            e -= np.log(_row_sum(np.exp(e)))[:, None]
+            return e
+        np.exp(e, out=e)
+    e *= (1.0 / _row_sum(e)).astype(e.dtype)[:, None]
+    return e
+
+
+def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    xc = to_compute(x)
+    if axis == x.ndim - 1 and x.size:
+        y = _softmax_rows(np.ascontiguousarray(xc).reshape(-1, x.shape[-1]), log)
+        return y.reshape(x.shape).astype(x.dtype, copy=False)
+    m = xc.max(axis=axis, keepdims=True)
+    e = np.subtract(xc, m)
+    if log:
+        e -= np.log(np.exp(e).sum(axis=axis, keepdims=True))
+    else:
+        np.exp(e, out=e)
+        e /= e.sum(axis=axis, keepdims=True)
+    return e.astype(x.dtype, copy=False)
+
+
+def _softmax_factory(log: bool, coerce_2d: bool):
+    def make(node: NodeView, ctx: ProviderContext):
+        axis = int(node.attr("axis", 1 if coerce_2d else -1))
+
+        def kernel(x: np.ndarray) -> np.ndarray:
+            ax = axis + x.ndim if axis < 0 else axis
+            if coerce_2d and ax != x.ndim - 1 and x.ndim > 1:
+                # opset < 13: the input is flattened to 2-D at `axis`
+                x2 = x.reshape(math.prod(x.shape[:ax]), -1)
+                return _softmax(x2, 1, log).reshape(x.shape)
+            return _softmax(x, ax, log)
+
+        return kernel
+
+    return make
+
+
+for _name, _log in (("Softmax", False), ("LogSoftmax", True)):
+    op(_name, since=1, dtypes={"T": FLOATS})(_softmax_factory(_log, True))
+    op(_name, since=11, dtypes={"T": FLOATS})(_softmax_factory(_log, True))
+    op(_name, since=13, dtypes={"T": FLOATS})(_softmax_factory(_log, False))
