@@ -12,9 +12,9 @@ import threading
 
 import numpy as np
 import pytest
+from models import inception_block, small_cnn
 
 import onnxplex
-from models import inception_block, small_cnn
 
 N_THREADS = 8
 RUNS_PER_THREAD = 50

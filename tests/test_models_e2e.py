@@ -13,8 +13,6 @@ import collections
 import numpy as np
 import onnx
 import pytest
-
-import onnxplex
 from models import (
     LIGHT_MODEL_IDS,
     graph_feed_inputs,
@@ -25,6 +23,8 @@ from models import (
     with_op_outputs,
     with_probe_outputs,
 )
+
+import onnxplex
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -35,7 +35,7 @@ def sess(null_provider):
 
 
 def test_inputs_outputs_and_metadata(sess):
-    (a, b), (y,) = sess.get_inputs(), sess.get_outputs()
+    (a, _), (y,) = sess.get_inputs(), sess.get_outputs()
     assert (a.name, a.type, a.shape) == ("a", "tensor(float)", ["batch", 4])
     assert (y.name, y.type, y.shape) == ("y", "tensor(float)", ["batch", 4])
     assert str(a) == "NodeArg(name='a', type='tensor(float)', shape=['batch', 4])"

@@ -1,3 +1,5 @@
-from ._cli import main
 import sys
+
+from ._cli import main
+
 sys.exit(main())

@@ -30,7 +30,7 @@ class OnnxplexError(Exception):
 
 
 class InvalidModelError(OnnxplexError):
-    """The model cannot be parsed or is not a valid ONNX graph (bad bytes, cycles, bad names)."""
+    """The model cannot be parsed or is not a valid ONNX graph (bad bytes, cycles, names)."""
 
 
 class ExternalDataError(InvalidModelError):
@@ -42,11 +42,11 @@ class UnsupportedModelError(InvalidModelError):
 
 
 class InvalidArgumentError(OnnxplexError, ValueError):
-    """An argument of the Python API is wrong (unknown provider, bad option value, bad output name)."""
+    """An argument of the Python API is wrong (unknown provider, bad option or output name)."""
 
 
 class InvalidFeedError(InvalidArgumentError):
-    """An input feed does not match the model: missing or unknown name, dtype, rank or static dim."""
+    """A feed does not match the model: missing or unknown name, dtype, rank or static dim."""
 
 
 class PluginLoadError(OnnxplexError):

@@ -11,6 +11,8 @@ steps in the plan, made once per value and reused by every reader that needs the
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 import logging
 import threading
 import time
@@ -187,8 +189,6 @@ def _check_of(v: ValueInfo, layout: str) -> tuple[int | None, tuple | None, str]
 
 def _order_units(units: Sequence[CompiledUnit]) -> list[CompiledUnit]:
     """Topological order of the units (fused groups are contracted), stable by first node."""
-    import heapq
-
     producer: dict[str, int] = {}
     for k, u in enumerate(units):
         for v in u.subgraph.outputs:
@@ -236,7 +236,7 @@ def _with_releases(steps: list[Step], keep: set[int]) -> list[Step]:
     out = []
     for k, st in enumerate(steps):
         deps = tuple(sorted({producer[s] for s in st.inputs if s in producer}))
-        out.append(Step(**{**st.__dict__, "release": tuple(release.get(k, ())), "deps": deps}))
+        out.append(dataclasses.replace(st, release=tuple(release.get(k, ())), deps=deps))
     return out
 
 

@@ -387,8 +387,7 @@ def _consumed_names(node: ir.Node) -> Iterator[str]:
     for v in node.inputs:
         if v is not None and v.name:
             yield v.name
-    for name in _captured_names(node):
-        yield name
+    yield from _captured_names(node)
 
 
 def _captured_names(node: ir.Node) -> list[str]:

@@ -177,10 +177,10 @@ class _Registry:
             self._problem(name, f"{dist} {ver}".strip(),
                           "defines no onnxplex_register_providers hook")
         for impl in impls:
-            def register(target: Any, *, name: str | None = None,
-                         aliases: Iterable[str] = ()) -> None:
+            def register(target: Any, *, name: str | None = None, aliases: Iterable[str] = (),
+                         _plugin: str = impl.plugin_name) -> None:
                 self.add(target, name=name, aliases=aliases, distribution=dist, version=ver,
-                         plugin=impl.plugin_name)
+                         plugin=_plugin)
             try:
                 impl.function(register=register)
             except Exception as e:  # noqa: BLE001

@@ -17,7 +17,6 @@ range, allowed dtypes per type variable, attribute predicate, kernel factory); t
 
 from __future__ import annotations
 
-import abc
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -297,7 +296,7 @@ def _type_var_binding(node: NodeView) -> dict[str, list[int]]:
 # --------------------------------------------------------------------------------------------
 
 
-class ExecutionProvider(abc.ABC):
+class ExecutionProvider:
     """Base class of every execution provider.
 
     Subclasses set :attr:`name` and either an :attr:`op_table` (per-node kernels) or override

@@ -198,7 +198,6 @@ class InferenceSession:
         self._profile: list[dict[str, Any]] | None = [] if self._options.enable_profiling else None
         self._profile_t0 = time.perf_counter_ns()
         t0 = time.perf_counter_ns()
-        self._model_path = os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else None
         model = load_model(path_or_bytes)
         self._meta = _metadata(model)
         self._inputs = self._describe_inputs(model)

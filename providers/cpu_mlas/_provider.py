@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-
 from typing import Any
 
 from onnxplex import ExecutionProvider, ProviderContext

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-
 from kernel_harness import node_model
 from onnx import TensorProto
+
 from onnxplex import load_model
 from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
 

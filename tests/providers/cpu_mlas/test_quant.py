@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from kernel_harness import node_model
 from onnx import TensorProto, helper
 
-from kernel_harness import node_model
 from onnxplex import load_model
 from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
 

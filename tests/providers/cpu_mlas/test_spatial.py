@@ -202,10 +202,10 @@ def test_pad_int_and_default_value(opset):
 
 
 def test_pad_wrap_declined_before_19():
+    from kernel_harness import node_model
+
     from onnxplex import load_model
     from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
-
-    from kernel_harness import node_model
 
     node = load_model(node_model("Pad", [rand(2, 3), np.array([1, 0, 2, 1], np.int64)],
                                  opset=18, mode="wrap")).node_views[0]
