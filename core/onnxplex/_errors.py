@@ -34,7 +34,7 @@ class InvalidModelError(OnnxplexError):
 
 
 class ExternalDataError(InvalidModelError):
-    """An initializer's external data is missing, out of range, or points outside the model folder."""
+    """External data of an initializer is missing, out of range, or outside the model folder."""
 
 
 class UnsupportedModelError(InvalidModelError):

@@ -591,7 +591,8 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
             offset = int(info.get("offset", 0) or 0)
             length = int(info["length"]) if info.get("length") else None
         except ValueError:
-            raise ExternalDataError(f"{what}: external data offset/length is not a number") from None
+            raise ExternalDataError(f"{what}: external data offset/length is not a number"
+                                    ) from None
         if offset < 0 or (length is not None and length < 0):
             raise ExternalDataError(f"{what}: negative external data offset or length")
         expected = _expected_nbytes(t)

@@ -269,7 +269,8 @@ def _check_dtypes(node: NodeView, allowed: Mapping[str | int, frozenset[int]]) -
 
 
 @functools.lru_cache(maxsize=4096)
-def _formal_type_strs(domain: str, op_type: str, opset: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _formal_type_strs(domain: str, op_type: str,
+                      opset: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     try:
         schema = onnx.defs.get_schema(op_type, opset, domain)
     except Exception:  # noqa: BLE001 - ops without an ONNX schema (contrib) simply have none
@@ -338,7 +339,8 @@ class ExecutionProvider:
 
     def provider_options(self) -> dict[str, str]:
         """Effective options as strings, as ORT's ``get_provider_options`` reports them."""
-        return {k: (str(int(v)) if isinstance(v, bool) else str(v)) for k, v in self.options.items()}
+        return {k: str(int(v)) if isinstance(v, bool) else str(v)
+                for k, v in self.options.items()}
 
     def get_capability(self, graph: GraphView) -> Capability:
         """Claim node groups among ``graph.nodes``; decline the rest with reasons.

@@ -147,7 +147,9 @@ def test_clip_attrs(opset, attrs):
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_clip_inputs(lo, hi, dtype):
     x = rand(3, 4, dtype=np.float32).astype(dtype) if dtype != np.int32 else randint(3, 4)
-    mk = (lambda v: None if v is None else np.array(v).astype(dtype))
+    def mk(v):
+        return None if v is None else np.array(v).astype(dtype)
+
     check("Clip", [x, mk(lo), mk(hi)], opset=13, const_inputs=[1, 2])
     check("Clip", [x, mk(lo), mk(hi)], opset=13)
 
