@@ -268,9 +268,7 @@ def _call(step: Step, slots: list[Any]) -> Sequence[Any]:
             f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: "
             f"{type(e).__name__}: {e}", provider=step.provider, node=step.name,
             op_type=step.op_type) from e
-    if not isinstance(result, (tuple, list)) or (
-            len(step.outputs) == 1 and step.checks[0] is not None
-            and step.checks[0][2] == "sequence" and isinstance(result, list)):
+    if not isinstance(result, tuple):   # a tuple holds several outputs; a list is a sequence
         result = (result,)
     n = len(result)
     if n < step.required or (step.exact and n != len(step.outputs)):

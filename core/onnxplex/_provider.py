@@ -53,7 +53,9 @@ class Kernel(Protocol):
     """What ``compile`` returns: ``kernel(*inputs) -> output | tuple of outputs``.
 
     Inputs arrive positionally in :attr:`Subgraph.inputs` order (``None`` for an omitted
-    optional input). A kernel returning a single array may return it bare.
+    optional input). Several outputs are returned as a ``tuple``; a single output may be
+    returned bare. Values are numpy arrays for tensors, Python lists of arrays for sequences,
+    and ``None`` for an empty optional.
     """
 
     def __call__(self, *inputs: Any) -> Any: ...
