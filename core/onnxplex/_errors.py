@@ -86,3 +86,7 @@ class KernelExecutionError(ProviderError):
 
 class PartitionError(OnnxplexError):
     """Partitioning failed: a node nobody can run, or CPU fallback disabled but needed."""
+
+    def __init__(self, message: str, *, unassigned: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.unassigned = unassigned

@@ -27,7 +27,7 @@ from ._dtypes import elem_type_name, np_dtype
 from ._errors import KernelExecutionError, OnnxplexError
 from ._graph import Model, Subgraph, ValueInfo
 
-__all__ = ["Step", "ExecutionPlan", "build_plan", "RunCancelled"]
+__all__ = ["Step", "ExecutionPlan", "build_plan", "RunCancelled", "GraphRunner"]
 
 logger = logging.getLogger(__name__)
 
@@ -410,6 +410,33 @@ def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor
     done.wait()
     if state["error"] is not None:
         raise state["error"]
+
+
+class GraphRunner:
+    """A compiled subgraph body: ``runner(*inputs, *outer_values) -> list of outputs``.
+
+    Built once per session by ``ProviderContext.compile_graph``; holds no per-run state.
+    """
+
+    def __init__(self, plan: ExecutionPlan, input_names: Sequence[str],
+                 outer_names: Sequence[str], output_names: Sequence[str]) -> None:
+        self.plan = plan
+        self.input_names = tuple(input_names)
+        self.outer_names = tuple(outer_names)
+        self.output_names = tuple(output_names)
+        self._in_slots = [plan.input_slots[n] for n in (*self.input_names, *self.outer_names)]
+        self._out_slots = [plan.output_slots[n] for n in self.output_names]
+
+    def __call__(self, *values: Any) -> list[Any]:
+        if len(values) != len(self._in_slots):
+            raise OnnxplexError(f"subgraph expects {len(self._in_slots)} values "
+                                f"({len(self.input_names)} inputs + {len(self.outer_names)} "
+                                f"outer), got {len(values)}")
+        slots = self.plan.initial_slots()
+        for s, v in zip(self._in_slots, values):
+            slots[s] = v
+        run_sequential(self.plan, slots)
+        return [slots[s] for s in self._out_slots]
 
 
 def feed_slots(plan: ExecutionPlan, feeds: Mapping[str, Any]) -> list[Any]:

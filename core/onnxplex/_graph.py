@@ -32,9 +32,14 @@ from google.protobuf.message import DecodeError
 from ._dtypes import np_dtype
 from ._errors import ExternalDataError, InvalidModelError, UnsupportedModelError
 
-__all__ = ["Model", "load_model", "ValueInfo", "NodeView", "GraphView", "Subgraph"]
+__all__ = ["Model", "load_model", "load_proto", "ValueInfo", "NodeView", "GraphView",
+           "Subgraph"]
 
 logger = logging.getLogger(__name__)
+
+OPSET_KEY = "onnxplex.opset"
+"""Node metadata key: the opset version of a node whose version differs from the model's
+import (nodes of a function body written for another opset, after expansion)."""
 
 Dim = int | str | None
 """One dimension: a static size, a symbolic name, or ``None`` when unknown."""
@@ -104,6 +109,9 @@ class NodeView:
     inputs: tuple[ValueInfo | None, ...]
     outputs: tuple[ValueInfo | None, ...]
     attrs: Mapping[str, Any]
+    implicit_inputs: tuple[ValueInfo, ...] = ()
+    """Outer-scope values read inside this node's subgraphs (If/Loop/Scan bodies). Kernels of
+    single nodes receive them after the explicit inputs, in this order."""
 
     @property
     def display_name(self) -> str:
@@ -225,14 +233,22 @@ class Model:
     node's position there is its index in views, claims and reports.
     """
 
-    def __init__(self, model: ir.Model, base_dir: str | None) -> None:
+    def __init__(self, model: ir.Model, base_dir: str | None, *, body: ir.Graph | None = None,
+                 outer_names: tuple[str, ...] = ()) -> None:
         self.ir = model
         self.base_dir = base_dir
+        self._body = body
+        self.outer_names = outer_names
         self.reindex()
+
+    def body_model(self, graph: ir.Graph) -> Model:
+        """A Model over a subgraph body (If/Loop/Scan attribute) of this model: the body's
+        inputs come first, then the outer-scope values it reads (see :attr:`outer_names`)."""
+        return Model(self.ir, self.base_dir, body=graph, outer_names=tuple(_free_names(graph)))
 
     @property
     def graph(self) -> ir.Graph:
-        return self.ir.graph
+        return self._body if self._body is not None else self.ir.graph
 
     @property
     def opsets(self) -> dict[str, int]:
@@ -263,7 +279,7 @@ class Model:
         self.overridable: frozenset[str] = frozenset(overridable)
         self.const_names: frozenset[str] = frozenset(inits - overridable)
         self.input_names: tuple[str, ...] = tuple(v.name for v in self.graph.inputs
-                                                  if v.name not in inits)
+                                                  if v.name not in inits) + self.outer_names
         self._value_infos: dict[str, ValueInfo] = {}
         self._node_views: list[NodeView] | None = None
 
@@ -291,7 +307,11 @@ class Model:
         for v in self.graph.inputs:
             if v.name == name:
                 return v
-        for node in self.nodes:  # outer-scope values seen by subgraphs, rarely needed
+        # Outer-scope values read by this graph or its nested bodies (rare; a linear search).
+        for v in self.graph.outputs:
+            if v.name == name:
+                return v
+        for node in self.graph.all_nodes():
             for v in node.inputs:
                 if v is not None and v.name == name:
                     return v
@@ -305,13 +325,16 @@ class Model:
 
     def _make_node_view(self, index: int, node: ir.Node) -> NodeView:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
-        opset = self.opsets.get(domain, 1)
+        own = node.metadata_props.get(OPSET_KEY)
+        opset = int(own) if own else self.opsets.get(domain, 1)
         ins = tuple(
             None if (v is None or not v.name) else self.value_info(v.name) for v in node.inputs
         )
         outs = tuple(None if not v.name else self.value_info(v.name) for v in node.outputs)
         attrs = MappingProxyType({k: attr_value(a) for k, a in node.attributes.items()})
-        return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs, attrs)
+        implicit = tuple(self.value_info(n) for n in _captured_names(node))
+        return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs, attrs,
+                        implicit)
 
     def to_proto(self) -> onnx.ModelProto:
         """Serialize back to a ``ModelProto`` (external tensors stay external)."""
@@ -491,6 +514,12 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
             f"cannot load a model from {type(source).__name__}; "
             "give a path, bytes or an onnx.ModelProto"
         )
+    return load_proto(proto, base_dir, infer_shapes=infer_shapes)
+
+
+def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
+               infer_shapes: bool = True) -> Model:
+    """Validate and load a parsed ModelProto whose external data lives in ``base_dir``."""
     _check_versions(proto)
     _check_external_data(proto, base_dir)
     _check_structure(proto.graph, outer=set(), where="main graph")

@@ -84,8 +84,10 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
             except Exception as e:  # noqa: BLE001 - leave the node to run normally
                 logger.debug("not folding %s: %s", view.display_name, e)
                 continue
-            results = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            results = out if isinstance(out, tuple) else (out,)
             results = results[:len(node.outputs)]
+            if len(results) < len(node.outputs):
+                continue
         elif node.op_type in ("Shape", "Size") and (arr := _static_shape_value(view)) is not None:
             results = (arr,)
         else:

@@ -294,7 +294,7 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
     missing = [i for i in range(n) if owner[i] is None]
     if missing:
         raise PartitionError(_unclaimed_message(views, missing, declines, providers,
-                                                fallback_disabled))
+                                                fallback_disabled), unassigned=tuple(missing))
 
     # Only declines by providers ranked above the one that runs a node explain a fallback.
     rank = {p.name: k for k, p in enumerate(providers)}

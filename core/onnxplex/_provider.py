@@ -63,10 +63,17 @@ class Kernel(Protocol):
 
 @dataclass(frozen=True)
 class ProviderContext:
-    """Session-wide settings a provider may use; the same for every kernel it compiles."""
+    """Session-wide settings a provider may use; the same for every kernel it compiles.
+
+    ``compile_graph(body)`` partitions and compiles a subgraph body (an If/Loop/Scan attribute
+    value, as found in ``NodeView.attrs``) over the session's providers, once, and returns a
+    runner: ``runner(*body_inputs, *outer_values) -> list of body outputs``, where the outer
+    values are the node's ``implicit_inputs`` the body reads, in ``runner.outer_names`` order.
+    """
 
     intra_op_num_threads: int = 0
     session_config: Mapping[str, str] = field(default_factory=dict)
+    compile_graph: Callable[[Any], Any] | None = field(default=None, compare=False)
 
 
 KernelFactory = Callable[[NodeView, ProviderContext], Kernel]

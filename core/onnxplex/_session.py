@@ -32,8 +32,10 @@ from ._errors import (
     InvalidArgumentError,
     InvalidFeedError,
     OnnxplexError,
+    PartitionError,
     ProviderError,
 )
+from ._functions import expand_nodes
 from ._graph import Model, Subgraph, ValueInfo, load_model
 from ._optimizer import optimize
 from ._partition import PartitionPlan, partition
@@ -275,7 +277,8 @@ class InferenceSession:
 
     def _instantiate(self, resolved) -> list[ExecutionProvider]:
         ctx = ProviderContext(intra_op_num_threads=int(self._options.intra_op_num_threads),
-                              session_config=dict(self._options._config))
+                              session_config=dict(self._options._config),
+                              compile_graph=self._compile_body)
         instances = []
         for name, opts, _ in resolved:
             cls = provider_entry(name).load()
@@ -302,34 +305,12 @@ class InferenceSession:
         if self._options.optimized_model_filepath:
             onnx.save_model(model.to_proto(), self._options.optimized_model_filepath)
 
-        disabled: set[str] = set()
-        notes: list[str] = []
-        while True:
-            active = [p for p in providers if p.name not in disabled]
-
-            def on_error(prov: ExecutionProvider, err: Exception) -> None:
-                if fallback_off:
-                    raise err
-                logger.warning("%s; its nodes fall back to the next providers", err)
-                warnings.warn(str(err), RuntimeWarning, stacklevel=6)
-
-            plan = partition(model, active, on_provider_error=on_error,
-                             fallback_disabled=fallback_off)
-            try:
-                units = self._compile(model, plan, active)
-            except CompileError as e:
-                if fallback_off or e.provider in (None, DEFAULT_PROVIDER):
-                    raise
-                msg = f"{e}; provider {e.provider!r} disabled for this session"
-                logger.warning(msg)
-                warnings.warn(msg, RuntimeWarning, stacklevel=3)
-                notes.append(msg)
-                disabled.add(e.provider)
-                continue
-            break
-        plan.notes[:0] = notes
+        self._fallback_off = fallback_off
+        self._body_plans: list[tuple[str, PartitionPlan]] = []
+        model, plan, units, active = self._partition_compile(model, providers)
         self._plan = plan
         self._model = model
+        self._active = active
         self._exec = _executor.build_plan(model, units)
         self._pool = None
         if self._options.execution_mode == ExecutionMode.ORT_PARALLEL:
@@ -342,6 +323,65 @@ class InferenceSession:
         if _debug_level() >= 1 or self._options.log_severity_level <= 0:
             logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
                        "placement:\n%s", plan.report())
+
+    def _partition_compile(self, model: Model, providers: Sequence[ExecutionProvider]):
+        """Partition ``model`` over ``providers`` and compile every partition.
+
+        A provider whose ``compile`` raises is disabled and partitioning re-runs without it;
+        nodes nobody claims that have a function body (ONNX schema or model-local) are expanded
+        into it and partitioning re-runs, as onnxruntime does. Returns the (possibly expanded)
+        model, the plan, the compiled units and the providers that stayed active.
+        """
+        disabled: set[str] = set()
+        notes: list[str] = []
+        fallback_off = self._fallback_off
+
+        def on_error(prov: ExecutionProvider, err: Exception) -> None:
+            if fallback_off:
+                raise err
+            logger.warning("%s; its nodes fall back to the next providers", err)
+            warnings.warn(str(err), RuntimeWarning, stacklevel=6)
+
+        while True:
+            active = [p for p in providers if p.name not in disabled]
+            try:
+                plan = partition(model, active, on_provider_error=on_error,
+                                 fallback_disabled=fallback_off)
+            except PartitionError as e:
+                expanded = expand_nodes(model, e.unassigned) if model.outer_names == () \
+                    and model._body is None else None
+                if expanded is None:
+                    raise
+                model, done = expanded
+                notes.append("expanded into their function bodies: " + ", ".join(done))
+                logger.info(notes[-1])
+                continue
+            self._model, self._active = model, active  # bodies compiled below see these
+            try:
+                units = self._compile(model, plan, active)
+            except CompileError as e:
+                if fallback_off or e.provider in (None, DEFAULT_PROVIDER):
+                    raise
+                msg = f"{e}; provider {e.provider!r} disabled for this session"
+                logger.warning(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=3)
+                notes.append(msg)
+                disabled.add(e.provider)
+                continue
+            plan.notes[:0] = notes
+            return model, plan, units, active
+
+    def _compile_body(self, graph: Any) -> _executor.GraphRunner:
+        """ProviderContext.compile_graph: a subgraph body through the same machinery."""
+        parent, active = self._model, self._active
+        body = parent.body_model(graph)
+        body_model, plan, units, _ = self._partition_compile(body, active)
+        self._model, self._active = parent, active
+        self._body_plans.append((graph.name or "subgraph", plan))
+        exec_plan = _executor.build_plan(body_model, units)
+        inputs = [v.name for v in graph.inputs if v.name not in graph.initializers]
+        return _executor.GraphRunner(exec_plan, inputs, body.outer_names,
+                                     [v.name for v in graph.outputs])
 
     def _compile(self, model: Model, plan: PartitionPlan,
                  providers: Sequence[ExecutionProvider]) -> list[_executor.CompiledUnit]:
@@ -554,7 +594,7 @@ def _subgraph(model: Model, nodes: Sequence[int], name: str, layout: str) -> Sub
     views = [model.node_views[i] for i in nodes]
     if len(views) == 1:
         v = views[0]
-        return Subgraph(name, (v,), v.inputs, v.outputs, layout)
+        return Subgraph(name, (v,), v.inputs + v.implicit_inputs, v.outputs, layout)
     members = set(nodes)
     produced = {o.name for v in views for o in v.outputs if o is not None}
     graph_outputs = {v.name for v in model.graph.outputs}
@@ -565,10 +605,10 @@ def _subgraph(model: Model, nodes: Sequence[int], name: str, layout: str) -> Sub
             if x is not None and x.name not in produced and x.name not in seen:
                 seen.add(x.name)
                 inputs.append(x)
-        for cap in _captured(model, v.index):
-            if cap not in produced and cap not in seen:
-                seen.add(cap)
-                inputs.append(model.value_info(cap))
+        for cap in v.implicit_inputs:
+            if cap.name not in produced and cap.name not in seen:
+                seen.add(cap.name)
+                inputs.append(cap)
     outputs = []
     for v in views:
         for o in v.outputs:
@@ -578,12 +618,6 @@ def _subgraph(model: Model, nodes: Sequence[int], name: str, layout: str) -> Sub
             if outside or o.name in graph_outputs:
                 outputs.append(o)
     return Subgraph(name, tuple(views), tuple(inputs), tuple(outputs), layout)
-
-
-def _captured(model: Model, index: int) -> list[str]:
-    from ._graph import _captured_names
-
-    return _captured_names(model.nodes[index])
 
 
 def _metadata(model: Model) -> ModelMetadata:

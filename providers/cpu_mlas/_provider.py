@@ -14,6 +14,9 @@ from ._registry import OPS
 _KERNEL_MODULES = (
     "elementwise", "cast", "shape", "reduce", "misc",
     "nn", "normalization", "spatial", "linalg", "quant",
+    "sequence", "strings", "ml", "random_ops", "extra",
+    "rnn", "attention", "signal", "vision",
+    "control_flow",
 )
 
 for _mod in _KERNEL_MODULES:

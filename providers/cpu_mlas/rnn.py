@@ -1,0 +1,395 @@
+"""Recurrent kernels for cpu_mlas: RNN, GRU and LSTM (opsets 7, 14 and 22).
+
+The input projection ``X @ W^T + Wb`` of every time step is one GEMM per direction, computed
+before the time loop; the loop then does one ``H @ R^T`` GEMM and a few fused elementwise
+updates per step. Reverse directions and ``sequence_lens`` are handled by gathering each batch
+entry's steps in processing order (a reverse direction reads ``X[len_b - 1 - t]``), running
+the loop forward with a per-step validity mask (a finished sequence keeps its state and
+writes zeros to ``Y``), and scattering ``Y`` back. float16/bfloat16 run in float32.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto as TP
+
+from onnxplex import NodeView, ProviderContext
+
+from ._registry import op
+from .nn import FLOATS, compute_dtype
+
+logger = logging.getLogger(__name__)
+
+Act = Callable[[np.ndarray], np.ndarray]
+
+
+# --------------------------------------------------------------------------------------------
+# Activations (in place where possible: they only ever see kernel-owned temporaries)
+# --------------------------------------------------------------------------------------------
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # 0.5 * (1 + tanh(x / 2)): one transcendental, no overflow warnings
+    x *= 0.5
+    np.tanh(x, out=x)
+    x += 1
+    x *= 0.5
+    return x
+
+
+def _tanh(x: np.ndarray) -> np.ndarray:
+    return np.tanh(x, out=x)
+
+
+def _make_activation(name: str, alpha: float | None, beta: float | None) -> Act:
+    n = name.lower()
+    if n == "sigmoid":
+        return _sigmoid
+    if n == "tanh":
+        return _tanh
+    if n == "relu":
+        return lambda x: np.maximum(x, 0, out=x)
+    if n == "affine":
+        a, b = (1.0 if alpha is None else alpha), (0.0 if beta is None else beta)
+        return lambda x: np.add(np.multiply(x, a, out=x), b, out=x)
+    if n == "leakyrelu":
+        a = 0.01 if alpha is None else alpha
+        return lambda x: np.where(x >= 0, x, x * a).astype(x.dtype, copy=False)
+    if n == "thresholdedrelu":
+        a = 1.0 if alpha is None else alpha
+        return lambda x: np.where(x > a, x, 0).astype(x.dtype, copy=False)
+    if n == "scaledtanh":
+        a, b = (1.0 if alpha is None else alpha), (1.0 if beta is None else beta)
+        return lambda x: np.multiply(np.tanh(np.multiply(x, b, out=x), out=x), a, out=x)
+    if n == "hardsigmoid":
+        a, b = (0.2 if alpha is None else alpha), (0.5 if beta is None else beta)
+        return lambda x: np.clip(np.add(np.multiply(x, a, out=x), b, out=x), 0, 1, out=x)
+    if n == "elu":
+        a = 1.0 if alpha is None else alpha
+        return lambda x: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0))).astype(
+            x.dtype, copy=False)
+    if n == "softsign":
+        return lambda x: np.divide(x, 1 + np.abs(x), out=x)
+    if n == "softplus":
+        return lambda x: np.logaddexp(x, 0, out=x)
+    raise ValueError(f"unsupported RNN activation {name!r}")
+
+
+_NEEDS_ALPHA = {"affine", "leakyrelu", "thresholdedrelu", "scaledtanh", "hardsigmoid", "elu"}
+_NEEDS_BETA = {"affine", "scaledtanh", "hardsigmoid"}
+_KNOWN = _NEEDS_ALPHA | {"sigmoid", "tanh", "relu", "softsign", "softplus"}
+
+
+def _activations(node: NodeView, defaults: Sequence[str], num_dirs: int) -> list[list[Act]]:
+    """Per direction, the op's activation functions. ``activation_alpha``/``beta`` are
+    consumed in list order by the functions that take them (as onnxruntime does)."""
+    names = [str(a.decode() if isinstance(a, bytes) else a)
+             for a in (node.attr("activations") or ())]
+    per = len(defaults)
+    if not names:
+        names = list(defaults) * num_dirs
+    elif len(names) == per and num_dirs == 2:
+        names = names * 2
+    alphas = list(node.attr("activation_alpha") or ())
+    betas = list(node.attr("activation_beta") or ())
+    ai = bi = 0
+    funcs: list[Act] = []
+    for name in names:
+        n = name.lower()
+        a = b = None
+        if n in _NEEDS_ALPHA and ai < len(alphas):
+            a = float(alphas[ai])
+            ai += 1
+        if n in _NEEDS_BETA and bi < len(betas):
+            b = float(betas[bi])
+            bi += 1
+        funcs.append(_make_activation(name, a, b))
+    return [funcs[d * per:(d + 1) * per] for d in range(num_dirs)]
+
+
+def _rnn_predicate(node: NodeView) -> str | None:
+    for a in node.attr("activations") or ():
+        a = a.decode() if isinstance(a, bytes) else str(a)
+        if a.lower() not in _KNOWN:
+            return f"{node.op_type} activation {a!r} is not supported"
+    direction = node.attr("direction", "forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    if direction not in ("forward", "reverse", "bidirectional"):
+        return f"{node.op_type} direction {direction!r} is not supported"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Shared driver
+# --------------------------------------------------------------------------------------------
+
+
+class _Spec:
+    """Attributes and prepacked weights common to the three ops."""
+
+    def __init__(self, node: NodeView, n_gates: int) -> None:
+        d = node.attr("direction", "forward")
+        self.direction = d.decode() if isinstance(d, bytes) else str(d)
+        self.num_dirs = 2 if self.direction == "bidirectional" else 1
+        self.layout = int(node.attr("layout", 0))
+        clip = node.attr("clip")
+        self.clip = None if clip is None else float(clip)
+        self.n_gates = n_gates
+        self.hidden = node.attr("hidden_size")
+        w_info, r_info, b_info = node.input(1), node.input(2), node.input(3)
+        self.w_c = self._pack_w(w_info.const) if w_info is not None and w_info.is_const else None
+        self.r_c = self._pack_w(r_info.const) if r_info is not None and r_info.is_const else None
+        self.b_c = (np.asarray(b_info.const).astype(compute_dtype(b_info.const.dtype))
+                    if b_info is not None and b_info.is_const else None)
+
+    @staticmethod
+    def _pack_w(w: np.ndarray) -> np.ndarray:
+        """``[dirs, G*H, I]`` -> contiguous ``[dirs, I, G*H]`` in the compute dtype."""
+        w = np.asarray(w)
+        return np.ascontiguousarray(w.astype(compute_dtype(w.dtype), copy=False)
+                                    .transpose(0, 2, 1))
+
+    def directions(self) -> list[bool]:
+        """For each direction index, whether it runs in reverse."""
+        if self.direction == "bidirectional":
+            return [False, True]
+        return [self.direction == "reverse"]
+
+
+def _order_index(seq_len: int, batch: int, lens: np.ndarray | None,
+                 reverse: bool) -> np.ndarray | None:
+    """``idx[t, b]``: the time step batch entry ``b`` processes at loop step ``t`` (``None``
+    for the identity)."""
+    if not reverse:
+        return None
+    t = np.arange(seq_len)[:, None]
+    if lens is None:
+        return np.broadcast_to(seq_len - 1 - t, (seq_len, batch))
+    ln = lens.reshape(1, -1)
+    return np.where(t < ln, ln - 1 - t, t)
+
+
+def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w, r, b,
+         lens, h0, extra_states: Sequence[np.ndarray | None],
+         split_bias: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray | None]]):
+    """Common driver: returns ``(Y, Y_h, *final extra states)`` in the op's layout.
+
+    ``split_bias(b_dir, hidden)`` -> ``(bias folded into the input projection, the rest the
+    cell adds itself or None)``."""
+    out_dtype = x.dtype
+    cd = compute_dtype(x.dtype)
+    if spec.layout == 1:
+        x = x.transpose(1, 0, 2)
+        h0 = None if h0 is None else h0.transpose(1, 0, 2)
+        extra_states = [None if s is None else s.transpose(1, 0, 2) for s in extra_states]
+    seq_len, batch, in_size = x.shape
+    wt = spec.w_c if spec.w_c is not None else _Spec._pack_w(w)
+    rt = spec.r_c if spec.r_c is not None else _Spec._pack_w(r)
+    gh = wt.shape[2]
+    hidden = gh // spec.n_gates
+    if b is not None:
+        bb = spec.b_c if spec.b_c is not None else np.asarray(b)
+        bb = bb.astype(cd, copy=False)
+    else:
+        bb = None
+    xc = x.astype(cd, copy=False)
+    lens_a = None
+    if lens is not None:
+        lens_a = np.asarray(lens).astype(np.int64).reshape(-1)
+        if lens_a.size and (lens_a >= seq_len).all():
+            lens_a = None  # every sequence is full: no masking needed
+    num_dirs = spec.num_dirs
+    y = np.zeros((seq_len, num_dirs, batch, hidden), dtype=cd)
+    y_h = np.empty((num_dirs, batch, hidden), dtype=cd)
+    finals = [np.empty((num_dirs, batch, hidden), dtype=cd) for _ in extra_states]
+    for d, reverse in enumerate(spec.directions()):
+        idx = _order_index(seq_len, batch, lens_a, reverse)
+        if idx is None:
+            xd = xc
+        elif lens_a is None:
+            xd = xc[::-1]
+        else:
+            xd = xc[idx, np.arange(batch)[None, :]]
+        # input projection of every step in one GEMM: [T*B, I] @ [I, G*H]
+        xw = np.matmul(xd.reshape(-1, in_size), wt[d]).reshape(seq_len, batch, gh)
+        bd = None
+        if bb is not None:
+            pre, bd = split_bias(bb[d], hidden)
+            xw += pre
+        h = np.zeros((batch, hidden), dtype=cd) if h0 is None else \
+            np.array(h0[d], dtype=cd)
+        states = [np.zeros((batch, hidden), dtype=cd) if s is None else np.array(s[d], dtype=cd)
+                  for s in extra_states]
+        yd = y[:, d]
+        for t in range(seq_len):
+            h_new, states_new = cell(d, xw[t], h, states, rt[d], bd, hidden)
+            if lens_a is not None:
+                valid = (t < lens_a)[:, None]
+                h = np.where(valid, h_new, h)
+                states = [np.where(valid, sn, so) for sn, so in zip(states_new, states)]
+                yd[t] = np.where(valid, h_new, 0)
+            else:
+                h, states = h_new, states_new
+                yd[t] = h_new
+        y_h[d] = h
+        for f, s in zip(finals, states):
+            f[d] = s
+        if idx is not None:
+            if lens_a is None:
+                y[:, d] = yd[::-1].copy()
+            else:
+                out = np.zeros_like(yd)
+                out[idx, np.arange(batch)[None, :]] = yd
+                valid = (np.arange(seq_len)[:, None] < lens_a[None, :])[..., None]
+                y[:, d] = np.where(valid, out, 0)
+    if spec.layout == 1:
+        y = y.transpose(2, 0, 1, 3)
+        y_h = y_h.transpose(1, 0, 2)
+        finals = [f.transpose(1, 0, 2) for f in finals]
+    outs = (y, y_h, *finals)
+    return tuple(np.ascontiguousarray(o).astype(out_dtype, copy=False) for o in outs)
+
+
+def _clip(x: np.ndarray, c: float | None) -> np.ndarray:
+    if c is not None:
+        np.clip(x, -c, c, out=x)
+    return x
+
+
+# --------------------------------------------------------------------------------------------
+# RNN
+# --------------------------------------------------------------------------------------------
+
+
+def _make_rnn(node: NodeView, ctx: ProviderContext):
+    """RNN: ``H = f(X W^T + H R^T + Wb + Rb)``."""
+    spec = _Spec(node, 1)
+    acts = _activations(node, ("Tanh",), spec.num_dirs)
+
+    def cell(d, xw_t, h, states, rt, bd, hidden):
+        g = np.matmul(h, rt)
+        g += xw_t
+        return acts[d][0](_clip(g, spec.clip)), []
+
+    def split(bd, hidden):
+        return bd[:hidden] + bd[hidden:], None
+
+    def kernel(x, w, r, b=None, sequence_lens=None, initial_h=None):
+        return _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h, [], split)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# GRU
+# --------------------------------------------------------------------------------------------
+
+
+def _make_gru(node: NodeView, ctx: ProviderContext):
+    """GRU (gates z, r, h), ``linear_before_reset`` 0 or 1."""
+    spec = _Spec(node, 3)
+    acts = _activations(node, ("Sigmoid", "Tanh"), spec.num_dirs)
+    lbr = int(node.attr("linear_before_reset", 0)) == 1
+
+    def cell(d, xw_t, h, states, rt, bd, hidden):
+        f, g = acts[d]
+        h2 = 2 * hidden
+        zr = np.matmul(h, rt[:, :h2])
+        zr += xw_t[:, :h2]
+        zr = f(_clip(zr, spec.clip))
+        z, rg = zr[:, :hidden], zr[:, hidden:]
+        rh = rt[:, h2:]
+        if lbr:
+            hh = np.matmul(h, rh)
+            if bd is not None:
+                hh += bd
+            hh *= rg
+        else:
+            hh = np.matmul(rg * h, rh)
+            if bd is not None:
+                hh += bd
+        hh += xw_t[:, h2:]
+        hh = g(_clip(hh, spec.clip))
+        # H = (1 - z) * hh + z * H = hh + z * (H - hh)
+        h_new = h - hh
+        h_new *= z
+        h_new += hh
+        return h_new, []
+
+    def split(bd, hidden):
+        # Wb (all gates) and Rb of z, r go into the projection; Rb of h stays in the cell
+        pre = bd[:3 * hidden].copy()
+        pre[:2 * hidden] += bd[3 * hidden:5 * hidden]
+        return pre, bd[5 * hidden:]
+
+    def kernel(x, w, r, b=None, sequence_lens=None, initial_h=None):
+        return _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h, [], split)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# LSTM
+# --------------------------------------------------------------------------------------------
+
+
+def _split_lstm(bd: np.ndarray, hidden: int):
+    return bd[:4 * hidden] + bd[4 * hidden:], None
+
+
+def _make_lstm(node: NodeView, ctx: ProviderContext):
+    """LSTM (gates i, o, f, c): peepholes, input_forget, clip, all three outputs."""
+    spec = _Spec(node, 4)
+    acts = _activations(node, ("Sigmoid", "Tanh", "Tanh"), spec.num_dirs)
+    input_forget = int(node.attr("input_forget", 0)) == 1
+    p_info = node.input(7)
+    p_c = None if p_info is None or not p_info.is_const else \
+        np.asarray(p_info.const).astype(np.float32 if p_info.const.dtype.itemsize < 4
+                                        else p_info.const.dtype)
+
+    def kernel(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None):
+        pp = p_c if p_c is not None else (None if p is None else
+                                          np.asarray(p).astype(compute_dtype(p.dtype)))
+        def cell(d, xw_t, h, states, rt, bd, hidden):
+            f, g, hf = acts[d]
+            (c,) = states
+            gates = np.matmul(h, rt)
+            gates += xw_t
+            gi, go, gf, gc = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
+            if pp is not None:  # peepholes go in before the clip, as in onnxruntime
+                pd = pp[d]
+                gi += pd[:hidden] * c
+                gf += pd[2 * hidden:] * c
+                _clip(gi, spec.clip)
+                _clip(gf, spec.clip)
+                _clip(gc, spec.clip)
+            else:
+                _clip(gates, spec.clip)
+            i = f(gi)
+            ft = 1 - i if input_forget else f(gf)
+            ct = g(gc)
+            c_new = ft * c
+            c_new += i * ct
+            if pp is not None:
+                go += pp[d][hidden:2 * hidden] * c_new
+                _clip(go, spec.clip)
+            o = f(go)
+            h_new = hf(c_new.copy())
+            h_new *= o
+            return h_new, [c_new]
+
+        y, y_h, y_c = _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h,
+                           [initial_c], _split_lstm)
+        return y, y_h, y_c
+
+    return kernel
+
+
+for _v in (7, 14, 22):
+    op("RNN", since=_v, dtypes={"T": FLOATS}, predicate=_rnn_predicate)(_make_rnn)
+    op("GRU", since=_v, dtypes={"T": FLOATS}, predicate=_rnn_predicate)(_make_gru)
+    op("LSTM", since=_v, dtypes={"T": FLOATS}, predicate=_rnn_predicate)(_make_lstm)
