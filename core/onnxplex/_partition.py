@@ -35,6 +35,7 @@ class Partition:
     provider: str
     nodes: tuple[int, ...]
     name: str = ""
+    note: str = ""
 
     @property
     def fused(self) -> bool:
@@ -72,6 +73,14 @@ class PartitionPlan:
         """Node display name -> provider name."""
         return {_display(p): p.provider for p in self.placements}
 
+    def notes_count(self) -> dict[str, int]:
+        """How many nodes each partition note covers (e.g. reference-fallback nodes)."""
+        out: dict[str, int] = {}
+        for part in self.partitions:
+            if part.note:
+                out[part.note] = out.get(part.note, 0) + len(part.nodes)
+        return out
+
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {p: 0 for p in self.providers}
         for pl in self.placements:
@@ -99,7 +108,7 @@ class PartitionPlan:
             "providers": list(self.providers),
             "counts": self.counts(),
             "partitions": [{"id": p.id, "provider": p.provider, "nodes": list(p.nodes),
-                            "name": p.name} for p in self.partitions],
+                            "name": p.name, "note": p.note} for p in self.partitions],
             "nodes": [{"index": p.index, "name": _display(p), "op_type": p.op_type,
                        "domain": p.domain, "provider": p.provider, "partition": p.partition,
                        "declined": [{"provider": a, "reason": b} for a, b in p.declined]}
@@ -119,9 +128,10 @@ class PartitionPlan:
         lines.append("")
         lines.append(f"{'#':>4}  {'node':<40} {'op':<22} provider")
         for p in self.placements:
+            part = self.partitions[p.partition]
             lines.append(f"{p.index:>4}  {_display(p)[:40]:<40} {p.op_type[:22]:<22} {p.provider}"
-                         + (f"  [partition {p.partition}, fused]"
-                            if self.partitions[p.partition].fused else ""))
+                         + (f"  [partition {p.partition}, fused]" if part.fused else "")
+                         + (f"  [{part.note}]" if part.note else ""))
             for prov, reason in p.declined:
                 lines.append(f"{'':>6}declined by {prov}: {reason}")
         if self.notes:
@@ -280,7 +290,7 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
             for piece in pieces:
                 pid = len(partitions)
                 name = group.name if len(pieces) == 1 else ""
-                partitions.append(Partition(pid, prov.name, piece, name))
+                partitions.append(Partition(pid, prov.name, piece, name, group.note))
                 for i in piece:
                     owner[i] = pid
                     claimed.add(i)

@@ -98,6 +98,8 @@ class NodeGroup:
 
     nodes: tuple[int, ...]
     name: str = ""
+    note: str = ""
+    """Shown beside the nodes in the placement report (e.g. which kernel path runs them)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(int(i) for i in self.nodes))

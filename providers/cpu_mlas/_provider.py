@@ -5,8 +5,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from onnxplex import ExecutionProvider, ProviderContext
+import onnx
 
+from onnxplex import (
+    Capability,
+    Decline,
+    ExecutionProvider,
+    GraphView,
+    NodeGroup,
+    Option,
+    ProviderContext,
+    Subgraph,
+)
+
+from . import _reference
 from ._blas import get_blas_threads, set_blas_threads
 from ._registry import OPS
 
@@ -28,6 +40,10 @@ class CpuMlasProvider(ExecutionProvider):
 
     name = "cpu_mlas"
     op_table = OPS
+    option_specs = {
+        "reference_fallback": Option(True, bool, "run ops that have no native kernel through "
+                                     "onnx's reference implementation (labelled in reports)"),
+    }
 
     def __init__(self, options: dict[str, Any] | None = None, *,
                  context: ProviderContext | None = None) -> None:
@@ -35,6 +51,32 @@ class CpuMlasProvider(ExecutionProvider):
         if self.context.intra_op_num_threads > 0:
             # BLAS threads are process-wide: see _blas for what that implies.
             set_blas_threads(self.context.intra_op_num_threads)
+
+    def get_capability(self, graph: GraphView) -> Capability:
+        """Native kernels first; what they decline may run on the reference fallback."""
+        native = super().get_capability(graph)
+        if not self.options["reference_fallback"] or not native.declined:
+            return native
+        groups = list(native.groups)
+        declined = []
+        for d in native.declined:
+            node = graph.node(d.node)
+            why_not = _reference.reference_reason(node)
+            if why_not is None:
+                groups.append(NodeGroup((d.node,), note=_reference.NOTE))
+            else:
+                declined.append(Decline(d.node, f"{d.reason}; {why_not}"))
+        groups.sort(key=lambda g: g.nodes)
+        return Capability(tuple(groups), tuple(declined))
+
+    def compile(self, subgraph: Subgraph):
+        node = subgraph.nodes[0]
+        config, _ = OPS.lookup(node)
+        if config is None and self.options["reference_fallback"]:
+            opsets = {node.domain: node.opset}
+            opsets.setdefault("", onnx.defs.onnx_opset_version())
+            return _reference.make_reference_kernel(node, opsets)
+        return super().compile(subgraph)
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

@@ -348,3 +348,150 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
         return y.reshape(a.shape[:-1] + (n,)).astype(a.dtype, copy=False)
 
     return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# QLinearMatMul
+# --------------------------------------------------------------------------------------------
+
+_Q8 = {TP.UINT8, TP.INT8}
+
+
+def _requantize(acc: np.ndarray, multiplier: np.ndarray, y_zp: np.ndarray | None,
+                out: np.dtype) -> np.ndarray:
+    """``saturate(round_half_even(acc * multiplier) + zero_point)`` to ``out``."""
+    d = acc.astype(np.float64) * multiplier
+    np.rint(d, out=d)
+    if y_zp is not None:
+        d += np.asarray(y_zp).astype(np.float64)
+    lo, hi = _int_range(out)
+    np.clip(d, lo, hi, out=d)
+    return d.astype(out)
+
+
+def _scale_multiplier(a_s: np.ndarray, b_s: np.ndarray, y_s: np.ndarray) -> np.ndarray:
+    """``a_scale * b_scale / y_scale`` in the scales' own precision (as the ONNX graph),
+    then widened to float64."""
+    a_s, b_s, y_s = np.asarray(a_s), np.asarray(b_s), np.asarray(y_s)
+    dt = a_s.dtype if a_s.dtype.kind == "f" else np.dtype(_F32)
+    if dt == np.float64 or dt == _F32 or dt == np.float16:
+        m = (a_s * b_s) / y_s
+    else:  # bfloat16 etc.: round each step to the scale type
+        m = ((a_s.astype(_F32) * b_s.astype(_F32)).astype(dt).astype(_F32)
+             / y_s.astype(_F32)).astype(dt)
+    return np.asarray(m).astype(np.float64)
+
+
+def _qlmm_predicate(node: NodeView) -> str | None:
+    a, b = node.input(0), node.input(3)
+    for v in (a, b):
+        if v is not None and v.elem_type is not None and v.elem_type not in _Q8:
+            return "QLinearMatMul supports uint8/int8 inputs only"
+    return None
+
+
+def _make_qlinear_matmul(node: NodeView, ctx: ProviderContext):
+    """QLinearMatMul-10/21: integer GEMM (exact, on float BLAS), per-tensor / per-row (A) /
+    per-column (B) scales and zero points, requantized to the output zero point's type."""
+    b_info, bzp_info = node.input(3), node.input(5)
+    packed = None
+    if b_info is not None and b_info.is_const and (bzp_info is None or bzp_info.is_const):
+        bf = _centered(b_info.const, None if bzp_info is None else bzp_info.const, False)
+        packed = (bf, float(np.abs(bf).max()) if bf.size else 0.0)
+
+    def kernel(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+               y_zero_point=None):
+        af = _centered(a, a_zero_point, True)
+        if packed is not None:
+            bf, bmax = packed
+        else:
+            bf = _centered(b, b_zero_point, False)
+            bmax = float(np.abs(bf).max()) if bf.size else 0.0
+        acc = _exact_matmul(af, bf, bmax)
+        a_s = np.asarray(a_scale)
+        if a_s.ndim == 1 and a_s.size > 1:
+            a_s = a_s.reshape(-1, 1)  # per-row of A
+        m = _scale_multiplier(a_s, b_scale, y_scale)
+        out = y_zero_point.dtype if y_zero_point is not None else a.dtype
+        return _requantize(acc, m, y_zero_point, np.dtype(out))
+
+    return kernel
+
+
+for _v in (10, 21):
+    op("QLinearMatMul", since=_v, predicate=_qlmm_predicate)(_make_qlinear_matmul)
+
+
+# --------------------------------------------------------------------------------------------
+# ConvInteger / QLinearConv
+# --------------------------------------------------------------------------------------------
+
+
+def _centered_weight(w: np.ndarray, zp: np.ndarray | None) -> np.ndarray:
+    wf = np.asarray(w).astype(_F32)
+    if zp is not None:
+        z = np.asarray(zp).astype(_F32)
+        if z.ndim == 1 and z.size > 1:
+            z = z.reshape((-1,) + (1,) * (wf.ndim - 1))  # per output channel
+        wf -= z
+    return wf
+
+
+def _int_conv(node: NodeView, xf: np.ndarray, wf: np.ndarray, group: int,
+              bias: np.ndarray | None = None) -> np.ndarray:
+    """Exact integer convolution of centered float inputs (float32 when every partial sum
+    fits its mantissa, else float64), as int32."""
+    from .nn import _conv, _ConvWeights
+
+    k = wf[0].size if wf.shape[0] else 0
+    xmax = float(np.abs(xf).max()) if xf.size else 0.0
+    wmax = float(np.abs(wf).max()) if wf.size else 0.0
+    if k * xmax * wmax >= _EXACT_F32:
+        xf, wf = xf.astype(np.float64), wf.astype(np.float64)
+    y = _conv(xf, _ConvWeights(wf, group), node, None)
+    acc = np.rint(y).astype(np.int32)  # exact integers already; rint guards -0.0
+    if bias is not None:
+        acc += np.asarray(bias).astype(np.int32).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    return acc
+
+
+@op("ConvInteger", since=10, dtypes={"T1": _Q8, "T2": _Q8})
+def make_conv_integer(node: NodeView, ctx: ProviderContext):
+    """ConvInteger-10: ``conv(x - x_zp, w - w_zp)`` in int32 (per-channel w_zero_point)."""
+    group = int(node.attr("group", 1))
+
+    def kernel(x, w, x_zero_point=None, w_zero_point=None):
+        xf = _centered(x, None, False)
+        if x_zero_point is not None:
+            xf -= np.asarray(x_zero_point).astype(_F32)
+        return _int_conv(node, xf, _centered_weight(w, w_zero_point), group)
+
+    return kernel
+
+
+@op("QLinearConv", since=10, dtypes={"T1": _Q8, "T2": _Q8})
+def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
+    """QLinearConv-10: integer conv + int32 bias, requantized with per-tensor or per-output-
+    channel weight scales."""
+    group = int(node.attr("group", 1))
+    w_info, wzp_info = node.input(3), node.input(5)
+    w_packed = None
+    if w_info is not None and w_info.is_const and (wzp_info is None or wzp_info.is_const):
+        w_packed = _centered_weight(w_info.const, None if wzp_info is None else
+                                    wzp_info.const)
+
+    def kernel(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
+               b=None):
+        xf = _centered(x, None, False)
+        if x_zero_point is not None:
+            xf -= np.asarray(x_zero_point).astype(_F32)
+        wf = w_packed if w_packed is not None else _centered_weight(w, w_zero_point)
+        acc = _int_conv(node, xf, wf, group, b)
+        ws = np.asarray(w_scale)
+        if ws.ndim == 1 and ws.size > 1:
+            ws = ws.reshape((1, -1) + (1,) * (acc.ndim - 2))
+        m = _scale_multiplier(x_scale, ws, y_scale)
+        out = y_zero_point.dtype if y_zero_point is not None else x.dtype
+        return _requantize(acc, m, y_zero_point, np.dtype(out))
+
+    return kernel
