@@ -79,6 +79,7 @@ def _make_attention(node: NodeView, ctx: ProviderContext):
     left = int(node.attr("left_window_size", -1))
     right = int(node.attr("right_window_size", -1))
     want_qk = len(node.outputs) > 3 and node.outputs[3] is not None
+    n_outputs = max((i + 1 for i, o in enumerate(node.outputs) if o is not None), default=1)
 
     def kernel(q, k, v, attn_mask=None, past_key=None, past_value=None,
                nonpad_kv_seqlen=None):
@@ -175,10 +176,12 @@ def _make_attention(node: NodeView, ctx: ProviderContext):
         if rank3:
             y = y.transpose(0, 2, 1, 3).reshape(b, sq, hq * dv)
         y = np.ascontiguousarray(y).astype(out_dtype, copy=False)
+        if n_outputs == 1:
+            return y
         outs = [y, present_k, present_v]
         if want_qk:
             outs.append(np.ascontiguousarray(qk_out).astype(out_dtype, copy=False))
-        return tuple(outs)
+        return tuple(outs[:n_outputs])
 
     return kernel
 

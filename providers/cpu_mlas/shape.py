@@ -256,7 +256,11 @@ def make_dropout(node: NodeView, ctx: ProviderContext) -> Kernel:
                training: np.ndarray | None = None):
         if training is not None and bool(np.asarray(training).reshape(-1)[0]):
             r = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
-            keep = np.random.default_rng(seed).random(x.shape) >= r
+            # With a seed, draw as the ONNX reference does (numpy's legacy RandomState), so a
+            # seeded training-mode Dropout is reproducible and matches the reference exactly.
+            uniform = (np.random.RandomState(int(seed)).uniform(0.0, 1.0, x.shape)
+                       if seed is not None else np.random.default_rng().random(x.shape))
+            keep = uniform >= r
             scale = x.dtype.type(1.0 / (1.0 - r)) if r < 1 else x.dtype.type(0)
             y = np.where(keep, x * scale, x.dtype.type(0))
             return (y, keep) if want_mask else y

@@ -75,9 +75,15 @@ def _original_coords(coord: str, out_len: int, in_len: int, scale: np.float32,
     if coord == "tf_half_pixel_for_nn":
         return (x + _F32(0.5)) / s
     if coord == "align_corners":
-        if out_len == 1:
+        # length_resized = scale * length_original: fractional when the output size comes
+        # from a scale (0.6 * 4 = 2.4), as the ONNX spec and reference define it (ONNX Runtime
+        # uses the integer output length instead). Sizes-derived scales snap back to out_len.
+        length = float(s) * in_len
+        if abs(length - out_len) < 1e-4 * max(out_len, 1):
+            length = float(out_len)
+        if out_len == 1 or length == 1:
             return np.zeros(out_len, _F32)
-        return x * _F32(in_len - 1) / _F32(out_len - 1)
+        return x * _F32(in_len - 1) / _F32(length - 1)
     if coord == "tf_crop_and_resize":
         rs, re_ = _F32(roi_start), _F32(roi_end)
         if out_len > 1:

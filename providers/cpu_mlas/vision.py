@@ -85,8 +85,8 @@ def _grid_sample(x: np.ndarray, grid: np.ndarray, mode: str, padding: str,
         coords = [np.rint(v) for v in coords]
     for i in range(nd):
         v = coords[i]
-        if padding == "border":
-            coords[i] = np.clip(v, 0, dims[i] - 1)
+        if padding == "border":  # only coordinates outside [lo, hi] are clamped
+            coords[i] = np.where((v < lo[i]) | (v > hi[i]), np.clip(v, 0, dims[i] - 1), v)
         elif padding == "reflection":
             coords[i] = _reflect(v, lo[i], hi[i])
     # per-dim taps: list of (index array, weight array)

@@ -41,10 +41,15 @@ def compare(expected: Any, got: Any, rtol: float, atol: float, where: str) -> No
         assert [_text(v) for v in got.ravel()] == [_text(v) for v in expected.ravel()], where
         return
     assert got.dtype == expected.dtype, f"{where}: dtype {got.dtype} != {expected.dtype}"
-    if expected.dtype.kind in "fc" or expected.dtype.itemsize == 1 and "float" in expected.dtype.name:
-        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
-                                   rtol=rtol, atol=atol, err_msg=where, equal_nan=True)
-    elif "float" in expected.dtype.name or expected.dtype.name == "bfloat16":
+    if expected.dtype.kind in "fc" or "float" in expected.dtype.name:
+        if expected.dtype.name == "bfloat16":
+            rtol = max(rtol, 2**-6)   # two bfloat16 ulps, as onnx's own backend runner allows
+        elif expected.dtype == np.float16:
+            # Two float16 ulps, by the same rule. Needed by one case: the expanded fp16
+            # Attention graph, whose expected values numpy computed with float16 partial sums;
+            # onnxplex accumulates in float32 and is closer to the float64 result (max error
+            # 4.0e-4 vs the expected values' 4.9e-4), 2 elements of 192 differ by 2 ulps.
+            rtol = max(rtol, 2**-9)
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
                                    rtol=rtol, atol=atol, err_msg=where, equal_nan=True)
     else:
@@ -66,6 +71,25 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+# Cases whose expected values come from an unseeded or implementation-defined random draw:
+# the ONNX test generator itself says another implementation "may not produce the same
+# values even if a seed is specified". They are checked by property (shape, dtype, values in
+# {0, 1}) instead of by value.
+RANDOM_CASES = {
+    name: "Bernoulli draws are implementation-defined (see onnx's bernoulli.py)"
+    for name in ("test_bernoulli", "test_bernoulli_double", "test_bernoulli_seed",
+                 "test_bernoulli_expanded", "test_bernoulli_double_expanded",
+                 "test_bernoulli_seed_expanded")
+}
+
+
+def _check_random(expected: Any, got: Any, where: str) -> None:
+    expected = np.asarray(expected)
+    assert isinstance(got, np.ndarray) and got.shape == expected.shape, where
+    assert got.dtype == expected.dtype, f"{where}: dtype {got.dtype} != {expected.dtype}"
+    assert set(np.unique(got.astype(np.float64)).tolist()) <= {0.0, 1.0}, where
+
+
 def run_case(case: Any, providers: Sequence[Any] = ("cpu_mlas",)) -> None:
     """Run every data set of ``case``; raises AssertionError or an onnxplex error on failure."""
     sess = onnxplex.InferenceSession(case.model, providers=list(providers))
@@ -78,4 +102,44 @@ def run_case(case: Any, providers: Sequence[Any] = ("cpu_mlas",)) -> None:
                 if name in names}
         got = sess.run(outputs, feed)
         for name, e, g in zip(outputs, map(to_value, expected), got):
-            compare(e, g, case.rtol, case.atol, f"{case.name}: output {name!r}")
+            where = f"{case.name}: output {name!r}"
+            if case.name in RANDOM_CASES:
+                _check_random(e, g, where)
+            else:
+                compare(e, g, case.rtol, case.atol, where)
+
+
+def summarize(providers: Sequence[Any] = ("cpu_mlas",)) -> tuple[dict[str, int], dict[str, str]]:
+    """Run every case; returns counts by outcome ('pass', 'error' for an onnxplex error,
+    'wrong', 'crash') and the wrong answers with their first message line."""
+    counts = {"pass": 0, "error": 0, "wrong": 0, "crash": 0}
+    wrong: dict[str, str] = {}
+    for name, case in all_cases().items():
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run_case(case, providers)
+            counts["pass"] += 1
+        except AssertionError as e:
+            counts["wrong"] += 1
+            wrong[name] = (str(e).strip().splitlines() or ["?"])[0]
+        except onnxplex.OnnxplexError:
+            counts["error"] += 1
+        except Exception as e:  # noqa: BLE001 - counted, and reported as a wrong outcome
+            counts["crash"] += 1
+            wrong[name] = f"{type(e).__name__}: {e}"
+    return counts, wrong
+
+
+if __name__ == "__main__":   # python tests/conformance/cases.py: the README's numbers
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    total = len(all_cases())
+    for label, provs in (("with the reference fallback", ["cpu_mlas"]),
+                         ("natively", [("cpu_mlas", {"reference_fallback": False})])):
+        counts, wrong = summarize(provs)
+        print(f"{label}: {counts['pass']} / {total} passed; {counts['error']} onnxplex errors; "
+              f"{counts['wrong'] + counts['crash']} wrong or crashed")
+        for name, msg in sorted(wrong.items()):
+            print(f"    {name}: {msg[:120]}")

@@ -1,0 +1,39 @@
+"""Every ONNX node conformance case of the installed onnx package, through cpu_mlas.
+
+Each case runs in a normal InferenceSession (cpu_mlas only, reference fallback on) and is
+compared at the case's own rtol/atol. Listed expected failures must fail with an onnxplex
+error (a wrong answer is a failure either way). test_native_count runs all cases with the
+reference fallback off and checks the native count.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conformance.cases import all_cases, run_case, summarize
+from conformance.expected_failures import EXPECTED_FAILURES
+
+import onnxplex
+
+CASES = sorted(all_cases())
+
+
+def _param(name: str):
+    if name in EXPECTED_FAILURES:
+        return pytest.param(name, marks=pytest.mark.xfail(
+            reason=EXPECTED_FAILURES[name], raises=onnxplex.OnnxplexError, strict=True))
+    return name
+
+
+def test_expected_failures_name_real_cases():
+    assert set(EXPECTED_FAILURES) <= set(CASES)
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in CASES])
+def test_node_case(name):
+    run_case(all_cases()[name])
+
+
+def test_native_count():
+    counts, wrong = summarize([("cpu_mlas", {"reference_fallback": False})])
+    assert wrong == {}, f"wrong answers without the fallback: {sorted(wrong)}"
+    assert counts["pass"] >= 1600, counts

@@ -1,0 +1,91 @@
+"""cpu_mlas vision kernels against onnxruntime (or onnx's reference): GridSample, AffineGrid,
+Col2Im, DeformConv, RoiAlign, NonMaxSuppression, LpPool, MaxUnpool; batch > 1, channels > 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from ._oracle import check
+
+ort.set_default_logger_severity(3)
+
+RNG = np.random.default_rng(3)
+
+
+def rand(*shape: int, dtype=np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_2d_batch(mode, padding, align):
+    x = rand(2, 3, 5, 6)
+    grid = (RNG.random((2, 4, 7, 2)) * 2.6 - 1.3).astype(np.float32)
+    # ORT clamps every axis once any axis is out of bounds (border mode); the ONNX reference
+    # clamps per axis, which only differs for cubic taps: compare those with the reference.
+    oracle = "ref" if (mode, padding) == ("cubic", "border") else "ort"
+    check("GridSample", [x, grid], opset=20, oracle=oracle, rtol=1e-4, atol=1e-4, mode=mode,
+          padding_mode=padding, align_corners=align)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_batch(align):
+    theta = rand(3, 2, 3)
+    check("AffineGrid", [theta, np.array([3, 2, 5, 7], np.int64)], opset=20, oracle="ort",
+          rtol=1e-5, atol=1e-5, align_corners=align)
+
+
+def test_col2im_channels_strides_pads():
+    x = rand(2, 3 * 2 * 3, 12)
+    check("Col2Im", [x, np.array([5, 7], np.int64), np.array([2, 3], np.int64)], opset=18,
+          oracle="ort", rtol=1e-5, atol=1e-5, strides=[2, 2], pads=[1, 1, 1, 1],
+          dilations=[1, 1])
+
+
+def test_deform_conv_groups_mask():
+    x, w = rand(2, 4, 6, 6), rand(6, 2, 3, 3)
+    offset = rand(2, 2 * 2 * 9, 3, 3)
+    mask = RNG.random((2, 2 * 9, 3, 3)).astype(np.float32)
+    check("DeformConv", [x, w, offset, rand(6), mask], opset=19, oracle="ref", rtol=1e-4,
+          atol=1e-4, group=2, offset_group=2, pads=[1, 1, 1, 1], strides=[2, 2])
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ctm", ["half_pixel", "output_half_pixel"])
+def test_roi_align_batch(mode, ctm):
+    x = rand(2, 3, 12, 10)
+    rois = np.array([[0, 0, 9, 9], [1.5, 2.2, 7.1, 11], [3, 3, 3.5, 4], [-2, -1, 12, 14]],
+                    np.float32)
+    idx = np.array([0, 1, 1, 0], np.int64)
+    check("RoiAlign", [x, rois, idx], opset=16, oracle="ref", rtol=1e-4, atol=1e-4, mode=mode,
+          coordinate_transformation_mode=ctm, output_height=3, output_width=4,
+          spatial_scale=0.8)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+def test_nms_batches_classes_threshold(center):
+    boxes = RNG.random((2, 30, 4)).astype(np.float32) * 10
+    scores = RNG.random((2, 3, 30)).astype(np.float32)
+    args = [boxes, scores, np.array([5], np.int64), np.array([0.3], np.float32),
+            np.array([0.2], np.float32)]
+    check("NonMaxSuppression", args, opset=11, oracle="ort", center_point_box=center)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool_ceil_dilations(p):
+    check("LpPool", [rand(2, 3, 9, 8)], opset=18, oracle="ort", rtol=1e-4, atol=1e-4, p=p,
+          kernel_shape=[3, 2], strides=[2, 2], dilations=[1, 2], ceil_mode=1,
+          pads=[1, 0, 1, 0])
+
+
+def test_max_unpool_roundtrip():
+    x = rand(2, 3, 4, 4)
+    import onnxruntime as rt  # noqa: F401
+
+    from ._oracle import ours
+
+    y, idx = ours("MaxPool", [x], 2, opset=12, kernel_shape=[2, 2], strides=[2, 2])
+    check("MaxUnpool", [y, idx], opset=11, oracle="ort", kernel_shape=[2, 2], strides=[2, 2])
