@@ -327,10 +327,11 @@ def make_mvn(node: NodeView, ctx: ProviderContext) -> Kernel:
         axes = norm_axes(axes0, x.ndim)
         xs = x.astype(_work(x.dtype), copy=False)
         mean = xs.mean(axis=axes, keepdims=True)
-        # as the function body: sqrt(E[x^2] - E[x]^2) + 1e-9
-        var = np.square(xs).mean(axis=axes, keepdims=True) - np.square(mean)
-        std = np.sqrt(var)
-        y = (xs - mean) / (std + xs.dtype.type(1e-9))
+        d = xs - mean
+        # the function body's sqrt(E[x^2] - E[x]^2) + 1e-9, with the variance taken as the
+        # mean squared deviation (as ORT does): same value, without the cancellation
+        std = np.sqrt(np.square(d).mean(axis=axes, keepdims=True))
+        y = d / (std + xs.dtype.type(1e-9))
         return y.astype(x.dtype, copy=False)
 
     return kernel

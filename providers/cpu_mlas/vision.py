@@ -334,16 +334,21 @@ def _roi_align(node: NodeView, x: np.ndarray, rois: np.ndarray, batch_idx: np.nd
     n, c, h, w = x.shape
     r = rois.shape[0]
     y = np.zeros((r, c, oh, ow), dtype=xc.dtype)
-    off = 0.5 if half_pixel else 0.0
-    rf = rois.astype(np.float64)
+    # ROI geometry in float32, as onnxruntime computes it (the bin-grid size is a ceil, so
+    # float64 would pick a different grid for e.g. 15 * 0.8f = 12.0000002)
+    f32 = np.float32
+    off = f32(0.5 if half_pixel else 0.0)
+    scale = f32(scale)
+    rf = rois.astype(f32)
     for i in range(r):
         sw, sh = rf[i, 0] * scale - off, rf[i, 1] * scale - off
         ew, eh = rf[i, 2] * scale - off, rf[i, 3] * scale - off
         rw, rh = ew - sw, eh - sh
         if not half_pixel:
-            rw, rh = max(rw, 1.0), max(rh, 1.0)
-        gh = sr if sr > 0 else int(math.ceil(rh / oh))
-        gw = sr if sr > 0 else int(math.ceil(rw / ow))
+            rw, rh = max(rw, f32(1)), max(rh, f32(1))
+        gh = sr if sr > 0 else int(math.ceil(rh / f32(oh)))
+        gw = sr if sr > 0 else int(math.ceil(rw / f32(ow)))
+        sw, sh, rw, rh = float(sw), float(sh), float(rw), float(rh)
         if gh <= 0 or gw <= 0:
             continue
         yl, yh, wyl, wyh = _roi_axis(sh, rh, oh, gh, h)

@@ -60,7 +60,7 @@ def test_roi_align_batch(mode, ctm):
     rois = np.array([[0, 0, 9, 9], [1.5, 2.2, 7.1, 11], [3, 3, 3.5, 4], [-2, -1, 12, 14]],
                     np.float32)
     idx = np.array([0, 1, 1, 0], np.int64)
-    check("RoiAlign", [x, rois, idx], opset=16, oracle="ref", rtol=1e-4, atol=1e-4, mode=mode,
+    check("RoiAlign", [x, rois, idx], opset=16, oracle="ort", rtol=1e-4, atol=1e-4, mode=mode,
           coordinate_transformation_mode=ctm, output_height=3, output_width=4,
           spatial_scale=0.8)
 
