@@ -90,9 +90,11 @@ def make_loop(node: NodeView, ctx: ProviderContext):
             elif parts:
                 results.append(np.stack([np.asarray(p) for p in parts]))
             else:
+                # No iteration ran: an empty stack, per-iteration dims as far as declared.
                 dtype = info.dtype if info is not None and info.dtype is not None else np.float32
-                rank = info.rank if info is not None and info.rank else 1
-                results.append(np.zeros((0,) * rank, dtype=dtype))
+                inner = () if info is None or info.shape is None else info.shape[1:]
+                shape = (0, *(d if isinstance(d, int) else 0 for d in inner))
+                results.append(np.zeros(shape, dtype=dtype))
         return tuple(results)
 
     return kernel

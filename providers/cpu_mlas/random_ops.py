@@ -147,7 +147,7 @@ def make_bernoulli(node: NodeView, ctx: ProviderContext) -> Kernel:
             raise ValueError("Bernoulli: probabilities must lie in [0, 1]")
         draw = src.new().binomial(1, p)
         out = dtype or x.dtype
-        return np.asarray(draw, dtype=_work(out) if out != bool else bool).astype(out)
+        return np.asarray(draw, dtype=bool if out == np.dtype(bool) else _work(out)).astype(out)
 
     return kernel
 

@@ -311,3 +311,48 @@ def test_matmul_nbits_declined(bits, g_idx, needle):
     node = load_model(m).node_views[0]
     config, reason = CpuMlasProvider.op_table.lookup(node)
     assert config is None and needle in reason
+
+
+# --------------------------------------------------------------------------------------------
+# QLinearMatMul / QLinearConv / ConvInteger
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("per_axis", [False, True], ids=["per_tensor", "per_row_col"])
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+@pytest.mark.parametrize("const", [True, False], ids=["const_b", "runtime_b"])
+def test_qlinear_matmul(dt, per_axis, const):
+    a, b = ints(dt, 2, 5, 40), ints(dt, 40, 6)
+    a_s = np.array([0.02], np.float32)
+    b_s = (RNG.random(6).astype(np.float32) * 0.02 + 0.01) if per_axis else \
+        np.array([0.015], np.float32)
+    b_zp = ints(dt, 6) if per_axis else np.array([ints(dt, 1)[0]], dt)
+    args = [a, a_s, np.array([ints(dt, 1)[0]], dt), b, b_s, b_zp,
+            np.array([0.5], np.float32), np.array([ints(dt, 1)[0]], dt)]
+    if per_axis:
+        # ORT's per-column path wants matching 1-D shapes; compare with the ONNX reference
+        check("QLinearMatMul", args, opset=21, oracle="ref", const_inputs=[3, 5] if const else [])
+    else:
+        check("QLinearMatMul", args, opset=10, oracle="ort",
+              const_inputs=[3, 5] if const else [])
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv_bias_groups(per_channel):
+    x = ints(np.uint8, 2, 4, 7, 6)
+    w = ints(np.int8, 6, 2, 3, 3)
+    w_s = (RNG.random(6).astype(np.float32) * 0.01 + 0.005) if per_channel else \
+        np.array(0.01, np.float32)
+    w_zp = np.zeros(6, np.int8) if per_channel else np.array(0, np.int8)
+    args = [x, np.array(0.05, np.float32), np.array(120, np.uint8), w, w_s, w_zp,
+            np.array(0.2, np.float32), np.array(128, np.uint8),
+            RNG.integers(-500, 500, 6).astype(np.int32)]
+    check("QLinearConv", args, opset=10, oracle="ort", group=2, pads=[1, 1, 1, 1],
+          strides=[2, 1], const_inputs=[3])
+
+
+def test_conv_integer_zero_points():
+    x = ints(np.uint8, 2, 3, 6, 6)
+    w = ints(np.uint8, 4, 3, 2, 2)
+    check("ConvInteger", [x, w, np.array(7, np.uint8), np.array(3, np.uint8)], opset=10,
+          oracle="ort", pads=[0, 1, 0, 1])
