@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
@@ -369,15 +368,22 @@ def _make_lstm(node: NodeView, ctx: ProviderContext):
                 _clip(gc, spec.clip)
             else:
                 _clip(gates, spec.clip)
-            i = f(gi)
-            ft = 1 - i if input_forget else f(gf)
+            if pp is None and f is _sigmoid and not input_forget:
+                f(gates[:, :3 * hidden])  # i, o, f in one pass (in place)
+                i, go, ft = gi, None, gf
+            else:
+                i = f(gi)
+                ft = 1 - i if input_forget else f(gf)
             ct = g(gc)
             c_new = ft * c
             c_new += i * ct
-            if pp is not None:
-                go += pp[d][hidden:2 * hidden] * c_new
-                _clip(go, spec.clip)
-            o = f(go)
+            if go is None:
+                o = gates[:, hidden:2 * hidden]
+            else:
+                if pp is not None:
+                    go += pp[d][hidden:2 * hidden] * c_new
+                    _clip(go, spec.clip)
+                o = f(go)
             h_new = hf(c_new.copy())
             h_new *= o
             return h_new, [c_new]

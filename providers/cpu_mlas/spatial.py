@@ -64,7 +64,7 @@ def _resize_spec(node: NodeView, legacy: bool) -> _ResizeSpec:
 
 
 def _original_coords(coord: str, out_len: int, in_len: int, scale: np.float32,
-                     roi_start: float, roi_end: float) -> np.ndarray:
+                     roi_start: float, roi_end: float, from_sizes: bool = False) -> np.ndarray:
     """Output positions mapped to input coordinates (float32, as ONNX Runtime computes them)."""
     x = np.arange(out_len, dtype=_F32)
     s = _F32(scale)
@@ -77,13 +77,12 @@ def _original_coords(coord: str, out_len: int, in_len: int, scale: np.float32,
     if coord == "align_corners":
         # length_resized = scale * length_original: fractional when the output size comes
         # from a scale (0.6 * 4 = 2.4), as the ONNX spec and reference define it (ONNX Runtime
-        # uses the integer output length instead). Sizes-derived scales snap back to out_len.
-        length = float(s) * in_len
-        if abs(length - out_len) < 1e-4 * max(out_len, 1):
-            length = float(out_len)
+        # uses the integer output length instead); with sizes it is the output size. Computed
+        # in float64 like the reference, so floor/ceil boundaries fall the same way.
+        length = float(out_len) if from_sizes else float(s) * in_len
         if out_len == 1 or length == 1:
-            return np.zeros(out_len, _F32)
-        return x * _F32(in_len - 1) / _F32(length - 1)
+            return np.zeros(out_len, np.float64)
+        return np.arange(out_len, dtype=np.float64) * (in_len - 1) / (length - 1)
     if coord == "tf_crop_and_resize":
         rs, re_ = _F32(roi_start), _F32(roi_end)
         if out_len > 1:
@@ -143,9 +142,10 @@ def _aa_filter(x: np.ndarray, mode: str, a: float) -> np.ndarray:
 
 
 def _axis_taps(spec: _ResizeSpec, in_len: int, out_len: int, scale: np.float32,
-               roi: tuple[float, float]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+               roi: tuple[float, float], from_sizes: bool = False
+               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """``(indices [out, taps], weights [out, taps] or None, extrapolated mask or None)``."""
-    orig = _original_coords(spec.coord, out_len, in_len, scale, *roi)
+    orig = _original_coords(spec.coord, out_len, in_len, scale, *roi, from_sizes)
     extrap = None
     if spec.coord == "tf_crop_and_resize":
         probe = orig + _F32(0.5) if spec.antialias else orig
@@ -285,7 +285,8 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
     for a in range(x.ndim):
         if sc[a] == 1 and out[a] == x.shape[a]:
             continue
-        idx, w, extrap = _axis_taps(spec, x.shape[a], out[a], sc[a], pairs[a])
+        idx, w, extrap = _axis_taps(spec, x.shape[a], out[a], sc[a], pairs[a],
+                                    from_sizes=scales is None or scales.size == 0)
         y = _apply_axis(y, a, idx, w)
         if extrap is not None:
             shape = [1] * x.ndim

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
 
 import numpy as np
-from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
 from ._registry import op
-from ._windows import auto_pads, ints
+from ._windows import ints
 from .nn import FLOATS, _PoolGeometry, _separable, compute_dtype, to_compute
 
 logger = logging.getLogger(__name__)

@@ -9,10 +9,10 @@ reference fallback off and checks the native count.
 from __future__ import annotations
 
 import pytest
-from conformance.cases import all_cases, run_case, summarize
-from conformance.expected_failures import EXPECTED_FAILURES
 
 import onnxplex
+from conformance.cases import all_cases, run_case, summarize
+from conformance.expected_failures import EXPECTED_FAILURES
 
 CASES = sorted(all_cases())
 
