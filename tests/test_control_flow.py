@@ -104,3 +104,27 @@ def test_scan_matches_onnxruntime():
                                providers=["CPUExecutionProvider"]).run(None, feed)
     for g_, r in zip(got, ref):
         np.testing.assert_array_equal(g_, r)
+
+
+def test_reference_fallback_is_labelled_and_can_be_switched_off():
+    node = helper.make_node("Momentum", ["r", "t", "x", "g", "v"], ["x2", "v2"],
+                            domain="ai.onnx.preview.training", alpha=0.9, beta=0.1,
+                            mode="standard", norm_coefficient=0.0)
+    g = helper.make_graph([node], "m",
+                          [helper.make_tensor_value_info("r", F, []),
+                           helper.make_tensor_value_info("t", TensorProto.INT64, [])]
+                          + [helper.make_tensor_value_info(n, F, [2]) for n in "xgv"],
+                          [helper.make_tensor_value_info(n, F, [2]) for n in ("x2", "v2")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("ai.onnx.preview.training",
+                                                                    1)])
+    sess = onnxplex.InferenceSession(model)
+    plan = sess.get_provider_assignment()
+    assert "[onnx reference fallback]" in plan.report()
+    assert plan.notes_count() == {"onnx reference fallback": 1}
+    one = np.ones(2, np.float32)
+    x2, _ = sess.run(None, {"r": np.float32(0.1), "t": np.int64(0), "x": one, "g": one, "v": one})
+    assert x2.shape == (2,)
+    with pytest.raises(onnxplex.PartitionError,
+                       match=r"ai.onnx.preview.training::Momentum.*opset 1\]"):
+        onnxplex.InferenceSession(model, providers=[("cpu_mlas", {"reference_fallback": 0})])

@@ -349,7 +349,8 @@ def _unclaimed_message(views: list[NodeView], missing: list[int],
     lines = [head + ":"]
     for i in missing[:50]:
         v = views[i]
-        lines.append(f"  node {i} '{v.display_name}': {v.describe_types()}")
+        lines.append(f"  node {i} '{v.display_name}': {v.describe_types()} "
+                     f"[{v.domain or 'ai.onnx'} opset {v.opset}]")
         for prov, reason in declines[i]:
             lines.append(f"      {prov}: {reason}")
     if len(missing) > 50:
