@@ -301,7 +301,8 @@ class InferenceSession:
         cpu = next((p for p in providers if p.name == DEFAULT_PROVIDER), None)
         if cpu is None:
             cpu = provider_entry(DEFAULT_PROVIDER).load()()
-        self._optimizer_notes = optimize(model, level, cpu.compile)
+        self._optimizer_reports = optimize(model, level, cpu.compile,
+                                           config=self._options._config)
         if self._options.optimized_model_filepath:
             onnx.save_model(model.to_proto(), self._options.optimized_model_filepath)
 

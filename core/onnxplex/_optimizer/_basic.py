@@ -1,12 +1,13 @@
-"""Provider-independent graph optimizations (ORT's "basic" level).
+"""The basic level: semantics-preserving clean-ups that run before partitioning.
 
 * constant folding: a node whose inputs are all constants runs once, on the default CPU
-  provider's kernels, and its outputs become initializers (so weights computed by
-  ConstantOfShape or Reshape chains reach kernels as constants and can be prepacked);
-  ``Shape``/``Size`` of a statically shaped value fold too;
-* removal of ``Identity`` and inference-mode ``Dropout``.
-
-A pass that raises is skipped with a warning: an optimization never aborts a session.
+  provider's kernels, and its outputs become initializers (weights computed by ConstantOfShape
+  or Reshape chains reach kernels as constants and can be prepacked); ``Shape``/``Size`` of a
+  statically shaped value fold too;
+* removal of Identity and inference-mode Dropout;
+* no-op chains (Cast to the same type, Cast-Cast, Reshape-Reshape, Transpose-Transpose,
+  identity Transpose/Expand, x*1, x+0 ...) with onnxscript's rewrite rules;
+* common-subexpression elimination and dead-code elimination with onnx-ir's passes.
 """
 
 from __future__ import annotations
@@ -16,44 +17,64 @@ from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
+import onnx_ir.passes.common as ir_passes
 
-from ._graph import Model, Subgraph
-
-__all__ = ["optimize"]
+from .._graph import Model, Subgraph
+from . import OptimizerContext, register_pass
 
 logger = logging.getLogger(__name__)
 
+BASIC = 1
+
 # Ops whose output differs between runs (or that need a fresh seed), never folded.
 _NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
-                     "Multinomial", "Bernoulli"}
+                     "Multinomial", "Bernoulli", "Dropout"}
 # Outputs larger than this are not folded: folding would trade a cheap op for a big constant.
 _MAX_FOLDED_BYTES = 256 << 20
 
 
-def optimize(model: Model, level: int, compile_node: Callable[[Subgraph], Callable] | None
-             ) -> list[str]:
-    """Optimize ``model`` in place for ``level`` (a GraphOptimizationLevel value); returns
-    notes of what was done. ``compile_node`` builds a CPU kernel for constant folding."""
-    notes: list[str] = []
-    if level <= 0:
-        return notes
-    passes: list[tuple[str, Callable[[], int]]] = [
-        ("eliminate Identity/Dropout", lambda: _eliminate_noops(model)),
-    ]
-    if compile_node is not None:
-        passes.insert(0, ("constant folding", lambda: _fold_constants(model, compile_node)))
-    for name, fn in passes:
-        try:
-            n = fn()
-        except Exception as e:  # noqa: BLE001 - a failing pass is skipped, never fatal
-            logger.warning("optimizer pass %r skipped: %s: %s", name, type(e).__name__, e)
-            notes.append(f"{name}: skipped ({type(e).__name__}: {e})")
-            model.reindex()
-            continue
-        if n:
-            notes.append(f"{name}: {n} node(s)")
-            model.reindex()
-    return notes
+@register_pass("constant folding", BASIC)
+def _constant_folding(ctx: OptimizerContext) -> int:
+    if ctx.compile_node is None:
+        return 0
+    return _fold_constants(ctx.model, ctx.compile_node)
+
+
+@register_pass("eliminate Identity/Dropout", BASIC)
+def _noops(ctx: OptimizerContext) -> int:
+    return _eliminate_noops(ctx.model)
+
+
+@register_pass("no-op chains", BASIC)
+def _noop_chains(ctx: OptimizerContext) -> int:
+    from onnxscript.rewriter import RewriteRuleSet
+    from onnxscript.rewriter.rules import common as rules
+
+    rule_set = RewriteRuleSet([
+        rules.no_op_cast_rule, rules.cast_cast_rule, rules.no_op_transpose_rule,
+        rules.transpose_transpose_rule, rules.reshape_reshape_rule, rules.no_op_expand_rule,
+        rules.unsqueeze_unsqueeze_rule, rules.mul_by_1_rule, rules.div_by_1_rule,
+        rules.add_0_rule, rules.sub_0_rule,
+    ])
+    return rule_set.apply_to_model(ctx.model.ir)
+
+
+@register_pass("common-subexpression elimination", BASIC)
+def _cse(ctx: OptimizerContext) -> int:
+    before = _count(ctx.model.graph)
+    ir_passes.CommonSubexpressionEliminationPass()(ctx.model.ir)
+    return before - _count(ctx.model.graph)
+
+
+@register_pass("dead-code elimination", BASIC)
+def _dce(ctx: OptimizerContext) -> int:
+    before = _count(ctx.model.graph)
+    ir_passes.RemoveUnusedNodesPass()(ctx.model.ir)
+    return before - _count(ctx.model.graph)
+
+
+def _count(graph: ir.Graph) -> int:
+    return sum(1 for _ in graph.all_nodes())
 
 
 def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) -> int:

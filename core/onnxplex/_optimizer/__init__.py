@@ -1,0 +1,150 @@
+"""Provider-independent graph optimizations, with onnxruntime's levels.
+
+A *pass* rewrites the session's graph (onnx-ir objects) in place and returns how many changes
+it made. Passes run in registration order, each from its level on:
+
+* ``ORT_ENABLE_BASIC``: constant folding, dead-code elimination, Identity/Dropout removal,
+  no-op Cast/Reshape/Transpose chains, common-subexpression elimination;
+* ``ORT_ENABLE_EXTENDED``: fusions into com.microsoft contrib ops (see ``_fusions``);
+* ``ORT_ENABLE_LAYOUT``: layout rewriting for providers that prefer NHWC (partition time).
+
+Every pass runs on a snapshot: one that raises is rolled back and skipped with a warning
+(``session.optimizer_verify=1`` also rolls back a pass that changes the model's outputs on
+random inputs). What ran and what it changed is returned as :class:`PassReport` rows and
+logged under ``ONNXPLEX_DEBUG``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._graph import Model, Subgraph
+
+__all__ = ["OptimizerContext", "Pass", "PassReport", "register_pass", "optimize", "PASSES"]
+
+logger = logging.getLogger("onnxplex.optimizer")
+
+
+@dataclass
+class OptimizerContext:
+    """What a pass may use: the model, and a way to build default-CPU kernels."""
+
+    model: Model
+    compile_node: Callable[[Subgraph], Callable[..., Any]] | None = None
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    level: int
+    run: Callable[[OptimizerContext], int]
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """One pass's outcome: how many changes, how long, or why it was skipped."""
+
+    name: str
+    changes: int
+    seconds: float
+    skipped: str = ""
+
+    def __str__(self) -> str:
+        if self.skipped:
+            return f"{self.name}: skipped ({self.skipped})"
+        return f"{self.name}: {self.changes} change(s) in {self.seconds * 1e3:.1f} ms"
+
+
+PASSES: list[Pass] = []
+
+
+def register_pass(name: str, level: int) -> Callable[[Callable[[OptimizerContext], int]],
+                                                      Callable[[OptimizerContext], int]]:
+    """Decorator: add a pass (run in registration order) starting at ``level``."""
+
+    def deco(fn: Callable[[OptimizerContext], int]) -> Callable[[OptimizerContext], int]:
+        PASSES.append(Pass(name, level, fn))
+        return fn
+
+    return deco
+
+
+def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
+             disabled: frozenset[str] = frozenset(),
+             config: dict[str, str] | None = None) -> list[PassReport]:
+    """Run every registered pass up to ``level`` on ``model`` (in place)."""
+    from . import _basic, _fusions  # noqa: F401 - passes register on import
+
+    ctx = OptimizerContext(model, compile_node, dict(config or {}))
+    verify = ctx.config.get("session.optimizer_verify", "0") == "1"
+    reports: list[PassReport] = []
+    for p in PASSES:
+        if p.level > level or p.name in disabled:
+            continue
+        snapshot = model.ir.graph.clone()
+        reference = _sample_outputs(model) if verify else None
+        t0 = time.perf_counter()
+        try:
+            changes = p.run(ctx)
+            model.reindex()   # also when nothing was counted: a pass may drop initializers
+            if changes and reference is not None:
+                _verify(model, reference)
+        except Exception as e:  # noqa: BLE001 - a failing pass is rolled back, never fatal
+            model.ir.graph = snapshot
+            model.reindex()
+            why = f"{type(e).__name__}: {e}"
+            logger.warning("optimizer pass %r rolled back and skipped: %s", p.name, why)
+            reports.append(PassReport(p.name, 0, time.perf_counter() - t0, why))
+            continue
+        reports.append(PassReport(p.name, changes, time.perf_counter() - t0))
+    if _debug_level() >= 1:
+        logger.warning("optimizer (level %d):\n  %s", level,
+                       "\n  ".join(str(r) for r in reports) or "no pass ran")
+    return reports
+
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("ONNXPLEX_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+class _ChangedResults(Exception):
+    pass
+
+
+def _sample_outputs(model: Model):
+    """Outputs of the current graph on fixed random inputs (for session.optimizer_verify)."""
+    import numpy as np
+
+    from .._cli import random_feeds
+    from .._session import InferenceSession, SessionOptions
+
+    so = SessionOptions()
+    so.graph_optimization_level = 0
+    proto = model.to_proto()
+    sess = InferenceSession(proto, so, providers=["cpu_mlas"])
+    feeds = random_feeds(sess, seed=1234, dim=2)
+    return feeds, [np.asarray(o) for o in sess.run(None, feeds)]
+
+
+def _verify(model: Model, reference) -> None:
+    import numpy as np
+
+    from .._session import InferenceSession, SessionOptions
+
+    feeds, want = reference
+    so = SessionOptions()
+    so.graph_optimization_level = 0
+    got = InferenceSession(model.to_proto(), so, providers=["cpu_mlas"]).run(None, feeds)
+    for k, (g, w) in enumerate(zip(got, want)):
+        if not np.allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-4,
+                           atol=1e-5, equal_nan=True):
+            raise _ChangedResults(f"output {k} changed beyond rtol 1e-4")
