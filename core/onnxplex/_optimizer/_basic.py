@@ -40,11 +40,6 @@ def _constant_folding(ctx: OptimizerContext) -> int:
     return _fold_constants(ctx.model, ctx.compile_node)
 
 
-@register_pass("eliminate Identity/Dropout", BASIC)
-def _noops(ctx: OptimizerContext) -> int:
-    return _eliminate_noops(ctx.model)
-
-
 @register_pass("no-op chains", BASIC)
 def _noop_chains(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter import RewriteRuleSet
@@ -57,6 +52,11 @@ def _noop_chains(ctx: OptimizerContext) -> int:
         rules.add_0_rule, rules.sub_0_rule,
     ])
     return rule_set.apply_to_model(ctx.model.ir)
+
+
+@register_pass("eliminate Identity/Dropout", BASIC)
+def _noops(ctx: OptimizerContext) -> int:
+    return _eliminate_noops(ctx.model)
 
 
 @register_pass("common-subexpression elimination", BASIC)
@@ -167,9 +167,20 @@ def _eliminate_noops(model: Model) -> int:
                     continue  # training mode, or not known to be off
         src = node.inputs[0]
         out = node.outputs[0]
-        if src is None or out.name in outputs:
-            continue  # keep graph outputs' names stable
-        out.replace_all_uses_with(src)
-        graph.remove(node, safe=True)
+        if src is None:
+            continue
+        if out.name in outputs:
+            # A graph output keeps its name: the producer of the source takes it over, when
+            # the source is a plain intermediate (not an input, initializer or other output).
+            if (src.producer() is None or src.is_graph_output() or src.is_initializer()
+                    or src.name in outputs):
+                continue
+            name = out.name
+            out.replace_all_uses_with(src, replace_graph_outputs=True)
+            graph.remove(node, safe=True)
+            src.name = name
+        else:
+            out.replace_all_uses_with(src)
+            graph.remove(node, safe=True)
         removed += 1
     return removed

@@ -1,0 +1,388 @@
+"""Build the real-model test bed: ONNX exports of standard architectures with random weights.
+
+    python benchmarks/build_models.py --out DIR [--only resnet50,bert_base] [--force]
+
+Writes ``DIR/<name>.onnx`` (large models keep their weights in ``DIR/<name>.onnx.data``) for:
+
+* ``resnet50``       ResNet-50 (torchvision's layout, written here), input ``x`` [N, 3, 224, 224]
+* ``mobilenetv2``    MobileNetV2 (width 1.0), input ``x`` [N, 3, 224, 224]
+* ``bert_base``      ``BertModel(BertConfig())``: ``input_ids``, ``attention_mask``,
+                     ``token_type_ids`` int64 [batch, seq]; outputs ``last_hidden_state``,
+                     ``pooler_output``
+* ``gpt2_small``     ``GPT2LMHeadModel(GPT2Config())`` without past: ``input_ids``,
+                     ``attention_mask`` int64 [batch, seq]; output ``logits``
+* ``mlp``            4 x (Linear 1024 -> 1024), ReLU between, input ``x`` [N, 1024]
+* ``bert_base_int8`` ``bert_base`` through onnxruntime's ``quantize_dynamic`` (QInt8 weights)
+
+Every model is exported with ``torch.onnx.export`` (the default, dynamo-based exporter) at
+opset ``OPSET``, with dynamic batch (and sequence) axes. Weights are random with a fixed seed;
+nothing is downloaded (transformers' models are built from their default configs, offline).
+An existing file is kept unless ``--force``. ``build(name, out_dir)`` is the same for tests.
+
+Needs ``torch`` (and ``transformers`` for the two transformer models): ``pip install
+'.[models]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+OPSET = 18
+SEED = 0
+
+# name -> the static example shapes the export traces with (documented in the module docstring)
+IMAGE_SHAPE = (1, 3, 224, 224)
+BERT_BATCH, BERT_SEQ = 1, 128
+GPT2_BATCH, GPT2_SEQ = 1, 64
+MLP_BATCH, MLP_WIDTH, MLP_LAYERS = 32, 1024, 4
+
+
+# --------------------------------------------------------------------------------------------
+# CNNs, written out in torch.nn (there is no CPU build of torchvision here)
+# --------------------------------------------------------------------------------------------
+
+def _nn():
+    import torch
+    from torch import nn
+    return torch, nn
+
+
+def _resnet50():
+    torch, nn = _nn()
+
+    class Bottleneck(nn.Module):
+        expansion = 4
+
+        def __init__(self, cin, width, stride=1):
+            super().__init__()
+            cout = width * self.expansion
+            self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(width)
+            self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                                nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            idt = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            out = self.bn3(self.conv3(out))
+            return self.relu(out + idt)
+
+    class ResNet50(nn.Module):
+        def __init__(self, layers=(3, 4, 6, 3), num_classes=1000):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            cin, stages = 64, []
+            for i, n in enumerate(layers):
+                width = 64 * 2 ** i
+                blocks = []
+                for j in range(n):
+                    blocks.append(Bottleneck(cin, width, 2 if (j == 0 and i > 0) else 1))
+                    cin = width * Bottleneck.expansion
+                stages.append(nn.Sequential(*blocks))
+            self.layer1, self.layer2, self.layer3, self.layer4 = stages
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(cin, num_classes)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    m = ResNet50()
+    for mod in m.modules():
+        if isinstance(mod, Bottleneck):  # keep residual growth tame with random weights
+            nn.init.uniform_(mod.bn3.weight, 0.1, 0.3)
+    return m
+
+
+def _mobilenetv2():
+    torch, nn = _nn()
+
+    def conv_bn(cin, cout, k, stride, groups=1, act=True):
+        layers = [nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False),
+                  nn.BatchNorm2d(cout)]
+        if act:
+            layers.append(nn.ReLU6(inplace=True))
+        return nn.Sequential(*layers)
+
+    class InvertedResidual(nn.Module):
+        def __init__(self, cin, cout, stride, expand):
+            super().__init__()
+            hidden = cin * expand
+            self.use_res = stride == 1 and cin == cout
+            layers = [conv_bn(cin, hidden, 1, 1)] if expand != 1 else []
+            layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden),
+                       conv_bn(hidden, cout, 1, 1, act=False)]
+            self.conv = nn.Sequential(*layers)
+
+        def forward(self, x):
+            return x + self.conv(x) if self.use_res else self.conv(x)
+
+    class MobileNetV2(nn.Module):
+        # t (expansion), c (channels), n (repeats), s (first stride)
+        CFG = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+               (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+        def __init__(self, num_classes=1000):
+            super().__init__()
+            feats, cin = [conv_bn(3, 32, 3, 2)], 32
+            for t, c, n, s in self.CFG:
+                for i in range(n):
+                    feats.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                    cin = c
+            feats.append(conv_bn(cin, 1280, 1, 1))
+            self.features = nn.Sequential(*feats)
+            self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
+
+        def forward(self, x):
+            x = self.features(x)
+            x = nn.functional.adaptive_avg_pool2d(x, (1, 1))
+            return self.classifier(torch.flatten(x, 1))
+
+    return MobileNetV2()
+
+
+def _randomize_batchnorm(model) -> None:
+    """Non-trivial BatchNorm statistics, so folding BN into Conv is really exercised."""
+    torch, nn = _nn()
+    g = torch.Generator().manual_seed(SEED + 1)
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                c = mod.num_features
+                mod.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
+                mod.running_var.copy_(torch.rand(c, generator=g) + 0.5)
+                mod.bias.copy_(torch.randn(c, generator=g) * 0.1)
+                if not torch.all(mod.weight != 1):  # left at its default: give it a spread
+                    mod.weight.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
+
+
+def _mlp():
+    _, nn = _nn()
+    layers = []
+    for i in range(MLP_LAYERS):
+        layers.append(nn.Linear(MLP_WIDTH, MLP_WIDTH))
+        if i < MLP_LAYERS - 1:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+# --------------------------------------------------------------------------------------------
+# Export
+# --------------------------------------------------------------------------------------------
+
+def _export(model, args: tuple, path: Path, input_names, output_names, dynamic_shapes) -> None:
+    torch, _ = _nn()
+    model.eval()
+    # the exporter is chatty (progress lines on stdout, deprecation warnings): keep them
+    # unless it fails
+    buf = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(buf):
+        warnings.simplefilter("ignore")
+        try:
+            with torch.no_grad():
+                torch.onnx.export(model, args, str(path), input_names=input_names,
+                                  output_names=output_names, opset_version=OPSET,
+                                  dynamic_shapes=dynamic_shapes, external_data=True)
+        except Exception:
+            sys.stderr.write(buf.getvalue())
+            raise
+
+
+def _export_cnn(factory: Callable, path: Path) -> None:
+    torch, _ = _nn()
+    torch.manual_seed(SEED)
+    model = factory()
+    _randomize_batchnorm(model)
+    x = torch.randn(*IMAGE_SHAPE)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    _export(model, (x,), path, ["x"], ["logits"], {"x": {0: batch}})
+
+
+def _build_resnet50(path: Path) -> None:
+    _export_cnn(_resnet50, path)
+
+
+def _build_mobilenetv2(path: Path) -> None:
+    _export_cnn(_mobilenetv2, path)
+
+
+def _build_mlp(path: Path) -> None:
+    torch, _ = _nn()
+    torch.manual_seed(SEED)
+    x = torch.randn(MLP_BATCH, MLP_WIDTH)
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    _export(_mlp(), (x,), path, ["x"], ["y"], {"x": {0: batch}})
+
+
+def _token_dims():
+    torch, _ = _nn()
+    return torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=512)
+
+
+def _build_bert_base(path: Path) -> None:
+    torch, nn = _nn()
+    from transformers import BertConfig, BertModel
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            # "eager" attention: the classic MatMul/Softmax/MatMul graph optimizers look for
+            self.bert = BertModel(BertConfig(), attn_implementation="eager")
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                            token_type_ids=token_type_ids, return_dict=True)
+            return out.last_hidden_state, out.pooler_output
+
+    torch.manual_seed(SEED)
+    model = Bert()
+    g = torch.Generator().manual_seed(SEED)
+    ids = torch.randint(0, model.bert.config.vocab_size, (BERT_BATCH, BERT_SEQ), generator=g)
+    mask = torch.ones(BERT_BATCH, BERT_SEQ, dtype=torch.int64)
+    mask[:, BERT_SEQ * 3 // 4:] = 0  # some padding, so the mask is not constant-foldable
+    types = torch.zeros(BERT_BATCH, BERT_SEQ, dtype=torch.int64)
+    types[:, BERT_SEQ // 2:] = 1
+    b, s = _token_dims()
+    dyn = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s},
+           "token_type_ids": {0: b, 1: s}}
+    _export(model, (ids, mask, types), path, ["input_ids", "attention_mask", "token_type_ids"],
+            ["last_hidden_state", "pooler_output"], dyn)
+
+
+def _build_gpt2_small(path: Path) -> None:
+    torch, nn = _nn()
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    class GPT2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt2 = GPT2LMHeadModel(GPT2Config(use_cache=False), attn_implementation="eager")
+
+        def forward(self, input_ids, attention_mask):
+            out = self.gpt2(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                            return_dict=True)
+            return out.logits
+
+    torch.manual_seed(SEED)
+    model = GPT2()
+    g = torch.Generator().manual_seed(SEED)
+    ids = torch.randint(0, model.gpt2.config.vocab_size, (GPT2_BATCH, GPT2_SEQ), generator=g)
+    mask = torch.ones(GPT2_BATCH, GPT2_SEQ, dtype=torch.int64)
+    b, s = _token_dims()
+    dyn = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s}}
+    _export(model, (ids, mask), path, ["input_ids", "attention_mask"], ["logits"], dyn)
+
+
+def _build_bert_base_int8(path: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    src = build("bert_base", path.parent)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8)
+
+
+BUILDERS: dict[str, Callable[[Path], None]] = {
+    "resnet50": _build_resnet50,
+    "mobilenetv2": _build_mobilenetv2,
+    "bert_base": _build_bert_base,
+    "gpt2_small": _build_gpt2_small,
+    "mlp": _build_mlp,
+    "bert_base_int8": _build_bert_base_int8,
+}
+MODEL_NAMES = tuple(BUILDERS)
+
+#: seconds each ``build`` call of this process spent building (absent: the file was there)
+BUILD_SECONDS: dict[str, float] = {}
+
+
+def build(name: str, out_dir, force: bool = False) -> Path:
+    """Build model ``name`` into ``out_dir`` (kept if it is already there); return its path."""
+    if name not in BUILDERS:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODEL_NAMES)}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.onnx"
+    if path.exists() and not force:
+        return path
+    for stale in (path, out_dir / f"{name}.onnx.data"):
+        stale.unlink(missing_ok=True)
+    tmp = out_dir / f"{name}.partial.onnx"  # a killed build leaves no file that looks done
+    tmp.unlink(missing_ok=True)
+    (out_dir / f"{name}.partial.onnx.data").unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    try:
+        BUILDERS[name](tmp)
+        _finish(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        (out_dir / f"{name}.partial.onnx.data").unlink(missing_ok=True)
+    BUILD_SECONDS[name] = time.perf_counter() - t0
+    return path
+
+
+def _finish(tmp: Path, path: Path) -> None:
+    """Move a built model into place: weights inline when the file stays under protobuf's
+    2 GB limit, otherwise in ``<name>.onnx.data`` beside it."""
+    import onnx
+
+    model = onnx.load(str(tmp), load_external_data=True)
+    if model.ByteSize() < 1_800_000_000:
+        onnx.save_model(model, str(path))
+    else:
+        onnx.save_model(model, str(path), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=f"{path.name}.data",
+                        size_threshold=1024)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="folder to write <name>.onnx into")
+    p.add_argument("--only", default="", help=f"comma-separated subset of {','.join(MODEL_NAMES)}")
+    p.add_argument("--force", action="store_true", help="rebuild models that already exist")
+    a = p.parse_args(argv)
+    names = [n.strip() for n in a.only.split(",") if n.strip()] or list(MODEL_NAMES)
+    bad = [n for n in names if n not in BUILDERS]
+    if bad:
+        p.error(f"unknown model(s) {', '.join(bad)}; choose from {', '.join(MODEL_NAMES)}")
+    total = time.perf_counter()
+    for name in names:
+        path = Path(a.out) / f"{name}.onnx"
+        if path.exists() and not a.force:
+            print(f"{name:15s} exists, kept      {path}")
+            continue
+        built = build(name, a.out, force=a.force)
+        size = sum(f.stat().st_size for f in built.parent.glob(f"{name}.onnx*")) / 2**20
+        print(f"{name:15s} built in {BUILD_SECONDS[name]:6.1f} s  {built}  ({size:.0f} MiB)",
+              flush=True)
+    print(f"total {time.perf_counter() - total:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

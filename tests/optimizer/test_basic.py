@@ -1,0 +1,158 @@
+"""Basic-level passes: each rewrites a small graph and keeps the results."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex import GraphOptimizationLevel as Level
+from onnxplex import _optimizer
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+
+
+def _sessions(model, level=Level.ORT_ENABLE_BASIC):
+    off, on = onnxplex.SessionOptions(), onnxplex.SessionOptions()
+    off.graph_optimization_level = Level.ORT_DISABLE_ALL
+    on.graph_optimization_level = level
+    return (onnxplex.InferenceSession(model, off, providers=["cpu_mlas"]),
+            onnxplex.InferenceSession(model, on, providers=["cpu_mlas"]))
+
+
+def _ops(sess):
+    return [n.op_type for n in sess.model.nodes]
+
+
+def _same(model, feed, level=Level.ORT_ENABLE_BASIC):
+    off, on = _sessions(model, level)
+    for a, b in zip(off.run(None, feed), on.run(None, feed)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    return off, on
+
+
+X = helper.make_tensor_value_info("x", F, [2, 3, 4])
+Y = helper.make_tensor_value_info("y", F, None)
+FEED = {"x": np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)}
+
+
+def test_constant_folding_makes_shape_computations_static():
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "axes"], ["b1"]),
+        helper.make_node("Concat", ["b1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    off, on = _same(_model(nodes, [X], [Y], inits), FEED)
+    assert len(_ops(off)) == 5 and _ops(on) == ["Reshape"]
+    assert on.model.value_info("shape").const.tolist() == [2, -1]
+
+
+def test_identity_dropout_and_dead_code_are_removed():
+    nodes = [
+        helper.make_node("Identity", ["x"], ["i"]),
+        helper.make_node("Dropout", ["i"], ["d"]),
+        helper.make_node("Relu", ["d"], ["y"]),
+        helper.make_node("Sigmoid", ["x"], ["unused"]),
+    ]
+    off, on = _same(_model(nodes, [X], [Y]), FEED)
+    assert _ops(off) == ["Identity", "Dropout", "Relu", "Sigmoid"]
+    assert _ops(on) == ["Relu"]
+
+
+def test_noop_chains_collapse():
+    nodes = [
+        helper.make_node("Cast", ["x"], ["c0"], to=F),                       # no-op cast
+        helper.make_node("Transpose", ["c0"], ["t1"], perm=[1, 0, 2]),
+        helper.make_node("Transpose", ["t1"], ["t2"], perm=[1, 0, 2]),        # cancels
+        helper.make_node("Reshape", ["t2", "s1"], ["r1"]),
+        helper.make_node("Reshape", ["r1", "s2"], ["r2"]),                    # one reshape
+        helper.make_node("Mul", ["r2", "one"], ["y"]),                       # x * 1
+    ]
+    inits = [numpy_helper.from_array(np.array([6, 4], np.int64), "s1"),
+             numpy_helper.from_array(np.array([3, 8], np.int64), "s2"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    off, on = _same(_model(nodes, [X], [Y], inits), FEED)
+    assert _ops(on) == ["Reshape"]
+
+
+def test_common_subexpressions_are_merged():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Relu", ["x"], ["b"]),
+        helper.make_node("Add", ["a", "b"], ["y"]),
+    ]
+    off, on = _same(_model(nodes, [X], [Y]), FEED)
+    assert _ops(on) == ["Relu", "Add"]
+
+
+def test_failing_pass_is_rolled_back_with_a_warning(caplog):
+    def broken(ctx):
+        ctx.model.graph.remove(list(ctx.model.graph)[0], safe=False)   # damage, then fail
+        raise RuntimeError("pass bug")
+
+    _optimizer.PASSES.append(_optimizer.Pass("broken test pass", 1, broken))
+    try:
+        nodes = [helper.make_node("Relu", ["x"], ["y"])]
+        with caplog.at_level(logging.WARNING, "onnxplex.optimizer"):
+            off, on = _same(_model(nodes, [X], [Y]), FEED)
+        assert _ops(on) == ["Relu"]
+        assert "rolled back and skipped: RuntimeError: pass bug" in caplog.text
+        report = {r.name: r for r in on._optimizer_reports}
+        assert report["broken test pass"].skipped == "RuntimeError: pass bug"
+    finally:
+        _optimizer.PASSES.pop()
+
+
+def test_verify_mode_rolls_back_a_pass_that_changes_results():
+    def wrong(ctx):
+        node = next(n for n in ctx.model.graph if n.op_type == "Relu")
+        node.op_type = "Sigmoid"     # a "fusion" with a bug
+        return 1
+
+    _optimizer.PASSES.append(_optimizer.Pass("wrong test pass", 1, wrong))
+    try:
+        nodes = [helper.make_node("Relu", ["x"], ["y"])]
+        so = onnxplex.SessionOptions()
+        so.add_session_config_entry("session.optimizer_verify", "1")
+        sess = onnxplex.InferenceSession(_model(nodes, [X], [Y]), so)
+        assert _ops(sess) == ["Relu"]
+        report = {r.name: r for r in sess._optimizer_reports}
+        assert "changed beyond rtol" in report["wrong test pass"].skipped
+    finally:
+        _optimizer.PASSES.pop()
+
+
+def test_debug_reports_passes(monkeypatch, caplog):
+    monkeypatch.setenv("ONNXPLEX_DEBUG", "1")
+    nodes = [helper.make_node("Identity", ["x"], ["i"]), helper.make_node("Relu", ["i"], ["y"])]
+    with caplog.at_level(logging.WARNING, "onnxplex.optimizer"):
+        onnxplex.InferenceSession(_model(nodes, [X], [Y]))
+    assert "eliminate Identity/Dropout: 1 change(s)" in caplog.text
+
+
+@pytest.mark.parametrize("level", [Level.ORT_ENABLE_BASIC, Level.ORT_ENABLE_ALL])
+def test_saved_optimized_model_loads_in_onnxruntime(tmp_path, level):
+    nodes = [helper.make_node("Identity", ["x"], ["i"]), helper.make_node("Relu", ["i"], ["y"])]
+    so = onnxplex.SessionOptions()
+    so.graph_optimization_level = level
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    sess = onnxplex.InferenceSession(_model(nodes, [X], [Y]), so)
+    saved = onnx.load(so.optimized_model_filepath)
+    assert [n.op_type for n in saved.graph.node] == ["Relu"]
+    ref = ort.InferenceSession(so.optimized_model_filepath, providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(ref.run(None, FEED)[0], sess.run(None, FEED)[0])
