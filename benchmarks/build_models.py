@@ -194,8 +194,14 @@ def _mlp():
 # Export
 # --------------------------------------------------------------------------------------------
 
-def _export(model, args: tuple, path: Path, input_names, output_names, dynamic_shapes) -> None:
+def _export(model, args: tuple, path: Path, input_names, output_names,
+            dynamic_shapes: tuple) -> None:
+    """Export with ``dynamic_shapes`` given per positional argument."""
     torch, _ = _nn()
+    import logging
+
+    # "torchvision is not installed. Skipping torchvision::nms" and the like
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     model.eval()
     # the exporter is chatty (progress lines on stdout, deprecation warnings): keep them
     # unless it fails
@@ -219,7 +225,7 @@ def _export_cnn(factory: Callable, path: Path) -> None:
     _randomize_batchnorm(model)
     x = torch.randn(*IMAGE_SHAPE)
     batch = torch.export.Dim("batch", min=1, max=1024)
-    _export(model, (x,), path, ["x"], ["logits"], {"x": {0: batch}})
+    _export(model, (x,), path, ["x"], ["logits"], ({0: batch},))
 
 
 def _build_resnet50(path: Path) -> None:
@@ -235,7 +241,7 @@ def _build_mlp(path: Path) -> None:
     torch.manual_seed(SEED)
     x = torch.randn(MLP_BATCH, MLP_WIDTH)
     batch = torch.export.Dim("batch", min=1, max=4096)
-    _export(_mlp(), (x,), path, ["x"], ["y"], {"x": {0: batch}})
+    _export(_mlp(), (x,), path, ["x"], ["y"], ({0: batch},))
 
 
 def _token_dims():
@@ -267,8 +273,7 @@ def _build_bert_base(path: Path) -> None:
     types = torch.zeros(BERT_BATCH, BERT_SEQ, dtype=torch.int64)
     types[:, BERT_SEQ // 2:] = 1
     b, s = _token_dims()
-    dyn = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s},
-           "token_type_ids": {0: b, 1: s}}
+    dyn = ({0: b, 1: s},) * 3
     _export(model, (ids, mask, types), path, ["input_ids", "attention_mask", "token_type_ids"],
             ["last_hidden_state", "pooler_output"], dyn)
 
@@ -293,7 +298,7 @@ def _build_gpt2_small(path: Path) -> None:
     ids = torch.randint(0, model.gpt2.config.vocab_size, (GPT2_BATCH, GPT2_SEQ), generator=g)
     mask = torch.ones(GPT2_BATCH, GPT2_SEQ, dtype=torch.int64)
     b, s = _token_dims()
-    dyn = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s}}
+    dyn = ({0: b, 1: s},) * 2
     _export(model, (ids, mask), path, ["input_ids", "attention_mask"], ["logits"], dyn)
 
 
