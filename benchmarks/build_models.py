@@ -166,7 +166,8 @@ def _mobilenetv2():
 
 
 def _randomize_batchnorm(model) -> None:
-    """Non-trivial BatchNorm statistics, so folding BN into Conv is really exercised."""
+    """Non-trivial BatchNorm statistics (the exporter folds BN into the Conv weights; this
+    keeps the folded weights from being a plain copy of the random init)."""
     torch, nn = _nn()
     g = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
@@ -176,7 +177,7 @@ def _randomize_batchnorm(model) -> None:
                 mod.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
                 mod.running_var.copy_(torch.rand(c, generator=g) + 0.5)
                 mod.bias.copy_(torch.randn(c, generator=g) * 0.1)
-                if not torch.all(mod.weight != 1):  # left at its default: give it a spread
+                if torch.all(mod.weight == 1):  # still at its default: give it a spread
                     mod.weight.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
 
 
@@ -257,7 +258,7 @@ def _build_bert_base(path: Path) -> None:
         def __init__(self):
             super().__init__()
             # "eager" attention: the classic MatMul/Softmax/MatMul graph optimizers look for
-            self.bert = BertModel(BertConfig(), attn_implementation="eager")
+            self.bert = BertModel(BertConfig(attn_implementation="eager"))
 
         def forward(self, input_ids, attention_mask, token_type_ids):
             out = self.bert(input_ids=input_ids, attention_mask=attention_mask,
@@ -285,7 +286,7 @@ def _build_gpt2_small(path: Path) -> None:
     class GPT2(nn.Module):
         def __init__(self):
             super().__init__()
-            self.gpt2 = GPT2LMHeadModel(GPT2Config(use_cache=False), attn_implementation="eager")
+            self.gpt2 = GPT2LMHeadModel(GPT2Config(use_cache=False, attn_implementation="eager"))
 
         def forward(self, input_ids, attention_mask):
             out = self.gpt2(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,

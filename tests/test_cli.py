@@ -40,9 +40,10 @@ def test_partition_report(tmp_path, capsys):
     onnx.save(small_cnn(), path)
     assert main(["partition", str(path), "--providers", "CPUExecutionProvider"]) == 0
     out = capsys.readouterr().out
-    assert "cpu_mlas: 6 nodes" in out and "Conv" in out
+    assert "cpu_mlas: " in out and "Conv" in out      # Conv, or FusedConv after fusion
     assert main(["partition", str(path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["counts"]["cpu_mlas"] == 6
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["counts"]["cpu_mlas"] == len(plan["nodes"]) > 0
 
 
 def test_errors_exit_2_with_a_message(tmp_path, capsys):

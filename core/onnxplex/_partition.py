@@ -238,11 +238,12 @@ class _UnitGraph:
 
 def partition(model: Model, providers: Sequence[ExecutionProvider], *,
               on_provider_error: Callable[[ExecutionProvider, Exception], None] | None = None,
-              fallback_disabled: bool = False) -> PartitionPlan:
+              fallback_disabled: bool = False, partial: bool = False) -> PartitionPlan:
     """Assign every node of ``model`` to one of ``providers`` (priority order).
 
     A provider whose ``get_capability`` raises is reported to ``on_provider_error`` (which may
-    re-raise) and gets nothing. Raises :class:`PartitionError` listing every unclaimed node.
+    re-raise) and gets nothing. Raises :class:`PartitionError` listing every unclaimed node,
+    unless ``partial`` (a provisional plan of the claims only, without placements).
     """
     n = len(model.nodes)
     views = model.node_views
@@ -302,6 +303,8 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
                 declines[i].append((prov.name, explicit.get(i, "not claimed (no reason given)")))
 
     missing = [i for i in range(n) if owner[i] is None]
+    if partial:   # a provisional plan: only what the given providers claim
+        return PartitionPlan(tuple(p.name for p in providers), partitions, [], notes)
     if missing:
         raise PartitionError(_unclaimed_message(views, missing, declines, providers,
                                                 fallback_disabled), unassigned=tuple(missing))

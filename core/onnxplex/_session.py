@@ -193,8 +193,9 @@ class InferenceSession:
                  providers: Sequence[Any] | None = None,
                  provider_options: Sequence[Mapping[str, Any]] | None = None,
                  **kwargs: Any) -> None:
-        if kwargs.get("disabled_optimizers"):
-            logger.info("disabled_optimizers is accepted but has no effect yet")
+        self._disabled_optimizers = frozenset(kwargs.pop("disabled_optimizers", None) or ())
+        if kwargs:
+            raise InvalidArgumentError(f"unknown InferenceSession argument(s) {sorted(kwargs)}")
         self._options = (sess_options or SessionOptions())._copy()
         self._lock = threading.Lock()
         self._profile: list[dict[str, Any]] | None = [] if self._options.enable_profiling else None
@@ -301,10 +302,18 @@ class InferenceSession:
         cpu = next((p for p in providers if p.name == DEFAULT_PROVIDER), None)
         if cpu is None:
             cpu = provider_entry(DEFAULT_PROVIDER).load()()
-        self._optimizer_reports = optimize(model, level, cpu.compile,
-                                           config=self._options._config)
+        opt = {"disabled": self._disabled_optimizers, "config": self._options._config}
+        self._optimizer_reports = optimize(model, min(level, 1), cpu.compile, **opt)
+        if level >= 2:
+            # Fusions serve the default CPU provider: nodes another provider claims on the
+            # basic-optimized graph are left alone (onnxruntime applies its level-2 fusions
+            # to CPU-assigned nodes only).
+            others = [p for p in providers if p.name != DEFAULT_PROVIDER]
+            protected = self._claimed_by(model, others) if others else frozenset()
+            self._optimizer_reports += optimize(model, level, cpu.compile, min_level=2,
+                                                protected=protected, **opt)
         if self._options.optimized_model_filepath:
-            onnx.save_model(model.to_proto(), self._options.optimized_model_filepath)
+            onnx.save_model(_savable(model.to_proto()), self._options.optimized_model_filepath)
 
         self._fallback_off = fallback_off
         self._body_plans: list[tuple[str, PartitionPlan]] = []
@@ -324,6 +333,12 @@ class InferenceSession:
         if _debug_level() >= 1 or self._options.log_severity_level <= 0:
             logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
                        "placement:\n%s", plan.report())
+
+    @staticmethod
+    def _claimed_by(model: Model, providers: Sequence[ExecutionProvider]) -> frozenset[int]:
+        """``id()`` of the nodes ``providers`` would claim (a provisional partition)."""
+        plan = partition(model, providers, on_provider_error=lambda p, e: None, partial=True)
+        return frozenset(id(model.nodes[i]) for part in plan.partitions for i in part.nodes)
 
     def _partition_compile(self, model: Model, providers: Sequence[ExecutionProvider]):
         """Partition ``model`` over ``providers`` and compile every partition.
@@ -569,6 +584,19 @@ class InferenceSession:
     def model(self) -> Model:
         """The optimized model this session runs (do not modify)."""
         return self._model
+
+
+def _savable(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """An optimized model other runtimes load: before IR 4 every initializer had to be a graph
+    input; folding adds initializers, so such a model is saved as IR 4 with its initializers
+    no longer listed as inputs (they were constants under IR 3's rules, and stay so)."""
+    if proto.ir_version < 4:
+        inits = {t.name for t in proto.graph.initializer}
+        keep = [i for i in proto.graph.input if i.name not in inits]
+        del proto.graph.input[:]
+        proto.graph.input.extend(keep)
+        proto.ir_version = 4
+    return proto
 
 
 def _owned(value: Any, feeds: Mapping[str, Any]) -> Any:

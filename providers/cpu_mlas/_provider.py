@@ -28,7 +28,7 @@ _KERNEL_MODULES = (
     "nn", "normalization", "spatial", "linalg", "quant",
     "sequence", "strings", "ml", "random_ops", "extra",
     "rnn", "attention", "signal", "vision",
-    "control_flow",
+    "control_flow", "contrib", "contrib_transformer",
 )
 
 for _mod in _KERNEL_MODULES:

@@ -25,7 +25,8 @@ from typing import Any
 
 from .._graph import Model, Subgraph
 
-__all__ = ["OptimizerContext", "Pass", "PassReport", "register_pass", "optimize", "PASSES"]
+__all__ = ["OptimizerContext", "Pass", "PassReport", "register_pass", "optimize", "PASSES",
+           "pass_names"]
 
 logger = logging.getLogger("onnxplex.optimizer")
 
@@ -76,16 +77,25 @@ def register_pass(name: str, level: int) -> Callable[[Callable[[OptimizerContext
 
 
 def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
-             disabled: frozenset[str] = frozenset(),
+             disabled: frozenset[str] = frozenset(), min_level: int = 1,
+             protected: frozenset[int] = frozenset(),
              config: dict[str, str] | None = None) -> list[PassReport]:
-    """Run every registered pass up to ``level`` on ``model`` (in place)."""
-    from . import _basic, _fusions  # noqa: F401 - passes register on import
+    """Run the registered passes of levels ``min_level``..``level`` on ``model`` (in place).
 
+    ``protected`` holds ``id()`` of graph nodes another provider has claimed: a pass that would
+    rewrite one of them is rolled back (fusions serve the default CPU provider, as onnxruntime
+    applies its level-2 fusions only to nodes assigned to its CPU provider).
+    """
+    _load_passes()
     ctx = OptimizerContext(model, compile_node, dict(config or {}))
     verify = ctx.config.get("session.optimizer_verify", "0") == "1"
     reports: list[PassReport] = []
-    for p in PASSES:
-        if p.level > level or p.name in disabled:
+    unknown = set(disabled) - {p.name for p in PASSES}
+    if unknown:
+        logger.warning("disabled optimizers %s do not exist; passes are: %s", sorted(unknown),
+                       ", ".join(p.name for p in PASSES))
+    for p in _ordered():
+        if not min_level <= p.level <= level or p.name in disabled:
             continue
         snapshot = model.ir.graph.clone()
         reference = _sample_outputs(model) if verify else None
@@ -93,13 +103,18 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
         try:
             changes = p.run(ctx)
             model.reindex()   # also when nothing was counted: a pass may drop initializers
+            if changes and protected:
+                alive = {id(n) for n in model.graph}
+                if not protected <= alive:
+                    raise _Protected("it would rewrite nodes another provider claimed")
             if changes and reference is not None:
                 _verify(model, reference)
         except Exception as e:  # noqa: BLE001 - a failing pass is rolled back, never fatal
             model.ir.graph = snapshot
             model.reindex()
-            why = f"{type(e).__name__}: {e}"
-            logger.warning("optimizer pass %r rolled back and skipped: %s", p.name, why)
+            why = str(e) if isinstance(e, _Protected) else f"{type(e).__name__}: {e}"
+            logger.log(logging.INFO if isinstance(e, _Protected) else logging.WARNING,
+                       "optimizer pass %r rolled back and skipped: %s", p.name, why)
             reports.append(PassReport(p.name, 0, time.perf_counter() - t0, why))
             continue
         reports.append(PassReport(p.name, changes, time.perf_counter() - t0))
@@ -107,6 +122,35 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
         logger.warning("optimizer (level %d):\n  %s", level,
                        "\n  ".join(str(r) for r in reports) or "no pass ran")
     return reports
+
+
+# Pass modules, in the order their passes run within a level.
+_MODULES = ("_basic", "_fusions_cnn", "_fusions_transformer")
+
+
+def _load_passes() -> None:
+    import importlib
+
+    for name in _MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+def _ordered() -> list[Pass]:
+    """By level, then by module (_MODULES order), then by registration: whatever the import
+    order was, basic passes run before fusions and CNN fusions before transformer ones."""
+    def key(item: tuple[int, Pass]) -> tuple[int, int, int]:
+        k, p = item
+        module = getattr(p.run, "__module__", "").rsplit(".", 1)[-1]
+        rank = _MODULES.index(module) if module in _MODULES else len(_MODULES)
+        return (p.level, rank, k)
+
+    return [p for _, p in sorted(enumerate(PASSES), key=key)]
+
+
+def pass_names() -> list[str]:
+    """Names of every pass, in running order (for ``disabled_optimizers``)."""
+    _load_passes()
+    return [p.name for p in _ordered()]
 
 
 def _debug_level() -> int:
@@ -117,6 +161,10 @@ def _debug_level() -> int:
 
 
 class _ChangedResults(Exception):
+    pass
+
+
+class _Protected(Exception):
     pass
 
 

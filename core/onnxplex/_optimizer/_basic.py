@@ -26,9 +26,11 @@ logger = logging.getLogger(__name__)
 
 BASIC = 1
 
-# Ops whose output differs between runs (or that need a fresh seed), never folded.
-_NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
-                     "Multinomial", "Bernoulli", "Dropout"}
+# Never folded: ops whose output differs between runs (or that need a fresh seed), and
+# DequantizeLinear, whose constant int8 weights must stay quantized so QDQ groups can fuse
+# into QLinear ops (onnxruntime's folding skips it too).
+_NOT_FOLDED = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+               "Multinomial", "Bernoulli", "Dropout", "DequantizeLinear"}
 # Outputs larger than this are not folded: folding would trade a cheap op for a big constant.
 _MAX_FOLDED_BYTES = 256 << 20
 
@@ -84,7 +86,7 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
     # Walk in topological order; newly folded outputs make their consumers foldable.
     for index, node in enumerate(list(model.nodes)):
         view = model.node_views[index]
-        if node.op_type in _NONDETERMINISTIC or node.domain not in ("", "ai.onnx"):
+        if node.op_type in _NOT_FOLDED or node.domain not in ("", "ai.onnx"):
             continue
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
                for a in node.attributes.values()):

@@ -1,0 +1,847 @@
+"""Extended level, CNN and quantization fusions (onnxruntime's Level-2 transformers):
+
+* BatchNormalization (inference mode, constant parameters) folded into a preceding Conv /
+  ConvTranspose / Gemm (as onnxscript's ``fuse_batchnorm_into_*`` rules, but into fresh
+  initializers: their rules refuse weights shared by several nodes, which CSE creates, and
+  initializers listed as inputs of IR<4 models);
+* Conv + Add(per-channel constant) -> Conv with bias; Gemm + Add(constant) -> Gemm with C;
+  MatMul(2-D A, constant B) + Add(constant) -> Gemm (onnxruntime's ConvAddFusion and
+  MatMulAddFusion);
+* Conv + activation -> com.microsoft FusedConv; Gemm + activation -> com.microsoft FusedGemm
+  (ConvActivationFusion / GemmActivationFusion, with onnxruntime's attribute conventions);
+* MatMulInteger -> Cast -> Mul(scale product) [-> Add(bias)] -> com.microsoft
+  MatMulIntegerToFloat, then DynamicQuantizeLinear + MatMulIntegerToFloat(constant B) ->
+  com.microsoft DynamicQuantizeMatMul (what ``quantize_dynamic`` emits);
+* QDQ node groups (DequantizeLinear -> op -> QuantizeLinear, constant per-tensor scales) ->
+  QLinearConv, QLinearMatMul, com.microsoft QLinearAdd / QLinearMul /
+  QLinearGlobalAveragePool; Relu -> QuantizeLinear whose zero point is the type's minimum
+  drops the Relu (ReluQuantFusion).
+
+onnxruntime runs Conv+BN, Conv+Add and MatMul+Add at Level 1; here every pass of this module
+runs from the extended level (the contrib ops they may produce need the cpu_mlas kernels of
+``providers/cpu_mlas/contrib.py``). Fused nodes are float32 only, as onnxruntime's CPU kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+import onnx_ir.passes.common as ir_passes
+
+from . import OptimizerContext, register_pass
+
+logger = logging.getLogger(__name__)
+
+EXTENDED = 2
+MS_DOMAIN = "com.microsoft"
+
+_FLOAT = ir.DataType.FLOAT
+_Q8 = (ir.DataType.UINT8, ir.DataType.INT8)
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+# Activations FusedConv accepts (MLAS activation kinds), with their parameters in
+# `activation_params` order and defaults.
+_CONV_ACTIVATIONS: dict[str, tuple[tuple[str, float], ...]] = {
+    "Relu": (), "Sigmoid": (), "Tanh": (),
+    "LeakyRelu": (("alpha", 0.01),),
+    "HardSigmoid": (("alpha", 0.2), ("beta", 0.5)),
+    "Clip": (),  # min/max from inputs (opset 11+) or attributes
+}
+# Activations FusedGemm accepts: each attribute is copied as `activation_<name>` (always
+# written, defaults filled in: onnxruntime's functors require them).
+_GEMM_ACTIVATIONS: dict[str, tuple[tuple[str, float], ...]] = {
+    "Relu": (), "Sigmoid": (), "Tanh": (), "Softsign": (), "Softplus": (),
+    "LeakyRelu": (("alpha", 0.01),),
+    "HardSigmoid": (("alpha", 0.2), ("beta", 0.5)),
+    "Elu": (("alpha", 1.0),),
+    "Selu": (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)),
+    "ThresholdedRelu": (("alpha", 1.0),),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _is_onnx(node: ir.Node | None, *op_types: str) -> bool:
+    return node is not None and node.domain in ("", "ai.onnx") and node.op_type in op_types
+
+
+_STATE = threading.local()
+
+
+def _const(v: ir.Value | None) -> np.ndarray | None:
+    """The value of an initializer (not a graph input, unless the model's IR version is below
+    4: then initializers are constants) or of a Constant node's output."""
+    if v is None or v.const_value is None:
+        return None
+    if v.is_graph_input() and not getattr(_STATE, "legacy_inputs", False):
+        return None
+    p = v.producer()
+    if v.is_initializer() or _is_onnx(p, "Constant"):
+        return v.const_value.numpy()
+    return None
+
+
+def _input(node: ir.Node, i: int) -> ir.Value | None:
+    if i >= len(node.inputs):
+        return None
+    v = node.inputs[i]
+    return v if v is not None and v.name != "" else v
+
+
+def _sole_consumer(v: ir.Value) -> ir.Node | None:
+    """The only node using ``v`` (once), when ``v`` is not a graph output."""
+    if v.is_graph_output():
+        return None
+    uses = list(v.uses())
+    if len(uses) != 1:
+        return None
+    return uses[0][0]
+
+
+def _dtype(v: ir.Value | None) -> ir.DataType | None:
+    if v is None or v.type is None:
+        return None
+    try:
+        return v.dtype
+    except Exception:  # noqa: BLE001 - not a tensor type
+        return None
+
+
+def _attr(node: ir.Node, name: str, default=None):
+    a = node.attributes.get(name)
+    return default if a is None else a.value
+
+
+def _taken(graph: ir.Graph) -> set[str]:
+    """Value and node names in use (built once per pass run, then kept up to date)."""
+    names = getattr(_STATE, "names", None)
+    if names is None:
+        names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
+        names |= set(graph.initializers)
+        for n in graph.all_nodes():
+            names.add(n.name)
+            names.update(o.name for o in n.outputs)
+        _STATE.names = names
+    return names
+
+
+def _fresh(graph: ir.Graph, hint: str) -> str:
+    taken = _taken(graph)
+    name, k = hint, 0
+    while name in taken:
+        k += 1
+        name = f"{hint}_{k}"
+    taken.add(name)
+    return name
+
+
+def _initializer(graph: ir.Graph, arr: np.ndarray, hint: str) -> ir.Value:
+    name = _fresh(graph, hint)
+    value = ir.Value(name=name, shape=ir.Shape(arr.shape),
+                     type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)),
+                     const_value=ir.tensor(arr, name=name))
+    graph.register_initializer(value)
+    return value
+
+
+def _fuse(graph: ir.Graph, old_nodes: Sequence[ir.Node], domain: str, op_type: str,
+          inputs: Sequence[ir.Value | None], attrs: Sequence[ir.Attr], out: ir.Value) -> ir.Node:
+    """Replace ``old_nodes`` (the last one producing ``out``) by one node producing ``out``'s
+    name; ``old_nodes`` must be in graph order and have no other external uses."""
+    last = old_nodes[-1]
+    new = ir.Node(domain, op_type, list(inputs), attributes=list(attrs), num_outputs=1,
+                  name=_node_name(graph, f"{last.name or out.name}/{op_type}"))
+    ir.convenience.replace_nodes_and_values(graph, last, list(old_nodes), [new], [out],
+                                            [new.outputs[0]])
+    return new
+
+
+def _node_name(graph: ir.Graph, base: str) -> str:
+    return _fresh(graph, base)
+
+
+def _copy_attrs(node: ir.Node, drop: Sequence[str] = ()) -> list[ir.Attr]:
+    out = []
+    for name, a in node.attributes.items():
+        if name in drop:
+            continue
+        out.append(ir.Attr(a.name, a.type, a.value))
+    return out
+
+
+def _use_ms_domain(ctx: OptimizerContext) -> None:
+    ctx.model.ir.opset_imports.setdefault(MS_DOMAIN, 1)
+
+
+def _cleanup(ctx: OptimizerContext) -> None:
+    ir_passes.RemoveUnusedNodesPass()(ctx.model.ir)
+
+
+def _counted(fn):
+    """Wrap a pass: clean dead nodes/initializers after a pass that changed something."""
+
+    def run(ctx: OptimizerContext) -> int:
+        _STATE.legacy_inputs = ctx.model.ir.ir_version is not None and ctx.model.ir.ir_version < 4
+        _STATE.names = None
+        try:
+            n = fn(ctx)
+        finally:
+            _STATE.names = None
+        if n:
+            _cleanup(ctx)
+        return n
+
+    run.__name__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def _channel_vector(c: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
+    """A constant added to an ``[N, C, *spatial]`` tensor as a ``[C]`` vector, if it is one
+    (scalar, ``[C,1,..]``, ``[1,C,1,..]``); None when it varies along another axis or would
+    broadcast the output to a larger shape."""
+    if c.ndim > rank:
+        return None
+    shape = (1,) * (rank - c.ndim) + c.shape
+    if shape[0] != 1 or any(d != 1 for d in shape[2:]) or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(c.reshape(-1), (channels,)).copy() if c.size == 1 else c.reshape(-1)
+
+
+# --------------------------------------------------------------------------------------------
+# 1. BatchNormalization folding (onnxscript rules, stricter checks)
+# --------------------------------------------------------------------------------------------
+
+
+def _scaled_weight(node: ir.Node, w: np.ndarray, scale: np.ndarray) -> np.ndarray | None:
+    """The weight of ``node`` with output channel ``o`` multiplied by ``scale[o]``."""
+    if node.op_type == "Conv":
+        if w.shape[0] != scale.size:
+            return None
+        return w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    if node.op_type == "ConvTranspose":  # [C_in, M/group, *k]
+        group = int(_attr(node, "group", 1))
+        cin, mg = w.shape[:2]
+        if cin % group or mg * group != scale.size:
+            return None
+        ws = w.reshape((group, cin // group, mg) + w.shape[2:])
+        s = scale.reshape((group, 1, mg) + (1,) * (w.ndim - 2))
+        return (ws * s).reshape(w.shape)
+    # Gemm: output channels are B's columns (rows when transB)
+    if w.ndim != 2:
+        return None
+    if _attr(node, "transB", 0):
+        return w * scale.reshape(-1, 1) if w.shape[0] == scale.size else None
+    return w * scale.reshape(1, -1) if w.shape[1] == scale.size else None
+
+
+@register_pass("Conv/ConvTranspose/Gemm + BatchNormalization folding", EXTENDED)
+@_counted
+def _fold_batchnorm(ctx: OptimizerContext) -> int:
+    """BatchNormalization (inference mode, constant parameters) folded into the weights and
+    bias of the Conv / ConvTranspose / Gemm before it (fresh initializers: the old weight may
+    be shared)."""
+    graph = ctx.model.graph
+    changes = 0
+    for bn in list(graph):
+        if not _is_onnx(bn, "BatchNormalization") or bn.graph is not graph:
+            continue
+        if len(bn.outputs) != 1 or int(_attr(bn, "training_mode", 0)) != 0 or \
+                int(_attr(bn, "spatial", 1)) != 1 or len(bn.inputs) != 5:
+            continue
+        y = bn.inputs[0]
+        node = y.producer() if y is not None else None
+        if not _is_onnx(node, "Conv", "ConvTranspose", "Gemm") or _sole_consumer(y) is not bn:
+            continue
+        if _dtype(y) != _FLOAT:
+            continue
+        params = [_const(v) for v in bn.inputs[1:]]
+        w = _const(_input(node, 1))
+        if w is None or any(p is None for p in params) or w.dtype != np.float32:
+            continue
+        gamma, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
+        eps = float(_attr(bn, "epsilon", 1e-5))
+        scale = gamma / np.sqrt(var + eps)
+        new_w = _scaled_weight(node, w.astype(np.float64), scale)
+        if new_w is None:
+            continue
+        b_val = _input(node, 2)
+        b = None
+        if b_val is not None and b_val.name:
+            b = _const(b_val)
+            if b is None:
+                continue
+            b = b.astype(np.float64)
+        if node.op_type == "Gemm":
+            b = (0.0 if b is None else b * float(_attr(node, "beta", 1.0)))
+            new_b = (np.asarray(b) - mean) * scale + beta
+            if new_b.ndim > 2 or (new_b.ndim == 2 and new_b.shape[-1] != scale.size):
+                continue
+            attrs = _copy_attrs(node, drop=("beta",))
+        else:
+            b = np.zeros_like(mean) if b is None else b.reshape(-1)
+            new_b = (b - mean) * scale + beta
+            attrs = _copy_attrs(node)
+        wv = _initializer(graph, new_w.astype(np.float32), f"{node.inputs[1].name}_bn")
+        bv = _initializer(graph, np.asarray(new_b, np.float32), f"{node.inputs[1].name}_bn_bias")
+        _fuse(graph, [node, bn], "", node.op_type, [node.inputs[0], wv, bv], attrs, bn.outputs[0])
+        changes += 1
+    return changes
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Conv + Add -> Conv(bias); Gemm + Add -> Gemm(C); MatMul + Add -> Gemm
+# --------------------------------------------------------------------------------------------
+
+
+def _add_other(add: ir.Node, x: ir.Value) -> ir.Value | None:
+    if len(add.inputs) != 2:
+        return None
+    a, b = add.inputs
+    if a is x and b is not x:
+        return b
+    if b is x and a is not x:
+        return a
+    return None
+
+
+@register_pass("Conv + Add -> Conv with bias", EXTENDED)
+@_counted
+def _conv_add(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    changes = 0
+    for conv in list(graph):
+        if not _is_onnx(conv, "Conv") or conv.graph is not graph:
+            continue
+        y = conv.outputs[0]
+        add = _sole_consumer(y)
+        if not _is_onnx(add, "Add") or _dtype(y) != _FLOAT:
+            continue
+        w = _const(_input(conv, 1))
+        c = _const(_add_other(add, y))
+        if w is None or c is None or c.dtype != np.float32:
+            continue
+        vec = _channel_vector(c, w.ndim, w.shape[0])
+        if vec is None:
+            continue
+        old_b = _input(conv, 2)
+        if old_b is not None:
+            ob = _const(old_b)
+            if ob is None:
+                continue
+            vec = (ob.astype(np.float32) + vec).astype(np.float32)
+        bias = _initializer(graph, np.ascontiguousarray(vec, np.float32),
+                            f"{conv.inputs[1].name}_bias")
+        _fuse(graph, [conv, add], "", "Conv", [conv.inputs[0], conv.inputs[1], bias],
+              _copy_attrs(conv), add.outputs[0])
+        changes += 1
+    return changes
+
+
+def _gemm_out_shape(gemm: ir.Node) -> tuple[int, int] | None:
+    a, b = _input(gemm, 0), _input(gemm, 1)
+    if a is None or b is None or a.shape is None or b.shape is None:
+        return None
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        return None
+    m = a.shape[1] if _attr(gemm, "transA", 0) else a.shape[0]
+    n = b.shape[0] if _attr(gemm, "transB", 0) else b.shape[1]
+    return (m if isinstance(m, int) else -1, n if isinstance(n, int) else -1)
+
+
+def _unidirectional_2d(c: np.ndarray, m: int, n: int) -> bool:
+    """``c`` broadcasts to ``[m, n]`` without growing it (m or n may be -1: unknown)."""
+    if c.ndim > 2:
+        return False
+    shape = (1,) * (2 - c.ndim) + c.shape
+    return (shape[0] == 1 or (m != -1 and shape[0] == m)) and \
+        (shape[1] == 1 or (n != -1 and shape[1] == n))
+
+
+@register_pass("Gemm + Add / MatMul + Add -> Gemm", EXTENDED)
+@_counted
+def _gemm_add(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    changes = 0
+    for node in list(graph):
+        if not _is_onnx(node, "Gemm", "MatMul") or node.graph is not graph:
+            continue
+        y = node.outputs[0]
+        add = _sole_consumer(y)
+        if not _is_onnx(add, "Add") or _dtype(y) != _FLOAT:
+            continue
+        c_val = _add_other(add, y)
+        c = _const(c_val)
+        if c is None or c.dtype != np.float32:
+            continue
+        if node.op_type == "MatMul":
+            a, b = node.inputs
+            if a.shape is None or len(a.shape) != 2 or _const(b) is None or \
+                    _const(b).ndim != 2:
+                continue
+            shape = _gemm_out_shape(node)
+            attrs: list[ir.Attr] = []
+            new_c = c_val
+        else:
+            if len(node.inputs) > 2 and node.inputs[2] is not None:
+                continue  # already has C: onnxruntime leaves it too
+            shape = _gemm_out_shape(node)
+            attrs = _copy_attrs(node, drop=("beta",))
+            new_c = c_val
+            beta = float(_attr(node, "beta", 1.0))
+            if beta != 1.0:
+                attrs.append(ir.AttrFloat32("beta", 1.0))
+        if shape is None or not _unidirectional_2d(c, *shape):
+            continue
+        _fuse(graph, [node, add], "", "Gemm", [node.inputs[0], node.inputs[1], new_c], attrs,
+              add.outputs[0])
+        changes += 1
+    return changes
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Conv + activation -> FusedConv; Gemm + activation -> FusedGemm
+# --------------------------------------------------------------------------------------------
+
+
+def _clip_bounds(clip: ir.Node) -> tuple[float, float] | None:
+    if len(clip.inputs) > 1:  # opset 11+: optional inputs
+        lo, hi = -_FLT_MAX, _FLT_MAX
+        for i in (1, 2):
+            v = _input(clip, i)
+            if v is None or not v.name:
+                continue
+            arr = _const(v)
+            if arr is None or arr.size != 1:
+                return None
+            if i == 1:
+                lo = float(arr.reshape(()))
+            else:
+                hi = float(arr.reshape(()))
+        return lo, hi
+    return (float(_attr(clip, "min", -_FLT_MAX)), float(_attr(clip, "max", _FLT_MAX)))
+
+
+def _activation(node: ir.Node, table) -> tuple[str, list[tuple[str, float]]] | None:
+    if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in table:
+        return None
+    if node.op_type == "Clip":
+        bounds = _clip_bounds(node)
+        if bounds is None:
+            return None
+        return "Clip", [("min", bounds[0]), ("max", bounds[1])]
+    return node.op_type, [(k, float(_attr(node, k, d))) for k, d in table[node.op_type]]
+
+
+def _same_static_shape(a: ir.Value, b: ir.Value) -> bool:
+    """Known, equal shapes (symbolic dimensions compared by name)."""
+    if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return False
+    return all(isinstance(d, int) and d == e or
+               not isinstance(d, int) and d.value is not None and str(d) == str(e)
+               for d, e in zip(a.shape, b.shape))
+
+
+@register_pass("Conv + activation -> FusedConv", EXTENDED)
+@_counted
+def _conv_activation(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    changes = 0
+    for conv in list(graph):
+        if not _is_onnx(conv, "Conv") or conv.graph is not graph:
+            continue
+        y = conv.outputs[0]
+        if _dtype(y) != _FLOAT:
+            continue
+        inputs = list(conv.inputs)
+        nodes = [conv]
+        act_node = _sole_consumer(y)
+        z = _add_other(act_node, y) if _is_onnx(act_node, "Add") else None
+        if z is not None and _same_static_shape(z, y) and _const(z) is None:
+            # Conv + Add(same-shape tensor) + activation -> FusedConv with the sum input Z
+            # (onnxruntime's ConvAddActivationFusion)
+            while len(inputs) < 3:
+                inputs.append(None)
+            inputs.append(z)
+            nodes.append(act_node)
+            y = act_node.outputs[0]
+            act_node = _sole_consumer(y)
+        act = _activation(act_node, _CONV_ACTIVATIONS)
+        attrs = _copy_attrs(conv)
+        if act is None or act_node.inputs[0] is not y:
+            if len(nodes) == 1:
+                continue
+            # Conv + Add(Z) alone: FusedConv without an activation (optional in ORT)
+        else:
+            kind, params = act
+            attrs.append(ir.AttrString("activation", kind))
+            if params:
+                attrs.append(ir.AttrFloat32s("activation_params", [p for _, p in params]))
+            nodes.append(act_node)
+            y = act_node.outputs[0]
+        _use_ms_domain(ctx)
+        _fuse(graph, nodes, MS_DOMAIN, "FusedConv", inputs, attrs, y)
+        changes += 1
+    return changes
+
+
+@register_pass("Gemm + activation -> FusedGemm", EXTENDED)
+@_counted
+def _gemm_activation(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    changes = 0
+    for gemm in list(graph):
+        if not _is_onnx(gemm, "Gemm") or gemm.graph is not graph:
+            continue
+        y = gemm.outputs[0]
+        act_node = _sole_consumer(y)
+        act = _activation(act_node, _GEMM_ACTIVATIONS)
+        if act is None or _dtype(y) != _FLOAT or act_node.inputs[0] is not y:
+            continue
+        kind, params = act
+        attrs = [ir.AttrFloat32("alpha", float(_attr(gemm, "alpha", 1.0))),
+                 ir.AttrFloat32("beta", float(_attr(gemm, "beta", 1.0))),
+                 ir.AttrInt64("transA", int(_attr(gemm, "transA", 0))),
+                 ir.AttrInt64("transB", int(_attr(gemm, "transB", 0))),
+                 ir.AttrString("activation", kind)]
+        attrs += [ir.AttrFloat32(f"activation_{k}", v) for k, v in params]
+        _use_ms_domain(ctx)
+        _fuse(graph, [gemm, act_node], MS_DOMAIN, "FusedGemm", list(gemm.inputs), attrs,
+              act_node.outputs[0])
+        changes += 1
+    return changes
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Dynamic quantization: MatMulIntegerToFloat, DynamicQuantizeMatMul
+# --------------------------------------------------------------------------------------------
+
+
+def _other_input(node: ir.Node, v: ir.Value) -> ir.Value | None:
+    return _add_other(node, v)
+
+
+def _is_scalar(v: ir.Value | None) -> bool:
+    if v is None or v.shape is None:
+        return False
+    return all(d == 1 for d in v.shape) if len(v.shape) else True
+
+
+@register_pass("MatMulInteger + Cast + Mul -> MatMulIntegerToFloat", EXTENDED)
+@_counted
+def _matmul_integer_to_float(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    changes = 0
+    for mmi in list(graph):
+        if not _is_onnx(mmi, "MatMulInteger") or mmi.graph is not graph:
+            continue
+        cast = _sole_consumer(mmi.outputs[0])
+        if not _is_onnx(cast, "Cast") or int(_attr(cast, "to", 0)) != _FLOAT.value:
+            continue
+        mul = _sole_consumer(cast.outputs[0])
+        if not _is_onnx(mul, "Mul"):
+            continue
+        s = _other_input(mul, cast.outputs[0])
+        sp = s.producer() if s is not None else None
+        if not _is_onnx(sp, "Mul") or len(sp.inputs) != 2:
+            continue
+        s0, s1 = sp.inputs
+        # b_scale may be per column ([N]); a_scale must be per tensor.
+        if _is_scalar(s0) and (_const(s1) is not None or not _is_scalar(s1)):
+            a_scale, b_scale = s0, s1
+        elif _is_scalar(s1):
+            a_scale, b_scale = s1, s0
+        else:
+            continue
+        if _dtype(a_scale) != _FLOAT or _dtype(b_scale) != _FLOAT:
+            continue
+        if b_scale.shape is None or len(b_scale.shape) > 1:
+            continue
+        nodes, out, bias = [mmi, cast, mul], mul.outputs[0], None
+        add = _sole_consumer(out)
+        if _is_onnx(add, "Add"):
+            c = _const(_add_other(add, out))
+            b = _input(mmi, 1)
+            if c is not None and c.ndim == 1 and b is not None and b.shape is not None and \
+                    len(b.shape) == 2 and b.shape[1] == c.shape[0] and c.dtype == np.float32:
+                bias = _add_other(add, out)
+                nodes.append(add)
+                out = add.outputs[0]
+        a_zp, b_zp = _input(mmi, 2), _input(mmi, 3)
+        if any(v is not None and v.name and not _is_scalar(v) and i == 0
+               for i, v in enumerate((a_zp,))):
+            continue  # a per-row A zero point has no MatMulIntegerToFloat equivalent
+        inputs = [mmi.inputs[0], mmi.inputs[1], a_scale, b_scale,
+                  a_zp if a_zp is not None and a_zp.name else None,
+                  b_zp if b_zp is not None and b_zp.name else None, bias]
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        _use_ms_domain(ctx)
+        _fuse(graph, nodes, MS_DOMAIN, "MatMulIntegerToFloat", inputs, [], out)
+        changes += 1
+    return changes
+
+
+@register_pass("DynamicQuantizeLinear + MatMulIntegerToFloat -> DynamicQuantizeMatMul",
+               EXTENDED)
+@_counted
+def _dynamic_quantize_matmul(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    changes = 0
+    for node in list(graph):
+        if node.op_type != "MatMulIntegerToFloat" or node.domain != MS_DOMAIN:
+            continue
+        ins = list(node.inputs) + [None] * (7 - len(node.inputs))
+        a, b, a_scale, b_scale, a_zp, b_zp, bias = ins
+        dql = a.producer() if a is not None else None
+        if not _is_onnx(dql, "DynamicQuantizeLinear") or len(dql.outputs) != 3:
+            continue
+        if a is not dql.outputs[0] or a_scale is not dql.outputs[1] or \
+                (a_zp is not None and a_zp is not dql.outputs[2]):
+            continue
+        if _const(b) is None or _const(b_scale) is None or \
+                (b_zp is not None and _const(b_zp) is None) or \
+                (bias is not None and _const(bias) is None):
+            continue
+        inputs = [dql.inputs[0], b, b_scale, b_zp, bias]
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        new = ir.Node(MS_DOMAIN, "DynamicQuantizeMatMul", inputs, num_outputs=1,
+                      name=_node_name(graph, f"{node.name}/DynamicQuantizeMatMul"))
+        ir.convenience.replace_nodes_and_values(graph, node, [node], [new], [node.outputs[0]],
+                                                [new.outputs[0]])
+        changes += 1
+    return changes
+
+
+# --------------------------------------------------------------------------------------------
+# 5. QDQ groups -> QLinear ops
+# --------------------------------------------------------------------------------------------
+
+
+class _DQ:
+    """A DequantizeLinear feeding a QDQ group: quantized input, scale, zero point."""
+
+    def __init__(self, node: ir.Node):
+        self.node = node
+        self.x = node.inputs[0]
+        self.scale = node.inputs[1]
+        zp = _input(node, 2)
+        self.zp = zp if zp is not None and zp.name else None
+        self.axis = int(_attr(node, "axis", 1))
+        self.dtype = _dtype(self.x)
+
+
+def _dq_of(v: ir.Value | None) -> _DQ | None:
+    p = v.producer() if v is not None else None
+    if not _is_onnx(p, "DequantizeLinear") or int(_attr(p, "block_size", 0)) != 0:
+        return None
+    if _dtype(p.outputs[0]) != _FLOAT:
+        return None
+    dq = _DQ(p)
+    s = _const(dq.scale)
+    if s is None or s.dtype != np.float32:
+        return None
+    if dq.zp is not None and _const(dq.zp) is None:
+        return None
+    return dq
+
+
+def _per_tensor(dq: _DQ) -> bool:
+    s = _const(dq.scale)
+    return s is not None and s.size == 1 and (dq.zp is None or _const(dq.zp).size == 1)
+
+
+def _q_after(v: ir.Value) -> ir.Node | None:
+    q = _sole_consumer(v)
+    if not _is_onnx(q, "QuantizeLinear") or int(_attr(q, "block_size", 0)) != 0:
+        return None
+    s = _const(q.inputs[1])
+    zp = _input(q, 2)
+    if s is None or s.size != 1 or s.dtype != np.float32:
+        return None
+    if zp is None or not zp.name or _const(zp) is None or _const(zp).size != 1:
+        return None  # without a zero point the output type is uint8 only by default
+    if int(_attr(q, "saturate", 1)) != 1:
+        return None
+    return q
+
+
+def _zp_or_zero(graph: ir.Graph, dq: _DQ) -> ir.Value:
+    if dq.zp is not None:
+        return dq.zp
+    return _initializer(graph, np.zeros((), dq.dtype.numpy()), f"{dq.x.name}_zero_point")
+
+
+def _quant_bias(graph: ir.Graph, b: ir.Value | None, x: _DQ, w: _DQ) -> ir.Value | None | bool:
+    """The int32 bias of a QLinearConv: from an int32 DQ with scale x_scale * w_scale and
+    zero point 0, or quantized from a constant float bias. False when impossible."""
+    if b is None or not b.name:
+        return None
+    xs, ws = _const(x.scale).astype(np.float32), _const(w.scale).astype(np.float32)
+    want = (xs.reshape(()) * ws.reshape(-1)).astype(np.float32)
+    bdq = _dq_of(b)
+    if bdq is not None:
+        bq = _const(bdq.x)
+        if bq is None or bq.dtype != np.int32:
+            return False
+        if bdq.zp is not None and np.any(_const(bdq.zp) != 0):
+            return False
+        bs = _const(bdq.scale).astype(np.float32).reshape(-1)
+        if bs.size not in (1, want.size) or not np.allclose(bs, want, rtol=1e-6, atol=0):
+            return False
+        return bdq.x
+    bf = _const(b)
+    if bf is None or bf.dtype != np.float32 or bf.ndim != 1:
+        return False
+    q = np.rint(bf / want).astype(np.float64)
+    if np.any(np.abs(q) > 2 ** 31 - 1):
+        return False
+    return _initializer(graph, q.astype(np.int32), f"{b.name}_quantized")
+
+
+def _qdq_conv(graph: ir.Graph, conv: ir.Node) -> bool:
+    x, w = _dq_of(_input(conv, 0)), _dq_of(_input(conv, 1))
+    q = _q_after(conv.outputs[0])
+    if x is None or w is None or q is None or not _per_tensor(x):
+        return False
+    if _const(w.x) is None or x.dtype not in _Q8 or w.dtype not in _Q8:
+        return False
+    if x.dtype == ir.DataType.INT8 and w.dtype != ir.DataType.INT8:
+        return False
+    y_dtype = _dtype(q.outputs[0])
+    if y_dtype != x.dtype:
+        return False
+    ws = _const(w.scale)
+    if ws.size > 1:
+        m = _const(w.x).shape[0]
+        if ws.ndim != 1 or ws.size != m or w.axis not in (0, -_const(w.x).ndim):
+            return False
+        if w.zp is not None and _const(w.zp).size not in (1, m):
+            return False
+    bias = _quant_bias(graph, _input(conv, 2), x, w)
+    if bias is False:
+        return False
+    inputs = [x.x, x.scale, _zp_or_zero(graph, x), w.x, w.scale, _zp_or_zero(graph, w),
+              q.inputs[1], q.inputs[2]]
+    if bias is not None:
+        inputs.append(bias)
+    _fuse(graph, [conv, q], "", "QLinearConv", inputs, _copy_attrs(conv), q.outputs[0])
+    return True
+
+
+def _qdq_matmul(graph: ir.Graph, mm: ir.Node) -> bool:
+    a, b = _dq_of(_input(mm, 0)), _dq_of(_input(mm, 1))
+    q = _q_after(mm.outputs[0])
+    if a is None or b is None or q is None or not _per_tensor(a):
+        return False
+    if a.dtype not in _Q8 or b.dtype not in _Q8 or _dtype(q.outputs[0]) != a.dtype:
+        return False
+    if a.dtype == ir.DataType.INT8 and b.dtype != ir.DataType.INT8:
+        return False
+    if not _per_tensor(b):
+        bx = _const(b.x)
+        bs = _const(b.scale)
+        if bx is None or bx.ndim != 2 or bs.ndim != 1 or bs.size != bx.shape[1] or \
+                b.axis not in (1, -1):
+            return False
+    inputs = [a.x, a.scale, _zp_or_zero(graph, a), b.x, b.scale, _zp_or_zero(graph, b),
+              q.inputs[1], q.inputs[2]]
+    _fuse(graph, [mm, q], "", "QLinearMatMul", inputs, [], q.outputs[0])
+    return True
+
+
+def _qdq_binary(graph: ir.Graph, node: ir.Node) -> bool:
+    if len(node.inputs) != 2:
+        return False
+    a, b = _dq_of(node.inputs[0]), _dq_of(node.inputs[1])
+    q = _q_after(node.outputs[0])
+    if a is None or b is None or q is None or not (_per_tensor(a) and _per_tensor(b)):
+        return False
+    if a.dtype not in _Q8 or b.dtype != a.dtype or _dtype(q.outputs[0]) != a.dtype:
+        return False
+    inputs = [a.x, a.scale, _zp_or_zero(graph, a), b.x, b.scale, _zp_or_zero(graph, b),
+              q.inputs[1], q.inputs[2]]
+    _fuse(graph, [node, q], MS_DOMAIN, "QLinear" + node.op_type, inputs, [], q.outputs[0])
+    return True
+
+
+def _qdq_global_average_pool(graph: ir.Graph, node: ir.Node) -> bool:
+    x = _dq_of(node.inputs[0])
+    q = _q_after(node.outputs[0])
+    if x is None or q is None or not _per_tensor(x) or x.dtype not in _Q8:
+        return False
+    if _dtype(q.outputs[0]) != x.dtype:
+        return False
+    if x.x.shape is not None and len(x.x.shape) < 3:
+        return False
+    inputs = [x.x, x.scale, _zp_or_zero(graph, x), q.inputs[1], q.inputs[2]]
+    _fuse(graph, [node, q], MS_DOMAIN, "QLinearGlobalAveragePool", inputs,
+          [ir.AttrInt64("channels_last", 0)], q.outputs[0])
+    return True
+
+
+def _relu_quant(graph: ir.Graph, relu: ir.Node) -> bool:
+    """Relu -> QuantizeLinear whose zero point is the type's minimum: the Relu is a no-op."""
+    q = _q_after(relu.outputs[0])
+    if q is None:
+        return False
+    zp = _const(q.inputs[2])
+    if zp.dtype not in (np.uint8, np.int8) or int(zp.reshape(())) != np.iinfo(zp.dtype).min:
+        return False
+    q.replace_input_with(0, relu.inputs[0])
+    graph.remove(relu, safe=True)
+    return True
+
+
+_DATA_MOVEMENT = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
+
+
+def _drop_qdq(graph: ir.Graph, node: ir.Node) -> bool:
+    """DQ -> Reshape/Flatten/Transpose/Squeeze/Unsqueeze -> Q with the same scale and zero
+    point: the op runs on the quantized tensor (onnxruntime's DropQDQNodes action)."""
+    x = _dq_of(_input(node, 0))
+    q = _q_after(node.outputs[0])
+    if x is None or q is None or not _per_tensor(x) or x.dtype not in _Q8:
+        return False
+    if _dtype(q.outputs[0]) != x.dtype or x.zp is None:
+        return False
+    if not (np.array_equal(_const(x.scale), _const(q.inputs[1])) and
+            np.array_equal(_const(x.zp), _const(q.inputs[2]))):
+        return False
+    _fuse(graph, [node, q], "", node.op_type, [x.x, *node.inputs[1:]], _copy_attrs(node),
+          q.outputs[0])
+    return True
+
+
+_QDQ_HANDLERS = {**dict.fromkeys(_DATA_MOVEMENT, _drop_qdq), "Conv": _qdq_conv,
+                 "MatMul": _qdq_matmul, "Add": _qdq_binary, "Mul": _qdq_binary,
+                 "GlobalAveragePool": _qdq_global_average_pool}
+
+
+@register_pass("QDQ groups -> QLinear ops", EXTENDED)
+@_counted
+def _qdq_fusion(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    changes = 0
+    for node in list(graph):
+        if node.graph is graph and _is_onnx(node, "Relu") and _relu_quant(graph, node):
+            changes += 1
+    for node in list(graph):
+        if node.graph is not graph or node.domain not in ("", "ai.onnx"):
+            continue
+        handler = _QDQ_HANDLERS.get(node.op_type)
+        if handler is None:
+            continue
+        if handler(graph, node):
+            if node.op_type in ("Add", "Mul", "GlobalAveragePool"):
+                _use_ms_domain(ctx)
+            changes += 1
+    return changes

@@ -1,0 +1,332 @@
+"""com.microsoft contrib kernels produced by the CNN / quantization fusions
+(``onnxplex._optimizer._fusions_cnn``), with onnxruntime's published semantics:
+
+* FusedConv: Conv (+ optional sum input Z) then an activation, applied in place on the
+  fresh Conv output (``activation`` in Relu/Sigmoid/Tanh/LeakyRelu/Clip/HardSigmoid,
+  parameters in ``activation_params``);
+* FusedGemm: Gemm then an activation (``activation`` + ``activation_<attr>`` attributes);
+* MatMulIntegerToFloat: ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``;
+* DynamicQuantizeMatMul: A quantized to uint8 as DynamicQuantizeLinear does, then as
+  MatMulIntegerToFloat with a constant B (centered and prepacked once);
+* QLinearAdd / QLinearMul / QLinearGlobalAveragePool: dequantize, compute in float32,
+  requantize (round half to even, saturate).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+from onnx import TensorProto as TP
+
+from onnxplex import NodeView, ProviderContext
+
+from ._registry import op
+from .elementwise import _sigmoid, _softplus
+from .linalg import make_gemm
+from .nn import _conv, _ConvWeights, to_compute
+from .quant import _centered
+
+logger = logging.getLogger(__name__)
+
+MS = "com.microsoft"
+_F32 = np.float32
+_EXACT_F32 = float(2 ** 24)
+_Q8 = {TP.UINT8, TP.INT8}
+
+
+# --------------------------------------------------------------------------------------------
+# In-place activations (the input is a fresh float array the kernel owns)
+# --------------------------------------------------------------------------------------------
+
+
+def _activation(kind: str, params: dict[str, float]) -> Callable[[np.ndarray], np.ndarray]:
+    """``fn(y) -> y'``, in place when it can be."""
+    if kind == "Relu":
+        return lambda y: np.maximum(y, 0, out=y)
+    if kind == "Sigmoid":
+        return _sigmoid
+    if kind == "Tanh":
+        return lambda y: np.tanh(y, out=y)
+    if kind == "LeakyRelu":
+        alpha = params.get("alpha", 0.01)
+
+        def leaky(y):
+            neg = np.minimum(y, 0)
+            neg *= y.dtype.type(alpha)
+            np.maximum(y, 0, out=y)
+            y += neg
+            return y
+        return leaky
+    if kind == "Clip":
+        lo, hi = params.get("min", -np.inf), params.get("max", np.inf)
+        return lambda y: np.clip(y, lo, hi, out=y)
+    if kind == "HardSigmoid":
+        alpha, beta = params.get("alpha", 0.2), params.get("beta", 0.5)
+
+        def hard_sigmoid(y):
+            y *= y.dtype.type(alpha)
+            y += y.dtype.type(beta)
+            return np.clip(y, 0, 1, out=y)
+        return hard_sigmoid
+    if kind == "Elu":
+        alpha = params.get("alpha", 1.0)
+
+        def elu(y):
+            neg = np.expm1(np.minimum(y, 0))
+            neg *= y.dtype.type(alpha)
+            np.maximum(y, 0, out=y)
+            y += neg
+            return y
+        return elu
+    if kind == "Selu":
+        alpha = params.get("alpha", 1.67326319217681884765625)
+        gamma = params.get("gamma", 1.05070102214813232421875)
+
+        def selu(y):
+            neg = np.expm1(np.minimum(y, 0))
+            neg *= y.dtype.type(alpha * gamma)
+            np.maximum(y, 0, out=y)
+            y *= y.dtype.type(gamma)
+            y += neg
+            return y
+        return selu
+    if kind == "Softplus":
+        return _softplus
+    if kind == "Softsign":
+        def softsign(y):
+            d = np.absolute(y)
+            d += 1
+            y /= d
+            return y
+        return softsign
+    if kind == "ThresholdedRelu":
+        alpha = params.get("alpha", 1.0)
+
+        def thresholded(y):
+            y[y <= alpha] = 0
+            return y
+        return thresholded
+    raise ValueError(f"unsupported activation {kind!r}")
+
+
+_CONV_PARAM_NAMES = {"LeakyRelu": ("alpha",), "HardSigmoid": ("alpha", "beta"),
+                     "Clip": ("min", "max")}
+_GEMM_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Elu", "Selu",
+                     "Softplus", "Softsign", "ThresholdedRelu"}
+
+
+def _str(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _fused_conv_predicate(node: NodeView) -> str | None:
+    kind = _str(node.attr("activation", ""))
+    if kind not in ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", ""):
+        return f"FusedConv activation {kind!r} is not supported"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# FusedConv / FusedGemm
+# --------------------------------------------------------------------------------------------
+
+
+@op("FusedConv", since=1, domain=MS, dtypes={0: {TP.FLOAT}}, predicate=_fused_conv_predicate)
+def make_fused_conv(node: NodeView, ctx: ProviderContext):
+    """com.microsoft FusedConv: ``activation(conv(X, W) + B + Z)`` on the Conv kernel path."""
+    group = int(node.attr("group", 1))
+    kind = _str(node.attr("activation", ""))
+    values = list(node.attr("activation_params", None) or ())
+    names = _CONV_PARAM_NAMES.get(kind, ())
+    act = _activation(kind, dict(zip(names, values))) if kind else None
+    w_info, b_info = node.input(1), node.input(2)
+    packed = _ConvWeights(w_info.const, group) if w_info is not None and w_info.is_const else None
+    bias_c = to_compute(b_info.const) if b_info is not None and b_info.is_const else None
+
+    def kernel(x, w, b=None, z=None):
+        cw = packed if packed is not None else _ConvWeights(w, group)
+        bias = bias_c if bias_c is not None else (None if b is None else to_compute(b))
+        y = _conv(x, cw, node, bias)
+        if z is not None:
+            y += z
+        return act(y) if act is not None else y
+
+    return kernel
+
+
+def _fused_gemm_predicate(node: NodeView) -> str | None:
+    kind = _str(node.attr("activation", ""))
+    if kind not in _GEMM_ACTIVATIONS:
+        return f"FusedGemm activation {kind!r} is not supported"
+    return None
+
+
+@op("FusedGemm", since=1, domain=MS, dtypes={0: {TP.FLOAT}}, predicate=_fused_gemm_predicate)
+def make_fused_gemm(node: NodeView, ctx: ProviderContext):
+    """com.microsoft FusedGemm: ``activation(alpha * A' @ B' + beta * C)``."""
+    kind = _str(node.attr("activation"))
+    params = {k[len("activation_"):]: float(v) for k, v in node.attrs.items()
+              if k.startswith("activation_")}
+    act = _activation(kind, params)
+    gemm = make_gemm(node, ctx)
+
+    def kernel(a, b, c=None):
+        y = gemm(a, b, c)  # a fresh array
+        return act(y)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# MatMulIntegerToFloat / DynamicQuantizeMatMul
+# --------------------------------------------------------------------------------------------
+
+
+def _float_int_matmul(af: np.ndarray, bf: np.ndarray, bmax: float) -> np.ndarray:
+    """The exact integer product of centered float32 operands, as float32 (float64 BLAS
+    when a partial sum could exceed float32's exact integer range)."""
+    k = af.shape[-1]
+    amax = float(np.abs(af).max()) if af.size else 0.0
+    if k * amax * bmax >= _EXACT_F32:
+        af, bf = af.astype(np.float64), bf.astype(np.float64)
+    if af.ndim > 2 and bf.ndim == 2:
+        y = np.matmul(af.reshape(-1, k), bf).reshape(af.shape[:-1] + (bf.shape[-1],))
+    else:
+        y = np.matmul(af, bf)
+    return np.asarray(y, dtype=_F32)
+
+
+class _PackedB:
+    """A centered constant B with its max magnitude."""
+
+    def __init__(self, b: np.ndarray, zp: np.ndarray | None):
+        bz = None if zp is None else np.asarray(zp)
+        if bz is not None and bz.ndim == 1 and bz.size > 1:
+            bz = bz.reshape(1, -1)  # per column
+        self.bf = _centered(b, bz, False)
+        self.bmax = float(np.abs(self.bf).max()) if self.bf.size else 0.0
+
+
+def _pack_b(node: NodeView, bi: int, zi: int) -> _PackedB | None:
+    b, z = node.input(bi), node.input(zi)
+    if b is not None and b.is_const and (z is None or z.is_const):
+        return _PackedB(b.const, None if z is None else z.const)
+    return None
+
+
+def _scale(a_scale, b_scale) -> np.ndarray:
+    return (np.asarray(a_scale, _F32) * np.asarray(b_scale, _F32)).astype(_F32)
+
+
+@op("MatMulIntegerToFloat", since=1, domain=MS, dtypes={0: _Q8, 1: _Q8, 2: {TP.FLOAT}})
+def make_matmul_integer_to_float(node: NodeView, ctx: ProviderContext):
+    """com.microsoft MatMulIntegerToFloat:
+    ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias`` (b scale/zp per column)."""
+    packed = _pack_b(node, 1, 5)
+
+    def kernel(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
+        pb = packed if packed is not None else _PackedB(b, b_zero_point)
+        af = _centered(a, a_zero_point, False)
+        y = _float_int_matmul(af, pb.bf, pb.bmax)
+        y *= _scale(a_scale, b_scale)
+        if bias is not None:
+            y += np.asarray(bias, _F32)
+        return y
+
+    return kernel
+
+
+def _dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.float32]:
+    """DynamicQuantizeLinear (uint8) of ``x``: centered values ``q - zp`` as float32, and
+    the scale and zero point."""
+    x = np.asarray(x, dtype=_F32)
+    lo = min(_F32(0), x.min()) if x.size else _F32(0)
+    hi = max(_F32(0), x.max()) if x.size else _F32(0)
+    scale = _F32(1) if hi == lo else _F32((hi - lo) / _F32(255))
+    zp = _F32(np.rint(np.clip(_F32(0) - lo / scale, 0, 255)))
+    y = x / scale
+    np.rint(y, out=y)
+    np.clip(y, -zp, _F32(255) - zp, out=y)  # = clip(q, 0, 255) - zp
+    return y, scale, zp
+
+
+@op("DynamicQuantizeMatMul", since=1, domain=MS, dtypes={0: {TP.FLOAT}, 1: _Q8})
+def make_dynamic_quantize_matmul(node: NodeView, ctx: ProviderContext):
+    """com.microsoft DynamicQuantizeMatMul: A quantized as DynamicQuantizeLinear (uint8),
+    then ``(A_q - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``."""
+    packed = _pack_b(node, 1, 3)
+    bias_info = node.input(4)
+    bias_c = None if bias_info is None or not bias_info.is_const else \
+        np.asarray(bias_info.const, _F32)
+
+    def kernel(a, b, b_scale, b_zero_point=None, bias=None):
+        pb = packed if packed is not None else _PackedB(b, b_zero_point)
+        af, a_scale, _ = _dynamic_quantize(a)
+        y = _float_int_matmul(af, pb.bf, pb.bmax)
+        y *= _scale(a_scale, b_scale)
+        if bias is not None:
+            y += bias_c if bias_c is not None else np.asarray(bias, _F32)
+        return y
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# QLinearAdd / QLinearMul / QLinearGlobalAveragePool
+# --------------------------------------------------------------------------------------------
+
+
+def _deq(x: np.ndarray, scale, zp) -> np.ndarray:
+    xf = x.astype(_F32)
+    if zp is not None:
+        xf -= np.asarray(zp, _F32)
+    xf *= np.asarray(scale, _F32)
+    return xf
+
+
+def _req(yf: np.ndarray, scale, zp, dtype: np.dtype) -> np.ndarray:
+    yf /= np.asarray(scale, _F32)
+    np.rint(yf, out=yf)
+    if zp is not None:
+        yf += np.asarray(zp, _F32)
+    info = np.iinfo(dtype)
+    np.clip(yf, info.min, info.max, out=yf)
+    return yf.astype(dtype)
+
+
+def _make_qlinear_binary(ufunc: np.ufunc):
+    def factory(node: NodeView, ctx: ProviderContext):
+        def kernel(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                   c_zero_point=None):
+            y = ufunc(_deq(a, a_scale, a_zero_point), _deq(b, b_scale, b_zero_point))
+            out = c_zero_point.dtype if c_zero_point is not None else a.dtype
+            return _req(np.asarray(y, _F32), c_scale, c_zero_point, np.dtype(out))
+
+        return kernel
+
+    return factory
+
+
+op("QLinearAdd", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.add))
+op("QLinearMul", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.multiply))
+
+
+@op("QLinearGlobalAveragePool", since=1, domain=MS, dtypes={0: _Q8})
+def make_qlinear_global_average_pool(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QLinearGlobalAveragePool: the mean over spatial axes, requantized
+    (``channels_last`` 0: NCHW..., 1: NHWC...)."""
+    channels_last = int(node.attr("channels_last", 0)) == 1
+
+    def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+        axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
+        mean = np.mean(x, axis=axes, dtype=np.float64, keepdims=True)
+        yf = mean.astype(_F32)
+        if x_zero_point is not None:
+            yf -= np.asarray(x_zero_point, _F32)
+        yf *= np.asarray(x_scale, _F32)
+        out = y_zero_point.dtype if y_zero_point is not None else x.dtype
+        return _req(yf, y_scale, y_zero_point, np.dtype(out))
+
+    return kernel

@@ -1,0 +1,405 @@
+"""com.microsoft transformer contrib kernels for cpu_mlas (onnxruntime's published semantics).
+
+SkipLayerNormalization, SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization (which
+onnxruntime registers in the ONNX domain), LayerNormalization for opsets 1-16 (likewise),
+Attention (packed QKV weights, mask_index variants, unidirectional, past/present),
+MultiHeadAttention (separate or cross-attention K/V, bias, key_padding_mask, attention_bias,
+past/present) and FusedMatMul. The transformer fusions of the extended optimization level
+produce them.
+
+Attention runs the Q/K/V projection as one GEMM on the prepacked packed weight, then two
+batched GEMMs around a softmax; masks are built once at ``[B, 1|S, T]`` (onnxruntime's
+PrepareMask: masked keys get ``mask_filter_value``, causal-future keys the dtype's lowest
+value) and added to the scores. float16/bfloat16 compute in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto as TP
+
+from onnxplex import NodeView, ProviderContext
+
+from ._registry import op
+from .attention import _softmax_rows
+from .nn import FLOATS, compute_dtype, to_compute
+from .normalization import _normalize_rows, make_layer_norm
+
+_MS = "com.microsoft"
+
+
+def _attr_f(node: NodeView, name: str, default: float) -> float:
+    v = node.attr(name, None)
+    return float(default if v is None else v)
+
+
+def _n_outputs(node: NodeView) -> int:
+    return max((i + 1 for i, o in enumerate(node.outputs) if o is not None), default=1)
+
+
+def _stat_dtype(node: NodeView, i: int) -> np.dtype:
+    o = node.outputs[i] if len(node.outputs) > i else None
+    return o.dtype if o is not None and o.dtype is not None else np.dtype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Normalizations
+# --------------------------------------------------------------------------------------------
+
+# onnxruntime keeps LayerNormalization kernels in the ONNX domain for opsets 1-16 (its contrib
+# schema predates ONNX's LayerNormalization-17): the fusions produce it at those opsets too.
+op("LayerNormalization", since=1, until=16, dtypes={"T": FLOATS})(make_layer_norm)
+
+
+def _rms_rows(x2: np.ndarray, eps: float) -> np.ndarray:
+    """``1/sqrt(mean(x^2) + eps)`` of each row, ``[R, 1]``."""
+    ms = np.einsum("ij,ij->i", x2, x2)[:, None] / max(x2.shape[1], 1)
+    return (1.0 / np.sqrt(ms + eps)).astype(x2.dtype, copy=False)
+
+
+def _skip_sum(x: np.ndarray, skip: np.ndarray, bias: np.ndarray | None,
+              cd: np.dtype) -> np.ndarray:
+    s = np.add(to_compute(x), to_compute(skip), dtype=cd)
+    if bias is not None:
+        s += to_compute(bias).astype(cd, copy=False)
+    return s
+
+
+@op("SkipLayerNormalization", domain=_MS, since=1, dtypes={"T": FLOATS})
+def make_skip_layer_norm(node: NodeView, ctx: ProviderContext):
+    """output = LayerNorm(input + skip + bias) * gamma + beta over the last axis; optional
+    outputs mean, inv_std_var ([B, S, 1], float) and input_skip_bias_sum."""
+    eps = _attr_f(node, "epsilon", 1e-12)
+    n_out = _n_outputs(node)
+    stat_dt = (_stat_dtype(node, 1), _stat_dtype(node, 2))
+
+    def kernel(x, skip, gamma, beta=None, bias=None):
+        cd = compute_dtype(x.dtype)
+        s = _skip_sum(x, skip, bias, cd)
+        d = s.shape[-1]
+        s2 = s.reshape(-1, d)
+        y, mean, inv = _normalize_rows(s2, eps)
+        y *= inv
+        y *= to_compute(gamma).astype(cd, copy=False).reshape(1, d)
+        if beta is not None:
+            y += to_compute(beta).astype(cd, copy=False).reshape(1, d)
+        out = y.reshape(s.shape).astype(x.dtype, copy=False)
+        if n_out == 1:
+            return out
+        stat_shape = s.shape[:-1] + (1,)
+        return (out, mean.reshape(stat_shape).astype(stat_dt[0], copy=False),
+                inv.reshape(stat_shape).astype(stat_dt[1], copy=False),
+                s.astype(x.dtype, copy=False))[:n_out]
+
+    return kernel
+
+
+@op("SkipSimplifiedLayerNormalization", domain=_MS, since=1, dtypes={"T": FLOATS})
+def make_skip_simplified_layer_norm(node: NodeView, ctx: ProviderContext):
+    """output = RMSNorm(input + skip + bias) * gamma; outputs output, mean (unused, zeros),
+    inv_std_var, input_skip_bias_sum."""
+    eps = _attr_f(node, "epsilon", 1e-12)
+    n_out = _n_outputs(node)
+    stat_dt = (_stat_dtype(node, 1), _stat_dtype(node, 2))
+
+    def kernel(x, skip, gamma, bias=None):
+        cd = compute_dtype(x.dtype)
+        s = _skip_sum(x, skip, bias, cd)
+        d = s.shape[-1]
+        s2 = s.reshape(-1, d)
+        inv = _rms_rows(s2, eps)
+        y = s2 * inv
+        y *= to_compute(gamma).astype(cd, copy=False).reshape(1, d)
+        out = y.reshape(s.shape).astype(x.dtype, copy=False)
+        if n_out == 1:
+            return out
+        stat_shape = s.shape[:-1] + (1,)
+        return (out, np.zeros(stat_shape, stat_dt[0]),
+                inv.reshape(stat_shape).astype(stat_dt[1], copy=False),
+                s.astype(x.dtype, copy=False))[:n_out]
+
+    return kernel
+
+
+def make_simplified_layer_norm(node: NodeView, ctx: ProviderContext):
+    """Y = X / sqrt(mean(X^2 over axis..) + eps) * scale; optional output inv_std_var."""
+    axis = int(node.attr("axis", -1))
+    eps = _attr_f(node, "epsilon", 1e-5)
+    stash = int(node.attr("stash_type", TP.FLOAT))
+    stash_dt = np.dtype(np.float64) if stash == TP.DOUBLE else np.dtype(np.float32)
+    n_out = _n_outputs(node)
+    inv_dt = _stat_dtype(node, 1) if n_out > 1 else stash_dt
+
+    def kernel(x, scale):
+        ax = axis + x.ndim if axis < 0 else axis
+        d_len = math.prod(x.shape[ax:])
+        x2 = x.reshape(-1, d_len).astype(stash_dt, copy=False)
+        inv = _rms_rows(x2, eps)
+        y = x2 * inv
+        y *= np.broadcast_to(np.asarray(scale, dtype=stash_dt), x.shape[ax:]).reshape(1, d_len)
+        out = y.reshape(x.shape).astype(x.dtype, copy=False)
+        if n_out == 1:
+            return out
+        stat_shape = x.shape[:ax] + (1,) * (x.ndim - ax)
+        return out, inv.reshape(stat_shape).astype(inv_dt, copy=False)
+
+    return kernel
+
+
+# onnxruntime registers SimplifiedLayerNormalization in the ONNX domain (and, for CUDA/ROCm
+# graphs, com.microsoft): both are accepted.
+op("SimplifiedLayerNormalization", since=1, dtypes={"T": FLOATS})(make_simplified_layer_norm)
+op("SimplifiedLayerNormalization", domain=_MS, since=1, dtypes={"T": FLOATS})(
+    make_simplified_layer_norm)
+
+
+# --------------------------------------------------------------------------------------------
+# FusedMatMul
+# --------------------------------------------------------------------------------------------
+
+
+def _fused_perm(rank: int, trans: bool, trans_batch: bool) -> list[int] | None:
+    """onnxruntime's FusedMatMul operand permutation: transBatch moves the leading (batch)
+    axis in front of the last axis; trans swaps the last two (after that)."""
+    if rank < 2:
+        return None
+    perm = list(range(rank))
+    if trans_batch and rank > 2:
+        perm = list(range(1, rank - 1)) + [0, rank - 1]
+    if trans:
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+    return None if perm == list(range(rank)) else perm
+
+
+@op("FusedMatMul", domain=_MS, since=1, dtypes={"T": FLOATS})
+def make_fused_matmul(node: NodeView, ctx: ProviderContext):
+    """Y = alpha * op(A) @ op(B) with transA/transB and transBatchA/transBatchB."""
+    alpha = _attr_f(node, "alpha", 1.0)
+    ta, tb = bool(node.attr("transA", 0)), bool(node.attr("transB", 0))
+    tba, tbb = bool(node.attr("transBatchA", 0)), bool(node.attr("transBatchB", 0))
+    b_info = node.input(1)
+    b_packed = None
+    if b_info is not None and b_info.is_const:
+        b = to_compute(np.asarray(b_info.const))
+        perm = _fused_perm(b.ndim, tb, tbb)
+        b_packed = np.ascontiguousarray(b.transpose(perm) if perm else b)
+
+    def kernel(a, b):
+        out_dtype = a.dtype
+        a = to_compute(a)
+        perm = _fused_perm(a.ndim, ta, tba)
+        if perm:
+            a = a.transpose(perm)
+        if b_packed is not None:
+            b = b_packed
+        else:
+            b = to_compute(b)
+            perm = _fused_perm(b.ndim, tb, tbb)
+            if perm:
+                b = b.transpose(perm)
+        y = np.matmul(a, b)
+        if alpha != 1.0:
+            y *= y.dtype.type(alpha)
+        return y.astype(out_dtype, copy=False)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# Attention core (shared by Attention and MultiHeadAttention)
+# --------------------------------------------------------------------------------------------
+
+
+def _prepare_mask(mask_index: np.ndarray | None, b: int, s: int, total: int, past: int,
+                  causal: bool, filter_value: float, cd: np.dtype) -> np.ndarray | None:
+    """onnxruntime's PrepareMask: the additive ``[B, 1|S, T]`` mask, or None."""
+    mask = None
+    if mask_index is not None:
+        mi = np.asarray(mask_index)
+        fv = cd.type(filter_value)
+        if mi.ndim == 3:            # [B, S, T] raw
+            mask = np.where(mi.reshape(b, s, total) > 0, cd.type(0), fv)
+        elif mi.ndim == 2:          # [B, T] raw
+            mask = np.where(mi.reshape(b, 1, total) > 0, cd.type(0), fv)
+        elif mi.ndim == 1:          # [B] end positions, or [2B] end and start positions
+            mi = mi.astype(np.int64)
+            j = np.arange(total)[None, :]
+            dead = j >= mi[:b, None]
+            if mi.shape[0] == 2 * b:
+                dead |= j < np.minimum(mi[b:, None], total)
+            mask = np.where(dead, fv, cd.type(0)).reshape(b, 1, total)
+        else:
+            raise NotImplementedError(f"mask_index of rank {mi.ndim} is not supported")
+    if causal:
+        i = np.arange(s)[:, None]
+        j = np.arange(total)[None, :]
+        future = (j > past + i)[None]
+        lowest = cd.type(np.finfo(cd).min)
+        if mask is None:
+            mask = np.where(future, lowest, cd.type(0))
+        else:
+            mask = np.where(future, lowest, np.broadcast_to(mask, (b, s, total)))
+    return mask
+
+
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
+            mask: np.ndarray | None, attn_bias: np.ndarray | None) -> np.ndarray:
+    """q [B,H,S,Dh], k [B,H,T,Dh], v [B,H,T,Dv] (compute dtype) -> [B, S, H*Dv]."""
+    b, h, s, _ = q.shape
+    scores = np.matmul(q, k.transpose(0, 1, 3, 2))
+    scores *= scores.dtype.type(scale)
+    if mask is not None:
+        scores += mask[:, None]
+    if attn_bias is not None:
+        scores += attn_bias.astype(scores.dtype, copy=False)
+    t = scores.shape[-1]
+    probs = _softmax_rows(scores.reshape(-1, t)).reshape(scores.shape)
+    y = np.matmul(probs, v)             # [B, H, S, Dv]
+    return y.transpose(0, 2, 1, 3).reshape(b, s, h * v.shape[-1])
+
+
+def _heads(x: np.ndarray, h: int) -> np.ndarray:
+    """[B, S, H*D] -> [B, H, S, D]."""
+    b, s, d = x.shape
+    return x.reshape(b, s, h, d // h).transpose(0, 2, 1, 3)
+
+
+# --------------------------------------------------------------------------------------------
+# Attention (com.microsoft)
+# --------------------------------------------------------------------------------------------
+
+
+def _attention_predicate(node: NodeView) -> str | None:
+    if int(node.attr("do_rotary", 0)):
+        return "Attention do_rotary=1 is not supported"
+    if int(node.attr("past_present_share_buffer", 0)):
+        return "Attention past_present_share_buffer=1 is not supported"
+    return None
+
+
+@op("Attention", domain=_MS, since=1, dtypes={"T": FLOATS}, predicate=_attention_predicate)
+def make_ms_attention(node: NodeView, ctx: ProviderContext):
+    """Self-attention with packed Q/K/V weights ``[In, Dq+Dk+Dv]`` and bias; mask_index
+    1-D/2-D/3-D, unidirectional, past ``[2, B, H, P, Dh]`` -> present, attention_bias."""
+    h = int(node.attr("num_heads"))
+    sizes = node.attr("qkv_hidden_sizes", None)
+    scale_attr = node.attr("scale", None)
+    causal = bool(node.attr("unidirectional", 0))
+    filter_value = _attr_f(node, "mask_filter_value", -10000.0)
+    n_out = _n_outputs(node)
+    w_info, b_info = node.input(1), node.input(2)
+    w_packed = to_compute(np.ascontiguousarray(w_info.const)) \
+        if w_info is not None and w_info.is_const else None
+    b_packed = to_compute(np.asarray(b_info.const)) \
+        if b_info is not None and b_info.is_const else None
+
+    def kernel(x, weights, bias=None, mask_index=None, past=None, attention_bias=None,
+               past_sequence_length=None):
+        out_dtype = x.dtype
+        cd = compute_dtype(x.dtype)
+        w = w_packed if w_packed is not None else to_compute(weights)
+        bb = b_packed if b_packed is not None else (None if bias is None else to_compute(bias))
+        b, s, d_in = x.shape
+        total_out = w.shape[1]
+        if sizes:
+            dq, dk, dv = (int(z) for z in sizes)
+        else:
+            dq = dk = dv = total_out // 3
+        qkv = to_compute(x).reshape(b * s, d_in) @ w
+        if bb is not None:
+            qkv += bb
+        qkv = qkv.reshape(b, s, total_out)
+        q = _heads(qkv[..., :dq], h)
+        k = _heads(qkv[..., dq:dq + dk], h)
+        v = _heads(qkv[..., dq + dk:dq + dk + dv], h)
+        p_len = 0
+        if past is not None:
+            past_c = to_compute(past)
+            p_len = past_c.shape[3]
+            k = np.concatenate((past_c[0], k), axis=2)
+            v = np.concatenate((past_c[1], v), axis=2)
+        total = k.shape[2]
+        scale = float(scale_attr) if scale_attr else 1.0 / math.sqrt(dq // h)
+        mask = _prepare_mask(mask_index, b, s, total, p_len, causal, filter_value, cd)
+        y = _attend(q, k, v, scale, mask, attention_bias)
+        y = np.ascontiguousarray(y).astype(out_dtype, copy=False)
+        if n_out == 1:
+            return y
+        present = np.stack((k, v)).astype(out_dtype, copy=False)
+        return y, present
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# MultiHeadAttention (com.microsoft)
+# --------------------------------------------------------------------------------------------
+
+
+def _mha_predicate(node: NodeView) -> str | None:
+    q = node.input(0)
+    if q is not None and q.rank is not None and q.rank != 3:
+        return "MultiHeadAttention with packed QKV (5-D query) is not supported"
+    if len(node.inputs) > 9 and node.inputs[9] is not None:
+        return "MultiHeadAttention cache_indirection (beam search) is not supported"
+    if len(node.outputs) > 3 and node.outputs[3] is not None:
+        return "MultiHeadAttention output_qk is not supported"
+    return None
+
+
+@op("MultiHeadAttention", domain=_MS, since=1, dtypes={"T": FLOATS}, predicate=_mha_predicate)
+def make_multi_head_attention(node: NodeView, ctx: ProviderContext):
+    """query [B, S, D]; key/value [B, L, D] (or [B, H, L, Dh] cross-attention, used as is);
+    bias [Dq+Dk+Dv]; key_padding_mask [B] / [2B] / [B, T] / [B, S, T]; attention_bias
+    [B|1, H|1, S, T]; past_key/past_value [B, H, P, Dh] -> present_key/present_value."""
+    h = int(node.attr("num_heads"))
+    scale_attr = node.attr("scale", None)
+    causal = bool(node.attr("unidirectional", 0))
+    filter_value = _attr_f(node, "mask_filter_value", -10000.0)
+    n_out = _n_outputs(node)
+    b_info = node.input(3) if len(node.inputs) > 3 else None
+    b_packed = to_compute(np.asarray(b_info.const)) \
+        if b_info is not None and b_info.is_const else None
+
+    def kernel(query, key=None, value=None, bias=None, key_padding_mask=None,
+               attention_bias=None, past_key=None, past_value=None,
+               past_sequence_length=None, cache_indirection=None):
+        out_dtype = query.dtype
+        cd = compute_dtype(query.dtype)
+        bb = b_packed if b_packed is not None else (None if bias is None else to_compute(bias))
+        q = to_compute(query).astype(cd, copy=False)
+        dq = q.shape[-1]
+        if bb is not None:
+            q = q + bb[:dq]
+        q = _heads(q, h)
+        cross = key is not None and key.ndim == 4
+        if cross:    # already [B, H, L, Dh]: no bias, no past
+            k = to_compute(key)
+            v = to_compute(value)
+        else:
+            k = to_compute(key).astype(cd, copy=False)
+            v = to_compute(value).astype(cd, copy=False)
+            dk = k.shape[-1]
+            if bb is not None:
+                k = k + bb[dq:dq + dk]
+                v = v + bb[dq + dk:]
+            k, v = _heads(k, h), _heads(v, h)
+        p_len = 0
+        if past_key is not None and past_value is not None:
+            p_len = past_key.shape[2]
+            k = np.concatenate((to_compute(past_key), k), axis=2)
+            v = np.concatenate((to_compute(past_value), v), axis=2)
+        b, s = query.shape[0], query.shape[1]
+        total = k.shape[2]
+        scale = float(scale_attr) if scale_attr else 1.0 / math.sqrt(q.shape[-1])
+        mask = _prepare_mask(key_padding_mask, b, s, total, p_len, causal, filter_value, cd)
+        y = _attend(q, k, v, scale, mask, attention_bias)
+        y = np.ascontiguousarray(y).astype(out_dtype, copy=False)
+        if n_out == 1:
+            return y
+        return (y, np.ascontiguousarray(k).astype(out_dtype, copy=False),
+                np.ascontiguousarray(v).astype(out_dtype, copy=False))[:n_out]
+
+    return kernel

@@ -1,0 +1,477 @@
+"""Extended-level CNN / quantization fusions (onnxplex._optimizer._fusions_cnn): the graph after
+optimization, numeric equality with the unoptimized run, the saved optimized model running in
+onnxruntime, and the cases that must not fuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from models import quantize_dynamic_model, transformer_encoder, transformer_feed
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex._optimizer import optimize
+
+ort.set_default_logger_severity(3)
+
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(3)
+GOL = onnxplex.GraphOptimizationLevel
+
+
+def init(name, arr, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(arr, dtype), name)
+
+
+def model(nodes, inputs, outputs, inits, opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    return m
+
+
+def vi(name, shape, t=F):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def run(m, feeds, level, path=None):
+    so = onnxplex.SessionOptions()
+    so.graph_optimization_level = level
+    if path is not None:
+        so.optimized_model_filepath = str(path)
+    sess = onnxplex.InferenceSession(m.SerializeToString(), so, providers=["cpu_mlas"])
+    return sess.run(None, feeds)
+
+
+def check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5, ort_too=True):
+    """Run unoptimized and fully optimized; compare; the saved optimized model must run in
+    onnxruntime with the same results. Returns the optimized ModelProto."""
+    path = tmp_path / "opt.onnx"
+    want = run(m, feeds, GOL.ORT_DISABLE_ALL)
+    got = run(m, feeds, GOL.ORT_ENABLE_ALL, path)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    opt = onnx.load(str(path))
+    if ort_too:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        ref = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(
+            None, feeds)
+        for g, w in zip(ref, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return opt
+
+
+def ops(m):
+    return [n.op_type for n in m.graph.node]
+
+
+def node_of(m, op_type):
+    (n,) = [n for n in m.graph.node if n.op_type == op_type]
+    return n
+
+
+def attrs(n):
+    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
+
+
+def _bn_inits(c, prefix="bn"):
+    return [init(f"{prefix}_s", RNG.random(c) + 0.5), init(f"{prefix}_b", RNG.standard_normal(c)),
+            init(f"{prefix}_m", RNG.standard_normal(c)), init(f"{prefix}_v", RNG.random(c) + 0.1)]
+
+
+def _bn(x, y, prefix="bn"):
+    return helper.make_node("BatchNormalization",
+                            [x, f"{prefix}_s", f"{prefix}_b", f"{prefix}_m", f"{prefix}_v"],
+                            [y], epsilon=1e-3)
+
+
+X = {"x": RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+
+
+# --------------------------------------------------------------------------------------------
+# 1. BatchNormalization folding
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_bn_folded(tmp_path, bias):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3)))] + _bn_inits(4)
+    conv_in = ["x", "w"]
+    if bias:
+        inits.append(init("b", RNG.standard_normal(4)))
+        conv_in.append("b")
+    m = model([helper.make_node("Conv", conv_in, ["c"], pads=[1, 1, 1, 1]), _bn("c", "y")],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
+    opt = check(m, X, tmp_path)
+    assert ops(opt) == ["Conv"] and len(node_of(opt, "Conv").input) == 3
+
+
+def test_conv_transpose_and_gemm_bn_folded(tmp_path):
+    inits = [init("gw", RNG.standard_normal((4, 5))), init("gc", RNG.standard_normal(5))]
+    inits += _bn_inits(5)
+    m = model([helper.make_node("Gemm", ["g", "gw", "gc"], ["gm"], beta=0.5), _bn("gm", "y")],
+              [vi("g", [3, 4])], [vi("y", None)], inits)
+    opt = check(m, {"g": RNG.standard_normal((3, 4)).astype(np.float32)}, tmp_path)
+    assert ops(opt) == ["Gemm"]
+    # ConvTranspose + BN
+    inits = [init("w", RNG.standard_normal((3, 4, 3, 3)))] + _bn_inits(4)
+    m = model([helper.make_node("ConvTranspose", ["x", "w"], ["c"]), _bn("c", "y")],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
+    opt = check(m, X, tmp_path)
+    assert ops(opt) == ["ConvTranspose"]
+
+
+def test_bn_with_non_constant_params_not_folded(tmp_path):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3)))] + _bn_inits(4)[1:]
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"]), _bn("c", "y")],
+              [vi("x", [2, 3, 8, 8]), vi("bn_s", [4])], [vi("y", None)], inits)
+    feeds = {**X, "bn_s": np.full(4, 0.7, np.float32)}
+    opt = check(m, feeds, tmp_path)
+    assert ops(opt) == ["Conv", "BatchNormalization"]
+
+
+def test_bn_after_shared_conv_output_not_folded(tmp_path):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3)))] + _bn_inits(4)
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"]), _bn("c", "y"),
+               helper.make_node("Neg", ["c"], ["y2"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None), vi("y2", None)], inits)
+    opt = check(m, X, tmp_path)
+    assert "BatchNormalization" in ops(opt)
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Conv + Add, Gemm + Add, MatMul + Add
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 1, 1), (4, 1, 1), (1,)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_add_becomes_bias(tmp_path, shape, bias):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3))), init("c", RNG.standard_normal(shape))]
+    conv_in = ["x", "w"]
+    if bias:
+        inits.append(init("b", RNG.standard_normal(4)))
+        conv_in.append("b")
+    m = model([helper.make_node("Conv", conv_in, ["cv"]),
+               helper.make_node("Add", ["c", "cv"], ["y"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
+    opt = check(m, X, tmp_path)
+    assert ops(opt) == ["Conv"] and len(node_of(opt, "Conv").input) == 3
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 6, 6), (2, 4, 1, 1)])
+def test_conv_add_not_per_channel_not_fused(tmp_path, shape):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3))), init("c", RNG.standard_normal(shape))]
+    m = model([helper.make_node("Conv", ["x", "w"], ["cv"]),
+               helper.make_node("Add", ["cv", "c"], ["y"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
+    assert ops(check(m, X, tmp_path)) == ["Conv", "Add"]
+
+
+@pytest.mark.parametrize("c_shape", [(5,), (1, 5), (3, 1), (3, 5)])
+def test_matmul_add_to_gemm(tmp_path, c_shape):
+    inits = [init("w", RNG.standard_normal((4, 5))), init("c", RNG.standard_normal(c_shape))]
+    m = model([helper.make_node("MatMul", ["a", "w"], ["mm"]),
+               helper.make_node("Add", ["mm", "c"], ["y"])],
+              [vi("a", [3, 4])], [vi("y", None)], inits)
+    opt = check(m, {"a": RNG.standard_normal((3, 4)).astype(np.float32)}, tmp_path)
+    assert ops(opt) == ["Gemm"]
+
+
+def test_matmul_add_3d_not_gemm(tmp_path):
+    inits = [init("w", RNG.standard_normal((4, 5))), init("c", RNG.standard_normal(5))]
+    m = model([helper.make_node("MatMul", ["a", "w"], ["mm"]),
+               helper.make_node("Add", ["mm", "c"], ["y"])],
+              [vi("a", [2, 3, 4])], [vi("y", None)], inits)
+    opt = check(m, {"a": RNG.standard_normal((2, 3, 4)).astype(np.float32)}, tmp_path)
+    assert ops(opt) == ["MatMul", "Add"]
+
+
+def test_gemm_add_to_gemm_c(tmp_path):
+    inits = [init("w", RNG.standard_normal((5, 4))), init("c", RNG.standard_normal(5))]
+    m = model([helper.make_node("Gemm", ["a", "w"], ["mm"], transB=1, alpha=0.5, beta=0.3),
+               helper.make_node("Add", ["mm", "c"], ["y"])],
+              [vi("a", [3, 4])], [vi("y", None)], inits)
+    opt = check(m, {"a": RNG.standard_normal((3, 4)).astype(np.float32)}, tmp_path)
+    assert ops(opt) == ["Gemm"] and len(node_of(opt, "Gemm").input) == 3
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Conv / Gemm + activation
+# --------------------------------------------------------------------------------------------
+
+_CONV_ACTS = [
+    (helper.make_node("Relu", ["c"], ["y"]), [], "Relu", None),
+    (helper.make_node("Sigmoid", ["c"], ["y"]), [], "Sigmoid", None),
+    (helper.make_node("Tanh", ["c"], ["y"]), [], "Tanh", None),
+    (helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.2), [], "LeakyRelu", [0.2]),
+    (helper.make_node("LeakyRelu", ["c"], ["y"]), [], "LeakyRelu", [0.01]),
+    (helper.make_node("HardSigmoid", ["c"], ["y"]), [], "HardSigmoid", [0.2, 0.5]),
+    (helper.make_node("Clip", ["c", "lo", "hi"], ["y"]),
+     [init("lo", -0.5), init("hi", 0.8)], "Clip", [-0.5, 0.8]),
+    (helper.make_node("Clip", ["c", "", "hi"], ["y"]), [init("hi", 0.8)], "Clip",
+     [float(np.finfo(np.float32).min), 0.8]),
+]
+
+
+@pytest.mark.parametrize("act,extra,kind,params", _CONV_ACTS,
+                         ids=[f"{a[2]}{i}" for i, a in enumerate(_CONV_ACTS)])
+def test_conv_activation_fused(tmp_path, act, extra, kind, params):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3))), init("b", RNG.standard_normal(4))]
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                                strides=[2, 2]), act],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits + extra)
+    opt = check(m, X, tmp_path)
+    assert ops(opt) == ["FusedConv"]
+    n = node_of(opt, "FusedConv")
+    assert n.domain == "com.microsoft"
+    a = attrs(n)
+    assert a["activation"] == kind.encode()
+    if params is None:
+        assert "activation_params" not in a
+    else:
+        np.testing.assert_allclose(a["activation_params"], params, rtol=1e-6)
+    assert a["strides"] == [2, 2] and a["pads"] == [1, 1, 1, 1]
+    assert any(o.domain == "com.microsoft" for o in opt.opset_import)
+
+
+def test_conv_clip_opset10_attributes(tmp_path):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3)))]
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"]),
+               helper.make_node("Clip", ["c"], ["y"], min=0.0, max=6.0)],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits, opset=10)
+    opt = check(m, X, tmp_path)
+    assert attrs(node_of(opt, "FusedConv"))["activation_params"] == [0.0, 6.0]
+
+
+def test_conv_with_two_consumers_not_fused(tmp_path):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3)))]
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"]),
+               helper.make_node("Relu", ["c"], ["y"]), helper.make_node("Neg", ["c"], ["y2"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None), vi("y2", None)], inits)
+    assert sorted(ops(check(m, X, tmp_path))) == ["Conv", "Neg", "Relu"]
+
+
+def test_conv_graph_output_not_fused(tmp_path):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3)))]
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"]),
+               helper.make_node("Relu", ["c"], ["y"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None), vi("c", None)], inits)
+    assert ops(check(m, X, tmp_path)) == ["Conv", "Relu"]
+
+
+def test_conv_clip_non_constant_bounds_not_fused(tmp_path):
+    inits = [init("w", RNG.standard_normal((4, 3, 3, 3)))]
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"]),
+               helper.make_node("Clip", ["c", "lo"], ["y"])],
+              [vi("x", [2, 3, 8, 8]), vi("lo", [])], [vi("y", None)], inits)
+    feeds = {**X, "lo": np.asarray(0.1, np.float32)}
+    assert ops(check(m, feeds, tmp_path)) == ["Conv", "Clip"]
+
+
+_GEMM_ACTS = [("Relu", {}, {}), ("Sigmoid", {}, {}), ("Tanh", {}, {}),
+              ("LeakyRelu", {"alpha": 0.3}, {"activation_alpha": 0.3}),
+              ("LeakyRelu", {}, {"activation_alpha": 0.01}),
+              ("HardSigmoid", {"alpha": 0.3}, {"activation_alpha": 0.3, "activation_beta": 0.5}),
+              ("Elu", {}, {"activation_alpha": 1.0}),
+              ("Selu", {"gamma": 1.2}, {"activation_gamma": 1.2}),
+              ("Softplus", {}, {}), ("Softsign", {}, {}),
+              ("ThresholdedRelu", {"alpha": 0.4}, {"activation_alpha": 0.4})]
+
+
+@pytest.mark.parametrize("kind,act_attrs,want", _GEMM_ACTS)
+def test_gemm_activation_fused(tmp_path, kind, act_attrs, want):
+    inits = [init("w", RNG.standard_normal((5, 4))), init("c", RNG.standard_normal(5))]
+    m = model([helper.make_node("Gemm", ["a", "w", "c"], ["g"], transB=1, alpha=0.9),
+               helper.make_node(kind, ["g"], ["y"], **act_attrs)],
+              [vi("a", [3, 4])], [vi("y", None)], inits)
+    opt = check(m, {"a": RNG.standard_normal((3, 4)).astype(np.float32)}, tmp_path)
+    assert ops(opt) == ["FusedGemm"]
+    a = attrs(node_of(opt, "FusedGemm"))
+    assert a["activation"] == kind.encode() and a["transB"] == 1
+    for k, v in want.items():
+        assert a[k] == pytest.approx(v, rel=1e-6)
+
+
+def test_small_cnn_fused(tmp_path):
+    from models import small_cnn
+
+    m = small_cnn(batch=2)
+    opt = check(m, {"x": RNG.standard_normal((2, 3, 16, 16)).astype(np.float32)}, tmp_path)
+    assert ops(opt).count("FusedConv") == 2 and "Relu" not in ops(opt)
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Dynamic quantization
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weight_type", ["QInt8", "QUInt8"])
+def test_quantize_dynamic_matmul_add(tmp_path, weight_type):
+    inits = [init("w", RNG.standard_normal((16, 8))), init("b", RNG.standard_normal(8))]
+    m = model([helper.make_node("MatMul", ["a", "w"], ["mm"]),
+               helper.make_node("Add", ["mm", "b"], ["y"])],
+              [vi("a", ["N", 16])], [vi("y", None)], inits)
+    q = quantize_dynamic_model(m, tmp_path / "q", weight_type)
+    opt = check(q, {"a": RNG.standard_normal((5, 16)).astype(np.float32)}, tmp_path,
+                rtol=1e-2, atol=1e-4)
+    assert ops(opt) == ["DynamicQuantizeMatMul"]
+    assert len(opt.graph.node[0].input) == 5  # bias absorbed
+
+
+def test_matmul_integer_to_float_non_constant_a(tmp_path):
+    """MatMulInteger on a quantized graph input: MatMulIntegerToFloat (no DQL to fuse)."""
+    inits = [init("b", RNG.integers(-128, 128, (16, 8)), np.int8),
+             init("bz", 0, np.int8), init("bs", 0.02), init("az", 128, np.uint8)]
+    m = model([helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["i"]),
+               helper.make_node("Cast", ["i"], ["f"], to=F),
+               helper.make_node("Mul", ["as", "bs"], ["s"]),
+               helper.make_node("Mul", ["f", "s"], ["y"])],
+              [vi("a", [4, 16], TensorProto.UINT8), vi("as", [])], [vi("y", None)], inits)
+    feeds = {"a": RNG.integers(0, 256, (4, 16)).astype(np.uint8),
+             "as": np.asarray(0.03, np.float32)}
+    opt = check(m, feeds, tmp_path)
+    assert ops(opt) == ["Mul", "MatMulIntegerToFloat"] or \
+        ops(opt) == ["MatMulIntegerToFloat"]
+
+
+def test_quantized_transformer_encoder(tmp_path):
+    q = quantize_dynamic_model(transformer_encoder(), tmp_path / "q")
+    feeds = transformer_feed(2, 8)
+    opt = check(q, feeds, tmp_path, rtol=1e-2, atol=1e-3)
+    n_mmi = ops(q).count("MatMulInteger")
+    assert n_mmi > 0
+    assert ops(opt).count("DynamicQuantizeMatMul") + ops(opt).count("MatMulIntegerToFloat") \
+        == n_mmi
+    assert "MatMulInteger" not in ops(opt)
+
+
+# --------------------------------------------------------------------------------------------
+# 5. QDQ groups
+# --------------------------------------------------------------------------------------------
+
+
+def _qdq_cnn(tmp_path, activation_type, per_channel):
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    rng = np.random.default_rng(0)
+    inits = [init("w1", rng.standard_normal((8, 3, 3, 3)) * 0.3),
+             init("b1", rng.standard_normal(8) * 0.1),
+             init("w2", rng.standard_normal((8, 8, 3, 3)) * 0.2),
+             init("b2", rng.standard_normal(8) * 0.1),
+             init("wm", rng.standard_normal((8, 10)) * 0.3),
+             init("mulc", rng.standard_normal((1, 8, 1, 1)))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r1"], ["a"]),
+             helper.make_node("Mul", ["a", "mulc"], ["mm"]),
+             helper.make_node("GlobalAveragePool", ["mm"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("MatMul", ["f", "wm"], ["y"])]
+    m = model(nodes, [vi("x", [1, 3, 8, 8])], [vi("y", [1, 10])], inits)
+    src, dst = tmp_path / "f.onnx", tmp_path / "qdq.onnx"
+    onnx.save(m, str(src))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+                            for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=getattr(QuantType, activation_type),
+                    weight_type=QuantType.QInt8, per_channel=per_channel)
+    return onnx.load(str(dst))
+
+
+@pytest.mark.parametrize("activation_type,per_channel", [("QUInt8", False), ("QInt8", True)])
+def test_qdq_groups(tmp_path, activation_type, per_channel):
+    q = _qdq_cnn(tmp_path, activation_type, per_channel)
+    # The pass alone (constant folding would turn the weights' DequantizeLinear into floats).
+    model_ = onnxplex.load_model(q)
+    optimize(model_, 2)
+    opt = model_.to_proto()
+    assert ops(opt) == ["QuantizeLinear", "QLinearConv", "QLinearConv", "QLinearAdd",
+                        "QLinearMul", "QLinearGlobalAveragePool", "Flatten", "QLinearMatMul",
+                        "DequantizeLinear"]
+    feeds = {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    want = run(q, feeds, GOL.ORT_DISABLE_ALL)[0]
+    got = run(opt, feeds, GOL.ORT_DISABLE_ALL)[0]
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(got, want, atol=1e-2 * scale)
+    ref = ort.InferenceSession(opt.SerializeToString(), providers=["CPUExecutionProvider"]
+                               ).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, atol=1e-2 * scale)
+
+
+def test_qdq_relu_dropped_before_quantize_with_min_zero_point(tmp_path):
+    inits = [init("s", 0.05), init("z", 0, np.uint8)]
+    m = model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"]),
+               helper.make_node("DequantizeLinear", ["q0", "s", "z"], ["d0"]),
+               helper.make_node("Relu", ["d0"], ["r"]),
+               helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q1"]),
+               helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["y"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
+    opt = check(m, X, tmp_path)
+    assert "Relu" not in ops(opt)
+
+
+# --------------------------------------------------------------------------------------------
+# ResNet-50 (light model)
+# --------------------------------------------------------------------------------------------
+
+
+def test_light_resnet50_matches_onnxruntime(tmp_path):
+    from models import light_model_paths
+
+    (path,) = [p for p in light_model_paths() if p.endswith("light_resnet50.onnx")]
+    x = {"gpu_0/data_0": RNG.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    so = onnxplex.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    sess = onnxplex.InferenceSession(path, so, providers=["cpu_mlas"])
+    got = sess.run(None, x)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
+    opt = onnx.load(str(tmp_path / "opt.onnx"))
+    assert "BatchNormalization" not in ops(opt)
+    # 53 Conv+BN folded; 33 Conv+Relu fused (16 Relus follow a residual Sum, not an Add)
+    assert ops(opt).count("FusedConv") == 33 and ops(opt).count("Conv") == 20
+
+
+def test_conv_add_relu_fused_with_sum_input(tmp_path):
+    inits = [init("w", RNG.standard_normal((3, 3, 3, 3))), init("b", RNG.standard_normal(3))]
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+               helper.make_node("Add", ["x", "c"], ["s"]),
+               helper.make_node("Relu", ["s"], ["y"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
+    opt = check(m, X, tmp_path)
+    assert ops(opt) == ["FusedConv"] and list(opt.graph.node[0].input) == ["x", "w", "b", "x"]
+
+
+def test_conv_add_broadcast_not_sum_fused(tmp_path):
+    inits = [init("w", RNG.standard_normal((3, 3, 3, 3)))]
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+               helper.make_node("Add", ["c", "z"], ["s"]),
+               helper.make_node("Relu", ["s"], ["y"])],
+              [vi("x", [2, 3, 8, 8]), vi("z", [1, 3, 8, 8])], [vi("y", None)], inits)
+    feeds = {**X, "z": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    assert ops(check(m, feeds, tmp_path)) == ["Conv", "Add", "Relu"]
+
+
+def test_conv_add_without_activation_fused_with_sum_input(tmp_path):
+    inits = [init("w", RNG.standard_normal((3, 3, 3, 3)))]
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+               helper.make_node("Add", ["c", "x"], ["y"])],
+              [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
+    opt = check(m, X, tmp_path)
+    assert ops(opt) == ["FusedConv"] and "activation" not in attrs(opt.graph.node[0])

@@ -1,0 +1,220 @@
+"""The graph optimizer on real models: ResNet-50, MobileNetV2, BERT-base (fp32 and dynamically
+quantized int8) and GPT-2 small, exported from torch with random weights by
+``benchmarks/build_models.py``.
+
+For each model:
+
+* ``test_node_count_vs_onnxruntime``: onnxplex at ORT_ENABLE_ALL leaves no more nodes in the
+  main graph than onnxruntime's own ORT_ENABLE_ALL optimized model (saved through
+  ``optimized_model_filepath``). Models not there yet are strict xfails in ``NODE_COUNT_XFAIL``
+  (update it as fusions land: a strict xfail that passes fails the run).
+* ``test_optimized_outputs_match``: onnxplex ORT_ENABLE_ALL gives the outputs of onnxplex
+  ORT_DISABLE_ALL on the same seeded inputs.
+
+The exports are cached in ``$ONNXPLEX_MODEL_CACHE`` when set (so local re-runs skip the
+~1 minute of exporting), else in a per-session temporary folder. Needs torch and transformers
+(``pip install -e '.[test,models]'``); skipped only when torch is not importable.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import gc
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import onnxplex
+
+try:
+    import torch  # noqa: F401  (the exports need it)
+except ImportError:
+    pytest.skip("torch is not installed: the real-model exports need it "
+                "(pip install -e '.[models]')", allow_module_level=True)
+
+ort = pytest.importorskip("onnxruntime")
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "bert_base_int8")
+
+#: model -> reason: onnxplex ALL currently leaves more nodes than onnxruntime ALL; put the
+#: counts in the reason, e.g. "onnxruntime ALL 58 < onnxplex ALL 89 (DISABLE 122): ...".
+#: Last measured (onnxruntime 1.31.1, torch 2.13.0; onnxruntime ALL / onnxplex DISABLE_ALL /
+#: onnxplex ALL): resnet50 58/122/57, mobilenetv2 56/100/55, bert_base 383/444/117,
+#: gpt2_small 387/485/243, bert_base_int8 351/715/157: none fails.
+NODE_COUNT_XFAIL: dict[str, str] = {}
+
+#: model -> reason: onnxplex ALL cannot run the model yet, or does not match DISABLE_ALL
+OUTPUTS_XFAIL: dict[str, str] = {}
+
+FP32_RTOL, FP32_ATOL = 1e-4, 1e-5
+# int8: max|ALL - DISABLE_ALL| <= tol * max|DISABLE_ALL|. Dynamic quantization re-quantizes
+# every activation, so a last-bit change from a fused kernel flips roundings that 12 layers of
+# random weights amplify: onnxruntime's own ALL vs DISABLE_ALL differ by ~2% (last_hidden_state)
+# and ~3-4% (pooler_output) on this model. The bound is 1e-2, or twice that spread of
+# onnxruntime's where it is larger: a wrong fusion is off by O(1), far outside either.
+INT8_REL_TO_MAX = 1e-2
+INT8_ORT_NOISE_FACTOR = 2.0
+
+
+def _load_build_models():
+    spec = importlib.util.spec_from_file_location(
+        "onnxplex_build_models", REPO / "benchmarks" / "build_models.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+build_models = _load_build_models()
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory, request):
+    """The folder the exports live in; builds lazily, one model at a time, on first use."""
+    env = os.environ.get("ONNXPLEX_MODEL_CACHE")
+    folder = Path(env) if env else tmp_path_factory.mktemp("real_models")
+    folder.mkdir(parents=True, exist_ok=True)
+    times: dict[str, float] = {}
+
+    def get(name: str) -> Path:
+        path = folder / f"{name}.onnx"
+        if not path.exists():
+            t0 = time.perf_counter()
+            build_models.build(name, folder)
+            times[name] = time.perf_counter() - t0
+        return path
+
+    yield get
+    if times:  # shown even under output capture: export time dominates these tests
+        line = ", ".join(f"{k} {v:.1f}s" for k, v in times.items())
+        capman = request.config.pluginmanager.get_plugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            print(f"\nreal-model exports into {folder}: {line}", flush=True)
+
+
+@pytest.fixture(scope="class", params=MODELS)
+def real_model(request, model_cache):
+    """(name, path, sessions): onnxplex sessions per level, made once per model."""
+    name = request.param
+    path = model_cache(name)
+    sessions: dict[str, onnxplex.InferenceSession | BaseException] = {}
+
+    def session(level: str) -> onnxplex.InferenceSession:
+        if level not in sessions:
+            so = onnxplex.SessionOptions()
+            so.graph_optimization_level = getattr(onnxplex.GraphOptimizationLevel, level)
+            try:
+                sessions[level] = onnxplex.InferenceSession(str(path), so)
+            except Exception as e:  # noqa: BLE001  (re-raised for every test that asks)
+                sessions[level] = e
+        got = sessions[level]
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    yield name, path, session
+    sessions.clear()
+    gc.collect()  # BERT-sized weights: do not keep two models' sessions at once
+
+
+def onnxruntime_all_node_count(path: Path, tmp_path: Path) -> int:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(tmp_path / f"{path.stem}.ort_all.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    count = len(onnx.load(so.optimized_model_filepath, load_external_data=False).graph.node)
+    for f in tmp_path.glob(f"{path.stem}.ort_all.onnx*"):
+        f.unlink()
+    return count
+
+
+def rel_to_max(got, want) -> float:
+    want = np.asarray(want, np.float64)
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
+
+
+def onnxruntime_int8_noise(path: Path, feed) -> dict[str, float]:
+    """Per output: how far onnxruntime's own ALL and DISABLE_ALL results are apart."""
+    res = {}
+    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        res[level] = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+    return {k: rel_to_max(res["ORT_ENABLE_ALL"][k], v) for k, v in res["ORT_DISABLE_ALL"].items()}
+
+
+def histogram(nodes) -> str:
+    c = collections.Counter(n.qualified_op for n in nodes)
+    return ", ".join(f"{op} {k}" for op, k in c.most_common())
+
+
+def seeded_feed(name: str, model_path: Path, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs at the shapes the model was exported with."""
+    rng = np.random.default_rng(seed)
+    if name in ("resnet50", "mobilenetv2"):
+        return {"x": rng.standard_normal(build_models.IMAGE_SHAPE).astype(np.float32)}
+    if name.startswith("bert_base"):
+        b, s = build_models.BERT_BATCH, build_models.BERT_SEQ
+        mask = np.ones((b, s), np.int64)
+        mask[:, s - s // 5:] = 0  # right padding
+        types = np.zeros((b, s), np.int64)
+        types[:, s // 2:] = 1
+        return {"input_ids": rng.integers(0, 30522, (b, s), dtype=np.int64),
+                "attention_mask": mask, "token_type_ids": types}
+    if name == "gpt2_small":
+        b, s = build_models.GPT2_BATCH, build_models.GPT2_SEQ
+        mask = np.ones((b, s), np.int64)
+        mask[:, s - s // 8:] = 0
+        return {"input_ids": rng.integers(0, 50257, (b, s), dtype=np.int64),
+                "attention_mask": mask}
+    raise AssertionError(f"no feed for {name} ({model_path})")
+
+
+class TestRealModel:
+    def test_node_count_vs_onnxruntime(self, real_model, tmp_path, request):
+        name, path, session = real_model
+        if name in NODE_COUNT_XFAIL:
+            request.applymarker(pytest.mark.xfail(strict=True, reason=NODE_COUNT_XFAIL[name]))
+        n_ort = onnxruntime_all_node_count(path, tmp_path)
+        nodes = session("ORT_ENABLE_ALL").model.nodes
+        n_plex = len(nodes)
+        assert n_plex <= n_ort, (
+            f"{name}: onnxplex ORT_ENABLE_ALL leaves {n_plex} nodes, onnxruntime ORT_ENABLE_ALL "
+            f"{n_ort}; onnxplex's remaining ops: {histogram(nodes)}")
+
+    def test_optimized_outputs_match(self, real_model, request):
+        name, path, session = real_model
+        if name in OUTPUTS_XFAIL:
+            request.applymarker(pytest.mark.xfail(strict=True, reason=OUTPUTS_XFAIL[name]))
+        feed = seeded_feed(name, path)
+        plain = session("ORT_DISABLE_ALL")
+        want = plain.run(None, feed)
+        got = session("ORT_ENABLE_ALL").run(None, feed)
+        names = [o.name for o in plain.get_outputs()]
+        if name.endswith("_int8"):
+            ort_noise = onnxruntime_int8_noise(path, feed)
+        assert len(got) == len(want)
+        for out, g, w in zip(names, got, want):
+            g = np.asarray(g)
+            assert g.dtype == w.dtype and g.shape == w.shape, (
+                f"{name}: output {out!r}: {g.dtype}{g.shape}, expected {w.dtype}{w.shape}")
+            assert np.isfinite(w).all(), f"{name}: output {out!r} of DISABLE_ALL is not finite"
+            if name.endswith("_int8"):
+                err = rel_to_max(g, w)
+                tol = max(INT8_REL_TO_MAX, INT8_ORT_NOISE_FACTOR * ort_noise[out])
+                assert err <= tol, (
+                    f"{name}: output {out!r}: max|ALL - DISABLE_ALL| / max|DISABLE_ALL| = "
+                    f"{err:.4f} > {tol:.4f} (onnxruntime's own ALL vs DISABLE_ALL: "
+                    f"{ort_noise[out]:.4f})")
+            else:
+                np.testing.assert_allclose(g, w, rtol=FP32_RTOL, atol=FP32_ATOL,
+                                           err_msg=f"{name}: output {out!r} ALL vs DISABLE_ALL")

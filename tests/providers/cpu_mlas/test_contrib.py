@@ -1,0 +1,127 @@
+"""cpu_mlas com.microsoft kernels of the CNN / quantization fusions (providers/cpu_mlas/contrib.py)
+against onnxruntime: FusedConv, FusedGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul,
+QLinearAdd, QLinearMul, QLinearGlobalAveragePool."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from ._oracle import check, oracle_run, ours
+
+ort.set_default_logger_severity(3)
+
+RNG = np.random.default_rng(7)
+MS = "com.microsoft"
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+_CONV_ACTS = [("Relu", None), ("Sigmoid", None), ("Tanh", None), ("LeakyRelu", [0.1]),
+              ("Clip", [-0.5, 0.7]), ("HardSigmoid", [0.3, 0.4])]
+
+
+@pytest.mark.parametrize("act,params", _CONV_ACTS)
+@pytest.mark.parametrize("const_w", [True, False])
+def test_fused_conv(act, params, const_w):
+    x, w, b = rand(2, 4, 9, 9), rand(6, 4, 3, 3), rand(6)
+    attrs = {"activation": act}
+    if params is not None:
+        attrs["activation_params"] = params
+    check("FusedConv", [x, w, b], domain=MS, opset=17, oracle="ort", rtol=1e-4, atol=1e-5,
+          const_inputs=(1, 2) if const_w else (), pads=[1, 1, 1, 1], strides=[2, 1],
+          **attrs)
+
+
+def test_fused_conv_group_dilation_sum_input():
+    x, w, b = rand(1, 4, 10, 10), rand(4, 2, 3, 3), rand(4)
+    z = rand(1, 4, 6, 10)
+    check("FusedConv", [x, w, b, z], domain=MS, opset=17, oracle="ort", rtol=1e-4, atol=1e-5,
+          const_inputs=(1, 2), group=2, dilations=[2, 1], pads=[0, 1, 0, 1],
+          activation="Relu")
+
+
+_GEMM_ACTS = [("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("Softsign", {}),
+              ("Softplus", {}), ("LeakyRelu", {"activation_alpha": 0.2}),
+              ("HardSigmoid", {"activation_alpha": 0.3, "activation_beta": 0.6}),
+              ("Elu", {"activation_alpha": 0.8}),
+              ("Selu", {"activation_alpha": 1.6, "activation_gamma": 1.1}),
+              ("ThresholdedRelu", {"activation_alpha": 0.5})]
+
+
+@pytest.mark.parametrize("act,params", _GEMM_ACTS)
+def test_fused_gemm(act, params):
+    a, b, c = rand(5, 7), rand(6, 7), rand(6)
+    check("FusedGemm", [a, b, c], domain=MS, opset=17, oracle="ort", rtol=1e-4, atol=1e-5,
+          const_inputs=(1, 2), transB=1, alpha=0.7, beta=1.3, activation=act, **params)
+
+
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("const_b", [True, False])
+def test_matmul_integer_to_float(b_type, per_column, const_b):
+    a = RNG.integers(0, 256, (2, 3, 32)).astype(np.uint8)
+    info = np.iinfo(b_type)
+    b = RNG.integers(info.min, info.max + 1, (32, 5)).astype(b_type)
+    n = 5 if per_column else 1
+    a_s = np.float32(0.02)
+    b_s = (RNG.random(n) * 0.05 + 0.01).astype(np.float32).reshape(() if n == 1 else (n,))
+    a_zp = np.uint8(120)
+    b_zp = RNG.integers(0, 10, n).astype(b_type).reshape(() if n == 1 else (n,))
+    bias = rand(5)
+    check("MatMulIntegerToFloat", [a, b, np.asarray(a_s), b_s, np.asarray(a_zp), b_zp, bias],
+          domain=MS, opset=17, oracle="ort", rtol=1e-5, atol=1e-4,
+          const_inputs=(1, 3, 5, 6) if const_b else ())
+
+
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_dynamic_quantize_matmul(b_type, with_bias):
+    a = rand(4, 3, 64)
+    info = np.iinfo(b_type)
+    b = RNG.integers(info.min, info.max + 1, (64, 8)).astype(b_type)
+    b_s = np.asarray(0.01, np.float32)
+    b_zp = np.asarray(3 if b_type == np.uint8 else -2, b_type)
+    inputs = [a, b, b_s, b_zp] + ([rand(8)] if with_bias else [])
+    check("DynamicQuantizeMatMul", inputs, domain=MS, opset=17, oracle="ort", rtol=1e-5,
+          atol=1e-4, const_inputs=(1, 2, 3, 4))
+
+
+def _close_ints(got, want, lsb: int = 1):
+    """Integer outputs equal up to ``lsb`` (ORT's MLAS rounds once in fixed point)."""
+    (g,), (w,) = got, want
+    assert g.dtype == w.dtype and g.shape == w.shape
+    diff = np.abs(g.astype(np.int32) - w.astype(np.int32))
+    assert diff.max() <= lsb, diff.max()
+    assert (diff > 0).mean() < 0.02
+
+
+@pytest.mark.parametrize("op_type", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("b_shape", [(2, 3, 4, 5), (3, 1, 1), ()])
+def test_qlinear_binary(op_type, qtype, b_shape):
+    info = np.iinfo(qtype)
+    a = RNG.integers(info.min, info.max + 1, (2, 3, 4, 5)).astype(qtype)
+    b = RNG.integers(info.min, info.max + 1, b_shape).astype(qtype)
+    sc = lambda v: np.asarray(v, np.float32)  # noqa: E731
+    zp = lambda v: np.asarray(v, qtype)  # noqa: E731
+    c_scale = 0.05 if op_type == "QLinearAdd" else 0.3
+    inputs = [a, sc(0.02), zp(info.min + 100), b, sc(0.03), zp(info.min + 90), sc(c_scale),
+              zp(info.min + 128)]
+    kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 4, 5, 6, 7))
+    _close_ints(ours(op_type, inputs, **kw), oracle_run(op_type, inputs, oracle="ort", **kw))
+
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_global_average_pool(qtype, channels_last):
+    info = np.iinfo(qtype)
+    x = RNG.integers(info.min, info.max + 1, (2, 5, 6, 7)).astype(qtype)
+    inputs = [x, np.asarray(0.04, np.float32), np.asarray(info.min + 100, qtype),
+              np.asarray(0.03, np.float32), np.asarray(info.min + 110, qtype)]
+    kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 3, 4), channels_last=channels_last)
+    _close_ints(ours("QLinearGlobalAveragePool", inputs, **kw),
+                oracle_run("QLinearGlobalAveragePool", inputs, oracle="ort", **kw))

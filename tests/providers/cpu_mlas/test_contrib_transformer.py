@@ -1,0 +1,186 @@
+"""com.microsoft transformer kernels (contrib_transformer) against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from kernel_harness import node_model, run_kernel
+
+from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
+
+MS = "com.microsoft"
+_SO = ort.SessionOptions()
+_SO.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+_SO.intra_op_num_threads = 1
+
+
+def _ort(op_type, inputs, n_outputs, **kw):
+    m = node_model(op_type, inputs, n_outputs, **kw)
+    for o in m.graph.output:
+        o.ClearField("type")
+    sess = ort.InferenceSession(m.SerializeToString(), _SO, providers=["CPUExecutionProvider"])
+    consts = kw.get("const_inputs", ())
+    feeds = {f"in{i}": a for i, a in enumerate(inputs) if a is not None and i not in consts}
+    return sess.run(None, feeds)
+
+
+def _check(op_type, inputs, n_outputs=1, *, rtol=1e-4, atol=1e-5, **kw):
+    want = _ort(op_type, inputs, n_outputs, **kw)
+    got = run_kernel(CpuMlasProvider, op_type, inputs, n_outputs, **kw)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, (g.shape, w.shape)
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+def _r(*shape, seed=0, scale=1.0):
+    return (np.random.default_rng(seed + sum(shape)).standard_normal(shape) * scale).astype(
+        np.float32)
+
+
+@pytest.mark.parametrize("with_beta,with_bias,n_out", [
+    (True, True, 4), (True, False, 1), (False, True, 4), (True, True, 1)])
+def test_skip_layer_norm(with_beta, with_bias, n_out):
+    x, skip = _r(2, 5, 16), _r(2, 5, 16, seed=1)
+    gamma, beta, bias = _r(16, seed=2), _r(16, seed=3), _r(16, seed=4)
+    _check("SkipLayerNormalization",
+           [x, skip, gamma, beta if with_beta else None, bias if with_bias else None],
+           n_out, domain=MS, const_inputs=(2, 3, 4), epsilon=1e-5)
+
+
+def test_skip_layer_norm_broadcast_skip():
+    x, skip = _r(3, 4, 8), _r(4, 8, seed=1)
+    _check("SkipLayerNormalization", [x, skip, _r(8, seed=2), _r(8, seed=3)], 1, domain=MS,
+           const_inputs=(2, 3), epsilon=1e-12)
+
+
+@pytest.mark.parametrize("with_bias,n_out", [(True, 4), (False, 1)])
+def test_skip_simplified_layer_norm(with_bias, n_out):
+    x, skip = _r(2, 3, 16), _r(2, 3, 16, seed=1)
+    inputs = [x, skip, _r(16, seed=2), _r(16, seed=3) if with_bias else None]
+    want = _ort("SkipSimplifiedLayerNormalization", inputs, n_out, domain=MS,
+                const_inputs=(2, 3), epsilon=1e-6)
+    got = run_kernel(CpuMlasProvider, "SkipSimplifiedLayerNormalization", inputs, n_out,
+                     domain=MS, const_inputs=(2, 3), epsilon=1e-6)
+    for i, (g, w) in enumerate(zip(got, want)):
+        if i == 1:
+            continue  # mean: unused by the op (onnxruntime leaves it unwritten)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_out", [1, 2])
+def test_simplified_layer_norm(n_out):
+    _check("SimplifiedLayerNormalization", [_r(2, 3, 8), _r(8, seed=1)], n_out, opset=17,
+           const_inputs=(1,), epsilon=1e-6, axis=-1)
+
+
+def test_layer_norm_before_opset17():
+    _check("LayerNormalization", [_r(2, 3, 8), _r(8, seed=1), _r(8, seed=2)], 1, opset=13,
+           const_inputs=(1, 2), epsilon=1e-5, axis=-1)
+
+
+@pytest.mark.parametrize("ta,tb,tba,tbb,alpha", [
+    (0, 0, 0, 0, 0.5), (1, 0, 0, 0, 1.0), (0, 1, 0, 0, 2.0), (1, 1, 0, 0, 1.0),
+    (0, 0, 1, 0, 1.0), (0, 0, 0, 1, 1.0), (1, 0, 1, 0, 1.0), (0, 1, 0, 1, 0.25),
+])
+def test_fused_matmul(ta, tb, tba, tbb, alpha):
+    a = _r(2, 3, 4, 5)   # logical [2, 3, M=4, K=5]
+    b = _r(2, 3, 5, 6, seed=1)
+    if ta:
+        a = np.swapaxes(a, -1, -2)
+    if tba:
+        a = np.moveaxis(a, -2, 0)
+    if tb:
+        b = np.swapaxes(b, -1, -2)
+    if tbb:
+        b = np.moveaxis(b, -2, 0)
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    _check("FusedMatMul", [a, b], domain=MS, alpha=alpha, transA=ta, transB=tb,
+           transBatchA=tba, transBatchB=tbb)
+
+
+def test_fused_matmul_const_b():
+    _check("FusedMatMul", [_r(3, 4, 5), _r(6, 5, seed=1)], domain=MS, const_inputs=(1,),
+           transB=1, alpha=0.125)
+
+
+def _mask_variant(kind, b, s, total):
+    rng = np.random.default_rng(7)
+    if kind == "none":
+        return None
+    if kind == "1d":
+        return np.array([total, total - 2][:b], np.int32)
+    if kind == "1d_start":
+        return np.array([total, total - 1, 0, 1][:2 * b], np.int32)
+    if kind == "2d":
+        m = np.ones((b, total), np.int32)
+        m[-1, -2:] = 0
+        return m
+    m = (rng.random((b, s, total)) > 0.3).astype(np.int32)
+    m[..., 0] = 1
+    return m
+
+
+@pytest.mark.parametrize("mask", ["none", "1d", "1d_start", "2d", "3d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention_masks(mask, unidirectional):
+    b, s, d, h = 2, 5, 16, 4
+    x, w, bias = _r(b, s, d), _r(d, 3 * d, seed=1, scale=0.3), _r(3 * d, seed=2)
+    _check("Attention", [x, w, bias, _mask_variant(mask, b, s, s)], domain=MS,
+           const_inputs=(1, 2), num_heads=h, unidirectional=unidirectional)
+
+
+def test_attention_past_present_bias_scale():
+    b, s, p, d, h = 2, 3, 4, 16, 2
+    x, w, bias = _r(b, s, d), _r(d, 3 * d, seed=1, scale=0.3), _r(3 * d, seed=2)
+    past = _r(2, b, h, p, d // h, seed=3)
+    mask = np.ones((b, s + p), np.int32)
+    mask[0, 1] = 0
+    _check("Attention", [x, w, bias, mask, past], 2, domain=MS,
+           num_heads=h, unidirectional=1, scale=0.3, mask_filter_value=-1000.0)
+    # onnxruntime rejects past together with attention_bias: the bias on its own
+    _check("Attention", [x, w, bias, mask[:, p:], None, _r(1, h, s, s, seed=4)], domain=MS,
+           num_heads=h)
+
+
+def test_attention_qkv_hidden_sizes():
+    b, s, d, h = 1, 4, 8, 2
+    x, w, bias = _r(b, s, d), _r(d, 8 + 8 + 12, seed=1), _r(28, seed=2)
+    _check("Attention", [x, w, bias], domain=MS, const_inputs=(1,), num_heads=h,
+           qkv_hidden_sizes=[8, 8, 12])
+
+
+@pytest.mark.parametrize("case", ["plain", "bias_mask", "attn_bias", "past", "cross",
+                                  "causal"])
+def test_multi_head_attention(case):
+    b, s, kv, d, h = 2, 3, 5, 16, 4
+    q, k, v = _r(b, s, d), _r(b, kv, d, seed=1), _r(b, kv, d, seed=2)
+    inputs = [q, k, v]
+    n_out, attrs = 1, {}
+    if case == "bias_mask":
+        mask = np.ones((b, kv), np.int32)
+        mask[1, -2:] = 0
+        inputs += [_r(3 * d, seed=3), mask]
+    elif case == "attn_bias":
+        inputs += [None, None, _r(b, 1, s, kv, seed=4)]
+    elif case == "past":
+        p = 2
+        inputs += [_r(3 * d, seed=3), None, _r(1, h, s, kv + p, seed=4),
+                   _r(b, h, p, d // h, seed=5), _r(b, h, p, d // h, seed=6)]
+        n_out = 3
+    elif case == "cross":
+        inputs = [q, _r(b, h, kv, d // h, seed=1), _r(b, h, kv, d // h, seed=2)]
+    elif case == "causal":
+        inputs = [q, _r(b, s, d, seed=1), _r(b, s, d, seed=2)]
+        attrs = {"unidirectional": 1}
+    _check("MultiHeadAttention", inputs, n_out, domain=MS, num_heads=h, **attrs)
+
+
+def test_multi_head_attention_scale_filter_value():
+    b, s, d, h = 1, 4, 8, 2
+    mask = np.array([[1, 1, 0, 1]], np.int32)
+    _check("MultiHeadAttention", [_r(b, s, d), _r(b, s, d, seed=1), _r(b, s, d, seed=2), None,
+                                  mask], domain=MS, num_heads=h, scale=0.2,
+           mask_filter_value=-50.0)
