@@ -23,9 +23,9 @@ from onnx import TensorProto as TP
 from onnxplex import NodeView, ProviderContext
 
 from ._registry import op
-from .attention import _softmax_rows
 from .nn import FLOATS, compute_dtype, to_compute
 from .normalization import _normalize_rows, make_layer_norm
+from .normalization import _softmax_rows as _op_softmax_rows
 
 _MS = "com.microsoft"
 
@@ -255,7 +255,9 @@ def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     if attn_bias is not None:
         scores += attn_bias.astype(scores.dtype, copy=False)
     t = scores.shape[-1]
-    probs = _softmax_rows(scores.reshape(-1, t)).reshape(scores.shape)
+    # The same softmax as the Softmax op, so a fused graph rounds like the unfused one.
+    probs = _op_softmax_rows(np.ascontiguousarray(scores).reshape(-1, t),
+                             log=False).reshape(scores.shape)
     y = np.matmul(probs, v)             # [B, H, S, Dv]
     return y.transpose(0, 2, 1, 3).reshape(b, s, h * v.shape[-1])
 

@@ -54,13 +54,12 @@ NODE_COUNT_XFAIL: dict[str, str] = {}
 OUTPUTS_XFAIL: dict[str, str] = {}
 
 FP32_RTOL, FP32_ATOL = 1e-4, 1e-5
-# int8: max|ALL - DISABLE_ALL| <= tol * max|DISABLE_ALL|. Dynamic quantization re-quantizes
+# int8: max|ALL - DISABLE_ALL| <= 1e-2 * max|DISABLE_ALL|. Dynamic quantization re-quantizes
 # every activation, so a last-bit change from a fused kernel flips roundings that 12 layers of
-# random weights amplify: onnxruntime's own ALL vs DISABLE_ALL differ by ~2% (last_hidden_state)
-# and ~3-4% (pooler_output) on this model. The bound is 1e-2, or twice that spread of
-# onnxruntime's where it is larger: a wrong fusion is off by O(1), far outside either.
+# random weights amplify (onnxruntime's own ALL vs DISABLE_ALL differ by ~2% and ~3-4% on this
+# model). onnxplex's fused kernels round exactly as the unfused graph does (same softmax, same
+# integer GEMM), so it stays within the bound; the test reports onnxruntime's spread beside it.
 INT8_REL_TO_MAX = 1e-2
-INT8_ORT_NOISE_FACTOR = 2.0
 
 
 def _load_build_models():
@@ -210,10 +209,9 @@ class TestRealModel:
             assert np.isfinite(w).all(), f"{name}: output {out!r} of DISABLE_ALL is not finite"
             if name.endswith("_int8"):
                 err = rel_to_max(g, w)
-                tol = max(INT8_REL_TO_MAX, INT8_ORT_NOISE_FACTOR * ort_noise[out])
-                assert err <= tol, (
+                assert err <= INT8_REL_TO_MAX, (
                     f"{name}: output {out!r}: max|ALL - DISABLE_ALL| / max|DISABLE_ALL| = "
-                    f"{err:.4f} > {tol:.4f} (onnxruntime's own ALL vs DISABLE_ALL: "
+                    f"{err:.4f} > {INT8_REL_TO_MAX} (onnxruntime's own ALL vs DISABLE_ALL: "
                     f"{ort_noise[out]:.4f})")
             else:
                 np.testing.assert_allclose(g, w, rtol=FP32_RTOL, atol=FP32_ATOL,
