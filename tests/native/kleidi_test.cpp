@@ -1,0 +1,444 @@
+// Native test of the Kleidi kernel library (kleidi_core): every compiled variant of every family
+// against the portable reference, and the reference against naive loops written here from the
+// contract in ukernel.h / pack.h. Exits nonzero on any mismatch.
+//
+//   kleidi_test [--expect-variant NAME] [--seed N] [--rounds N]
+//
+// --expect-variant NAME: each family must have selected its best planned variant at or below
+// NAME (e.g. sme2 on an SME2 CPU; fp32 families have no i8mm variant, so "i8mm" expects neon
+// there). Fails if dispatch chose anything else, including because a variant is not built.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu_features.h"
+#include "dispatch.h"
+#include "drivers.h"
+#include "pack.h"
+
+using namespace onnxplex::kleidi;
+
+namespace {
+
+int g_failures = 0;
+int g_checks = 0;
+std::mt19937_64 g_rng(12345);
+
+#define CHECK(cond, ...)                                       \
+  do {                                                         \
+    ++g_checks;                                                \
+    if (!(cond)) {                                             \
+      ++g_failures;                                            \
+      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                       \
+      std::fprintf(stderr, "\n");                              \
+    }                                                          \
+  } while (0)
+
+size_t pick(size_t lo, size_t hi) { return std::uniform_int_distribution<size_t>(lo, hi)(g_rng); }
+float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(g_rng); }
+
+// Test data with the awkward cases mixed in: zero rows, one-signed rows, outliers, big values.
+std::vector<float> activations(size_t m, size_t k) {
+  std::vector<float> a(m * k);
+  for (size_t i = 0; i < m; ++i) {
+    const size_t kind = pick(0, 7);
+    const float big = kind == 4 ? 1e30f : (kind == 5 ? 1e-30f : 1.0f);
+    for (size_t j = 0; j < k; ++j) {
+      float v = uniform(-2.0f, 2.0f) * big;
+      if (kind == 1) v = 0.0f;                 // all zero
+      if (kind == 2) v = std::fabs(v) + 0.5f;  // all positive: rmin = 0
+      if (kind == 3) v = -std::fabs(v);        // all non-positive
+      if (kind == 6 && j == k / 2) v = 1e4f;   // one outlier
+      a[i * k + j] = v;
+    }
+  }
+  return a;
+}
+
+std::vector<float> randn(size_t count, float scale = 1.0f) {
+  std::vector<float> v(count);
+  for (auto& x : v) x = uniform(-1.0f, 1.0f) * scale;
+  return v;
+}
+
+struct Clamp {
+  float lo, hi;
+};
+Clamp random_clamp() {
+  const float inf = std::numeric_limits<float>::infinity();
+  switch (pick(0, 3)) {
+    case 0: return {-inf, inf};
+    case 1: return {0.0f, inf};  // ReLU
+    case 2: return {-0.5f, 0.5f};
+    default: return {-std::numeric_limits<float>::max(), std::numeric_limits<float>::max()};
+  }
+}
+float clampf(float v, Clamp c) { return std::min(std::max(v, c.lo), c.hi); }
+
+// Random M, N, K: 1 often, else sizes that are multiples of no tile.
+size_t dim(size_t max) {
+  const size_t r = pick(0, 9);
+  if (r == 0) return 1;
+  if (r == 1) return pick(2, 3);
+  return pick(2, max) | 1;  // odd
+}
+
+bool close(float got, float want, float bound, float rel) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
+  return std::fabs(got - want) <= rel * bound + 1e-30f;
+}
+
+std::vector<Variant> variants_under_test(Family f) {
+  std::vector<Variant> out;
+  for (Variant v : compiled_variants(f)) {
+    if (v != Variant::reference && cpu_supports(v)) out.push_back(v);
+  }
+  return out;
+}
+
+// ---- naive models (independent of the packed layouts) ---------------------------------------
+
+struct Quant {
+  std::vector<int8_t> q;
+  std::vector<int32_t> zp;
+  std::vector<float> scale;
+};
+
+Quant naive_quantize(size_t m, size_t k, const float* a) {
+  Quant out{std::vector<int8_t>(m * k), std::vector<int32_t>(m), std::vector<float>(m)};
+  for (size_t i = 0; i < m; ++i) {
+    float lo = 0.0f, hi = 0.0f;
+    for (size_t j = 0; j < k; ++j) {
+      lo = std::min(lo, a[i * k + j]);
+      hi = std::max(hi, a[i * k + j]);
+    }
+    volatile float range = hi - lo;  // volatile: keep each fp32 rounding step
+    const float q = lo == hi ? 1.0f : 255.0f / range;
+    out.scale[i] = q == 0.0f ? 0.0f : 1.0f / q;
+    volatile float dmin = lo * q, dmax = hi * q;
+    volatile float e1 = -128.0f + dmin, e2 = 127.0f + dmax;
+    float zp = (e1 + e2 > 0.0f) ? -128.0f - dmin : 127.0f - dmax;
+    zp = std::min(127.0f, std::max(-128.0f, zp));
+    out.zp[i] = static_cast<int32_t>(std::nearbyint(zp));
+    for (size_t j = 0; j < k; ++j) {
+      volatile float prod = a[i * k + j] * q;
+      float v = std::round(prod) + static_cast<float>(out.zp[i]);
+      v = std::min(127.0f, std::max(-128.0f, v));
+      out.q[i * k + j] = static_cast<int8_t>(v);
+    }
+  }
+  return out;
+}
+
+// ---- family tests ---------------------------------------------------------------------------
+
+void test_gemm_f32(size_t threads) {
+  const size_t m = dim(67), n = dim(70), k = pick(0, 5) == 0 ? 1 : dim(150);
+  const auto a = activations(m, k), b = randn(k * n), bias = randn(n);
+  const bool with_bias = pick(0, 1);
+  const Clamp c = random_clamp();
+  const auto ref_w = pack_gemm_f32(Variant::reference, n, k, b.data(), n, 1,
+                                   with_bias ? bias.data() : nullptr);
+  std::vector<float> ref(m * n), naive(m * n), bound(m * n);
+  gemm_f32(ref_w, m, a.data(), k * 4, ref.data(), n * 4, c.lo, c.hi, threads);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      volatile float acc = 0.0f;
+      float mag = 0.0f;
+      for (size_t kk = 0; kk < k; ++kk) {
+        volatile float prod = a[i * k + kk] * b[kk * n + j];
+        acc = acc + prod;
+        mag += std::fabs(prod);
+      }
+      const float bb = with_bias ? bias[j] : 0.0f;
+      naive[i * n + j] = clampf(acc + bb, c);
+      bound[i * n + j] = mag + std::fabs(bb);
+    }
+  for (size_t i = 0; i < m * n; ++i) {
+    CHECK(ref[i] == naive[i] || (std::isnan(ref[i]) && std::isnan(naive[i])),
+          "gemm_f32 reference vs naive m=%zu n=%zu k=%zu at %zu: %g vs %g", m, n, k, i,
+          ref[i], naive[i]);
+  }
+  for (Variant v : variants_under_test(Family::gemm_f32)) {
+    const auto w = pack_gemm_f32(v, n, k, b.data(), n, 1, with_bias ? bias.data() : nullptr);
+    std::vector<float> got(m * n);
+    gemm_f32(w, m, a.data(), k * 4, got.data(), n * 4, c.lo, c.hi, threads);
+    for (size_t i = 0; i < m * n; ++i)
+      CHECK(close(got[i], ref[i], bound[i], 1e-5f), "gemm_f32 %s m=%zu n=%zu k=%zu at %zu: %g vs %g",
+            variant_name(v), m, n, k, i, got[i], ref[i]);
+  }
+}
+
+void test_conv_f32(size_t threads) {
+  const size_t c_in = pick(1, 9), c_out = pick(1, 19), kh = pick(1, 4), kw = pick(1, 4);
+  Conv2dGeometry g;
+  g.stride_h = pick(1, 3); g.stride_w = pick(1, 3);
+  g.dil_h = pick(1, 2); g.dil_w = pick(1, 2);
+  g.pad_top = pick(0, 2); g.pad_left = pick(0, 2); g.pad_bottom = pick(0, 2); g.pad_right = pick(0, 2);
+  const size_t h = pick((kh - 1) * g.dil_h + 1, 13), w = pick((kw - 1) * g.dil_w + 1, 13);
+  const size_t batch = pick(1, 2);
+  size_t oh = 0, ow = 0;
+  conv2d_output_size(h, w, kh, kw, g, &oh, &ow);
+  const auto x = randn(batch * c_in * h * w, 3.0f), wt = randn(c_out * c_in * kh * kw),
+             bias = randn(c_out);
+  const Clamp c = random_clamp();
+  const auto ref_w = pack_conv2d_f32(Variant::reference, c_out, c_in, kh, kw, wt.data(), bias.data());
+  std::vector<float> ref(batch * c_out * oh * ow), bound(ref.size());
+  conv2d_f32(ref_w, batch, h, w, x.data(), g, ref.data(), c.lo, c.hi, threads);
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t o = 0; o < c_out; ++o)
+      for (size_t oy = 0; oy < oh; ++oy)
+        for (size_t ox = 0; ox < ow; ++ox) {
+          volatile float acc = 0.0f;
+          float mag = 0.0f;
+          for (size_t ky = 0; ky < kh; ++ky)
+            for (size_t kx = 0; kx < kw; ++kx)
+              for (size_t ci = 0; ci < c_in; ++ci) {
+                const long iy = long(oy * g.stride_h + ky * g.dil_h) - long(g.pad_top);
+                const long ix = long(ox * g.stride_w + kx * g.dil_w) - long(g.pad_left);
+                if (iy < 0 || ix < 0 || iy >= long(h) || ix >= long(w)) continue;
+                volatile float prod = x[((b * c_in + ci) * h + iy) * w + ix] *
+                                      wt[((o * c_in + ci) * kh + ky) * kw + kx];
+                acc = acc + prod;
+                mag += std::fabs(prod);
+              }
+          const size_t idx = ((b * c_out + o) * oh + oy) * ow + ox;
+          const float want = clampf(acc + bias[o], c);
+          bound[idx] = mag + std::fabs(bias[o]);
+          CHECK(ref[idx] == want, "conv reference vs naive (c_in=%zu c_out=%zu k=%zux%zu) at %zu: %g vs %g",
+                c_in, c_out, kh, kw, idx, ref[idx], want);
+        }
+  for (Variant v : variants_under_test(Family::igemm_f32)) {
+    const auto pw = pack_conv2d_f32(v, c_out, c_in, kh, kw, wt.data(), bias.data());
+    std::vector<float> got(ref.size());
+    conv2d_f32(pw, batch, h, w, x.data(), g, got.data(), c.lo, c.hi, threads);
+    for (size_t i = 0; i < got.size(); ++i)
+      CHECK(close(got[i], ref[i], bound[i], 1e-5f), "conv %s at %zu: %g vs %g", variant_name(v), i,
+            got[i], ref[i]);
+  }
+}
+
+void test_qgemm_qsi8cx(size_t threads) {
+  const size_t m = dim(40), n = dim(40), k = pick(0, 5) == 0 ? 1 : dim(300);
+  const auto a = activations(m, k);
+  std::vector<int8_t> wq(k * n);
+  for (auto& v : wq) v = static_cast<int8_t>(pick(0, 255) - 128);  // includes -128
+  auto scales = randn(n, 0.02f);
+  for (auto& s : scales) s = std::fabs(s) + 1e-4f;
+  const auto bias = randn(n);
+  const Clamp c = random_clamp();
+  const auto ref_w = pack_qsi8cx(Variant::reference, n, k, wq.data(), n, 1, scales.data(), bias.data());
+  std::vector<float> ref(m * n), bound(m * n);
+  qgemm_qsi8cx(ref_w, m, a.data(), k * 4, ref.data(), n * 4, c.lo, c.hi, threads);
+  const Quant qa = naive_quantize(m, k, a.data());
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      long long acc = 0, mag = 0;
+      for (size_t kk = 0; kk < k; ++kk) {
+        const long long t = (long long)(qa.q[i * k + kk] - qa.zp[i]) * wq[kk * n + j];
+        acc += t;
+        mag += t < 0 ? -t : t;
+      }
+      volatile float s = qa.scale[i] * scales[j];
+      volatile float y = static_cast<float>(acc) * s;
+      const float want = clampf(y + bias[j], c);
+      bound[i * n + j] = static_cast<float>(mag) * s + std::fabs(bias[j]);
+      CHECK(ref[i * n + j] == want, "qsi8cx reference vs naive m=%zu n=%zu k=%zu at (%zu,%zu): %g vs %g",
+            m, n, k, i, j, ref[i * n + j], want);
+    }
+  for (Variant v : variants_under_test(Family::qgemm_qsi8cx)) {
+    const auto w = pack_qsi8cx(v, n, k, wq.data(), n, 1, scales.data(), bias.data());
+    std::vector<float> got(m * n);
+    qgemm_qsi8cx(w, m, a.data(), k * 4, got.data(), n * 4, c.lo, c.hi, threads);
+    for (size_t i = 0; i < m * n; ++i)
+      CHECK(close(got[i], ref[i], bound[i], 1e-5f), "qsi8cx %s at %zu: %g vs %g", variant_name(v),
+            i, got[i], ref[i]);
+  }
+}
+
+void test_qgemm_qsi4c32(size_t threads) {
+  const size_t m = dim(40), n = dim(40), k = 32 * pick(1, 8);
+  const size_t blocks = k / 32;
+  const auto a = activations(m, k);
+  std::vector<uint8_t> nib(n * k / 2);
+  for (auto& v : nib) v = static_cast<uint8_t>(pick(0, 255));
+  auto scales = randn(n * blocks, 0.05f);
+  const auto bias = randn(n);
+  const bool with_bias = pick(0, 1);
+  const Clamp c = random_clamp();
+  const auto ref_w = pack_qsi4c32(Variant::reference, n, k, nib.data(), k / 2, scales.data(),
+                                  blocks, with_bias ? bias.data() : nullptr);
+  std::vector<float> ref(m * n), bound(m * n);
+  qgemm_qsi4c32(ref_w, m, a.data(), k * 4, ref.data(), n * 4, c.lo, c.hi, threads);
+  const Quant qa = naive_quantize(m, k, a.data());
+  auto w_at = [&](size_t col, size_t kk) {
+    const uint8_t byte = nib[col * (k / 2) + kk / 2];
+    return int((kk % 2 == 0) ? (byte & 15) : (byte >> 4)) - 8;
+  };
+  for (size_t j = 0; j < n; ++j) {
+    volatile float rsum = 0.0f;
+    for (size_t b = 0; b < blocks; ++b) {
+      int s = 0;
+      for (size_t kk = b * 32; kk < b * 32 + 32; ++kk) s += w_at(j, kk);
+      volatile float t = scales[j * blocks + b] * float(s);
+      rsum = rsum + t;
+    }
+    for (size_t i = 0; i < m; ++i) {
+      volatile float acc = 0.0f;
+      float mag = 0.0f;
+      for (size_t b = 0; b < blocks; ++b) {
+        int isum = 0, iabs = 0;
+        for (size_t kk = b * 32; kk < b * 32 + 32; ++kk) {
+          isum += qa.q[i * k + kk] * w_at(j, kk);
+          iabs += std::abs((qa.q[i * k + kk] - qa.zp[i]) * w_at(j, kk));
+        }
+        volatile float t = float(isum) * scales[j * blocks + b];
+        acc = acc + t;
+        mag += float(iabs) * std::fabs(scales[j * blocks + b]);
+      }
+      volatile float zterm = float(-qa.zp[i]) * rsum;
+      volatile float inner = acc + zterm;
+      volatile float y = qa.scale[i] * inner;
+      const float bb = with_bias ? bias[j] : 0.0f;
+      const float want = clampf(y + bb, c);
+      // The zero-point term cancels most of acc; bound the fp32 error by both magnitudes.
+      bound[i * n + j] = qa.scale[i] * (mag + std::fabs(acc) + std::fabs(zterm)) + std::fabs(bb);
+      CHECK(ref[i * n + j] == want, "qsi4c32 reference vs naive m=%zu n=%zu k=%zu at (%zu,%zu): %g vs %g",
+            m, n, k, i, j, ref[i * n + j], want);
+    }
+  }
+  for (Variant v : variants_under_test(Family::qgemm_qsi4c32)) {
+    const auto w = pack_qsi4c32(v, n, k, nib.data(), k / 2, scales.data(), blocks,
+                                with_bias ? bias.data() : nullptr);
+    std::vector<float> got(m * n);
+    qgemm_qsi4c32(w, m, a.data(), k * 4, got.data(), n * 4, c.lo, c.hi, threads);
+    for (size_t i = 0; i < m * n; ++i)
+      CHECK(close(got[i], ref[i], bound[i], 1e-5f), "qsi4c32 %s at %zu: %g vs %g", variant_name(v),
+            i, got[i], ref[i]);
+  }
+}
+
+void test_errors() {
+  // K not a multiple of the int4 block: a clear error, for every compiled variant.
+  std::vector<uint8_t> nib(4 * 40 / 2, 0x88);
+  std::vector<float> scales(8, 1.0f);
+  for (Variant v : compiled_variants(Family::qgemm_qsi4c32)) {
+    if (!cpu_supports(v)) continue;
+    std::string msg;
+    try {
+      pack_qsi4c32(v, 4, 40, nib.data(), 20, scales.data(), 2, nullptr);
+    } catch (const std::invalid_argument& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("not a positive multiple of the int4 block length 32") != std::string::npos,
+          "K=40 int4 (%s) did not raise the block-length error (got '%s')", variant_name(v),
+          msg.c_str());
+  }
+  // MatMulNBits with an asymmetric zero point is refused; block 64 expands to 2 x 32.
+  std::vector<uint8_t> b(2 * 64 / 2, 0x21), out(2 * 64 / 2);
+  std::vector<float> s = {0.5f, 0.25f}, out_s(4);
+  std::vector<uint8_t> zp = {0x07, 0x08};
+  bool threw = false;
+  try {
+    matmulnbits_to_qsu4c32(2, 64, 64, b.data(), s.data(), zp.data(), out.data(), out_s.data());
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  CHECK(threw, "MatMulNBits zero point 7 was accepted");
+  matmulnbits_to_qsu4c32(2, 64, 64, b.data(), s.data(), nullptr, out.data(), out_s.data());
+  CHECK(out_s[0] == 0.5f && out_s[1] == 0.5f && out_s[2] == 0.25f && out_s[3] == 0.25f,
+        "MatMulNBits block 64 scales not expanded to 32");
+  CHECK(out == b, "MatMulNBits nibbles not carried over");
+  // Clamp bounds reversed.
+  const std::vector<float> one(1, 1.0f);
+  const auto w = pack_gemm_f32(Variant::reference, 1, 1, one.data(), 1, 1, nullptr);
+  float y = 0;
+  threw = false;
+  try {
+    gemm_f32(w, 1, one.data(), 4, &y, 4, 1.0f, -1.0f, 1);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  CHECK(threw, "clamp_min > clamp_max was accepted");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string expect;
+  int rounds = 40;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--expect-variant" && i + 1 < argc) {
+      expect = argv[++i];
+    } else if (arg == "--seed" && i + 1 < argc) {
+      g_rng.seed(std::strtoull(argv[++i], nullptr, 10));
+    } else if (arg == "--rounds" && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--expect-variant NAME] [--seed N] [--rounds N]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    const CpuFeatures& cpu = cpu_features();
+    std::printf("cpu: %s", cpu.arch.c_str());
+    for (const auto& f : cpu.names()) std::printf(" %s", f.c_str());
+    std::printf("\n");
+    const Family families[] = {Family::gemm_f32, Family::igemm_f32, Family::qgemm_qsi8cx,
+                               Family::qgemm_qsi4c32};
+    std::optional<Variant> expected_level;
+    if (!expect.empty()) {
+      expected_level = parse_variant(expect);
+      if (!expected_level) {
+        std::fprintf(stderr, "FAIL: --expect-variant '%s' is not a variant name\n", expect.c_str());
+        return 2;
+      }
+    }
+    for (Family f : families) {
+      const Variant sel = select_variant(f);
+      const UkernelInfo info = ukernel_info(f, sel);
+      std::printf("selected %-14s %-10s %s (m_step %zu n_step %zu mr %zu nr %zu kr %zu sr %zu)\n",
+                  family_name(f), variant_name(sel), info.name.c_str(), info.m_step, info.n_step,
+                  info.mr, info.nr, info.kr, info.sr);
+      if (expected_level) {
+        Variant want = Variant::reference;
+        for (Variant v : planned_variants(f)) {
+          if (static_cast<int>(v) <= static_cast<int>(*expected_level)) {
+            want = v;
+            break;
+          }
+        }
+        CHECK(sel == want, "%s selected %s but --expect-variant %s requires %s", family_name(f),
+              variant_name(sel), expect.c_str(), variant_name(want));
+      }
+    }
+    test_errors();
+    for (int r = 0; r < rounds; ++r) {
+      const size_t threads = (r % 3 == 2) ? 3 : 1;
+      test_gemm_f32(threads);
+      test_conv_f32(threads);
+      test_qgemm_qsi8cx(threads);
+      test_qgemm_qsi4c32(threads);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAIL: uncaught exception: %s\n", e.what());
+    return 1;
+  }
+  std::printf("%d checks, %d failures\n", g_checks, g_failures);
+  if (g_failures) {
+    std::fprintf(stderr, "kleidi_test FAILED\n");
+    return 1;
+  }
+  std::printf("kleidi_test OK\n");
+  return 0;
+}
