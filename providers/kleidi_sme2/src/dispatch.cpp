@@ -36,25 +36,25 @@ namespace {
 
 // ---- The registry: best first, reference last. ----------------------------------------------
 const GemmF32Ukernel* const kGemmF32[] = {
-    // KLEIDI_IF_SME2(&gemm_f32_sme2)
-    // KLEIDI_IF_NEON(&gemm_f32_neon)
+    KLEIDI_IF_SME2(&gemm_f32_sme2)
+    KLEIDI_IF_NEON(&gemm_f32_neon)
     &gemm_f32_reference,
 };
 const IGemmF32Ukernel* const kIGemmF32[] = {
-    // KLEIDI_IF_SME2(&igemm_f32_sme2)
-    // KLEIDI_IF_NEON(&igemm_f32_neon)
+    KLEIDI_IF_SME2(&igemm_f32_sme2)
+    KLEIDI_IF_NEON(&igemm_f32_neon)
     &igemm_f32_reference,
 };
 const QGemmQsi8cxUkernel* const kQGemmQsi8cx[] = {
     // KLEIDI_IF_SME2(&qgemm_qsi8cx_sme2)
-    // KLEIDI_IF_I8MM(&qgemm_qsi8cx_i8mm)
-    // KLEIDI_IF_DOTPROD(&qgemm_qsi8cx_dotprod)
+    KLEIDI_IF_I8MM(&qgemm_qsi8cx_i8mm)
+    KLEIDI_IF_DOTPROD(&qgemm_qsi8cx_dotprod)
     &qgemm_qsi8cx_reference,
 };
 const QGemmQsi4c32Ukernel* const kQGemmQsi4c32[] = {
     // KLEIDI_IF_SME2(&qgemm_qsi4c32_sme2)
-    // KLEIDI_IF_I8MM(&qgemm_qsi4c32_i8mm)
-    // KLEIDI_IF_DOTPROD(&qgemm_qsi4c32_dotprod)
+    KLEIDI_IF_I8MM(&qgemm_qsi4c32_i8mm)
+    KLEIDI_IF_DOTPROD(&qgemm_qsi4c32_dotprod)
     &qgemm_qsi4c32_reference,
 };
 

@@ -18,4 +18,26 @@ extern const QGemmQsi4c32Ukernel qgemm_qsi4c32_reference;
 //   extern const GemmF32Ukernel gemm_f32_sme2;
 //   #endif
 
+#if ONNXPLEX_KLEIDI_HAVE_SME2
+// sme2_gemm_f32.cpp: FMOPA 2VL x 2VL tiles (mr = nr = 2 * SVL / 32, kr = sr = 1).
+extern const GemmF32Ukernel gemm_f32_sme2;
+extern const IGemmF32Ukernel igemm_f32_sme2;
+#endif
+
+#if ONNXPLEX_KLEIDI_HAVE_NEON
+// neon_{gemm,igemm}_f32.cpp: FMLA-by-element 8x12 fp32 tile (mr 8, nr 12, kr = sr = 1).
+extern const GemmF32Ukernel gemm_f32_neon;
+extern const IGemmF32Ukernel igemm_f32_neon;
+#endif
+#if ONNXPLEX_KLEIDI_HAVE_DOTPROD
+// dotprod_qgemm.cpp: SDOT by element, kr 4 sr 1; qsi8cx 4x16, qsi4c32 4x8.
+extern const QGemmQsi8cxUkernel qgemm_qsi8cx_dotprod;
+extern const QGemmQsi4c32Ukernel qgemm_qsi4c32_dotprod;
+#endif
+#if ONNXPLEX_KLEIDI_HAVE_I8MM
+// i8mm_qgemm.cpp: SMMLA 2x8x2 steps, kr 8 sr 1; qsi8cx 4x8, qsi4c32 4x8.
+extern const QGemmQsi8cxUkernel qgemm_qsi8cx_i8mm;
+extern const QGemmQsi4c32Ukernel qgemm_qsi4c32_i8mm;
+#endif
+
 }  // namespace onnxplex::kleidi
