@@ -46,13 +46,13 @@ const IGemmF32Ukernel* const kIGemmF32[] = {
     &igemm_f32_reference,
 };
 const QGemmQsi8cxUkernel* const kQGemmQsi8cx[] = {
-    // KLEIDI_IF_SME2(&qgemm_qsi8cx_sme2)
+    KLEIDI_IF_SME2(&qgemm_qsi8cx_sme2)
     KLEIDI_IF_I8MM(&qgemm_qsi8cx_i8mm)
     KLEIDI_IF_DOTPROD(&qgemm_qsi8cx_dotprod)
     &qgemm_qsi8cx_reference,
 };
 const QGemmQsi4c32Ukernel* const kQGemmQsi4c32[] = {
-    // KLEIDI_IF_SME2(&qgemm_qsi4c32_sme2)
+    KLEIDI_IF_SME2(&qgemm_qsi4c32_sme2)
     KLEIDI_IF_I8MM(&qgemm_qsi4c32_i8mm)
     KLEIDI_IF_DOTPROD(&qgemm_qsi4c32_dotprod)
     &qgemm_qsi4c32_reference,

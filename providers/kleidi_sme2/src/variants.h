@@ -22,6 +22,9 @@ extern const QGemmQsi4c32Ukernel qgemm_qsi4c32_reference;
 // sme2_gemm_f32.cpp: FMOPA 2VL x 2VL tiles (mr = nr = 2 * SVL / 32, kr = sr = 1).
 extern const GemmF32Ukernel gemm_f32_sme2;
 extern const IGemmF32Ukernel igemm_f32_sme2;
+// sme2_qgemm.cpp: SMOPA (int8 4-way) 2VL x 2VL tiles, kr 4 sr 1; qsi8cx and qsi4c32.
+extern const QGemmQsi8cxUkernel qgemm_qsi8cx_sme2;
+extern const QGemmQsi4c32Ukernel qgemm_qsi4c32_sme2;
 #endif
 
 #if ONNXPLEX_KLEIDI_HAVE_NEON

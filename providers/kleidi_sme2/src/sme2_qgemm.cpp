@@ -1,0 +1,497 @@
+// SME2 variants of the dynamic int8 families: (3) qai8dx x qsi8cx and (4) qai8dx x qsi4c32,
+// fp32 out. (4) is described after the qsi8cx kernel below.
+// Same structure as sme2_gemm_f32.cpp (read its header): inline assembly in a TU with the
+// default aarch64 flags, every streaming instruction between the SMSTART and SMSTOP of one asm
+// statement, RDSVL-based getters, one 2VL x 2VL output tile in the four 32-bit ZA tiles.
+//
+// Packing kr = 4, sr = 1 (ukernel.h interleaving with depth 4): per group of 4 k values the LHS
+// block holds mr rows x 4 int8 contiguously, i.e. 2 vectors whose 32-bit lanes are the 4 k
+// values of one row - exactly the operand of the 4-way SMOPA (int8 x int8 -> int32); the RHS
+// panel likewise for nr columns. So the K loop is the fp32 one with FMOPA -> SMOPA and
+// k_int / 4 steps (k_int = K padded to 32, padding zero). After the loop the LHS and RHS cursors
+// stand exactly on the block / panel tails (LHS: mr int32 -zp, mr fp32 s_a; RHS: nr int32 rsum,
+// nr fp32 s_w, nr fp32 bias).
+//
+// Output step, per row of the tile, in streaming SVE (integer ops wrap like the reference's
+// uint32; each fp32 op rounds once; the TU is compiled with -ffp-contract=off, though all of it
+// is asm anyway):
+//   acc += (-zp[m]) * rsum[n]        MLA
+//   y = float(acc)                   SCVTF (round to nearest, like static_cast<float>)
+//   y = y * (s_a[m] * s_w[n])        FMUL, FMUL (unfused)
+//   y = y + bias[n]                  FADD
+//   y = lo > y ? lo : y; y = y > hi ? hi : y   FCMGT + SEL (std::max / std::min semantics,
+//                                              signed zeros and NaN as ref::clamp)
+// i.e. the reference's operations in its order, so results are bit-identical to it.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu_features.h"
+#include "variants.h"
+
+namespace onnxplex::kleidi {
+namespace {
+
+// Streaming vector length in 32-bit lanes (see sme2_gemm_f32.cpp; 4 without SME).
+size_t svl_words() {
+  static const size_t words = [] {
+    if (!cpu_features().sme) return size_t{4};
+    uint64_t bytes;
+    __asm__ volatile(".arch_extension sme\n rdsvl %0, #1\n" : "=r"(bytes));
+    return static_cast<size_t>(bytes / 4);
+  }();
+  return words;
+}
+
+constexpr size_t kKr = 4;
+
+// Everything the kernel reads, at fixed offsets (the asm loads them from one pointer).
+struct Args {
+  const void* lhs;         // 0: packed LHS block of row 0
+  const void* rhs;         // 8: packed RHS panel of column 0
+  float* dst;              // 16
+  uint64_t m;              // 24 (>= 1)
+  uint64_t n;              // 32 (>= 1)
+  uint64_t k_groups;       // 40: k_int / 4 (may be 0)
+  uint64_t dst_stride_row; // 48 bytes
+  uint64_t dst_stride_col; // 56 bytes (4 = contiguous; anything else goes through row_buf)
+  uint64_t lhs_block;      // 64 bytes between LHS blocks
+  uint64_t rhs_panel;      // 72 bytes between RHS panels
+  uint32_t clamp_min;      // 80 (fp32 bits)
+  uint32_t clamp_max;      // 84
+  float* row_buf;          // 88: 2 * VL floats (<= 128)
+};
+static_assert(offsetof(Args, row_buf) == 88, "asm offsets");
+
+// Register map (x0 args; x29/x30/sp untouched):
+//   x1 LHS block  x2 RHS panel  x3 dst (block row)  x4 rows left  x5 n  x6 k groups
+//   x7 row stride x8 col stride x9 LHS block stride  x10 RHS panel stride  x11 VL  x12 ZA slice
+//   x13 2VL  x14 cols left  x15 RHS panel (current)  x16 dst (tile)  x17 LHS cursor, then LHS
+//   tail (-zp)  x19 RHS cursor, then RHS tail  x20 k left, then s_a  x21 rows in tile
+//   x22 cols in tile  x23 row  x24 dst row  x25 j  x26 dst elem  x27 scratch  x28 row_buf.
+//   z0-z3 operands, z4-z5 rsum, z8-z9 s_w, z10-z11 bias, z6-z7 row, z12 -zp, z13 s_a,
+//   z14-z15 s_a * s_w, z30/z31 clamp bounds; p0 all true, p1/p2 column-edge store predicates,
+//   p3/p4 clamp compares; pn8 all-true bytes, pn9 all-true words.
+//   ZA tiles: za0 rows [0,VL) x cols [0,VL), za1 rows [0,VL) x cols [VL,2VL), za2/za3 the same
+//   for rows [VL,2VL).
+__attribute__((noinline)) void sme2_qsi8cx_kernel(const Args* args) {
+  __asm__ volatile(
+      ".arch_extension sme2\n"
+      "mov x0, %[args]\n"
+      "ldp x1, x2, [x0, #0]\n"
+      "ldp x3, x4, [x0, #16]\n"
+      "ldp x5, x6, [x0, #32]\n"
+      "ldp x7, x8, [x0, #48]\n"
+      "ldp x9, x10, [x0, #64]\n"
+      "ldr x28, [x0, #88]\n"
+      "smstart\n"
+      "rdsvl x11, #1\n"
+      "lsr x11, x11, #2\n"  // x11 = VL (32-bit lanes)
+      "add x13, x11, x11\n"
+      "ptrue p0.b\n"
+      "ptrue pn8.b\n"
+      "ptrue pn9.s\n"
+      "ldr w27, [x0, #80]\n"
+      "dup z30.s, w27\n"
+      "ldr w27, [x0, #84]\n"
+      "dup z31.s, w27\n"
+      // ---- loop over row blocks
+      "10:\n"
+      "mov x14, x5\n"
+      "mov x15, x2\n"
+      "mov x16, x3\n"
+      "cmp x4, x13\n"
+      "csel x21, x4, x13, lo\n"
+      // ---- loop over column panels
+      "20:\n"
+      "zero {za}\n"
+      "mov x17, x1\n"
+      "mov x19, x15\n"
+      "mov x20, x6\n"
+      "cbz x20, 40f\n"
+      "30:\n"
+      "ld1b {z0.b, z1.b}, pn8/z, [x17]\n"
+      "ld1b {z2.b, z3.b}, pn8/z, [x19]\n"
+      "smopa za0.s, p0/m, p0/m, z0.b, z2.b\n"
+      "smopa za1.s, p0/m, p0/m, z0.b, z3.b\n"
+      "smopa za2.s, p0/m, p0/m, z1.b, z2.b\n"
+      "smopa za3.s, p0/m, p0/m, z1.b, z3.b\n"
+      "addvl x17, x17, #2\n"
+      "addvl x19, x19, #2\n"
+      "subs x20, x20, #1\n"
+      "b.ne 30b\n"
+      // ---- output step: x17 = LHS tail, x19 = RHS tail
+      "40:\n"
+      "addvl x20, x17, #2\n"  // s_a[0]
+      "ld1w {z4.s, z5.s}, pn9/z, [x19]\n"
+      "ld1w {z8.s, z9.s}, pn9/z, [x19, #2, mul vl]\n"
+      "ld1w {z10.s, z11.s}, pn9/z, [x19, #4, mul vl]\n"
+      "whilelt p1.s, xzr, x14\n"
+      "whilelt p2.s, x11, x14\n"
+      "cmp x14, x13\n"
+      "csel x22, x14, x13, lo\n"
+      "mov x23, #0\n"
+      "mov x24, x16\n"
+      "50:\n"
+      "cmp x23, x11\n"
+      "b.hs 51f\n"
+      "mov w12, w23\n"
+      "mova z6.s, p0/m, za0h.s[w12, 0]\n"
+      "mova z7.s, p0/m, za1h.s[w12, 0]\n"
+      "b 52f\n"
+      "51:\n"
+      "sub w12, w23, w11\n"
+      "mova z6.s, p0/m, za2h.s[w12, 0]\n"
+      "mova z7.s, p0/m, za3h.s[w12, 0]\n"
+      "52:\n"
+      "ldr w27, [x17, x23, lsl #2]\n"
+      "dup z12.s, w27\n"
+      "mla z6.s, p0/m, z4.s, z12.s\n"
+      "mla z7.s, p0/m, z5.s, z12.s\n"
+      "scvtf z6.s, p0/m, z6.s\n"
+      "scvtf z7.s, p0/m, z7.s\n"
+      "ldr w27, [x20, x23, lsl #2]\n"
+      "dup z13.s, w27\n"
+      "fmul z14.s, z13.s, z8.s\n"
+      "fmul z15.s, z13.s, z9.s\n"
+      "fmul z6.s, z6.s, z14.s\n"
+      "fmul z7.s, z7.s, z15.s\n"
+      "fadd z6.s, z6.s, z10.s\n"
+      "fadd z7.s, z7.s, z11.s\n"
+      "fcmgt p3.s, p0/z, z30.s, z6.s\n"
+      "fcmgt p4.s, p0/z, z30.s, z7.s\n"
+      "sel z6.s, p3, z30.s, z6.s\n"
+      "sel z7.s, p4, z30.s, z7.s\n"
+      "fcmgt p3.s, p0/z, z6.s, z31.s\n"
+      "fcmgt p4.s, p0/z, z7.s, z31.s\n"
+      "sel z6.s, p3, z31.s, z6.s\n"
+      "sel z7.s, p4, z31.s, z7.s\n"
+      "cmp x8, #4\n"
+      "b.ne 53f\n"
+      "st1w {z6.s}, p1, [x24]\n"
+      "st1w {z7.s}, p2, [x24, #1, mul vl]\n"
+      "b 55f\n"
+      "53:\n"  // strided columns: through row_buf, then scalar stores
+      "st1w {z6.s}, p0, [x28]\n"
+      "st1w {z7.s}, p0, [x28, #1, mul vl]\n"
+      "mov x25, #0\n"
+      "mov x26, x24\n"
+      "54:\n"
+      "ldr w27, [x28, x25, lsl #2]\n"
+      "str w27, [x26]\n"
+      "add x26, x26, x8\n"
+      "add x25, x25, #1\n"
+      "cmp x25, x22\n"
+      "b.lo 54b\n"
+      "55:\n"
+      "add x24, x24, x7\n"
+      "add x23, x23, #1\n"
+      "cmp x23, x21\n"
+      "b.lo 50b\n"
+      // ---- next column panel
+      "add x15, x15, x10\n"
+      "mul x27, x13, x8\n"
+      "add x16, x16, x27\n"
+      "subs x14, x14, x13\n"
+      "b.gt 20b\n"
+      // ---- next row block
+      "add x1, x1, x9\n"
+      "mul x27, x13, x7\n"
+      "add x3, x3, x27\n"
+      "subs x4, x4, x13\n"
+      "b.gt 10b\n"
+      "smstop\n"
+      :
+      : [args] "r"(args)
+      : "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
+        "x14", "x15", "x16", "x17", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26",
+        "x27", "x28", "memory", "cc", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9",
+        "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21",
+        "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");
+}
+
+struct Sme2QGemmQsi8cx {
+  static size_t m_step() { return 2 * svl_words(); }
+  static size_t n_step() { return 2 * svl_words(); }
+  static size_t mr() { return 2 * svl_words(); }
+  static size_t nr() { return 2 * svl_words(); }
+  static size_t kr() { return kKr; }
+  static size_t sr() { return 1; }
+  static void run(size_t m, size_t n, size_t k, const void* lhs_packed, const void* rhs_packed,
+                  float* dst, size_t dst_stride_row, size_t dst_stride_col, float clamp_min,
+                  float clamp_max) {
+    if (m == 0 || n == 0) return;
+    const size_t tile = 2 * svl_words();
+    float row_buf[128];  // 2 * VL floats; VL <= 64 (SVL <= 2048 bits)
+    Args a;
+    a.lhs = lhs_packed;
+    a.rhs = rhs_packed;
+    a.dst = dst;
+    a.m = m;
+    a.n = n;
+    a.k_groups = layout::q_k_int(k, kKr) / kKr;
+    a.dst_stride_row = dst_stride_row;
+    a.dst_stride_col = dst_stride_col;
+    a.lhs_block = layout::lhs_qai8dx_block_bytes(k, tile, kKr);
+    a.rhs_panel = layout::rhs_qsi8cx_panel_bytes(k, tile, kKr);
+    std::memcpy(&a.clamp_min, &clamp_min, 4);
+    std::memcpy(&a.clamp_max, &clamp_max, 4);
+    a.row_buf = row_buf;
+    sme2_qsi8cx_kernel(&a);
+  }
+};
+
+// ---- qai8dx x qsi4c32 -----------------------------------------------------------------------
+// Same tiles and packing (kr 4, sr 1; the RHS nibble stream uses the same depth-4 interleave, so
+// one group of 4 k of the 2VL panel columns is 2VL x 4 nibbles = one vector of bytes). Per group:
+// sign-extend low nibbles (LSL 4, ASR 4) and high nibbles (ASR 4), ZIP1/ZIP2 them back into
+// element order: ZIP1 = columns [0,VL), ZIP2 = columns [VL,2VL), each lane 4 k values of one
+// column - the SMOPA operand. Per 32-block the int32 sums are in ZA; each tile row is then
+// converted (SCVTF), multiplied by the block scales (FMUL) and added (FADD) to an fp32
+// accumulator tile in memory (acc_buf, 2VL x 2VL floats: ZA holds only the int32 tiles), in
+// block order as the reference (acc starts at +0.0f). Output step per row:
+//   y = s_a * (acc + float(-zp) * rsum) + bias, then the clamp, one rounding per op.
+struct Args4 {
+  const void* lhs;         // 0
+  const void* rhs;         // 8
+  float* dst;              // 16
+  uint64_t m;              // 24 (>= 1)
+  uint64_t n;              // 32 (>= 1)
+  uint64_t blocks;         // 40: k / 32 (may be 0)
+  uint64_t dst_stride_row; // 48
+  uint64_t dst_stride_col; // 56
+  uint64_t lhs_block;      // 64
+  uint64_t rhs_panel;      // 72
+  uint32_t clamp_min;      // 80
+  uint32_t clamp_max;      // 84
+  float* row_buf;          // 88
+  float* acc_buf;          // 96: 2VL x 2VL floats
+};
+static_assert(offsetof(Args4, acc_buf) == 96, "asm offsets");
+
+// Registers as sme2_qsi8cx_kernel, except: x0 stays the args pointer (acc_buf reloaded from it),
+// x6 blocks, x20 blocks left then acc_buf row cursor, x25 groups left in a block (before the
+// stores use it), z16/z17 nibbles, z20 packed bytes, z24/z25 block scales, z26/z27 fp32 acc row,
+// z4/z5 rsum, z10/z11 bias.
+__attribute__((noinline)) void sme2_qsi4c32_kernel(const Args4* args) {
+  __asm__ volatile(
+      ".arch_extension sme2\n"
+      "mov x0, %[args]\n"
+      "ldp x1, x2, [x0, #0]\n"
+      "ldp x3, x4, [x0, #16]\n"
+      "ldp x5, x6, [x0, #32]\n"
+      "ldp x7, x8, [x0, #48]\n"
+      "ldp x9, x10, [x0, #64]\n"
+      "ldr x28, [x0, #88]\n"
+      "smstart\n"
+      "rdsvl x11, #1\n"
+      "lsr x11, x11, #2\n"
+      "add x13, x11, x11\n"
+      "ptrue p0.b\n"
+      "ptrue pn8.b\n"
+      "ptrue pn9.s\n"
+      "ldr w27, [x0, #80]\n"
+      "dup z30.s, w27\n"
+      "ldr w27, [x0, #84]\n"
+      "dup z31.s, w27\n"
+      "10:\n"
+      "mov x14, x5\n"
+      "mov x15, x2\n"
+      "mov x16, x3\n"
+      "cmp x4, x13\n"
+      "csel x21, x4, x13, lo\n"
+      "20:\n"
+      // zero the fp32 accumulator rows [0, rows in tile)
+      "mov z26.s, #0\n"
+      "mov z27.s, #0\n"
+      "ldr x20, [x0, #96]\n"
+      "mov x23, #0\n"
+      "21:\n"
+      "st1w {z26.s, z27.s}, pn9, [x20]\n"
+      "addvl x20, x20, #2\n"
+      "add x23, x23, #1\n"
+      "cmp x23, x21\n"
+      "b.lo 21b\n"
+      "mov x17, x1\n"
+      "mov x19, x15\n"
+      "mov x20, x6\n"
+      "cbz x20, 40f\n"
+      // ---- one 32-block
+      "31:\n"
+      "zero {za}\n"
+      "mov x25, #8\n"
+      "32:\n"
+      "ld1b {z0.b, z1.b}, pn8/z, [x17]\n"
+      "ld1b {z20.b}, p0/z, [x19]\n"
+      "lsl z16.b, z20.b, #4\n"
+      "asr z16.b, z16.b, #4\n"
+      "asr z17.b, z20.b, #4\n"
+      "zip1 z2.b, z16.b, z17.b\n"
+      "zip2 z3.b, z16.b, z17.b\n"
+      "smopa za0.s, p0/m, p0/m, z0.b, z2.b\n"
+      "smopa za1.s, p0/m, p0/m, z0.b, z3.b\n"
+      "smopa za2.s, p0/m, p0/m, z1.b, z2.b\n"
+      "smopa za3.s, p0/m, p0/m, z1.b, z3.b\n"
+      "addvl x17, x17, #2\n"
+      "addvl x19, x19, #1\n"
+      "subs x25, x25, #1\n"
+      "b.ne 32b\n"
+      // x19 = the block's 2VL fp32 scales
+      "ld1w {z24.s, z25.s}, pn9/z, [x19]\n"
+      "addvl x19, x19, #2\n"
+      "ldr x26, [x0, #96]\n"
+      "mov x23, #0\n"
+      "33:\n"
+      "cmp x23, x11\n"
+      "b.hs 34f\n"
+      "mov w12, w23\n"
+      "mova z6.s, p0/m, za0h.s[w12, 0]\n"
+      "mova z7.s, p0/m, za1h.s[w12, 0]\n"
+      "b 35f\n"
+      "34:\n"
+      "sub w12, w23, w11\n"
+      "mova z6.s, p0/m, za2h.s[w12, 0]\n"
+      "mova z7.s, p0/m, za3h.s[w12, 0]\n"
+      "35:\n"
+      "scvtf z6.s, p0/m, z6.s\n"
+      "scvtf z7.s, p0/m, z7.s\n"
+      "fmul z6.s, z6.s, z24.s\n"
+      "fmul z7.s, z7.s, z25.s\n"
+      "ld1w {z26.s, z27.s}, pn9/z, [x26]\n"
+      "fadd z26.s, z26.s, z6.s\n"
+      "fadd z27.s, z27.s, z7.s\n"
+      "st1w {z26.s, z27.s}, pn9, [x26]\n"
+      "addvl x26, x26, #2\n"
+      "add x23, x23, #1\n"
+      "cmp x23, x21\n"
+      "b.lo 33b\n"
+      "subs x20, x20, #1\n"
+      "b.ne 31b\n"
+      // ---- output step: x17 = LHS tail (-zp, s_a), x19 = RHS tail (rsum, bias)
+      "40:\n"
+      "ld1w {z4.s, z5.s}, pn9/z, [x19]\n"
+      "ld1w {z10.s, z11.s}, pn9/z, [x19, #2, mul vl]\n"
+      "whilelt p1.s, xzr, x14\n"
+      "whilelt p2.s, x11, x14\n"
+      "cmp x14, x13\n"
+      "csel x22, x14, x13, lo\n"
+      "ldr x20, [x0, #96]\n"
+      "mov x23, #0\n"
+      "mov x24, x16\n"
+      "50:\n"
+      "ld1w {z6.s, z7.s}, pn9/z, [x20]\n"
+      "addvl x20, x20, #2\n"
+      "ldr w27, [x17, x23, lsl #2]\n"
+      "dup z12.s, w27\n"
+      "scvtf z12.s, p0/m, z12.s\n"
+      "fmul z14.s, z12.s, z4.s\n"
+      "fmul z15.s, z12.s, z5.s\n"
+      "fadd z6.s, z6.s, z14.s\n"
+      "fadd z7.s, z7.s, z15.s\n"
+      "addvl x27, x17, #2\n"
+      "ldr w27, [x27, x23, lsl #2]\n"
+      "dup z13.s, w27\n"
+      "fmul z6.s, z13.s, z6.s\n"
+      "fmul z7.s, z13.s, z7.s\n"
+      "fadd z6.s, z6.s, z10.s\n"
+      "fadd z7.s, z7.s, z11.s\n"
+      "fcmgt p3.s, p0/z, z30.s, z6.s\n"
+      "fcmgt p4.s, p0/z, z30.s, z7.s\n"
+      "sel z6.s, p3, z30.s, z6.s\n"
+      "sel z7.s, p4, z30.s, z7.s\n"
+      "fcmgt p3.s, p0/z, z6.s, z31.s\n"
+      "fcmgt p4.s, p0/z, z7.s, z31.s\n"
+      "sel z6.s, p3, z31.s, z6.s\n"
+      "sel z7.s, p4, z31.s, z7.s\n"
+      "cmp x8, #4\n"
+      "b.ne 53f\n"
+      "st1w {z6.s}, p1, [x24]\n"
+      "st1w {z7.s}, p2, [x24, #1, mul vl]\n"
+      "b 55f\n"
+      "53:\n"
+      "st1w {z6.s}, p0, [x28]\n"
+      "st1w {z7.s}, p0, [x28, #1, mul vl]\n"
+      "mov x25, #0\n"
+      "mov x26, x24\n"
+      "54:\n"
+      "ldr w27, [x28, x25, lsl #2]\n"
+      "str w27, [x26]\n"
+      "add x26, x26, x8\n"
+      "add x25, x25, #1\n"
+      "cmp x25, x22\n"
+      "b.lo 54b\n"
+      "55:\n"
+      "add x24, x24, x7\n"
+      "add x23, x23, #1\n"
+      "cmp x23, x21\n"
+      "b.lo 50b\n"
+      "add x15, x15, x10\n"
+      "mul x27, x13, x8\n"
+      "add x16, x16, x27\n"
+      "subs x14, x14, x13\n"
+      "b.gt 20b\n"
+      "add x1, x1, x9\n"
+      "mul x27, x13, x7\n"
+      "add x3, x3, x27\n"
+      "subs x4, x4, x13\n"
+      "b.gt 10b\n"
+      "smstop\n"
+      :
+      : [args] "r"(args)
+      : "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
+        "x14", "x15", "x16", "x17", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26",
+        "x27", "x28", "memory", "cc", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9",
+        "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21",
+        "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");
+}
+
+struct Sme2QGemmQsi4c32 {
+  static size_t m_step() { return 2 * svl_words(); }
+  static size_t n_step() { return 2 * svl_words(); }
+  static size_t mr() { return 2 * svl_words(); }
+  static size_t nr() { return 2 * svl_words(); }
+  static size_t kr() { return kKr; }
+  static size_t sr() { return 1; }
+  static void run(size_t m, size_t n, size_t k, size_t bl, const void* lhs_packed,
+                  const void* rhs_packed, float* dst, size_t dst_stride_row,
+                  size_t dst_stride_col, float clamp_min, float clamp_max) {
+    if (bl != kInt4Block || k % bl != 0) {
+      throw std::invalid_argument("qgemm_qsi4c32: K=" + std::to_string(k) +
+                                  " must be a multiple of the block length 32 (bl=" +
+                                  std::to_string(bl) + ")");
+    }
+    if (m == 0 || n == 0) return;
+    const size_t tile = 2 * svl_words();
+    float row_buf[128];
+    std::vector<float> acc_buf(tile * tile);
+    Args4 a;
+    a.lhs = lhs_packed;
+    a.rhs = rhs_packed;
+    a.dst = dst;
+    a.m = m;
+    a.n = n;
+    a.blocks = k / bl;
+    a.dst_stride_row = dst_stride_row;
+    a.dst_stride_col = dst_stride_col;
+    a.lhs_block = layout::lhs_qai8dx_block_bytes(k, tile, kKr);
+    a.rhs_panel = layout::rhs_qsi4c32_panel_bytes(k, tile, bl);
+    std::memcpy(&a.clamp_min, &clamp_min, 4);
+    std::memcpy(&a.clamp_max, &clamp_max, 4);
+    a.row_buf = row_buf;
+    a.acc_buf = acc_buf.data();
+    sme2_qsi4c32_kernel(&a);
+  }
+};
+
+}  // namespace
+
+const QGemmQsi8cxUkernel qgemm_qsi8cx_sme2 =
+    make_qgemm_qsi8cx<Sme2QGemmQsi8cx>("qgemm_qai8dx_qsi8cx_sme2_2vlx2vl_mopa", Variant::sme2);
+
+const QGemmQsi4c32Ukernel qgemm_qsi4c32_sme2 =
+    make_qgemm_qsi4c32<Sme2QGemmQsi4c32>("qgemm_qai8dx_qsi4c32_sme2_2vlx2vl_mopa", Variant::sme2);
+
+}  // namespace onnxplex::kleidi
