@@ -131,7 +131,8 @@ def disassemble(exe: Path) -> dict[int, tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------------------- run
-def run_counted(qemu: str, cpu: str, exe: Path, args: list[str]) -> tuple[str, int, collections.Counter]:
+def run_counted(qemu: str, cpu: str, exe: Path,
+                args: list[str]) -> tuple[str, int, collections.Counter]:
     """Runs exe under qemu with exec tracing; returns (stdout, rc, per-PC counts)."""
     cmd = [qemu, "-cpu", cpu, "-one-insn-per-tb", "-d", "nochain,exec", str(exe), *args]
     counts: collections.Counter = collections.Counter()
@@ -165,8 +166,8 @@ def measure(qemu: str, exe: Path, config: str, family: str, variant: str, mnk) -
             return {"skip": stdout.strip().splitlines()[-1] if stdout.strip() else "rc 2"}
         if rc != 0:
             return {"error": f"rc {rc}: {stdout.strip()[-300:]}"}
-        info = dict(kv.split("=", 1) for kv in
-                    next(l for l in stdout.splitlines() if l.startswith("kleidi_bench ")).split()[1:])
+        line = next(x for x in stdout.splitlines() if x.startswith("kleidi_bench "))
+        info = dict(kv.split("=", 1) for kv in line.split()[1:])
         runs[calls] = (info, counts)
     info, c1 = runs[1]
     _, c2 = runs[2]
@@ -208,7 +209,8 @@ def fmt(x: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS))
     ap.add_argument("--families", nargs="+", default=FAMILIES, choices=FAMILIES)
     ap.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
@@ -228,8 +230,8 @@ def main() -> None:
     t0 = time.monotonic()
     exe = BUILD / "kleidi_bench" if a.no_build else build()
     disassemble(exe)
-    log(f"{subprocess.run([qemu, '--version'], capture_output=True, text=True).stdout.splitlines()[0]}; "
-        f"{exe.relative_to(REPO)}")
+    version = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout
+    log(f"{version.splitlines()[0]}; {exe.relative_to(REPO)}")
 
     jobs = []
     for config in a.configs:
@@ -277,14 +279,16 @@ def main() -> None:
                  if r["insns"] and r["variant"] != "reference" else "-")
         ratio = f"{measured / ideal:.2f}" if ideal else "-"
         lines.append(
-            f"| {r['family']} | {r['variant']} | {r['config']} | {r['mr']} x {r['nr']}, {r['kr']} | "
+            f"| {r['family']} | {r['variant']} | {r['config']} | "
+            f"{r['mr']} x {r['nr']}, {r['kr']} | "
             f"{r['m']} x {r['n']} x {r['k']} | {r['insns']} | {fmt(measured)} | {share} | "
             f"{ideal_txt} | {ratio} |")
     table = "\n".join(lines)
     print(table)
     (CACHE / "table.md").write_text(table + "\n")
-    log(f"done in {time.monotonic() - t0:.0f} s; table in {(CACHE / 'table.md').relative_to(REPO)}, "
-        f"per-run summaries in {(CACHE / 'logs').relative_to(REPO)}")
+    log(f"done in {time.monotonic() - t0:.0f} s; table in "
+        f"{(CACHE / 'table.md').relative_to(REPO)}, per-run summaries in "
+        f"{(CACHE / 'logs').relative_to(REPO)}")
 
 
 if __name__ == "__main__":
