@@ -24,22 +24,13 @@
 #include <cstring>
 
 #include "cpu_features.h"
+#include "sme2_common.h"
 #include "variants.h"
 
 namespace onnxplex::kleidi {
 namespace {
 
-// Streaming vector length in fp32 lanes (RDSVL needs SME; 4 = 128 bits otherwise, which keeps
-// the getters harmless on CPUs that cannot run this variant - dispatch never runs it there).
-size_t svl_words() {
-  static const size_t words = [] {
-    if (!cpu_features().sme) return size_t{4};
-    uint64_t bytes;
-    __asm__ volatile(".arch_extension sme\n rdsvl %0, #1\n" : "=r"(bytes));
-    return static_cast<size_t>(bytes / 4);
-  }();
-  return words;
-}
+using sme2::svl_words;
 
 // Everything the kernel reads, at fixed offsets (the asm loads them from one pointer).
 struct Args {

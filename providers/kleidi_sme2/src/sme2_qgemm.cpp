@@ -30,21 +30,13 @@
 #include <vector>
 
 #include "cpu_features.h"
+#include "sme2_common.h"
 #include "variants.h"
 
 namespace onnxplex::kleidi {
 namespace {
 
-// Streaming vector length in 32-bit lanes (see sme2_gemm_f32.cpp; 4 without SME).
-size_t svl_words() {
-  static const size_t words = [] {
-    if (!cpu_features().sme) return size_t{4};
-    uint64_t bytes;
-    __asm__ volatile(".arch_extension sme\n rdsvl %0, #1\n" : "=r"(bytes));
-    return static_cast<size_t>(bytes / 4);
-  }();
-  return words;
-}
+using sme2::svl_words;
 
 constexpr size_t kKr = 4;
 
