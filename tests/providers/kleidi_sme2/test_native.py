@@ -28,9 +28,12 @@ def test_trivial_kernel_and_error_path():
         _kleidi.clamp_f32(x, 1.0, -1.0)
 
 
-def test_provider_declares_itself_unavailable_with_a_reason():
+def test_provider_is_unavailable_off_arm_unless_forced(monkeypatch):
+    monkeypatch.delenv("ONNXPLEX_KLEIDI_FORCE_REFERENCE", raising=False)
     why = _provider.KleidiSme2Provider.available()
-    assert not why.ok
     if platform.machine() != "aarch64":
-        assert "needs aarch64 with SME2 or i8mm" in why.reason
+        assert not why.ok
+        assert "needs aarch64" in why.reason and "ONNXPLEX_KLEIDI_FORCE_REFERENCE" in why.reason
+    monkeypatch.setenv("ONNXPLEX_KLEIDI_FORCE_REFERENCE", "1")
+    assert _provider.KleidiSme2Provider.available().ok
     assert _provider.KleidiSme2Provider.describe()["cpu"]["arch"]
