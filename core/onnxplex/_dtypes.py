@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["np_dtype", "onnx_elem_type", "type_string", "elem_type_name"]
+__all__ = ["np_dtype", "onnx_elem_type", "type_string", "elem_type_name", "array_type_name"]
 
 _NAME_BY_ELEM = {v: k.lower() for k, v in onnx.TensorProto.DataType.items()}
 # ORT spells a few type strings its own way.
@@ -53,6 +53,14 @@ def onnx_elem_type(dtype: np.dtype | type) -> int:
 def elem_type_name(elem_type: int) -> str:
     """ORT's short name of an element type: 'float', 'int64', 'float16', ..."""
     return _NAME_BY_ELEM.get(elem_type, f"elem{elem_type}")
+
+
+def array_type_name(arr: np.ndarray) -> str:
+    """ORT's short type name of an array's dtype ('float', 'int64'), or the numpy name."""
+    try:
+        return elem_type_name(onnx_elem_type(arr.dtype))
+    except KeyError:
+        return str(arr.dtype)
 
 
 def type_string(elem_type: int) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from . import _executor
-from ._dtypes import elem_type_name, np_dtype, type_string
+from ._dtypes import array_type_name, np_dtype, type_string
 from ._errors import (
     CompileError,
     InvalidArgumentError,
@@ -526,7 +526,7 @@ class InferenceSession:
 
     def _record(self, step: _executor.Step, start: int, end: int, ins, outs) -> None:
         def ts(vals):
-            return [{(elem_type_name_of(v)): list(v.shape)} for v in vals
+            return [{(array_type_name(v)): list(v.shape)} for v in vals
                     if isinstance(v, np.ndarray)]
 
         self._profile_event(f"{step.name}_kernel_time", "Node", start, end, {
@@ -608,15 +608,6 @@ def _owned(value: Any, feeds: Mapping[str, Any]) -> Any:
             isinstance(f, np.ndarray) and np.may_share_memory(value, f) for f in feeds.values()):
         return value.copy()
     return value
-
-
-def elem_type_name_of(arr: np.ndarray) -> str:
-    from ._dtypes import onnx_elem_type
-
-    try:
-        return elem_type_name(onnx_elem_type(arr.dtype))
-    except KeyError:
-        return str(arr.dtype)
 
 
 def _subgraph(model: Model, nodes: Sequence[int], name: str, layout: str) -> Subgraph:

@@ -172,7 +172,7 @@ def _sample_outputs(model: Model):
     """Outputs of the current graph on fixed random inputs (for session.optimizer_verify)."""
     import numpy as np
 
-    from .._cli import random_feeds
+    from .._feeds import random_feeds
     from .._session import InferenceSession, SessionOptions
 
     so = SessionOptions()

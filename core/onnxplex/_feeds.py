@@ -1,0 +1,31 @@
+"""Random inputs from a session's declared input shapes (CLI, optimizer verification)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dtypes import np_dtype
+
+__all__ = ["random_feeds"]
+
+
+def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, np.ndarray]:
+    """Random inputs from the declared shapes (symbolic/unknown dims become ``dim``)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for arg in session.get_inputs():
+        info = session._input_infos[arg.name]
+        shape = [d if isinstance(d, int) else dim for d in (info.shape or ())]
+        dt = np_dtype(info.elem_type) if info.elem_type is not None else np.dtype(np.float32)
+        if dt.kind == "f" or dt.name in ("bfloat16",) or "float8" in dt.name:
+            arr = rng.standard_normal(shape).astype(dt)
+        elif dt.kind in "iu":
+            arr = rng.integers(0, 8, size=shape).astype(dt)
+        elif dt.kind == "b":
+            arr = rng.integers(0, 2, size=shape).astype(bool)
+        elif dt == np.dtype(object):
+            arr = np.full(shape, "a", dtype=object)
+        else:
+            arr = np.zeros(shape, dt)
+        feeds[arg.name] = arr
+    return feeds
