@@ -114,3 +114,60 @@ def test_listing_providers_does_not_load_native_code():
 def test_registration_by_path_needs_a_name():
     with pytest.raises(onnxplex.InvalidArgumentError, match="needs name"):
         onnxplex.register_provider("some.module:Cls")
+
+
+def test_available_sees_the_requested_options_and_old_probes_still_work():
+    from onnxplex import Availability, Capability, ExecutionProvider, Option
+
+    seen = []
+
+    class ClaimsNothing(ExecutionProvider):
+        def get_capability(self, graph):
+            return Capability()
+
+    class Gated(ClaimsNothing):
+        name = "gated_test"
+        option_specs = {"unlock": Option(False, bool)}
+
+        @classmethod
+        def available(cls, options=None):
+            seen.append(options)
+            ok = bool(options) and cls.option_specs["unlock"].convert(
+                "unlock", options.get("unlock", False), cls.name)
+            return Availability(ok, "" if ok else "needs unlock=1")
+
+    class OldStyle(ClaimsNothing):  # written before available() took options
+        name = "old_style_test"
+        option_specs = {"x": Option(0, int)}
+
+        @classmethod
+        def available(cls):
+            return Availability(True)
+
+    onnxplex.register_provider(Gated)
+    onnxplex.register_provider(OldStyle)
+    try:
+        assert "gated_test" not in onnxplex.get_available_providers()
+        assert seen[-1] is None
+        model = _identity_model()
+        with pytest.warns(RuntimeWarning, match="needs unlock=1"):
+            s = onnxplex.InferenceSession(model, providers=["gated_test", "cpu_mlas"])
+        assert s.get_providers() == ["cpu_mlas"]
+        s = onnxplex.InferenceSession(model, providers=[("gated_test", {"unlock": "1"}),
+                                                        ("old_style_test", {"x": "3"})])
+        assert seen[-1] == {"unlock": "1"}
+        assert s.get_providers()[:2] == ["gated_test", "old_style_test"]
+        with pytest.raises(onnxplex.ProviderOptionError, match="unlock"):
+            onnxplex.InferenceSession(model, providers=[("gated_test", {"unlock": "perhaps"})])
+    finally:
+        _plugins.unregister_provider("gated_test")
+        _plugins.unregister_provider("old_style_test")
+
+
+def _identity_model() -> bytes:
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [vi],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()

@@ -7,7 +7,8 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,10 +84,30 @@ def _cmd_providers(args: argparse.Namespace) -> int:
             print(f"    aliases: {', '.join(r['aliases'])}")
         for k, v in r.items():
             if k not in ("name", "available", "reason", "origin", "aliases"):
-                print(f"    {k}: {v}")
+                print("\n".join(_describe_lines(k, v, 1)))
     for p in problems:
         print(f"plugin {p['plugin']} ({p['distribution']}) failed: {p['error']}")
     return 0
+
+
+def _describe_lines(key: str, value: Any, depth: int) -> list[str]:
+    """A provider's describe() entry as indented text: nested mappings one level per indent,
+    a mapping of plain values on one line (``a=1 b=x,y``)."""
+    pad = "    " * depth
+
+    def flat(v: Any) -> str:
+        if isinstance(v, (list, tuple)):
+            return ",".join(map(str, v)) or "-"
+        return str(v)
+
+    if not isinstance(value, Mapping):
+        return [f"{pad}{key}: {flat(value)}"]
+    if depth > 1 and not any(isinstance(v, Mapping) for v in value.values()):
+        return [f"{pad}{key}: " + " ".join(f"{k}={flat(v)}" for k, v in value.items())]
+    out = [f"{pad}{key}:"]
+    for k, v in value.items():
+        out += _describe_lines(str(k), v, depth + 1)
+    return out
 
 
 def _cmd_partition(args: argparse.Namespace) -> int:

@@ -18,17 +18,23 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import logging
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 
-from ._errors import InvalidArgumentError, PluginLoadError, ProviderUnavailableError
+from ._errors import (
+    InvalidArgumentError,
+    PluginLoadError,
+    ProviderOptionError,
+    ProviderUnavailableError,
+)
 from ._provider import API_VERSION, Availability, ExecutionProvider
 
 __all__ = [
@@ -114,13 +120,30 @@ class ProviderEntry:
             return f"{self.distribution} {self.version}".strip()
         return self.plugin or "registered in-process"
 
-    def availability(self) -> Availability:
+    def availability(self, options: Mapping[str, Any] | None = None) -> Availability:
+        """The provider's own verdict; ``options`` are those a session requested it with."""
         try:
-            return self.load().available()
+            cls = self.load()
+            if options is not None and _takes_options(cls.available):
+                return cls.available(options)
+            return cls.available()
+        except ProviderOptionError:
+            raise
         except PluginLoadError as e:
             return Availability(False, str(e))
         except Exception as e:  # noqa: BLE001 - a probe that raises means unavailable
             return Availability(False, f"available() raised {type(e).__name__}: {e}")
+
+
+def _takes_options(probe: Callable) -> bool:
+    """Whether an ``available`` class method accepts the options argument (API 1 providers
+    written before it existed take none)."""
+    try:
+        params = inspect.signature(probe).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+               for p in params)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,11 @@
 
 A provider is a subclass of :class:`ExecutionProvider`. The framework calls, in order:
 
-1. ``available()`` (class method) -- can it run on this machine at all, and if not, why;
+1. ``available(options)`` (class method) -- can it run on this machine at all, and if not, why;
+   ``options`` are the provider options a session asked for (raw, as given), or ``None`` for
+   the general probe behind ``get_available_providers()``. An option may make a provider
+   available (e.g. one that forces a portable code path); a provider whose ``available`` takes
+   no argument is called without one.
 2. ``__init__(options, context=...)`` -- once per session, with validated options;
 3. ``get_capability(view)`` -- once per session; returns *data* (:class:`Capability`): the node
    groups it claims and a reason for each node it declines. It must not modify or keep ``view``;
@@ -339,8 +343,13 @@ class ExecutionProvider:
         }
 
     @classmethod
-    def available(cls) -> Availability:
-        """Whether this provider can run on this machine; override to probe hardware."""
+    def available(cls, options: Mapping[str, Any] | None = None) -> Availability:
+        """Whether this provider can run on this machine; override to probe hardware.
+
+        ``options``: the provider options a session requested it with (raw values, not yet
+        validated), or ``None`` when asked in general. Raise :class:`ProviderOptionError` for an
+        option value that cannot be understood; any other exception means "unavailable".
+        """
         return Availability(True)
 
     @classmethod

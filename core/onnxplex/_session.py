@@ -250,7 +250,7 @@ class InferenceSession:
             entry = provider_entry(name)
             if any(entry.name == o[0] for o in out):
                 raise InvalidArgumentError(f"provider {entry.name!r} is listed twice")
-            why = entry.availability()
+            why = entry.availability(opts)
             if not why.ok:
                 if entry.name == DEFAULT_PROVIDER:
                     raise provider_unavailable(entry, why)

@@ -10,8 +10,10 @@ Seed conditions (issue 6):
 * ``gemm_f32``: MatMul / Gemm / com.microsoft FusedGemm (Relu) with a constant 2-D fp32 weight,
   and 1x1 Conv / FusedConv (stride 1, no pads, group 1, batch 1);
 * ``igemm_f32``: Conv / FusedConv (Relu, Clip), fp32, 2-D, batch 1, group 1, kernel >= 3x3;
-* ``qgemm_qsi8cx``: com.microsoft DynamicQuantizeMatMul, and DynamicQuantizeLinear feeding
-  com.microsoft MatMulIntegerToFloat, with constant int8 weights symmetric per channel;
+* ``qgemm_qsi8cx``: com.microsoft DynamicQuantizeMatMul, and a DynamicQuantizeLinear whose
+  readers are all com.microsoft MatMulIntegerToFloat or the unfused MatMulInteger + Cast + Mul
+  rescale (+ a bias Add) that onnxruntime's ``quantize_dynamic`` writes, with constant int8
+  weights symmetric per channel (or per tensor): the whole group is one kernel call per matmul;
 * ``qgemm_qsi4c32``: com.microsoft MatMulNBits, bits=4, block_size a multiple of 32 dividing K,
   no zero points or all-8 packed uint8 zero points.
 
@@ -21,7 +23,9 @@ node's output is claimed with it: the kernel applies it as its output clamp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 from onnx import TensorProto as TP
@@ -205,8 +209,9 @@ def check_conv(node: NodeView) -> Claim | str:
 # ---- (c) dynamic int8 ------------------------------------------------------------------------
 
 
-def _int8_weight(node: NodeView, bi: int, si: int, zi: int) -> str | None:
-    b = node.input(bi)
+def _int8_weight(b, s, z) -> str | None:
+    """``None`` when ``b`` is a constant int8 [K, N] weight with a constant fp32 scale ``s``
+    per tensor or per column and a zero point ``z`` that is absent or all zeros."""
     if b is None or not b.is_const:
         return "the weight B is not a constant initializer"
     if b.elem_type != TP.INT8:
@@ -216,12 +221,10 @@ def _int8_weight(node: NodeView, bi: int, si: int, zi: int) -> str | None:
     if bc.ndim != 2:
         return f"the weight B is {bc.ndim}-D, the kernel needs 2-D"
     n = bc.shape[1]
-    s = node.input(si)
     if s is None or not s.is_const or s.elem_type != TP.FLOAT:
         return "the weight scale is not a constant float32"
     if np.asarray(s.const).size not in (1, n):
         return "the weight scale is neither per tensor nor per output channel"
-    z = node.input(zi)
     if z is not None:
         if not z.is_const:
             return "the weight zero point is not a constant"
@@ -233,7 +236,7 @@ def _int8_weight(node: NodeView, bi: int, si: int, zi: int) -> str | None:
 def check_dynamic_quantize_matmul(node: NodeView) -> Claim | str:
     if _not_f32(node):
         return "input A is not float32"
-    why = _int8_weight(node, 1, 2, 3)
+    why = _int8_weight(node.input(1), node.input(2), node.input(3))
     if why:
         return why
     n = np.asarray(node.input(1).const).shape[1]
@@ -243,24 +246,139 @@ def check_dynamic_quantize_matmul(node: NodeView) -> Claim | str:
     return Claim("qgemm_qsi8cx", "dynamic int8 (qai8dx x qsi8cx)")
 
 
-def check_matmul_integer_to_float(node: NodeView, graph: GraphView) -> Claim | str:
-    why = _int8_weight(node, 1, 3, 5)
+DQ_PATTERNS = ("DynamicQuantizeLinear + MatMulIntegerToFloat",
+               "DynamicQuantizeLinear + MatMulInteger + Cast + Mul")
+
+
+@dataclass(frozen=True)
+class DqChain:
+    """One matmul of a dynamic-int8 group: float activations in, float ``output`` out.
+
+    ``nodes``: the chain's nodes (MatMulIntegerToFloat; or MatMulInteger, Cast, the output Mul,
+    the activation-scale x weight-scale Mul, and a bias Add when one follows).
+    """
+
+    nodes: tuple[NodeView, ...]
+    weight: Any
+    scale: Any
+    bias: Any
+    output: str
+
+
+@dataclass(frozen=True)
+class DqGroup:
+    dql: NodeView
+    chains: tuple[DqChain, ...]
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        return tuple(sorted({self.dql.index, *(n.index for c in self.chains for n in c.nodes)}))
+
+
+class Dataflow(Protocol):
+    """Who produces and who reads a value: a :class:`~onnxplex.GraphView`, or the nodes of a
+    claimed group in ``compile``."""
+
+    def producer(self, name: str) -> NodeView | None: ...
+
+    def consumers(self, name: str) -> Sequence[NodeView]: ...
+
+
+def _names(vals) -> list[str | None]:
+    return [v.name if v is not None else None for v in vals]
+
+
+def _sole_consumer(name: str, flow: Dataflow, exported: set[str]) -> NodeView | None:
+    users = flow.consumers(name)
+    return users[0] if len(users) == 1 and name not in exported else None
+
+
+def _other_input(node: NodeView, name: str):
+    """The other input of a two-input node that reads ``name`` once, else None."""
+    ins = _names(node.inputs)
+    if len(ins) != 2 or ins.count(name) != 1:
+        return None
+    return node.input(1 - ins.index(name))
+
+
+def _chain_mmitf(node: NodeView, dq_out: list) -> DqChain | str:
+    if _names([node.input(0), node.input(2), node.input(4)]) != dq_out:
+        return "A, a_scale and a_zero_point are not the outputs of one DynamicQuantizeLinear"
+    why = _int8_weight(node.input(1), node.input(3), node.input(5))
     if why:
         return why
     n = np.asarray(node.input(1).const).shape[1]
     why = _const_f32_vector(node.input(6), n, "the bias")
     if why:
         return why
-    a = node.input(0)
-    prod = graph.producer(a.name) if a is not None else None
-    if prod is None or not _is(prod, "DynamicQuantizeLinear"):
-        return ("input A is not produced by DynamicQuantizeLinear (the kernel quantizes float "
-                "activations itself)")
-    names = [v.name if v is not None else None for v in prod.outputs]
-    if [v.name if v is not None else None for v in (node.input(0), node.input(2),
-                                                     node.input(4))] != names:
-        return "A, a_scale and a_zero_point are not the outputs of one DynamicQuantizeLinear"
-    return Claim("qgemm_qsi8cx", "DynamicQuantizeLinear + MatMulIntegerToFloat as dynamic int8")
+    return DqChain((node,), node.input(1), node.input(3), node.input(6), node.outputs[0].name)
+
+
+def _chain_mmi(node: NodeView, dq_out: list, flow: Dataflow,
+               exported: set[str]) -> DqChain | str:
+    """MatMulInteger(xq, W, xz, wz) -> Cast(float) -> Mul(., Mul(x_scale, w_scale)) [-> Add]."""
+    ins = _names(node.inputs) + [None] * 4
+    if ins[0] != dq_out[0] or ins[2] != dq_out[2]:
+        return ("A and a_zero_point are not the quantized output and zero point of one "
+                "DynamicQuantizeLinear")
+    cast = _sole_consumer(node.outputs[0].name, flow, exported)
+    if cast is None or not _is(cast, "Cast") or int(cast.attr("to", 0)) != TP.FLOAT:
+        return ("its int32 result is not read by a single Cast to float (the kernel produces "
+                "float outputs only)")
+    mul = _sole_consumer(cast.outputs[0].name, flow, exported)
+    s = None if mul is None or not _is(mul, "Mul") else _other_input(mul, cast.outputs[0].name)
+    smul = None if s is None else flow.producer(s.name)
+    ws = None if smul is None else _other_input(smul, dq_out[1])
+    if ws is None or s.name in exported:
+        return ("the Cast's result is not multiplied by Mul(a_scale, weight scale) (the "
+                "rescale the kernel applies)")
+    why = _int8_weight(node.input(1), ws, node.input(3))
+    if why:
+        return why
+    nodes, out, bias = [node, cast, mul, smul], mul.outputs[0].name, None
+    add = _sole_consumer(out, flow, exported)
+    if add is not None and _is(add, "Add"):
+        b = _other_input(add, out)
+        n = np.asarray(node.input(1).const).shape[1]
+        if b is not None and b.is_const and b.elem_type == TP.FLOAT and \
+                np.asarray(b.const).shape in ((n,), (1, n)):
+            nodes.append(add)
+            out, bias = add.outputs[0].name, b
+    return DqChain(tuple(nodes), node.input(1), ws, bias, out)
+
+
+def dq_group(dql: NodeView, flow: Dataflow, exported: set[str]) -> DqGroup | str:
+    """The dynamic-int8 group rooted at ``dql``: every reader of its three outputs must be part
+    of a chain (see :data:`DQ_PATTERNS`), else the reason it is not a group. ``exported``: the
+    graph outputs (a chain's inner values must not be among them)."""
+    dq_out = _names(dql.outputs)
+    if len(dq_out) != 3 or None in dq_out or any(o in exported for o in dq_out):
+        return "some DynamicQuantizeLinear output is a graph output or missing"
+    chains: list[DqChain] = []
+    for node in flow.consumers(dq_out[0]):
+        if _is(node, "MatMulIntegerToFloat", MS):
+            c = _chain_mmitf(node, dq_out)
+        elif _is(node, "MatMulInteger"):
+            c = _chain_mmi(node, dq_out, flow, exported)
+        else:
+            c = f"its quantized output is read by {node.qualified_op}"
+        if isinstance(c, str):
+            return f"{node.display_name} ({node.op_type}): {c}"
+        chains.append(c)
+    if not chains:
+        return "no MatMulIntegerToFloat / MatMulInteger reads its output"
+    group = DqGroup(dql, tuple(chains))
+    inside = set(group.members)
+    inner = [v.name for c in chains for n in c.nodes for v in n.outputs
+             if v is not None and v.name != c.output]
+    for name in (*dq_out, *inner):
+        if name in exported:
+            return f"{name}, computed inside the group, is a graph output"
+        for user in flow.consumers(name):
+            if user.index not in inside:
+                return (f"{name} is also read by {user.display_name} ({user.op_type}), which "
+                        "the dynamic int8 kernel does not run")
+    return group
 
 
 # ---- (d) int4 MatMulNBits --------------------------------------------------------------------
@@ -311,6 +429,8 @@ def check(node: NodeView, graph: GraphView) -> Claim | str:
             return check_gemm(node)
         if op == "Conv":
             return check_conv(node)
+        if op in ("DynamicQuantizeLinear", "MatMulInteger"):
+            return f"claimed only as a whole dynamic int8 group ({' or '.join(DQ_PATTERNS)})"
     elif d == MS:
         if op == "FusedGemm":
             return check_gemm(node)
@@ -319,7 +439,8 @@ def check(node: NodeView, graph: GraphView) -> Claim | str:
         if op == "DynamicQuantizeMatMul":
             return check_dynamic_quantize_matmul(node)
         if op == "MatMulIntegerToFloat":
-            return check_matmul_integer_to_float(node, graph)
+            return (f"claimed only with the DynamicQuantizeLinear feeding it "
+                    f"({DQ_PATTERNS[0]})")
         if op == "MatMulNBits":
             return check_matmul_nbits(node)
     return f"{node.qualified_op} has no Kleidi kernel"

@@ -1,11 +1,11 @@
 """The kleidi_sme2 provider class: Arm matrix-instruction kernels (SME2 / i8mm / dotprod / NEON).
 
 It claims the nodes its four kernel families accelerate (see :mod:`._claims`), packs their
-constant weights once in ``compile`` and keeps no per-run state. On aarch64 the native dispatch
-picks the best compiled variant this CPU supports; ``force_reference`` (or the environment
-variable ``ONNXPLEX_KLEIDI_FORCE_REFERENCE=1``) selects the portable reference variant, and the
-environment variable also makes the provider available off aarch64 so it can be exercised on
-x86 (``available()`` is a class method and cannot see session options).
+constant weights once in ``compile`` and keeps no per-run state. On aarch64 the provider is
+available by itself and the native dispatch picks, per family, the best compiled variant this CPU
+runs (the option ``max_variant`` caps it). The option ``force_reference`` (or the environment
+variable ``ONNXPLEX_KLEIDI_FORCE_REFERENCE=1``) selects the portable reference variant everywhere,
+and makes the provider available on other CPUs too, so it can be exercised on x86.
 
 Tolerances against ``cpu_mlas`` (documented here, checked by the tests):
 
@@ -48,7 +48,10 @@ from ._claims import INF, Claim
 logger = logging.getLogger(__name__)
 
 FORCE_ENV = "ONNXPLEX_KLEIDI_FORCE_REFERENCE"
-FAMILIES = ("gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32")
+VARIANTS = ("reference", "neon", "dotprod", "i8mm", "sme2")
+"""Every variant name, least to most capable (the native dispatch's order)."""
+INFO_KEYS = ("cpu_features", "selected_variants")
+"""Read-only entries of :meth:`KleidiSme2Provider.provider_options`; ignored when given back."""
 _F32 = np.float32
 _FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -74,10 +77,25 @@ def cpu_features() -> dict[str, Any]:
     return mod.cpu_features()
 
 
-def _accelerated(mod) -> dict[str, str]:
-    """Family -> selected variant, for the families whose selected variant is not the
-    portable reference."""
-    return {f: v["selected"] for f, v in mod.variants().items() if v["selected"] != "reference"}
+def choose_variants(native_variants: dict[str, dict], force_reference: bool,
+                    max_variant: str) -> dict[str, str]:
+    """Family -> the variant to run: the best one this CPU supports, at most ``max_variant``
+    (``"auto"``: no ceiling); the portable reference when forced."""
+    if force_reference:
+        return {f: "reference" for f in native_variants}
+    if max_variant == "auto":
+        return {f: v["selected"] for f, v in native_variants.items()}
+    ceiling = VARIANTS.index(max_variant)
+    out = {}
+    for f, v in native_variants.items():
+        usable = [x for x in v["supported"] if VARIANTS.index(x) <= ceiling]
+        out[f] = max(usable, key=VARIANTS.index, default="reference")
+    return out
+
+
+def _max_variant_check(v: str) -> str | None:
+    return None if v == "auto" or v in VARIANTS else (
+        f"expected auto or one of {', '.join(VARIANTS)}")
 
 
 class KleidiSme2Provider(ExecutionProvider):
@@ -86,51 +104,73 @@ class KleidiSme2Provider(ExecutionProvider):
     name = "kleidi_sme2"
     option_specs = {
         "force_reference": Option(False, bool, "run the portable reference variant of every "
-                                  f"kernel family (also: {FORCE_ENV}=1, which additionally "
-                                  "makes the provider available off aarch64)"),
+                                  "kernel family; also makes the provider available on CPUs "
+                                  f"without Arm kernels, e.g. x86 (environment: {FORCE_ENV}=1)"),
+        "max_variant": Option("auto", str, "the most capable variant to use in any family "
+                              f"({', '.join(VARIANTS)}); auto: the best this CPU runs",
+                              check=_max_variant_check),
     }
 
     @classmethod
-    def available(cls) -> Availability:
+    def available(cls, options: dict[str, Any] | None = None) -> Availability:
         mod, why = _native()
         if mod is None:
             return Availability(False, why)
-        if _env_forced():
-            return Availability(True)
+        if _env_forced() or cls._forced_by(options):
+            return Availability(True, "portable reference kernels forced")
         feats = mod.cpu_features()
         if feats["arch"] != "aarch64":
             return Availability(False, f"needs aarch64 (NEON or better); this CPU is "
-                                       f"{feats['arch']}; set {FORCE_ENV}=1 to run the "
-                                       "portable reference kernels")
-        if not _accelerated(mod):
+                                       f"{feats['arch']}; the provider option "
+                                       f"force_reference=1 (or {FORCE_ENV}=1) runs the portable "
+                                       "reference kernels instead")
+        if all(v["selected"] == "reference" for v in mod.variants().values()):
             return Availability(False, "no NEON-class kernel variant is compiled in for this "
                                        f"CPU ({', '.join(feats['features'])})")
         return Availability(True)
 
     @classmethod
+    def _forced_by(cls, options: dict[str, Any] | None) -> bool:
+        if not options or "force_reference" not in options:
+            return False
+        return cls.option_specs["force_reference"].convert(
+            "force_reference", options["force_reference"], cls.name)
+
+    @classmethod
     def describe(cls) -> dict[str, Any]:
+        """CPU features, and per family the compiled / supported / selected variants (what
+        ``onnxplex providers`` prints)."""
         out: dict[str, Any] = {"cpu": cpu_features(), "force_reference_env": _env_forced()}
         mod, _ = _native()
         if mod is not None:
             v = mod.variants()
-            forced = _env_forced()
-            out["variants"] = {f: {"selected": "reference" if forced else v[f]["selected"],
-                                   "compiled": v[f]["compiled"],
+            chosen = choose_variants(v, _env_forced(), "auto")
+            out["variants"] = {f: {"selected": chosen[f], "compiled": v[f]["compiled"],
                                    "supported": v[f]["supported"]} for f in v}
         return out
 
     def __init__(self, options: dict[str, Any] | None = None, *,
                  context: ProviderContext | None = None) -> None:
+        options = {k: v for k, v in (options or {}).items() if k not in INFO_KEYS}
         super().__init__(options, context=context)
         self._force = bool(self.options["force_reference"]) or _env_forced()
         self._threads = max(1, int(self.context.intra_op_num_threads or 1))
+        mod, _ = _native()
+        self._variants = ({} if mod is None else
+                          choose_variants(mod.variants(), self._force,
+                                          self.options["max_variant"]))
 
     def variant(self, family: str) -> str:
         """The variant this provider instance packs and runs ``family`` with."""
-        if self._force:
-            return "reference"
-        mod, _ = _native()
-        return mod.variants()[family]["selected"]
+        return self._variants[family]
+
+    def provider_options(self) -> dict[str, str]:
+        """The options, plus two read-only entries: the detected CPU features and the variant
+        chosen per kernel family (``family=variant;...``)."""
+        feats = cpu_features()
+        return {**super().provider_options(),
+                "cpu_features": f"{feats['arch']}: {','.join(feats['features']) or 'none'}",
+                "selected_variants": ";".join(f"{f}={v}" for f, v in self._variants.items())}
 
     # ---- get_capability -----------------------------------------------------------------------
 
@@ -148,28 +188,29 @@ class KleidiSme2Provider(ExecutionProvider):
 
         groups: list[NodeGroup] = []
         taken: set[int] = set()
-        # DynamicQuantizeLinear + its MatMulIntegerToFloat consumers -> one dynamic int8 group
-        for i in sorted(claims):
-            node = graph.node(i)
-            if node.op_type != "MatMulIntegerToFloat" or i in taken:
+        # A DynamicQuantizeLinear and every matmul reading it -> one dynamic int8 group
+        for dql in graph.nodes:
+            if dql.op_type != "DynamicQuantizeLinear" or dql.domain not in ("", "ai.onnx"):
                 continue
-            dql = graph.producer(node.input(0).name)
-            users = {u.index for v in dql.outputs if v is not None
-                     for u in graph.consumers(v.name)}
-            ok_users = all(u in claims and graph.node(u).op_type == "MatMulIntegerToFloat"
-                           for u in users)
-            exported = any(v is not None and v.name in graph_outputs for v in dql.outputs)
-            if dql.index not in offered or not ok_users or exported:
-                for u in users & set(claims):
-                    claims.pop(u, None)
-                    declined[u] = ("its DynamicQuantizeLinear is not offered or has outputs "
-                                   "read by nodes the dynamic int8 kernel does not run")
+            g = _claims.dq_group(dql, graph, graph_outputs)
+            if not isinstance(g, str) and not offered.issuperset(g.members):
+                g = "some of its nodes were claimed by an earlier provider"
+            if isinstance(g, str):
+                why = f"no dynamic int8 group at {dql.display_name}: {g}"
+                for u in (dql, *graph.consumers(dql.outputs[0].name)):
+                    if u.index in declined:
+                        declined[u.index] = why
                 continue
-            members = tuple(sorted({dql.index, *users}))
+            members = g.members
             taken.update(members)
-            declined.pop(dql.index, None)
+            for i in members:
+                declined.pop(i, None)
+            forms = sorted({_claims.DQ_PATTERNS[c.nodes[0].op_type == "MatMulInteger"]
+                            for c in g.chains})
+            label = f"qgemm_qsi8cx/{self.variant('qgemm_qsi8cx')}"
             groups.append(NodeGroup(members, name=f"kleidi_dq_{dql.display_name}",
-                                    note=f"{claims[i].note} [{self._variant_label(claims[i])}]"))
+                                    note=f"dynamic int8 (qai8dx x qsi8cx): {len(g.chains)} "
+                                         f"matmul(s), {'; '.join(forms)} [{label}]"))
 
         for i in sorted(claims):
             if i in taken:
@@ -362,18 +403,25 @@ class KleidiSme2Provider(ExecutionProvider):
     def _compile_dq_group(self, mod, subgraph: Subgraph) -> Callable:
         dql = subgraph.nodes[0]
         outs = [v.name for v in subgraph.outputs]
-        runners: dict[str, Callable] = {}
         try:
-            for node in subgraph.nodes[1:]:
-                packed = self._pack_qsi8cx(mod, node, 1, 3, 6)
-                runners[node.outputs[0].name] = _gemm_runner(mod.qgemm_qsi8cx, packed, {},
-                                                             self._threads)
+            g = _claims.dq_group(dql, _GroupFlow(subgraph.nodes), set())
+            if isinstance(g, str):
+                raise ValueError(g)
+            runners: dict[str, Callable] = {}
+            for c in g.chains:
+                w = np.ascontiguousarray(c.weight.const, np.int8)
+                n = w.shape[1]
+                scales = np.ascontiguousarray(
+                    np.broadcast_to(np.asarray(c.scale.const, _F32).reshape(-1), (n,)))
+                packed = mod.pack_qsi8cx(w, scales, _opt_vec(c.bias, n),
+                                         variant=self.variant("qgemm_qsi8cx"))
+                runners[c.output] = _gemm_runner(mod.qgemm_qsi8cx, packed, {}, self._threads)
             missing = [o for o in outs if o not in runners]
             if missing:
-                raise ValueError(f"group outputs {missing} are not MatMulIntegerToFloat results")
+                raise ValueError(f"group outputs {missing} are not results of its matmuls")
         except (ValueError, RuntimeError, TypeError) as e:
-            raise CompileError(f"{self.name}: cannot compile group '{subgraph.name}' "
-                               f"({dql.display_name} + MatMulIntegerToFloat): {e}",
+            raise CompileError(f"{self.name}: cannot compile the dynamic int8 group "
+                               f"'{subgraph.name}' rooted at {dql.display_name}: {e}",
                                provider=self.name, node=dql.display_name,
                                op_type=dql.op_type) from e
         order = [runners[o] for o in outs]
@@ -384,6 +432,23 @@ class KleidiSme2Provider(ExecutionProvider):
 
         in_names = [v.name if v is not None else None for v in subgraph.inputs]
         return self._guard(fn, dql, in_names, dql.input(0).name)
+
+
+class _GroupFlow:
+    """Producers and readers of values among a claimed group's nodes (for ``compile``)."""
+
+    def __init__(self, nodes) -> None:
+        self._producer = {v.name: n for n in nodes for v in n.outputs if v is not None}
+        self._readers: dict[str, list[NodeView]] = {}
+        for n in nodes:
+            for name in dict.fromkeys(v.name for v in n.inputs if v is not None):
+                self._readers.setdefault(name, []).append(n)
+
+    def producer(self, name: str) -> NodeView | None:
+        return self._producer.get(name)
+
+    def consumers(self, name: str) -> list[NodeView]:
+        return self._readers.get(name, [])
 
 
 def _opt_vec(v, n: int) -> np.ndarray | None:

@@ -1,10 +1,14 @@
-"""The kleidi_sme2 provider on x86 with the portable reference variant forced.
+"""The kleidi_sme2 provider: on x86 with the portable reference variant forced, on (emulated)
+aarch64 with the variants dispatch picks by itself.
 
 Claims and decline reasons are checked in the placement report; outputs against cpu_mlas-only
 runs within the tolerances documented in ``providers/kleidi_sme2/_provider.py``.
 """
 
 from __future__ import annotations
+
+import platform
+import re
 
 import numpy as np
 import pytest
@@ -17,11 +21,23 @@ pytest.importorskip("onnxplex.providers.kleidi_sme2._kleidi")
 
 F32 = np.float32
 KP = "kleidi_sme2"
+ON_ARM = platform.machine().lower() in ("aarch64", "arm64")
+FORCE_ENV = "ONNXPLEX_KLEIDI_FORCE_REFERENCE"
 
 
 @pytest.fixture(autouse=True)
-def _force_reference(monkeypatch):
-    monkeypatch.setenv("ONNXPLEX_KLEIDI_FORCE_REFERENCE", "1")
+def _force_reference_off_arm(monkeypatch):
+    """x86 has no Arm kernels: force the portable reference. On aarch64 nothing is forced."""
+    if ON_ARM:
+        monkeypatch.delenv(FORCE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(FORCE_ENV, "1")
+
+
+def _variant(sess, family):
+    sel = dict(kv.split("=") for kv in
+               sess.get_provider_options()[KP]["selected_variants"].split(";"))
+    return sel[family]
 
 
 def _model(nodes, inputs, outputs, inits, ms=False):
@@ -91,7 +107,8 @@ def test_cnn_claims_and_matches_cpu_mlas(level):
     assert "has no Kleidi kernel" in _declined_by_kleidi(pl["sig"])
     report = k.get_provider_assignment().report()
     assert "7x7 indirect conv" in report and "1x1 conv as fp32 GEMM" in report
-    assert "igemm_f32/reference" in report
+    assert f"igemm_f32/{_variant(k, 'igemm_f32')}" in report
+    assert (_variant(k, "igemm_f32") == "reference") != ON_ARM
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(F32)
     for _ in range(2):  # packing happens once; runs are repeatable
         np.testing.assert_allclose(k.run(None, {"x": x})[0], c.run(None, {"x": x})[0],
@@ -288,20 +305,80 @@ def test_dynamic_quantize_linear_and_matmul_integer_to_float_group():
 # ---- provider plumbing -----------------------------------------------------------------------
 
 
-def test_unavailable_on_x86_without_force(monkeypatch):
+def _tiny_matmul():
+    w = np.random.default_rng(12).standard_normal((8, 4)).astype(F32)
+    return _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                  [_vi("x", [2, 8])], [_vi("y", [2, 4])], {"w": w})
+
+
+@pytest.mark.skipif(ON_ARM, reason="x86 behaviour: aarch64 needs no forcing")
+def test_off_arm_available_only_when_forced(monkeypatch):
     from onnxplex.providers.kleidi_sme2._provider import KleidiSme2Provider as K
-    monkeypatch.delenv("ONNXPLEX_KLEIDI_FORCE_REFERENCE")
+    monkeypatch.delenv(FORCE_ENV)
     av = K.available()
-    if K.describe()["cpu"]["arch"] != "aarch64":
-        assert not av and "ONNXPLEX_KLEIDI_FORCE_REFERENCE" in av.reason
+    assert not av and "force_reference=1" in av.reason and FORCE_ENV in av.reason
+    assert KP not in onnxplex.get_available_providers()
+    with pytest.warns(RuntimeWarning, match="kleidi_sme2.*not available"):
+        s = onnxplex.InferenceSession(_tiny_matmul(), providers=[KP, "cpu_mlas"])
+    assert s.get_providers() == ["cpu_mlas"]
+    # the provider option alone (no environment variable) makes it available
+    s = onnxplex.InferenceSession(_tiny_matmul(),
+                                  providers=[(KP, {"force_reference": "1"}), "cpu_mlas"])
+    assert _placements(s)["mm"].provider == KP
+    assert _variant(s, "gemm_f32") == "reference"
+    with pytest.raises(onnxplex.ProviderOptionError, match="force_reference"):
+        onnxplex.InferenceSession(_tiny_matmul(), providers=[(KP, {"force_reference": "maybe"})])
+
+
+def test_provider_options_show_cpu_and_variants_and_round_trip():
+    s = onnxplex.InferenceSession(_tiny_matmul(), providers=[KP, "cpu_mlas"])
+    opts = s.get_provider_options()[KP]
+    assert opts["max_variant"] == "auto" and opts["cpu_features"].startswith(
+        platform.machine().lower().replace("arm64", "aarch64").replace("amd64", "x86_64"))
+    fams = dict(kv.split("=") for kv in opts["selected_variants"].split(";"))
+    assert {"gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32"} <= set(fams)
+    again = onnxplex.InferenceSession(_tiny_matmul(), providers=[(KP, opts), "cpu_mlas"])
+    assert again.get_provider_options()[KP] == opts
+
+
+def test_max_variant_caps_each_family():
+    from onnxplex.providers.kleidi_sme2._provider import choose_variants
+    native = {"gemm_f32": {"selected": "sme2", "supported": ["reference", "neon", "sme2"]},
+              "qgemm_qsi8cx": {"selected": "sme2",
+                               "supported": ["reference", "neon", "dotprod", "i8mm", "sme2"]}}
+    assert choose_variants(native, False, "auto") == {"gemm_f32": "sme2", "qgemm_qsi8cx": "sme2"}
+    assert choose_variants(native, False, "i8mm") == {"gemm_f32": "neon",
+                                                      "qgemm_qsi8cx": "i8mm"}
+    assert choose_variants(native, False, "reference") == {"gemm_f32": "reference",
+                                                           "qgemm_qsi8cx": "reference"}
+    assert set(choose_variants(native, True, "sme2").values()) == {"reference"}
+    s = onnxplex.InferenceSession(_tiny_matmul(),
+                                  providers=[(KP, {"max_variant": "neon"}), "cpu_mlas"])
+    assert _variant(s, "gemm_f32") in ("reference", "neon")
+    with pytest.raises(onnxplex.ProviderOptionError, match="max_variant.*expected auto"):
+        onnxplex.InferenceSession(_tiny_matmul(), providers=[(KP, {"max_variant": "avx512"})])
 
 
 def test_describe_reports_features_and_variants():
     from onnxplex.providers.kleidi_sme2._provider import KleidiSme2Provider as K
     d = K.describe()
     assert "features" in d["cpu"]
-    assert set(d["variants"]) == {"gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32"}
-    assert all(v["selected"] == "reference" for v in d["variants"].values())
+    assert {"gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32"} <= set(d["variants"])
+    for v in d["variants"].values():
+        assert v["selected"] in v["supported"] and set(v["supported"]) <= set(v["compiled"])
+        assert (v["selected"] == "reference") != ON_ARM
+
+
+def test_cli_providers_lists_cpu_features_and_variants(capsys):
+    from onnxplex._cli import main
+    assert main(["providers"]) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("kleidi_sme2"):]
+    arch = "aarch64" if ON_ARM else "x86_64"
+    assert f"    cpu:\n        arch: {arch}\n        features: " in block
+    sel = "sme2|i8mm|dotprod|neon" if ON_ARM else "reference"
+    assert re.search(rf"    variants:\n        gemm_f32: selected=({sel}) compiled=\S+ "
+                     r"supported=\S+\n", block), block
 
 
 def test_native_error_becomes_kernel_execution_error():
@@ -317,3 +394,71 @@ def test_native_error_becomes_kernel_execution_error():
     with pytest.raises(onnxplex.KernelExecutionError) as e:
         k.run(None, {"x": np.ones((1, 2, 3, 3), F32)})
     assert e.value.provider == KP and e.value.node == "bigk"
+
+
+# ---- the unfused dynamic int8 pattern (onnxruntime's quantize_dynamic output) ----------------
+
+
+def _unfused(rng, kk, n, *, int32_out=False, export_scale=False, uint8_w=False):
+    """DynamicQuantizeLinear feeding two MatMulInteger + Cast + Mul chains: a per-channel one
+    with a zero point input and a bias Add, and a per-tensor one with its Mul operands swapped."""
+    w0 = rng.integers(-127, 128, (kk, n), dtype=np.int8)
+    w1 = rng.integers(-127, 128, (kk, n), dtype=np.int8)
+    inits = {"W0": w0.astype(np.uint8) if uint8_w else w0, "W1": w1,
+             "wz0": np.zeros(n, np.uint8 if uint8_w else np.int8),
+             "ws0": rng.uniform(0.001, 0.02, n).astype(F32), "ws1": np.array(0.01, F32),
+             "b0": rng.standard_normal(n).astype(F32)}
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="dql"),
+             helper.make_node("Mul", ["xs", "ws0"], ["s0"], name="smul0"),
+             helper.make_node("MatMulInteger", ["xq", "W0", "xz", "wz0"], ["i0"], name="mmi0"),
+             helper.make_node("Cast", ["i0"], ["f0"], name="cast0", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["f0", "s0"], ["m0"], name="mul0"),
+             helper.make_node("Add", ["m0", "b0"], ["y0"], name="bias0"),
+             helper.make_node("Mul", ["ws1", "xs"], ["s1"], name="smul1"),
+             helper.make_node("MatMulInteger", ["xq", "W1", "xz"], ["i1"], name="mmi1"),
+             helper.make_node("Cast", ["i1"], ["f1"], name="cast1", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["s1", "f1"], ["y1"], name="mul1")]
+    outs = [_vi("y0", [4, n]), _vi("y1", [4, n])]
+    if int32_out:
+        outs.append(helper.make_tensor_value_info("i1", TensorProto.INT32, [4, n]))
+    if export_scale:
+        outs.append(_vi("xs", []))
+    m = _model(nodes, [_vi("x", [4, kk])], outs, inits)
+    return m, (w0, inits["ws0"]), (w1, np.full(n, 0.01, F32))
+
+
+@pytest.mark.parametrize("level", [GraphOptimizationLevel.ORT_DISABLE_ALL,
+                                   GraphOptimizationLevel.ORT_ENABLE_ALL])
+def test_unfused_dynamic_quantize_pattern_is_one_group(level):
+    rng = np.random.default_rng(13)
+    kk, n = 40, 12
+    m, (w0, s0), (w1, s1) = _unfused(rng, kk, n)
+    k, c = _sessions(m, level)
+    pl = _placements(k)
+    assert {p.provider for p in pl.values()} == {KP}, k.get_provider_assignment().report()
+    parts = k.get_provider_assignment().partitions
+    assert len(parts) == 1 and len(parts[0].nodes) == 10
+    assert "2 matmul(s), DynamicQuantizeLinear + MatMulInteger + Cast + Mul" in \
+        k.get_provider_assignment().report()
+    x = rng.standard_normal((4, kk)).astype(F32)
+    got, want = k.run(None, {"x": x}), c.run(None, {"x": x})
+    for g, wv, w, s in zip(got, want, (w0, w1), (s0, s1)):
+        assert np.all(np.abs(g - wv) <= _dq_bound(x, w, s))
+
+
+@pytest.mark.parametrize("kw, reason", [
+    ({"int32_out": True}, "mmi1 (MatMulInteger): its int32 result is not read by a single Cast"),
+    ({"export_scale": True}, "some DynamicQuantizeLinear output is a graph output"),
+    ({"uint8_w": True}, "mmi0 (MatMulInteger): the weight B is uint8 (asymmetric)"),
+])
+def test_unfused_pattern_declines_with_the_reason(kw, reason):
+    rng = np.random.default_rng(14)
+    m, *_ = _unfused(rng, 16, 8, **kw)
+    k, c = _sessions(m)
+    pl = _placements(k)
+    for name in ("dql", "mmi0", "mmi1"):
+        assert pl[name].provider == "cpu_mlas"
+        assert reason in _declined_by_kleidi(pl[name]), k.get_provider_assignment().explain(name)
+    x = rng.standard_normal((4, 16)).astype(F32)
+    for g, w in zip(k.run(None, {"x": x}), c.run(None, {"x": x})):
+        np.testing.assert_array_equal(g, w)
