@@ -462,3 +462,45 @@ def test_unfused_pattern_declines_with_the_reason(kw, reason):
     x = rng.standard_normal((4, 16)).astype(F32)
     for g, w in zip(k.run(None, {"x": x}), c.run(None, {"x": x})):
         np.testing.assert_array_equal(g, w)
+
+
+def test_weights_are_packed_once_per_session_not_per_run(monkeypatch):
+    from onnxplex.providers.kleidi_sme2 import _provider
+
+    real, _ = _provider._native()
+    calls: dict[str, int] = {}
+
+    class Counting:
+        def __getattr__(self, name):
+            fn = getattr(real, name)
+            if not name.startswith("pack_"):
+                return fn
+
+            def counted(*a, **kw):
+                calls[name] = calls.get(name, 0) + 1
+                return fn(*a, **kw)
+            return counted
+
+    monkeypatch.setattr(_provider, "_native", lambda: (Counting(), ""))
+    k, c = _sessions(_cnn())
+    packed = dict(calls)
+    # conv7x7 and conv3x3 (indirect), conv1x1 (GEMM); the depthwise conv runs on cpu_mlas
+    assert packed == {"pack_conv2d_f32": 2, "pack_gemm_f32": 1}
+    x = np.random.default_rng(15).standard_normal((1, 3, 32, 32)).astype(F32)
+    first = k.run(None, {"x": x})[0]
+    for _ in range(3):
+        np.testing.assert_array_equal(k.run(None, {"x": x})[0], first)
+    assert calls == packed
+
+
+def test_concurrent_runs_share_the_packed_weights():
+    from concurrent.futures import ThreadPoolExecutor
+
+    k, _ = _sessions(_cnn())
+    rng = np.random.default_rng(16)
+    xs = [rng.standard_normal((1, 3, 32, 32)).astype(F32) for _ in range(6)]
+    want = [k.run(None, {"x": x})[0] for x in xs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: k.run(None, {"x": x})[0], xs * 3))
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, want[i % len(xs)])
