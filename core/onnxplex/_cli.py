@@ -1,4 +1,5 @@
-"""The ``onnxplex`` command line: run a model, list providers, show a placement report."""
+"""The ``onnxplex`` command line: run a model, list providers, show a placement report,
+measure latency, summarize a profile."""
 
 from __future__ import annotations
 
@@ -122,6 +123,29 @@ def _cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_perf(args: argparse.Namespace) -> int:
+    from ._perf import perf
+
+    feeds = None
+    if args.inputs:
+        with np.load(args.inputs, allow_pickle=False) as data:
+            feeds = {k: data[k] for k in data.files}
+    report = perf(args.model, providers=_providers_arg(args.providers),
+                  intra_op_threads=args.x, inter_op_threads=args.y, level=args.level,
+                  repetitions=args.r, duration=args.t, warmup=args.warmup, feeds=feeds,
+                  seed=args.seed, dim=args.dim, compare_onnxruntime=args.compare_onnxruntime)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
+    return 0
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from ._perf import load_profile, profile_text, summarize_profile
+
+    summary = summarize_profile(load_profile(args.file), top=args.top)
+    print(json.dumps(summary, indent=2) if args.json else profile_text(summary))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onnxplex", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0,
@@ -147,6 +171,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--providers", help="comma-separated providers in priority order")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_partition)
+
+    p = sub.add_parser("perf", help="measure latency (as onnxruntime_perf_test does)")
+    p.add_argument("model")
+    p.add_argument("--providers", help="comma-separated providers in priority order")
+    p.add_argument("-x", type=int, default=0, metavar="N", help="intra-op threads (0: default)")
+    p.add_argument("-y", type=int, default=0, metavar="N",
+                   help="inter-op threads; > 1 runs independent nodes in parallel")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("-r", type=int, metavar="N", help="timed runs (default 100)")
+    when.add_argument("-t", type=float, metavar="SECONDS", help="time runs for this long")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs after the first")
+    p.add_argument("-O", "--level", default="ORT_ENABLE_ALL",
+                   choices=["ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
+                            "ORT_ENABLE_ALL"], help="graph optimization level")
+    p.add_argument("--inputs", help=".npz file of named inputs (random from shapes if absent)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dim", type=int, default=1, help="value for symbolic dims (default 1)")
+    p.add_argument("--compare-onnxruntime", action="store_true",
+                   help="also run onnxruntime on the same inputs, alternating runs; print the "
+                        "latency ratio and the max output difference")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_perf)
+
+    p = sub.add_parser("profile", help="summarize a profile written by enable_profiling")
+    p.add_argument("file")
+    p.add_argument("--top", type=int, default=10, help="slowest nodes to list")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_profile)
     return parser
 
 

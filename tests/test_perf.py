@@ -1,0 +1,99 @@
+"""``onnxplex perf`` and ``onnxplex profile`` (what they report, not how fast anything is)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from models import small_cnn
+
+import onnxplex
+from onnxplex._cli import main
+from onnxplex._perf import LatencyStats, load_profile, perf, summarize_profile
+
+
+@pytest.fixture(scope="module")
+def cnn_path(tmp_path_factory):
+    import onnx
+
+    path = tmp_path_factory.mktemp("perf") / "cnn.onnx"
+    onnx.save(small_cnn(batch=2), path)
+    return str(path)
+
+
+def test_latency_stats():
+    s = LatencyStats.of([0.004, 0.001, 0.002, 0.003])
+    assert s.runs == 4 and s.min == 0.001 and s.max == 0.004 and s.median == 0.0025
+    assert s.percentiles[50] <= s.percentiles[90] <= s.percentiles[95] <= s.percentiles[99]
+    assert s.runs_per_second == pytest.approx(4 / 0.01)
+    with pytest.raises(onnxplex.InvalidArgumentError):
+        LatencyStats.of([])
+
+
+def test_perf_counts_runs_and_reports_creation_and_first_run(cnn_path):
+    r = perf(cnn_path, repetitions=7, warmup=0, progress=None)
+    assert r.latency.runs == 7 and r.providers == ["cpu_mlas"]
+    assert r.session_creation > 0 and r.first_run > 0 and r.peer is None
+    text = r.text()
+    for what in ("session creation:", "first run:", "runs: 7", "p50", "p99"):
+        assert what in text
+    r = perf(cnn_path, duration=0.2, progress=None)
+    assert r.latency.runs >= 1 and r.latency.total <= 0.2 + 10 * r.latency.max
+
+
+def test_perf_compares_with_onnxruntime_on_the_same_inputs(cnn_path):
+    pytest.importorskip("onnxruntime")
+    r = perf(cnn_path, repetitions=5, intra_op_threads=1, compare_onnxruntime=True,
+             progress=None)
+    p = r.peer
+    assert p["latency"].runs == 5 and p["ratio"] == pytest.approx(
+        r.latency.median / p["latency"].median)
+    assert p["max_abs_diff"] < 1e-4  # same model, same inputs: same answer
+    assert "ratio onnxplex / onnxruntime" in r.text()
+
+
+def test_perf_rejects_bad_arguments(cnn_path):
+    with pytest.raises(onnxplex.InvalidArgumentError, match="either"):
+        perf(cnn_path, repetitions=3, duration=1.0)
+    with pytest.raises(onnxplex.InvalidArgumentError, match="optimization level"):
+        perf(cnn_path, level="FAST")
+
+
+def test_cli_perf_json(cnn_path, capsys, tmp_path):
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.ones((2, 3, 16, 16), np.float32))
+    assert main(["perf", cnn_path, "-r", "3", "-x", "1", "--inputs", str(feeds),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["latency"]["runs"] == 3 and out["intra_op_threads"] == 1
+    assert {"p50_ms", "p90_ms", "p95_ms", "p99_ms", "runs_per_s"} <= set(out["latency"])
+
+
+def test_profile_summary_per_op_type_and_provider(cnn_path, tmp_path, capsys):
+    so = onnxplex.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = onnxplex.InferenceSession(cnn_path, so)
+    x = np.ones((2, 3, 16, 16), np.float32)
+    for _ in range(3):
+        sess.run(None, {"x": x})
+    path = sess.end_profiling()
+    s = summarize_profile(load_profile(path))
+    placed = sess.get_provider_assignment().placements
+    assert s["runs"] == 3 and s["node_events"] == 3 * len(placed)
+    ops = {r["name"]: r for r in s["by_op_type"]}
+    assert set(ops) == {p.op_type for p in placed}
+    assert {"MaxPool", "Gemm", "Softmax"} <= set(ops) and ops["MaxPool"]["calls"] == 6
+    assert [r["name"] for r in s["by_provider"]] == ["cpu_mlas"]
+    assert sum(r["percent"] for r in s["by_op_type"]) == pytest.approx(100.0)
+    assert main(["profile", path, "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "per op type:" in out and "per provider:" in out and "cpu_mlas" in out
+
+
+def test_profile_of_a_non_trace_file_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"not": "a trace"}')
+    assert main(["profile", str(bad)]) == 2
+    assert "not a Chrome-trace event list" in capsys.readouterr().err
