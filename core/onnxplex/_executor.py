@@ -52,6 +52,7 @@ class Step:
     checks: tuple[tuple[int | None, tuple | None, str] | None, ...]  # (elem, shape, kind)
     release: tuple[int, ...] = ()      # slots whose last reader is this step
     deps: tuple[int, ...] = ()         # steps that must finish first (parallel mode)
+    args: Mapping[str, Any] = field(default_factory=dict)  # extra profiling-event args
 
 
 @dataclass
@@ -253,10 +254,30 @@ class StepRecorder:
         raise NotImplementedError
 
 
-def _call(step: Step, slots: list[Any]) -> Sequence[Any]:
+def sub_event_emitter(step: Step, record: StepRecorder) -> Callable[..., None]:
+    """The ``emit`` callable handed to a kernel's ``profiled(emit, *inputs)`` (see
+    :class:`onnxplex.Kernel`): each call records one sub-event of ``step`` through ``record``,
+    as a step named ``<step name>/<name>`` of the same provider, ``args`` added to its event."""
+
+    def emit(name: str, op_type: str, start_ns: int, end_ns: int, *,
+             node_indices: Sequence[int] = (), inputs: Sequence[Any] = (),
+             outputs: Sequence[Any] = (), args: Mapping[str, Any] | None = None) -> None:
+        sub = Step(f"{step.name}/{name}", op_type, step.provider,
+                   tuple(node_indices) or step.node_indices, step.kernel, (), (), 0, False, (),
+                   args={"parent": step.name, **(args or {})})
+        record(sub, start_ns, end_ns, list(inputs), list(outputs))
+
+    return emit
+
+
+def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> Sequence[Any]:
     args = [None if s < 0 else slots[s] for s in step.inputs]
+    profiled = getattr(step.kernel, "profiled", None) if record is not None else None
     try:
-        result = step.kernel(*args)
+        if profiled is None:
+            result = step.kernel(*args)
+        else:
+            result = profiled(sub_event_emitter(step, record), *args)
     except OnnxplexError as e:
         if isinstance(e, KernelExecutionError):
             raise
@@ -327,7 +348,7 @@ def run_sequential(plan: ExecutionPlan, slots: list[Any], *,
         else:
             args = [None if s < 0 else slots[s] for s in step.inputs]
             t0 = time.perf_counter_ns()
-            outs = _call(step, slots)
+            outs = _call(step, slots, record)
             record(step, t0, time.perf_counter_ns(), args, outs)
         for s in step.release:
             slots[s] = None
@@ -393,7 +414,7 @@ def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor
                 else:
                     args = [None if s < 0 else slots[s] for s in steps[k].inputs]
                     t0 = time.perf_counter_ns()
-                    outs = _call(steps[k], slots)
+                    outs = _call(steps[k], slots, record)
                     record(steps[k], t0, time.perf_counter_ns(), args, outs)
             except BaseException as e:  # noqa: BLE001 - handed to the caller below
                 with lock:

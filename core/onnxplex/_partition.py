@@ -36,10 +36,16 @@ class Partition:
     nodes: tuple[int, ...]
     name: str = ""
     note: str = ""
+    node_notes: tuple[tuple[int, str], ...] = ()
+    """Per-node detail from the claiming :class:`NodeGroup` (``(index, note)`` pairs)."""
 
     @property
     def fused(self) -> bool:
         return len(self.nodes) > 1
+
+    def node_note(self, index: int) -> str:
+        """The provider's note on one of this partition's nodes ('' when none)."""
+        return next((n for i, n in self.node_notes if i == index), "")
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,9 @@ class PartitionPlan:
         lines = []
         for p in rows:
             lines.append(f"{_display(p)} ({p.op_type}) -> {p.provider}")
+            detail = self.partitions[p.partition].node_note(p.index) if self.partitions else ""
+            if detail:
+                lines.append(f"    {p.provider}: {detail}")
             for prov, reason in p.declined:
                 lines.append(f"    {prov}: {reason}")
         return "\n".join(lines) if lines else "no node fell back"
@@ -111,6 +120,7 @@ class PartitionPlan:
                             "name": p.name, "note": p.note} for p in self.partitions],
             "nodes": [{"index": p.index, "name": _display(p), "op_type": p.op_type,
                        "domain": p.domain, "provider": p.provider, "partition": p.partition,
+                       "note": self.partitions[p.partition].node_note(p.index),
                        "declined": [{"provider": a, "reason": b} for a, b in p.declined]}
                       for p in self.placements],
             "notes": list(self.notes),
@@ -132,6 +142,9 @@ class PartitionPlan:
             lines.append(f"{p.index:>4}  {_display(p)[:40]:<40} {p.op_type[:22]:<22} {p.provider}"
                          + (f"  [partition {p.partition}, fused]" if part.fused else "")
                          + (f"  [{part.note}]" if part.note else ""))
+            detail = part.node_note(p.index)
+            if detail:
+                lines.append(f"{'':>6}{detail}")
             for prov, reason in p.declined:
                 lines.append(f"{'':>6}declined by {prov}: {reason}")
         if self.notes:
@@ -291,7 +304,8 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
             for piece in pieces:
                 pid = len(partitions)
                 name = group.name if len(pieces) == 1 else ""
-                partitions.append(Partition(pid, prov.name, piece, name, group.note))
+                mine = tuple((i, n) for i, n in group.node_notes if i in piece)
+                partitions.append(Partition(pid, prov.name, piece, name, group.note, mine))
                 for i in piece:
                     owner[i] = pid
                     claimed.add(i)

@@ -60,6 +60,15 @@ class Kernel(Protocol):
     optional input). Several outputs are returned as a ``tuple``; a single output may be
     returned bare. Values are numpy arrays for tensors, Python lists of arrays for sequences,
     and ``None`` for an empty optional.
+
+    Profiling hook (optional): a kernel that runs several ops (a fused partition) may also
+    define ``profiled(emit, *inputs)``, which the executor calls instead of ``kernel(*inputs)``
+    when session profiling is on (``SessionOptions.enable_profiling``); it must return what
+    ``kernel(*inputs)`` returns. Each ``emit(name, op_type, start_ns, end_ns, *,
+    node_indices=(), inputs=(), outputs=(), args=None)`` call records one sub-event (times
+    from ``time.perf_counter_ns``) as a profiling event ``<kernel name>/<name>`` nested in
+    the kernel's own, with ``args`` (e.g. the kernel variant) added to the event's args.
+    ``emit`` belongs to one call: do not keep it.
     """
 
     def __call__(self, *inputs: Any) -> Any: ...
@@ -104,9 +113,16 @@ class NodeGroup:
     name: str = ""
     note: str = ""
     """Shown beside the nodes in the placement report (e.g. which kernel path runs them)."""
+    node_notes: Mapping[int, str] | tuple[tuple[int, str], ...] = ()
+    """Per-node detail for the placement report (e.g. the kernel variant each node of a fused
+    group runs), by node index; given as a mapping, kept as sorted ``(index, note)`` pairs."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(int(i) for i in self.nodes))
+        notes = self.node_notes.items() if isinstance(self.node_notes, Mapping) \
+            else self.node_notes
+        object.__setattr__(self, "node_notes",
+                           tuple(sorted((int(i), str(n)) for i, n in notes if n)))
 
 
 @dataclass(frozen=True)

@@ -535,6 +535,7 @@ class InferenceSession:
             "input_type_shape": ts(ins), "output_type_shape": ts(outs),
             "activation_size": str(sum(v.nbytes for v in ins if isinstance(v, np.ndarray))),
             "output_size": str(sum(v.nbytes for v in outs if isinstance(v, np.ndarray))),
+            **step.args,
         })
 
     def end_profiling(self) -> str:
