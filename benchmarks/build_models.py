@@ -13,6 +13,9 @@ Writes ``DIR/<name>.onnx`` (large models keep their weights in ``DIR/<name>.onnx
                      ``attention_mask`` int64 [batch, seq]; output ``logits``
 * ``mlp``            4 x (Linear 1024 -> 1024), ReLU between, input ``x`` [N, 1024]
 * ``bert_base_int8`` ``bert_base`` through onnxruntime's ``quantize_dynamic`` (QInt8 weights)
+* ``mlp_int4``       ``mlp`` with 4-bit weights: com.microsoft MatMulNBits (block 32, symmetric)
+                     from onnxruntime's ``MatMulNBitsQuantizer`` (its Gemms written as MatMul +
+                     Add first: the quantizer takes MatMul only)
 
 Every model is exported with ``torch.onnx.export`` (the default, dynamo-based exporter) at
 opset ``OPSET``, with dynamic batch (and sequence) axes. Weights are random with a fixed seed;
@@ -312,6 +315,46 @@ def _build_bert_base_int8(path: Path) -> None:
         quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8)
 
 
+def _gemm_to_matmul_add(model) -> None:
+    """Gemm(x, W, b) with constant W (transB=1, alpha=beta=1) -> MatMul(x, W^T) + Add(b)."""
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in model.graph.initializer}
+    nodes = []
+    for n in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        if n.op_type != "Gemm" or n.input[1] not in inits or attrs.get("transA", 0) or \
+                attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
+            nodes.append(n)
+            continue
+        w = numpy_helper.to_array(inits[n.input[1]])
+        if attrs.get("transB", 0):
+            inits[n.input[1]].CopyFrom(numpy_helper.from_array(w.T.copy(), n.input[1]))
+        mm = f"{n.output[0]}_matmul"
+        nodes.append(helper.make_node("MatMul", [n.input[0], n.input[1]],
+                                      [mm if len(n.input) > 2 else n.output[0]],
+                                      name=f"{n.name}_MatMul"))
+        if len(n.input) > 2:
+            nodes.append(helper.make_node("Add", [mm, n.input[2]], [n.output[0]],
+                                          name=f"{n.name}_Add"))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+def _build_mlp_int4(path: Path) -> None:
+    import logging
+
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    model = onnx.load(str(build("mlp", path.parent)))
+    _gemm_to_matmul_add(model)
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+    q = MatMulNBitsQuantizer(model, bits=4, block_size=32, is_symmetric=True)
+    q.process()
+    onnx.save(q.model.model, str(path))
+
+
 BUILDERS: dict[str, Callable[[Path], None]] = {
     "resnet50": _build_resnet50,
     "mobilenetv2": _build_mobilenetv2,
@@ -319,6 +362,7 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
     "gpt2_small": _build_gpt2_small,
     "mlp": _build_mlp,
     "bert_base_int8": _build_bert_base_int8,
+    "mlp_int4": _build_mlp_int4,
 }
 MODEL_NAMES = tuple(BUILDERS)
 

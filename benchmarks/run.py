@@ -1,0 +1,242 @@
+"""Side-by-side benchmark of onnxplex and onnxruntime on the real-model suite.
+
+    python benchmarks/run.py --models DIR [--only resnet50,mlp] [--threads 2,1]
+                             [--runs 30] [--readme README.md]
+
+For each model (built by ``benchmarks/build_models.py`` into ``DIR`` when missing) and each
+thread count, one process runs onnxplex and onnxruntime on the same inputs, alternating runs
+(``onnxplex perf --compare-onnxruntime``), and records the ratio of median latencies
+(onnxplex / onnxruntime: below 1 is faster), the session creation times and the largest output
+difference. Peak memory is measured in fresh child processes, one per engine and model (peak
+RSS after creating a session and running it 3 times).
+
+Writes ``benchmarks/results.md`` (the table, with the machine line) and
+``benchmarks/results.png`` (a bar chart of the ratios); with ``--readme`` the table also
+replaces the block between ``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``.
+The machine is shared: only ratios measured in one process mean anything, never absolute ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import build_models  # noqa: E402
+
+START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
+LABELS = {
+    "resnet50": "ResNet-50 (1x3x224x224)",
+    "mobilenetv2": "MobileNetV2 (1x3x224x224)",
+    "bert_base": "BERT-base (seq 128)",
+    "gpt2_small": "GPT-2 small (seq 64)",
+    "mlp": "MLP 4x1024 (batch 32)",
+    "bert_base_int8": "BERT-base int8 dynamic (seq 128)",
+    "mlp_int4": "MLP 4x1024 int4 MatMulNBits (batch 32)",
+}
+
+
+def feeds_for(name: str, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if name in ("resnet50", "mobilenetv2"):
+        return {"x": rng.standard_normal(build_models.IMAGE_SHAPE).astype(np.float32)}
+    if name in ("mlp", "mlp_int4"):
+        shape = (build_models.MLP_BATCH, build_models.MLP_WIDTH)
+        return {"x": rng.standard_normal(shape).astype(np.float32)}
+    if name.startswith("bert"):
+        b, s = build_models.BERT_BATCH, build_models.BERT_SEQ
+        return {"input_ids": rng.integers(0, 30522, (b, s)).astype(np.int64),
+                "attention_mask": np.ones((b, s), np.int64),
+                "token_type_ids": np.zeros((b, s), np.int64)}
+    if name == "gpt2_small":
+        b, s = build_models.GPT2_BATCH, build_models.GPT2_SEQ
+        return {"input_ids": rng.integers(0, 50257, (b, s)).astype(np.int64),
+                "attention_mask": np.ones((b, s), np.int64)}
+    raise ValueError(f"no feeds for {name!r}")
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import onnxruntime
+
+    import onnxplex
+
+    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, numpy "
+            f"{np.__version__}, onnxplex {onnxplex.__version__}, onnxruntime "
+            f"{onnxruntime.__version__}; {time.strftime('%Y-%m-%d')}")
+
+
+# ---- peak memory, in a child process per engine ---------------------------------------------
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident set (VmHWM: reset by exec, unlike getrusage's ru_maxrss,
+    which a child inherits from the parent that forked it)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _rss_child(engine: str, model: str, name: str, threads: int) -> None:
+    feeds = feeds_for(name)
+    if engine == "onnxplex":
+        import onnxplex as rt
+    else:
+        import onnxruntime as rt
+    so = rt.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = rt.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        sess.run(None, feeds)
+    print(json.dumps({"peak_rss_mib": _peak_rss_mib()}))
+
+
+def peak_rss(engine: str, model: Path, name: str, threads: int) -> float:
+    out = subprocess.run([sys.executable, __file__, "--rss-child", engine, str(model), name,
+                          str(threads)], capture_output=True, text=True, check=True,
+                         timeout=1800)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mib"]
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+
+def bench(name: str, model: Path, threads: int, runs: int) -> dict:
+    from onnxplex._perf import perf
+
+    r = perf(str(model), providers=None, intra_op_threads=threads, repetitions=runs,
+             warmup=2, feeds=feeds_for(name), compare_onnxruntime=True, progress=None)
+    p = r.peer
+    return {"model": name, "threads": threads, "runs": runs,
+            "onnxplex_ms": r.latency.median * 1e3, "onnxruntime_ms": p["latency"].median * 1e3,
+            "ratio": p["ratio"], "max_abs_diff": p["max_abs_diff"],
+            "create_onnxplex_ms": r.session_creation * 1e3,
+            "create_onnxruntime_ms": p["session_creation"] * 1e3}
+
+
+def table(rows: list[dict], rss: dict[str, tuple[float, float]], machine: str) -> str:
+    threads = sorted({r["threads"] for r in rows}, reverse=True)
+    lines = [f"Machine: {machine}.", "",
+             "| model | threads | onnxplex ms | onnxruntime ms | ratio | session creation "
+             "ratio | peak RSS ratio | max abs diff |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        m = rss.get(r["model"])
+        rss_txt = f"{m[0] / m[1]:.2f} ({m[0]:.0f} / {m[1]:.0f} MiB)" if m else "-"
+        lines.append(
+            f"| {LABELS.get(r['model'], r['model'])} | {r['threads']} | "
+            f"{r['onnxplex_ms']:.2f} | {r['onnxruntime_ms']:.2f} | **{r['ratio']:.2f}** | "
+            f"{r['create_onnxplex_ms'] / r['create_onnxruntime_ms']:.1f} | {rss_txt} | "
+            f"{r['max_abs_diff']:.1e} |")
+    lines.append("")
+    for t in threads:
+        ratios = [r["ratio"] for r in rows if r["threads"] == t]
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        lines.append(f"Geometric mean ratio at {t} thread(s): **{geo:.2f}** over {len(ratios)} "
+                     f"models (worst {max(ratios):.2f}).")
+    return "\n".join(lines)
+
+
+def chart(rows: list[dict], path: Path) -> None:
+    from onnxplex._raster import Canvas
+
+    threads = sorted({r["threads"] for r in rows}, reverse=True)
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    colors = ["#1f77b4", "#ff7f0e", "#2ca02c"]
+    left, bar_h, gap, top = 260, 12, 10, 40
+    width = 900
+    height = top + len(models) * (len(threads) * bar_h + gap) + 40
+    vmax = max(2.0, max(r["ratio"] for r in rows) * 1.1)
+    c = Canvas(width, height)
+    scale = (width - left - 40) / vmax
+    c.text(10, 10, "onnxplex / onnxruntime, median latency (lower is better)", scale=2)
+    y = top
+    for m in models:
+        c.text(left - 10, y + (len(threads) * bar_h) / 2 - 4, LABELS.get(m, m), anchor="right")
+        for k, t in enumerate(threads):
+            r = next((r for r in rows if r["model"] == m and r["threads"] == t), None)
+            if r is not None:
+                c.rect(left, y, left + r["ratio"] * scale, y + bar_h - 2, colors[k % 3])
+                c.text(left + r["ratio"] * scale + 4, y + 2, f"{r['ratio']:.2f}")
+            y += bar_h
+        y += gap
+    for v in np.arange(0, vmax + 1e-9, 0.5):
+        x = left + v * scale
+        c.vline(x, top - 4, y, "#000000" if v == 1.0 else "#cccccc", 2 if v == 1.0 else 1)
+        c.text(x, y + 4, f"{v:.1f}", anchor="center")
+    for k, t in enumerate(threads):
+        c.rect(10 + k * 120, y + 20, 22 + k * 120, y + 30, colors[k % 3])
+        c.text(26 + k * 120, y + 21, f"{t} thread(s)")
+    c.pixels = c.pixels[: y + 36]
+    c.save(path)
+
+
+def update_readme(readme: Path, block: str) -> None:
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"{readme} has no {START} ... {END} block")
+    new = re.sub(re.escape(START) + ".*?" + re.escape(END),
+                 lambda _m: f"{START}\n{block}\n{END}", text, flags=re.S)
+    readme.write_text(new)
+
+
+def main(argv=None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--rss-child":
+        _rss_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", required=True, help="folder of built models (built if missing)")
+    p.add_argument("--only", default="", help="comma-separated subset of the models")
+    p.add_argument("--threads", default="2,1", help="intra-op thread counts to measure")
+    p.add_argument("--runs", type=int, default=30, help="timed runs per engine")
+    p.add_argument("--no-rss", action="store_true", help="skip the peak-memory children")
+    p.add_argument("--out", default=str(HERE / "results"), help="prefix of .md/.png/.json")
+    p.add_argument("--readme", help="README to update between the benchmark markers")
+    a = p.parse_args(argv)
+    names = [n for n in a.only.split(",") if n] or list(build_models.MODEL_NAMES)
+    threads = [int(t) for t in a.threads.split(",")]
+    rows, rss = [], {}
+    for name in names:
+        model = build_models.build(name, a.models)
+        for t in threads:
+            rows.append(bench(name, model, t, a.runs))
+            r = rows[-1]
+            print(f"{name:15s} threads={t} onnxplex {r['onnxplex_ms']:8.2f} ms  onnxruntime "
+                  f"{r['onnxruntime_ms']:8.2f} ms  ratio {r['ratio']:.2f}", flush=True)
+        if not a.no_rss:
+            rss[name] = (peak_rss("onnxplex", model, name, threads[0]),
+                         peak_rss("onnxruntime", model, name, threads[0]))
+    block = table(rows, rss, machine_line())
+    out = Path(a.out)
+    out.with_suffix(".md").write_text(block + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"rows": rows, "rss_mib": rss}, indent=2))
+    chart(rows, out.with_suffix(".png"))
+    print(block)
+    if a.readme:
+        update_readme(Path(a.readme), f"{block}\n\n![onnxplex / onnxruntime latency ratios]"
+                                      f"(benchmarks/{out.with_suffix('.png').name})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
