@@ -5,7 +5,8 @@
 # without -L. Set ONNXPLEX_ARM64_STATIC=OFF for dynamic executables; then the glibc linker
 # scripts' absolute paths do not resolve inside CMAKE_SYSROOT with lld, so this file drops the
 # sysroot for that case and lets clang find the Debian cross layout itself (run those with
-# qemu-aarch64 -L /usr/aarch64-linux-gnu).
+# qemu-aarch64 -L /usr/aarch64-linux-gnu). Shared libraries need the same setting: the _kleidi
+# Python extension module is built with ONNXPLEX_ARM64_STATIC=OFF (test-arm64.sh target python).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 
