@@ -364,9 +364,14 @@ def test_describe_reports_features_and_variants():
     d = K.describe()
     assert "features" in d["cpu"]
     assert {"gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32"} <= set(d["variants"])
+    from onnxplex.providers.kleidi_sme2._provider import VARIANTS
     for v in d["variants"].values():
         assert v["selected"] in v["supported"] and set(v["supported"]) <= set(v["compiled"])
-        assert (v["selected"] == "reference") != ON_ARM
+        # the best variant this CPU runs; on x86 only the portable reference exists
+        assert v["selected"] == max(v["supported"], key=VARIANTS.index)
+        assert (v["selected"] == "reference") or ON_ARM
+    if ON_ARM:  # every Arm CPU runs NEON: the fp32 families are accelerated
+        assert d["variants"]["gemm_f32"]["selected"] != "reference"
 
 
 def test_cli_providers_lists_cpu_features_and_variants(capsys):
