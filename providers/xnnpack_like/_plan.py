@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,9 +224,12 @@ class DynChain:
 class Planner:
     def __init__(self, nodes: Sequence[NodeView], inputs: Sequence[ValueInfo | None],
                  outputs: Sequence[ValueInfo | None], options: PlanOptions, dry: bool,
-                 name: str = "xnnpack_like", boundary: str = CHANNELS_LAST) -> None:
-        """``boundary``: the layout rank-4 inputs arrive in and outputs leave in."""
+                 name: str = "xnnpack_like", boundary: str = CHANNELS_LAST,
+                 ranks: Mapping[str, int] | None = None) -> None:
+        """``boundary``: the layout rank-4 inputs arrive in and outputs leave in; ``ranks``:
+        ranks of values shape inference left unknown (``_support.infer_ranks``)."""
         self.boundary = boundary
+        self.ranks = dict(ranks or {})
         self.nodes = tuple(nodes)
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
@@ -257,6 +260,9 @@ class Planner:
     def val(self, name: str) -> Val:
         return self.vals[name]
 
+    def rank_of(self, v: ValueInfo) -> int | None:
+        return v.rank if v.rank is not None else self.ranks.get(v.name)
+
     def const(self, name: str | None) -> np.ndarray | None:
         return None if name is None else self.vals[name].const
 
@@ -267,7 +273,7 @@ class Planner:
                const: np.ndarray | None = None, is_const: bool = False,
                dtype: np.dtype | None = None, rank: int | None = None) -> None:
         if info is not None:
-            rank = info.rank if rank is None else rank
+            rank = self.rank_of(info) if rank is None else rank
             dtype = np_dtype(info.elem_type) if dtype is None else dtype
         if const is not None:
             rank, dtype, is_const = const.ndim, const.dtype, True
@@ -836,7 +842,7 @@ def _lower_qlinear_conv(p: Planner, node: NodeView) -> None:
 @lowers("FusedGemm", domain=MS)
 def _lower_gemm(p: Planner, node: NodeView) -> None:
     a, b = node.input(0), node.input(1)
-    if node.op_type == "MatMul" and not (p.is_const(b.name) and b.rank == 2):
+    if node.op_type == "MatMul" and not (p.is_const(b.name) and p.vals[b.name].rank == 2):
         return _lower_batch_matmul(p, node)
     m = p.qdq.get(node.index)
     if isinstance(m, QdqMatch):
@@ -1082,8 +1088,7 @@ def _lower_dyn_chain(p: Planner, node: NodeView, chain: DynChain) -> None:
 
 def _out_layout(p: Planner, node: NodeView, names: Sequence[str]) -> str:
     """Channels-last when the (rank-4) result has a computed channels-last rank-4 operand."""
-    out = node.outputs[0]
-    if out.rank != 4:
+    if p.rank_of(node.outputs[0]) != 4:
         return LOGICAL
     for n in names:
         v = p.vals[n]
@@ -1324,7 +1329,8 @@ def _lower_reshape(p: Planner, node: NodeView) -> None:
         if shape is None:          # computed at run time (by another partition)
             ins.append(node.input(1).name)
     elif op == "Flatten":
-        kw = {"flatten_axis": int(node.attr("axis", 1)) % (rank + 1) if rank else 0}
+        axis = int(node.attr("axis", 1))
+        kw = {"flatten_axis": axis + rank if axis < 0 else axis}
     else:
         if node.opset >= 13:
             a = node.input(1)
@@ -1360,7 +1366,7 @@ def _lower_identity(p: Planner, node: NodeView) -> None:
 def _lower_concat(p: Planner, node: NodeView) -> None:
     names = [v.name for v in node.inputs if v is not None]
     layout = _out_layout(p, node, names)
-    rank = node.outputs[0].rank
+    rank = p.rank_of(node.outputs[0])
     axis = phys_axis(int(node.attr("axis")) % rank, rank, layout)
     label = _label(node, "shape", "", "own:concat" + ("_nhwc" if layout == CHANNELS_LAST
                                                       else ""))

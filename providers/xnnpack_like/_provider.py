@@ -52,7 +52,7 @@ from . import _tables as T
 from ._ops_base import CHANNELS_LAST, LOGICAL
 from ._plan import Plan, Planner, PlanOptions
 from ._runtime import CompiledPartition
-from ._support import check
+from ._support import check, infer_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,9 @@ class XnnpackLikeProvider(ExecutionProvider):
             kleidi=bool(self.options["kleidi"]),
             forced=bool(self.options["force_reference"]) or T.env_forced(),
             threads=max(1, threads))
+        # Ranks of values onnx shape inference could not type (com.microsoft ops), found by
+        # get_capability and used again by compile.
+        self._ranks: dict[str, int] = {}
 
     def variant_status(self, op_class: str, variant: str) -> T.KleidiStatus:
         """Whether this provider instance runs ``variant`` of ``op_class`` on Kleidi."""
@@ -103,8 +106,10 @@ class XnnpackLikeProvider(ExecutionProvider):
     def get_capability(self, graph: GraphView) -> Capability:
         supported: list[int] = []
         declined: list[Decline] = []
+        ranks = infer_ranks(graph.nodes)
+        self._ranks.update(ranks)
         for node in graph.nodes:
-            why = check(node, graph)
+            why = check(node, graph, ranks)
             if why is None:
                 supported.append(node.index)
             else:
@@ -115,7 +120,7 @@ class XnnpackLikeProvider(ExecutionProvider):
             ins, outs = _group_io(graph, views)
             try:
                 plan = Planner(views, ins, outs, self._plan_options, dry=True,
-                               name=self.name).plan()
+                               name=self.name, ranks=ranks).plan()
             except Exception as e:  # noqa: BLE001 - a planning gap declines, never crashes
                 logger.warning("%s: cannot plan the group of nodes %s: %s: %s", self.name,
                                list(nodes), type(e).__name__, e)
@@ -134,8 +139,8 @@ class XnnpackLikeProvider(ExecutionProvider):
         try:
             plan = Planner(subgraph.nodes, subgraph.inputs, subgraph.outputs, self._plan_options,
                            dry=False, name=subgraph.name,
-                           boundary=CHANNELS_LAST if subgraph.layout == "NHWC" else LOGICAL
-                           ).plan()
+                           boundary=CHANNELS_LAST if subgraph.layout == "NHWC" else LOGICAL,
+                           ranks=self._ranks).plan()
             kernel = CompiledPartition(subgraph.name, self.name, plan)
         except Exception as e:  # noqa: BLE001 - attributed to the provider and the group
             raise CompileError(f"{self.name}: cannot compile partition '{subgraph.name}' "

@@ -11,7 +11,7 @@ tensors are kept channels-last (NHWC) inside a partition.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from onnx import TensorProto as TP
@@ -19,6 +19,7 @@ from onnx import TensorProto as TP
 from onnxplex import GraphView, NodeView, ValueInfo
 
 MS = "com.microsoft"
+Rank = Callable[[ValueInfo | None], int | None]
 FLOAT_T = frozenset({TP.FLOAT, TP.FLOAT16})
 Q8 = frozenset({TP.INT8, TP.UINT8})
 DATA_T = FLOAT_T | Q8
@@ -76,14 +77,14 @@ def const_value(graph: GraphView, v: ValueInfo | None) -> np.ndarray | None:
     return None if v is None else v.const
 
 
-def _rank_problem(node: NodeView) -> str | None:
+def _rank_problem(node: NodeView, r: Rank) -> str | None:
     for role, vals in (("input", node.inputs), ("output", node.outputs)):
         for v in vals:
             if v is None:
                 continue
             if v.kind != "tensor":
                 return f"{role} {v.name} is a {v.kind}, not a tensor"
-            if v.rank is None:
+            if r(v) is None:
                 return (f"the rank of {role} {v.name} is unknown (shape inference gave none); "
                         "the delegate needs ranks to keep rank-4 tensors channels-last")
     return None
@@ -112,13 +113,13 @@ def _broadcast_problem(a: ValueInfo, b: ValueInfo) -> str | None:
 # ---- per op --------------------------------------------------------------------------------
 
 
-def _conv(node: NodeView, graph: GraphView) -> str | None:
+def _conv(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     w, b = _in(node, 1), _in(node, 2)
     why = _float_io(node)
     if why:
         return why
-    if w is None or w.rank != 4:
-        return (f"{(w.rank or 2) - 2 if w is not None else '?'}-D convolution: the delegate "
+    if w is None or r(w) != 4:
+        return (f"{(r(w) or 2) - 2 if w is not None else '?'}-D convolution: the delegate "
                 "runs 2-D convolutions only")
     why = _const_problem(graph, w, "the weight") or _const_problem(graph, b, "the bias")
     if why:
@@ -138,12 +139,12 @@ def _conv(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _gemm(node: NodeView, graph: GraphView) -> str | None:
+def _gemm(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _float_io(node, "input A")
     if why:
         return why
     b, c = _in(node, 1), _in(node, 2)
-    if b is None or b.rank != 2:
+    if b is None or r(b) != 2:
         return "B is not 2-D"
     if not const_like(graph, b):
         return ("B is not a constant: the fully-connected operator needs constant weights "
@@ -158,21 +159,21 @@ def _gemm(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _matmul(node: NodeView, graph: GraphView) -> str | None:
+def _matmul(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _dtype_problem(_in(node, 0), FLOAT_T, "input A") or \
         _dtype_problem(_in(node, 1), FLOAT_T, "input B")
     if why:
         return why
     a, b = _in(node, 0), _in(node, 1)
-    if const_like(graph, b) and b.rank == 2:
+    if const_like(graph, b) and r(b) == 2:
         return None                          # fully connected
-    if a.rank < 2 or b.rank < 2:
-        return (f"batch matmul of a {min(a.rank, b.rank)}-D operand: the delegate's batch "
+    if r(a) < 2 or r(b) < 2:
+        return (f"batch matmul of a {min(r(a), r(b))}-D operand: the delegate's batch "
                 "matmul needs rank >= 2 operands")
     return None
 
 
-def _binary(node: NodeView, graph: GraphView) -> str | None:
+def _binary(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     if node.opset < 7:
         return f"{node.op_type} at opset {node.opset} uses legacy broadcast attributes"
     if len(node.inputs) != 2:
@@ -188,7 +189,7 @@ def _binary(node: NodeView, graph: GraphView) -> str | None:
     return _broadcast_problem(a, b)
 
 
-def _unary(node: NodeView, graph: GraphView) -> str | None:
+def _unary(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _float_io(node)
     if why:
         return why
@@ -206,11 +207,11 @@ def _unary(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _bias_gelu(node: NodeView, graph: GraphView) -> str | None:
+def _bias_gelu(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     return _float_io(node)
 
 
-def _batchnorm(node: NodeView, graph: GraphView) -> str | None:
+def _batchnorm(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _float_io(node)
     if why:
         return why
@@ -225,7 +226,7 @@ def _batchnorm(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _layernorm(node: NodeView, graph: GraphView) -> str | None:
+def _layernorm(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _float_io(node)
     if why:
         return why
@@ -234,18 +235,18 @@ def _layernorm(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _softmax(node: NodeView, graph: GraphView) -> str | None:
+def _softmax(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     return _float_io(node)
 
 
-def _pool(node: NodeView, graph: GraphView) -> str | None:
+def _pool(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     x = _in(node, 0)
     allowed = DATA_T if node.op_type == "MaxPool" else FLOAT_T
     why = _dtype_problem(x, allowed, "the input")
     if why:
         return why
-    if x.rank != 4:
-        return f"{x.rank - 2}-D pooling: the delegate pools 2-D (rank-4) tensors only"
+    if r(x) != 4:
+        return f"{r(x) - 2}-D pooling: the delegate pools 2-D (rank-4) tensors only"
     if node.op_type.startswith("Global"):
         return None
     if len(node.outputs) > 1 and node.outputs[1] is not None:
@@ -256,7 +257,7 @@ def _pool(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _reduce(node: NodeView, graph: GraphView) -> str | None:
+def _reduce(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _float_io(node)
     if why:
         return why
@@ -266,7 +267,7 @@ def _reduce(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _shape_op(node: NodeView, graph: GraphView) -> str | None:
+def _shape_op(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     for v in node.inputs[:1] if node.op_type != "Concat" else node.inputs:
         why = _dtype_problem(v, DATA_T, "the data input")
         if why:
@@ -283,7 +284,7 @@ def _shape_op(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _cast(node: NodeView, graph: GraphView) -> str | None:
+def _cast(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     to = int(node.attr("to", 0))
     x = _in(node, 0)
     if to not in FLOAT_T:
@@ -291,7 +292,7 @@ def _cast(node: NodeView, graph: GraphView) -> str | None:
     return _dtype_problem(x, DATA_T | {TP.INT32, TP.INT64}, "the input")
 
 
-def _quantize(node: NodeView, graph: GraphView) -> str | None:
+def _quantize(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     x, s, z = _in(node, 0), _in(node, 1), _in(node, 2)
     why = _dtype_problem(x, FLOAT_T, "the input")
     if why:
@@ -306,7 +307,7 @@ def _quantize(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _dequantize(node: NodeView, graph: GraphView) -> str | None:
+def _dequantize(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     x, s, z = _in(node, 0), _in(node, 1), _in(node, 2)
     why = _dtype_problem(x, Q8 | {TP.INT32}, "the input")
     if why:
@@ -318,11 +319,11 @@ def _dequantize(node: NodeView, graph: GraphView) -> str | None:
     return _dtype_problem(node.outputs[0], FLOAT_T, "the output")
 
 
-def _dynamic_quantize_linear(node: NodeView, graph: GraphView) -> str | None:
+def _dynamic_quantize_linear(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     return _dtype_problem(_in(node, 0), frozenset({TP.FLOAT}), "the input")
 
 
-def _matmul_integer(node: NodeView, graph: GraphView) -> str | None:
+def _matmul_integer(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     for i, what in ((0, "A"), (1, "B")):
         why = _dtype_problem(_in(node, i), Q8, what)
         if why:
@@ -330,14 +331,14 @@ def _matmul_integer(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _matmul_integer_to_float(node: NodeView, graph: GraphView) -> str | None:
-    why = _matmul_integer(node, graph)
+def _matmul_integer_to_float(node: NodeView, graph: GraphView, r: Rank) -> str | None:
+    why = _matmul_integer(node, graph, r)
     if why:
         return why
     return _dtype_problem(node.outputs[0], frozenset({TP.FLOAT}), "the output")
 
 
-def _dynamic_quantize_matmul(node: NodeView, graph: GraphView) -> str | None:
+def _dynamic_quantize_matmul(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _dtype_problem(_in(node, 0), frozenset({TP.FLOAT}), "input A") or \
         _dtype_problem(_in(node, 1), Q8, "B")
     if why:
@@ -346,12 +347,12 @@ def _dynamic_quantize_matmul(node: NodeView, graph: GraphView) -> str | None:
         v = _in(node, i)
         if v is not None and not v.is_const:
             return f"{what} is not a constant"
-    if _in(node, 1).rank != 2:
+    if r(_in(node, 1)) != 2:
         return "B is not 2-D"
     return None
 
 
-def _matmul_nbits(node: NodeView, graph: GraphView) -> str | None:
+def _matmul_nbits(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _dtype_problem(_in(node, 0), frozenset({TP.FLOAT}), "input A")
     if why:
         return why
@@ -369,12 +370,12 @@ def _matmul_nbits(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _qlinear_conv(node: NodeView, graph: GraphView) -> str | None:
+def _qlinear_conv(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _dtype_problem(_in(node, 0), Q8, "x")
     if why:
         return why
     w = _in(node, 3)
-    if w is None or w.rank != 4:
+    if w is None or r(w) != 4:
         return "only 2-D QLinearConv is supported"
     for i in range(1, 9):
         v = _in(node, i)
@@ -383,12 +384,12 @@ def _qlinear_conv(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-def _qlinear_matmul(node: NodeView, graph: GraphView) -> str | None:
+def _qlinear_matmul(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     why = _dtype_problem(_in(node, 0), Q8, "a")
     if why:
         return why
     b = _in(node, 3)
-    if b is None or b.rank != 2:
+    if b is None or r(b) != 2:
         return "B is not 2-D"
     for i in range(1, 8):
         v = _in(node, i)
@@ -397,7 +398,7 @@ def _qlinear_matmul(node: NodeView, graph: GraphView) -> str | None:
     return None
 
 
-CHECKS: dict[tuple[str, str], Callable[[NodeView, GraphView], str | None]] = {
+CHECKS: dict[tuple[str, str], Callable[[NodeView, GraphView, Rank], str | None]] = {
     ("", "Conv"): _conv, (MS, "FusedConv"): _conv,
     ("", "Gemm"): _gemm, (MS, "FusedGemm"): _gemm,
     ("", "MatMul"): _matmul,
@@ -422,14 +423,80 @@ CHECKS.update({("", op): _binary for op in BINARY_OPS})
 CHECKS.update({("", op): _shape_op for op in SHAPE_OPS})
 
 
-def check(node: NodeView, graph: GraphView) -> str | None:
-    """``None`` when the delegate can run ``node``, else the reason it declines."""
+def check(node: NodeView, graph: GraphView, ranks: Mapping[str, int]) -> str | None:
+    """``None`` when the delegate can run ``node``, else the reason it declines. ``ranks``:
+    the ranks :func:`infer_ranks` found where shape inference gave none."""
     fn = CHECKS.get((node.domain, node.op_type))
     if fn is None:
         return f"op {node.qualified_op} is not supported by the delegate"
     if node.op_type == "Gelu" and not node.domain and node.opset < 20:
         return f"Gelu at opset {node.opset}"
-    why = _rank_problem(node)
+
+    def r(v: ValueInfo | None) -> int | None:
+        return None if v is None else v.rank if v.rank is not None else ranks.get(v.name)
+
+    why = _rank_problem(node, r)
     if why:
         return why
-    return fn(node, graph)
+    return fn(node, graph, r)
+
+
+# ---- ranks where shape inference gave none (com.microsoft ops have no ONNX shape inference) --
+
+_SAME_RANK = {"Conv", "FusedConv", "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid",
+              "LeakyRelu", "Elu", "Erf", "Sqrt", "Neg", "Abs", "Exp", "Reciprocal", "Softplus",
+              "Softsign", "Clip", "Gelu", "BiasGelu", "FastGelu", "Cast", "QuantizeLinear",
+              "DequantizeLinear", "Softmax", "BatchNormalization", "LayerNormalization",
+              "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Identity",
+              "Transpose", "Concat", "QLinearConv", "MatMulNBits", "DynamicQuantizeMatMul"}
+_MATMULS = {"MatMul", "MatMulInteger", "MatMulIntegerToFloat", "QLinearMatMul"}
+
+
+def _matmul_rank(a: int | None, b: int | None) -> int | None:
+    if a is None or b is None:
+        return None
+    if a == 1 and b == 1:
+        return 0
+    if a == 1 or b == 1:
+        return max(a, b) - 1
+    return max(a, b)
+
+
+def node_out_ranks(node: NodeView, r: Rank) -> list[int | None]:
+    """The ranks of ``node``'s outputs by the op's rules (None where they do not say)."""
+    op = node.op_type
+    x = r(node.input(0)) if node.inputs else None
+    if op in _SAME_RANK:
+        return [x] + [None] * (len(node.outputs) - 1)
+    if op in BINARY_OPS:
+        ranks = [r(v) for v in node.inputs]
+        return [None if None in ranks else max(ranks)]
+    if op in ("Gemm", "FusedGemm", "Flatten"):
+        return [2]
+    if op in _MATMULS:
+        b = r(node.input(3 if op == "QLinearMatMul" else 1))
+        return [_matmul_rank(x, b)]
+    if op == "DynamicQuantizeLinear":
+        return [x, 0, 0]
+    if op == "Reshape":
+        shape = node.input(1)
+        return [None if shape is None or shape.const is None else int(shape.const.size)]
+    return [None] * len(node.outputs)
+
+
+def infer_ranks(nodes: Sequence[NodeView]) -> dict[str, int]:
+    """Ranks of the values ``nodes`` (in topological order) produce that shape inference left
+    unknown, by each op's rules; values still unknown are absent."""
+    ranks: dict[str, int] = {}
+
+    def r(v: ValueInfo | None) -> int | None:
+        return None if v is None else v.rank if v.rank is not None else ranks.get(v.name)
+
+    for node in nodes:
+        outs = node.outputs
+        if all(o is None or o.rank is not None for o in outs):
+            continue
+        for o, k in zip(outs, node_out_ranks(node, r)):
+            if o is not None and o.rank is None and k is not None:
+                ranks[o.name] = k
+    return ranks
