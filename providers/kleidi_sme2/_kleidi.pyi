@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 VariantName = Literal["reference", "neon", "dotprod", "i8mm", "sme2"]
-FamilyName = Literal["gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32"]
+FamilyName = Literal["gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32", "gemm_f16"]
 
 class FamilyVariants(TypedDict):
     compiled: list[str]
@@ -132,3 +132,22 @@ def qgemm_qsi4c32(
     clamp_max: float = ...,
     threads: int = 1,
 ) -> npt.NDArray[np.float32]: ...
+
+# (5) fp16 GEMM: float16(clamp(a @ b + bias)), float16 in and out, fp32 clamp bounds. The
+# reference accumulates in fp32 and rounds once; SME2 accumulates in fp32 too; NEON accumulates
+# in fp16 (error bound in providers/kleidi_sme2/src/ukernel.h, GemmF16Ukernel).
+def pack_gemm_f16(
+    b: npt.NDArray[np.float16],
+    bias: npt.NDArray[np.float16] | None = None,
+    *,
+    transpose_b: bool = False,
+    variant: VariantName | None = None,
+) -> PackedRhs: ...
+def gemm_f16(
+    a: npt.NDArray[np.float16],
+    packed: PackedRhs,
+    *,
+    clamp_min: float = ...,
+    clamp_max: float = ...,
+    threads: int = 1,
+) -> npt.NDArray[np.float16]: ...

@@ -7,6 +7,10 @@
 // --expect-variant NAME: each family must have selected its best planned variant at or below
 // NAME (e.g. sme2 on an SME2 CPU; fp32 families have no i8mm variant, so "i8mm" expects neon
 // there). Fails if dispatch chose anything else, including because a variant is not built.
+// The fp16 GEMM's NEON variant also needs FEAT_FP16: at NAME = neon it is expected only if the
+// CPU reports FEAT_FP16 (Cortex-A72, Armv8.0, does not: gemm_f16 must select its reference
+// there); above neon (dotprod, i8mm, sme2: every CPU the suite emulates there has FEAT_FP16,
+// and SME implies it) FEAT_FP16 must be reported and the variant selected.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +26,9 @@
 #include "cpu_features.h"
 #include "dispatch.h"
 #include "drivers.h"
+#include "fp16.h"
 #include "pack.h"
+#include "ukernel.h"
 
 using namespace onnxplex::kleidi;
 
@@ -100,7 +106,7 @@ bool close(float got, float want, float bound, float rel) {
 std::vector<Variant> variants_under_test(Family f) {
   std::vector<Variant> out;
   for (Variant v : compiled_variants(f)) {
-    if (v != Variant::reference && cpu_supports(v)) out.push_back(v);
+    if (v != Variant::reference && cpu_supports(f, v)) out.push_back(v);
   }
   return out;
 }
@@ -327,6 +333,176 @@ void test_qgemm_qsi4c32(size_t threads) {
   }
 }
 
+// ---- (5) fp16 GEMM ----------------------------------------------------------------------------
+
+std::vector<f16_bits> to_f16(const std::vector<float>& v) {
+  std::vector<f16_bits> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_f16(v[i]);
+  return out;
+}
+
+// fp16 activations with the awkward rows: zero, one-signed, tiny (products and sums in the fp16
+// subnormal range), large, one outlier. Magnitudes keep sum_k |a * b| far below 65504 for
+// K <= 1200 and |b| <= 1, where the NEON variant's fp16 accumulation cannot overflow.
+std::vector<f16_bits> activations_f16(size_t m, size_t k) {
+  std::vector<float> a(m * k);
+  for (size_t i = 0; i < m; ++i) {
+    const size_t kind = pick(0, 6);
+    for (size_t j = 0; j < k; ++j) {
+      float v = uniform(-2.0f, 2.0f);
+      if (kind == 1) v = 0.0f;
+      if (kind == 2) v = std::fabs(v) + 0.5f;
+      if (kind == 3) v = -std::fabs(v);
+      if (kind == 4) v *= 1e-3f;
+      if (kind == 5) v *= 8.0f;
+      if (kind == 6 && j == k / 2) v = 1000.0f;
+      a[i * k + j] = v;
+    }
+  }
+  return to_f16(a);
+}
+
+Clamp random_clamp_f16() {
+  // Also bounds that fp16 cannot represent (rounded by the kernels that clamp in fp16).
+  return pick(0, 4) == 4 ? Clamp{-0.3f, 0.7f} : random_clamp();
+}
+
+bool same_f16(f16_bits got, f16_bits want) {
+  const float g = f16_to_f32(got), w = f16_to_f32(want);
+  if (std::isnan(g) || std::isnan(w)) return std::isnan(g) && std::isnan(w);
+  return g == w;
+}
+
+// (1 + u)^n - 1: the relative bound of n roundings of unit roundoff u (any n).
+double gamma_n(size_t n, double u) { return std::expm1(static_cast<double>(n) * std::log1p(u)); }
+
+// The NEON variant's arithmetic, element by element (neon_gemm_f16.cpp): s = fp16(s + a * b)
+// fused, k in order from +0; y = fp16(s + bias); clamp to the fp16 bounds. In double, a * b
+// (22 significant bits) is exact and so is s + a * b unless the two are more than 53 - 22 bits
+// apart, and then the smaller one cannot change the fp16 rounding: with |a * b| < 2^16 (true
+// of this data) one rounding of the double to fp16 is the fused result.
+f16_bits neon_f16_model(const f16_bits* a, const f16_bits* b_col, size_t b_stride, size_t k,
+                        f16_bits bias, Clamp c) {
+  f16_bits s = 0;
+  for (size_t kk = 0; kk < k; ++kk) {
+    s = f64_to_f16(static_cast<double>(f16_to_f32(s)) +
+                   static_cast<double>(f16_to_f32(a[kk])) *
+                       static_cast<double>(f16_to_f32(b_col[kk * b_stride])));
+  }
+  const float y = f16_to_f32(f64_to_f16(static_cast<double>(f16_to_f32(s)) +
+                                        static_cast<double>(f16_to_f32(bias))));
+  const float lo = f16_to_f32(f32_to_f16(c.lo)), hi = f16_to_f32(f32_to_f16(c.hi));
+  return f32_to_f16(std::min(std::max(y, lo), hi));
+}
+
+// Per variant, reported at the end: elements compared, elements equal to the reference, the
+// largest |got - reference| / M (M = sum_k |a b| + |bias|, the scale of the bound) and the
+// largest share of the allowed deviation used (1 = at the bound).
+struct F16Stats {
+  size_t total = 0, equal = 0;
+  double max_rel = 0, worst = 0;
+};
+F16Stats g_f16_stats[kVariantCount];
+
+void test_gemm_f16(size_t threads) {
+  const size_t r = pick(0, 9);
+  const size_t m = dim(67), n = dim(70);
+  const size_t k = r == 0 ? 1 : (r == 1 ? pick(600, 1200) : dim(150));  // K = 1, big K, odd K
+  const auto a = activations_f16(m, k), b = to_f16(randn(k * n)), bias = to_f16(randn(n));
+  const bool with_bias = pick(0, 1);
+  const Clamp c = random_clamp_f16();
+  const f16_bits* bias_p = with_bias ? bias.data() : nullptr;
+  const auto ref_w = pack_gemm_f16(Variant::reference, n, k, b.data(), n, 1, bias_p);
+  std::vector<f16_bits> ref(m * n);
+  gemm_f16(ref_w, m, a.data(), k * 2, ref.data(), n * 2, c.lo, c.hi, threads);
+  // Naive model of the reference (fp32 sum of exact fp32 products, + bias, clamp, one rounding)
+  // and, per element, the unclamped fp32 sum x32 and M = sum_k |a * b| + |bias|.
+  std::vector<float> x32(m * n), mag(m * n);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      volatile float acc = 0.0f;
+      double sum_abs = 0.0;
+      for (size_t kk = 0; kk < k; ++kk) {
+        volatile float prod = f16_to_f32(a[i * k + kk]) * f16_to_f32(b[kk * n + j]);
+        acc = acc + prod;
+        sum_abs += std::fabs(prod);
+      }
+      const float bb = with_bias ? f16_to_f32(bias[j]) : 0.0f;
+      x32[i * n + j] = acc + bb;
+      mag[i * n + j] = static_cast<float>(sum_abs + std::fabs(bb));
+      const f16_bits want = f32_to_f16(clampf(x32[i * n + j], c));
+      CHECK(ref[i * n + j] == want,
+            "gemm_f16 reference vs naive m=%zu n=%zu k=%zu at (%zu,%zu): %g vs %g", m, n, k, i, j,
+            f16_to_f32(ref[i * n + j]), f16_to_f32(want));
+    }
+  for (Variant v : variants_under_test(Family::gemm_f16)) {
+    const auto w = pack_gemm_f16(v, n, k, b.data(), n, 1, bias_p);
+    std::vector<f16_bits> got(m * n);
+    gemm_f16(w, m, a.data(), k * 2, got.data(), n * 2, c.lo, c.hi, threads);
+    // The bound of ukernel.h (GemmF16Ukernel) as an interval: got lies within e of x32 before
+    // its clamp and (SME2) final rounding, so in [f16(clamp(x32 - e)), f16(clamp(x32 + e))].
+    const double e32 = gamma_n(k + 1, 0x1p-24);
+    for (size_t i = 0; i < m * n; ++i) {
+      double e = 2 * e32 * mag[i] + (k + 2) * 0x1p-125;  // SME2: two fp32 sums
+      if (v == Variant::neon) {
+        e = gamma_n(k + 1, 0x1p-11) * mag[i] + (k + 1) * 0x1p-25 * (1 + gamma_n(k + 1, 0x1p-11)) +
+            e32 * mag[i];
+      }
+      auto f16_at = [&](double x) {
+        return f16_to_f32(f64_to_f16(std::min(std::max(x, double(c.lo)), double(c.hi))));
+      };
+      const float lo = f16_at(double(x32[i]) - e), hi = f16_at(double(x32[i]) + e);
+      const float g = f16_to_f32(got[i]), want = f16_to_f32(ref[i]);
+      const bool ok = (std::isnan(g) && std::isnan(want)) || (lo <= g && g <= hi);
+      CHECK(ok, "gemm_f16 %s m=%zu n=%zu k=%zu at %zu: %g vs reference %g (allowed [%g, %g])",
+            variant_name(v), m, n, k, i, g, want, lo, hi);
+      F16Stats& st = g_f16_stats[static_cast<int>(v)];
+      ++st.total;
+      if (g == want || (std::isnan(g) && std::isnan(want))) {
+        ++st.equal;
+      } else if (ok) {
+        const double room = std::max(double(hi) - want, double(want) - lo);
+        st.worst = std::max(st.worst, std::fabs(double(g) - want) / room);
+        st.max_rel = std::max(st.max_rel, std::fabs(double(g) - want) / mag[i]);
+      }
+    }
+    if (v == Variant::neon) {  // and bit for bit against the kernel's own arithmetic
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+          const f16_bits want = neon_f16_model(a.data() + i * k, b.data() + j, n, k,
+                                               with_bias ? bias[j] : f16_bits{0}, c);
+          CHECK(same_f16(got[i * n + j], want),
+                "gemm_f16 neon vs its fp16 model m=%zu n=%zu k=%zu at (%zu,%zu): %g vs %g", m, n,
+                k, i, j, f16_to_f32(got[i * n + j]), f16_to_f32(want));
+        }
+    }
+  }
+}
+
+// Every fp16 variant's run function with a strided destination (dst_stride_col = 3 elements)
+// writes the same values as with a contiguous one, and nothing in between.
+void test_gemm_f16_strided_dst() {
+  const size_t m = pick(1, 40), n = pick(1, 40), k = pick(1, 20);
+  const auto a = activations_f16(m, k), b = to_f16(randn(k * n)), bias = to_f16(randn(n));
+  for (Variant v : compiled_variants(Family::gemm_f16)) {
+    if (!cpu_supports(Family::gemm_f16, v)) continue;
+    const GemmF16Ukernel& uk = gemm_f16_ukernel(v);
+    const size_t mr = uk.get_mr(), nr = uk.get_nr(), kr = uk.get_kr(), sr = uk.get_sr();
+    std::vector<uint8_t> lp(layout::lhs_plain_size(m, k, mr, kr, 2));
+    std::vector<uint8_t> rp(layout::rhs_plain_size(n, k, nr, kr, 2));
+    lhs_pack_f16(m, k, mr, kr, sr, a.data(), k * 2, lp.data());
+    rhs_pack_f16(n, k, nr, kr, sr, b.data(), n, 1, bias.data(), rp.data());
+    const f16_bits fill = 0x7e01;  // a NaN no kernel produces
+    std::vector<f16_bits> dense(m * n), strided(m * n * 3, fill);
+    uk.run_matmul(m, n, k, lp.data(), rp.data(), dense.data(), n * 2, 2, -1.0f, 1.0f);
+    uk.run_matmul(m, n, k, lp.data(), rp.data(), strided.data(), n * 6, 6, -1.0f, 1.0f);
+    for (size_t i = 0; i < m * n; ++i) {
+      CHECK(strided[i * 3] == dense[i] && strided[i * 3 + 1] == fill && strided[i * 3 + 2] == fill,
+            "gemm_f16 %s strided dst m=%zu n=%zu k=%zu at %zu", variant_name(v), m, n, k, i);
+    }
+  }
+}
+
 void test_errors() {
   // K not a multiple of the int4 block: a clear error, for every compiled variant.
   std::vector<uint8_t> nib(4 * 40 / 2, 0x88);
@@ -369,6 +545,20 @@ void test_errors() {
     threw = true;
   }
   CHECK(threw, "clamp_min > clamp_max was accepted");
+  // Without FEAT_FP16 (Armv8.0) the NEON fp16 kernel is refused by name, and a NEON ceiling
+  // gives the fp16 family its reference.
+  if (compiled_in(Variant::neon) && cpu_supports(Variant::neon) && !cpu_features().fp16) {
+    std::string msg;
+    try {
+      gemm_f16_ukernel(Variant::neon);
+    } catch (const std::runtime_error& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("FEAT_FP16") != std::string::npos,
+          "gemm_f16 neon without FEAT_FP16 was not refused (got '%s')", msg.c_str());
+    CHECK(select_variant(Family::gemm_f16, Variant::neon) == Variant::reference,
+          "gemm_f16 under a neon ceiling without FEAT_FP16 did not select the reference");
+  }
 }
 
 }  // namespace
@@ -395,7 +585,9 @@ int main(int argc, char** argv) {
     for (const auto& f : cpu.names()) std::printf(" %s", f.c_str());
     std::printf("\n");
     const Family families[] = {Family::gemm_f32, Family::igemm_f32, Family::qgemm_qsi8cx,
-                               Family::qgemm_qsi4c32};
+                               Family::qgemm_qsi4c32, Family::gemm_f16};
+    // Architecture: FEAT_SME requires FEAT_FP16.
+    CHECK(!cpu.sme || cpu.fp16, "the CPU reports SME but not FEAT_FP16");
     std::optional<Variant> expected_level;
     if (!expect.empty()) {
       expected_level = parse_variant(expect);
@@ -413,10 +605,18 @@ int main(int argc, char** argv) {
       if (expected_level) {
         Variant want = Variant::reference;
         for (Variant v : planned_variants(f)) {
-          if (static_cast<int>(v) <= static_cast<int>(*expected_level)) {
-            want = v;
-            break;
+          if (static_cast<int>(v) > static_cast<int>(*expected_level)) continue;
+          if (f == Family::gemm_f16 && v == Variant::neon) {
+            if (*expected_level != Variant::neon) {
+              CHECK(cpu.fp16, "--expect-variant %s: the CPU should report FEAT_FP16",
+                    expect.c_str());
+            } else if (!cpu.fp16) {
+              std::printf("expect   gemm_f16       reference: no FEAT_FP16 for its neon variant\n");
+              continue;
+            }
           }
+          want = v;
+          break;
         }
         CHECK(sel == want, "%s selected %s but --expect-variant %s requires %s", family_name(f),
               variant_name(sel), expect.c_str(), variant_name(want));
@@ -429,6 +629,14 @@ int main(int argc, char** argv) {
       test_conv_f32(threads);
       test_qgemm_qsi8cx(threads);
       test_qgemm_qsi4c32(threads);
+      test_gemm_f16(threads);
+      test_gemm_f16_strided_dst();
+    }
+    for (Variant v : variants_under_test(Family::gemm_f16)) {
+      const F16Stats& st = g_f16_stats[static_cast<int>(v)];
+      std::printf("gemm_f16 %s vs reference: %zu of %zu equal; max |diff| / M = %.3g; at most "
+                  "%.3g of the allowed deviation used\n",
+                  variant_name(v), st.equal, st.total, st.max_rel, st.worst);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAIL: uncaught exception: %s\n", e.what());

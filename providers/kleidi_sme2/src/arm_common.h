@@ -28,17 +28,39 @@ inline float32x4_t clamp(float32x4_t v, float32x4_t lo, float32x4_t hi) {
   return vbslq_f32(vcltq_f32(hi, v), hi, v);
 }
 
-// Stores rows x cols of a row-major tile (row length ld floats) to dst with byte strides.
-inline void store_tile(const float* tile, size_t ld, size_t rows, size_t cols, float* dst,
+// Stores rows x cols of a row-major tile (row length ld elements) to dst with byte strides.
+template <class T>
+inline void store_tile(const T* tile, size_t ld, size_t rows, size_t cols, T* dst,
                        size_t stride_row, size_t stride_col) {
   auto* out = reinterpret_cast<char*>(dst);
   for (size_t i = 0; i < rows; ++i) {
-    if (stride_col == sizeof(float)) {
-      std::memcpy(out + i * stride_row, tile + i * ld, cols * sizeof(float));
+    if (stride_col == sizeof(T)) {
+      std::memcpy(out + i * stride_row, tile + i * ld, cols * sizeof(T));
     } else {
       for (size_t j = 0; j < cols; ++j) {
-        std::memcpy(out + i * stride_row + j * stride_col, tile + i * ld + j, sizeof(float));
+        std::memcpy(out + i * stride_row + j * stride_col, tile + i * ld + j, sizeof(T));
       }
+    }
+  }
+}
+
+// Runs a register-tile kernel over an m x n output with kr = 1 plain packed operands (LHS blocks
+// of MR x k elements, RHS panels of NR bias elements then NR x k weights): for each MR x NR
+// tile, tile_fn(a_block, panel, tile) computes all of it from the whole (zero-padded) block and
+// panel into the row-major buffer `tile`, whose in-range part then goes to dst.
+template <size_t MR, size_t NR, class T, class TileFn>
+inline void for_each_tile(size_t m, size_t n, size_t k, const T* lhs, const T* rhs, T* dst,
+                          size_t dst_stride_row, size_t dst_stride_col, TileFn tile_fn) {
+  for (size_t i0 = 0; i0 < m; i0 += MR) {
+    const T* a_block = lhs + (i0 / MR) * MR * k;
+    for (size_t j0 = 0; j0 < n; j0 += NR) {
+      T tile[MR * NR];
+      tile_fn(a_block, rhs + (j0 / NR) * NR * (1 + k), tile);
+      const size_t rows = m - i0 < MR ? m - i0 : MR, cols = n - j0 < NR ? n - j0 : NR;
+      store_tile(tile, NR, rows, cols,
+                 reinterpret_cast<T*>(reinterpret_cast<char*>(dst) + i0 * dst_stride_row +
+                                      j0 * dst_stride_col),
+                 dst_stride_row, dst_stride_col);
     }
   }
 }

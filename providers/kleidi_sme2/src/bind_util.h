@@ -16,16 +16,15 @@ namespace onnxplex::kleidi::bind {
 
 namespace py = pybind11;
 
-// The array itself, if it has dtype T, is C-contiguous and has `ndim` dimensions (any ndim if
-// -1); else ValueError naming the function and the argument. Never copies.
-template <class T>
-py::array checked(const py::object& obj, const char* fn, const char* arg, int ndim) {
+// The array itself, if it has dtype `want`, is C-contiguous and has `ndim` dimensions (any ndim
+// if -1); else ValueError naming the function and the argument. Never copies.
+inline py::array checked(const py::object& obj, const char* fn, const char* arg, int ndim,
+                         const py::dtype& want) {
   if (!py::isinstance<py::array>(obj)) {
     throw py::value_error(std::string(fn) + ": " + arg + " must be a numpy array, got " +
                           std::string(py::str(py::type::of(obj).attr("__name__"))));
   }
   auto a = py::reinterpret_borrow<py::array>(obj);
-  const py::dtype want = py::dtype::of<T>();
   if (!a.dtype().is(want) && !a.dtype().equal(want)) {
     throw py::value_error(std::string(fn) + ": " + arg + " must have dtype " +
                           std::string(py::str(want)) + ", got " + std::string(py::str(a.dtype())));
@@ -40,6 +39,13 @@ py::array checked(const py::object& obj, const char* fn, const char* arg, int nd
   }
   return a;
 }
+template <class T>
+py::array checked(const py::object& obj, const char* fn, const char* arg, int ndim) {
+  return checked(obj, fn, arg, ndim, py::dtype::of<T>());
+}
+
+// numpy's float16, whose elements the fp16 family takes as f16_bits.
+inline py::dtype float16_dtype() { return py::dtype("float16"); }
 
 inline void expect_dim(const py::array& a, int axis, size_t want, const char* fn,
                        const char* what) {
@@ -78,6 +84,7 @@ inline void expect_family(const PackedRhs& p, Family f, const char* fn) {
 
 void register_common(py::module_& m);
 void register_gemm_f32(py::module_& m);
+void register_gemm_f16(py::module_& m);
 void register_conv_f32(py::module_& m);
 void register_qgemm_qsi8cx(py::module_& m);
 void register_qgemm_qsi4c32(py::module_& m);

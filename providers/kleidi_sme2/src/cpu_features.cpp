@@ -18,6 +18,7 @@ namespace {
 constexpr unsigned long kHwcapFp = 1UL << 0;
 constexpr unsigned long kHwcapAsimd = 1UL << 1;
 constexpr unsigned long kHwcapFphp = 1UL << 9;
+constexpr unsigned long kHwcapAsimdHp = 1UL << 10;
 constexpr unsigned long kHwcapAsimdDp = 1UL << 20;
 constexpr unsigned long kHwcapSve = 1UL << 22;
 constexpr unsigned long kHwcap2Sve2 = 1UL << 1;
@@ -43,7 +44,9 @@ CpuFeatures probe() {
   const unsigned long hw = getauxval(AT_HWCAP);
   const unsigned long hw2 = getauxval(AT_HWCAP2);
   f.neon = (hw & kHwcapAsimd) && (hw & kHwcapFp);
-  f.fp16 = hw & kHwcapFphp;
+  // FEAT_FP16 brings both scalar (FPHP) and vector (ASIMDHP) half-precision arithmetic; the
+  // fp16 NEON kernel needs the vector half.
+  f.fp16 = (hw & kHwcapFphp) && (hw & kHwcapAsimdHp);
   f.dotprod = hw & kHwcapAsimdDp;
   f.sve = hw & kHwcapSve;
   f.sve2 = hw2 & kHwcap2Sve2;

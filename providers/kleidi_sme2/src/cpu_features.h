@@ -11,7 +11,7 @@ struct CpuFeatures {
   bool neon = false;     // Advanced SIMD (always present on aarch64)
   bool dotprod = false;  // SDOT/UDOT
   bool i8mm = false;     // SMMLA/UMMLA
-  bool fp16 = false;     // half-precision arithmetic
+  bool fp16 = false;     // FEAT_FP16: scalar and Advanced SIMD half-precision arithmetic
   bool bf16 = false;
   bool sve = false;
   bool sve2 = false;

@@ -57,12 +57,18 @@ const QGemmQsi4c32Ukernel* const kQGemmQsi4c32[] = {
     KLEIDI_IF_DOTPROD(&qgemm_qsi4c32_dotprod)
     &qgemm_qsi4c32_reference,
 };
+const GemmF16Ukernel* const kGemmF16[] = {
+    KLEIDI_IF_SME2(&gemm_f16_sme2)
+    KLEIDI_IF_NEON(&gemm_f16_neon)
+    &gemm_f16_reference,
+};
 
 // The variant list per family (what a complete build has).
 std::vector<Variant> planned(Family f) {
   switch (f) {
     case Family::gemm_f32:
     case Family::igemm_f32:
+    case Family::gemm_f16:
       return {Variant::sme2, Variant::neon, Variant::reference};
     case Family::qgemm_qsi8cx:
     case Family::qgemm_qsi4c32:
@@ -86,6 +92,15 @@ std::vector<Variant> variants_of(const U* const (&table)[N]) {
   return out;
 }
 
+// What a family's variant needs beyond its level's feature (see cpu_supports(Family, Variant)),
+// as a clause for error messages; empty if nothing.
+const char* extra_need(Family f, Variant v) {
+  if (f == Family::gemm_f16 && v == Variant::neon) {
+    return " (it needs FEAT_FP16, half-precision vector arithmetic)";
+  }
+  return "";
+}
+
 template <class U, size_t N>
 const U& get(const U* const (&table)[N], Family f, Variant v) {
   const U* u = find(table, v);
@@ -93,9 +108,9 @@ const U& get(const U* const (&table)[N], Family f, Variant v) {
     throw std::runtime_error(std::string("kleidi: the ") + variant_name(v) + " variant of " +
                              family_name(f) + " is not compiled into this build");
   }
-  if (!cpu_supports(v)) {
+  if (!cpu_supports(f, v)) {
     throw std::runtime_error(std::string("kleidi: this CPU cannot run the ") + variant_name(v) +
-                             " variant of " + family_name(f));
+                             " variant of " + family_name(f) + extra_need(f, v));
   }
   return *u;
 }
@@ -123,6 +138,7 @@ const char* family_name(Family f) {
     case Family::igemm_f32: return "igemm_f32";
     case Family::qgemm_qsi8cx: return "qgemm_qsi8cx";
     case Family::qgemm_qsi4c32: return "qgemm_qsi4c32";
+    case Family::gemm_f16: return "gemm_f16";
   }
   return "?";
 }
@@ -146,6 +162,14 @@ bool cpu_supports(Variant v) {
   return false;
 }
 
+bool cpu_supports(Family f, Variant v) {
+  if (!cpu_supports(v)) return false;
+  // The NEON fp16 kernel computes on 8 fp16 lanes (FEAT_FP16); SME implies FEAT_FP16, and the
+  // widening FMOPA is base SME, so the SME2 variant needs nothing more.
+  if (f == Family::gemm_f16 && v == Variant::neon) return cpu_features().fp16;
+  return true;
+}
+
 std::vector<Variant> planned_variants(Family f) { return planned(f); }
 
 std::vector<Variant> compiled_variants(Family f) {
@@ -154,6 +178,7 @@ std::vector<Variant> compiled_variants(Family f) {
     case Family::igemm_f32: return variants_of(kIGemmF32);
     case Family::qgemm_qsi8cx: return variants_of(kQGemmQsi8cx);
     case Family::qgemm_qsi4c32: return variants_of(kQGemmQsi4c32);
+    case Family::gemm_f16: return variants_of(kGemmF16);
   }
   return {};
 }
@@ -187,7 +212,7 @@ Variant select_variant(Family f, std::optional<Variant> forced) {
   // compiled_variants is best first; take the first the CPU runs and the cap allows.
   for (Variant v : compiled_variants(f)) {
     if (forced && static_cast<int>(v) > static_cast<int>(*forced)) continue;
-    if (cpu_supports(v)) return v;
+    if (cpu_supports(f, v)) return v;
   }
   return Variant::reference;
 }
@@ -202,6 +227,7 @@ const QGemmQsi8cxUkernel& qgemm_qsi8cx_ukernel(Variant v) {
 const QGemmQsi4c32Ukernel& qgemm_qsi4c32_ukernel(Variant v) {
   return get(kQGemmQsi4c32, Family::qgemm_qsi4c32, v);
 }
+const GemmF16Ukernel& gemm_f16_ukernel(Variant v) { return get(kGemmF16, Family::gemm_f16, v); }
 
 namespace {
 template <class U>
@@ -217,6 +243,7 @@ UkernelInfo ukernel_info(Family f, Variant v) {
     case Family::igemm_f32: return info_of(igemm_f32_ukernel(v));
     case Family::qgemm_qsi8cx: return info_of(qgemm_qsi8cx_ukernel(v));
     case Family::qgemm_qsi4c32: return info_of(qgemm_qsi4c32_ukernel(v));
+    case Family::gemm_f16: return info_of(gemm_f16_ukernel(v));
   }
   throw std::invalid_argument("kleidi: unknown family");
 }

@@ -5,6 +5,9 @@
 // level: each family then takes its best variant at or below that level (a family without an
 // i8mm variant, e.g. fp32 GEMM, falls to neon). Forcing a name that is unknown, not compiled
 // into this build, or not supported by this CPU throws std::runtime_error naming the reason.
+// A family's variant may need more than its level's feature: the fp16 GEMM's NEON variant also
+// needs FEAT_FP16 (half-precision vector arithmetic, Armv8.2), so on an Armv8.0 CPU such as
+// Cortex-A72 that family falls to its reference (cpu_supports(Family, Variant)).
 #pragma once
 
 #include <optional>
@@ -21,8 +24,11 @@ const char* variant_name(Variant v);
 const char* family_name(Family f);
 std::optional<Variant> parse_variant(const std::string& name);  // nullopt if unknown
 
-// Whether this CPU can execute a variant's instructions.
+// Whether this CPU can execute a variant's instructions (the level's own feature).
 bool cpu_supports(Variant v);
+// Whether this CPU can run family f's variant v: cpu_supports(v) plus what that family's
+// variant needs besides (gemm_f16/neon: FEAT_FP16).
+bool cpu_supports(Family f, Variant v);
 // Whether any family has this variant compiled in.
 bool compiled_in(Variant v);
 
@@ -42,6 +48,7 @@ const GemmF32Ukernel& gemm_f32_ukernel(Variant v);
 const IGemmF32Ukernel& igemm_f32_ukernel(Variant v);
 const QGemmQsi8cxUkernel& qgemm_qsi8cx_ukernel(Variant v);
 const QGemmQsi4c32Ukernel& qgemm_qsi4c32_ukernel(Variant v);
+const GemmF16Ukernel& gemm_f16_ukernel(Variant v);
 
 // Common view of any family's tile parameters (for bindings, tests, logging).
 struct UkernelInfo {

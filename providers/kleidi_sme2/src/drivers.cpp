@@ -35,41 +35,85 @@ void pack_rows(size_t m, size_t unit, size_t threads, PackFn pack) {
 
 }  // namespace
 
-// ---- (1) fp32 GEMM --------------------------------------------------------------------------
+// ---- (1) fp32 GEMM and (5) fp16 GEMM: one driver over the element type ---------------------
 
-PackedRhs pack_gemm_f32(Variant v, size_t n, size_t k, const float* rhs, size_t stride_k,
-                        size_t stride_n, const float* bias) {
-  const GemmF32Ukernel& uk = gemm_f32_ukernel(v);
-  PackedRhs p{Family::gemm_f32, v, n, k, 0, 0, 0, {}};
-  p.data.resize(layout::rhs_f32_size(n, k, uk.get_nr(), uk.get_kr()));
-  rhs_pack_f32(n, k, uk.get_nr(), uk.get_kr(), uk.get_sr(), rhs, stride_k, stride_n, bias,
-               p.data.data());
+namespace {
+
+template <class T>
+struct Plain;
+template <>
+struct Plain<float> {
+  static constexpr Family family = Family::gemm_f32;
+  static const GemmF32Ukernel& ukernel(Variant v) { return gemm_f32_ukernel(v); }
+  static constexpr auto lhs_pack = &lhs_pack_f32;
+  static constexpr auto rhs_pack = &rhs_pack_f32;
+};
+template <>
+struct Plain<f16_bits> {
+  static constexpr Family family = Family::gemm_f16;
+  static const GemmF16Ukernel& ukernel(Variant v) { return gemm_f16_ukernel(v); }
+  static constexpr auto lhs_pack = &lhs_pack_f16;
+  static constexpr auto rhs_pack = &rhs_pack_f16;
+};
+
+template <class T>
+PackedRhs pack_plain_gemm(Variant v, size_t n, size_t k, const T* rhs, size_t stride_k,
+                          size_t stride_n, const T* bias) {
+  const PlainGemmUkernel<T>& uk = Plain<T>::ukernel(v);
+  PackedRhs p{Plain<T>::family, v, n, k, 0, 0, 0, {}};
+  p.data.resize(layout::rhs_plain_size(n, k, uk.get_nr(), uk.get_kr(), sizeof(T)));
+  Plain<T>::rhs_pack(n, k, uk.get_nr(), uk.get_kr(), uk.get_sr(), rhs, stride_k, stride_n, bias,
+                     p.data.data());
   return p;
 }
 
-void gemm_f32(const PackedRhs& rhs, size_t m, const float* lhs, size_t lhs_stride_row,
-              float* dst, size_t dst_stride_row, float clamp_min, float clamp_max,
-              size_t threads) {
-  check_family(rhs, Family::gemm_f32);
+template <class T>
+void plain_gemm(const PackedRhs& rhs, size_t m, const T* lhs, size_t lhs_stride_row, T* dst,
+                size_t dst_stride_row, float clamp_min, float clamp_max, size_t threads) {
+  check_family(rhs, Plain<T>::family);
   check_clamp(clamp_min, clamp_max);
   if (m == 0 || rhs.n == 0) return;
-  const GemmF32Ukernel& uk = gemm_f32_ukernel(rhs.variant);
+  const PlainGemmUkernel<T>& uk = Plain<T>::ukernel(rhs.variant);
   const size_t k = rhs.k, mr = uk.get_mr(), kr = uk.get_kr(), sr = uk.get_sr();
-  std::vector<uint8_t> lhs_packed(layout::lhs_f32_size(m, k, mr, kr));
+  std::vector<uint8_t> lhs_packed(layout::lhs_plain_size(m, k, mr, kr, sizeof(T)));
   pack_rows(m, mr, threads, [&](size_t m0, size_t rows) {
-    lhs_pack_f32(rows, k, mr, kr, sr,
-                 reinterpret_cast<const float*>(reinterpret_cast<const char*>(lhs) +
-                                                m0 * lhs_stride_row),
-                 lhs_stride_row, lhs_packed.data() + uk.get_lhs_packed_offset(m0, k));
+    Plain<T>::lhs_pack(rows, k, mr, kr, sr,
+                       reinterpret_cast<const T*>(reinterpret_cast<const char*>(lhs) +
+                                                  m0 * lhs_stride_row),
+                       lhs_stride_row, lhs_packed.data() + uk.get_lhs_packed_offset(m0, k));
   });
   run_tiles(m, rhs.n, uk.get_m_step(), uk.get_n_step(), threads,
             [&](size_t m0, size_t ml, size_t n0, size_t nl) {
               uk.run_matmul(ml, nl, k, lhs_packed.data() + uk.get_lhs_packed_offset(m0, k),
                             rhs.data.data() + uk.get_rhs_packed_offset(n0, k),
-                            reinterpret_cast<float*>(reinterpret_cast<char*>(dst) +
-                                                     uk.get_dst_offset(m0, n0, dst_stride_row)),
-                            dst_stride_row, sizeof(float), clamp_min, clamp_max);
+                            reinterpret_cast<T*>(reinterpret_cast<char*>(dst) +
+                                                 uk.get_dst_offset(m0, n0, dst_stride_row)),
+                            dst_stride_row, sizeof(T), clamp_min, clamp_max);
             });
+}
+
+}  // namespace
+
+PackedRhs pack_gemm_f32(Variant v, size_t n, size_t k, const float* rhs, size_t stride_k,
+                        size_t stride_n, const float* bias) {
+  return pack_plain_gemm(v, n, k, rhs, stride_k, stride_n, bias);
+}
+
+void gemm_f32(const PackedRhs& rhs, size_t m, const float* lhs, size_t lhs_stride_row,
+              float* dst, size_t dst_stride_row, float clamp_min, float clamp_max,
+              size_t threads) {
+  plain_gemm(rhs, m, lhs, lhs_stride_row, dst, dst_stride_row, clamp_min, clamp_max, threads);
+}
+
+PackedRhs pack_gemm_f16(Variant v, size_t n, size_t k, const f16_bits* rhs, size_t stride_k,
+                        size_t stride_n, const f16_bits* bias) {
+  return pack_plain_gemm(v, n, k, rhs, stride_k, stride_n, bias);
+}
+
+void gemm_f16(const PackedRhs& rhs, size_t m, const f16_bits* lhs, size_t lhs_stride_row,
+              f16_bits* dst, size_t dst_stride_row, float clamp_min, float clamp_max,
+              size_t threads) {
+  plain_gemm(rhs, m, lhs, lhs_stride_row, dst, dst_stride_row, clamp_min, clamp_max, threads);
 }
 
 // ---- (2) conv2d by indirect matmul ----------------------------------------------------------

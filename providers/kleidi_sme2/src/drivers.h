@@ -61,6 +61,16 @@ void qgemm_qsi4c32(const PackedRhs& rhs, size_t m, const float* lhs, size_t lhs_
                    float* dst, size_t dst_stride_row, float clamp_min, float clamp_max,
                    size_t threads);
 
+// (5) fp16 GEMM, every array IEEE binary16 bit patterns: rhs element (k, n) at
+// rhs[k * stride_k + n * stride_n] (elements); bias [n] or null. Numerics per variant in
+// ukernel.h (GemmF16Ukernel).
+PackedRhs pack_gemm_f16(Variant v, size_t n, size_t k, const f16_bits* rhs, size_t stride_k,
+                        size_t stride_n, const f16_bits* bias);
+// dst[m, n] = f16(clamp(lhs[m, :] @ rhs + bias))
+void gemm_f16(const PackedRhs& rhs, size_t m, const f16_bits* lhs, size_t lhs_stride_row,
+              f16_bits* dst, size_t dst_stride_row, float clamp_min, float clamp_max,
+              size_t threads);
+
 // qai8dx quantization of an m x k matrix, unpacked (for tests of the numerics):
 // q [m][k] int8, neg_zp [m] (= -zero point), scale [m].
 void quantize_qai8dx(size_t m, size_t k, const float* lhs, size_t lhs_stride_row, int8_t* q,

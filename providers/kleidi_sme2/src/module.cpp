@@ -11,4 +11,5 @@ PYBIND11_MODULE(_kleidi, m) {
   register_conv_f32(m);       // (2) pack_conv2d_f32, conv2d_f32
   register_qgemm_qsi8cx(m);   // (3) quantize_qai8dx, pack_qsi8cx, qgemm_qsi8cx
   register_qgemm_qsi4c32(m);  // (4) matmulnbits_to_qsu4c32, pack_qsi4c32, qgemm_qsi4c32
+  register_gemm_f16(m);       // (5) pack_gemm_f16, gemm_f16
 }

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ukernel.h"
+
 namespace onnxplex::kleidi {
 
 // fp32 LHS: rows [0, m) of `lhs` (row stride in bytes, unit column stride) into
@@ -17,6 +19,13 @@ void lhs_pack_f32(size_t m, size_t k, size_t mr, size_t kr, size_t sr, const flo
 // kxn and nxk inputs both work); bias may be null (zeros). Writes layout::rhs_f32.
 void rhs_pack_f32(size_t n, size_t k, size_t nr, size_t kr, size_t sr, const float* rhs,
                   size_t stride_k, size_t stride_n, const float* bias, void* rhs_packed);
+
+// fp16 (IEEE binary16 bit patterns) LHS and RHS with bias: as the fp32 routines above, into
+// layout::lhs_plain / rhs_plain with 2-byte elements (fp16 bias at the head of each panel).
+void lhs_pack_f16(size_t m, size_t k, size_t mr, size_t kr, size_t sr, const f16_bits* lhs,
+                  size_t lhs_stride_row, void* lhs_packed);
+void rhs_pack_f16(size_t n, size_t k, size_t nr, size_t kr, size_t sr, const f16_bits* rhs,
+                  size_t stride_k, size_t stride_n, const f16_bits* bias, void* rhs_packed);
 
 // Indirect-matmul LHS. `indirection` holds ceil(m / m_step) * k_chunk_count blocks of m_step
 // pointers: entry [(mb * k_chunk_count + c) * m_step + r] points at the k_chunk_length floats of

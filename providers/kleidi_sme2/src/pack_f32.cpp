@@ -4,58 +4,21 @@
 #include <string>
 
 #include "pack.h"
+#include "pack_plain.h"
 #include "ukernel.h"
 
 namespace onnxplex::kleidi {
-namespace {
 
-void check_params(const char* who, size_t rows, size_t kr, size_t sr) {
-  if (rows == 0 || kr == 0 || sr == 0 || kr % sr != 0) {
-    throw std::invalid_argument(std::string(who) + ": need rows > 0 and kr a nonzero multiple "
-                                "of sr (got rows=" + std::to_string(rows) + ", kr=" +
-                                std::to_string(kr) + ", sr=" + std::to_string(sr) + ")");
-  }
-}
-
-}  // namespace
+using plain::check_params;
 
 void lhs_pack_f32(size_t m, size_t k, size_t mr, size_t kr, size_t sr, const float* lhs,
                   size_t lhs_stride_row, void* lhs_packed) {
-  check_params("lhs_pack_f32", mr, kr, sr);
-  const size_t k_pad = layout::f32_k_pad(k, kr);
-  const size_t depth = kr / sr;
-  auto* out = static_cast<float*>(lhs_packed);
-  for (size_t mb = 0; mb < div_up(m, mr); ++mb) {
-    float* block = out + mb * mr * k_pad;
-    for (size_t r = 0; r < mr; ++r) {
-      const size_t row = mb * mr + r;
-      const auto* src = reinterpret_cast<const float*>(
-          reinterpret_cast<const char*>(lhs) + row * lhs_stride_row);
-      for (size_t kk = 0; kk < k_pad; ++kk) {
-        block[interleaved_index(r, kk, mr, depth)] = (row < m && kk < k) ? src[kk] : 0.0f;
-      }
-    }
-  }
+  plain::lhs_pack("lhs_pack_f32", m, k, mr, kr, sr, lhs, lhs_stride_row, lhs_packed);
 }
 
 void rhs_pack_f32(size_t n, size_t k, size_t nr, size_t kr, size_t sr, const float* rhs,
                   size_t stride_k, size_t stride_n, const float* bias, void* rhs_packed) {
-  check_params("rhs_pack_f32", nr, kr, sr);
-  const size_t k_pad = layout::f32_k_pad(k, kr);
-  const size_t depth = kr / sr;
-  auto* out = static_cast<float*>(rhs_packed);
-  for (size_t nb = 0; nb < div_up(n, nr); ++nb) {
-    float* panel = out + nb * nr * (1 + k_pad);
-    float* weights = panel + nr;
-    for (size_t c = 0; c < nr; ++c) {
-      const size_t col = nb * nr + c;
-      panel[c] = (col < n && bias) ? bias[col] : 0.0f;
-      for (size_t kk = 0; kk < k_pad; ++kk) {
-        weights[interleaved_index(c, kk, nr, depth)] =
-            (col < n && kk < k) ? rhs[kk * stride_k + col * stride_n] : 0.0f;
-      }
-    }
-  }
+  plain::rhs_pack("rhs_pack_f32", n, k, nr, kr, sr, rhs, stride_k, stride_n, bias, rhs_packed);
 }
 
 void lhs_imatmul_pack_f32(size_t m, size_t k_chunk_count, size_t k_chunk_length, size_t m_step,
@@ -94,27 +57,8 @@ void lhs_imatmul_pack_f32(size_t m, size_t k_chunk_count, size_t k_chunk_length,
 void rhs_imatmul_pack_f32(size_t n, size_t k_chunk_count, size_t k_chunk_length, size_t nr,
                           size_t kr, size_t sr, const float* rhs, size_t stride_chunk,
                           size_t stride_k, size_t stride_n, const float* bias, void* rhs_packed) {
-  check_params("rhs_imatmul_pack_f32", nr, kr, sr);
-  const size_t chunk_pad = round_up(k_chunk_length, kr);
-  const size_t k_pad = k_chunk_count * chunk_pad;
-  const size_t depth = kr / sr;
-  auto* out = static_cast<float*>(rhs_packed);
-  for (size_t nb = 0; nb < div_up(n, nr); ++nb) {
-    float* panel = out + nb * nr * (1 + k_pad);
-    float* weights = panel + nr;
-    for (size_t col_in = 0; col_in < nr; ++col_in) {
-      const size_t col = nb * nr + col_in;
-      panel[col_in] = (col < n && bias) ? bias[col] : 0.0f;
-      for (size_t c = 0; c < k_chunk_count; ++c) {
-        for (size_t j = 0; j < chunk_pad; ++j) {
-          weights[interleaved_index(col_in, c * chunk_pad + j, nr, depth)] =
-              (col < n && j < k_chunk_length)
-                  ? rhs[c * stride_chunk + j * stride_k + col * stride_n]
-                  : 0.0f;
-        }
-      }
-    }
-  }
+  plain::rhs_pack_chunks("rhs_imatmul_pack_f32", n, k_chunk_count, k_chunk_length, nr, kr, sr,
+                         rhs, stride_chunk, stride_k, stride_n, bias, rhs_packed);
 }
 
 void conv2d_indirection(size_t h, size_t w, size_t c, size_t kh, size_t kw, size_t stride_h,

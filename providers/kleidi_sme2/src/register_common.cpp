@@ -8,14 +8,14 @@ namespace onnxplex::kleidi::bind {
 namespace {
 
 constexpr Family kFamilies[] = {Family::gemm_f32, Family::igemm_f32, Family::qgemm_qsi8cx,
-                                Family::qgemm_qsi4c32};
+                                Family::qgemm_qsi4c32, Family::gemm_f16};
 
 Family family_arg(const std::string& name) {
   for (Family f : kFamilies) {
     if (name == family_name(f)) return f;
   }
   throw py::value_error("unknown family '" + name +
-                        "'; use gemm_f32, igemm_f32, qgemm_qsi8cx or qgemm_qsi4c32");
+                        "'; use gemm_f32, igemm_f32, qgemm_qsi8cx, qgemm_qsi4c32 or gemm_f16");
 }
 
 // y = clamp(x, lo, hi) over a contiguous float32 buffer (kept from the first native build).
@@ -57,7 +57,7 @@ void register_common(py::module_& m) {
       for (Variant v : compiled_variants(f)) compiled.append(variant_name(v));
       py::list usable;
       for (Variant v : compiled_variants(f)) {
-        if (cpu_supports(v)) usable.append(variant_name(v));
+        if (cpu_supports(f, v)) usable.append(variant_name(v));
       }
       py::dict d;
       d["compiled"] = compiled;

@@ -40,23 +40,9 @@ using sme2::svl_words;
 
 constexpr size_t kKr = 4;
 
-// Everything the kernel reads, at fixed offsets (the asm loads them from one pointer).
-struct Args {
-  const void* lhs;         // 0: packed LHS block of row 0
-  const void* rhs;         // 8: packed RHS panel of column 0
-  float* dst;              // 16
-  uint64_t m;              // 24 (>= 1)
-  uint64_t n;              // 32 (>= 1)
-  uint64_t k_groups;       // 40: k_int / 4 (may be 0)
-  uint64_t dst_stride_row; // 48 bytes
-  uint64_t dst_stride_col; // 56 bytes (4 = contiguous; anything else goes through row_buf)
-  uint64_t lhs_block;      // 64 bytes between LHS blocks
-  uint64_t rhs_panel;      // 72 bytes between RHS panels
-  uint32_t clamp_min;      // 80 (fp32 bits)
-  uint32_t clamp_max;      // 84
-  float* row_buf;          // 88: 2 * VL floats (<= 128)
-};
-static_assert(offsetof(Args, row_buf) == 88, "asm offsets");
+// The kernels read sme2::MopaArgs (sme2_common.h); for qsi8cx k_steps = k_int / 4 groups, for
+// qsi4c32 k_steps = k / 32 blocks and acc_buf = the fp32 accumulator tile.
+using sme2::MopaArgs;
 
 // Register map (x0 args; x29/x30/sp untouched):
 //   x1 LHS block  x2 RHS panel  x3 dst (block row)  x4 rows left  x5 n  x6 k groups
@@ -69,7 +55,7 @@ static_assert(offsetof(Args, row_buf) == 88, "asm offsets");
 //   p3/p4 clamp compares; pn8 all-true bytes, pn9 all-true words.
 //   ZA tiles: za0 rows [0,VL) x cols [0,VL), za1 rows [0,VL) x cols [VL,2VL), za2/za3 the same
 //   for rows [VL,2VL).
-__attribute__((noinline)) void sme2_qsi8cx_kernel(const Args* args) {
+__attribute__((noinline)) void sme2_qsi8cx_kernel(const MopaArgs* args) {
   __asm__ volatile(
       ".arch_extension sme2\n"
       "mov x0, %[args]\n"
@@ -205,33 +191,17 @@ __attribute__((noinline)) void sme2_qsi8cx_kernel(const Args* args) {
         "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");
 }
 
-struct Sme2QGemmQsi8cx {
-  static size_t m_step() { return 2 * svl_words(); }
-  static size_t n_step() { return 2 * svl_words(); }
-  static size_t mr() { return 2 * svl_words(); }
-  static size_t nr() { return 2 * svl_words(); }
-  static size_t kr() { return kKr; }
-  static size_t sr() { return 1; }
+struct Sme2QGemmQsi8cx : sme2::Tile2VL<kKr> {
   static void run(size_t m, size_t n, size_t k, const void* lhs_packed, const void* rhs_packed,
                   float* dst, size_t dst_stride_row, size_t dst_stride_col, float clamp_min,
                   float clamp_max) {
     if (m == 0 || n == 0) return;
     const size_t tile = 2 * svl_words();
     float row_buf[128];  // 2 * VL floats; VL <= 64 (SVL <= 2048 bits)
-    Args a;
-    a.lhs = lhs_packed;
-    a.rhs = rhs_packed;
-    a.dst = dst;
-    a.m = m;
-    a.n = n;
-    a.k_groups = layout::q_k_int(k, kKr) / kKr;
-    a.dst_stride_row = dst_stride_row;
-    a.dst_stride_col = dst_stride_col;
-    a.lhs_block = layout::lhs_qai8dx_block_bytes(k, tile, kKr);
-    a.rhs_panel = layout::rhs_qsi8cx_panel_bytes(k, tile, kKr);
-    std::memcpy(&a.clamp_min, &clamp_min, 4);
-    std::memcpy(&a.clamp_max, &clamp_max, 4);
-    a.row_buf = row_buf;
+    const MopaArgs a = sme2::mopa_args(
+        lhs_packed, rhs_packed, dst, m, n, layout::q_k_int(k, kKr) / kKr, dst_stride_row,
+        dst_stride_col, layout::lhs_qai8dx_block_bytes(k, tile, kKr),
+        layout::rhs_qsi8cx_panel_bytes(k, tile, kKr), clamp_min, clamp_max, row_buf);
     sme2_qsi8cx_kernel(&a);
   }
 };
@@ -246,29 +216,12 @@ struct Sme2QGemmQsi8cx {
 // accumulator tile in memory (acc_buf, 2VL x 2VL floats: ZA holds only the int32 tiles), in
 // block order as the reference (acc starts at +0.0f). Output step per row:
 //   y = s_a * (acc + float(-zp) * rsum) + bias, then the clamp, one rounding per op.
-struct Args4 {
-  const void* lhs;         // 0
-  const void* rhs;         // 8
-  float* dst;              // 16
-  uint64_t m;              // 24 (>= 1)
-  uint64_t n;              // 32 (>= 1)
-  uint64_t blocks;         // 40: k / 32 (may be 0)
-  uint64_t dst_stride_row; // 48
-  uint64_t dst_stride_col; // 56
-  uint64_t lhs_block;      // 64
-  uint64_t rhs_panel;      // 72
-  uint32_t clamp_min;      // 80
-  uint32_t clamp_max;      // 84
-  float* row_buf;          // 88
-  float* acc_buf;          // 96: 2VL x 2VL floats
-};
-static_assert(offsetof(Args4, acc_buf) == 96, "asm offsets");
 
 // Registers as sme2_qsi8cx_kernel, except: x0 stays the args pointer (acc_buf reloaded from it),
 // x6 blocks, x20 blocks left then acc_buf row cursor, x25 groups left in a block (before the
 // stores use it), z16/z17 nibbles, z20 packed bytes, z24/z25 block scales, z26/z27 fp32 acc row,
 // z4/z5 rsum, z10/z11 bias.
-__attribute__((noinline)) void sme2_qsi4c32_kernel(const Args4* args) {
+__attribute__((noinline)) void sme2_qsi4c32_kernel(const MopaArgs* args) {
   __asm__ volatile(
       ".arch_extension sme2\n"
       "mov x0, %[args]\n"
@@ -440,13 +393,7 @@ __attribute__((noinline)) void sme2_qsi4c32_kernel(const Args4* args) {
         "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");
 }
 
-struct Sme2QGemmQsi4c32 {
-  static size_t m_step() { return 2 * svl_words(); }
-  static size_t n_step() { return 2 * svl_words(); }
-  static size_t mr() { return 2 * svl_words(); }
-  static size_t nr() { return 2 * svl_words(); }
-  static size_t kr() { return kKr; }
-  static size_t sr() { return 1; }
+struct Sme2QGemmQsi4c32 : sme2::Tile2VL<kKr> {
   static void run(size_t m, size_t n, size_t k, size_t bl, const void* lhs_packed,
                   const void* rhs_packed, float* dst, size_t dst_stride_row,
                   size_t dst_stride_col, float clamp_min, float clamp_max) {
@@ -459,20 +406,10 @@ struct Sme2QGemmQsi4c32 {
     const size_t tile = 2 * svl_words();
     float row_buf[128];
     std::vector<float> acc_buf(tile * tile);
-    Args4 a;
-    a.lhs = lhs_packed;
-    a.rhs = rhs_packed;
-    a.dst = dst;
-    a.m = m;
-    a.n = n;
-    a.blocks = k / bl;
-    a.dst_stride_row = dst_stride_row;
-    a.dst_stride_col = dst_stride_col;
-    a.lhs_block = layout::lhs_qai8dx_block_bytes(k, tile, kKr);
-    a.rhs_panel = layout::rhs_qsi4c32_panel_bytes(k, tile, bl);
-    std::memcpy(&a.clamp_min, &clamp_min, 4);
-    std::memcpy(&a.clamp_max, &clamp_max, 4);
-    a.row_buf = row_buf;
+    MopaArgs a = sme2::mopa_args(lhs_packed, rhs_packed, dst, m, n, k / bl, dst_stride_row,
+                                 dst_stride_col, layout::lhs_qai8dx_block_bytes(k, tile, kKr),
+                                 layout::rhs_qsi4c32_panel_bytes(k, tile, bl), clamp_min,
+                                 clamp_max, row_buf);
     a.acc_buf = acc_buf.data();
     sme2_qsi4c32_kernel(&a);
   }

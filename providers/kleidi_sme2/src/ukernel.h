@@ -25,8 +25,19 @@ namespace onnxplex::kleidi {
 enum class Variant : int { reference = 0, neon = 1, dotprod = 2, i8mm = 3, sme2 = 4 };
 constexpr int kVariantCount = 5;
 
-enum class Family : int { gemm_f32 = 0, igemm_f32 = 1, qgemm_qsi8cx = 2, qgemm_qsi4c32 = 3 };
-constexpr int kFamilyCount = 4;
+enum class Family : int {
+  gemm_f32 = 0,
+  igemm_f32 = 1,
+  qgemm_qsi8cx = 2,
+  qgemm_qsi4c32 = 3,
+  gemm_f16 = 4,
+};
+constexpr int kFamilyCount = 5;
+
+// IEEE binary16 values cross every interface as their bit patterns (uint16_t): no half-precision
+// arithmetic type is needed outside the kernels that compute with one, and copying never
+// touches a value (a signalling NaN stays as it is).
+using f16_bits = uint16_t;
 
 // ---------------------------------------------------------------------------------------------
 // Layout arithmetic (shared by packers, kernels and callers).
@@ -48,28 +59,49 @@ constexpr size_t kInt4Block = 32;
 
 namespace layout {
 
-// fp32 LHS, [ceil(m/mr)] blocks of mr x k_pad floats (k_pad = round_up(k, kr)); pad rows are 0.
-constexpr size_t f32_k_pad(size_t k, size_t kr) { return round_up(k, kr); }
-constexpr size_t lhs_f32_block_bytes(size_t k, size_t mr, size_t kr) {
-  return mr * f32_k_pad(k, kr) * sizeof(float);
+// Plain (unquantized) operands whose elements are `elem` bytes (fp32: 4, fp16: 2).
+// LHS: [ceil(m/mr)] blocks of mr x k_pad elements (k_pad = round_up(k, kr)); pad rows are 0.
+constexpr size_t plain_k_pad(size_t k, size_t kr) { return round_up(k, kr); }
+constexpr size_t lhs_plain_block_bytes(size_t k, size_t mr, size_t kr, size_t elem) {
+  return mr * plain_k_pad(k, kr) * elem;
 }
-constexpr size_t lhs_f32_offset(size_t m_idx, size_t k, size_t mr, size_t kr) {
-  return (m_idx / mr) * lhs_f32_block_bytes(k, mr, kr);
+constexpr size_t lhs_plain_offset(size_t m_idx, size_t k, size_t mr, size_t kr, size_t elem) {
+  return (m_idx / mr) * lhs_plain_block_bytes(k, mr, kr, elem);
 }
-constexpr size_t lhs_f32_size(size_t m, size_t k, size_t mr, size_t kr) {
-  return div_up(m, mr) * lhs_f32_block_bytes(k, mr, kr);
+constexpr size_t lhs_plain_size(size_t m, size_t k, size_t mr, size_t kr, size_t elem) {
+  return div_up(m, mr) * lhs_plain_block_bytes(k, mr, kr, elem);
+}
+// RHS panel of nr columns: nr bias elements, then nr x k_pad weights (interleaved), all of the
+// operand's element type. Columns past n are zero (weights and bias).
+constexpr size_t rhs_plain_panel_bytes(size_t k, size_t nr, size_t kr, size_t elem) {
+  return nr * (1 + plain_k_pad(k, kr)) * elem;
+}
+constexpr size_t rhs_plain_offset(size_t n_idx, size_t k, size_t nr, size_t kr, size_t elem) {
+  return (n_idx / nr) * rhs_plain_panel_bytes(k, nr, kr, elem);
+}
+constexpr size_t rhs_plain_size(size_t n, size_t k, size_t nr, size_t kr, size_t elem) {
+  return div_up(n, nr) * rhs_plain_panel_bytes(k, nr, kr, elem);
 }
 
-// fp32 RHS panel of nr columns: nr fp32 bias, then nr x k_pad fp32 weights (interleaved).
-// Columns past n are zero (weights and bias).
+// fp32 instances of the plain layouts.
+constexpr size_t f32_k_pad(size_t k, size_t kr) { return plain_k_pad(k, kr); }
+constexpr size_t lhs_f32_block_bytes(size_t k, size_t mr, size_t kr) {
+  return lhs_plain_block_bytes(k, mr, kr, sizeof(float));
+}
+constexpr size_t lhs_f32_offset(size_t m_idx, size_t k, size_t mr, size_t kr) {
+  return lhs_plain_offset(m_idx, k, mr, kr, sizeof(float));
+}
+constexpr size_t lhs_f32_size(size_t m, size_t k, size_t mr, size_t kr) {
+  return lhs_plain_size(m, k, mr, kr, sizeof(float));
+}
 constexpr size_t rhs_f32_panel_bytes(size_t k, size_t nr, size_t kr) {
-  return nr * (1 + f32_k_pad(k, kr)) * sizeof(float);
+  return rhs_plain_panel_bytes(k, nr, kr, sizeof(float));
 }
 constexpr size_t rhs_f32_offset(size_t n_idx, size_t k, size_t nr, size_t kr) {
-  return (n_idx / nr) * rhs_f32_panel_bytes(k, nr, kr);
+  return rhs_plain_offset(n_idx, k, nr, kr, sizeof(float));
 }
 constexpr size_t rhs_f32_size(size_t n, size_t k, size_t nr, size_t kr) {
-  return div_up(n, nr) * rhs_f32_panel_bytes(k, nr, kr);
+  return rhs_plain_size(n, k, nr, kr, sizeof(float));
 }
 
 // Indirect matmul: K = k_chunk_count chunks of k_chunk_length; each chunk is padded to kr on
@@ -128,10 +160,10 @@ constexpr size_t dst_offset(size_t m_idx, size_t n_idx, size_t dst_stride_row,
 }  // namespace layout
 
 // ---------------------------------------------------------------------------------------------
-// Family (1): fp32 GEMM with bias and clamp.
-//   dst[m,n] = clamp(sum_k lhs[m,k] * rhs[k,n] + bias[n], clamp_min, clamp_max)
-// LHS packed as layout::lhs_f32, RHS as layout::rhs_f32.
-struct GemmF32Ukernel {
+// Plain GEMM with bias and clamp, over elements of type T: families (1) (T = float) and (5)
+// (T = f16_bits). LHS packed as layout::lhs_plain, RHS as layout::rhs_plain, elem = sizeof(T).
+template <class T>
+struct PlainGemmUkernel {
   const char* name;
   Variant variant;
   size_t (*get_m_step)();
@@ -145,9 +177,43 @@ struct GemmF32Ukernel {
   size_t (*get_dst_offset)(size_t m_idx, size_t n_idx, size_t dst_stride_row);
   size_t (*get_dst_size)(size_t m, size_t n);
   void (*run_matmul)(size_t m, size_t n, size_t k, const void* lhs_packed, const void* rhs_packed,
-                     float* dst, size_t dst_stride_row, size_t dst_stride_col, float clamp_min,
+                     T* dst, size_t dst_stride_row, size_t dst_stride_col, float clamp_min,
                      float clamp_max);
 };
+
+// Family (1): fp32 GEMM with bias and clamp.
+//   dst[m,n] = clamp(sum_k lhs[m,k] * rhs[k,n] + bias[n], clamp_min, clamp_max)
+// LHS packed as layout::lhs_f32, RHS as layout::rhs_f32.
+using GemmF32Ukernel = PlainGemmUkernel<float>;
+
+// Family (5): fp16 GEMM with bias and clamp (XNNPACK's "pf16" GEMM, KleidiAI's f16_f16p_f16p).
+// LHS, RHS, bias and dst are IEEE binary16; the clamp bounds are fp32, as in KleidiAI:
+//   dst[m,n] = f16(clamp(sum_k lhs[m,k] * rhs[k,n] + bias[n], clamp_min, clamp_max))
+// Packed layouts: layout::lhs_plain / rhs_plain with elem = 2 (the panel's bias is fp16).
+// Rounding to fp16 is monotonic, so clamping before it or clamping the fp16 value to
+// [f16(clamp_min), f16(clamp_max)] gives the same result; variants may do either.
+//
+// The variants share this math but not its rounding (M = sum_k |lhs[m,k] * rhs[k,n]| +
+// |bias[n]|, y = the exact sum, u = 2^-11 the fp16 unit roundoff):
+//  * reference: fp32 accumulation over k = 0..K-1 from 0 (every product of two fp16 values is
+//    exact in fp32, every addition rounds once), + bias in fp32, clamp in fp32, one final
+//    rounding to fp16 (nearest even). numpy reproduces it bit for bit: a float32 running sum
+//    of float32(a) * float32(b), + bias, clip, astype(float16).
+//  * SME2 (widening FMOPA into fp32 ZA tiles, K in pairs): fp32 accumulation as well, then the
+//    reference's bias/clamp/rounding steps. Both fp32 sums are within ((1 + 2^-24)^(K+1) - 1) M
+//    of y, so the fp16 results differ by at most that twice, plus one fp16 rounding of each
+//    (in practice: equal, or one fp16 ulp apart).
+//  * NEON (FMLA on 8 fp16 lanes, as KleidiAI's and XNNPACK's NEON f16 kernels): accumulates
+//    *in fp16*: one fp16 rounding per k (fused multiply-add), then + bias in fp16 and a clamp
+//    to the fp16 bounds. Its error is fp16's, growing with K:
+//      |neon - reference| <= ((1 + u)^(K+1) - 1) M + ((1 + 2^-24)^(K+1) - 1) M
+//                            + (fp16 rounding of the reference, <= u |y| + 2^-25)
+//                            + (K + 1) 2^-25 (1 + u)^(K+1)              (fp16 subnormal steps)
+//    a worst-case bound (about (K+1) u M for K u << 1: 3 % of M at K = 64); with random signs
+//    the error grows like sqrt(K) u M. Valid while every partial sum stays inside the fp16
+//    range (|partial| < 65520, e.g. M <= 65504); beyond it NEON gives +-inf where the
+//    reference may be finite. Use the SME2 or reference variant when that matters.
+using GemmF16Ukernel = PlainGemmUkernel<f16_bits>;
 
 // Family (2): fp32 indirect matmul (2-D convolution). K is k_chunk_count chunks (kernel taps)
 // of k_chunk_length contiguous values (input channels); the LHS is packed from a table of
@@ -222,13 +288,29 @@ struct QGemmQsi4c32Ukernel {
 // nr(), kr(), sr() and run(...); the offset/size slots come from the shared layouts, so a new
 // variant is: traits + run function + one line in dispatch.cpp. (SME2 traits read RDSVL.)
 
+template <class T, class P>
+constexpr PlainGemmUkernel<T> make_plain_gemm(const char* name, Variant v) {
+  return {name, v, &P::m_step, &P::n_step, &P::mr, &P::nr, &P::kr, &P::sr,
+          [](size_t m_idx, size_t k) {
+            return layout::lhs_plain_offset(m_idx, k, P::mr(), P::kr(), sizeof(T));
+          },
+          [](size_t n_idx, size_t k) {
+            return layout::rhs_plain_offset(n_idx, k, P::nr(), P::kr(), sizeof(T));
+          },
+          [](size_t m_idx, size_t n_idx, size_t s) {
+            return layout::dst_offset(m_idx, n_idx, s, sizeof(T));
+          },
+          [](size_t m, size_t n) { return m * n * sizeof(T); }, &P::run};
+}
+
 template <class P>
 constexpr GemmF32Ukernel make_gemm_f32(const char* name, Variant v) {
-  return {name, v, &P::m_step, &P::n_step, &P::mr, &P::nr, &P::kr, &P::sr,
-          [](size_t m_idx, size_t k) { return layout::lhs_f32_offset(m_idx, k, P::mr(), P::kr()); },
-          [](size_t n_idx, size_t k) { return layout::rhs_f32_offset(n_idx, k, P::nr(), P::kr()); },
-          [](size_t m_idx, size_t n_idx, size_t s) { return layout::dst_offset(m_idx, n_idx, s); },
-          [](size_t m, size_t n) { return m * n * sizeof(float); }, &P::run};
+  return make_plain_gemm<float, P>(name, v);
+}
+
+template <class P>
+constexpr GemmF16Ukernel make_gemm_f16(const char* name, Variant v) {
+  return make_plain_gemm<f16_bits, P>(name, v);
 }
 
 template <class P>

@@ -1,6 +1,8 @@
 """Every Kleidi kernel family through the binding, portable reference variant, against numpy.
 
 fp32 families are checked against float64 numpy (and onnxruntime's Conv for ONNX semantics);
+the fp16 GEMM bit for bit against numpy's float32 running sum rounded once to float16, and
+within its rounding bound of float64;
 the quantized families against an independent numpy model of the qai8dx / qsi8cx / qsi4c32
 numerics written here from the contract (bit-exact: same fp32 operations in the same order);
 the MatMulNBits conversion against onnxruntime's own MatMulNBits.
@@ -30,8 +32,8 @@ def rng():
     return np.random.default_rng(RNG_SEED)
 
 
-def activations(rng, m, k):
-    """Rows of every awkward kind: zero, one-signed, outlier, huge, tiny."""
+def activations(rng, m, k, outlier=1e4, huge=1e30, tiny=1e-30, dtype=F32):
+    """Rows of every awkward kind: zero, one-signed, outlier, huge, tiny (scales per dtype)."""
     a = rng.uniform(-2, 2, size=(m, k)).astype(F32)
     for i in range(m):
         kind = i % 7
@@ -42,12 +44,12 @@ def activations(rng, m, k):
         elif kind == 3:
             a[i] = -np.abs(a[i])
         elif kind == 4:
-            a[i, k // 2] = 1e4
+            a[i, k // 2] = outlier
         elif kind == 5:
-            a[i] *= F32(1e30)
+            a[i] *= F32(huge)
         elif kind == 6:
-            a[i] *= F32(1e-30)
-    return a
+            a[i] *= F32(tiny)
+    return a.astype(dtype)
 
 
 # ---- independent numpy model of the quantization numerics -----------------------------------
@@ -125,17 +127,25 @@ def test_gemm_f32_matches_numpy(rng, m, n, k, transpose_b, with_bias):
     assert np.all(np.abs(y - want) <= 1e-5 * bound)
 
 
+def clamped_gemm_1_and_4_threads(rng, dtype, pack, run, lo, hi):
+    """(a, b, bias, y) of a 37x19 @ 19x45 GEMM + bias clamped to [lo, hi] by the reference; y
+    is also checked to be the same (bit for bit) on 4 threads: tiling never changes a result."""
+    a = rng.standard_normal((37, 19)).astype(dtype)
+    b = rng.standard_normal((19, 45)).astype(dtype)
+    bias = rng.standard_normal(45).astype(dtype)
+    packed = pack(b, bias, variant=REF)
+    y1 = run(a, packed, clamp_min=lo, clamp_max=hi)
+    y4 = run(a, packed, clamp_min=lo, clamp_max=hi, threads=4)
+    assert y1.dtype == dtype and y1.tobytes() == y4.tobytes()
+    return a, b, bias, y1
+
+
 @pytest.mark.parametrize("lo,hi", [(0.0, np.inf), (-0.25, 0.25), (-np.inf, -1.0)])
 def test_gemm_f32_clamp_and_threads(rng, lo, hi):
-    a = rng.standard_normal((37, 19)).astype(F32)
-    b = rng.standard_normal((19, 45)).astype(F32)
-    bias = rng.standard_normal(45).astype(F32)
-    packed = _kleidi.pack_gemm_f32(b, bias, variant=REF)
-    y1 = _kleidi.gemm_f32(a, packed, clamp_min=lo, clamp_max=hi)
-    y4 = _kleidi.gemm_f32(a, packed, clamp_min=lo, clamp_max=hi, threads=4)
-    np.testing.assert_array_equal(y1, y4)  # tiling never changes a result
+    a, b, bias, y = clamped_gemm_1_and_4_threads(rng, F32, _kleidi.pack_gemm_f32,
+                                                 _kleidi.gemm_f32, lo, hi)
     want = np.clip(a.astype(np.float64) @ b + bias, lo, hi)
-    np.testing.assert_allclose(y1, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
 
 
 # ---- (2) fp32 conv by indirect matmul -------------------------------------------------------
@@ -353,6 +363,102 @@ def test_matmulnbits_asymmetric_zero_points_are_refused(rng):
                                        block_size=16)
 
 
+# ---- (5) fp16 GEMM --------------------------------------------------------------------------
+
+F16 = np.float16
+
+
+def gemm_f16_model(a, b_kn, bias, lo=-np.inf, hi=np.inf):
+    """The reference's numerics in numpy: float32 running sum over k in order (each product of
+    two float16 values is exact in float32), + bias, clip, one rounding to float16."""
+    a32, b32 = a.astype(F32), b_kn.astype(F32)
+    acc = np.zeros((a.shape[0], b_kn.shape[1]), F32)
+    for kk in range(a.shape[1]):
+        acc = acc + a32[:, kk:kk + 1] * b32[kk:kk + 1, :]
+    if bias is not None:
+        acc = acc + bias.astype(F32)
+    with np.errstate(over="ignore"):  # beyond 65504 float16 is inf, in numpy as in the kernel
+        return np.clip(acc, F32(lo), F32(hi)).astype(F16)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES + [(4, 9, 1500)])
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_gemm_f16_matches_numpy_model_exactly(rng, m, n, k, transpose_b, with_bias):
+    # float16 scales: 30 is large (sums past 65504 possible at big K), 1e-3 gives subnormals
+    a = activations(rng, m, k, outlier=1000, huge=30, tiny=1e-3, dtype=F16)
+    b = rng.uniform(-1, 1, size=(k, n)).astype(F16)
+    bias = rng.standard_normal(n).astype(F16) if with_bias else None
+    packed = _kleidi.pack_gemm_f16(np.ascontiguousarray(b.T) if transpose_b else b, bias,
+                                   transpose_b=transpose_b, variant=REF)
+    assert (packed.family, packed.variant, packed.n, packed.k) == ("gemm_f16", REF, n, k)
+    y = _kleidi.gemm_f16(a, packed, threads=2)
+    assert y.dtype == F16 and y.shape == (m, n)
+    want = gemm_f16_model(a, b, bias)
+    np.testing.assert_array_equal(y.view(np.uint16), want.view(np.uint16))
+    # And the math: the float32 sum is within ((1 + 2^-24)^(K+1) - 1) M of the exact one
+    # (M = sum |a b| + |bias|), then one float16 rounding (half an ulp, 2^-25 if subnormal).
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bias64 = np.zeros(n) if bias is None else bias.astype(np.float64)
+    exact = a64 @ b64 + bias64
+    mag = np.abs(a64) @ np.abs(b64) + np.abs(bias64)
+    bound = np.expm1((k + 1) * np.log1p(2.0**-24)) * mag
+    finite = np.isfinite(y)
+    assert np.all(np.abs(exact[~finite]) > 65504)  # only a true overflow becomes inf
+    err = np.abs(y[finite].astype(np.float64) - exact[finite])
+    assert np.all(err <= bound[finite] * (1 + 2.0**-11) + 2.0**-11 * np.abs(exact[finite])
+                  + 2.0**-25)
+
+
+def test_gemm_f16_overflow_and_subnormal_results():
+    # Row 0 sums past the float16 range (fp32 accumulation keeps it finite until the final
+    # rounding, which gives +-inf); row 1 x column 1 is a float16 subnormal (2^-22 * 64).
+    a = np.stack([np.full(64, 2000, F16), np.full(64, 2.0**-12, F16)])
+    b = np.ones((64, 3), F16)
+    b[:, 1] = 2.0**-10
+    b[:, 2] = -1
+    y = _kleidi.gemm_f16(a, _kleidi.pack_gemm_f16(b, variant=REF))
+    np.testing.assert_array_equal(y.view(np.uint16), gemm_f16_model(a, b, None).view(np.uint16))
+    assert y[0].tolist() == [np.inf, 125.0, -np.inf]
+    assert y[1].tolist() == [2.0**-6, 2.0**-16, -(2.0**-6)]
+
+
+@pytest.mark.parametrize("lo,hi", [(0.0, np.inf), (-0.3, 0.7), (-np.inf, -1.0), (-1e30, 1e30)])
+def test_gemm_f16_clamp_and_threads(rng, lo, hi):
+    a, b, bias, y = clamped_gemm_1_and_4_threads(rng, F16, _kleidi.pack_gemm_f16,
+                                                 _kleidi.gemm_f16, lo, hi)
+    want = gemm_f16_model(a, b, bias, lo, hi)
+    np.testing.assert_array_equal(y.view(np.uint16), want.view(np.uint16))
+    # Bounds float16 cannot hold are met as float16(bound): clamping before or after the
+    # rounding is the same, which is what lets the NEON variant clamp in float16.
+    with np.errstate(over="ignore"):
+        assert np.all(y >= F16(lo)) and np.all(y <= F16(hi))
+
+
+def test_gemm_f16_bad_arguments_are_value_errors():
+    packed = _kleidi.pack_gemm_f16(np.ones((4, 3), F16), variant=REF)
+    with pytest.raises(ValueError, match="a must have dtype float16, got float32"):
+        _kleidi.gemm_f16(np.ones((2, 4), F32), packed)
+    with pytest.raises(ValueError, match="b must have dtype float16"):
+        _kleidi.pack_gemm_f16(np.ones((4, 3), F32))
+    with pytest.raises(ValueError, match="bias must have dtype float16"):
+        _kleidi.pack_gemm_f16(np.ones((4, 3), F16), np.ones(3, F32))
+    with pytest.raises(ValueError, match="bias must have size 3"):
+        _kleidi.pack_gemm_f16(np.ones((4, 3), F16), np.ones(4, F16))
+    with pytest.raises(ValueError, match="K of the packed weights"):
+        _kleidi.gemm_f16(np.ones((2, 5), F16), packed)
+    with pytest.raises(ValueError, match="2-D"):
+        _kleidi.gemm_f16(np.ones(4, F16), packed)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _kleidi.gemm_f16(np.ones((4, 2), F16).T, packed)
+    with pytest.raises(ValueError, match="packed for gemm_f16"):
+        _kleidi.gemm_f32(np.ones((2, 4), F32), packed)
+    with pytest.raises(ValueError, match="packed for gemm_f32"):
+        _kleidi.gemm_f16(np.ones((2, 4), F16), _kleidi.pack_gemm_f32(np.ones((4, 3), F32)))
+    with pytest.raises(ValueError, match="clamp_min must be <= clamp_max"):
+        _kleidi.gemm_f16(np.ones((2, 4), F16), packed, clamp_min=1, clamp_max=0)
+
+
 # ---- binding contract: checks, variants, dispatch -------------------------------------------
 
 
@@ -384,7 +490,7 @@ def test_packed_weights_view_is_read_only_and_keeps_owner_alive():
 
 def test_variants_and_ukernel_info():
     info = _kleidi.variants()
-    assert set(info) == {"gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32"}
+    assert set(info) == {"gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32", "gemm_f16"}
     for fam, d in info.items():
         assert d["compiled"][-1] == REF and d["selected"] in d["supported"]
         t = _kleidi.ukernel_info(fam, REF)
@@ -430,4 +536,4 @@ def test_native_kleidi_test_executable(tmp_path_factory):
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "kleidi_test OK" in run.stdout
-    assert run.stdout.count("selected ") == 4
+    assert run.stdout.count("selected ") == 5

@@ -1,0 +1,63 @@
+// SME2 variant of family (5), fp16 GEMM: the widening FMOPA (fp16 x fp16 -> fp32, FEAT_SME)
+// into the four 32-bit ZA tiles, one 2VL x 2VL output tile at a time (VL = streaming vector
+// length in fp32 lanes), converted to fp16 only when stored - KleidiAI's f16 "2vlx2vl
+// sme2_mopa" scheme. The inline-asm skeleton, shared with the fp32 kernel, is in
+// sme2_float_mopa.h; the same rules hold as in sme2_gemm_f32.cpp (default compiler flags, every
+// streaming instruction between one asm statement's SMSTART and SMSTOP, no SME ABI routines).
+//
+// Packed layouts (ukernel.h, elem 2) with kr = 2, sr = 1: per pair of k values the LHS block
+// holds, for each of its mr = 2VL rows, the two fp16 values next to each other - one 32-bit lane
+// per row, exactly the operand of `fmopa za.s, p/m, p/m, z.h, z.h`, which adds a[2i] * b[2j] +
+// a[2i+1] * b[2j+1] to ZA[i][j]; the RHS panel likewise (after its 2VL fp16 bias = one vector).
+// An odd K is padded with a zero pair partner. The FMOPAs' predicates are all-true over the
+// 16-bit elements (p3.h: a .s predicate would leave every odd fp16 element inactive, i.e. 0).
+//
+// Output, per row: the fp32 ZA row + bias (fp16 -> fp32 by FCVT, exact), FMAX/FMIN with the
+// fp32 bounds, FCVT to fp16 (round to nearest even), a truncating ST1H of each 32-bit lane's low
+// half. That is the reference's order after the K sum; the K sum itself is fp32 but rounds in
+// pairs, so results match the reference within the bound in ukernel.h (GemmF16Ukernel), mostly
+// exactly, otherwise one fp16 ulp apart.
+#include "sme2_float_mopa.h"
+#include "variants.h"
+
+namespace onnxplex::kleidi {
+namespace {
+
+__attribute__((noinline)) void sme2_f16_kernel(const sme2::MopaArgs* args) {
+  __asm__ volatile(KLEIDI_SME2_FLOAT_MOPA_ASM(
+                       /*SETUP=*/"ptrue pn8.h\n"
+                       "ptrue p3.h\n",
+                       /*WEIGHTS=*/"addvl x19, x15, #1\n",  // 2VL fp16 bias = 1 vector
+                       /*K_STEP=*/
+                       "ld1h {z0.h, z1.h}, pn8/z, [x17]\n"
+                       "ld1h {z2.h, z3.h}, pn8/z, [x19]\n"
+                       "fmopa za0.s, p3/m, p3/m, z0.h, z2.h\n"
+                       "fmopa za1.s, p3/m, p3/m, z0.h, z3.h\n"
+                       "fmopa za2.s, p3/m, p3/m, z1.h, z2.h\n"
+                       "fmopa za3.s, p3/m, p3/m, z1.h, z3.h\n",
+                       // VL fp16 values into the low halves of VL 32-bit lanes, then widened
+                       // (LD1H to .s: "#1, mul vl" = VL halfwords further).
+                       /*BIAS=*/
+                       "ld1h {z4.s}, p0/z, [x15]\n"
+                       "ld1h {z5.s}, p0/z, [x15, #1, mul vl]\n"
+                       "fcvt z4.s, p0/m, z4.h\n"
+                       "fcvt z5.s, p0/m, z5.h\n",
+                       /*NARROW=*/
+                       "fcvt z6.h, p0/m, z6.s\n"
+                       "fcvt z7.h, p0/m, z7.s\n",
+                       /*ELEM=*/"2", /*ST=*/"st1h",
+                       /*SCALAR=*/
+                       "ldrh w27, [x28, x25, lsl #1]\n"
+                       "strh w27, [x26]\n")
+                   :
+                   : [args] "r"(args)
+                   : KLEIDI_SME2_FLOAT_MOPA_CLOBBERS);
+}
+
+}  // namespace
+
+const GemmF16Ukernel gemm_f16_sme2 =
+    make_gemm_f16<sme2::PlainGemm2VL<2, f16_bits, &sme2_f16_kernel>>(
+        "gemm_f16_sme2_2vlx2vl_mopa", Variant::sme2);
+
+}  // namespace onnxplex::kleidi
