@@ -19,13 +19,15 @@ The per-PC counts are mapped to mnemonics with aarch64-linux-gnu-objdump, which 
 of executed multiply-accumulate instructions per call (FMOPA/SMOPA, FMLA, SDOT, SMMLA, ...):
 "MAC-insn share" is their fraction of the call's instructions, and "ideal" is the MACs done by
 one of the dominant one (e.g. SME2 FMOPA fp32: (SVL/32)^2; SMMLA: 32; SDOT: 16; NEON FMLA .4s: 4;
-scalar reference: 1). ratio = measured / ideal = MAC-insn share x (useful MACs / issued MACs).
+NEON FMLA .8h (fp16): 8; scalar reference: 1).
+ratio = measured / ideal = MAC-insn share x (useful MACs / issued MACs).
 
 Problem: M = N = 64 rounded up to the variant's tile (SME2 tiles grow with the vector length),
 K = 256 (a multiple of 32 for int4); igemm_f32 uses 8 chunks of 32. Default configurations
 measure each variant once where it is the natural pick: SME2 at 128/512/2048-bit SVL, i8mm and
 dotprod on `max,sme=off`, NEON fp32 and the reference on cortex-a72 (instruction counts of
-non-SME code do not depend on the CPU model); --all runs every variant each CPU supports.
+non-SME code do not depend on the CPU model), NEON fp16 on `max,sme=off` (cortex-a72 has no
+FEAT_FP16); --all runs every variant each CPU supports.
 
 Needs the toolchain and qemu that scripts/test-arm64.sh installs/caches (run
 `scripts/test-arm64.sh arm_smoke` once), or ONNXPLEX_QEMU_AARCH64. Output: a markdown table on
@@ -65,7 +67,10 @@ SUPPORTED = {
     "i8mm-nosme": ["i8mm", "dotprod", "neon", "reference"],
     "neon-a72": ["neon", "reference"],
 }
-FAMILIES = ["gemm_f32", "igemm_f32", "qsi8cx", "qsi4c32"]
+FAMILIES = ["gemm_f32", "igemm_f32", "qsi8cx", "qsi4c32", "gemm_f16"]
+# Per-family exceptions to a configuration's default variants: cortex-a72 (Armv8.0) has no
+# FEAT_FP16, so the fp16 NEON variant is measured on max,sme=off, where dispatch picks it.
+FAMILY_DEFAULTS = {"gemm_f16": {"i8mm-nosme": ["neon"], "neon-a72": ["reference"]}}
 VARIANTS = ["sme2", "i8mm", "dotprod", "neon", "reference"]
 
 
@@ -104,7 +109,8 @@ def macs_of(mnemonic: str, ops: str, svl: int | None) -> int:
         return 32 if ops.startswith("v") else 32 * (svl or 16) // 16
     if mnemonic in ("fmla", "fmls"):
         if ops.startswith("v"):
-            return 4 if ".4s" in ops else (2 if ".2" in ops else 1)
+            lanes = {".8h": 8, ".4s": 4, ".4h": 4, ".2": 2}
+            return next((n for suffix, n in lanes.items() if suffix in ops), 1)
         if ops.startswith("z") or ops.startswith("za"):
             return lanes32
         return 1
@@ -237,9 +243,9 @@ def main() -> None:
     for config in a.configs:
         if a.all:
             vs = SUPPORTED["sme2" if config.startswith("sme2") else config]
-        else:
-            vs = CONFIGS[config][2]
         for family in a.families:
+            if not a.all:
+                vs = FAMILY_DEFAULTS.get(family, {}).get(config, CONFIGS[config][2])
             for v in vs:
                 if v in a.variants:
                     jobs.append((config, family, v))

@@ -4,7 +4,7 @@
 // count(C = 2) - count(C = 1) is the cost of exactly one kernel call (process start-up, operand
 // generation and packing cancel out); scripts/count-macs.sh does that.
 //
-//   kleidi_bench --family gemm_f32|igemm_f32|qsi8cx|qsi4c32 --variant NAME
+//   kleidi_bench --family gemm_f32|igemm_f32|qsi8cx|qsi4c32|gemm_f16 --variant NAME
 //                [--m M] [--n N] [--k K] [--calls C] [--chunks KCC] [--round-to-tile]
 //
 // igemm_f32: K = KCC chunks (kernel taps, default 8) of K / KCC values each (K must divide).
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "dispatch.h"
+#include "fp16.h"
 #include "pack.h"
 #include "ukernel.h"
 
@@ -33,7 +34,8 @@ namespace {
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr,
-               "kleidi_bench: %s\nusage: kleidi_bench --family gemm_f32|igemm_f32|qsi8cx|qsi4c32 "
+               "kleidi_bench: %s\nusage: kleidi_bench --family gemm_f32|igemm_f32|qsi8cx|qsi4c32|"
+               "gemm_f16 "
                "--variant NAME [--m M] [--n N] [--k K] [--calls C] [--chunks KCC] "
                "[--round-to-tile]\n",
                msg.c_str());
@@ -71,6 +73,19 @@ double checksum(const std::vector<float>& dst) {
   for (float x : dst) s += x;
   return s;
 }
+double checksum(const std::vector<f16_bits>& dst) {
+  double s = 0;
+  for (f16_bits x : dst) s += f16_to_f32(x);
+  return s;
+}
+
+std::vector<float> random_values(size_t count, Rng& rng, float) { return random_floats(count, rng); }
+std::vector<f16_bits> random_values(size_t count, Rng& rng, f16_bits) {
+  const std::vector<float> f = random_floats(count, rng);
+  std::vector<f16_bits> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = f32_to_f16(f[i]);
+  return v;
+}
 
 void print_result(const char* family, Variant v, const char* kernel, size_t m, size_t n, size_t k,
                   size_t calls, size_t mr, size_t nr, size_t kr, size_t sr, size_t m_step,
@@ -79,6 +94,32 @@ void print_result(const char* family, Variant v, const char* kernel, size_t m, s
       "kleidi_bench family=%s variant=%s kernel=%s m=%zu n=%zu k=%zu calls=%zu mr=%zu nr=%zu "
       "kr=%zu sr=%zu m_step=%zu n_step=%zu checksum=%.6g\n",
       family, variant_name(v), kernel, m, n, k, calls, mr, nr, kr, sr, m_step, n_step, sum);
+}
+
+// gemm_f32 / gemm_f16: pack with the variant's own parameters, then `calls` run_matmul calls.
+template <class T>
+void bench_plain_gemm(const char* family, Variant v, const PlainGemmUkernel<T>& u,
+                      void (*lhs_pack)(size_t, size_t, size_t, size_t, size_t, const T*, size_t,
+                                       void*),
+                      void (*rhs_pack)(size_t, size_t, size_t, size_t, size_t, const T*, size_t,
+                                       size_t, const T*, void*),
+                      size_t m, size_t n, size_t k, size_t calls, bool round_to_tile, Rng& rng) {
+  const float lo = -std::numeric_limits<float>::infinity();
+  const float hi = std::numeric_limits<float>::infinity();
+  if (round_to_tile) m = round_up(m, u.get_m_step()), n = round_up(n, u.get_n_step());
+  const size_t mr = u.get_mr(), nr = u.get_nr(), kr = u.get_kr(), sr = u.get_sr();
+  const auto lhs = random_values(m * k, rng, T{}), rhs = random_values(k * n, rng, T{}),
+             bias = random_values(n, rng, T{});
+  std::vector<uint8_t> lp(layout::lhs_plain_size(m, k, mr, kr, sizeof(T)));
+  std::vector<uint8_t> rp(layout::rhs_plain_size(n, k, nr, kr, sizeof(T)));
+  lhs_pack(m, k, mr, kr, sr, lhs.data(), k * sizeof(T), lp.data());
+  rhs_pack(n, k, nr, kr, sr, rhs.data(), n, 1, bias.data(), rp.data());
+  std::vector<T> dst(m * n);
+  for (size_t c = 0; c < calls; ++c) {
+    u.run_matmul(m, n, k, lp.data(), rp.data(), dst.data(), n * sizeof(T), sizeof(T), lo, hi);
+  }
+  print_result(family, v, u.name, m, n, k, calls, mr, nr, kr, sr, u.get_m_step(),
+               u.get_n_step(), checksum(dst));
 }
 
 }  // namespace
@@ -121,22 +162,11 @@ int main(int argc, char** argv) {
   const float hi = std::numeric_limits<float>::infinity();
   try {
     if (family == "gemm_f32") {
-      const GemmF32Ukernel& u = gemm_f32_ukernel(v);
-      if (round_to_tile) m = round_up(m, u.get_m_step()), n = round_up(n, u.get_n_step());
-      const size_t mr = u.get_mr(), nr = u.get_nr(), kr = u.get_kr(), sr = u.get_sr();
-      const auto lhs = random_floats(m * k, rng), rhs = random_floats(k * n, rng),
-                 bias = random_floats(n, rng);
-      std::vector<uint8_t> lp(layout::lhs_f32_size(m, k, mr, kr));
-      std::vector<uint8_t> rp(layout::rhs_f32_size(n, k, nr, kr));
-      lhs_pack_f32(m, k, mr, kr, sr, lhs.data(), k * sizeof(float), lp.data());
-      rhs_pack_f32(n, k, nr, kr, sr, rhs.data(), n, 1, bias.data(), rp.data());
-      std::vector<float> dst(m * n);
-      for (size_t c = 0; c < calls; ++c) {
-        u.run_matmul(m, n, k, lp.data(), rp.data(), dst.data(), n * sizeof(float), sizeof(float),
-                     lo, hi);
-      }
-      print_result("gemm_f32", v, u.name, m, n, k, calls, mr, nr, kr, sr, u.get_m_step(),
-                   u.get_n_step(), checksum(dst));
+      bench_plain_gemm("gemm_f32", v, gemm_f32_ukernel(v), &lhs_pack_f32, &rhs_pack_f32, m, n, k,
+                       calls, round_to_tile, rng);
+    } else if (family == "gemm_f16") {
+      bench_plain_gemm("gemm_f16", v, gemm_f16_ukernel(v), &lhs_pack_f16, &rhs_pack_f16, m, n, k,
+                       calls, round_to_tile, rng);
     } else if (family == "igemm_f32") {
       const IGemmF32Ukernel& u = igemm_f32_ukernel(v);
       if (chunks == 0 || k % chunks) usage_error("igemm_f32: --k must be a multiple of --chunks");
