@@ -288,19 +288,48 @@ def quant_range(dt: np.dtype) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def requantize(acc: np.ndarray, multiplier: np.ndarray, zero_point: int, out: np.dtype,
-               lo_clamp: int | None = None) -> np.ndarray:
-    """``saturate(round_half_even(acc * multiplier) + zero_point)`` as ``out`` (float64
-    arithmetic: every int32 accumulator and product is exact or correctly rounded).
-    ``lo_clamp`` raises the lower bound (a Relu folded into the requantization)."""
-    d = acc.astype(np.float64) * multiplier
-    np.rint(d, out=d)
-    d += zero_point
-    lo, hi = quant_range(out)
-    if lo_clamp is not None:
-        lo = max(lo, lo_clamp)
-    np.clip(d, lo, hi, out=d)
-    return d.astype(out)
+class Requantizer:
+    """The output stage of a quantized conv / fully-connected op:
+    ``saturate(round_half_even((acc + bias_q) * multiplier + bias_f) + y_zero_point)``.
+
+    ``acc``: the exact integer accumulator (as floats) of centered activations
+    (``x - x_zero_point``) and weights; ``multiplier``: ``x_scale * w_scale / y_scale`` per
+    output channel (or one); ``bias_q``: an int32 bias in the accumulator's scale; ``bias_f``: a
+    float bias already divided by the output scale (a bias in another scale). Arithmetic is
+    float64, where every int32 accumulator and product is exact or correctly rounded. ``relu``:
+    a Relu before the QuantizeLinear, which raises the lower bound to the zero point.
+    """
+
+    def __init__(self, x_zero_point: float, multiplier: np.ndarray, bias_q: np.ndarray | None,
+                 bias_f: np.ndarray | None, y_zero_point: int, out_dtype: np.dtype,
+                 relu: bool) -> None:
+        def vec(v):
+            return None if v is None else np.asarray(v, np.float64).reshape(-1)
+
+        self.x_zero_point = float(x_zero_point)
+        self.multiplier, self.bias_q, self.bias_f = vec(multiplier), vec(bias_q), vec(bias_f)
+        self.y_zero_point, self.out_dtype = int(y_zero_point), np.dtype(out_dtype)
+        lo, self.hi = quant_range(self.out_dtype)
+        self.lo = max(lo, self.y_zero_point) if relu else lo
+
+    def centered(self, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """``x - x_zero_point`` in ``dtype`` (exact: |values| <= 255)."""
+        xc = x.astype(dtype)
+        if self.x_zero_point:
+            xc -= dtype.type(self.x_zero_point)
+        return xc
+
+    def __call__(self, acc: np.ndarray) -> np.ndarray:
+        d = acc.astype(np.float64)
+        if self.bias_q is not None:
+            d += self.bias_q
+        d *= self.multiplier
+        if self.bias_f is not None:
+            d += self.bias_f
+        np.rint(d, out=d)
+        d += self.y_zero_point
+        np.clip(d, self.lo, self.hi, out=d)
+        return d.astype(self.out_dtype)
 
 
 def scale_multiplier(x_scale: float, w_scale: np.ndarray, y_scale: float) -> np.ndarray:

@@ -27,9 +27,9 @@ from ._ops_base import (
     Activation,
     Label,
     Op,
+    Requantizer,
     Workspace,
     clamp_kwargs,
-    requantize,
     same_pads,
 )
 
@@ -242,19 +242,13 @@ class KleidiPointwiseConv(Op):
 
 
 class QConvOwn(Op):
-    """Quantized NHWC conv (``pqs8_qc8w_gemm`` on the own path): int8/uint8 activations with a
-    per-tensor zero point, int8 weights (per-channel or per-tensor scale), an exact int32
-    accumulation plus int32 bias, requantized to the output type with round-half-even and
-    saturation. A folded Relu raises the lower saturation bound to the output zero point."""
+    """Quantized NHWC conv (``pqs8_qc8w_gemm`` on the own path): 8-bit activations with a
+    per-tensor zero point, 8-bit weights (per-channel or per-tensor scale), an exact integer
+    accumulation (float32 BLAS when every partial sum fits 2**24, else float64), then the
+    :class:`Requantizer` (ONNX rounding: half to even, saturate)."""
 
     def __init__(self, label: Label, w: np.ndarray, w_zero_point: np.ndarray | None,
-                 group: int, geom: ConvGeometry, x_zero_point: int,
-                 multiplier: np.ndarray, bias_q: np.ndarray | None,
-                 bias_f: np.ndarray | None, y_zero_point: int, out_dtype: np.dtype,
-                 relu: bool) -> None:
-        """``multiplier``: x_scale * w_scale / y_scale per output channel (or one);
-        ``bias_q``: an int32 bias in the accumulator's scale; ``bias_f``: a float bias already
-        divided by the output scale (when it is not in the accumulator's scale)."""
+                 group: int, geom: ConvGeometry, rq: Requantizer) -> None:
         super().__init__(label)
         wc = np.asarray(w, np.float64)
         if w_zero_point is not None:
@@ -262,26 +256,11 @@ class QConvOwn(Op):
             wc = wc - (z.reshape(-1, 1, 1, 1) if z.size > 1 else z)
         k = wc[0].size
         wmax = float(np.abs(wc).max()) if wc.size else 0.0
-        # |x - zero point| <= 255 for 8-bit activations: float32 GEMMs are exact below 2**24
+        # |x - zero point| <= 255 for 8-bit activations
         exact_f32 = k * 255.0 * wmax < EXACT_F32
         self.core = ConvCore(wc, group, geom, F32 if exact_f32 else _F64)
-        self.x_zp = float(x_zero_point)
-        self.mult = np.asarray(multiplier, np.float64).reshape(-1)
-        self.bias_q = None if bias_q is None else np.asarray(bias_q, np.float64).reshape(-1)
-        self.bias_f = None if bias_f is None else np.asarray(bias_f, np.float64).reshape(-1)
-        self.y_zp, self.out_dtype = int(y_zero_point), np.dtype(out_dtype)
-        self.lo = int(y_zero_point) if relu else None
+        self.rq = rq
 
     def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
-        x = args[0]
-        xc = x.astype(self.core.dtype)
-        if self.x_zp:
-            xc -= self.core.dtype.type(self.x_zp)
-        acc, (n, oh, ow) = self.core(xc, ws, id(self))
-        if self.bias_q is not None:
-            acc += self.bias_q.astype(acc.dtype)
-        d = acc.astype(np.float64) * self.mult
-        if self.bias_f is not None:
-            d += self.bias_f
-        y = requantize(d, np.float64(1.0), self.y_zp, self.out_dtype, self.lo)
-        return y.reshape(n, oh, ow, self.core.m)
+        acc, (n, oh, ow) = self.core(self.rq.centered(args[0], self.core.dtype), ws, id(self))
+        return self.rq(acc).reshape(n, oh, ow, self.core.m)

@@ -19,10 +19,10 @@ from ._ops_base import (
     Activation,
     Label,
     Op,
+    Requantizer,
     Workspace,
     as_f32,
     clamp_kwargs,
-    requantize,
 )
 from ._ops_quant import dynamic_quantize
 
@@ -170,36 +170,19 @@ def _centered(x: np.ndarray, zp: Any, axis: int | None = None) -> np.ndarray:
 
 
 class QFCOwn(Op):
-    """Quantized fully connected (``pqs8_qc8w_gemm`` on the own path): int8/uint8 activations
-    with a per-tensor zero point times a constant int8 ``[K, N]`` weight, exact int32
-    accumulation plus int32 bias, requantized (round half to even, saturate)."""
+    """Quantized fully connected (``pqs8_qc8w_gemm`` on the own path): 8-bit activations with
+    a per-tensor zero point times a constant 8-bit ``[K, N]`` weight, an exact integer
+    accumulation, then the :class:`Requantizer` (round half to even, saturate)."""
 
-    def __init__(self, label: Label, w: np.ndarray, w_zero_point: Any, x_zero_point: int,
-                 multiplier: np.ndarray, bias_q: np.ndarray | None, bias_f: np.ndarray | None,
-                 y_zero_point: int, out_dtype: np.dtype, relu: bool) -> None:
+    def __init__(self, label: Label, w: np.ndarray, w_zero_point: Any,
+                 rq: Requantizer) -> None:
         super().__init__(label)
         self.w = _centered(w, w_zero_point, 1)
-        self.k = self.w.shape[0]
         self.wmax = float(np.abs(self.w).max()) if self.w.size else 0.0
-        self.x_zp = float(x_zero_point)
-        self.mult = np.asarray(multiplier, np.float64).reshape(-1)
-        self.bias_q = None if bias_q is None else np.asarray(bias_q, np.float64).reshape(-1)
-        self.bias_f = None if bias_f is None else np.asarray(bias_f, np.float64).reshape(-1)
-        self.y_zp, self.out_dtype = int(y_zero_point), np.dtype(out_dtype)
-        self.lo = int(y_zero_point) if relu else None
+        self.rq = rq
 
     def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
-        a = args[0]
-        af = a.astype(F32)
-        if self.x_zp:
-            af -= np.float32(self.x_zp)
-        acc = exact_int_matmul(af, self.w, self.wmax)
-        if self.bias_q is not None:
-            acc += self.bias_q
-        d = acc * self.mult
-        if self.bias_f is not None:
-            d += self.bias_f
-        return requantize(d, np.float64(1.0), self.y_zp, self.out_dtype, self.lo)
+        return self.rq(exact_int_matmul(self.rq.centered(args[0], F32), self.w, self.wmax))
 
 
 class DynQuantFCOwn(Op):

@@ -48,6 +48,7 @@ from onnxplex import (
     convex_groups,
 )
 
+from . import _lower  # noqa: F401 - registers the lowering of every supported op
 from . import _tables as T
 from ._ops_base import CHANNELS_LAST, LOGICAL
 from ._plan import Plan, Planner, PlanOptions

@@ -370,31 +370,19 @@ def _matmul_nbits(node: NodeView, graph: GraphView, r: Rank) -> str | None:
     return None
 
 
-def _qlinear_conv(node: NodeView, graph: GraphView, r: Rank) -> str | None:
-    why = _dtype_problem(_in(node, 0), Q8, "x")
+def _qlinear(node: NodeView, graph: GraphView, r: Rank) -> str | None:
+    """QLinearConv (2-D) / QLinearMatMul (2-D weights): every parameter constant."""
+    why = _dtype_problem(_in(node, 0), Q8, "the input")
     if why:
         return why
+    conv = node.op_type == "QLinearConv"
     w = _in(node, 3)
-    if w is None or r(w) != 4:
-        return "only 2-D QLinearConv is supported"
-    for i in range(1, 9):
+    if w is None or r(w) != (4 if conv else 2):
+        return "only 2-D QLinearConv is supported" if conv else "B is not 2-D"
+    for i in range(1, len(node.inputs)):
         v = _in(node, i)
         if v is not None and not v.is_const:
-            return f"input {i} of QLinearConv is not a constant"
-    return None
-
-
-def _qlinear_matmul(node: NodeView, graph: GraphView, r: Rank) -> str | None:
-    why = _dtype_problem(_in(node, 0), Q8, "a")
-    if why:
-        return why
-    b = _in(node, 3)
-    if b is None or r(b) != 2:
-        return "B is not 2-D"
-    for i in range(1, 8):
-        v = _in(node, i)
-        if v is not None and not v.is_const:
-            return f"input {i} of QLinearMatMul is not a constant"
+            return f"input {i} of {node.op_type} is not a constant"
     return None
 
 
@@ -415,7 +403,7 @@ CHECKS: dict[tuple[str, str], Callable[[NodeView, GraphView, Rank], str | None]]
     (MS, "MatMulIntegerToFloat"): _matmul_integer_to_float,
     (MS, "DynamicQuantizeMatMul"): _dynamic_quantize_matmul,
     (MS, "MatMulNBits"): _matmul_nbits,
-    ("", "QLinearConv"): _qlinear_conv, ("", "QLinearMatMul"): _qlinear_matmul,
+    ("", "QLinearConv"): _qlinear, ("", "QLinearMatMul"): _qlinear,
     (MS, "Gelu"): _bias_gelu, (MS, "BiasGelu"): _bias_gelu, (MS, "FastGelu"): _bias_gelu,
 }
 CHECKS.update({("", op): _unary for op in UNARY_OPS})

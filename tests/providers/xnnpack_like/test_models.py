@@ -26,18 +26,15 @@ import pytest
 from onnx import helper
 
 from onnxplex import GraphOptimizationLevel
-from onnxplex.providers.xnnpack_like import _tables as T
 
 from ._helpers import XP, assert_rel, model, notes, pair, rel_err, session, vi
 from .cnn_models import mobilenetv2, quantize_qdq, resnet50, to_float16
+from .conftest import FORCE, needs_kleidi
 
 F32 = np.float32
 ALL = GraphOptimizationLevel.ORT_ENABLE_ALL
-FORCE = "ONNXPLEX_KLEIDI_FORCE_REFERENCE"
 SIZE = 64
 FP32_REL, FP16_REL = 1e-4, 1e-2
-needs_kleidi = pytest.mark.skipif(T.native()[0] is None, reason="the Kleidi extension is "
-                                                                 "not built")
 BUILDERS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2}
 
 

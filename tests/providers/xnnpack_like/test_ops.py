@@ -16,23 +16,11 @@ from onnxplex.providers.xnnpack_like import _tables as T
 from onnxplex.providers.xnnpack_like._provider import XnnpackLikeProvider
 
 from ._helpers import assert_rel, declined, model, notes, pair, placements, run_both, vi
+from .conftest import needs_kleidi
 
 F32 = np.float32
 RNG = np.random.default_rng(7)
-FORCE = "ONNXPLEX_KLEIDI_FORCE_REFERENCE"
 HAS_KLEIDI = T.native()[0] is not None
-needs_kleidi = pytest.mark.skipif(not HAS_KLEIDI, reason="the Kleidi extension is not built")
-
-
-@pytest.fixture
-def own_path(monkeypatch):
-    monkeypatch.delenv(FORCE, raising=False)
-
-
-@pytest.fixture
-def forced(monkeypatch):
-    monkeypatch.setenv(FORCE, "1")
-
 
 def w(*shape, scale=0.3):
     return (RNG.standard_normal(shape) * scale).astype(F32)
@@ -276,12 +264,7 @@ GEMMS = {
 
 
 @pytest.mark.parametrize("case", sorted(GEMMS))
-@pytest.mark.parametrize("kleidi", [False, pytest.param(True, marks=needs_kleidi)])
-def test_gemm_attributes(monkeypatch, case, kleidi):
-    if kleidi:
-        monkeypatch.setenv(FORCE, "1")
-    else:
-        monkeypatch.delenv(FORCE, raising=False)
+def test_gemm_attributes(kleidi, case):
     attrs, c_shape, relu = GEMMS[case]
     a_shape = (5, 4) if attrs.get("transA") else (4, 5)
     b_shape = (6, 5) if attrs.get("transB") else (5, 6)
@@ -313,12 +296,7 @@ def test_matmul_fp16_is_pf16_fully_connected(own_path):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("kleidi", [False, pytest.param(True, marks=needs_kleidi)])
-def test_batch_matmul_broadcasts(monkeypatch, dtype, kleidi):
-    if kleidi:
-        monkeypatch.setenv(FORCE, "1")
-    else:
-        monkeypatch.delenv(FORCE, raising=False)
+def test_batch_matmul_broadcasts(kleidi, dtype):
     elem = TP.FLOAT if dtype == np.float32 else TP.FLOAT16
     nodes = [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Tanh", ["b"], ["tb"]),
              helper.make_node("MatMul", ["ra", "tb"], ["y"], name="bmm")]
@@ -471,3 +449,29 @@ def test_declines_say_why(own_path):
     assert declined(x, "softmax_double").startswith("input is float64")
     assert declined(x, "fused_selu") == "FusedGemm activation Selu is not supported"
     assert all(p.provider == "cpu_mlas" for p in placements(x).values())
+
+
+def test_qlinear_conv_and_matmul_as_pqs8(own_path):
+    inits = {"xs": np.array(0.05, F32), "xz": np.array(120, np.uint8),
+             "w": RNG.integers(-127, 128, (4, 2, 3, 3)).astype(np.int8),
+             "ws": RNG.uniform(0.005, 0.02, 4).astype(F32), "wz": np.zeros(4, np.int8),
+             "ys": np.array(0.1, F32), "yz": np.array(100, np.uint8),
+             "b": RNG.integers(-500, 500, 4).astype(np.int32),
+             "bm": RNG.integers(-127, 128, (12, 6)).astype(np.int8),
+             "bms": np.array(0.01, F32), "bmz": np.array(0, np.int8),
+             "ms": np.array(0.3, F32), "mz": np.array(7, np.uint8), "shape": np.array([3, 12])}
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                              ["c"], name="qconv", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Reshape", ["c", "shape"], ["flat"], name="reshape"),
+             helper.make_node("QLinearMatMul", ["flat", "ys", "yz", "bm", "bms", "bmz", "ms",
+                                                "mz"], ["y"], name="qmm")]
+    m = model(nodes, [vi("x", [1, 2, 5, 5], TP.UINT8)],
+              [vi("c", [1, 4, 3, 3], TP.UINT8), vi("y", [3, 6], TP.UINT8)], inits)
+    x, c = pair(m)
+    all_claimed(x)
+    nn = notes(x)
+    assert nn["qconv"].startswith("conv2d: pqs8_qc8w_gemm -> own:int8_im2col_gemm")
+    assert nn["qmm"].startswith("fully_connected: pqs8_qc8w_gemm -> own:int8_gemm")
+    feed = {"x": RNG.integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)}
+    for a, b in run_both(x, c, feed):
+        np.testing.assert_array_equal(a, b)

@@ -12,24 +12,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from onnxplex.providers.xnnpack_like import _tables as T
-
 from ._helpers import XP, model, notes, pair, placements, run_both, vi
 
 F32 = np.float32
-FORCE = "ONNXPLEX_KLEIDI_FORCE_REFERENCE"
-needs_kleidi = pytest.mark.skipif(T.native()[0] is None, reason="the Kleidi extension is "
-                                                                 "not built")
-
-
-@pytest.fixture(params=[False, pytest.param(True, marks=needs_kleidi)], ids=["own", "kleidi"])
-def kleidi(request, monkeypatch):
-    if request.param:
-        monkeypatch.setenv(FORCE, "1")
-    else:
-        monkeypatch.delenv(FORCE, raising=False)
-    return request.param
-
 
 def dq_bound(x: np.ndarray, w_i8: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Per-row int8 (Kleidi) vs per-tensor uint8 (ONNX) activation quantization: half a step

@@ -1,0 +1,33 @@
+"""Fixtures of the xnnpack_like tests: which kernel path the provider may take."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxplex.providers.xnnpack_like import _tables as T
+
+FORCE = T.FORCE_ENV
+needs_kleidi = pytest.mark.skipif(T.native()[0] is None,
+                                  reason="the Kleidi extension is not built")
+
+
+@pytest.fixture
+def own_path(monkeypatch):
+    """The CPU's own dispatch decides (x86: no Kleidi kernel runs)."""
+    monkeypatch.delenv(FORCE, raising=False)
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """The Kleidi reference variants are forced (they run on x86 too)."""
+    monkeypatch.setenv(FORCE, "1")
+
+
+@pytest.fixture(params=[False, pytest.param(True, marks=needs_kleidi)], ids=["own", "kleidi"])
+def kleidi(request, monkeypatch) -> bool:
+    """Both: the own path, then the Kleidi reference kernels forced."""
+    if request.param:
+        monkeypatch.setenv(FORCE, "1")
+    else:
+        monkeypatch.delenv(FORCE, raising=False)
+    return request.param
