@@ -27,13 +27,14 @@ import onnxplex
 EXPECT_ENV = "ONNXPLEX_KLEIDI_EXPECT"
 FORCE_ENVS = ("ONNXPLEX_KLEIDI_FORCE_REFERENCE", "ONNXPLEX_KLEIDI_VARIANT")
 KP = "kleidi_sme2"
-FAMILIES = ("gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32")
+FAMILIES = ("gemm_f32", "igemm_f32", "qgemm_qsi8cx", "qgemm_qsi4c32", "gemm_f16")
+# cortex-a72 (Armv8.0) has neither dot-product instructions nor FEAT_FP16
 EXPECTED = {
     "sme2": dict.fromkeys(FAMILIES, "sme2"),
     "i8mm": {"gemm_f32": "neon", "igemm_f32": "neon", "qgemm_qsi8cx": "i8mm",
-             "qgemm_qsi4c32": "i8mm"},
+             "qgemm_qsi4c32": "i8mm", "gemm_f16": "neon"},
     "neon": {"gemm_f32": "neon", "igemm_f32": "neon", "qgemm_qsi8cx": "reference",
-             "qgemm_qsi4c32": "reference"},
+             "qgemm_qsi4c32": "reference", "gemm_f16": "reference"},
 }
 LEVEL = os.environ.get(EXPECT_ENV, "")
 
