@@ -105,43 +105,53 @@ def _lower_conv(p: Planner, node: NodeView) -> None:
     if isinstance(m, QdqMatch):
         return _lower_qconv(p, node, m)
     x, w, b = node.input(0), node.input(1), node.input(2)
-    z = node.input(3) if node.op_type == "FusedConv" else None
+    ep = p.pat.epilogue(node)
+    act, members, out = ep.act, ep.members, ep.out
+    z = node.input(3) if node.op_type == "FusedConv" else ep.residual
     w_shape = tuple(int(d) for d in w.shape)
     group = int(node.attr("group", 1))
     geom = _geometry(node, w_shape[2:])
     dtype = np_dtype(x.elem_type) or F32
-    act, act_node, out = p.pat.activation_after(node)
-    members = (act_node,) if act_node is not None else ()
     variant = _conv_variant(node, w_shape, group, geom, dtype)
     if isinstance(m, str):
         variant = f"none: QDQ conv but not pqs8_qc8w_gemm: {m}"
     st = p.kleidi(T.CONV2D, variant) if not variant.startswith("none") else None
     runtime_w = not (p.is_const(w.name) and p.is_const(None if b is None else b.name))
-    strategy = conv_strategy(w_shape, group, geom)
-    own_kernel = CONV_IMPL[strategy] + _act_text(act) + (" [weights packed per run: not "
-                                                           "constant here]" if runtime_w else "")
+    epilogue = (" + BatchNorm folded" if ep.bn is not None else "") + \
+        (" + residual Add" if z is not None else "") + _act_text(act)
+    own_kernel = CONV_IMPL[conv_strategy(w_shape, group, geom)] + epilogue + \
+        (" [weights packed per run: not constant here]" if runtime_w else "")
     own = _label(node, T.CONV2D, variant, own_kernel + (_why(st) if st else ""), members)
     xin = p.use(x.name, CHANNELS_LAST)
     zin = [p.use(z.name, CHANNELS_LAST)] if z is not None else []
+
+    def weights() -> tuple[np.ndarray, np.ndarray | None]:
+        wv, bv = p.const(w.name), p.const(None if b is None else b.name)
+        if ep.bn is None:
+            return wv, bv
+        gamma, beta, mean, var = (np.asarray(ep.bn.input(i).const, np.float64)
+                                  for i in (1, 2, 3, 4))
+        scale = gamma / np.sqrt(var + float(ep.bn.attr("epsilon", 1e-5)))
+        wf = np.asarray(wv, np.float64) * scale.reshape(-1, 1, 1, 1)
+        bf = (0.0 if bv is None else np.asarray(bv, np.float64)) - mean
+        return wf.astype(F32), (bf * scale + beta).astype(F32)
 
     def make_own(label: Label) -> Op:
         if runtime_w:
             return ConvOwn(label, None, None, group, geom, act, dtype, z is not None,
                            runtime_weights=True, runtime_bias=b is not None)
-        return ConvOwn(label, p.const(w.name), p.const(None if b is None else b.name), group,
-                       geom, act, dtype, z is not None)
+        return ConvOwn(label, *weights(), group, geom, act, dtype, z is not None)
 
     if runtime_w:
         ins = [xin, w.name] + ([b.name] if b is not None else []) + zin
         p.emit(node, own, lambda: make_own(own), ins, [(out, CHANNELS_LAST)], members)
         return
     if st is not None and st.available:
-        k_label = _label(node, T.CONV2D, variant, f"kleidi:{st.kernel}" + _act_text(act),
-                         members)
+        k_label = _label(node, T.CONV2D, variant, f"kleidi:{st.kernel}" + epilogue, members)
         label, make = p.try_kleidi(
             st, k_label, lambda mod, var: KleidiPointwiseConv(
-                k_label, mod, var, p.const(w.name), p.const(None if b is None else b.name),
-                geom.strides, act, z is not None, p.opt.threads), own, make_own)
+                k_label, mod, var, *weights(), geom.strides, act, z is not None,
+                p.opt.threads), own, make_own)
     else:
         label, make = own, (lambda: make_own(own))
     p.emit(node, label, make, [xin, *zin], [(out, CHANNELS_LAST)], members)
@@ -251,8 +261,8 @@ def _lower_gemm(p: Planner, node: NodeView) -> None:
     alpha = float(node.attr("alpha", 1.0)) if gemm else 1.0
     beta = float(node.attr("beta", 1.0)) if gemm else 1.0
     dtype = np_dtype(a.elem_type) or F32
-    act, act_node, out = p.pat.activation_after(node)
-    members = (act_node,) if act_node is not None else ()
+    ep = p.pat.epilogue(node)
+    act, members, out = ep.act, ep.members, ep.out
     variant = "pf16_gemm" if dtype == F16 else "pf32_gemm"
     if isinstance(m, str):
         variant = f"none: QDQ {node.op_type} but not pqs8_qc8w_gemm: {m}"
@@ -352,7 +362,8 @@ def _lower_dynamic_quantize_matmul(p: Planner, node: NodeView) -> None:
     why = _qc8w_problem(w, z, s)
     variant = "qp8_f32_qc8w_gemm" if why is None else f"none: {why}"
     st = p.kleidi(T.FULLY_CONNECTED, variant) if why is None else None
-    act, act_node, out = p.pat.activation_after(node)
+    ep = p.pat.epilogue(node)
+    act, out = ep.act, ep.out
     own = _label(node, T.FULLY_CONNECTED, variant,
                  "own:uint8_dynamic_gemm (ONNX per-tensor uint8 semantics)" + (_why(st) if st
                                                                                 else ""))
@@ -522,8 +533,8 @@ def _lower_batchnorm(p: Planner, node: NodeView) -> None:
     x = node.input(0)
     layout = _same_layout(p, node)
     rank = p.vals[x.name].rank
-    act, act_node, out = p.pat.activation_after(node)
-    members = (act_node,) if act_node is not None else ()
+    ep = p.pat.epilogue(node)
+    act, members, out = ep.act, ep.members, ep.out
     label = _label(node, "elementwise", "", "own:affine_channels" + _act_text(act), members)
 
     def make() -> Op:
@@ -584,23 +595,16 @@ def _q_axis(p: Planner, node: NodeView) -> tuple[int, str]:
     return phys_axis(axis, rank, layout), layout
 
 
-@lowers("QuantizeLinear")
+@lowers("QuantizeLinear", "DequantizeLinear")
 def _lower_quantize(p: Planner, node: NodeView) -> None:
-    axis, layout = _q_axis(p, node)
-    out_dtype = np_dtype(node.outputs[0].elem_type)
-    label = _label(node, "quantization", "", "own:quantize")
-    ins = [v.name if v is not None else None for v in node.inputs[:3]]
-    p.emit(node, label, lambda: QuantizeOp(label, axis, out_dtype), ins,
-           [(node.outputs[0].name, layout)])
-
-
-@lowers("DequantizeLinear")
-def _lower_dequantize(p: Planner, node: NodeView) -> None:
+    """Q / DQ on the value's own layout, the per-channel axis mapped to it."""
     axis, layout = _q_axis(p, node)
     out_dtype = np_dtype(node.outputs[0].elem_type) or F32
-    label = _label(node, "quantization", "", "own:dequantize")
+    quantize = node.op_type == "QuantizeLinear"
+    label = _label(node, "quantization", "", "own:quantize" if quantize else "own:dequantize")
+    op = QuantizeOp if quantize else DequantizeOp
     ins = [v.name if v is not None else None for v in node.inputs[:3]]
-    p.emit(node, label, lambda: DequantizeOp(label, axis, out_dtype), ins,
+    p.emit(node, label, lambda: op(label, axis, out_dtype), ins,
            [(node.outputs[0].name, layout)])
 
 

@@ -16,7 +16,7 @@ The quantized conv (``pqs8_qc8w_gemm``) runs the same strategies on centered int
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from ._ops_base import (
 )
 
 _F64 = np.dtype(np.float64)
+_DEPTHWISE_BAND_BYTES = 512 << 10
 
 
 class ConvGeometry:
@@ -131,7 +132,11 @@ class ConvCore:
             wg = w.reshape(group, mg, cg, kh, kw).transpose(0, 3, 4, 2, 1)
             self.wgrp = np.ascontiguousarray(wg.reshape(group, kh * kw * cg, mg))
 
-    def __call__(self, x: np.ndarray, ws: Workspace, key: Any) -> tuple[np.ndarray, tuple]:
+    def __call__(self, x: np.ndarray, ws: Workspace, key: Any,
+                 band_epilogue: Callable[[np.ndarray], Any] | None = None
+                 ) -> tuple[np.ndarray, tuple]:
+        """``band_epilogue`` (depthwise only): applied in place to each band of output rows
+        while it is in cache; the caller then skips its own epilogue."""
         n, h, w, c = x.shape
         if c != self.c:
             raise ValueError(f"input has {c} channels, the weights expect {self.c}")
@@ -146,17 +151,7 @@ class ConvCore:
         xp = padded_input(x, pads, h + pads[0] + pads[2], w + pads[1] + pads[3], ws,
                           (key, "pad"), dt, 0.0)
         if self.strategy == "depthwise":
-            y = np.empty((n, oh, ow, c), dt)
-            tmp = ws.get((key, "tap"), (n, oh, ow, c), dt)
-            for i in range(kh):
-                for j in range(kw):
-                    tap = window(xp, i, j, geom, oh, ow)
-                    if i == 0 and j == 0:
-                        np.multiply(tap, self.wdw[0, 0], out=y)
-                    else:
-                        np.multiply(tap, self.wdw[i, j], out=tmp)
-                        y += tmp
-            return y.reshape(-1, c), (n, oh, ow)
+            return self._depthwise(xp, ws, key, n, oh, ow, c, band_epilogue), (n, oh, ow)
         cols = ws.get((key, "cols"), (n, oh, ow, kh, kw, c), dt)
         for i in range(kh):
             for j in range(kw):
@@ -169,6 +164,34 @@ class ConvCore:
         a = cols.reshape(npix, kh * kw, g, cg).transpose(2, 0, 1, 3).reshape(g, npix, -1)
         y = np.matmul(a, self.wgrp)                       # [G, NPIX, Mg]
         return np.ascontiguousarray(y.transpose(1, 0, 2)).reshape(npix, self.m), (n, oh, ow)
+
+
+    def _depthwise(self, xp: np.ndarray, ws: Workspace, key: Any, n: int, oh: int, ow: int,
+                   c: int, epilogue: Callable[[np.ndarray], Any] | None) -> np.ndarray:
+        """Per-tap multiply-accumulate over bands of output rows small enough to stay in
+        cache while every tap passes over them (memory-bound otherwise)."""
+        geom, dt = self.geom, self.dtype
+        kh, kw = geom.kernel
+        sh, sw = geom.strides
+        dh, dw = geom.dilations
+        y = np.empty((n, oh, ow, c), dt)
+        rows = max(1, _DEPTHWISE_BAND_BYTES // max(1, n * ow * c * dt.itemsize))
+        tmp = ws.get((key, "tap"), (n, min(rows, oh), ow, c), dt)
+        for r0 in range(0, oh, rows):
+            nr = min(oh, r0 + rows) - r0
+            band, t = y[:, r0:r0 + nr], tmp[:, :nr]
+            for i in range(kh):
+                for j in range(kw):
+                    a, b = r0 * sh + i * dh, j * dw
+                    tap = xp[:, a:a + sh * (nr - 1) + 1:sh, b:b + sw * (ow - 1) + 1:sw, :]
+                    if i == 0 and j == 0:
+                        np.multiply(tap, self.wdw[0, 0], out=band)
+                    else:
+                        np.multiply(tap, self.wdw[i, j], out=t)
+                        band += t
+            if epilogue is not None:
+                epilogue(band)
+        return y.reshape(-1, c)
 
 
 class ConvOwn(Op):
@@ -198,13 +221,21 @@ class ConvOwn(Op):
             rest = args[3 if self.runtime_bias else 2:]
         else:
             core, bias, rest = self.core, self.bias, args[1:]
-        y, (n, oh, ow) = core(x, ws, id(self))
-        if bias is not None:
-            y += bias
+
+        def epilogue(y: np.ndarray) -> None:
+            if bias is not None:
+                y += bias
+            self.act.apply_(y)
+
+        banded = core.strategy == "depthwise" and not self.residual
+        y, (n, oh, ow) = core(x, ws, id(self), epilogue if banded else None)
         y = y.reshape(n, oh, ow, core.m)
-        if self.residual:
-            y += rest[0]
-        self.act.apply_(y)
+        if not banded:
+            if bias is not None:
+                y += bias
+            if self.residual:
+                y += rest[0]
+            self.act.apply_(y)
         return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
 
 

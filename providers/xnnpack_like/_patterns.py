@@ -108,6 +108,31 @@ class DynChain:
     output: str
 
 
+@dataclass
+class Epilogue:
+    """What runs after a conv / gemm / batch norm inside its op: ``bn`` folded into the conv
+    weights, a ``residual`` added, then ``act``; ``members``: the nodes this replaces;
+    ``out``: the name the result is stored under."""
+
+    act: Activation
+    members: tuple[NodeView, ...]
+    out: str
+    bn: NodeView | None = None
+    residual: ValueInfo | None = None
+
+
+_EPILOGUE_HOSTS = {("", "Conv"), ("", "Gemm"), ("", "MatMul"), (MS, "FusedConv"),
+                   (MS, "FusedGemm"), ("", "BatchNormalization")}
+
+
+def _foldable_bn(node: NodeView, x: str) -> bool:
+    """An inference BatchNormalization of ``x`` with constant parameters."""
+    return (node.domain, node.op_type) == ("", "BatchNormalization") and \
+        node.input(0).name == x and not int(node.attr("training_mode", 0)) and \
+        len([o for o in node.outputs if o is not None]) == 1 and \
+        all(node.input(i) is not None and node.input(i).const is not None for i in range(1, 5))
+
+
 class Patterns:
     """The patterns of one group of nodes (``nodes`` in topological order; ``out_names``: the
     values read outside the group). ``dyn_ok``: the dynamic int8 chains are collapsed."""
@@ -125,7 +150,8 @@ class Patterns:
         self.skip: set[int] = set()             # nodes lowered as part of another's op
         self.roots: set[int] = set()            # nodes whose op runs a whole pattern
         self.qdq: dict[int, QdqMatch | str] = {}
-        self.fused_act: dict[int, NodeView] = {}
+        self.epilogues: dict[int, Epilogue] = {}
+        self.emit_at: dict[int, NodeView] = {}  # node index -> a root lowered in its place
         self.dyn: dict[int, DynChain] = {}
         self.feeds: dict[int, int] = {}         # DequantizeLinear etc. -> the pattern's root
         self._match(dyn_ok)
@@ -159,19 +185,48 @@ class Patterns:
                         self.skip.update(n.index for n in chain.nodes[1:])
                         self.feeds[node.index] = root.index
         for node in self.nodes:
-            if node.index in self.skip or node.index in self.roots:
-                continue
-            if (node.domain, node.op_type) in (("", "Conv"), ("", "Gemm"), ("", "MatMul"),
-                                               (MS, "FusedConv"), (MS, "FusedGemm"),
-                                               ("", "BatchNormalization")):
-                if s_attr(node, "activation"):
-                    continue
-                y = node.outputs[0].name
-                reader = self.sole_reader(y)
-                if reader is not None and reader.index not in self.skip and \
-                        act_of(reader) is not None and reader.input(0).name == y:
-                    self.fused_act[node.index] = reader
-                    self.skip.add(reader.index)
+            if node.index not in self.skip and node.index not in self.roots:
+                self._match_epilogue(node)
+
+    def _match_epilogue(self, node: NodeView) -> None:
+        """A conv / gemm / batch norm followed by what can run in its epilogue: (conv only) a
+        BatchNormalization folded into the weights and a residual Add of a same-shape tensor,
+        then an activation."""
+        if (node.domain, node.op_type) not in _EPILOGUE_HOSTS or s_attr(node, "activation"):
+            return
+        conv = node.op_type in ("Conv", "FusedConv")
+        tail, members, bn, residual = node.outputs[0], [], None, None
+        reader = self.sole_reader(tail.name)
+        if conv and reader is not None and _foldable_bn(reader, tail.name) and \
+                node.input(1) is not None and node.input(1).const is not None:
+            bn, tail = reader, reader.outputs[0]
+            members.append(bn)
+            reader = self.sole_reader(tail.name)
+        if conv and node.input(3) is None and reader is not None and \
+                (reader.domain, reader.op_type) == ("", "Add") and reader.index not in self.skip:
+            names = [v.name if v is not None else None for v in reader.inputs]
+            other = reader.input(1 - names.index(tail.name)) if names.count(tail.name) == 1 \
+                else None
+            out = reader.outputs[0]
+            if other is not None and out.shape is not None and out.shape == tail.shape:
+                residual, tail = other, out
+                members.append(reader)
+                reader = self.sole_reader(tail.name)
+        act = Activation()
+        if reader is not None and reader.index not in self.skip and \
+                act_of(reader) is not None and reader.input(0).name == tail.name:
+            act, tail = act_of(reader), reader.outputs[0]
+            members.append(reader)
+        if not members:
+            return
+        self.epilogues[node.index] = Epilogue(act, tuple(members), tail.name, bn, residual)
+        self.skip.update(m.index for m in members)
+        if residual is not None:
+            # the residual may be computed after the conv: run the fused op where the Add was
+            self.roots.add(node.index)
+            self.skip.add(node.index)
+            add = next(m for m in members if m.op_type == "Add")
+            self.emit_at[add.index] = node
 
     def in_group(self, name: str | None) -> NodeView | None:
         return None if name is None else self.producer.get(name)
@@ -303,12 +358,11 @@ class Patterns:
                 out, bias = add.outputs[0].name, b.const
         return DynChain(dql, tuple(chain), node.input(1).const, ws_.const, bias, out)
 
-    def activation_after(self, node: NodeView) -> tuple[Activation, NodeView | None, str]:
-        """The epilogue of ``node``: its fused attribute activation or the standalone one the
-        pattern pass folded into it; and the name its result is stored under."""
-        reader = self.fused_act.get(node.index)
-        if reader is not None:
-            return act_of(reader), reader, reader.outputs[0].name
-        if node.domain == MS:
-            return fused_attr_activation(node), None, node.outputs[0].name
-        return Activation(), None, node.outputs[0].name
+    def epilogue(self, node: NodeView) -> Epilogue:
+        """What runs after ``node`` in its op: the pattern pass's match, else the activation
+        attribute of com.microsoft FusedConv / FusedGemm."""
+        ep = self.epilogues.get(node.index)
+        if ep is not None:
+            return ep
+        act = fused_attr_activation(node) if node.domain == MS else Activation()
+        return Epilogue(act, (), node.outputs[0].name)

@@ -237,6 +237,10 @@ class Planner:
         dyn_ok = self.kleidi(T.FULLY_CONNECTED, "qp8_f32_qc8w_gemm").available
         self.pat = Patterns(self.nodes, self.out_names, dyn_ok)
         for node in self.nodes:
+            root = self.pat.emit_at.get(node.index)
+            if root is not None:              # a fused op waiting for its last input
+                LOWER[(root.domain, root.op_type)](self, root)
+                continue
             if node.index in self.pat.skip:
                 continue
             consts = [x for x in node.inputs if x is not None]

@@ -63,6 +63,7 @@ class XnnpackLikeProvider(ExecutionProvider):
 
     name = "xnnpack_like"
     preferred_layout = "NHWC"
+    opt_in = True  # NHWC delegate: used when a session names it, as onnxruntime's XNNPACK EP
     option_specs = {
         "kleidi": Option(True, bool, "run the Kleidi micro-kernel of a matched variant where "
                                      "it runs on this CPU; 0: own implementations only"),

@@ -282,7 +282,7 @@ def test_gemm_attributes(kleidi, case):
     assert note.startswith(f"fully_connected: pf32_gemm -> {kernel}"), note
 
 
-def test_matmul_fp16_is_pf16_fully_connected(own_path):
+def test_matmul_fp16_is_pf16_fully_connected(kleidi):
     inits = {"wt": w(8, 3).astype(np.float16)}
     nodes = [helper.make_node("MatMul", ["a", "wt"], ["y"], name="fc16")]
     m = model(nodes, [vi("a", [2, 5, 8], TP.FLOAT16)], [vi("y", [2, 5, 3], TP.FLOAT16)], inits)
@@ -292,7 +292,9 @@ def test_matmul_fp16_is_pf16_fully_connected(own_path):
     (ya, yc), = run_both(x, c, {"a": a})
     assert ya.dtype == np.float16
     np.testing.assert_allclose(ya.astype(F32), yc.astype(F32), rtol=2e-3, atol=2e-3)
-    assert notes(x)["fc16"].startswith("fully_connected: pf16_gemm -> own:gemm_blas")
+    f16 = kleidi and "gemm_f16" in T.native()[0].variants()
+    kernel = "kleidi:gemm_f16/reference" if f16 else "own:gemm_blas"
+    assert notes(x)["fc16"].startswith(f"fully_connected: pf16_gemm -> {kernel}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
