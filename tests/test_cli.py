@@ -32,7 +32,10 @@ def test_providers_lists_availability(capsys):
     rows = {r["name"]: r for r in data["providers"]}
     assert rows["cpu_mlas"]["available"] is True
     assert rows["kleidi_sme2"]["cpu"]["arch"]
-    assert rows["xnnpack_like"]["reason"]
+    assert rows["xnnpack_like"]["available"] is True and rows["xnnpack_like"]["opt_in"] is True
+    assert rows["cpu_mlas"]["opt_in"] is False
+    assert main(["providers"]) == 0
+    assert "xnnpack_like  (onnxplex 0.1.0)  available (opt-in" in capsys.readouterr().out
 
 
 def test_partition_report(tmp_path, capsys):

@@ -171,3 +171,25 @@ def _identity_model() -> bytes:
     g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [vi],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_opt_in_providers_run_only_when_named():
+    from onnxplex import Capability, ExecutionProvider
+
+    class OptIn(ExecutionProvider):
+        name = "opt_in_test"
+        opt_in = True
+
+        def get_capability(self, graph):
+            return Capability()
+
+    onnxplex.register_provider(OptIn)
+    try:
+        assert "opt_in_test" in onnxplex.get_available_providers()
+        model = _identity_model()
+        assert "opt_in_test" not in onnxplex.InferenceSession(model).get_providers()
+        named = onnxplex.InferenceSession(model, providers=["opt_in_test", "cpu_mlas"])
+        assert named.get_providers() == ["opt_in_test", "cpu_mlas"]
+    finally:
+        _plugins.unregister_provider("opt_in_test")
+    assert "xnnpack_like" not in onnxplex.InferenceSession(model).get_providers()

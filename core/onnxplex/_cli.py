@@ -67,11 +67,13 @@ def _cmd_providers(args: argparse.Namespace) -> int:
     for name in get_all_providers():
         entry = provider_entry(name)
         why = entry.availability()
+        opt_in = False
         try:
+            opt_in = bool(entry.load().opt_in)
             info = entry.load().describe()
         except Exception as e:  # noqa: BLE001 - describe is informational
             info = {"describe_error": f"{type(e).__name__}: {e}"}
-        rows.append({"name": name, "available": why.ok, "reason": why.reason,
+        rows.append({"name": name, "available": why.ok, "reason": why.reason, "opt_in": opt_in,
                      "origin": entry.origin, "aliases": list(entry.aliases), **info})
     problems = [p.__dict__ for p in plugin_problems()]
     if args.json:
@@ -80,11 +82,13 @@ def _cmd_providers(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         status = "available" if r["available"] else f"unavailable: {r['reason']}"
+        if r["available"] and r["opt_in"]:
+            status += " (opt-in: used when a session names it)"
         print(f"{r['name']}  ({r['origin']})  {status}")
         if r["aliases"]:
             print(f"    aliases: {', '.join(r['aliases'])}")
         for k, v in r.items():
-            if k not in ("name", "available", "reason", "origin", "aliases"):
+            if k not in ("name", "available", "reason", "opt_in", "origin", "aliases"):
                 print("\n".join(_describe_lines(k, v, 1)))
     for p in problems:
         print(f"plugin {p['plugin']} ({p['distribution']}) failed: {p['error']}")

@@ -523,10 +523,13 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     _check_versions(proto)
     _check_external_data(proto, base_dir)
     _check_structure(proto.graph, outer=set(), where="main graph")
+    big: list[onnx.TensorProto] = []
+    declared: set[str] = set()
     if infer_shapes:
-        proto = _infer_shapes(proto)
+        proto, big, declared = _infer_shapes(proto)
     try:
         model = ir.serde.deserialize_model(proto)
+        _attach_initializers(model, big, declared)
     except Exception as e:  # onnx-ir raises assorted errors on malformed protos
         raise InvalidModelError(f"the model could not be read into the graph: {e}") from e
     if base_dir is not None:
@@ -705,10 +708,62 @@ def _check_structure(graph: onnx.GraphProto, outer: set[str], where: str, depth:
             )
 
 
-def _infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
+def _copy_fields(src, dst, skip: str) -> None:
+    """Copy every set field of protobuf message ``src`` into ``dst`` except ``skip``."""
+    for fd, value in src.ListFields():
+        if fd.name == skip:
+            continue
+        if fd.is_repeated:
+            getattr(dst, fd.name).extend(value)
+        elif fd.message_type is not None:
+            getattr(dst, fd.name).CopyFrom(value)
+        else:
+            setattr(dst, fd.name, value)
+
+
+_INFER_KEEP_ELEMENTS = 1024
+"""Initializers up to this size stay in the copy that shape inference sees (their values may
+matter: shapes, axes, pads); bigger ones are only declared there, with their type and shape."""
+
+
+def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.TensorProto],
+                                                     set[str]]:
+    """Shape inference on a copy of ``proto`` without its large weights (onnx's inference
+    serializes the model it gets): returns the inferred copy, the weights it lacks and the names
+    among them that the copy declares as graph inputs (:func:`_attach_initializers` puts them
+    back without copying). The caller's proto is not modified."""
+    g = proto.graph
+    big = [t for t in g.initializer
+           if t.data_location != onnx.TensorProto.EXTERNAL
+           and int(np.prod(t.dims, dtype=np.int64)) > _INFER_KEEP_ELEMENTS]
+    big_names = {t.name for t in big}
+    declared = big_names - {i.name for i in g.input}
+    light = proto
+    if big:
+        light = onnx.ModelProto()
+        _copy_fields(proto, light, skip="graph")
+        _copy_fields(g, light.graph, skip="initializer")
+        light.graph.initializer.extend(t for t in g.initializer if t.name not in big_names)
+        light.graph.input.extend(
+            onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+            for t in big if t.name in declared)
     try:
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
-                                                 data_prop=True)
+        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,
+                                                  data_prop=True)
     except Exception as e:  # noqa: BLE001 - inference is advisory; kernels see real shapes
         logger.warning("onnx shape inference failed, continuing without it: %s", e)
-        return proto
+        return proto, [], set()
+    return light, big, declared
+
+
+def _attach_initializers(model: ir.Model, tensors: list[onnx.TensorProto],
+                         declared: set[str]) -> None:
+    """Make the graph inputs named by ``tensors`` initializers again (``declared``: those that
+    were inputs only for shape inference). The tensors are wrapped, not copied."""
+    inputs = {v.name: v for v in model.graph.inputs}
+    for t in tensors:
+        v = inputs[t.name]
+        if t.name in declared:
+            model.graph.inputs.remove(v)
+        v.const_value = ir.serde.deserialize_tensor(t)
+        model.graph.register_initializer(v)

@@ -342,6 +342,10 @@ class ExecutionProvider:
     preferred_layout: ClassVar[str] = "NCHW"
     op_table: ClassVar[OpTable | None] = None
     concurrent_run_supported: ClassVar[bool] = True
+    opt_in: ClassVar[bool] = False
+    """An opt-in provider runs only when a session names it: ``providers=None`` uses every
+    available provider that is not opt-in (as onnxruntime uses its XNNPACK EP only on request).
+    For providers that change how a model runs in ways a user should choose (layout, numerics)."""
 
     def __init__(self, options: Mapping[str, Any] | None = None, *,
                  context: ProviderContext | None = None) -> None:

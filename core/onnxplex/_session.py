@@ -185,7 +185,7 @@ class InferenceSession:
     ``path_or_bytes`` is a file path, serialized model bytes, an ``onnx.ModelProto`` or an
     already loaded :class:`onnxplex.Model`. ``providers`` lists provider names (or ORT aliases
     such as ``CPUExecutionProvider``), optionally as ``(name, options)`` tuples, in priority
-    order; by default every available provider is used, the default CPU provider last.
+    order; by default every available provider that is not opt-in, the default CPU provider last.
     Errors are :class:`onnxplex.OnnxplexError` subclasses that name what is at fault.
     """
 
@@ -221,7 +221,8 @@ class InferenceSession:
         """-> [(canonical name, options, explicitly requested)] in priority order."""
         fallback_off = self._options._config.get(DISABLE_CPU_FALLBACK, "0") == "1"
         if providers is None:
-            names = [(n, {}) for n in get_available_providers()]
+            names = [(n, {}) for n in get_available_providers()
+                     if not provider_entry(n).load().opt_in]
             explicit = False
         else:
             if isinstance(providers, str):

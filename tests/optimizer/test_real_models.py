@@ -152,7 +152,7 @@ def onnxruntime_int8_noise(path: Path, feed) -> dict[str, float]:
 
 
 def histogram(nodes) -> str:
-    c = collections.Counter(n.qualified_op for n in nodes)
+    c = collections.Counter(f"{n.domain}::{n.op_type}" if n.domain else n.op_type for n in nodes)
     return ", ".join(f"{op} {k}" for op, k in c.most_common())
 
 
