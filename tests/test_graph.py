@@ -160,3 +160,37 @@ def test_external_data_from_bytes_is_refused(tmp_path):
     path, _ = _external_model(tmp_path, "weights.bin")
     with pytest.raises(ExternalDataError, match="not loaded from a path"):
         onnxplex.load_model(path.read_bytes())
+
+
+@pytest.mark.parametrize("weight_is_input", [False, True])
+def test_shape_inference_without_copying_large_weights(weight_is_input):
+    # a weight above the size shape inference is shown (declared only), one below it (a shape)
+    from onnx import numpy_helper
+
+    from onnxplex._graph import _INFER_KEEP_ELEMENTS, load_model
+
+    w = np.arange(64 * (_INFER_KEEP_ELEMENTS // 32), dtype=np.float32).reshape(64, -1)
+    inits = [numpy_helper.from_array(w, "w"),
+             numpy_helper.from_array(np.array([-1, 2, w.shape[1] // 2], np.int64), "shape")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])]
+    if weight_is_input:  # IR 3 style: the initializer is also a graph input
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]),
+         helper.make_node("Reshape", ["y", "shape"], ["z"])], "g", inputs,
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    before = proto.SerializeToString()
+    model = load_model(proto)
+    assert proto.SerializeToString() == before  # the caller's proto is untouched
+    assert model.value_info("y").shape == ("n", w.shape[1])
+    assert model.value_info("z").shape[1:] == (2, w.shape[1] // 2)  # the shape was seen
+    # an initializer that is also an input (IR >= 4) is overridable, not a constant
+    assert model.value_info("w").is_const != weight_is_input
+    if not weight_is_input:
+        np.testing.assert_array_equal(model.value_info("w").const, w)
+    assert [v.name for v in model.graph.inputs] == [i.name for i in inputs]
+    sess = onnxplex.InferenceSession(proto)
+    x = np.ones((3, 64), np.float32)
+    feeds = {"x": x, "w": w} if weight_is_input else {"x": x}
+    np.testing.assert_allclose(sess.run(None, feeds)[0], (x @ w).reshape(-1, 2, w.shape[1] // 2))
