@@ -63,7 +63,9 @@ class XnnpackLikeProvider(ExecutionProvider):
 
     name = "xnnpack_like"
     preferred_layout = "NHWC"
-    opt_in = True  # NHWC delegate: used when a session names it, as onnxruntime's XNNPACK EP
+    # Runs only when a session names it (as onnxruntime's XNNPACK EP): it changes the layout
+    # and, where Kleidi kernels run, the numerics of dynamic quantization.
+    opt_in = True
     option_specs = {
         "kleidi": Option(True, bool, "run the Kleidi micro-kernel of a matched variant where "
                                      "it runs on this CPU; 0: own implementations only"),

@@ -477,3 +477,45 @@ def test_qlinear_conv_and_matmul_as_pqs8(own_path):
     feed = {"x": RNG.integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)}
     for a, b in run_both(x, c, feed):
         np.testing.assert_array_equal(a, b)
+
+
+def test_conv_epilogue_folds_batchnorm_and_runs_a_later_residual(own_path):
+    """Conv -> BatchNorm -> Add(residual computed *after* the conv in graph order) -> Relu
+    runs as one op at the Add's place; the Relu-less shortcut keeps its own BatchNorm."""
+    c = 4
+    inits = {"w": w(c, c, 3, 3), "wd": w(c, c, 1, 1),
+             **{f"{p}{k}": v for k in ("", "d") for p, v in
+                (("g", RNG.uniform(0.5, 1.5, c).astype(F32)), ("b", w(c)), ("m", w(c)),
+                 ("v", RNG.uniform(0.5, 1.5, c).astype(F32)))}}
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["bn"], name="bn"),
+        helper.make_node("Conv", ["x", "wd"], ["cd"], name="shortcut"),
+        helper.make_node("BatchNormalization", ["cd", "gd", "bd", "md", "vd"], ["bnd"],
+                         name="bn_shortcut"),
+        helper.make_node("Add", ["bn", "bnd"], ["a"], name="add"),
+        helper.make_node("Relu", ["a"], ["y"], name="relu"),
+    ]
+    m = model(nodes, [vi("x", [1, c, 6, 7])], [vi("y", [1, c, 6, 7])], inits)
+    x = check_same(m, {"x": RNG.standard_normal((1, c, 6, 7)).astype(F32)}, rel=1e-5)
+    nn = notes(x)
+    assert nn["conv"] == ("conv2d: none: 3x3 kernel; pf32_gemm is for pointwise (1x1) "
+                          "convolutions -> own:im2col_gemm + BatchNorm folded + residual Add "
+                          "+ Relu")
+    for name in ("bn", "add", "relu"):
+        assert nn[name] == ("folded into 'conv' -> own:im2col_gemm + BatchNorm folded + "
+                            "residual Add + Relu")
+    assert nn["bn_shortcut"] == "folded into 'shortcut' -> own:gemm_nhwc + BatchNorm folded"
+
+
+def test_dead_intermediates_are_overwritten_in_place(own_path):
+    inits = {"c": np.ones((3, 1, 1), F32)}
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "c"], ["a"]),
+             helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Mul", ["s", "a"], ["y"])]
+    m = model(nodes, [vi("x", [1, 3, 4, 5])], [vi("y", [1, 3, 4, 5])], inits)
+    x = check_same(m, {"x": RNG.standard_normal((1, 3, 4, 5)).astype(F32)}, rel=1e-6)
+    kernel = next(s.kernel for s in x._exec.steps if s.provider == "xnnpack_like")
+    donated = {st.op.label.name: st.op.donate for st in kernel._steps}
+    # Relu's result dies in Add (written in place); Sigmoid must not overwrite `a`, which
+    # Mul still reads; Mul overwrites the sigmoid's result
+    assert donated == {"Relu_0": None, "Add_1": 0, "Sigmoid_2": None, "Mul_3": 0}
