@@ -43,8 +43,8 @@ class Variant:
     why_missing: str = ""
 
 
-_NO_PQS8 = ("not available in this build: the Kleidi library has no int8-in/int8-out "
-            "(qai8_qai8p_qsi8cxp) kernel")
+_NO_PQS8 = ("not available in this build (the Kleidi library has no int8-in/int8-out "
+            "qai8_qai8p_qsi8cxp kernel)")
 
 TABLES: dict[str, tuple[Variant, ...]] = {
     FULLY_CONNECTED: (
@@ -163,7 +163,6 @@ def describe_tables(forced: bool | None = None) -> dict[str, Any]:
         for v in variants:
             st = kleidi_status(v, forced=forced)
             rows[v.name] = {"matches": v.summary, "kleidi_family": v.family or "none",
-                            "kleidi_kernel": st.kernel if st.available else
-                            f"not available: {st.why}"}
+                            "kleidi_kernel": st.kernel if st.available else f"none: {st.why}"}
         out[op_class] = rows
     return out

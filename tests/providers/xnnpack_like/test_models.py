@@ -5,10 +5,10 @@ concurrent runs and profiling -- each against cpu_mlas alone.
 Tolerances (relative to the largest |output| of the cpu_mlas run; measured values in comments,
 64x64 inputs, random weights):
 
-* fp32: 1e-4 (measured ~6e-7 on both CNNs);
-* fp16: 1e-2 (measured ~5e-4 MobileNetV2, ~7e-4 ResNet-50): both compute conv/GEMM in float32
-  and round every op's result to float16; a different summation order flips a last-bit
-  rounding now and then, and 50 layers carry it forward;
+* fp32: 1e-4 (measured ~6e-7 on both CNNs, ~1.4e-6 with the Kleidi reference kernels);
+* fp16: 1e-2 (measured 1.1e-3 MobileNetV2, 8.6e-4 ResNet-50): both compute conv/GEMM in
+  float32; cpu_mlas rounds every op's result to float16, the delegate rounds a conv once after
+  its folded BatchNorm / residual / activation epilogue, and 50 layers carry the difference;
 * QDQ int8: at most one quantization step of the output (measured: identical).
 
 The CNNs run at the default optimization level, as a user would run them.

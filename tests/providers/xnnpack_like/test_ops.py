@@ -56,9 +56,11 @@ def test_available_everywhere_and_describe_reports_every_variant(own_path):
     assert set(tables["conv2d"]) == {"pf32_gemm", "pqs8_qc8w_gemm"}
     assert set(tables["batch_matmul"]) == {"pf32_gemm", "pf16_gemm"}
     pqs8 = tables["conv2d"]["pqs8_qc8w_gemm"]["kleidi_kernel"]
-    assert pqs8.startswith("not available: not available in this build")
+    assert pqs8.startswith("none: not available in this build")
     if HAS_KLEIDI and T.native()[0].variants()["gemm_f32"]["selected"] == "reference":
-        assert "no Arm variant" in tables["fully_connected"]["pf32_gemm"]["kleidi_kernel"]
+        assert tables["fully_connected"]["pf32_gemm"]["kleidi_kernel"] == (
+            "none: gemm_f32 has no Arm variant for this CPU (ONNXPLEX_KLEIDI_FORCE_REFERENCE=1 "
+            "forces the reference one)")
 
 
 @needs_kleidi
