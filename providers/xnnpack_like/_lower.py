@@ -330,19 +330,22 @@ def _lower_qlinear_matmul(p: Planner, node: NodeView) -> None:
 def _lower_batch_matmul(p: Planner, node: NodeView) -> None:
     a, b = node.input(0), node.input(1)
     dtype = np_dtype(a.elem_type) or F32
+    ep = p.pat.epilogue(node)
     variant = "pf16_gemm" if dtype == F16 else "pf32_gemm"
     st = p.kleidi(T.BATCH_MATMUL, variant)
-    own = _label(node, T.BATCH_MATMUL, variant, "own:matmul_blas" + _why(st))
+    own = _label(node, T.BATCH_MATMUL, variant, "own:matmul_blas" + _act_text(ep.act) +
+                 _why(st), ep.members)
     if st.available:
-        k_label = _label(node, T.BATCH_MATMUL, variant, f"kleidi:{st.kernel}")
+        k_label = _label(node, T.BATCH_MATMUL, variant, f"kleidi:{st.kernel}" +
+                         _act_text(ep.act), ep.members)
         label, make = p.try_kleidi(
-            st, k_label, lambda mod, var: KleidiBatchMatMul(k_label, mod, st.kernel.split("/")[0],
-                                                        var, dtype, p.opt.threads),
-            own, lambda lab: BatchMatMulOwn(lab, dtype))
+            st, k_label, lambda mod, var: KleidiBatchMatMul(
+                k_label, mod, st.kernel.split("/")[0], var, dtype, p.opt.threads, ep.act),
+            own, lambda lab: BatchMatMulOwn(lab, dtype, ep.act))
     else:
-        label, make = own, (lambda: BatchMatMulOwn(own, dtype))
+        label, make = own, (lambda: BatchMatMulOwn(own, dtype, ep.act))
     p.emit(node, label, make, [p.use(a.name, LOGICAL), p.use(b.name, LOGICAL)],
-           [(node.outputs[0].name, LOGICAL)])
+           [(ep.out, LOGICAL)], ep.members)
 
 
 def _qc8w_problem(w: ValueInfo, z: ValueInfo | None, s: ValueInfo) -> str | None:

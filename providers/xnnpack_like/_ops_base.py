@@ -246,6 +246,9 @@ class Activation:
         return self.kind
 
 
+NO_ACTIVATION = Activation()
+
+
 def unary(kind: str, params: tuple[float, ...], x: np.ndarray,
           out: np.ndarray | None = None) -> np.ndarray:
     """``kind(x)`` in x's float dtype; float16 computes in float32 and rounds once."""

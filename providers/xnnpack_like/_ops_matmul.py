@@ -16,6 +16,7 @@ import numpy as np
 from ._ops_base import (
     EXACT_F32,
     F32,
+    NO_ACTIVATION,
     Activation,
     Label,
     Op,
@@ -104,14 +105,15 @@ class KleidiFC(Op):
 
 
 class BatchMatMulOwn(Op):
-    """``A @ B`` with numpy broadcasting, in float32 (float16 converted once each way)."""
+    """``act(A @ B)`` with numpy broadcasting, in float32 (float16 converted once each way)."""
 
-    def __init__(self, label: Label, out_dtype: np.dtype) -> None:
+    def __init__(self, label: Label, out_dtype: np.dtype, act: Activation = NO_ACTIVATION
+                 ) -> None:
         super().__init__(label)
-        self.out_dtype = np.dtype(out_dtype)
+        self.out_dtype, self.act = np.dtype(out_dtype), act
 
     def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
-        y = np.matmul(as_f32(args[0]), as_f32(args[1]))
+        y = self.act.apply_(np.matmul(as_f32(args[0]), as_f32(args[1])))
         return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
 
 
@@ -120,11 +122,14 @@ class KleidiBatchMatMul(Op):
     it is shared by every batch) and multiplied."""
 
     def __init__(self, label: Label, mod: Any, family: str, variant: str, dtype: np.dtype,
-                 threads: int) -> None:
+                 threads: int, act: Activation = NO_ACTIVATION) -> None:
         super().__init__(label)
         self.pack = getattr(mod, f"pack_{family}")
         self.gemm = getattr(mod, family)
         self.variant, self.dtype, self.threads = variant, np.dtype(dtype), threads
+        clamp = act.clamp()
+        self.kw = clamp_kwargs(*clamp) if clamp is not None else {}
+        self.post = Activation() if clamp is not None else act
 
     def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
         a, b = np.asarray(args[0], self.dtype), np.asarray(args[1], self.dtype)
@@ -140,7 +145,11 @@ class KleidiBatchMatMul(Op):
             if packed is None or not shared:
                 packed = self.pack(np.ascontiguousarray(b3[i]), None, transpose_b=False,
                                    variant=self.variant)
-            ys[i] = self.gemm(np.ascontiguousarray(a3[i]), packed, threads=self.threads)
+            ys[i] = self.gemm(np.ascontiguousarray(a3[i]), packed, threads=self.threads,
+                              **self.kw)
+        if self.post:
+            yf = self.post.apply_(as_f32(out))
+            out = yf if yf.dtype == self.dtype else yf.astype(self.dtype)
         return out
 
 

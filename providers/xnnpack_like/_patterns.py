@@ -194,7 +194,8 @@ class Patterns:
         then an activation."""
         if (node.domain, node.op_type) not in _EPILOGUE_HOSTS or s_attr(node, "activation"):
             return
-        conv = node.op_type in ("Conv", "FusedConv")
+        # BatchNorm folds into the weights only when nothing else is added before it
+        conv = node.op_type in ("Conv", "FusedConv") and node.input(3) is None
         tail, members, bn, residual = node.outputs[0], [], None, None
         reader = self.sole_reader(tail.name)
         if conv and reader is not None and _foldable_bn(reader, tail.name) and \
@@ -202,7 +203,7 @@ class Patterns:
             bn, tail = reader, reader.outputs[0]
             members.append(bn)
             reader = self.sole_reader(tail.name)
-        if conv and node.input(3) is None and reader is not None and \
+        if conv and reader is not None and \
                 (reader.domain, reader.op_type) == ("", "Add") and reader.index not in self.skip:
             names = [v.name if v is not None else None for v in reader.inputs]
             other = reader.input(1 - names.index(tail.name)) if names.count(tail.name) == 1 \

@@ -521,3 +521,26 @@ def test_dead_intermediates_are_overwritten_in_place(own_path):
     # Relu's result dies in Add (written in place); Sigmoid must not overwrite `a`, which
     # Mul still reads; Mul overwrites the sigmoid's result
     assert donated == {"Relu_0": None, "Add_1": 0, "Sigmoid_2": None, "Mul_3": 0}
+
+
+def test_epilogues_of_batch_matmul_and_fused_conv_with_residual(kleidi):
+    """An activation after a batch matmul joins it; a FusedConv that already adds a residual
+    keeps a BatchNorm after it as its own op (folding would scale the residual)."""
+    c = 3
+    inits = {"w": w(c, c, 3, 3), "g": RNG.uniform(0.5, 1.5, c).astype(F32), "b": w(c),
+             "m": w(c), "v": RNG.uniform(0.5, 1.5, c).astype(F32)}
+    nodes = [helper.make_node("MatMul", ["p", "q"], ["pq"], name="bmm"),
+             helper.make_node("Sigmoid", ["pq"], ["y1"], name="sig"),
+             helper.make_node("FusedConv", ["x", "w", "", "z"], ["fc"], name="fconv",
+                              domain="com.microsoft", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["fc", "g", "b", "m", "v"], ["y2"],
+                              name="bn")]
+    m = model(nodes, [vi("p", [2, 4, 5]), vi("q", [2, 5, 3]), vi("x", [1, c, 5, 5]),
+                      vi("z", [1, c, 5, 5])], [vi("y1", [2, 4, 3]), vi("y2", [1, c, 5, 5])],
+              inits, ms=True)
+    feed = {k: RNG.standard_normal(s).astype(F32) for k, s in
+            (("p", (2, 4, 5)), ("q", (2, 5, 3)), ("x", (1, c, 5, 5)), ("z", (1, c, 5, 5)))}
+    x = check_same(m, feed, rel=1e-5, n_partitions=2)
+    nn = notes(x)
+    assert nn["sig"].startswith("folded into 'bmm' -> ") and "+ Sigmoid" in nn["sig"]
+    assert nn["bn"] == "elementwise -> own:affine_channels"
