@@ -280,15 +280,20 @@ def load_profile(path: str) -> list[dict[str, Any]]:
 
 def summarize_profile(events: Sequence[Mapping[str, Any]], top: int = 10) -> dict[str, Any]:
     """Time per op type, per provider and the slowest nodes, from ``Node`` events (``dur`` in
-    microseconds); ``runs`` counts ``model_run`` events."""
-    nodes = [e for e in events if e.get("cat") == "Node" and e.get("ph", "X") == "X"
+    microseconds); ``runs`` counts ``model_run`` events. Sub-events of fused kernels (args
+    ``parent``, see ``onnxplex.Kernel``) are inside their partition's event: they are not
+    counted again, but listed per kernel in ``fused_kernels``."""
+    timed = [e for e in events if e.get("cat") == "Node" and e.get("ph", "X") == "X"
              and "dur" in e]
+    nodes = [e for e in timed if "parent" not in (e.get("args") or {})]
+    subs = [e for e in timed if "parent" in (e.get("args") or {})]
     runs = sum(1 for e in events if e.get("name") == "model_run")
     total = sum(float(e["dur"]) for e in nodes) or 1.0
 
-    def table(key: Callable[[Mapping[str, Any]], str]) -> list[dict[str, Any]]:
+    def table(key: Callable[[Mapping[str, Any]], str],
+              evs: Sequence[Mapping[str, Any]] = nodes) -> list[dict[str, Any]]:
         acc: dict[str, list[float]] = defaultdict(list)
-        for e in nodes:
+        for e in evs:
             acc[key(e)].append(float(e["dur"]))
         rows = [{"name": k, "calls": len(v), "total_us": sum(v), "avg_us": sum(v) / len(v),
                  "percent": 100.0 * sum(v) / total} for k, v in acc.items()]
@@ -297,10 +302,15 @@ def summarize_profile(events: Sequence[Mapping[str, Any]], top: int = 10) -> dic
     args = lambda e: e.get("args") or {}  # noqa: E731
     by_node = table(lambda e: f"{e['name'].removesuffix('_kernel_time')} "
                               f"({args(e).get('op_name', '?')}, {args(e).get('provider', '?')})")
-    return {"runs": runs, "node_events": len(nodes), "node_time_us": total if nodes else 0.0,
-            "by_op_type": table(lambda e: str(args(e).get("op_name", "?"))),
-            "by_provider": table(lambda e: str(args(e).get("provider", "?"))),
-            "top_nodes": by_node[:top]}
+    out = {"runs": runs, "node_events": len(nodes), "node_time_us": total if nodes else 0.0,
+           "by_op_type": table(lambda e: str(args(e).get("op_name", "?"))),
+           "by_provider": table(lambda e: str(args(e).get("provider", "?"))),
+           "top_nodes": by_node[:top]}
+    if subs:   # percentages relative to the total node time
+        out["fused_kernels"] = table(lambda e: f"{args(e).get('provider', '?')}: "
+                                               f"{args(e).get('kernel') or args(e).get('op_name')}",
+                                     subs)
+    return out
 
 
 def profile_text(summary: Mapping[str, Any]) -> str:
@@ -309,7 +319,10 @@ def profile_text(summary: Mapping[str, Any]) -> str:
              f"{summary['node_time_us'] / 1e3:.2f} ms"
              + (f" ({summary['node_time_us'] / 1e3 / runs:.3f} ms per run)" if runs else "")]
     for title, key in (("per op type", "by_op_type"), ("per provider", "by_provider"),
-                       ("slowest nodes", "top_nodes")):
+                       ("slowest nodes", "top_nodes"),
+                       ("inside fused partitions, per kernel", "fused_kernels")):
+        if key not in summary:
+            continue
         lines.append(f"\n{title}:")
         lines.append(f"  {'name':<48} {'calls':>7} {'total ms':>10} {'avg us':>10} {'%':>6}")
         for r in summary[key]:

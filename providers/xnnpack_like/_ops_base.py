@@ -56,6 +56,15 @@ class Label:
         v = f": {self.variant}" if self.variant else ""
         return f"{self.op_class}{v} -> {self.kernel}"
 
+    @property
+    def kernel_name(self) -> str:
+        """The kernel without the bracketed remark (why Kleidi did not run, ...)."""
+        return self.kernel.split(" [")[0]
+
+    @property
+    def remark(self) -> str:
+        return self.kernel[len(self.kernel_name):].strip().removeprefix("[").removesuffix("]")
+
 
 class Workspace:
     """Scratch buffers of one thread, reused across runs (padded inputs, im2col columns).

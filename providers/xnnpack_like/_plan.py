@@ -83,10 +83,6 @@ class Plan:
     labels: dict[int, Label] = field(default_factory=dict)
 
 
-def _short(kernel: str) -> str:
-    return kernel.split(" [")[0]
-
-
 def np_dtype(elem: int | None) -> np.dtype | None:
     return None if elem is None else _NP.get(elem)
 
@@ -311,7 +307,7 @@ class Planner:
             root = self.labels.get(self.pat.feeds.get(i, -1))
             if i in self.member_of:
                 target = self.member_of[i]
-                self.notes[i] = f"folded into '{target.name}' -> {_short(target.kernel)}"
+                self.notes[i] = f"folded into '{target.name}' -> {target.kernel_name}"
             elif lab is None:
                 continue
             elif i in live:
@@ -321,7 +317,7 @@ class Planner:
                 self.notes[i] = ("computed at compile time (all inputs constant) -> "
                                  "own:compile_time_constant")
             elif root is not None:
-                self.notes[i] = f"folded into '{root.name}' -> {_short(root.kernel)}"
+                self.notes[i] = f"folded into '{root.name}' -> {root.kernel_name}"
             else:
                 self.notes[i] = f"{lab.op_class}: result not needed -> own:not_run"
 

@@ -135,7 +135,7 @@ class CompiledPartition:
                 emit(lab.name, lab.op_type, t0, time.perf_counter_ns(), node_indices=lab.nodes,
                      inputs=[a for a in args if a is not None], outputs=list(outs),
                      args={"op_class": lab.op_class, "variant": lab.variant,
-                           "kernel": lab.kernel})
+                           "kernel": lab.kernel_name, "remark": lab.remark})
             for i in st.release:
                 slots[i] = None
         return tuple(slots[i] if i >= 0 else None for i in self._out_slots)
@@ -145,8 +145,8 @@ class CompiledPartition:
     def describe_compiled(self) -> list[dict[str, Any]]:
         """What each op of the partition runs as, in execution order."""
         return [{"name": lab.name, "op_type": lab.op_type, "nodes": list(lab.nodes),
-                 "op_class": lab.op_class, "variant": lab.variant, "kernel": lab.kernel}
-                for lab in self._labels]
+                 "op_class": lab.op_class, "variant": lab.variant, "kernel": lab.kernel_name,
+                 "remark": lab.remark} for lab in self._labels]
 
     @property
     def labels(self) -> list[Label]:

@@ -3,7 +3,8 @@
 * ``NodeGroup.node_notes``: per-node detail in the placement report (``report``, ``explain``,
   ``to_dict``), kept per piece when the partitioner splits a claim;
 * ``kernel.profiled(emit, *inputs)``: sub-events of a fused kernel in the session profile,
-  with the provider's args merged into each event.
+  with the provider's args merged into each event (and not counted twice by
+  ``onnxplex profile``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from graphs import chain
 
 import onnxplex
 from onnxplex import Capability, ExecutionProvider, NodeGroup
+from onnxplex._perf import summarize_profile
 from onnxplex._plugins import unregister_provider
 
 
@@ -90,7 +92,13 @@ def test_profiled_kernel_emits_sub_events(notes_probe, tmp_path):
     np.testing.assert_allclose(y, np.tanh(np.maximum(1 / (1 + np.exp(-x)), 0)), rtol=1e-6)
     path = sess.end_profiling()
     events = json.load(open(path))
+    summary = summarize_profile(events)   # what `onnxplex profile` prints
     os.unlink(path)
+    # sub-events are inside their partition's event: listed per kernel, not counted twice
+    assert summary["node_events"] == 2    # Sigmoid on cpu_mlas, the toy partition
+    assert [r["name"] for r in summary["fused_kernels"]] in (
+        ["notes_probe: toy:relu", "notes_probe: toy:tanh"],
+        ["notes_probe: toy:tanh", "notes_probe: toy:relu"])
     subs = [e for e in events if e["name"].startswith("toy/")]
     assert [e["args"]["kernel"] for e in subs] == ["toy:relu", "toy:tanh"]
     assert [e["args"]["node_index"] for e in subs] == ["1", "2"]
