@@ -8,15 +8,14 @@ only what each node will run as is decided, for the placement report) and in ``c
   and rank-4 outputs leave channels-last; inside, conv / pooling want ``C``, reshapes and
   matmuls want ``L``, elementwise ops follow their inputs; a conversion (a transposed view) is
   inserted once per value and layout where a consumer needs the other one;
-* matches fusion patterns first: QDQ groups (DequantizeLinear x2 -> Conv / MatMul / Gemm ->
-  QuantizeLinear, optionally through a Relu) become one quantized op; a dynamic-int8 chain
-  (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add]) becomes one Kleidi call when
-  its kernel runs here; a Relu / Clip / ... that is the sole consumer of a conv, gemm or batch
-  norm becomes its epilogue;
-* matches each conv / fully-connected / batch-matmul node against its variant table
-  (``_tables``) and picks the Kleidi kernel or the own implementation;
+* finds fusion patterns first (``_patterns``: QDQ groups, dynamic int8 chains, conv / gemm
+  epilogues with a folded BatchNorm, a residual Add and an activation);
+* lowers node by node (``_lower``: each conv / fully-connected / batch-matmul node is matched
+  against its variant table in ``_tables`` and gets the Kleidi kernel or the own one);
 * folds nodes whose inputs are all constants at compile time, drops ops whose results nobody
-  needs, computes each slot's last reader and which inputs an op may overwrite in place.
+  needs, and writes the per-node notes of the placement report. The runtime object
+  (``_runtime``) then numbers the slots, finds each one's last reader and which inputs an op
+  may overwrite in place.
 """
 
 from __future__ import annotations
@@ -55,7 +54,8 @@ class PlanOptions:
 @dataclass
 class Val:
     """What the planner knows of a value: rank, dtype, layout, and the constant behind it
-    (``const`` in compile mode; ``is_const`` also in dry mode, where nothing is computed)."""
+    (``const``, held in the value's layout, in compile mode; ``is_const`` also in dry mode,
+    where nothing is computed)."""
 
     rank: int | None
     dtype: np.dtype | None
