@@ -10,7 +10,7 @@
 #   kleidi_test  (or any executable target of the CMake project in $ARM64_SOURCE_DIR; default: the
 #                repository's top-level project, configured with -DONNXPLEX_BUILD_PYTHON_MODULE=OFF
 #                -DONNXPLEX_BUILD_NATIVE_TESTS=ON)
-#   python       pytest tests/providers/kleidi_sme2 under Debian's aarch64 python3.11 (below)
+#   python       pytest tests/providers/kleidi_sme2 (+ xnnpack_like/test_arm64_kleidi.py) under Debian's aarch64 python3.11 (below)
 # With no target: arm_smoke, plus kleidi_test once tests/native/kleidi_test.cpp exists and the
 # top-level CMakeLists.txt builds it.
 #
@@ -59,7 +59,7 @@
 #        cd <repo> && env -i PYTHONHOME=<sysroot>/usr PYTHONPATH=<install>:<site> PYTHONNOUSERSITE=1
 #          PYTHONPYCACHEPREFIX=<cache>/python/pycache ONNXPLEX_KLEIDI_EXPECT=<level> ...
 #          qemu-aarch64 -L <sysroot> -cpu <cpu> <sysroot>/usr/bin/python3.11 -m pytest
-#          -p no:cacheprovider tests/providers/kleidi_sme2
+#          -p no:cacheprovider tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py
 #      with nothing forcing a Kleidi variant. Deselected: test_kernels.py's
 #      test_native_kleidi_test_executable (it would build and run an x86 kleidi_test with the
 #      host's cmake; the native targets cover kleidi_test on every CPU). Skipped there, 11 of the
@@ -109,7 +109,9 @@ PY_DEBS=(python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libpython
   libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libffi8 libssl3 libbz2-1.0 liblzma5 libsqlite3-0
   libncursesw6 libtinfo6 libreadline8 libuuid1 libcrypt1 libnsl2 libtirpc3 libdb5.3
   libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libcom-err2 libkeyutils1)
-PY_TESTS=tests/providers/kleidi_sme2
+# the kleidi_sme2 suite, and xnnpack_like's Arm test (its eligible nodes on the selected Kleidi
+# variants; the rest of xnnpack_like's suite asserts the x86 own path)
+PY_TESTS=(tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py)
 PY_DESELECT=tests/providers/kleidi_sme2/test_kernels.py::test_native_kleidi_test_executable
 PY_CONFIGS=${ARM64_PY_CONFIGS:-sme2-vl512 i8mm-nosme neon-a72}
 HOST_PYTHON=${ARM64_HOST_PYTHON:-python3}
@@ -584,7 +586,7 @@ run_python() { # config: pytest under the emulated python, from the repository (
   run_logged "$CACHE/logs/python.$name.log" env -i "${env[@]}" \
     "$QEMU" -L "$SYSROOT" -cpu "$cpu" "$SYSROOT/usr/bin/python$PY_VERSION" -m pytest \
     -p no:cacheprovider --basetemp="$PYDIR/tmp/$name" --deselect "$PY_DESELECT" \
-    ${ARM64_PYTEST_ARGS:-} "$PY_TESTS"
+    ${ARM64_PYTEST_ARGS:-} "${PY_TESTS[@]}"
 }
 
 pytest_summary() { # log -> pytest's last line ("N passed, M skipped ... in T s"), no ='s
