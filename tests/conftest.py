@@ -55,3 +55,17 @@ def null_provider():
     onnxplex.register_provider(NullProvider)
     yield NullProvider
     unregister_provider("null")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run the tests marked slow (full-size models)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="slow: opt-in with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

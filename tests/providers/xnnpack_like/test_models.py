@@ -325,11 +325,7 @@ def test_unknown_ranks_of_contrib_ops_are_inferred():
     assert_rel(x.run(None, feed)[0], c.run(None, feed)[0], 1e-5)
 
 
-RUN_SLOW = os.environ.get("ONNXPLEX_RUN_SLOW", "") == "1"
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not RUN_SLOW, reason="full-size models: set ONNXPLEX_RUN_SLOW=1")
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_full_size_224(name):
     m = BUILDERS[name](224).SerializeToString()
