@@ -1,8 +1,19 @@
-"""Control of the BLAS thread count behind numpy (OpenBLAS as bundled in numpy wheels).
+"""BLAS and intra-op threading policy of cpu_mlas.
 
-``intra_op_num_threads`` reaches cpu_mlas through its ProviderContext; the BLAS library's
-thread pool is process-wide, so the setting applies to every session in the process (the last
-session created with a non-zero value wins). Unknown BLAS builds are left alone, with a log line.
+OpenBLAS (as bundled in numpy wheels) synchronises its threads with busy-wait barriers that
+assume it owns every core: when another process or another of our threads holds one, each
+call waits for a descheduled worker. On a shared 2-core machine a 32x1024x1024 GEMM went from
+0.9 ms on one BLAS thread to 32 ms on two. So cpu_mlas keeps the BLAS single-threaded and
+splits work itself: :func:`parallel_for` runs chunks on a small pool of sleeping worker
+threads *and on the calling thread*, which takes chunks from the same counter. A worker that
+is late or descheduled only means the caller does more of the chunks; nobody waits for a
+thread to wake up (the scheme of onnxruntime's thread pool). :func:`matmul` is a GEMM split
+that way.
+
+Both settings are process-wide: the BLAS thread count (pinned to 1 when a cpu_mlas session is
+created) and the pool's size (the last session created with a non-zero
+``intra_op_num_threads`` wins; otherwise the CPUs this process may run on). Unknown BLAS
+builds are left alone, with a log line.
 """
 
 from __future__ import annotations
@@ -10,17 +21,29 @@ from __future__ import annotations
 import ctypes
 import functools
 import glob
+import itertools
 import logging
 import os
+import queue
+import threading
+from collections.abc import Callable
 
 import numpy as np
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["get_blas_threads", "set_blas_threads", "configure_threads", "intra_threads",
+           "parallel_for", "split", "matmul"]
+
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads_64_",
             "openblas_set_num_threads64_", "openblas_set_num_threads")
 _GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads_64_",
             "openblas_get_num_threads64_", "openblas_get_num_threads")
+
+# Below this many multiply-adds per chunk, waking a worker costs more than it saves.
+_MIN_CHUNK_MACS = 1 << 20
+# Chunks per thread: a late worker then costs at most a fraction of the call.
+_CHUNKS_PER_THREAD = 2
 
 
 @functools.cache
@@ -55,7 +78,156 @@ def set_blas_threads(n: int) -> bool:
     """Set the BLAS thread count (n >= 1); returns False when the BLAS is not controllable."""
     fn = _symbol(_SETTERS)
     if fn is None:
-        logger.info("BLAS thread count not controllable here; intra_op_num_threads=%d ignored", n)
+        logger.info("BLAS thread count not controllable here; left as it is (wanted %d)", n)
         return False
     fn(ctypes.c_int(int(n)))
     return True
+
+
+# --------------------------------------------------------------------------------------------
+# The intra-op pool
+# --------------------------------------------------------------------------------------------
+
+
+class _Job:
+    """``n`` chunks of ``fn``, handed out by an atomic counter (``next`` on an
+    ``itertools.count`` holds the GIL for its whole call)."""
+
+    def __init__(self, fn: Callable[[int], None], n: int) -> None:
+        self.fn = fn
+        self.n = n
+        self._next = itertools.count().__next__
+        self._left = n
+        self._lock = threading.Lock()
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def work(self) -> None:
+        while True:
+            i = self._next()
+            if i >= self.n:
+                return
+            try:
+                self.fn(i)
+            except BaseException as e:  # noqa: BLE001 - re-raised on the calling thread
+                self.error = e
+            with self._lock:
+                self._left -= 1
+                if self._left == 0:
+                    self.done.set()
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.size = 1
+        self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def resize(self, n: int) -> None:
+        with self._lock:
+            self.size = max(1, int(n))
+            while len(self._workers) < self.size - 1:
+                t = threading.Thread(target=self._serve, daemon=True,
+                                     name=f"onnxplex-cpu-{len(self._workers) + 1}")
+                self._workers.append(t)
+                t.start()
+            # Extra workers (after a shrink) stay asleep: jobs are posted to size - 1 of them.
+
+    def _serve(self) -> None:
+        self._local.worker = True
+        while True:
+            self._queue.get().work()
+
+    def run(self, fn: Callable[[int], None], n: int) -> None:
+        helpers = min(self.size, n) - 1
+        if helpers <= 0 or getattr(self._local, "worker", False):
+            for i in range(n):  # nested calls from a worker run inline
+                fn(i)
+            return
+        job = _Job(fn, n)
+        for _ in range(helpers):
+            self._queue.put(job)
+        job.work()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+
+
+_POOL = _Pool()
+
+
+def _default_threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def configure_threads(intra_op_num_threads: int) -> None:
+    """Size the pool (0: one thread per available CPU) and pin the BLAS to one thread."""
+    n = intra_op_num_threads if intra_op_num_threads > 0 else _default_threads()
+    set_blas_threads(1)
+    _POOL.resize(n)
+
+
+def intra_threads() -> int:
+    """Threads :func:`parallel_for` may use (the caller included)."""
+    return _POOL.size
+
+
+def parallel_for(n: int, fn: Callable[[int], None]) -> None:
+    """Call ``fn(i)`` for ``i`` in ``range(n)``, spread over the pool and the caller.
+
+    Chunks may run in any order and concurrently; ``fn`` must write disjoint outputs. The first
+    exception raised by a chunk is re-raised here once every chunk has finished.
+    """
+    _POOL.run(fn, n)
+
+
+def split(size: int, work: float, align: int = 1) -> list[tuple[int, int]]:
+    """``[begin, end)`` ranges over ``size`` items for :func:`parallel_for`: as many as the
+    pool can use while each keeps at least ``_MIN_CHUNK_MACS`` of ``work`` (multiply-adds for
+    the whole range), boundaries on multiples of ``align``."""
+    threads = _POOL.size
+    if threads <= 1 or size <= align:
+        return [(0, size)]
+    n = min(threads * _CHUNKS_PER_THREAD, int(work // _MIN_CHUNK_MACS), -(-size // align))
+    if n <= 1:
+        return [(0, size)]
+    step = -(-size // n)
+    step = -(-step // align) * align
+    return [(b, min(size, b + step)) for b in range(0, size, step)]
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
+           epilogue: Callable[[np.ndarray, slice, slice], None] | None = None) -> np.ndarray:
+    """``np.matmul(a, b)`` (``a [..., M, K]``, ``b [..., K, N]``) split over the pool along
+    the larger of M and N; slices of C-ordered matrices keep BLAS-compatible strides, so no
+    chunk copies. ``epilogue(out_chunk, rows, cols)`` runs on each chunk right after its GEMM
+    (cache-hot), in place."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if out is None:
+        shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n)
+        out = np.empty(shape, dtype=np.result_type(a, b))
+    batch = out.size // max(m * n, 1)
+    work = float(batch) * m * n * k
+    by_rows = m >= n
+    chunks = split(m if by_rows else n, work, 16)
+    every = slice(None)
+
+    def run(i: int) -> None:
+        lo, hi = chunks[i]
+        r, c = (slice(lo, hi), every) if by_rows else (every, slice(lo, hi))
+        o = out[..., r, c]
+        np.matmul(a[..., r, :], b[..., :, c], out=o)
+        if epilogue is not None:
+            epilogue(o, r, c)
+
+    if len(chunks) == 1:
+        run(0)
+    else:
+        parallel_for(len(chunks), run)
+    return out

@@ -19,7 +19,7 @@ from onnxplex import (
 )
 
 from . import _reference
-from ._blas import get_blas_threads, set_blas_threads
+from ._blas import configure_threads, get_blas_threads, intra_threads
 from ._registry import OPS
 
 # Kernel modules register into OPS when imported; listed here so the provider is complete.
@@ -48,9 +48,8 @@ class CpuMlasProvider(ExecutionProvider):
     def __init__(self, options: dict[str, Any] | None = None, *,
                  context: ProviderContext | None = None) -> None:
         super().__init__(options, context=context)
-        if self.context.intra_op_num_threads > 0:
-            # BLAS threads are process-wide: see _blas for what that implies.
-            set_blas_threads(self.context.intra_op_num_threads)
+        # Process-wide: BLAS pinned to one thread, the intra-op pool sized (see _blas).
+        configure_threads(self.context.intra_op_num_threads)
 
     def get_capability(self, graph: GraphView) -> Capability:
         """Native kernels first; what they decline may run on the reference fallback."""
@@ -80,5 +79,6 @@ class CpuMlasProvider(ExecutionProvider):
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
-        return {"blas_threads": get_blas_threads(), "ops": len(OPS.op_types(""))
+        return {"blas_threads": get_blas_threads(), "intra_op_threads": intra_threads(),
+                "ops": len(OPS.op_types(""))
                 + len(OPS.op_types("com.microsoft"))}

@@ -145,13 +145,16 @@ def make_fused_conv(node: NodeView, ctx: ProviderContext):
     packed = _ConvWeights(w_info.const, group) if w_info is not None and w_info.is_const else None
     bias_c = to_compute(b_info.const) if b_info is not None and b_info.is_const else None
 
+    def in_place(y):
+        r = act(y)
+        if r is not y:  # e.g. Sigmoid returns a new array
+            y[...] = r
+
     def kernel(x, w, b=None, z=None):
         cw = packed if packed is not None else _ConvWeights(w, group)
         bias = bias_c if bias_c is not None else (None if b is None else to_compute(b))
-        y = _conv(x, cw, node, bias)
-        if z is not None:
-            y += z
-        return act(y) if act is not None else y
+        # bias, Z and the activation run on each chunk of the Conv output as it is produced
+        return _conv(x, cw, node, bias, z, in_place if act is not None else None)
 
     return kernel
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -29,6 +29,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
+from ._blas import intra_threads, matmul, parallel_for, split
 from ._registry import op
 from ._windows import TapGrid, auto_pads, ints, pad_constant, window_view
 
@@ -46,6 +47,10 @@ _SHIFTED_MIN_WIDTH = 16
 _IM2COL_CHUNK_BYTES = 16 << 20
 # Depthwise convolutions work on channel blocks of about this many bytes (cache-resident).
 _DEPTHWISE_BLOCK_BYTES = 256 << 10
+# im2col splits over output rows (each thread its own columns) from this many output positions
+# per thread; below, the columns are built once and the GEMM is split over output channels.
+_SPATIAL_SPLIT_MIN = 256
+_ALL = slice(None)
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:
@@ -106,69 +111,167 @@ class _ConvWeights:
         return self.group == self.m and self.cg == 1
 
 
-def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView, bias: np.ndarray | None) -> np.ndarray:
+class _Epilogue:
+    """Bias, then the sum input Z, then an in-place activation, on slices of the ``[N, M, L]``
+    output: run on each chunk right after it is computed, while it is in cache."""
+
+    def __init__(self, bias: np.ndarray | None, z: np.ndarray | None,
+                 act: Callable[[np.ndarray], object] | None) -> None:
+        self.bias = None if bias is None else bias.reshape(-1, 1)
+        self.z = z
+        self.act = act
+
+    def __bool__(self) -> bool:
+        return self.bias is not None or self.z is not None or self.act is not None
+
+    def __call__(self, y3: np.ndarray, ch: slice = _ALL, cols: slice = _ALL) -> None:
+        if self.bias is not None:
+            y3 += self.bias[ch]
+        if self.z is not None:
+            y3 += self.z[:, ch, cols]
+        if self.act is not None:
+            self.act(y3)
+
+
+def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView, bias: np.ndarray | None,
+          z: np.ndarray | None = None,
+          act: Callable[[np.ndarray], object] | None = None) -> np.ndarray:
+    """``act(conv(x) + bias + z)``; ``act`` works in place on the (float32) views it gets."""
     out_dtype = x.dtype
     x = to_compute(x)
     n, c = x.shape[:2]
     g, kshape = cw.group, cw.kshape
     strides, dil, pb, pe, out_sp = _conv_geometry(node, x.shape, kshape)
+    out_shape = (n, cw.m) + tuple(out_sp)
+    length = math.prod(out_sp)
+    z3 = None
+    if z is not None and z.shape == out_shape:
+        z3 = to_compute(z).reshape(n, cw.m, length)
+        z = None
+    ep = _Epilogue(bias, z3, act)
     pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
     if pointwise and not any(pb) and not any(pe):
-        y = np.matmul(cw.mat, x.reshape(n, g, c // g, -1)).reshape((n, cw.m) + tuple(out_sp))
+        y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)
     elif cw.depthwise and c == g:
-        y = _depthwise(TapGrid(x, pb, pe, kshape, dil, strides, out_sp), cw)
+        y = _depthwise(TapGrid(x, pb, pe, kshape, dil, strides, out_sp), cw, ep)
     elif (all(s == 1 for s in strides) and cw.cg >= _SHIFTED_MIN_CHANNELS
           and cw.m // g <= cw.cg and out_sp[-1] >= _SHIFTED_MIN_WIDTH):
-        y = _shifted_gemms(TapGrid(x, pb, pe, kshape, dil, strides, out_sp), cw)
+        y = _shifted_gemms(TapGrid(x, pb, pe, kshape, dil, strides, out_sp), cw, ep)
     else:
-        y = _im2col(pad_constant(x, pb, pe), cw, dil, strides, out_sp)
-    if bias is not None:
-        y += bias.reshape(_bias_shape(cw.m, len(kshape)))
+        y = _im2col(pad_constant(x, pb, pe), cw, dil, strides, out_sp, ep)
+    y = y.reshape(out_shape)
+    if z is not None:  # a Z that broadcasts: the slow, general path
+        if bias is not None:
+            y += bias.reshape(_bias_shape(cw.m, len(kshape)))
+        y += z
+        if act is not None:
+            act(y)
     return y if y.dtype == out_dtype else y.astype(out_dtype)
 
 
-def _im2col(xp: np.ndarray, cw: _ConvWeights, dil: Sequence[int], strides: Sequence[int],
-            out_sp: Sequence[int]) -> np.ndarray:
-    n, g = xp.shape[0], cw.group
-    length = math.prod(out_sp)
-    windows = window_view(xp, cw.kshape, dil, strides, out_sp)
-    per_image = xp.shape[1] * math.prod(cw.kshape) * length * xp.itemsize
-    chunk = max(1, _IM2COL_CHUNK_BYTES // max(per_image, 1))
-    if chunk >= n:
-        y = np.matmul(cw.mat, windows.reshape(n, g, -1, length))
+def _pointwise(x4: np.ndarray, cw: _ConvWeights, ep: _Epilogue) -> np.ndarray:
+    """1x1 stride 1 unpadded: ``W [G, M/G, C/G] @ x [N, G, C/G, L]``, split over threads."""
+    n, g, _, length = x4.shape
+    y = np.empty((n, g, cw.m // g, length), dtype=x4.dtype)
+    if g == 1:
+        matmul(cw.mat, x4, out=y, epilogue=(lambda o, r, c: ep(o[:, 0], r, c)) if ep else None)
     else:
-        y = np.empty((n, g, cw.m // g, length), dtype=xp.dtype)
-        for i in range(0, n, chunk):
-            cols = windows[i:i + chunk].reshape(-1, g, cw.mat.shape[2], length)
-            np.matmul(cw.mat, cols, out=y[i:i + chunk])
-    return y.reshape((n, cw.m) + tuple(out_sp))
+        matmul(cw.mat, x4, out=y)
+        if ep:
+            ep(y.reshape(n, cw.m, length))
+    return y
 
 
-def _shifted_gemms(grid: TapGrid, cw: _ConvWeights) -> np.ndarray:
-    """``y = sum over taps of W_tap @ run(tap)``: BLAS on contiguous runs, no im2col."""
-    y = tmp = None
-    for t, tap in enumerate(grid.taps()):
-        run = grid.run(tap)
-        v = run.reshape(run.shape[0], cw.group, cw.cg, run.shape[2])
-        if y is None:
-            y = np.matmul(cw.tap_mats[t], v)
-            tmp = np.empty_like(y)
+def _im2col(xp: np.ndarray, cw: _ConvWeights, dil: Sequence[int], strides: Sequence[int],
+            out_sp: Sequence[int], ep: _Epilogue) -> np.ndarray:
+    """Column buffers built per chunk of output rows (first spatial axis), each followed by
+    its GEMM and epilogue; few, short rows (deep layers) instead build all columns once and
+    split the GEMM over output channels."""
+    n, g = xp.shape[0], cw.group
+    mg, ck = cw.m // g, cw.mat.shape[2]
+    length = math.prod(out_sp)
+    rest = length // max(out_sp[0], 1)
+    windows = window_view(xp, cw.kshape, dil, strides, out_sp)
+    y = np.empty((n, g, mg, length), dtype=xp.dtype)
+    y3 = y.reshape(n, cw.m, length)
+    row_bytes = n * g * ck * rest * xp.itemsize
+    work = float(n) * cw.m * ck * length
+    threads = intra_threads()
+    if length < _SPATIAL_SPLIT_MIN * threads and n * g * ck * length * xp.itemsize \
+            <= _IM2COL_CHUNK_BYTES:
+        cols = windows.reshape(n, g, ck, length)
+        if g == 1:
+            matmul(cw.mat, cols, out=y,
+                   epilogue=(lambda o, r, c: ep(o[:, 0], r, c)) if ep else None)
         else:
-            np.matmul(cw.tap_mats[t], v, out=tmp)
-            y += tmp
-    return grid.crop(y.reshape(y.shape[0], cw.m, -1))
+            matmul(cw.mat, cols, out=y)
+            if ep:
+                ep(y3)
+        return y
+    ranges = split(out_sp[0], work)
+    tail = (_ALL,) * (len(out_sp) - 1)
+    most = max(1, _IM2COL_CHUNK_BYTES // max(row_bytes, 1))
+    ranges = [(b2, min(e, b2 + most)) for b, e in ranges for b2 in range(b, e, most)]
+
+    def chunk(i: int) -> None:
+        r0, r1 = ranges[i]
+        cols = windows[(Ellipsis, slice(r0, r1)) + tail].reshape(n, g, ck, -1)
+        c = slice(r0 * rest, r1 * rest)
+        np.matmul(cw.mat, cols, out=y[..., c])
+        if ep:
+            ep(y3[..., c], _ALL, c)
+
+    parallel_for(len(ranges), chunk)
+    return y
 
 
-def _depthwise(grid: TapGrid, cw: _ConvWeights) -> np.ndarray:
-    """One multiply-add per tap, over cache-sized channel blocks."""
+def _shifted_gemms(grid: TapGrid, cw: _ConvWeights, ep: _Epilogue) -> np.ndarray:
+    """``y = sum over taps of W_tap @ run(tap)``: BLAS on contiguous runs, no im2col; output
+    channels split over threads."""
+    runs = [grid.run(tap) for tap in grid.taps()]
+    n, _, length = runs[0].shape
+    g, mg = cw.group, cw.m // cw.group
+    vs = [r.reshape(n, g, cw.cg, length) for r in runs]
+    y = np.empty((n, g, mg, length), dtype=runs[0].dtype)
+    ranges = split(mg, float(n) * cw.m * cw.cg * len(runs) * length, 16)
+    late = ep.z is not None or g > 1
+
+    def chunk(i: int) -> None:
+        r = slice(*ranges[i])
+        yr = y[:, :, r]
+        tmp = np.empty_like(yr)
+        for t, v in enumerate(vs):
+            if t == 0:
+                np.matmul(cw.tap_mats[t][:, r], v, out=yr)
+            else:
+                np.matmul(cw.tap_mats[t][:, r], v, out=tmp)
+                yr += tmp
+        if ep and not late:  # garbage columns get the epilogue too; crop drops them
+            ep(yr[:, 0], r)
+
+    parallel_for(len(ranges), chunk)
+    y = grid.crop(y.reshape(n, cw.m, -1))
+    if ep and late:
+        ep(y.reshape(n, cw.m, -1))
+    return y
+
+
+def _depthwise(grid: TapGrid, cw: _ConvWeights, ep: _Epilogue) -> np.ndarray:
+    """One multiply-add per tap, over cache-sized channel blocks spread over threads."""
     runs = [grid.run(tap) for tap in grid.taps()]
     n, c, length = runs[0].shape
     y = np.empty((n, c, length), dtype=runs[0].dtype)
     block = max(1, _DEPTHWISE_BLOCK_BYTES // max(n * length * y.itemsize, 1))
-    tmp = np.empty((n, min(block, c), length), dtype=y.dtype)
-    for c0 in range(0, c, block):
+    threads = intra_threads()
+    if threads > 1:  # at least two blocks per thread when there are channels enough
+        block = max(1, min(block, -(-c // (2 * threads))))
+    late = ep.z is not None
+
+    def chunk(i: int) -> None:
+        c0 = i * block
         c1 = min(c, c0 + block)
-        yb, tb = y[:, c0:c1], tmp[:, :c1 - c0]
+        yb = y[:, c0:c1]
+        tb = np.empty_like(yb)
         for t, run in enumerate(runs):
             wt = cw.taps[c0:c1, t, None]
             if t == 0:
@@ -176,7 +279,14 @@ def _depthwise(grid: TapGrid, cw: _ConvWeights) -> np.ndarray:
             else:
                 np.multiply(run[:, c0:c1], wt, out=tb)
                 yb += tb
-    return grid.crop(y)
+        if ep and not late:
+            ep(yb, slice(c0, c1))
+
+    parallel_for(-(-c // block), chunk)
+    y = grid.crop(y)
+    if ep and late:
+        ep(y.reshape(n, c, -1))
+    return y
 
 
 @op("Conv", since=1, dtypes={"T": FLOATS})

@@ -1,0 +1,109 @@
+"""cpu_mlas intra-op threading (providers/cpu_mlas/_blas.py) and the chunked Conv paths it
+drives: every Conv strategy split into many chunks over two threads must match onnxruntime,
+with the FusedConv epilogue (bias, Z, activation) applied per chunk."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from onnxplex.providers.cpu_mlas import _blas, nn
+
+from ._oracle import check
+from .test_nn import CONV_CASES
+
+ort.set_default_logger_severity(3)
+
+RNG = np.random.default_rng(99)
+MS = "com.microsoft"
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def many_chunks(monkeypatch):
+    """Two pool threads and chunks as small as the split allows."""
+    size = _blas.intra_threads()
+    _blas.configure_threads(2)
+    monkeypatch.setattr(_blas, "_MIN_CHUNK_MACS", 1)
+    monkeypatch.setattr(_blas, "_CHUNKS_PER_THREAD", 3)
+    yield
+    _blas.configure_threads(size)
+
+
+def test_parallel_for_runs_every_chunk_once_and_reraises(many_chunks):
+    seen = []
+    lock = threading.Lock()
+
+    def record(i):
+        with lock:
+            seen.append(i)
+
+    _blas.parallel_for(50, record)
+    assert sorted(seen) == list(range(50))
+
+    def fail(i):
+        if i == 3:
+            raise ValueError("chunk 3")
+
+    with pytest.raises(ValueError, match="chunk 3"):
+        _blas.parallel_for(8, fail)
+
+
+def test_split_covers_the_range_aligned(many_chunks):
+    ranges = _blas.split(100, 1e9, align=16)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 100
+    assert all(b % 16 == 0 and b < e for b, e in ranges)
+    assert all(e == b2 for (_, e), (b2, _) in zip(ranges, ranges[1:]))
+
+
+def test_matmul_split_both_orientations(many_chunks):
+    for m, n in ((70, 9), (9, 70)):
+        a, b = rand(3, m, 11), rand(3, 11, n)
+        np.testing.assert_allclose(_blas.matmul(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", list(CONV_CASES))
+def test_conv_chunked(case, many_chunks, monkeypatch):
+    monkeypatch.setattr(nn, "_SPATIAL_SPLIT_MIN", 2)
+    xs, ws, attrs = CONV_CASES[case]
+    fan_in = int(np.prod(ws[1:]))
+    check("Conv", [rand(*xs), rand(*ws), rand(ws[0])], opset=17, const_inputs=[1, 2],
+          oracle="ort", **attrs, rtol=1e-4, atol=1e-5 * max(1.0, (fan_in / 9) ** 0.5))
+
+
+# (x, w, attrs): one per Conv strategy, big enough to split.
+_FUSED = {
+    "pointwise": ((1, 16, 9, 10), (40, 16, 1, 1), {}),
+    "depthwise": ((1, 24, 11, 9), (24, 1, 3, 3), dict(group=24, pads=[1, 1, 1, 1])),
+    "depthwise_s2": ((1, 24, 12, 12), (24, 1, 3, 3),
+                     dict(group=24, pads=[1, 1, 1, 1], strides=[2, 2])),
+    "shifted": ((1, 32, 18, 17), (32, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "im2col_rows": ((1, 8, 20, 12), (24, 8, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 1])),
+    "im2col_channels": ((1, 8, 6, 5), (40, 8, 3, 3), dict(pads=[1, 1, 1, 1])),
+}
+
+
+@pytest.mark.parametrize("split_min", [2, 1 << 20], ids=["rows", "channels"])
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid", ""])
+@pytest.mark.parametrize("with_z", [True, False], ids=["z", "no_z"])
+@pytest.mark.parametrize("case", list(_FUSED))
+def test_fused_conv_chunked(case, with_z, act, split_min, many_chunks, monkeypatch):
+    monkeypatch.setattr(nn, "_SPATIAL_SPLIT_MIN", split_min)
+    xs, ws, attrs = _FUSED[case]
+    stride = attrs.get("strides", [1, 1])
+    out = (xs[0], ws[0], -(-xs[2] // stride[0]), -(-xs[3] // stride[1]))
+    if case.startswith("im2col") or case == "pointwise":
+        out = (xs[0], ws[0]) + tuple(
+            (n + sum(attrs.get("pads", [0] * 4)[i::2]) - k) // s + 1
+            for i, (n, k, s) in enumerate(zip(xs[2:], ws[2:], stride)))
+    inputs = [rand(*xs), rand(*ws), rand(ws[0])] + ([rand(*out)] if with_z else [])
+    if act:
+        attrs = {**attrs, "activation": act}
+    check("FusedConv", inputs, domain=MS, opset=17, oracle="ort", rtol=1e-4, atol=2e-5,
+          const_inputs=(1, 2), **attrs)
