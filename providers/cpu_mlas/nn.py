@@ -4,7 +4,8 @@ GlobalAveragePool and GlobalMaxPool.
 Conv picks one of four strategies per call:
 
 * 1x1, stride 1, no padding: one batched matmul on the input as is (no copy);
-* depthwise (group == C_in == C_out): a multiply-add per kernel tap;
+* depthwise (group == C_in == C_out): 2-D with narrow output rows, banded GEMMs per kernel
+  row (see :func:`_depthwise_banded`); otherwise a multiply-add per kernel tap;
 * stride 1 with many input channels per group: "shifted GEMMs", one BLAS matmul per kernel
   tap on a contiguous run of the padded input (no im2col buffer, see :class:`TapGrid`);
 * otherwise: im2col through a strided window view and one batched matmul, batch-chunked to
@@ -50,6 +51,8 @@ _DEPTHWISE_BLOCK_BYTES = 256 << 10
 # im2col splits over output rows (each thread its own columns) from this many output positions
 # per thread; below, the columns are built once and the GEMM is split over output channels.
 _SPATIAL_SPLIT_MIN = 256
+# Depthwise 2-D convolutions with output rows up to this wide run as banded GEMMs.
+_BANDED_MAX_WIDTH = 32
 _ALL = slice(None)
 
 
@@ -98,6 +101,7 @@ class _ConvWeights:
         self._w = w
         self.mat = w.reshape(group, self.m // group, -1)  # im2col: [G, M/G, C/G * K]
         self.taps = w.reshape(self.m, -1)  # depthwise: [C, K]
+        self._banded: dict[tuple[int, ...], np.ndarray] = {}
 
     @functools.cached_property
     def tap_mats(self) -> np.ndarray:
@@ -109,6 +113,24 @@ class _ConvWeights:
     @property
     def depthwise(self) -> bool:
         return self.group == self.m and self.cg == 1
+
+    def banded(self, w_in: int, wo: int, stride: int, dil: int, pad: int) -> np.ndarray:
+        """Depthwise 2-D: ``[k_h, C, w_in, wo]``, per kernel row and channel the matrix taking
+        an unpadded input row to an output row (taps in the padding left out); cached per
+        geometry (a benign race if two threads build it at once)."""
+        key = (w_in, wo, stride, dil, pad)
+        mats = self._banded.get(key)
+        if mats is None:
+            kh, kw = self.kshape
+            taps = self._w.reshape(self.m, kh, kw)
+            mats = np.zeros((kh, self.m, w_in, wo), dtype=self._w.dtype)
+            cols = np.arange(wo)
+            for tw in range(kw):
+                src = cols * stride + tw * dil - pad
+                ok = (src >= 0) & (src < w_in)
+                mats[:, :, src[ok], cols[ok]] = taps[:, :, tw].T[:, :, None]
+            self._banded[key] = mats
+        return mats
 
 
 class _Epilogue:
@@ -152,6 +174,8 @@ def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView, bias: np.ndarray | No
     pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
     if pointwise and not any(pb) and not any(pe):
         y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)
+    elif cw.depthwise and c == g and len(kshape) == 2 and out_sp[1] <= _BANDED_MAX_WIDTH:
+        y = _depthwise_banded(x, cw, pb, dil, strides, out_sp, ep)
     elif cw.depthwise and c == g:
         y = _depthwise(TapGrid(x, pb, pe, kshape, dil, strides, out_sp), cw, ep)
     elif (all(s == 1 for s in strides) and cw.cg >= _SHIFTED_MIN_CHANNELS
@@ -253,6 +277,50 @@ def _shifted_gemms(grid: TapGrid, cw: _ConvWeights, ep: _Epilogue) -> np.ndarray
     y = grid.crop(y.reshape(n, cw.m, -1))
     if ep and late:
         ep(y.reshape(n, cw.m, -1))
+    return y
+
+
+def _depthwise_banded(x: np.ndarray, cw: _ConvWeights, pb: Sequence[int], dil: Sequence[int],
+                      strides: Sequence[int], out_sp: Sequence[int],
+                      ep: _Epilogue) -> np.ndarray:
+    """Narrow planes: per kernel row, every output row is an input row times a banded
+    ``[W_in, W_out]`` matrix (:meth:`_ConvWeights.banded`, which also drops the width
+    padding), so each channel is ``k_h`` small GEMMs on strided row views of the unpadded
+    input: no padded copy, no tap copies, no garbage columns. Kernel rows that fall in the
+    height padding for some output rows only update the others. The zeros of the band cost
+    ``W_out / k_w`` times the useful work, hence the width limit."""
+    n, c, h_in, w_in = x.shape
+    ho, wo = out_sp
+    sh, dh, top = strides[0], dil[0], pb[0]
+    mats = cw.banded(w_in, wo, strides[1], dil[1], pb[1])
+    # Per kernel row: the output rows it reaches and the strided view of their input rows.
+    spans = []
+    for t in range(cw.kshape[0]):
+        lo = max(0, -(-(top - t * dh) // sh))
+        hi = min(ho, (h_in - 1 - t * dh + top) // sh + 1)
+        if hi > lo:
+            r0 = lo * sh + t * dh - top
+            spans.append((t, lo, hi, x[:, :, r0:r0 + (hi - lo - 1) * sh + 1:sh]))
+    spans.sort(key=lambda sp: sp[2] - sp[1] != ho)  # a full-height row first: it writes y
+    full = bool(spans) and spans[0][2] - spans[0][1] == ho
+    y = np.empty((n, c, ho, wo), dtype=x.dtype) if full else \
+        np.zeros((n, c, ho, wo), dtype=x.dtype)
+    ranges = split(c, float(n) * c * ho * wo * w_in * len(spans), 8)
+
+    def chunk(i: int) -> None:
+        ch = slice(*ranges[i])
+        yc = y[:, ch]
+        tmp = np.empty_like(yc) if len(spans) > int(full) else None
+        for k, (t, lo, hi, rows) in enumerate(spans):
+            if k == 0 and full:
+                np.matmul(rows[:, ch], mats[t, ch], out=yc)
+            else:
+                np.matmul(rows[:, ch], mats[t, ch], out=tmp[:, :, lo:hi])
+                yc[:, :, lo:hi] += tmp[:, :, lo:hi]
+        if ep:
+            ep(yc.reshape(n, yc.shape[1], -1), ch)
+
+    parallel_for(len(ranges), chunk)
     return y
 
 

@@ -107,3 +107,24 @@ def test_fused_conv_chunked(case, with_z, act, split_min, many_chunks, monkeypat
         attrs = {**attrs, "activation": act}
     check("FusedConv", inputs, domain=MS, opset=17, oracle="ort", rtol=1e-4, atol=2e-5,
           const_inputs=(1, 2), **attrs)
+
+
+@pytest.mark.parametrize("banded_max", [0, 64], ids=["taps", "banded"])
+@pytest.mark.parametrize("case", [c for c in CONV_CASES if c.startswith("depthwise")])
+def test_depthwise_strategies(case, banded_max, many_chunks, monkeypatch):
+    monkeypatch.setattr(nn, "_BANDED_MAX_WIDTH", banded_max)
+    xs, ws, attrs = CONV_CASES[case]
+    check("Conv", [rand(*xs), rand(*ws), rand(ws[0])], opset=17, const_inputs=[1, 2],
+          oracle="ort", **attrs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(pads=[3, 0, 3, 2]),                       # no kernel row covers every output row
+    dict(pads=[0, 2, 1, 0], strides=[3, 2], dilations=[2, 3]),
+    dict(auto_pad="SAME_LOWER", strides=[2, 2]),
+    dict(pads=[1, 1, 1, 1], kernel_shape=[1, 3]),
+], ids=["tall_pads", "stride_dil", "same_lower", "one_row"])
+def test_depthwise_banded_geometry(attrs, many_chunks):
+    kshape = attrs.get("kernel_shape", [3, 3])
+    check("Conv", [rand(2, 6, 5, 9), rand(6, 1, *kshape), rand(6)], opset=17, group=6,
+          const_inputs=[1, 2], oracle="ort", **attrs, rtol=1e-4, atol=1e-5)
