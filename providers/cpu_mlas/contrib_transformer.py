@@ -246,8 +246,9 @@ def _prepare_mask(mask_index: np.ndarray | None, b: int, s: int, total: int, pas
 
 def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
             mask: np.ndarray | None, attn_bias: np.ndarray | None) -> np.ndarray:
-    """q [B,H,S,Dh], k [B,H,T,Dh], v [B,H,T,Dv] (compute dtype) -> [B, S, H*Dv]."""
+    """q [B,H,S,Dh], k [B,H,T,Dh], v [B,H,T,Dv] (compute dtype) -> [B, S, H*Dv] (contiguous)."""
     b, h, s, _ = q.shape
+    dv = v.shape[-1]
     scores = np.matmul(q, k.transpose(0, 1, 3, 2))
     scores *= scores.dtype.type(scale)
     if mask is not None:
@@ -255,11 +256,15 @@ def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     if attn_bias is not None:
         scores += attn_bias.astype(scores.dtype, copy=False)
     t = scores.shape[-1]
-    # The same softmax as the Softmax op, so a fused graph rounds like the unfused one.
-    probs = _op_softmax_rows(np.ascontiguousarray(scores).reshape(-1, t),
-                             log=False).reshape(scores.shape)
-    y = np.matmul(probs, v)             # [B, H, S, Dv]
-    return y.transpose(0, 2, 1, 3).reshape(b, s, h * v.shape[-1])
+    # The same softmax as the Softmax op, so a fused graph rounds like the unfused one; the
+    # scores are this call's scratch, so it runs in place.
+    probs = _op_softmax_rows(np.ascontiguousarray(scores).reshape(-1, t), log=False,
+                             inplace=True).reshape(scores.shape)
+    # The heads' products land straight in the [B, S, H, Dv] result (BLAS writes with a row
+    # stride of H*Dv): no transposing copy afterwards.
+    y = np.empty((b, s, h, dv), dtype=probs.dtype)
+    np.matmul(probs, v, out=y.transpose(0, 2, 1, 3))
+    return y.reshape(b, s, h * dv)
 
 
 def _heads(x: np.ndarray, h: int) -> np.ndarray:

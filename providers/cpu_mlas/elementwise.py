@@ -295,6 +295,70 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return t
 
 
+# float32 GELU runs over blocks of this many elements: the ~20 passes of the erf polynomial
+# then stay in L1/L2 instead of streaming a [128, 3072] activation through L3 each time
+# (1.6 -> 1.1 ms for BERT-base's FFN at seq 128).
+_GELU_BLOCK = 32768
+
+# erf(x / sqrt(2)) = tanh(x * Q(x^2)) with Q(w) = P(w / 2) / sqrt(2) (P: _ERF32_COEFFS): the
+# 1/sqrt(2) scaling of GELU's argument folded into the polynomial.
+_GELU_ERF_COEFFS = tuple(
+    np.float32(float(c) * 0.5 ** (len(_ERF32_COEFFS) - 1 - i) / math.sqrt(2.0))
+    for i, c in enumerate(_ERF32_COEFFS))
+_GELU_ERF_CLAMP = np.float32(2.0 * _ERF32_CLAMP ** 2)
+_HALF32 = np.float32(0.5)
+
+
+def _gelu_blocks(src: np.ndarray, dst: np.ndarray, erf_form: bool) -> np.ndarray:
+    """GELU of a contiguous float32 array into ``dst`` (same shape; may be ``src``):
+    ``x * (0.5 + 0.5 tanh(g(x)))`` with ``g`` the erf fit (exact form) or the tanh form's
+    cubic, one cache-sized block at a time."""
+    xf, of = src.reshape(-1), dst.reshape(-1)
+    size = xf.size
+    block = max(1, min(_GELU_BLOCK, size))
+    z = np.empty(block, np.float32)
+    t = np.empty(block, np.float32)
+    for lo in range(0, size, block):
+        x = xf[lo:lo + block]
+        k = x.size
+        zk, tk = z[:k], t[:k]
+        np.multiply(x, x, out=zk)
+        if erf_form:
+            np.minimum(zk, _GELU_ERF_CLAMP, out=zk)  # the fit's range; tanh is +-1 past it
+            np.multiply(zk, _GELU_ERF_COEFFS[0], out=tk)
+            tk += _GELU_ERF_COEFFS[1]
+            for c in _GELU_ERF_COEFFS[2:]:
+                tk *= zk
+                tk += c
+        else:
+            np.multiply(zk, np.float32(0.044715 * _SQRT_2_OVER_PI), out=tk)
+            tk += np.float32(_SQRT_2_OVER_PI)
+        tk *= x
+        np.tanh(tk, out=tk)
+        tk *= _HALF32
+        tk += _HALF32
+        np.multiply(x, tk, out=of[lo:lo + k])
+    return dst
+
+
+def _gelu_kernel(erf_form: bool) -> Callable[..., np.ndarray]:
+    """GELU with an optional bias added first (BiasGelu, FastGelu): float32 through
+    :func:`_gelu_blocks`, other float types through the whole-array formulas."""
+    slow = _float_op(_gelu_erf if erf_form else _gelu_tanh)
+
+    def kernel(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        if x.dtype != _F32 or (bias is not None and bias.dtype != _F32):
+            return slow(x if bias is None else np.add(x, bias))
+        with np.errstate(all="ignore"):
+            if bias is None:
+                src = np.ascontiguousarray(x).reshape(x.shape)  # 0-d stays 0-d
+                return _gelu_blocks(src, np.empty(x.shape, _F32), erf_form)
+            s = np.add(x, bias)  # a fresh array: worked in place
+            return _gelu_blocks(s, s, erf_form)
+
+    return kernel
+
+
 def _simple(name: str, since: int, fn: Callable[[np.ndarray], np.ndarray]) -> None:
     kernel = _float_op(fn)
 
@@ -418,28 +482,22 @@ def make_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
     approx = node.attr("approximate", "none")
     if isinstance(approx, bytes):
         approx = approx.decode()
-    return _float_op(_gelu_tanh if approx == "tanh" else _gelu_erf)
+    return _gelu_kernel(erf_form=approx != "tanh")
 
 
 @op("Gelu", domain="com.microsoft", since=1)
 def make_ms_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
-    return _float_op(_gelu_erf)
+    return _gelu_kernel(erf_form=True)
 
 
 @op("BiasGelu", domain="com.microsoft", since=1)
 def make_bias_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
-    gelu = _float_op(_gelu_erf)
-    return lambda a, b: gelu(np.add(a, b))
+    return _gelu_kernel(erf_form=True)
 
 
 @op("FastGelu", domain="com.microsoft", since=1)
 def make_fast_gelu(node: NodeView, ctx: ProviderContext) -> Kernel:
-    gelu = _float_op(_gelu_tanh)
-
-    def kernel(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-        return gelu(x if bias is None else np.add(x, bias))
-
-    return kernel
+    return _gelu_kernel(erf_form=False)
 
 
 @op("Clip", since=1)

@@ -203,19 +203,22 @@ def _row_max(x2: np.ndarray) -> np.ndarray:
     return np.maximum.reduceat(x2.reshape(-1), np.arange(0, r * d, d))[:, None]
 
 
-def _softmax_rows(x2: np.ndarray, log: bool) -> np.ndarray:
+def _softmax_rows(x2: np.ndarray, log: bool, inplace: bool = False) -> np.ndarray:
     """Softmax over the last axis of a contiguous 2-D array: few passes, BLAS row sums.
 
     When every value lies within +-``_UNSHIFTED_RANGE``, exp() can neither overflow nor lose
     precision to underflow, so the per-row max shift (softmax is shift-invariant) is skipped:
     two cheap whole-tensor reductions instead of a per-row max and a broadcast subtraction.
+    ``inplace`` writes the result over ``x2`` (a scratch array the caller owns); the values are
+    the same either way.
     """
     if x2.size and -_UNSHIFTED_RANGE <= x2.min() and x2.max() <= _UNSHIFTED_RANGE:
-        e = np.exp(x2)
         if log:
-            return np.subtract(x2, np.log(_row_sum(e))[:, None], out=e)
+            e = np.exp(x2)
+            return np.subtract(x2, np.log(_row_sum(e))[:, None], out=x2 if inplace else e)
+        e = np.exp(x2, out=x2 if inplace else None)
     else:
-        e = np.subtract(x2, _row_max(x2))
+        e = np.subtract(x2, _row_max(x2), out=x2 if inplace else None)
         if log:
             e -= np.log(_row_sum(np.exp(e)))[:, None]
             return e
