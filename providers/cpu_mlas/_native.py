@@ -1,0 +1,38 @@
+"""The optional native part of cpu_mlas (``_mlas_native``, built by scikit-build-core).
+
+``native()`` returns the compiled module, or None when it is not built or cannot be imported
+(e.g. a source checkout without a build, an unsupported platform): kernels then keep their
+numpy paths. The reason is logged once, at debug level. ``ONNXPLEX_MLAS_NATIVE=0`` disables
+the module (for comparisons and tests); ``ONNXPLEX_MLAS_ISA=scalar|avx2|avx512vnni`` makes the
+module use a lower x86 variant than the best one the CPU runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+from types import ModuleType
+
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def native() -> ModuleType | None:
+    """The ``_mlas_native`` extension module, or None (the numpy kernels are used)."""
+    if os.environ.get("ONNXPLEX_MLAS_NATIVE", "1").strip() in ("0", "false", "no", "off"):
+        logger.debug("cpu_mlas native kernels disabled by ONNXPLEX_MLAS_NATIVE")
+        return None
+    try:
+        mod = importlib.import_module(f"{__package__}._mlas_native")
+    except ImportError as exc:
+        logger.debug("cpu_mlas native kernels unavailable (%s); using the numpy kernels", exc)
+        return None
+    logger.debug("cpu_mlas native kernels loaded: qgemm variant %s", mod.isa())
+    return mod
+
+
+def threads(intra_op_num_threads: int) -> int:
+    """The native thread count for a session's ``intra_op_num_threads`` (0 = all cores)."""
+    return max(0, int(intra_op_num_threads))

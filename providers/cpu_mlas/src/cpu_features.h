@@ -1,0 +1,15 @@
+// Runtime CPU feature detection for the cpu_mlas native kernels. Knows nothing about Python.
+#pragma once
+
+namespace onnxplex::mlas {
+
+struct CpuFeatures {
+  bool avx2 = false;        // AVX2 + FMA (and the OS saves the ymm state)
+  bool avx512_vnni = false; // AVX-512 F/BW/VL + VNNI (and the OS saves the zmm state)
+  bool amx_int8 = false;    // reported for information only
+};
+
+// Probes the CPU once (cpuid via __builtin_cpu_supports on x86-64; nothing elsewhere).
+const CpuFeatures& cpu_features();
+
+}  // namespace onnxplex::mlas

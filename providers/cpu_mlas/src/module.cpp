@@ -1,0 +1,12 @@
+// Table of contents of the _mlas_native extension: each family registers itself from its own
+// register_<family>.cpp (add a line here and the file to ONNXPLEX_MLAS_BINDINGS in CMake).
+#include <pybind11/pybind11.h>
+
+#include "bind_util.h"
+
+PYBIND11_MODULE(_mlas_native, m) {
+  m.doc() = "onnxplex cpu_mlas native kernels (x86 integer GEMM; portable elsewhere)";
+  using namespace onnxplex::mlas::bind;
+  register_common(m);  // cpu_features, isa, isa_available
+  register_qgemm(m);   // PackedB, pack_b, qgemm_i32, qgemm_f32, dynamic_qgemm_f32
+}

@@ -1,0 +1,316 @@
+// The quantized GEMM drivers: variant choice, operand packing and the tiling over threads.
+#include "qgemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "cpu_features.h"
+#include "parallel.h"
+
+namespace onnxplex::mlas {
+
+namespace {
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// Rows per parallel task: a task reuses its B panel over this many rows.
+constexpr size_t kTaskRows = 48;
+
+QgemmLayout size_a(PackedA& out, size_t m, size_t k, QgemmIsa isa);
+
+}  // namespace
+
+const char* isa_name(QgemmIsa isa) {
+  switch (isa) {
+    case QgemmIsa::kAvx512Vnni: return "avx512vnni";
+    case QgemmIsa::kAvx2: return "avx2";
+    case QgemmIsa::kScalar: break;
+  }
+  return "scalar";
+}
+
+bool isa_available(QgemmIsa isa) {
+  switch (isa) {
+    case QgemmIsa::kScalar: return true;
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    case QgemmIsa::kAvx2: return cpu_features().avx2;
+    case QgemmIsa::kAvx512Vnni: return cpu_features().avx512_vnni;
+#else
+    default: return false;
+#endif
+  }
+  return false;
+}
+
+QgemmIsa parse_isa(const std::string& name) {
+  QgemmIsa isa;
+  if (name == "scalar") {
+    isa = QgemmIsa::kScalar;
+  } else if (name == "avx2") {
+    isa = QgemmIsa::kAvx2;
+  } else if (name == "avx512vnni") {
+    isa = QgemmIsa::kAvx512Vnni;
+  } else {
+    throw std::invalid_argument("unknown qgemm variant '" + name +
+                                "' (expected scalar, avx2 or avx512vnni)");
+  }
+  if (!isa_available(isa)) {
+    throw std::invalid_argument("qgemm variant '" + name +
+                                "' is not built in or this CPU does not run it");
+  }
+  return isa;
+}
+
+QgemmIsa best_isa() {
+  static const QgemmIsa best = [] {
+    const char* env = std::getenv("ONNXPLEX_MLAS_ISA");
+    if (env != nullptr && *env != '\0') {
+      try {
+        return parse_isa(env);
+      } catch (const std::invalid_argument&) {
+        // Fall through to the best available variant.
+      }
+    }
+    if (isa_available(QgemmIsa::kAvx512Vnni)) return QgemmIsa::kAvx512Vnni;
+    if (isa_available(QgemmIsa::kAvx2)) return QgemmIsa::kAvx2;
+    return QgemmIsa::kScalar;
+  }();
+  return best;
+}
+
+QgemmLayout layout_of(QgemmIsa isa) {
+  switch (isa) {
+    case QgemmIsa::kAvx512Vnni: return {64, 4, 1, 1, 6};
+    case QgemmIsa::kAvx2: return {16, 2, 2, 2, 6};
+    case QgemmIsa::kScalar: break;
+  }
+  return {16, 1, 1, 1, 4};
+}
+
+PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
+               const int32_t* zero_points, size_t zp_count, QgemmIsa isa) {
+  if (zp_count != 0 && zp_count != 1 && zp_count != n) {
+    throw std::invalid_argument("B zero point must have 1 or N values");
+  }
+  const QgemmLayout l = layout_of(isa);
+  PackedB p;
+  p.isa = isa;
+  p.k = k;
+  p.n = n;
+  p.kp = round_up(std::max<size_t>(k, 1), l.kgroup);
+  p.np = round_up(std::max<size_t>(n, 1), l.panel);
+  p.data.assign(p.kp * p.np * l.b_bytes, 0);
+  p.zp.assign(p.np, 0);
+  p.corr.assign(p.np, 0);
+  const auto* bs = static_cast<const int8_t*>(b);
+  const auto* bu = static_cast<const uint8_t*>(b);
+  const size_t panel_elems = p.kp * l.panel;
+  for (size_t j = 0; j < n; ++j) {
+    int32_t zp = zp_count == 0 ? 0 : zero_points[zp_count == 1 ? 0 : j];
+    if (!b_signed) zp -= 128;
+    uint32_t colsum = 0;
+    const size_t base = (j / l.panel) * panel_elems + (j % l.panel) * l.kgroup;
+    for (size_t kk = 0; kk < k; ++kk) {
+      const int32_t v = b_signed ? int32_t{bs[kk * ldb + j]} : int32_t{bu[kk * ldb + j]} - 128;
+      colsum += static_cast<uint32_t>(v);
+      const size_t e = base + (kk / l.kgroup) * l.panel * l.kgroup + kk % l.kgroup;
+      if (l.b_bytes == 1) {
+        p.data[e] = static_cast<uint8_t>(static_cast<int8_t>(v));
+      } else {
+        const auto v16 = static_cast<int16_t>(v);
+        std::memcpy(p.data.data() + 2 * e, &v16, 2);
+      }
+    }
+    p.zp[j] = zp;
+    p.corr[j] = static_cast<int32_t>(static_cast<uint32_t>(k) * static_cast<uint32_t>(zp) -
+                                     colsum);
+  }
+  return p;
+}
+
+namespace {
+
+QgemmLayout size_a(PackedA& out, size_t m, size_t k, QgemmIsa isa) {
+  const QgemmLayout l = layout_of(isa);
+  out.m = m;
+  out.kp = round_up(std::max<size_t>(k, 1), l.kgroup);
+  out.data.resize(m * out.kp * l.a_bytes);
+  out.row_sum.resize(m);
+  out.zp.resize(m);
+  return l;
+}
+
+}  // namespace
+
+void pack_a(const void* a, bool a_signed, size_t m, size_t k, const int32_t* zero_points,
+            size_t zp_count, QgemmIsa isa, size_t threads, PackedA& out) {
+  if (zp_count != 0 && zp_count != 1 && zp_count != m) {
+    throw std::invalid_argument("A zero point must have 1 or M values");
+  }
+  const QgemmLayout l = size_a(out, m, k, isa);
+  const auto* src = static_cast<const uint8_t*>(a);
+  const uint8_t flip = a_signed ? 0x80 : 0;
+  const size_t rows_per_task = 64;
+  parallel_for((m + rows_per_task - 1) / rows_per_task, threads, [&](size_t task) {
+    const size_t r1 = std::min(m, (task + 1) * rows_per_task);
+    for (size_t r = task * rows_per_task; r < r1; ++r) {
+      const uint8_t* row = src + r * k;
+      uint32_t sum = 0;
+      if (l.a_bytes == 1) {
+        uint8_t* dst = out.data.data() + r * out.kp;
+        for (size_t kk = 0; kk < k; ++kk) {
+          const uint8_t v = row[kk] ^ flip;
+          dst[kk] = v;
+          sum += v;
+        }
+        std::memset(dst + k, 0, out.kp - k);
+      } else {
+        auto* dst = reinterpret_cast<uint16_t*>(out.data.data() + 2 * r * out.kp);
+        for (size_t kk = 0; kk < k; ++kk) {
+          const uint8_t v = row[kk] ^ flip;
+          dst[kk] = v;
+          sum += v;
+        }
+        std::fill(dst + k, dst + out.kp, uint16_t{0});
+      }
+      out.row_sum[r] = static_cast<int32_t>(sum);
+      const int32_t zp = zp_count == 0 ? 0 : zero_points[zp_count == 1 ? 0 : r];
+      out.zp[r] = zp + (a_signed ? 128 : 0);
+    }
+  });
+}
+
+void quantize_pack_a(const float* a, size_t m, size_t k, QgemmIsa isa, size_t threads,
+                     PackedA& out, float& scale, int32_t& zero_point) {
+  size_a(out, m, k, isa);
+  float lo = 0.0f, hi = 0.0f;  // min(0, min a), max(0, max a)
+  if (m * k > 0) {
+    switch (isa) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+      case QgemmIsa::kAvx512Vnni: minmax_avx512(a, m * k, &lo, &hi); break;
+      case QgemmIsa::kAvx2: minmax_avx2(a, m * k, &lo, &hi); break;
+#endif
+      default: minmax_scalar(a, m * k, &lo, &hi); break;
+    }
+  }
+  // The same float32 operations, in the same order, as DynamicQuantizeLinear in numpy.
+  scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  float zpf = 0.0f - lo / scale;
+  zpf = std::min(std::max(zpf, 0.0f), 255.0f);
+  zpf = std::nearbyint(zpf);
+  zero_point = static_cast<int32_t>(zpf);
+  const float s = scale;
+  const size_t rows_per_task = 32;
+  parallel_for((m + rows_per_task - 1) / rows_per_task, threads, [&](size_t task) {
+    const size_t r1 = std::min(m, (task + 1) * rows_per_task);
+    for (size_t r = task * rows_per_task; r < r1; ++r) {
+      const float* x = a + r * k;
+      int32_t sum = 0;
+      switch (isa) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+        case QgemmIsa::kAvx512Vnni: {
+          uint8_t* q = out.data.data() + r * out.kp;
+          quantize_row_avx512(x, k, s, zpf, q, &sum);
+          std::memset(q + k, 0, out.kp - k);
+          break;
+        }
+        case QgemmIsa::kAvx2: {
+          auto* q = reinterpret_cast<uint16_t*>(out.data.data() + 2 * r * out.kp);
+          quantize_row_avx2(x, k, s, zpf, q, &sum);
+          std::fill(q + k, q + out.kp, uint16_t{0});
+          break;
+        }
+#endif
+        default: {
+          uint8_t* q = out.data.data() + r * out.kp;
+          quantize_row_scalar(x, k, s, zpf, q, &sum);
+          std::memset(q + k, 0, out.kp - k);
+          break;
+        }
+      }
+      out.row_sum[r] = sum;
+      out.zp[r] = zero_point;
+    }
+  });
+}
+
+namespace {
+
+using TileFn = void (*)(const QgemmTile&);
+
+TileFn tile_fn(QgemmIsa isa) {
+  switch (isa) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    case QgemmIsa::kAvx512Vnni: return qgemm_tile_avx512vnni;
+    case QgemmIsa::kAvx2: return qgemm_tile_avx2;
+#endif
+    default: return qgemm_tile_scalar;
+  }
+}
+
+void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
+         const float* scale, const float* bias, size_t threads) {
+  if (a.kp != b.kp) throw std::invalid_argument("A and B disagree on K");
+  const QgemmLayout l = layout_of(b.isa);
+  const TileFn fn = tile_fn(b.isa);
+  const size_t m = a.m, n = b.n;
+  if (m == 0 || n == 0) return;
+  const size_t panels = b.np / l.panel;
+  const size_t chunks = (m + kTaskRows - 1) / kTaskRows;
+  const size_t lda = a.kp * l.a_bytes;
+  const size_t panel_bytes = b.kp * l.panel * l.b_bytes;
+  parallel_for(panels * chunks, threads, [&](size_t task) {
+    const size_t p = task % panels, chunk = task / panels;
+    const size_t n0 = p * l.panel;
+    QgemmTile t{};
+    t.lda = lda;
+    t.b = b.data.data() + p * panel_bytes;
+    t.kp = b.kp;
+    t.b_zp = b.zp.data() + n0;
+    t.b_corr = b.corr.data() + n0;
+    t.cols = std::min(l.panel, n - n0);
+    t.ldc = ldc;
+    t.scale = scale == nullptr ? nullptr : scale + n0;
+    t.bias = bias == nullptr ? nullptr : bias + n0;
+    const size_t m1 = std::min(m, (chunk + 1) * kTaskRows);
+    for (size_t r = chunk * kTaskRows; r < m1; r += l.mr) {
+      t.rows = std::min(l.mr, m1 - r);
+      t.a = a.data.data() + r * lda;
+      t.a_zp = a.zp.data() + r;
+      t.a_sum = a.row_sum.data() + r;
+      t.c_i32 = ci == nullptr ? nullptr : ci + r * ldc + n0;
+      t.c_f32 = cf == nullptr ? nullptr : cf + r * ldc + n0;
+      fn(t);
+    }
+  });
+}
+
+}  // namespace
+
+void qgemm_i32(const PackedA& a, const PackedB& b, int32_t* c, size_t ldc, size_t threads) {
+  run(a, b, c, nullptr, ldc, nullptr, nullptr, threads);
+}
+
+void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t scale_count,
+               const float* bias, float* c, size_t ldc, size_t threads) {
+  if (scale_count != 1 && scale_count != b.n) {
+    throw std::invalid_argument("scale must have 1 or N values");
+  }
+  // Padded to whole panels: the micro-kernels load full vectors.
+  std::vector<float> s(b.np, 0.0f), bi;
+  if (scale_count == 1) {
+    std::fill(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(b.n), scale[0]);
+  } else {
+    std::copy(scale, scale + b.n, s.begin());
+  }
+  if (bias != nullptr) {
+    bi.assign(b.np, 0.0f);
+    std::copy(bias, bias + b.n, bi.begin());
+  }
+  run(a, b, nullptr, c, ldc, s.data(), bias == nullptr ? nullptr : bi.data(), threads);
+}
+
+}  // namespace onnxplex::mlas

@@ -1,0 +1,113 @@
+// Integer GEMM for the quantized matmuls of cpu_mlas (MatMulInteger, MatMulIntegerToFloat,
+// DynamicQuantizeMatMul). Knows nothing about Python.
+//
+// Every variant computes C = (A - a_zp) @ (B - b_zp) exactly in int32 (wrapping on overflow),
+// with A uint8 or int8, B int8 or uint8. Operands are brought to one form first:
+//   A as uint8 (int8 A + 128, zero point + 128), B as int8 (uint8 B - 128, zero point - 128),
+// and the raw product sum(a*b) is corrected with the row sums of A and the column sums of B:
+//   C[m,n] = sum_k a*b + a_zp[m] * (K * b_zp[n] - colsum_b[n]) - b_zp[n] * rowsum_a[m].
+// The float epilogue is C * scale[n] (+ bias[n]), one float32 rounding per operation (no FMA),
+// as numpy computes it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace onnxplex::mlas {
+
+enum class QgemmIsa { kScalar = 0, kAvx2 = 1, kAvx512Vnni = 2 };
+
+const char* isa_name(QgemmIsa isa);
+// The best variant this CPU runs (and this build has), or the one the environment variable
+// ONNXPLEX_MLAS_ISA (scalar|avx2|avx512vnni) names, if the CPU runs it.
+QgemmIsa best_isa();
+bool isa_available(QgemmIsa isa);
+// Parses a variant name; throws std::invalid_argument for an unknown or unavailable one.
+QgemmIsa parse_isa(const std::string& name);
+
+// How a variant lays out its operands.
+struct QgemmLayout {
+  size_t panel;      // columns of B per packed panel (N is padded to a multiple)
+  size_t kgroup;     // consecutive k values per column in a panel (K padded to a multiple)
+  size_t b_bytes;    // bytes per packed B element: 1 (int8) or 2 (int16)
+  size_t a_bytes;    // bytes per packed A element: 1 (uint8) or 2 (uint16)
+  size_t mr;         // rows per micro-tile
+};
+QgemmLayout layout_of(QgemmIsa isa);
+
+// B, centered and laid out once (constant weights: at kernel-factory time).
+struct PackedB {
+  QgemmIsa isa = QgemmIsa::kScalar;
+  size_t k = 0, n = 0, kp = 0, np = 0;
+  std::vector<uint8_t> data;     // np / panel panels of [kp / kgroup][panel][kgroup] elements
+  std::vector<int32_t> zp;       // [np] zero point in the int8 domain (0 past n)
+  std::vector<int32_t> corr;     // [np] K * zp - colsum (wrapping)
+};
+
+// b: [k, n] row-major (row stride ldb elements), int8 if b_signed else uint8. zero_points: 1
+// (per tensor) or n values (per column) in B's own domain, or none (count 0).
+PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
+               const int32_t* zero_points, size_t zp_count, QgemmIsa isa);
+
+// A, converted to the variant's unsigned form, K padded with zeros, with its row sums.
+struct PackedA {
+  size_t m = 0, kp = 0;
+  std::vector<uint8_t> data;     // [m][kp] elements of layout.a_bytes bytes
+  std::vector<int32_t> row_sum;  // [m]
+  std::vector<int32_t> zp;       // [m] zero point in the uint8 domain
+};
+
+// a: [m, k] row-major, int8 if a_signed else uint8; zero_points: none, 1 or m values.
+void pack_a(const void* a, bool a_signed, size_t m, size_t k, const int32_t* zero_points,
+            size_t zp_count, QgemmIsa isa, size_t threads, PackedA& out);
+
+// DynamicQuantizeLinear of float32 a [m, k] into A (uint8, one scale and zero point):
+// scale = (max(0, max a) - min(0, min a)) / 255 (1 if that is 0), zp = round(clip(-min/scale)),
+// q = clip(round(a / scale), -zp, 255 - zp) + zp, rounding half to even.
+void quantize_pack_a(const float* a, size_t m, size_t k, QgemmIsa isa, size_t threads,
+                     PackedA& out, float& scale, int32_t& zero_point);
+
+// C = A @ B corrected for the zero points; int32 out [m, n] (row stride ldc).
+void qgemm_i32(const PackedA& a, const PackedB& b, int32_t* c, size_t ldc, size_t threads);
+// float32 out: C * scale[n or 0] (+ bias[n]); scale_count 1 (per tensor) or n.
+void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t scale_count,
+               const float* bias, float* c, size_t ldc, size_t threads);
+
+// ---- The per-variant micro-kernels (internal; one translation unit per ISA) ----------------
+
+struct QgemmTile {
+  const uint8_t* a;        // first row of the tile in PackedA::data
+  size_t lda;              // bytes per packed A row
+  size_t rows;             // 1..mr
+  const int32_t* a_zp;     // [rows]
+  const int32_t* a_sum;    // [rows]
+  const uint8_t* b;        // the panel in PackedB::data
+  size_t kp;               // padded K
+  const int32_t* b_zp;     // [panel] from the panel's first column
+  const int32_t* b_corr;   // [panel]
+  size_t cols;             // valid columns in the panel (1..panel)
+  int32_t* c_i32;          // int32 out, or
+  float* c_f32;            // float out (one of the two is null)
+  size_t ldc;              // elements
+  const float* scale;      // [panel] (float out)
+  const float* bias;       // [panel] or null
+};
+
+void qgemm_tile_scalar(const QgemmTile& t);
+void quantize_row_scalar(const float* x, size_t k, float scale, float zp, uint8_t* q,
+                         int32_t* sum);
+void minmax_scalar(const float* x, size_t n, float* lo, float* hi);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+void qgemm_tile_avx2(const QgemmTile& t);
+void quantize_row_avx2(const float* x, size_t k, float scale, float zp, uint16_t* q,
+                       int32_t* sum);
+void minmax_avx2(const float* x, size_t n, float* lo, float* hi);
+void qgemm_tile_avx512vnni(const QgemmTile& t);
+void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_t* q,
+                         int32_t* sum);
+void minmax_avx512(const float* x, size_t n, float* lo, float* hi);
+#endif
+
+}  // namespace onnxplex::mlas

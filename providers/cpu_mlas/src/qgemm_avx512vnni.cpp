@@ -1,0 +1,142 @@
+// The AVX-512 VNNI qgemm variant: vpdpbusd (uint8 x int8, 4 products per int32 lane) on a
+// 6 x 64 int32 tile in zmm registers. Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+// and -ffp-contract=off (the float epilogue rounds after the multiply and after the add).
+// gcc 12 reports -W(maybe-)uninitialized inside its own AVX-512 headers at -O3 (the
+// _mm512_undefined_* pass-through operands, gcc bug 105593): silenced for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "qgemm.h"
+
+namespace onnxplex::mlas {
+
+namespace {
+
+constexpr size_t kPanel = 64, kVecs = 4;
+
+inline __m512i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <size_t R>
+void tile(const QgemmTile& t) {
+  __m512i acc[R][kVecs];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_si512();
+  }
+  const uint8_t* b = t.b;
+  const size_t steps = t.kp / 4;
+  for (size_t s = 0; s < steps; ++s, b += kPanel * 4) {
+    const __m512i b0 = _mm512_loadu_si512(b);
+    const __m512i b1 = _mm512_loadu_si512(b + 64);
+    const __m512i b2 = _mm512_loadu_si512(b + 128);
+    const __m512i b3 = _mm512_loadu_si512(b + 192);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) {
+      const __m512i a = bcast32(t.a + r * t.lda + s * 4);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], a, b0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, b1);
+      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], a, b2);
+      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], a, b3);
+    }
+  }
+#pragma GCC unroll 4
+  for (size_t v = 0; v < kVecs; ++v) {
+    const size_t col = v * 16;
+    if (col >= t.cols) break;
+    const size_t left = t.cols - col;
+    const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    const __m512i zp = _mm512_loadu_si512(t.b_zp + col);
+    const __m512i corr = _mm512_loadu_si512(t.b_corr + col);
+    __m512 scale = _mm512_setzero_ps(), bias = _mm512_setzero_ps();
+    if (t.c_f32 != nullptr) {
+      scale = _mm512_loadu_ps(t.scale + col);
+      if (t.bias != nullptr) bias = _mm512_loadu_ps(t.bias + col);
+    }
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) {
+      __m512i c = _mm512_add_epi32(acc[r][v],
+                                   _mm512_mullo_epi32(_mm512_set1_epi32(t.a_zp[r]), corr));
+      c = _mm512_sub_epi32(c, _mm512_mullo_epi32(zp, _mm512_set1_epi32(t.a_sum[r])));
+      if (t.c_i32 != nullptr) {
+        _mm512_mask_storeu_epi32(t.c_i32 + r * t.ldc + col, mask, c);
+      } else {
+        __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(c), scale);
+        if (t.bias != nullptr) f = _mm512_add_ps(f, bias);
+        _mm512_mask_storeu_ps(t.c_f32 + r * t.ldc + col, mask, f);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void qgemm_tile_avx512vnni(const QgemmTile& t) {
+  switch (t.rows) {
+    case 6: tile<6>(t); break;
+    case 5: tile<5>(t); break;
+    case 4: tile<4>(t); break;
+    case 3: tile<3>(t); break;
+    case 2: tile<2>(t); break;
+    default: tile<1>(t); break;
+  }
+}
+
+void minmax_avx512(const float* x, size_t n, float* lo, float* hi) {
+  __m512 l = _mm512_set1_ps(*lo), h = _mm512_set1_ps(*hi);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    l = _mm512_min_ps(l, v);
+    h = _mm512_max_ps(h, v);
+  }
+  if (i < n) {
+    const __mmask16 mask = __mmask16((1u << (n - i)) - 1);
+    l = _mm512_mask_min_ps(l, mask, l, _mm512_maskz_loadu_ps(mask, x + i));
+    h = _mm512_mask_max_ps(h, mask, h, _mm512_maskz_loadu_ps(mask, x + i));
+  }
+  // Lane loops instead of _mm512_reduce_*: gcc 12 warns (-Wuninitialized) inside those.
+  alignas(64) float ls[16], hs[16];
+  _mm512_store_ps(ls, l);
+  _mm512_store_ps(hs, h);
+  float lo_v = ls[0], hi_v = hs[0];
+  for (int j = 1; j < 16; ++j) {
+    lo_v = ls[j] < lo_v ? ls[j] : lo_v;
+    hi_v = hs[j] > hi_v ? hs[j] : hi_v;
+  }
+  *lo = lo_v;
+  *hi = hi_v;
+}
+
+void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_t* q,
+                         int32_t* sum) {
+  const __m512 s = _mm512_set1_ps(scale), z = _mm512_set1_ps(zp);
+  const __m512 lo = _mm512_set1_ps(-zp), hi = _mm512_set1_ps(255.0f - zp);
+  __m512i acc = _mm512_setzero_si512();
+  for (size_t i = 0; i < k; i += 16) {
+    const size_t left = k - i;
+    const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + i), s);
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    const __m512i u = _mm512_maskz_mov_epi32(mask, _mm512_cvtps_epi32(_mm512_add_ps(v, z)));
+    acc = _mm512_add_epi32(acc, u);
+    _mm_mask_storeu_epi8(q + i, mask, _mm512_cvtepi32_epi8(u));
+  }
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, acc);
+  int32_t total = 0;
+  for (int j = 0; j < 16; ++j) total += lanes[j];
+  *sum = total;
+}
+
+}  // namespace onnxplex::mlas
