@@ -44,6 +44,10 @@ _GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads
 _MIN_CHUNK_MACS = 1 << 20
 # Chunks per thread: a late worker then costs at most a fraction of the call.
 _CHUNKS_PER_THREAD = 2
+# matmul computes (B^T A^T)^T when A has 2 to this many rows and B this many times as many
+# columns.
+_WIDE_MAX_ROWS = 128
+_WIDE_RATIO = 4
 
 
 @functools.cache
@@ -206,9 +210,21 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     """``np.matmul(a, b)`` (``a [..., M, K]``, ``b [..., K, N]``) split over the pool along
     the larger of M and N; slices of C-ordered matrices keep BLAS-compatible strides, so no
     chunk copies. ``epilogue(out_chunk, rows, cols)`` runs on each chunk right after its GEMM
-    (cache-hot), in place."""
+    (cache-hot), in place. A 2-D product with few rows and many columns is computed
+    transposed (see ``_WIDE_RATIO``). Returns ``out`` (a new C-ordered array when None)."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
+    if (a.ndim == 2 and b.ndim == 2 and epilogue is None and m * _WIDE_RATIO <= n
+            and 2 <= m <= _WIDE_MAX_ROWS and a.dtype == b.dtype
+            and (out is None or out.flags.c_contiguous)):
+        # Few rows, many columns (a batch through a Linear layer): OpenBLAS is much faster
+        # on the transposed problem (0.67 vs 1.02 ms for 32x1024 @ 1024x1024); transposing
+        # the small result back is cheap.
+        t = matmul(b.T, a.T)
+        if out is None:
+            return np.ascontiguousarray(t.T)
+        np.copyto(out, t.T)
+        return out
     if out is None:
         shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n)
         out = np.empty(shape, dtype=np.result_type(a, b))

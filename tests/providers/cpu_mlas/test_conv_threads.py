@@ -128,3 +128,22 @@ def test_depthwise_banded_geometry(attrs, many_chunks):
     kshape = attrs.get("kernel_shape", [3, 3])
     check("Conv", [rand(2, 6, 5, 9), rand(6, 1, *kshape), rand(6)], opset=17, group=6,
           const_inputs=[1, 2], oracle="ort", **attrs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("transposed_b", [True, False])
+def test_matmul_wide_is_computed_transposed(threads, transposed_b, monkeypatch):
+    size = _blas.intra_threads()
+    _blas.configure_threads(threads)
+    monkeypatch.setattr(_blas, "_MIN_CHUNK_MACS", 1)
+    try:
+        a, w = rand(5, 12), rand(40, 12)
+        b = w.T if transposed_b else np.ascontiguousarray(w.T)
+        got = _blas.matmul(a, b)
+        assert got.flags.c_contiguous
+        np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+        out = np.empty((5, 40), np.float32)
+        assert _blas.matmul(a, b, out=out) is out
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    finally:
+        _blas.configure_threads(size)
