@@ -22,11 +22,12 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
+from ._native import native
 from ._registry import op
 from .elementwise import _sigmoid, _softplus
 from .linalg import make_gemm
 from .nn import _conv, _ConvWeights, to_compute
-from .quant import _centered
+from .quant import _centered, native_a_zero_point, native_pack_b, native_rows
 
 logger = logging.getLogger(__name__)
 
@@ -223,13 +224,34 @@ def _scale(a_scale, b_scale) -> np.ndarray:
     return (np.asarray(a_scale, _F32) * np.asarray(b_scale, _F32)).astype(_F32)
 
 
+def _b_scale(b_scale, n: int) -> np.ndarray | None:
+    """B's scale as the native epilogue takes it (1 or N values), or None for another form."""
+    s = np.asarray(b_scale, _F32)
+    return s.reshape(-1) if s.size in (1, n) else None
+
+
 @op("MatMulIntegerToFloat", since=1, domain=MS, dtypes={0: _Q8, 1: _Q8, 2: {TP.FLOAT}})
 def make_matmul_integer_to_float(node: NodeView, ctx: ProviderContext):
     """com.microsoft MatMulIntegerToFloat:
-    ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias`` (b scale/zp per column)."""
-    packed = _pack_b(node, 1, 5)
+    ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias`` (b scale/zp per column).
+    On the native integer GEMM (epilogue fused) when available, else on float BLAS."""
+    bi, zi = node.input(1), node.input(5)
+    native_b = native_pack_b(bi.const, None if zi is None else zi.const) \
+        if bi is not None and bi.is_const and (zi is None or zi.is_const) else None
+    packed = _pack_b(node, 1, 5) if native_b is None else None
+    threads = ctx.intra_op_num_threads
 
     def kernel(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
+        nb = native_b if native_b is not None or packed is not None else \
+            native_pack_b(b, b_zero_point)
+        if nb is not None:
+            ok, azp = native_a_zero_point(a_zero_point, a.shape, False)
+            scale = _scale(a_scale, b_scale)
+            if ok and scale.size in (1, nb.n) and (bias is None or np.size(bias) == nb.n):
+                y = native().qgemm_f32(native_rows(a), azp, nb, scale.reshape(-1),
+                                       None if bias is None else np.asarray(bias, _F32),
+                                       threads)
+                return y.reshape(a.shape[:-1] + (nb.n,))
         pb = packed if packed is not None else _PackedB(b, b_zero_point)
         af = _centered(a, a_zero_point, False)
         y = _float_int_matmul(af, pb.bf, pb.bmax)
@@ -258,19 +280,34 @@ def _dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.float32
 @op("DynamicQuantizeMatMul", since=1, domain=MS, dtypes={0: {TP.FLOAT}, 1: _Q8})
 def make_dynamic_quantize_matmul(node: NodeView, ctx: ProviderContext):
     """com.microsoft DynamicQuantizeMatMul: A quantized as DynamicQuantizeLinear (uint8),
-    then ``(A_q - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``."""
-    packed = _pack_b(node, 1, 3)
+    then ``(A_q - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``. On the native integer
+    GEMM (quantization, GEMM and epilogue in one call) when available, else on float BLAS."""
+    bi, zi = node.input(1), node.input(3)
+    native_b = native_pack_b(bi.const, None if zi is None else zi.const) \
+        if bi is not None and bi.is_const and (zi is None or zi.is_const) else None
+    packed = _pack_b(node, 1, 3) if native_b is None else None
     bias_info = node.input(4)
     bias_c = None if bias_info is None or not bias_info.is_const else \
         np.asarray(bias_info.const, _F32)
+    threads = ctx.intra_op_num_threads
 
     def kernel(a, b, b_scale, b_zero_point=None, bias=None):
+        bias_v = None if bias is None else (bias_c if bias_c is not None else
+                                            np.asarray(bias, _F32))
+        nb = native_b if native_b is not None or packed is not None else \
+            native_pack_b(b, b_zero_point)
+        if nb is not None:
+            bs = _b_scale(b_scale, nb.n)
+            if bs is not None and (bias_v is None or bias_v.size == nb.n):
+                x = native_rows(np.asarray(a, _F32))
+                y, _, _ = native().dynamic_qgemm_f32(x, nb, bs, bias_v, threads)
+                return y.reshape(a.shape[:-1] + (nb.n,))
         pb = packed if packed is not None else _PackedB(b, b_zero_point)
         af, a_scale, _ = _dynamic_quantize(a)
         y = _float_int_matmul(af, pb.bf, pb.bmax)
         y *= _scale(a_scale, b_scale)
-        if bias is not None:
-            y += bias_c if bias_c is not None else np.asarray(bias, _F32)
+        if bias_v is not None:
+            y += bias_v
         return y
 
     return kernel

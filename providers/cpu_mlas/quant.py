@@ -1,10 +1,14 @@
 """Quantization kernels for cpu_mlas: MatMulInteger, DynamicQuantizeLinear, QuantizeLinear,
 DequantizeLinear and com.microsoft MatMulNBits.
 
-Integer matmuls run on float BLAS and stay exact: operands are small integers, so a float32
+Integer matmuls run on the native integer GEMM (``_mlas_native``: AVX-512 VNNI, AVX2 or
+portable C++, B prepacked once per session) when the module is built and the operands have
+its shapes (2-D B, per-tensor or per-column B zero point, per-tensor or per-row A zero point).
+Otherwise they run on float BLAS and stay exact: operands are small integers, so a float32
 GEMM is exact while ``K * max|a| * max|b| < 2**24`` (every partial sum is an integer float32
-holds exactly) and float64 covers the rest. MatMulNBits dequantizes its constant weight once
-at session start into a float32 ``[K, N]`` matrix; each run is then one GEMM.
+holds exactly) and float64 covers the rest. Both paths give the same int32 results.
+MatMulNBits dequantizes its constant weight once at session start into a float32 ``[K, N]``
+matrix; each run is then one GEMM.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from onnx import TensorProto as TP
 from onnxplex import NodeView, ProviderContext
 from onnxplex._dtypes import np_dtype
 
+from ._native import native
 from ._registry import op
 
 logger = logging.getLogger(__name__)
@@ -79,16 +84,69 @@ def _exact_matmul(af: np.ndarray, bf: np.ndarray, bmax: float) -> np.ndarray:
     return np.asarray(y).astype(np.int32)
 
 
+_I8 = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None) -> Any | None:
+    """``b`` [K, N] (int8/uint8) packed for the native integer GEMM, or None when the module
+    is not available or the operands have another form (then the numpy path runs)."""
+    nat = native()
+    b = np.asarray(b)
+    if nat is None or b.ndim != 2 or b.dtype not in _I8:
+        return None
+    if zero_point is not None:
+        zero_point = np.asarray(zero_point)
+        if zero_point.dtype not in _I8 or zero_point.size not in (1, b.shape[1]):
+            return None
+        zero_point = zero_point.reshape(-1)
+    return nat.pack_b(b, zero_point)
+
+
+def native_a_zero_point(zp: np.ndarray | None, a_shape: tuple[int, ...],
+                        per_row: bool) -> tuple[bool, np.ndarray | None]:
+    """``(usable, zp)``: A's zero point as the native GEMM takes it (None, 1 value, or one per
+    row of the flattened ``[rows, K]`` A), or ``usable=False`` for a form it does not take."""
+    if zp is None:
+        return True, None
+    zp = np.asarray(zp)
+    if zp.dtype not in _I8:
+        return False, None
+    if zp.size == 1:
+        return True, zp.reshape(1)
+    if per_row and zp.ndim == 1 and len(a_shape) >= 2 and zp.size == a_shape[-2]:
+        return True, np.tile(zp, int(np.prod(a_shape[:-2], dtype=np.int64)))
+    return False, None
+
+
+def native_rows(a: np.ndarray) -> np.ndarray:
+    """``a [..., K]`` as a C-contiguous ``[rows, K]`` matrix."""
+    return np.ascontiguousarray(a).reshape(-1, a.shape[-1]) if a.ndim != 2 else \
+        np.ascontiguousarray(a)
+
+
 @op("MatMulInteger", since=10, dtypes={"T1": {TP.UINT8, TP.INT8}, "T2": {TP.UINT8, TP.INT8}})
 def make_matmul_integer(node: NodeView, ctx: ProviderContext):
-    """MatMulInteger: ``(A - a_zp) @ (B - b_zp)`` in int32, exactly, on float BLAS."""
+    """MatMulInteger: ``(A - a_zp) @ (B - b_zp)`` in int32, exactly (native integer GEMM, or
+    float BLAS)."""
     b_info, bzp_info = node.input(1), node.input(3)
     packed = None
+    native_b = None
+    threads = ctx.intra_op_num_threads
     if b_info is not None and b_info.is_const and (bzp_info is None or bzp_info.is_const):
-        bf = _centered(b_info.const, None if bzp_info is None else bzp_info.const, False)
-        packed = (bf, float(np.abs(bf).max()) if bf.size else 0.0)
+        bzp = None if bzp_info is None else bzp_info.const
+        native_b = native_pack_b(b_info.const, bzp)
+        if native_b is None:
+            bf = _centered(b_info.const, bzp, False)
+            packed = (bf, float(np.abs(bf).max()) if bf.size else 0.0)
 
     def kernel(a, b, a_zero_point=None, b_zero_point=None) -> np.ndarray:
+        pb = native_b if native_b is not None or packed is not None else \
+            native_pack_b(b, b_zero_point)
+        if pb is not None:
+            ok, azp = native_a_zero_point(a_zero_point, a.shape, True)
+            if ok:
+                y = native().qgemm_i32(native_rows(a), azp, pb, threads)
+                return y.reshape(a.shape[:-1] + (pb.n,))
         af = _centered(a, a_zero_point, True)
         if packed is not None:
             bf, bmax = packed

@@ -17,10 +17,11 @@ void register_qgemm(py::module_& m);
 
 // A C-contiguous view of an int8 or uint8 array; sets `is_signed`. Throws TypeError otherwise.
 inline py::array int8_array(const py::array& x, const char* what, bool& is_signed) {
+  // By kind and size: equal dtypes need not be the same object.
   const py::dtype dt = x.dtype();
-  if (dt.is(py::dtype::of<int8_t>())) {
+  if (dt.itemsize() == 1 && dt.kind() == 'i') {
     is_signed = true;
-  } else if (dt.is(py::dtype::of<uint8_t>())) {
+  } else if (dt.itemsize() == 1 && dt.kind() == 'u') {
     is_signed = false;
   } else {
     throw py::type_error(std::string(what) + " must be int8 or uint8");
