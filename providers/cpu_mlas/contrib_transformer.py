@@ -22,6 +22,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
+from . import _blas
 from ._registry import op
 from .nn import FLOATS, compute_dtype, to_compute
 from .normalization import _normalize_rows, make_layer_norm
@@ -199,7 +200,12 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
             perm = _fused_perm(b.ndim, tb, tbb)
             if perm:
                 b = b.transpose(perm)
-        y = np.matmul(a, b)
+        if a.ndim < 2 or b.ndim < 2:
+            y = np.matmul(a, b)
+        elif a.ndim > 2 and b.ndim == 2:
+            y = _blas.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
+        else:
+            y = _blas.matmul(a, b)
         if alpha != 1.0:
             y *= y.dtype.type(alpha)
         return y.astype(out_dtype, copy=False)
@@ -249,7 +255,7 @@ def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     """q [B,H,S,Dh], k [B,H,T,Dh], v [B,H,T,Dv] (compute dtype) -> [B, S, H*Dv] (contiguous)."""
     b, h, s, _ = q.shape
     dv = v.shape[-1]
-    scores = np.matmul(q, k.transpose(0, 1, 3, 2))
+    scores = _blas.matmul(q, k.transpose(0, 1, 3, 2))
     scores *= scores.dtype.type(scale)
     if mask is not None:
         scores += mask[:, None]
@@ -263,7 +269,7 @@ def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     # The heads' products land straight in the [B, S, H, Dv] result (BLAS writes with a row
     # stride of H*Dv): no transposing copy afterwards.
     y = np.empty((b, s, h, dv), dtype=probs.dtype)
-    np.matmul(probs, v, out=y.transpose(0, 2, 1, 3))
+    _blas.matmul(probs, v, out=y.transpose(0, 2, 1, 3))
     return y.reshape(b, s, h * dv)
 
 
@@ -314,9 +320,8 @@ def make_ms_attention(node: NodeView, ctx: ProviderContext):
             dq, dk, dv = (int(z) for z in sizes)
         else:
             dq = dk = dv = total_out // 3
-        qkv = to_compute(x).reshape(b * s, d_in) @ w
-        if bb is not None:
-            qkv += bb
+        qkv = _blas.matmul(to_compute(x).reshape(b * s, d_in), w, epilogue=None if bb is None
+                           else lambda o, r, c: np.add(o, bb[c], out=o))
         qkv = qkv.reshape(b, s, total_out)
         q = _heads(qkv[..., :dq], h)
         k = _heads(qkv[..., dq:dq + dk], h)

@@ -2,7 +2,9 @@
 
 Constant right-hand operands are prepared once (transposed view, alpha folded in, converted
 to float32 for half-precision models); half-precision products run in float32 and are cast
-back, as numpy has no BLAS for float16.
+back, as numpy has no BLAS for float16. GEMMs go through :func:`._blas.matmul`, which splits
+them over the intra-op pool (the BLAS itself is single-threaded); Gemm's constant C is added
+per chunk, while the chunk is still in cache.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
+from . import _blas
 from ._registry import op
 from .nn import FLOATS, to_compute
 
@@ -24,10 +27,14 @@ _EINSUM_T = FLOATS | _INTS | {TP.INT8, TP.INT16, TP.UINT8, TP.UINT16}
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.matmul``; an N-D ``a`` against a 2-D ``b`` becomes one large GEMM."""
+    """``np.matmul`` split over the intra-op pool; an N-D ``a`` against a 2-D ``b`` becomes
+    one large GEMM. 1-D operands (numpy's promotion rules) go to ``np.matmul`` as they are."""
+    if a.ndim < 2 or b.ndim < 2:
+        return np.asarray(np.matmul(a, b))
     if a.ndim > 2 and b.ndim == 2:
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[1],))
-    return np.asarray(np.matmul(a, b))
+        y = _blas.matmul(a.reshape(-1, a.shape[-1]), b)
+        return y.reshape(a.shape[:-1] + (b.shape[1],))
+    return _blas.matmul(a, b)
 
 
 # --------------------------------------------------------------------------------------------
@@ -73,7 +80,15 @@ def make_gemm(node: NodeView, ctx: ProviderContext):
         else:
             b_ = to_compute(b)
             b_ = b_.T if trans_b else b_
-        y = np.matmul(a_, b_)
+        m, n = a_.shape[0], b_.shape[1]
+        bias = None
+        if (c is not None and c_packed is not None and (alpha_folded or alpha == 1.0)
+                and np.result_type(a_, b_).kind == "f"):
+            bias = np.broadcast_to(c_packed, (m, n))  # added per chunk, cache-hot
+        y = _blas.matmul(a_, b_, epilogue=None if bias is None else (
+            lambda o, r, cols: np.add(o, bias[r, cols], out=o)))
+        if bias is not None:
+            return y.astype(out_dtype, copy=False)
         if y.dtype.kind != "f":  # integer Gemm: scale exactly when alpha/beta are 1
             if alpha != 1.0 or (c is not None and beta not in (0.0, 1.0)):
                 yf = alpha * y.astype(np.float64)
