@@ -23,6 +23,7 @@ from onnx import TensorProto as TP
 from onnxplex import NodeView, ProviderContext
 from onnxplex._dtypes import np_dtype
 
+from . import _blas
 from ._native import native
 from ._registry import op
 
@@ -400,7 +401,7 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
         w = w_packed if w_packed is not None else dequantize_nbits(
             b, scales, zero_points, k, n, bits, block_size)
         af = a.astype(_F32, copy=False).reshape(-1, k)
-        y = np.matmul(af, w)
+        y = _blas.matmul(af, w)  # split over the intra-op pool
         if bias is not None:
             y += bias_c if bias_c is not None else np.asarray(bias, dtype=_F32)
         return y.reshape(a.shape[:-1] + (n,)).astype(a.dtype, copy=False)
