@@ -33,3 +33,7 @@ def qgemm_f32(a: npt.NDArray[np.int8] | npt.NDArray[np.uint8],
 def dynamic_qgemm_f32(a: npt.NDArray[np.float32], b: PackedB, b_scale: npt.ArrayLike,
                       bias: npt.ArrayLike | None = None,
                       threads: int = 0) -> tuple[npt.NDArray[np.float32], float, int]: ...
+def dwconv_f32(x: npt.NDArray[np.float32], w: npt.NDArray[np.float32],
+               bias: npt.NDArray[np.float32] | None, y: npt.NDArray[np.float32],
+               strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
+               lo: float = ..., hi: float = ...) -> None: ...

@@ -4,8 +4,9 @@ GlobalAveragePool and GlobalMaxPool.
 Conv picks one of four strategies per call:
 
 * 1x1, stride 1, no padding: one batched matmul on the input as is (no copy);
-* depthwise (group == C_in == C_out): 2-D with narrow output rows, banded GEMMs per kernel
-  row (see :func:`_depthwise_banded`); otherwise a multiply-add per kernel tap;
+* depthwise (group == C_in == C_out): float32 2-D on the native kernel when ``_mlas_native``
+  is built (bias and Relu/Clip fused); else 2-D with narrow output rows as banded GEMMs per
+  kernel row (see :func:`_depthwise_banded`); otherwise a multiply-add per kernel tap;
 * stride 1 with many input channels per group: "shifted GEMMs", one BLAS matmul per kernel
   tap on a contiguous run of the padded input (no im2col buffer, see :class:`TapGrid`);
 * otherwise: im2col through a strided window view and one batched matmul, batch-chunked to
@@ -31,6 +32,7 @@ from onnx import TensorProto as TP
 from onnxplex import NodeView, ProviderContext
 
 from ._blas import intra_threads, matmul, parallel_for, split
+from ._native import native
 from ._registry import op
 from ._windows import TapGrid, auto_pads, ints, pad_constant, window_view
 
@@ -174,6 +176,12 @@ def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView, bias: np.ndarray | No
     pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
     if pointwise and not any(pb) and not any(pe):
         y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)
+    elif (cw.depthwise and c == g and len(kshape) == 2 and x.dtype == np.float32
+          and (all(s == 1 for s in strides) or out_sp[1] > _BANDED_MAX_WIDTH)
+          and (nat := native()) is not None and hasattr(nat, "dwconv_f32")):
+        # (narrow strided outputs: the banded GEMMs below beat the kernel's row loops)
+        y = _depthwise_native(nat.dwconv_f32, np.ascontiguousarray(x), cw, pb, dil, strides,
+                              out_sp, bias, z3, act, _clamp(node) if act is not None else None)
     elif cw.depthwise and c == g and len(kshape) == 2 and out_sp[1] <= _BANDED_MAX_WIDTH:
         y = _depthwise_banded(x, cw, pb, dil, strides, out_sp, ep)
     elif cw.depthwise and c == g:
@@ -277,6 +285,50 @@ def _shifted_gemms(grid: TapGrid, cw: _ConvWeights, ep: _Epilogue) -> np.ndarray
     y = grid.crop(y.reshape(n, cw.m, -1))
     if ep and late:
         ep(y.reshape(n, cw.m, -1))
+    return y
+
+
+def _clamp(node: NodeView) -> tuple[float, float] | None:
+    """A FusedConv activation that is a clamp (Relu, Clip) as ``(lo, hi)``, else None."""
+    kind = node.attr("activation", "")
+    kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+    if kind == "Relu":
+        return 0.0, math.inf
+    if kind == "Clip":
+        params = list(node.attr("activation_params", None) or ())
+        lo = params[0] if len(params) > 0 else -math.inf
+        hi = params[1] if len(params) > 1 else math.inf
+        return float(lo), float(hi)
+    return None
+
+
+def _depthwise_native(dwconv: Callable[..., None], x: np.ndarray, cw: _ConvWeights,
+                      pb: Sequence[int], dil: Sequence[int], strides: Sequence[int],
+                      out_sp: Sequence[int], bias: np.ndarray | None, z3: np.ndarray | None,
+                      act: Callable[[np.ndarray], object] | None,
+                      clamp: tuple[float, float] | None) -> np.ndarray:
+    """Float32 2-D depthwise on the native kernel (``_mlas_native.dwconv_f32``), channel
+    chunks over the pool; the bias and a clamp activation run inside the kernel, a Z input or
+    another activation on each chunk after it."""
+    n, c = x.shape[:2]
+    ho, wo = out_sp
+    w = cw.taps.reshape(c, *cw.kshape)
+    b = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+    fused = z3 is None and (act is None or clamp is not None)
+    lo, hi = clamp if fused and clamp is not None else (-math.inf, math.inf)
+    rest = None if fused else _Epilogue(None, z3, act)
+    y = np.empty((n, c, ho, wo), dtype=np.float32)
+    ranges = split(c, float(n) * c * ho * wo * w.shape[1] * w.shape[2], 4)
+
+    def chunk(i: int) -> None:
+        ch = slice(*ranges[i])
+        for k in range(n):
+            dwconv(x[k, ch], w[ch], None if b is None else b[ch], y[k, ch], tuple(strides),
+                   tuple(dil), (pb[0], pb[1]), lo, hi)
+        if rest is not None:
+            rest(y[:, ch].reshape(n, ch.stop - ch.start, -1), ch)
+
+    parallel_for(len(ranges), chunk)
     return y
 
 

@@ -4,9 +4,14 @@
 
 #include "bind_util.h"
 
+namespace onnxplex::mlas::bind {
+void register_dwconv(py::module_& m);  // register_dwconv.cpp
+}  // namespace onnxplex::mlas::bind
+
 PYBIND11_MODULE(_mlas_native, m) {
   m.doc() = "onnxplex cpu_mlas native kernels (x86 integer GEMM; portable elsewhere)";
   using namespace onnxplex::mlas::bind;
   register_common(m);  // cpu_features, isa, isa_available
   register_qgemm(m);   // PackedB, pack_b, qgemm_i32, qgemm_f32, dynamic_qgemm_f32
+  register_dwconv(m);  // dwconv_f32
 }

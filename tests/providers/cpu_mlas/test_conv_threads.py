@@ -12,7 +12,7 @@ import pytest
 
 from onnxplex.providers.cpu_mlas import _blas, nn
 
-from ._oracle import check
+from ._oracle import check, oracle_run
 from .test_nn import CONV_CASES
 
 ort.set_default_logger_severity(3)
@@ -147,3 +147,45 @@ def test_matmul_wide_is_computed_transposed(threads, transposed_b, monkeypatch):
         np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
     finally:
         _blas.configure_threads(size)
+
+
+_DW_NATIVE = {
+    "s1_pad": ((2, 6, 9, 11), dict(pads=[1, 1, 1, 1])),
+    "s2_asym": ((1, 6, 12, 13), dict(pads=[0, 1, 2, 1], strides=[2, 2])),
+    "dil_stride": ((1, 6, 14, 10), dict(pads=[2, 2, 2, 2], dilations=[2, 3], strides=[1, 2])),
+    "wide_rows": ((1, 4, 5, 70), dict(pads=[1, 1, 1, 1])),  # rows past the flat variant
+    "wide_s2": ((1, 4, 9, 140), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
+}
+
+
+@pytest.mark.skipif(nn.native() is None or not hasattr(nn.native(), "dwconv_f32"),
+                    reason="_mlas_native with dwconv_f32 not built")
+@pytest.mark.parametrize("act,with_z", [
+    (None, False), (("Relu", None), False), (("Clip", [-0.3, 0.4]), False),
+    (("Sigmoid", None), False), (("Relu", None), True), (("Sigmoid", None), True)],
+    ids=["conv", "relu", "clip", "sigmoid", "relu_z", "sigmoid_z"])
+@pytest.mark.parametrize("case", list(_DW_NATIVE))
+def test_depthwise_native(case, act, with_z, many_chunks):
+    xs, attrs = _DW_NATIVE[case]
+    c = xs[1]
+    inputs = [rand(*xs), rand(c, 1, 3, 3), rand(c)]
+    if act is None:
+        check("Conv", inputs, opset=17, group=c, const_inputs=[1, 2], oracle="ort", **attrs,
+              rtol=1e-4, atol=1e-5)
+        return
+    kind, params = act
+    fused = {"activation": kind, **({"activation_params": params} if params else {})}
+    if with_z:
+        want = oracle_run("Conv", inputs, opset=17, group=c, const_inputs=[1, 2],
+                          oracle="ort", **attrs)[0]
+        inputs.append(rand(*want.shape))
+    check("FusedConv", inputs, domain=MS, opset=17, group=c, const_inputs=(1, 2),
+          oracle="ort", **attrs, **fused, rtol=1e-4, atol=1e-5)
+
+
+def test_depthwise_numpy_paths_without_native(many_chunks, monkeypatch):
+    monkeypatch.setattr(nn, "native", lambda: None)
+    for xs, attrs in _DW_NATIVE.values():
+        c = xs[1]
+        check("Conv", [rand(*xs), rand(c, 1, 3, 3), rand(c)], opset=17, group=c,
+              const_inputs=[1, 2], oracle="ort", **attrs, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,33 @@
+// Depthwise 2-D float32 convolution (one filter per channel, NCHW) with the bias and a clamp
+// (Relu, Clip) fused. Knows nothing about Python.
+#pragma once
+
+#include <cstddef>
+
+namespace onnxplex::mlas {
+
+struct DwConvGeometry {
+  size_t h, w;    // input plane
+  size_t ho, wo;  // output plane
+  size_t kh, kw;  // kernel
+  size_t sh, sw;  // strides
+  size_t dh, dw;  // dilations
+  size_t pt, pl;  // top and left pads (bottom/right follow from the output size)
+};
+
+// y[c] = clamp(bias[c] + sum over taps of w[c, t] * x[c, tap window], lo, hi) for c in
+// [0, channels). x: [channels, h, w]; w: [channels, kh, kw]; bias: [channels] or nullptr;
+// y: [channels, ho, wo]; all C-contiguous. Pass lo = -inf, hi = +inf for no clamp; NaNs
+// propagate. Dispatches on the CPU (AVX-512, AVX2, portable).
+void dwconv_f32(const float* x, const float* w, const float* bias, float* y, size_t channels,
+                const DwConvGeometry& g, float lo, float hi);
+
+// The per-ISA variants (same contract); call dwconv_f32, which picks one.
+void dwconv_f32_portable(const float* x, const float* w, const float* bias, float* y,
+                         size_t channels, const DwConvGeometry& g, float lo, float hi);
+void dwconv_f32_avx2(const float* x, const float* w, const float* bias, float* y,
+                     size_t channels, const DwConvGeometry& g, float lo, float hi);
+void dwconv_f32_avx512(const float* x, const float* w, const float* bias, float* y,
+                       size_t channels, const DwConvGeometry& g, float lo, float hi);
+
+}  // namespace onnxplex::mlas
