@@ -41,7 +41,7 @@ _GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads
             "openblas_get_num_threads64_", "openblas_get_num_threads")
 
 # Below this many multiply-adds per chunk, waking a worker costs more than it saves.
-_MIN_CHUNK_MACS = 1 << 20
+_MIN_CHUNK_MACS = 4 << 20
 # Chunks per thread: a late worker then costs at most a fraction of the call.
 _CHUNKS_PER_THREAD = 2
 # matmul computes (B^T A^T)^T when A has 2 to this many rows and B this many times as many

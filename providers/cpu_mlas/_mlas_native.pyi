@@ -37,3 +37,6 @@ def dwconv_f32(x: npt.NDArray[np.float32], w: npt.NDArray[np.float32],
                bias: npt.NDArray[np.float32] | None, y: npt.NDArray[np.float32],
                strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
                lo: float = ..., hi: float = ...) -> None: ...
+def bias_act_f32(y: npt.NDArray[np.float32], bias: npt.NDArray[np.float32] | None,
+                 z: npt.NDArray[np.float32] | None, lo: float = ...,
+                 hi: float = ...) -> None: ...

@@ -137,18 +137,33 @@ class _ConvWeights:
 
 class _Epilogue:
     """Bias, then the sum input Z, then an in-place activation, on slices of the ``[N, M, L]``
-    output: run on each chunk right after it is computed, while it is in cache."""
+    output: run on each chunk right after it is computed, while it is in cache. Float32 with
+    no activation or a clamp one (``clamp``: Relu, Clip) runs as one pass of the native
+    ``bias_act_f32`` when ``_mlas_native`` is built; otherwise as numpy ufuncs."""
 
     def __init__(self, bias: np.ndarray | None, z: np.ndarray | None,
-                 act: Callable[[np.ndarray], object] | None) -> None:
+                 act: Callable[[np.ndarray], object] | None,
+                 clamp: tuple[float, float] | None = None) -> None:
         self.bias = None if bias is None else bias.reshape(-1, 1)
         self.z = z
         self.act = act
+        self._fn = None
+        nat = native()
+        if (nat is not None and hasattr(nat, "bias_act_f32") and (act is None or clamp)
+                and (bias is None or bias.dtype == np.float32)
+                and (z is None or z.dtype == np.float32)):
+            self._fn = nat.bias_act_f32
+            self._bias1 = None if bias is None else np.ascontiguousarray(bias).reshape(-1)
+            self._lo, self._hi = clamp if act is not None else (-math.inf, math.inf)
 
     def __bool__(self) -> bool:
         return self.bias is not None or self.z is not None or self.act is not None
 
     def __call__(self, y3: np.ndarray, ch: slice = _ALL, cols: slice = _ALL) -> None:
+        if self._fn is not None and y3.dtype == np.float32:
+            self._fn(y3, None if self._bias1 is None else self._bias1[ch],
+                     None if self.z is None else self.z[:, ch, cols], self._lo, self._hi)
+            return
         if self.bias is not None:
             y3 += self.bias[ch]
         if self.z is not None:
@@ -172,7 +187,7 @@ def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView, bias: np.ndarray | No
     if z is not None and z.shape == out_shape:
         z3 = to_compute(z).reshape(n, cw.m, length)
         z = None
-    ep = _Epilogue(bias, z3, act)
+    ep = _Epilogue(bias, z3, act, _clamp(node) if act is not None else None)
     pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
     if pointwise and not any(pb) and not any(pe):
         y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)

@@ -5,7 +5,7 @@
 #include "bind_util.h"
 
 namespace onnxplex::mlas::bind {
-void register_dwconv(py::module_& m);  // register_dwconv.cpp
+void register_conv(py::module_& m);  // register_conv.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -13,5 +13,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   using namespace onnxplex::mlas::bind;
   register_common(m);  // cpu_features, isa, isa_available
   register_qgemm(m);   // PackedB, pack_b, qgemm_i32, qgemm_f32, dynamic_qgemm_f32
-  register_dwconv(m);  // dwconv_f32
+  register_conv(m);    // dwconv_f32, bias_act_f32
 }

@@ -189,3 +189,17 @@ def test_depthwise_numpy_paths_without_native(many_chunks, monkeypatch):
         c = xs[1]
         check("Conv", [rand(*xs), rand(c, 1, 3, 3), rand(c)], opset=17, group=c,
               const_inputs=[1, 2], oracle="ort", **attrs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(nn.native() is None or not hasattr(nn.native(), "bias_act_f32"),
+                    reason="_mlas_native with bias_act_f32 not built")
+def test_native_epilogue_on_strided_chunks():
+    y = rand(2, 5, 30)
+    bias, z = rand(5), rand(2, 5, 30)
+    ep = nn._Epilogue(bias, z, lambda v: np.clip(v, -0.2, 0.3, out=v), (-0.2, 0.3))
+    want = np.clip(y + bias[:, None] + z, -0.2, 0.3)
+    ep(y[:, 1:4, 7:19], slice(1, 4), slice(7, 19))
+    np.testing.assert_allclose(y[:, 1:4, 7:19], want[:, 1:4, 7:19], rtol=1e-6)
+    nan = np.full((1, 1, 3), np.nan, np.float32)
+    nn._Epilogue(None, None, lambda v: v, (0.0, 1.0))(nan)
+    assert np.isnan(nan).all()

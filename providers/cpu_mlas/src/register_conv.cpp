@@ -1,0 +1,115 @@
+// Bindings of the convolution kernels (depthwise conv, epilogue): shape and dtype checks, GIL
+// released around compute.
+#include <pybind11/stl.h>
+
+#include <array>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "bind_util.h"
+#include "conv_epilogue.h"
+#include "dwconv.h"
+
+namespace onnxplex::mlas::bind {
+
+namespace {
+
+using F32 = py::array_t<float, py::array::c_style>;
+
+F32 f32(const py::array& a, const char* what, py::ssize_t ndim) {
+  if (!py::isinstance<F32>(a) || a.ndim() != ndim) {
+    throw py::type_error(std::string(what) + " must be a C-contiguous float32 array of rank " +
+                         std::to_string(ndim));
+  }
+  return a.cast<F32>();
+}
+
+// A float32 array of rank 3 whose last axis is contiguous; its two outer strides in elements.
+void rows3(const py::array& a, const char* what, std::ptrdiff_t strides[2]) {
+  if (!a.dtype().is(py::dtype::of<float>()) || a.ndim() != 3) {
+    throw py::type_error(std::string(what) + " must be a float32 array of rank 3");
+  }
+  if (a.shape(2) > 1 && a.strides(2) != static_cast<py::ssize_t>(sizeof(float))) {
+    throw py::value_error(std::string(what) + " must be contiguous along its last axis");
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (a.strides(i) % static_cast<py::ssize_t>(sizeof(float)) != 0) {
+      throw py::value_error(std::string(what) + " has unaligned strides");
+    }
+    strides[i] = a.strides(i) / static_cast<py::ssize_t>(sizeof(float));
+  }
+}
+
+// An optional bias of c float32 values: its data (kept alive by `keep`), or nullptr for None.
+const float* optional_bias(const py::object& b_in, size_t c, F32& keep) {
+  if (b_in.is_none()) return nullptr;
+  keep = f32(b_in.cast<py::array>(), "bias", 1);
+  if (static_cast<size_t>(keep.shape(0)) != c) throw py::value_error("bias must have C values");
+  return keep.data();
+}
+
+}  // namespace
+
+void register_conv(py::module_& m) {
+  m.def("bias_act_f32", [](py::array& y, const py::object& b_in, const py::object& z_in,
+                           float lo, float hi) {
+    std::ptrdiff_t ys[2], zs[2] = {0, 0};
+    rows3(y, "y", ys);
+    if (!y.writeable()) throw py::value_error("y must be writeable");
+    const auto n = static_cast<size_t>(y.shape(0)), c = static_cast<size_t>(y.shape(1)),
+               len = static_cast<size_t>(y.shape(2));
+    F32 b;
+    const float* bias = optional_bias(b_in, c, b);
+    const float* z = nullptr;
+    py::array za;
+    if (!z_in.is_none()) {
+      za = z_in.cast<py::array>();
+      rows3(za, "z", zs);
+      for (int i = 0; i < 3; ++i) {
+        if (za.shape(i) != y.shape(i)) throw py::value_error("z must have the shape of y");
+      }
+      z = static_cast<const float*>(za.data());
+    }
+    float* yp = static_cast<float*>(y.mutable_data());
+    py::gil_scoped_release release;
+    bias_act_f32(yp, ys, bias, z, zs, n, c, len, lo, hi);
+  }, py::arg("y"), py::arg("bias"), py::arg("z"),
+     py::arg("lo") = -std::numeric_limits<float>::infinity(),
+     py::arg("hi") = std::numeric_limits<float>::infinity(),
+     "In place: y [N, C, L] (last axis contiguous) = clamp(y + bias[C] + z, lo, hi); bias and "
+     "z may be None.");
+
+  m.def("dwconv_f32", [](const py::array& x_in, const py::array& w_in, const py::object& b_in,
+                         py::array& y_in, std::array<size_t, 2> strides,
+                         std::array<size_t, 2> dilations, std::array<size_t, 2> pads,
+                         float lo, float hi) {
+    const F32 x = f32(x_in, "x", 3), w = f32(w_in, "w", 3);
+    F32 y = f32(y_in, "y", 3);
+    const size_t c = static_cast<size_t>(x.shape(0));
+    if (static_cast<size_t>(w.shape(0)) != c || static_cast<size_t>(y.shape(0)) != c) {
+      throw py::value_error("x, w and y must have the same number of channels");
+    }
+    F32 b;
+    const float* bias = optional_bias(b_in, c, b);
+    if (strides[0] == 0 || strides[1] == 0 || dilations[0] == 0 || dilations[1] == 0) {
+      throw py::value_error("strides and dilations must be positive");
+    }
+    DwConvGeometry g{static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+                     static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)),
+                     static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)),
+                     strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1]};
+    const float* xp = x.data();
+    const float* wp = w.data();
+    float* yp = y.mutable_data();
+    py::gil_scoped_release release;
+    dwconv_f32(xp, wp, bias, yp, c, g, lo, hi);
+  }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), py::arg("strides"),
+     py::arg("dilations"), py::arg("pads"),
+     py::arg("lo") = -std::numeric_limits<float>::infinity(),
+     py::arg("hi") = std::numeric_limits<float>::infinity(),
+     "Depthwise 2-D conv of x [C, H, W] with w [C, kh, kw] into y [C, Ho, Wo] (written), "
+     "bias [C] or None, begin pads (top, left), then clamp to [lo, hi].");
+}
+
+}  // namespace onnxplex::mlas::bind
