@@ -5,8 +5,10 @@ first run, warm up, then time a number of runs (``repetitions``) or runs for a w
 (``duration``) and report throughput and latency percentiles. With ``compare_onnxruntime``
 the same inputs also go through an onnxruntime session in the same process, the two runs
 alternating (and swapping order every iteration) so that both see the same machine state; the
-report gives the ratio of the medians and the largest output difference. onnxruntime is then
-imported on demand: it is a benchmark peer, not a dependency.
+report gives the ratio of the medians and the largest output difference. onnxruntime's thread
+spinning is turned off in that mode (its spinning workers would steal the cores from the
+alternating onnxplex runs). onnxruntime is imported on demand: a benchmark peer, not a
+dependency.
 """
 
 from __future__ import annotations
@@ -163,6 +165,11 @@ def _load_onnxruntime():
 def _ort_session(ort, model: str | bytes, level: str, intra: int, inter: int):
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    # Runs alternate in one process: onnxruntime's worker threads would otherwise busy-wait
+    # after each of its runs and take the cores from the onnxplex run that follows (and
+    # onnxplex's pool sleeps, it never spins): both engines get sleeping workers.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     if intra:
         so.intra_op_num_threads = intra
     if inter:
