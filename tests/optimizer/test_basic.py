@@ -118,6 +118,44 @@ def test_failing_pass_is_rolled_back_with_a_warning(caplog):
         _optimizer.PASSES.pop()
 
 
+def test_passes_share_one_snapshot_unless_one_fails(monkeypatch):
+    import onnx_ir as ir
+
+    clones = []
+    real_clone = ir.Graph.clone
+
+    def counting_clone(self, *a, **kw):
+        clones.append(1)
+        return real_clone(self, *a, **kw)
+
+    monkeypatch.setattr(ir.Graph, "clone", counting_clone)
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["x"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    _same(_model(nodes, [X], [Y]), FEED)
+    optimistic = len(clones)
+    assert optimistic == 1  # one for all the basic passes, not one per pass
+
+    ran = []
+
+    def late_failure(ctx):
+        ran.append(1)
+        raise RuntimeError("late bug")
+
+    _optimizer.PASSES.append(_optimizer.Pass("late failing test pass", 1, late_failure))
+    try:
+        clones.clear()
+        off, on = _same(_model(nodes, [X], [Y]), FEED)
+        # restored, then redone pass by pass: the earlier passes still applied (CSE merged
+        # the two Relus), the failing one rolled back on its own
+        assert _ops(on) == ["Relu", "Add"] and len(ran) == 2
+        basic = sum(p.level == 1 for p in _optimizer.PASSES)
+        assert len(clones) == 1 + basic  # the failed shared run, then one per pass
+        report = {r.name: r for r in on._optimizer_reports}
+        assert report["late failing test pass"].skipped == "RuntimeError: late bug"
+    finally:
+        _optimizer.PASSES.pop()
+
+
 def test_verify_mode_rolls_back_a_pass_that_changes_results():
     def wrong(ctx):
         node = next(n for n in ctx.model.graph if n.op_type == "Relu")
