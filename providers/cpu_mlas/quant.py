@@ -375,7 +375,9 @@ def dequantize_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray 
     q -= zp
     q *= sc
     w = q.reshape(n, k_blocks * block_size)[:, :k]
-    return np.ascontiguousarray(w.T)
+    # [K, N] as a view of the C-ordered [N, K] rows (no transposing copy): BLAS reads either
+    # order, and _blas.matmul's few-row path multiplies with exactly these rows
+    return np.ascontiguousarray(w).T
 
 
 @op("MatMulNBits", domain="com.microsoft", since=1,
