@@ -41,3 +41,23 @@ def test_attention_split():
     mask[1, 40:] = 0
     check("Attention", [x, w, bias, mask], domain=MS, const_inputs=(1, 2), rtol=1e-5,
           atol=1e-5, num_heads=4)
+
+
+def test_few_row_product_runs_transposed_and_still_applies_the_epilogue():
+    from onnxplex.providers.cpu_mlas import _blas
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((8, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 512)).astype(np.float32)
+    bias = rng.standard_normal(512).astype(np.float32)
+    seen = []
+
+    def add_bias(o, rows, cols):
+        seen.append((rows, cols))
+        np.add(o, bias[cols], out=o)
+
+    for bb in (b, np.ascontiguousarray(b.T).T):  # C-ordered, and a [K, N] view of [N, K] rows
+        seen.clear()
+        y = _blas.matmul(a, bb, epilogue=add_bias)
+        np.testing.assert_allclose(y, a @ b + bias, rtol=1e-5, atol=1e-5)
+        assert y.flags.c_contiguous and seen == [(slice(None), slice(None))]
