@@ -310,6 +310,27 @@ def quantize_dynamic_model(model_proto: onnx.ModelProto, tmp_path, weight_type: 
     return onnx.load(str(dst))
 
 
+def quantize_nbits(w: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """float [K, N] -> com.microsoft MatMulNBits (bits=4, symmetric, zero point 8) B, scales."""
+    k, n = w.shape
+    wb = w.T.reshape(n, k // block, block)
+    scales = np.abs(wb).max(-1) / 7
+    scales[scales == 0] = 1
+    q = (np.clip(np.rint(wb / scales[..., None]), -8, 7) + 8).astype(np.uint8)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    return packed, scales.astype(np.float32).reshape(-1)
+
+
+def dynamic_int8_bound(x: np.ndarray, w_i8: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """How far a Kleidi dynamic-int8 result (activations quantized per row to int8) may be
+    from ONNX's (per tensor, uint8): half an activation step of each, times the column's
+    sum |w| * scale; ``x`` [M, K], ``w_i8`` [K, N] -> bound [M, N]."""
+    s_row = (np.maximum(x.max(1), 0) - np.minimum(x.min(1), 0)) / 255
+    s_tensor = (max(x.max(), 0) - min(x.min(), 0)) / 255
+    colsum = (np.abs(w_i8.astype(np.float64)) * scales).sum(0)
+    return 0.5 * (s_row[:, None] + s_tensor) * colsum[None, :] * 1.01 + 1e-5
+
+
 # --------------------------------------------------------------------------------------------
 # Small CNNs for the concurrency tests
 # --------------------------------------------------------------------------------------------

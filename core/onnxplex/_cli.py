@@ -69,8 +69,9 @@ def _cmd_providers(args: argparse.Namespace) -> int:
         why = entry.availability()
         opt_in = False
         try:
-            opt_in = bool(entry.load().opt_in)
-            info = entry.load().describe()
+            cls = entry.load()
+            opt_in = bool(cls.opt_in)
+            info = cls.describe()
         except Exception as e:  # noqa: BLE001 - describe is informational
             info = {"describe_error": f"{type(e).__name__}: {e}"}
         rows.append({"name": name, "available": why.ok, "reason": why.reason, "opt_in": opt_in,

@@ -317,7 +317,7 @@ class KleidiSme2Provider(ExecutionProvider):
                 return self._compile_conv1x1(mod, w, bias, lo, hi, t)
             return self._compile_conv(mod, node, w, bias, lo, hi, t)
         if op == "DynamicQuantizeMatMul":
-            packed = self._pack_qsi8cx(mod, node, 1, 2, 4)
+            packed = self._pack_qsi8cx(mod, node.input(1), node.input(2), node.input(4))
             return _gemm_runner(mod.qgemm_qsi8cx, packed, self._clamp_kw(lo, hi), t)
         if op == "MatMulNBits":
             return self._compile_nbits(mod, node, t)
@@ -378,13 +378,14 @@ class KleidiSme2Provider(ExecutionProvider):
 
         return run
 
-    def _pack_qsi8cx(self, mod, node: NodeView, bi: int, si: int, biasi: int):
-        w = np.ascontiguousarray(node.input(bi).const, np.int8)
+    def _pack_qsi8cx(self, mod, weight, scale, bias):
+        """Pack a constant int8 [K, N] weight with its per-tensor or per-column scale and an
+        optional bias (ValueInfos) for the dynamic int8 kernel."""
+        w = np.ascontiguousarray(weight.const, np.int8)
         n = w.shape[1]
-        scales = np.ascontiguousarray(
-            np.broadcast_to(np.asarray(node.input(si).const, _F32).reshape(-1), (n,)))
-        bias = _opt_vec(node.input(biasi), n)
-        return mod.pack_qsi8cx(w, scales, bias, variant=self.variant("qgemm_qsi8cx"))
+        scales = _opt_vec(scale, n)
+        return mod.pack_qsi8cx(w, scales, _opt_vec(bias, n),
+                               variant=self.variant("qgemm_qsi8cx"))
 
     def _compile_nbits(self, mod, node: NodeView, t) -> Callable:
         k, n = int(node.attr("K")), int(node.attr("N"))
@@ -409,12 +410,7 @@ class KleidiSme2Provider(ExecutionProvider):
                 raise ValueError(g)
             runners: dict[str, Callable] = {}
             for c in g.chains:
-                w = np.ascontiguousarray(c.weight.const, np.int8)
-                n = w.shape[1]
-                scales = np.ascontiguousarray(
-                    np.broadcast_to(np.asarray(c.scale.const, _F32).reshape(-1), (n,)))
-                packed = mod.pack_qsi8cx(w, scales, _opt_vec(c.bias, n),
-                                         variant=self.variant("qgemm_qsi8cx"))
+                packed = self._pack_qsi8cx(mod, c.weight, c.scale, c.bias)
                 runners[c.output] = _gemm_runner(mod.qgemm_qsi8cx, packed, {}, self._threads)
             missing = [o for o in outs if o not in runners]
             if missing:

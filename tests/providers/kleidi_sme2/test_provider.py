@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pytest
+from models import dynamic_int8_bound, quantize_nbits
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxplex
@@ -177,16 +178,6 @@ def test_gemm_mlp():
 # ---- int4 MatMulNBits MLP --------------------------------------------------------------------
 
 
-def quantize_nbits(w: np.ndarray, block: int):
-    """float [K, N] -> onnxruntime MatMulNBits (bits=4, symmetric, zero point 8) B, scales."""
-    k, n = w.shape
-    wb = w.T.reshape(n, k // block, block)
-    scales = np.abs(wb).max(axis=2) / 7
-    scales[scales == 0] = 1
-    q = (np.clip(np.rint(wb / scales[..., None]), -8, 7) + 8).astype(np.uint8)
-    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
-    return packed, scales.astype(F32).reshape(-1)
-
 
 def _nbits_mlp(block1, block2, zp=False):
     rng = np.random.default_rng(6)
@@ -247,13 +238,6 @@ def test_matmulnbits_block_sizes():
 # ---- dynamic int8 ----------------------------------------------------------------------------
 
 
-def _dq_bound(x, w_i8, scales):
-    """Both sides quantize activations: cpu_mlas per tensor (uint8), Kleidi per row (int8)."""
-    s_row = (np.maximum(x.max(1), 0) - np.minimum(x.min(1), 0)) / 255
-    s_tensor = (max(x.max(), 0) - min(x.min(), 0)) / 255
-    colsum = (np.abs(w_i8.astype(np.float64)) * scales).sum(0)
-    return 0.5 * (s_row[:, None] + s_tensor) * colsum[None, :] * 1.01 + 1e-5
-
 
 def test_dynamic_quantize_matmul():
     rng = np.random.default_rng(9)
@@ -274,7 +258,7 @@ def test_dynamic_quantize_matmul():
     assert "uint8 (asymmetric)" in _declined_by_kleidi(pl["dqmm_u8"])
     x = rng.standard_normal((3, 6, kk)).astype(F32)
     got, want = k.run(None, {"x": x})[0], c.run(None, {"x": x})[0]
-    bound = _dq_bound(x.reshape(-1, kk), w, sc).reshape(3, 6, n)
+    bound = dynamic_int8_bound(x.reshape(-1, kk), w, sc).reshape(3, 6, n)
     assert np.all(np.abs(got - want) <= bound)
 
 
@@ -299,7 +283,7 @@ def test_dynamic_quantize_linear_and_matmul_integer_to_float_group():
     x = rng.standard_normal((4, kk)).astype(F32)
     got, want = k.run(None, {"x": x}), c.run(None, {"x": x})
     for g, wv, w in zip(got, want, ws):
-        assert np.all(np.abs(g - wv) <= _dq_bound(x, w, sc))
+        assert np.all(np.abs(g - wv) <= dynamic_int8_bound(x, w, sc))
 
 
 # ---- provider plumbing -----------------------------------------------------------------------
@@ -448,7 +432,7 @@ def test_unfused_dynamic_quantize_pattern_is_one_group(level):
     x = rng.standard_normal((4, kk)).astype(F32)
     got, want = k.run(None, {"x": x}), c.run(None, {"x": x})
     for g, wv, w, s in zip(got, want, (w0, w1), (s0, s1)):
-        assert np.all(np.abs(g - wv) <= _dq_bound(x, w, s))
+        assert np.all(np.abs(g - wv) <= dynamic_int8_bound(x, w, s))
 
 
 @pytest.mark.parametrize("kw, reason", [

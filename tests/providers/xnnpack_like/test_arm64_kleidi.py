@@ -14,6 +14,7 @@ import platform
 
 import numpy as np
 import pytest
+from models import dynamic_int8_bound, quantize_nbits
 from onnx import helper
 
 from onnxplex import GraphOptimizationLevel
@@ -21,7 +22,7 @@ from onnxplex import GraphOptimizationLevel
 from ._helpers import XP, assert_rel, model, notes, pair, run_both, session, vi
 from .cnn_models import mobilenetv2, to_float16
 from .conftest import FORCE
-from .test_quant import _quantize_dynamic_chain, dq_bound, quantize_nbits
+from .test_quant import _quantize_dynamic_chain
 
 pytestmark = pytest.mark.skipif(
     platform.machine().lower() not in ("aarch64", "arm64"),
@@ -81,7 +82,7 @@ def test_dynamic_int8_chain_uses_the_selected_variant():
     feed = {"x": rng.standard_normal((5, 40)).astype(F32)}
     (y, yc), = run_both(x, c, feed)
     if want.startswith("kleidi:"):
-        assert np.all(np.abs(y - yc) <= dq_bound(feed["x"], w, ws))
+        assert np.all(np.abs(y - yc) <= dynamic_int8_bound(feed["x"], w, ws))
     else:
         np.testing.assert_array_equal(y, yc)
 

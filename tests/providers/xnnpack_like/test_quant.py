@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from models import dynamic_int8_bound, quantize_nbits
 from onnx import helper
 
 from ._helpers import XP, model, notes, pair, placements, run_both, vi
 
 F32 = np.float32
-
-def dq_bound(x: np.ndarray, w_i8: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Per-row int8 (Kleidi) vs per-tensor uint8 (ONNX) activation quantization: half a step
-    of each, times the column's sum |w|."""
-    s_row = (np.maximum(x.max(1), 0) - np.minimum(x.min(1), 0)) / 255
-    s_tensor = (max(x.max(), 0) - min(x.min(), 0)) / 255
-    colsum = (np.abs(w_i8.astype(np.float64)) * scales).sum(0)
-    return 0.5 * (s_row[:, None] + s_tensor) * colsum[None, :] * 1.01 + 1e-5
 
 
 def test_dynamic_quantize_matmul(kleidi):
@@ -48,7 +41,7 @@ def test_dynamic_quantize_matmul(kleidi):
     (y, yc), (y2, y2c) = run_both(x, c, feed)
     np.testing.assert_array_equal(y2, y2c)          # own path: ONNX semantics, exactly
     if kleidi:
-        bound = dq_bound(feed["x"].reshape(-1, k), w, sc).reshape(3, 6, n)
+        bound = dynamic_int8_bound(feed["x"].reshape(-1, k), w, sc).reshape(3, 6, n)
         assert np.all(np.abs(y - yc) <= bound)
     else:
         np.testing.assert_array_equal(y, yc)
@@ -92,7 +85,7 @@ def test_dynamic_quantize_linear_matmul_integer_chain(kleidi):
     feed = {"x": rng.standard_normal((5, 40)).astype(F32)}
     (y, yc), = run_both(x, c, feed)
     if kleidi:
-        assert np.all(np.abs(y - yc) <= dq_bound(feed["x"], w, ws))
+        assert np.all(np.abs(y - yc) <= dynamic_int8_bound(feed["x"], w, ws))
     else:
         np.testing.assert_array_equal(y, yc)
 
@@ -114,19 +107,10 @@ def test_matmul_integer_to_float_group(kleidi):
     feed = {"x": rng.standard_normal((4, k)).astype(F32)}
     for (g, want), w in zip(run_both(x, c, feed), ws):
         if kleidi:
-            assert np.all(np.abs(g - want) <= dq_bound(feed["x"], w, sc))
+            assert np.all(np.abs(g - want) <= dynamic_int8_bound(feed["x"], w, sc))
         else:
             np.testing.assert_array_equal(g, want)
 
-
-def quantize_nbits(w: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric 4-bit blocks (zero point 8) of a [K, N] weight, in MatMulNBits' layout."""
-    k, n = w.shape
-    wb = w.T.reshape(n, k // block, block)
-    scales = np.abs(wb).max(-1) / 7
-    scales[scales == 0] = 1
-    q = (np.clip(np.rint(wb / scales[..., None]), -8, 7) + 8).astype(np.uint8)
-    return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8), scales.astype(F32).reshape(-1)
 
 
 @pytest.mark.parametrize("block", [32, 16])
