@@ -23,10 +23,16 @@ from ._errors import (
     UnsupportedModelError,
 )
 from ._graph import GraphView, Model, NodeView, Subgraph, ValueInfo, load_model
-from ._partition import NodePlacement, Partition, PartitionPlan, convex_groups
-from ._plugins import (
+from ._iobinding import IOBinding
+from ._ortcompat import (
     get_all_providers,
     get_available_providers,
+    get_version_string,
+    set_default_logger_severity,
+)
+from ._ortvalue import OrtValue
+from ._partition import NodePlacement, Partition, PartitionPlan, convex_groups
+from ._plugins import (
     hookimpl,
     hookspec,
     plugin_problems,
@@ -47,6 +53,7 @@ from ._provider import (
 )
 from ._session import (
     ExecutionMode,
+    ExecutionOrder,
     GraphOptimizationLevel,
     InferenceSession,
     ModelMetadata,
@@ -65,11 +72,16 @@ __all__ = [
     "RunOptions",
     "GraphOptimizationLevel",
     "ExecutionMode",
+    "ExecutionOrder",
     "NodeArg",
     "ModelMetadata",
+    "OrtValue",
+    "IOBinding",
     "get_device",
     "get_available_providers",
     "get_all_providers",
+    "set_default_logger_severity",
+    "get_version_string",
     # provider contract
     "API_VERSION",
     "ExecutionProvider",

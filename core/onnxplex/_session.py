@@ -13,6 +13,7 @@ import enum
 import json
 import logging
 import os
+import re
 import threading
 import time
 import warnings
@@ -37,7 +38,10 @@ from ._errors import (
 )
 from ._functions import expand_nodes
 from ._graph import Model, Subgraph, ValueInfo, load_model
+from ._iobinding import IOBinding
 from ._optimizer import optimize
+from ._ortcompat import ORT_EXECUTION_PROVIDERS, ProviderNames, ProviderOptionsByName
+from ._ortvalue import OrtValue
 from ._partition import PartitionPlan, partition
 from ._plugins import (
     DEFAULT_PROVIDER,
@@ -50,6 +54,7 @@ from ._provider import ExecutionProvider, ProviderContext
 __all__ = [
     "GraphOptimizationLevel",
     "ExecutionMode",
+    "ExecutionOrder",
     "SessionOptions",
     "RunOptions",
     "NodeArg",
@@ -80,12 +85,33 @@ class ExecutionMode(enum.IntEnum):
     ORT_PARALLEL = 1
 
 
-_SEVERITY_TO_LOGGING = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING,
-                        3: logging.ERROR, 4: logging.CRITICAL}
+class ExecutionOrder(enum.IntEnum):
+    """onnxruntime's node orderings; onnxplex runs a topological order whichever is set."""
+
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
 
 
-class SessionOptions:
-    """Session settings, with onnxruntime's attribute names and defaults."""
+class _Settings:
+    """Options objects whose attributes are fixed once built: assigning an unknown one (a typo
+    such as ``intra_op_threads``) raises AttributeError, as onnxruntime's options do."""
+
+    _sealed = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._sealed and not name.startswith("_") and name not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        object.__setattr__(self, name, value)
+
+
+class SessionOptions(_Settings):
+    """Session settings, with onnxruntime's attribute names and defaults.
+
+    ``log_severity_level`` -1 means the default logger's severity
+    (``set_default_logger_severity``); 0 also logs the placement report. ``execution_order``
+    and the memory/arena switches are accepted for compatibility and change nothing.
+    """
 
     def __init__(self) -> None:
         self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -95,14 +121,17 @@ class SessionOptions:
         self.optimized_model_filepath = ""
         self.enable_profiling = False
         self.profile_file_prefix = "onnxplex_profile"
-        self.log_severity_level = 2
+        self.log_severity_level = -1
         self.log_verbosity_level = 0
         self.logid = ""
         self.enable_cpu_mem_arena = True
         self.enable_mem_pattern = True
         self.enable_mem_reuse = True
         self.use_deterministic_compute = False
+        self.use_per_session_threads = True
+        self.execution_order = ExecutionOrder.DEFAULT
         self._config: dict[str, str] = {}
+        self._sealed = True
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Set a session configuration entry (e.g. ``session.disable_cpu_ep_fallback``)."""
@@ -115,6 +144,17 @@ class SessionOptions:
         except KeyError:
             raise InvalidArgumentError(f"session config entry {key!r} is not set") from None
 
+    def has_providers(self) -> bool:
+        """Always False: providers are chosen with ``InferenceSession(providers=...)``."""
+        return False
+
+    def register_custom_ops_library(self, library_path: str) -> None:
+        """Not supported: onnxruntime custom-op libraries are native code for onnxruntime."""
+        raise InvalidArgumentError(
+            f"cannot load custom op library {library_path!r}: onnxplex does not load "
+            "onnxruntime custom-op libraries; run custom ops through an execution provider "
+            "(see docs/writing-a-provider.md)")
+
     def _copy(self) -> SessionOptions:
         other = SessionOptions()
         other.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_config"})
@@ -122,22 +162,28 @@ class SessionOptions:
         return other
 
 
-class RunOptions:
+class RunOptions(_Settings):
     """Per-run settings; ``terminate = True`` cancels runs using this object."""
 
     def __init__(self) -> None:
-        self.log_severity_level = 2
+        self.log_severity_level = -1
         self.log_verbosity_level = 0
         self.logid = ""
         self.terminate = False
         self.only_execute_path_to_fetches = False
         self._config: dict[str, str] = {}
+        self._sealed = True
 
     def add_run_config_entry(self, key: str, value: str) -> None:
+        """Set a run configuration entry (kept; onnxplex reads none yet)."""
         self._config[str(key)] = str(value)
 
     def get_run_config_entry(self, key: str) -> str:
-        return self._config[key]
+        """The value of a run configuration entry; an error when unset (as onnxruntime)."""
+        try:
+            return self._config[key]
+        except KeyError:
+            raise InvalidArgumentError(f"run config entry {key!r} is not set") from None
 
 
 @dataclass(frozen=True)
@@ -170,13 +216,37 @@ def get_device() -> str:
     return "CPU"
 
 
-def _node_arg(info: ValueInfo) -> NodeArg:
+def _node_arg(info: ValueInfo, ir_type: Any = None,
+              declared: frozenset[str] = frozenset()) -> NodeArg:
+    """``declared``: the symbolic dims the model's inputs name; other ``unk__N`` names were
+    made up by onnx shape inference and show as ``None`` (unknown), as in onnxruntime."""
     if info.kind == "tensor":
         typ = type_string(info.elem_type) if info.elem_type is not None else "tensor(undefined)"
-    else:
-        typ = info.kind
-    shape = [] if info.shape is None else list(info.shape)
+        shape = [] if info.shape is None else [
+            None if isinstance(d, str) and d not in declared and _INFERRED_DIM.fullmatch(d)
+            else d for d in info.shape]
+    else:  # onnxruntime gives sequences, maps and optionals no shape
+        typ = _ort_type(ir_type) if ir_type is not None else info.kind
+        shape = []
     return NodeArg(info.name, typ, shape)
+
+
+_INFERRED_DIM = re.compile(r"unk__\d+")
+
+
+def _ort_type(typ: Any) -> str:
+    """onnxruntime's spelling of an onnx-ir type: ``seq(tensor(float))``,
+    ``optional(tensor(int64))``, ``sparse_tensor(float)``."""
+    kind = type(typ).__name__
+    if kind == "TensorType":
+        return type_string(typ.dtype.value)
+    if kind == "SparseTensorType":
+        return f"sparse_{type_string(typ.dtype.value)}"
+    if kind == "SequenceType":
+        return f"seq({_ort_type(typ.elem_type)})"
+    if kind == "OptionalType":
+        return f"optional({_ort_type(typ.elem_type)})"
+    return kind.replace("Type", "").lower()
 
 
 class InferenceSession:
@@ -201,10 +271,14 @@ class InferenceSession:
         self._profile: list[dict[str, Any]] | None = [] if self._options.enable_profiling else None
         self._profile_t0 = time.perf_counter_ns()
         t0 = time.perf_counter_ns()
+        self._source = path_or_bytes  # set_providers builds the session again from it
+        self._profile_start_ns = time.time_ns() if self._profile is not None else 0
         model = load_model(path_or_bytes)
         self._meta = _metadata(model)
         self._inputs = self._describe_inputs(model)
-        self._outputs = [_node_arg(model.value_info(v.name)) for v in model.graph.outputs]
+        named = frozenset(d for a in self._inputs for d in a.shape if isinstance(d, str))
+        self._outputs = [_node_arg(model.value_info(v.name), v.type, named)
+                         for v in model.graph.outputs]
         self._input_infos = {a.name: model.value_info(a.name) for a in self._inputs}
         self._overridable = [_node_arg(model.value_info(v.name)) for v in model.graph.inputs
                              if v.name in model.overridable]
@@ -215,7 +289,10 @@ class InferenceSession:
     # ----------------------------------------------------------------------------- building
 
     def _describe_inputs(self, model: Model) -> list[NodeArg]:
-        return [_node_arg(model.value_info(n)) for n in model.input_names]
+        types = {v.name: v.type for v in model.graph.inputs}
+        named = frozenset(d.value for v in model.graph.inputs for d in (v.shape or ())
+                          if isinstance(getattr(d, "value", None), str))
+        return [_node_arg(model.value_info(n), types.get(n), named) for n in model.input_names]
 
     def _resolve_providers(self, providers, provider_options) -> list[tuple[str, dict, bool]]:
         """-> [(canonical name, options, explicitly requested)] in priority order."""
@@ -248,7 +325,17 @@ class InferenceSession:
                 names = [(n, {**o, **dict(po)}) for (n, o), po in zip(names, provider_options)]
         out: list[tuple[str, dict, bool]] = []
         for name, opts in names:
-            entry = provider_entry(name)
+            try:
+                entry = provider_entry(name)
+            except InvalidArgumentError:
+                if name not in ORT_EXECUTION_PROVIDERS:
+                    raise
+                # As an onnxruntime build without that provider: warn, use the others.
+                msg = (f"provider {name!r} is an onnxruntime execution provider onnxplex does "
+                       "not have; skipped")
+                logger.warning(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=4)
+                continue
             if any(entry.name == o[0] for o in out):
                 raise InvalidArgumentError(f"provider {entry.name!r} is listed twice")
             why = entry.availability(opts)
@@ -331,7 +418,7 @@ class InferenceSession:
             # the pool's threads go away with the session, not at interpreter exit
             weakref.finalize(self, self._pool.shutdown, wait=False)
         self._serialize_runs = not all(p.concurrent_run_supported for p in active)
-        if _debug_level() >= 1 or self._options.log_severity_level <= 0:
+        if _debug_level() >= 1 or self._options.log_severity_level == 0:
             logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
                        "placement:\n%s", plan.report())
 
@@ -553,6 +640,82 @@ class InferenceSession:
             json.dump(events, f, indent=0)
         return path
 
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling started (``time.time_ns()`` clock), or 0 when profiling is off."""
+        return self._profile_start_ns
+
+    # ------------------------------------------------------ onnxruntime's other run entry points
+
+    def run_with_ort_values(self, output_names: Sequence[str] | None,
+                            input_dict_ort_values: Mapping[str, OrtValue],
+                            run_options: RunOptions | None = None) -> list[OrtValue]:
+        """``run`` with :class:`OrtValue` feeds and results: each feed's array reaches the
+        kernels without a copy, and each result wraps the output array (no copy either)."""
+        if not isinstance(input_dict_ort_values, Mapping):
+            raise InvalidFeedError("input_dict_ort_values must be a dict of name -> OrtValue, "
+                                   f"got {type(input_dict_ort_values).__name__}")
+        feeds = {}
+        for name, value in input_dict_ort_values.items():
+            if not isinstance(value, OrtValue):
+                raise InvalidFeedError(
+                    f"run_with_ort_values: input {name!r} must be an onnxplex.OrtValue, got "
+                    f"{type(value).__name__} (run() takes numpy arrays)")
+            feeds[name] = value._value
+        names = list(output_names) if output_names else [a.name for a in self._outputs]
+        types = {a.name: a.type for a in self._outputs}
+        return [OrtValue(v, types.get(n)) for n, v in
+                zip(names, self.run(names, feeds, run_options))]
+
+    def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+                  callback: Any, user_data: Any, run_options: RunOptions | None = None) -> None:
+        """Run on another thread, then call ``callback(results, user_data, error)``: the
+        outputs and ``""``, or ``[]`` and the error message (as onnxruntime)."""
+        def work() -> None:
+            try:
+                results = self.run(output_names, input_feed, run_options)
+            except Exception as e:  # noqa: BLE001 - handed to the callback, as onnxruntime
+                callback([], user_data, f"{type(e).__name__}: {e}")
+                return
+            callback(results, user_data, "")
+
+        threading.Thread(target=work, name="onnxplex-run-async", daemon=True).start()
+
+    def io_binding(self) -> IOBinding:
+        """A new :class:`IOBinding` for this session (CPU inputs and outputs)."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: IOBinding,
+                           run_options: RunOptions | None = None) -> None:
+        """Run with the inputs and outputs bound in ``iobinding``; read the results with its
+        ``get_outputs()`` or ``copy_outputs_to_cpu()``."""
+        if not isinstance(iobinding, IOBinding) or iobinding._session is not self:
+            raise InvalidArgumentError("run_with_iobinding: the IOBinding must come from this "
+                                       "session's io_binding()")
+        iobinding._run(run_options)
+
+    def _bindable_inputs(self) -> set[str]:
+        return set(self._input_infos) | set(self._exec.input_slots)
+
+    def set_providers(self, providers: Sequence[Any] | None = None,
+                      provider_options: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Build the session again on other providers (as onnxruntime re-creates its session);
+        on error the session stays as it was."""
+        if isinstance(self._source, Model):
+            raise InvalidArgumentError(
+                "set_providers: this session was created from an onnxplex.Model, which it "
+                "optimized in place; create it from a path, bytes or a ModelProto to change "
+                "its providers")
+        state = dict(self.__dict__)
+        try:
+            self.__init__(self._source, self._options, providers, provider_options,
+                          disabled_optimizers=self._disabled_optimizers)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+        if state["_pool"] is not None:
+            state["_pool"].shutdown(wait=False)
+
     # -------------------------------------------------------------------------- introspection
 
     def get_inputs(self) -> list[NodeArg]:
@@ -568,11 +731,14 @@ class InferenceSession:
         return self._meta
 
     def get_providers(self) -> list[str]:
-        """Providers of this session in priority order (the default CPU provider included)."""
-        return [p.name for p in self._providers]
+        """Providers of this session in priority order (the default CPU provider included);
+        ``in`` also accepts onnxruntime's names (``"CPUExecutionProvider" in ...``)."""
+        return ProviderNames(p.name for p in self._providers)
 
     def get_provider_options(self) -> dict[str, dict[str, str]]:
-        return {p.name: p.provider_options() for p in self._providers}
+        """Each provider's effective options as strings, by provider name (onnxruntime's
+        names work as keys too)."""
+        return ProviderOptionsByName((p.name, p.provider_options()) for p in self._providers)
 
     def get_session_options(self) -> SessionOptions:
         return self._options
@@ -647,7 +813,9 @@ def _metadata(model: Model) -> ModelMetadata:
     return ModelMetadata(
         producer_name=m.producer_name or "", graph_name=m.graph.name or "",
         domain=m.domain or "", description=m.doc_string or "",
-        graph_description=m.graph.doc_string or "", version=int(m.model_version or 0),
+        graph_description=m.graph.doc_string or "",
+        # onnxruntime reports an unset model_version as INT64_MAX
+        version=int(m.model_version) if m.model_version is not None else 2**63 - 1,
         custom_metadata_map=dict(m.metadata_props))
 
 

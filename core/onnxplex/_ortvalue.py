@@ -1,0 +1,236 @@
+"""``OrtValue``: onnxruntime's value handle, on the CPU only.
+
+An onnxplex ``OrtValue`` wraps the Python value a kernel reads or returns: a numpy array for a
+tensor, a list of arrays for a sequence, ``None`` for an empty optional. Built from a numpy
+array it shares the array's memory, as onnxruntime's does on the CPU (a non-contiguous array is
+copied once into a contiguous one, as onnxruntime does); ``numpy()`` returns that array, not a
+copy. Any device other than ``'cpu'`` is an :class:`InvalidArgumentError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._dtypes import np_dtype, onnx_elem_type, type_string
+from ._errors import InvalidArgumentError
+
+__all__ = ["OrtValue", "check_cpu_device", "array_at", "element_dtype"]
+
+
+def check_cpu_device(device_type: Any, what: str) -> None:
+    """Raise unless ``device_type`` names the CPU (onnxplex has no other device)."""
+    if not isinstance(device_type, str) or device_type.lower() != "cpu":
+        raise InvalidArgumentError(
+            f"{what}: device_type {device_type!r} is not supported; onnxplex runs on the CPU "
+            "only, use device_type='cpu'")
+
+
+def element_dtype(element_type: Any, what: str) -> np.dtype:
+    """A numpy dtype from what onnxruntime accepts as an element type: a numpy type or an
+    ONNX ``TensorProto`` enum value (``onnx.TensorProto.BFLOAT16``)."""
+    try:
+        if isinstance(element_type, (int, np.integer)) and not isinstance(element_type, bool):
+            return np_dtype(int(element_type))
+        return np.dtype(element_type)
+    except (KeyError, TypeError, ValueError):
+        raise InvalidArgumentError(f"{what}: unknown element type {element_type!r}; give a numpy "
+                                   "dtype or an onnx.TensorProto element type") from None
+
+
+def array_at(buffer_ptr: int, element_type: Any, shape: Sequence[int], what: str) -> np.ndarray:
+    """A numpy array over ``prod(shape)`` elements at the raw address ``buffer_ptr``.
+
+    As with onnxruntime's ``bind_input``/``bind_output`` with a pointer, the caller guarantees
+    that the memory is valid, large enough and outlives its use; onnxplex cannot check it.
+    """
+    dtype = element_dtype(element_type, what)
+    if dtype == np.dtype(object):
+        raise InvalidArgumentError(f"{what}: string tensors cannot be bound by pointer")
+    if not isinstance(buffer_ptr, (int, np.integer)) or int(buffer_ptr) == 0:
+        raise InvalidArgumentError(f"{what}: buffer_ptr must be a non-null address (an int), "
+                                   f"got {buffer_ptr!r}")
+    dims = [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"{what}: shape {dims} has a negative dimension")
+    count = math.prod(dims)
+    raw = (ctypes.c_byte * (count * dtype.itemsize)).from_address(int(buffer_ptr))
+    return np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
+
+
+class OrtValue:
+    """A tensor (or sequence, or optional) value on the CPU, with onnxruntime's API.
+
+    Create one with :meth:`ortvalue_from_numpy` (shares the array's memory),
+    :meth:`ortvalue_from_numpy_with_onnx_type` or :meth:`ortvalue_from_shape_and_type`;
+    :meth:`InferenceSession.run_with_ort_values` and :class:`IOBinding` return them.
+    """
+
+    __slots__ = ("_value", "_type")
+
+    def __init__(self, value: Any, type_str: str | None = None) -> None:
+        # Not public: use the factory methods (onnxruntime's constructor takes a C value).
+        self._value = value
+        self._type = type_str
+
+    # ------------------------------------------------------------------------ factories
+
+    @classmethod
+    def ortvalue_from_numpy(cls, numpy_obj: np.ndarray, /, device_type: str = "cpu",
+                            device_id: int = 0, vendor_id: int = -1) -> OrtValue:
+        """A tensor over ``numpy_obj``'s memory (a contiguous copy if it is not C-contiguous).
+
+        Keep using the array and the value together: writes to one show in the other.
+        """
+        check_cpu_device(device_type, "OrtValue.ortvalue_from_numpy")
+        if not isinstance(numpy_obj, np.ndarray):
+            raise InvalidArgumentError(
+                "OrtValue.ortvalue_from_numpy needs a numpy array, got "
+                f"{type(numpy_obj).__name__}")
+        arr = numpy_obj
+        if arr.dtype.kind == "U":
+            arr = arr.astype(object)
+        _check_tensor_dtype(arr.dtype, "OrtValue.ortvalue_from_numpy")
+        return cls(np.ascontiguousarray(arr) if arr.ndim else arr)
+
+    @classmethod
+    def ortvalue_from_numpy_with_onnx_type(cls, data: np.ndarray, /,
+                                           onnx_element_type: int) -> OrtValue:
+        """A tensor of ONNX element type ``onnx_element_type`` over ``data``'s bytes (no copy;
+        the item sizes must match), e.g. bfloat16 values held in a uint16 array."""
+        what = "OrtValue.ortvalue_from_numpy_with_onnx_type"
+        if not isinstance(data, np.ndarray):
+            raise InvalidArgumentError(f"{what} needs a numpy array, got {type(data).__name__}")
+        dtype = element_dtype(onnx_element_type, what)
+        if dtype == np.dtype(object) or data.dtype == np.dtype(object) \
+                or dtype.itemsize != data.dtype.itemsize:
+            raise InvalidArgumentError(
+                f"{what}: cannot reinterpret {data.dtype} ({data.dtype.itemsize} bytes) as "
+                f"{type_string(int(onnx_element_type))} ({dtype.itemsize} bytes)")
+        return cls(np.ascontiguousarray(data).view(dtype))
+
+    @classmethod
+    def ortvalue_from_shape_and_type(cls, shape: Sequence[int], element_type: Any,
+                                     device_type: str = "cpu", device_id: int = 0,
+                                     vendor_id: int = -1, memory_info: Any = None) -> OrtValue:
+        """A new zero-filled tensor; ``element_type`` is a numpy type or an ONNX enum value."""
+        what = "OrtValue.ortvalue_from_shape_and_type"
+        check_cpu_device(device_type, what)
+        if memory_info is not None:
+            raise InvalidArgumentError(f"{what}: memory_info is not supported (CPU only)")
+        dtype = element_dtype(element_type, what)
+        _check_tensor_dtype(dtype, what)
+        dims = [int(d) for d in shape]
+        if any(d < 0 for d in dims):
+            raise InvalidArgumentError(f"{what}: shape {dims} has a negative dimension")
+        return cls(np.zeros(dims, dtype) if dtype != np.dtype(object)
+                   else np.full(dims, "", dtype=object))
+
+    @classmethod
+    def from_dlpack(cls, data: Any, /) -> OrtValue:
+        """A tensor sharing memory with a CPU DLPack producer (numpy, torch, ...)."""
+        return cls.ortvalue_from_numpy(np.from_dlpack(data))
+
+    # ------------------------------------------------------------------------ accessors
+
+    def numpy(self) -> np.ndarray:
+        """The tensor's array itself (shares memory; not a copy)."""
+        return self._tensor("numpy")
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self._tensor("__array__")
+        if copy:
+            return np.array(arr, dtype=dtype, copy=True)
+        return arr if dtype is None else np.asarray(arr, dtype=dtype)
+
+    def __dlpack__(self, *, stream: Any = None) -> Any:
+        return self._tensor("__dlpack__").__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._tensor("__dlpack_device__").__dlpack_device__()
+
+    def shape(self) -> list[int]:
+        """The tensor's shape as a list of ints."""
+        return [int(d) for d in self._tensor("shape").shape]
+
+    def data_type(self) -> str:
+        """The value's type as onnxruntime spells it: ``'tensor(float)'``,
+        ``'seq(tensor(int64))'``, ``'optional(tensor(float))'``."""
+        if isinstance(self._value, np.ndarray):
+            return type_string(onnx_elem_type(self._value.dtype))
+        if self._type is not None:
+            return self._type
+        if isinstance(self._value, list) and self._value \
+                and isinstance(self._value[0], np.ndarray):
+            return f"seq({type_string(onnx_elem_type(self._value[0].dtype))})"
+        raise InvalidArgumentError("OrtValue.data_type: the type of this value is unknown "
+                                   "(an empty sequence or optional)")
+
+    def element_type(self) -> int:
+        """The tensor's ONNX element type (``onnx.TensorProto`` enum value)."""
+        return onnx_elem_type(self._tensor("element_type").dtype)
+
+    def device_name(self) -> str:
+        """Where the data lives: always ``'cpu'``."""
+        return "cpu"
+
+    def data_ptr(self) -> int:
+        """Address of the tensor's first element."""
+        return int(self._tensor("data_ptr").ctypes.data)
+
+    def tensor_size_in_bytes(self) -> int:
+        return int(self._tensor("tensor_size_in_bytes").nbytes)
+
+    def has_value(self) -> bool:
+        """False for an empty optional."""
+        return self._value is not None
+
+    def is_tensor(self) -> bool:
+        return isinstance(self._value, np.ndarray)
+
+    def is_tensor_sequence(self) -> bool:
+        return isinstance(self._value, list)
+
+    def is_sparse_tensor(self) -> bool:
+        """Always False: onnxplex has no sparse tensors."""
+        return False
+
+    def update_inplace(self, data: Any) -> None:
+        """Copy ``data`` (an array or an OrtValue of the same shape and dtype) into this
+        tensor's memory."""
+        dst = self._tensor("update_inplace")
+        src = data._tensor("update_inplace") if isinstance(data, OrtValue) else data
+        if not isinstance(src, np.ndarray):
+            raise InvalidArgumentError("OrtValue.update_inplace needs a numpy array or an "
+                                       f"OrtValue, got {type(data).__name__}")
+        if src.shape != dst.shape or src.dtype != dst.dtype:
+            raise InvalidArgumentError(
+                f"OrtValue.update_inplace: got {src.dtype} {list(src.shape)}, this value is "
+                f"{dst.dtype} {list(dst.shape)}")
+        np.copyto(dst, src)
+
+    def __repr__(self) -> str:
+        try:
+            what = self.data_type()
+        except InvalidArgumentError:
+            what = "empty" if self._value is None else "sequence"
+        shape = f", shape={self.shape()}" if self.is_tensor() else ""
+        return f"OrtValue({what}{shape}, device='cpu')"
+
+    def _tensor(self, method: str) -> np.ndarray:
+        if not isinstance(self._value, np.ndarray):
+            kind = "an empty optional" if self._value is None else type(self._value).__name__
+            raise InvalidArgumentError(f"OrtValue.{method}: this value is {kind}, not a tensor")
+        return self._value
+
+
+def _check_tensor_dtype(dtype: np.dtype, what: str) -> None:
+    try:
+        onnx_elem_type(dtype)
+    except KeyError:
+        raise InvalidArgumentError(f"{what}: numpy dtype {dtype} has no ONNX element "
+                                   "type") from None
