@@ -186,6 +186,10 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
         b = to_compute(np.asarray(b_info.const))
         perm = _fused_perm(b.ndim, tb, tbb)
         b_packed = np.ascontiguousarray(b.transpose(perm) if perm else b)
+    # A constant 2-D B on the native GEMM, alpha folded into the packed copy.
+    native_b = None
+    if b_packed is not None and b_packed.ndim == 2 and b_packed.dtype == np.float32:
+        native_b = _blas.pack_weight(b_packed * np.float32(alpha) if alpha != 1.0 else b_packed)
 
     def kernel(a, b):
         out_dtype = a.dtype
@@ -193,6 +197,10 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
         perm = _fused_perm(a.ndim, ta, tba)
         if perm:
             a = a.transpose(perm)
+        if native_b is not None and a.ndim >= 2:
+            k, n = native_b.shape
+            y = _blas.gemm(a.reshape(-1, k), native_b).reshape(a.shape[:-1] + (n,))
+            return y.astype(out_dtype, copy=False)
         if b_packed is not None:
             b = b_packed
         else:
@@ -307,21 +315,34 @@ def make_ms_attention(node: NodeView, ctx: ProviderContext):
         if w_info is not None and w_info.is_const else None
     b_packed = to_compute(np.asarray(b_info.const)) \
         if b_info is not None and b_info.is_const else None
+    # The QKV projection on the native GEMM (weight packed once, bias in its epilogue).
+    native_w = None if w_packed is None else _blas.pack_weight(w_packed)
+    if native_w is not None and (b_packed is None or b_packed.dtype != np.float32
+                                 or b_packed.ndim != 1):
+        native_w = None
+    if native_w is not None:
+        w_packed = None
 
     def kernel(x, weights, bias=None, mask_index=None, past=None, attention_bias=None,
                past_sequence_length=None):
         out_dtype = x.dtype
         cd = compute_dtype(x.dtype)
-        w = w_packed if w_packed is not None else to_compute(weights)
-        bb = b_packed if b_packed is not None else (None if bias is None else to_compute(bias))
         b, s, d_in = x.shape
-        total_out = w.shape[1]
+        if native_w is not None:
+            total_out = native_w.shape[1]
+            qkv = _blas.gemm(to_compute(x).reshape(b * s, d_in), native_w, bias=b_packed)
+        else:
+            w = w_packed if w_packed is not None else to_compute(weights)
+            bb = b_packed if b_packed is not None else \
+                (None if bias is None else to_compute(bias))
+            total_out = w.shape[1]
+            qkv = _blas.matmul(to_compute(x).reshape(b * s, d_in), w,
+                               epilogue=None if bb is None
+                               else lambda o, r, c: np.add(o, bb[c], out=o))
         if sizes:
             dq, dk, dv = (int(z) for z in sizes)
         else:
             dq = dk = dv = total_out // 3
-        qkv = _blas.matmul(to_compute(x).reshape(b * s, d_in), w, epilogue=None if bb is None
-                           else lambda o, r, c: np.add(o, bb[c], out=o))
         qkv = qkv.reshape(b, s, total_out)
         q = _heads(qkv[..., :dq], h)
         k = _heads(qkv[..., dq:dq + dk], h)

@@ -26,6 +26,15 @@ _INTS = frozenset({TP.INT32, TP.INT64, TP.UINT32, TP.UINT64})
 _EINSUM_T = FLOATS | _INTS | {TP.INT8, TP.INT16, TP.UINT8, TP.UINT16}
 
 
+def _matmul_packed(a: np.ndarray, w: _blas.PackedWeight, bias: np.ndarray | None = None,
+                   lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:
+    """``a [..., K] @ W`` (+ bias, clamped) for a weight packed by :func:`._blas.pack_weight`:
+    the leading axes of ``a`` become the rows of one GEMM."""
+    k, n = w.shape
+    a2 = a.reshape(-1, k) if a.ndim != 2 else a
+    return _blas.gemm(a2, w, bias=bias, lo=lo, hi=hi).reshape(a.shape[:-1] + (n,))
+
+
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul`` split over the intra-op pool; an N-D ``a`` against a 2-D ``b`` becomes
     one large GEMM. 1-D operands (numpy's promotion rules) go to ``np.matmul`` as they are."""
@@ -70,11 +79,25 @@ def make_gemm(node: NodeView, ctx: ProviderContext):
     if c_info is not None and c_info.is_const and beta != 0.0 and is_float:
         c = to_compute(c_info.const)
         c_packed = c * c.dtype.type(beta) if beta != 1.0 else c
+    # The native GEMM: a constant float32 B, and no C or a constant one per column.
+    native_b = None if b_packed is None or not is_float else _blas.pack_weight(b_packed)
+    native_bias = None
+    if native_b is not None and c_info is not None and beta != 0.0:
+        n = native_b.shape[1]
+        if c_packed is not None and c_packed.dtype == np.float32 and c_packed.size == n \
+                and (c_packed.ndim == 1 or c_packed.shape[-1] == n):
+            native_bias = np.ascontiguousarray(c_packed.reshape(n))
+        else:
+            native_b = None
+    if native_b is not None:
+        b_packed = None  # the packed copy serves every run
 
     def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         out_dtype = a.dtype
         a_ = to_compute(a)
         a_ = a_.T if trans_a else a_
+        if native_b is not None:  # (T is float32, or a half type computed in float32)
+            return _blas.gemm(a_, native_b, bias=native_bias).astype(out_dtype, copy=False)
         if b_packed is not None:
             b_ = b_packed
         else:
@@ -123,8 +146,11 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
     """MatMul with numpy semantics: N-D batch broadcasting, 1-D operands promoted/squeezed."""
     b_info = node.input(1)
     b_packed = to_compute(b_info.const) if b_info is not None and b_info.is_const else None
+    native_b = _blas.pack_weight(b_packed) if b_packed is not None else None
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if native_b is not None and a.ndim >= 2:
+            return _matmul_packed(to_compute(a), native_b).astype(a.dtype, copy=False)
         y = _matmul(to_compute(a), b_packed if b_packed is not None else to_compute(b))
         return y.astype(a.dtype, copy=False)
 

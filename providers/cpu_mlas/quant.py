@@ -398,11 +398,20 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
         logger.debug("MatMulNBits %s: dequantized weight [%d, %d]", node.display_name, k, n)
     bias_c = None if bias_info is None or not bias_info.is_const else \
         np.asarray(bias_info.const, dtype=_F32)
+    # The native GEMM's packed copy replaces the dequantized weight (when it is available).
+    native_w = None if w_packed is None else _blas.pack_weight(w_packed)
+    if native_w is not None:
+        w_packed = None
 
     def kernel(a, b, scales, zero_points=None, g_idx=None, bias=None) -> np.ndarray:
+        af = a.astype(_F32, copy=False).reshape(-1, k)
+        if native_w is not None:
+            y = _blas.gemm(af, native_w, bias=bias_c if bias is not None else None)
+            if bias is not None and bias_c is None:
+                y += np.asarray(bias, dtype=_F32)
+            return y.reshape(a.shape[:-1] + (n,)).astype(a.dtype, copy=False)
         w = w_packed if w_packed is not None else dequantize_nbits(
             b, scales, zero_points, k, n, bits, block_size)
-        af = a.astype(_F32, copy=False).reshape(-1, k)
         y = _blas.matmul(af, w)  # split over the intra-op pool
         if bias is not None:
             y += bias_c if bias_c is not None else np.asarray(bias, dtype=_F32)

@@ -14,6 +14,7 @@ namespace py = pybind11;
 
 void register_common(py::module_& m);
 void register_qgemm(py::module_& m);
+void register_sgemm(py::module_& m);
 
 // A C-contiguous view of an int8 or uint8 array; sets `is_signed`. Throws TypeError otherwise.
 inline py::array int8_array(const py::array& x, const char* what, bool& is_signed) {
@@ -27,6 +28,13 @@ inline py::array int8_array(const py::array& x, const char* what, bool& is_signe
     throw py::type_error(std::string(what) + " must be int8 or uint8");
   }
   return py::array::ensure(x, py::array::c_style);
+}
+
+// Whether x holds native float32 values (by kind, size and byte order: equal dtypes need not be
+// the same object, so py::dtype::is would refuse some float32 arrays).
+inline bool is_float32(const py::array& x) {
+  const py::dtype dt = x.dtype();
+  return dt.kind() == 'f' && dt.itemsize() == 4 && dt.attr("isnative").cast<bool>();
 }
 
 // An optional integer array (zero points) as int32 values; empty when None.

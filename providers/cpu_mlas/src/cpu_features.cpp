@@ -10,6 +10,9 @@ CpuFeatures probe() {
   __builtin_cpu_init();
   // __builtin_cpu_supports checks the OS-enabled state (XGETBV) for the AVX families as well.
   f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  f.avx512f = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("fma");
   f.avx512_vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11

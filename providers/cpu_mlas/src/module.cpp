@@ -9,9 +9,10 @@ void register_conv(py::module_& m);  // register_conv.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
-  m.doc() = "onnxplex cpu_mlas native kernels (x86 integer GEMM; portable elsewhere)";
+  m.doc() = "onnxplex cpu_mlas native kernels (x86 integer and float GEMM; portable elsewhere)";
   using namespace onnxplex::mlas::bind;
   register_common(m);  // cpu_features, isa, isa_available
   register_qgemm(m);   // PackedB, pack_b, qgemm_i32, qgemm_f32, dynamic_qgemm_f32
   register_conv(m);    // dwconv_f32, bias_act_f32
+  register_sgemm(m);   // SgemmPacked, sgemm_pack_a/b, sgemm
 }

@@ -9,6 +9,7 @@ void register_common(py::module_& m) {
     const CpuFeatures& f = cpu_features();
     py::dict d;
     d["avx2"] = f.avx2;
+    d["avx512f"] = f.avx512f;
     d["avx512_vnni"] = f.avx512_vnni;
     d["amx_int8"] = f.amx_int8;
     return d;

@@ -27,7 +27,7 @@ F32 f32(const py::array& a, const char* what, py::ssize_t ndim) {
 
 // A float32 array of rank 3 whose last axis is contiguous; its two outer strides in elements.
 void rows3(const py::array& a, const char* what, std::ptrdiff_t strides[2]) {
-  if (!a.dtype().is(py::dtype::of<float>()) || a.ndim() != 3) {
+  if (!is_float32(a) || a.ndim() != 3) {
     throw py::type_error(std::string(what) + " must be a float32 array of rank 3");
   }
   if (a.shape(2) > 1 && a.strides(2) != static_cast<py::ssize_t>(sizeof(float))) {

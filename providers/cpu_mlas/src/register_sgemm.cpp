@@ -1,0 +1,160 @@
+// Bindings of the float32 GEMM: packed operands as opaque objects, strided views of arrays,
+// shape and dtype checks, GIL released around compute.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "bind_util.h"
+#include "sgemm.h"
+
+namespace onnxplex::mlas::bind {
+
+namespace {
+
+SgemmIsa sgemm_isa_arg(const std::string& name) {
+  try {
+    return name.empty() ? sgemm_best_isa() : sgemm_parse_isa(name);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+// A float32 matrix of rank 2, any strides (a multiple of the element size).
+MatrixView view_2d(const py::array& x, const char* what, size_t& rows, size_t& cols) {
+  if (!is_float32(x) || x.ndim() != 2) {
+    throw py::type_error(std::string(what) + " must be a float32 array of rank 2");
+  }
+  constexpr auto kSize = static_cast<py::ssize_t>(sizeof(float));
+  if (x.strides(0) % kSize != 0 || x.strides(1) % kSize != 0) {
+    throw py::value_error(std::string(what) + " has unaligned strides");
+  }
+  rows = static_cast<size_t>(x.shape(0));
+  cols = static_cast<size_t>(x.shape(1));
+  return {static_cast<const float*>(x.data()), x.strides(0) / kSize, x.strides(1) / kSize};
+}
+
+// An operand of sgemm: a packed one of the right kind, or a float32 matrix.
+struct Operand {
+  MatrixView view;
+  const SgemmPacked* packed = nullptr;
+  size_t rows = 0, cols = 0;
+};
+
+Operand operand(const py::object& x, bool is_a, const char* what) {
+  Operand op;
+  if (py::isinstance<SgemmPacked>(x)) {
+    op.packed = x.cast<const SgemmPacked*>();
+    if (op.packed->is_a != is_a) {
+      throw py::value_error(std::string(what) + " was packed as the " +
+                            (op.packed->is_a ? "left (A)" : "right (B)") + " operand");
+    }
+    op.rows = op.packed->rows;
+    op.cols = op.packed->cols;
+  } else {
+    op.view = view_2d(x.cast<py::array>(), what, op.rows, op.cols);
+  }
+  return op;
+}
+
+}  // namespace
+
+void register_sgemm(py::module_& m) {
+  py::class_<SgemmPacked, std::shared_ptr<SgemmPacked>>(m, "SgemmPacked",
+      "A float32 GEMM operand packed once (a weight): panels of 12 rows (A) or 32 columns (B).")
+      .def_property_readonly("shape", [](const SgemmPacked& p) {
+        return py::make_tuple(p.rows, p.cols);
+      })
+      .def_property_readonly("is_a", [](const SgemmPacked& p) { return p.is_a; })
+      .def_property_readonly("nbytes", [](const SgemmPacked& p) {
+        const size_t width = p.is_a ? kSgemmMr : kSgemmNr;
+        const size_t outer = p.is_a ? p.rows : p.cols;
+        return (outer + width - 1) / width * width * p.k * sizeof(float);
+      });
+
+  m.def("sgemm_isa", [] { return std::string(sgemm_isa_name(sgemm_best_isa())); },
+        "The float32 GEMM variant used by default (ONNXPLEX_MLAS_SGEMM_ISA may force scalar).");
+
+  m.def("sgemm_pack_a", [](const py::array& a) {
+    size_t rows = 0, cols = 0;
+    const MatrixView v = view_2d(a, "a", rows, cols);
+    py::gil_scoped_release release;
+    return sgemm_pack_a(v, rows, cols);
+  }, py::arg("a"), "Packs a constant left operand A [M, K] (any strides).");
+
+  m.def("sgemm_pack_b", [](const py::array& b) {
+    size_t rows = 0, cols = 0;
+    const MatrixView v = view_2d(b, "b", rows, cols);
+    py::gil_scoped_release release;
+    return sgemm_pack_b(v, rows, cols);
+  }, py::arg("b"), "Packs a constant right operand B [K, N] (any strides).");
+
+  m.def("sgemm", [](const py::object& a_in, const py::object& b_in, py::object out_in,
+                    const py::object& bias_in, const std::string& bias_axis, float lo, float hi,
+                    bool accumulate, size_t threads, const std::string& isa) {
+    const Operand a = operand(a_in, true, "a"), b = operand(b_in, false, "b");
+    if (a.cols != b.rows) {
+      throw py::value_error("a has K=" + std::to_string(a.cols) + ", b has K=" +
+                            std::to_string(b.rows));
+    }
+    const size_t m_ = a.rows, n = b.cols, k = a.cols;
+    py::array out;
+    if (out_in.is_none()) {
+      out = py::array_t<float>({static_cast<py::ssize_t>(m_), static_cast<py::ssize_t>(n)});
+    } else {
+      out = out_in.cast<py::array>();
+      if (!is_float32(out) || out.ndim() != 2 ||
+          static_cast<size_t>(out.shape(0)) != m_ || static_cast<size_t>(out.shape(1)) != n) {
+        throw py::value_error("out must be a float32 array of shape (" + std::to_string(m_) +
+                              ", " + std::to_string(n) + ")");
+      }
+      if (!out.writeable()) throw py::value_error("out must be writeable");
+      if ((n > 1 && out.strides(1) != static_cast<py::ssize_t>(sizeof(float))) ||
+          out.strides(0) % static_cast<py::ssize_t>(sizeof(float)) != 0 ||
+          out.strides(0) < static_cast<py::ssize_t>(n * sizeof(float))) {
+        throw py::value_error("out must have contiguous rows");
+      }
+    }
+    const size_t ldc = m_ > 1 ? static_cast<size_t>(out.strides(0)) / sizeof(float) : n;
+    if (accumulate && out_in.is_none()) {
+      throw py::value_error("accumulate=True needs out (the C added to)");
+    }
+    SgemmEpilogue ep;
+    ep.accumulate = accumulate;
+    ep.lo = lo;
+    ep.hi = hi;
+    py::array_t<float, py::array::c_style | py::array::forcecast> bias;
+    if (!bias_in.is_none()) {
+      bias = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(bias_in);
+      if (!bias) throw py::type_error("bias must be a float array");
+      if (bias_axis == "row") {
+        ep.axis = BiasAxis::kRow;
+      } else if (bias_axis == "col") {
+        ep.axis = BiasAxis::kCol;
+      } else {
+        throw py::value_error("bias_axis must be 'row' or 'col'");
+      }
+      const size_t want = ep.axis == BiasAxis::kRow ? m_ : n;
+      if (static_cast<size_t>(bias.size()) != want) {
+        throw py::value_error("bias must have " + std::to_string(want) + " values");
+      }
+      ep.bias = bias.data();
+    }
+    const SgemmIsa v = sgemm_isa_arg(isa);
+    float* c = static_cast<float*>(out.mutable_data());
+    {
+      py::gil_scoped_release release;
+      sgemm(a.view, a.packed, b.view, b.packed, m_, n, k, c, ldc, ep, threads, v);
+    }
+    return out;
+  }, py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("bias") = py::none(),
+     py::arg("bias_axis") = "col", py::arg("lo") = -std::numeric_limits<float>::infinity(),
+     py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("accumulate") = false,
+     py::arg("threads") = 0,
+     py::arg("isa") = "",
+     "out = clip(A @ B (+ out if accumulate) + bias, lo, hi); A/B a float32 matrix (any strides) or an SgemmPacked; "
+     "bias per row ('row', M values) or per column ('col', N values); threads 0 = all.");
+}
+
+}  // namespace onnxplex::mlas::bind

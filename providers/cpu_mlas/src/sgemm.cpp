@@ -1,0 +1,285 @@
+// The float32 GEMM driver: variant choice, operand packing and the tiling over threads.
+#include "sgemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <thread>
+
+#include "cpu_features.h"
+#include "parallel.h"
+
+namespace onnxplex::mlas {
+
+namespace {
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+size_t ceil_div(size_t x, size_t m) { return (x + m - 1) / m; }
+
+// Rows of A per task at most (a multiple of kSgemmMr): the task's A block (kMaxTaskRows x
+// kSgemmKc floats, 240 KiB) stays in L2 while the task walks its B panels.
+constexpr size_t kMaxTaskRows = 240;
+// Columns of B per task at most (a multiple of kSgemmNr).
+constexpr size_t kMaxTaskCols = 512;
+// Tasks per thread wanted: a late thread then costs a fraction of the call.
+constexpr size_t kTasksPerThread = 3;
+
+float* aligned_floats(size_t count) {
+  void* p = std::aligned_alloc(64, round_up(std::max<size_t>(count, 1) * sizeof(float), 64));
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+
+// A per-thread scratch buffer (packed blocks of the operand that is not prepacked).
+class Scratch {
+ public:
+  float* get(size_t count) {
+    if (count > size_) {
+      data_.reset(aligned_floats(count));
+      size_ = count;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<float[], void (*)(void*)> data_{nullptr, std::free};
+  size_t size_ = 0;
+};
+
+// rows [r0, r0 + nr) x k [k0, k0 + kc) of A into [kc][kSgemmMr] (rows past nr zero).
+void pack_a_panel(const MatrixView& a, size_t r0, size_t nr, size_t k0, size_t kc, float* dst) {
+  if (nr < kSgemmMr) std::memset(dst, 0, kc * kSgemmMr * sizeof(float));
+  for (size_t r = 0; r < nr; ++r) {
+    const float* src = a.data + static_cast<std::ptrdiff_t>(r0 + r) * a.rs +
+                       static_cast<std::ptrdiff_t>(k0) * a.cs;
+    if (a.cs == 1) {
+      for (size_t k = 0; k < kc; ++k) dst[k * kSgemmMr + r] = src[k];
+    } else {
+      for (size_t k = 0; k < kc; ++k) dst[k * kSgemmMr + r] = src[static_cast<std::ptrdiff_t>(k) * a.cs];
+    }
+  }
+}
+
+// k [k0, k0 + kc) x columns [c0, c0 + nc) of B into [kc][kSgemmNr] (columns past nc zero).
+void pack_b_panel(const MatrixView& b, size_t k0, size_t kc, size_t c0, size_t nc, float* dst) {
+  for (size_t k = 0; k < kc; ++k) {
+    const float* src = b.data + static_cast<std::ptrdiff_t>(k0 + k) * b.rs +
+                       static_cast<std::ptrdiff_t>(c0) * b.cs;
+    float* d = dst + k * kSgemmNr;
+    if (b.cs == 1) {
+      std::memcpy(d, src, nc * sizeof(float));
+    } else {
+      for (size_t j = 0; j < nc; ++j) d[j] = src[static_cast<std::ptrdiff_t>(j) * b.cs];
+    }
+    if (nc < kSgemmNr) std::memset(d + nc, 0, (kSgemmNr - nc) * sizeof(float));
+  }
+}
+
+using TileFn = void (*)(const SgemmTile&);
+
+TileFn tile_fn(SgemmIsa isa) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (isa == SgemmIsa::kAvx512) return sgemm_tile_avx512;
+#endif
+  (void)isa;
+  return sgemm_tile_scalar;
+}
+
+bool isa_available(SgemmIsa isa) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (isa == SgemmIsa::kAvx512) return cpu_features().avx512f;
+#endif
+  return isa == SgemmIsa::kScalar;
+}
+
+}  // namespace
+
+const char* sgemm_isa_name(SgemmIsa isa) {
+  return isa == SgemmIsa::kAvx512 ? "avx512" : "scalar";
+}
+
+SgemmIsa sgemm_parse_isa(const std::string& name) {
+  SgemmIsa isa;
+  if (name == "scalar") {
+    isa = SgemmIsa::kScalar;
+  } else if (name == "avx512") {
+    isa = SgemmIsa::kAvx512;
+  } else {
+    throw std::invalid_argument("unknown sgemm variant '" + name + "' (expected scalar or avx512)");
+  }
+  if (!isa_available(isa)) {
+    throw std::invalid_argument("sgemm variant '" + name + "' is not available on this CPU/build");
+  }
+  return isa;
+}
+
+SgemmIsa sgemm_best_isa() {
+  static const SgemmIsa best = [] {
+    if (const char* forced = std::getenv("ONNXPLEX_MLAS_SGEMM_ISA")) {
+      try {
+        return sgemm_parse_isa(forced);
+      } catch (const std::invalid_argument&) {
+        // An unavailable request falls through to the best available variant.
+      }
+    }
+    return isa_available(SgemmIsa::kAvx512) ? SgemmIsa::kAvx512 : SgemmIsa::kScalar;
+  }();
+  return best;
+}
+
+const float* SgemmPacked::panel(size_t p) const {
+  return data.get() + p * k * (is_a ? kSgemmMr : kSgemmNr);
+}
+
+namespace {
+
+// A constant operand packed whole: `outer` rows (A) or columns (B) in panels of `width`.
+std::shared_ptr<SgemmPacked> pack_whole(const MatrixView& x, bool is_a, size_t rows,
+                                        size_t cols) {
+  auto out = std::make_shared<SgemmPacked>();
+  out->is_a = is_a;
+  out->rows = rows;
+  out->cols = cols;
+  out->k = is_a ? cols : rows;
+  const size_t outer = is_a ? rows : cols, width = is_a ? kSgemmMr : kSgemmNr;
+  const size_t panels = ceil_div(outer, width);
+  out->data = {aligned_floats(panels * out->k * width), std::free};
+  for (size_t p = 0; p < panels; ++p) {
+    float* dst = out->data.get() + p * out->k * width;
+    const size_t used = std::min(width, outer - p * width);
+    if (is_a) {
+      pack_a_panel(x, p * width, used, 0, out->k, dst);
+    } else {
+      pack_b_panel(x, 0, out->k, p * width, used, dst);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<SgemmPacked> sgemm_pack_a(const MatrixView& a, size_t m, size_t k) {
+  return pack_whole(a, true, m, k);
+}
+
+std::shared_ptr<SgemmPacked> sgemm_pack_b(const MatrixView& b, size_t k, size_t n) {
+  return pack_whole(b, false, k, n);
+}
+
+void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
+           const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
+           const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
+  if (m == 0 || n == 0) return;
+  const float* row_bias = ep.axis == BiasAxis::kRow ? ep.bias : nullptr;
+  const float* col_bias = ep.axis == BiasAxis::kCol ? ep.bias : nullptr;
+  if (k == 0) {  // an empty sum: the epilogue alone
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        float v = (ep.accumulate ? c[i * ldc + j] : 0.0f) + (row_bias ? row_bias[i] : 0.0f) +
+                  (col_bias ? col_bias[j] : 0.0f);
+        c[i * ldc + j] = std::min(std::max(v, ep.lo), ep.hi);
+      }
+    }
+    return;
+  }
+  const TileFn tile = tile_fn(isa);
+  if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+
+  // Task shape: all rows up to kMaxTaskRows; columns cut so every thread gets a few tasks.
+  const size_t task_rows = std::min(round_up(m, kSgemmMr), kMaxTaskRows);
+  const size_t row_tasks = ceil_div(m, task_rows);
+  size_t task_cols = std::min(round_up(n, kSgemmNr), kMaxTaskCols);
+  while (task_cols > kSgemmNr && row_tasks * ceil_div(n, task_cols) < kTasksPerThread * threads) {
+    task_cols -= kSgemmNr;
+  }
+  const size_t col_tasks = ceil_div(n, task_cols);
+  // Below ~1M multiply-adds a task, the hand-over costs more than it saves.
+  const size_t macs = m * n * k;
+  if (macs < (size_t{1} << 20)) threads = 1;
+
+  // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.
+  const bool direct_a = pa == nullptr && a.cs == 1 && a.rs >= 0;
+
+  auto run_task = [&](size_t t) {
+    static thread_local Scratch a_scratch, b_scratch;
+    const size_t m0 = (t / col_tasks) * task_rows, m1 = std::min(m, m0 + task_rows);
+    const size_t n0 = (t % col_tasks) * task_cols, n1 = std::min(n, n0 + task_cols);
+    const size_t a_panels = ceil_div(m1 - m0, kSgemmMr);
+    for (size_t k0 = 0; k0 < k; k0 += kSgemmKc) {
+      const size_t kc = std::min(kSgemmKc, k - k0);
+      const float* a_block = nullptr;  // raw A: this task's rows of the k block, packed
+      if (direct_a) {
+        a_block = a.data + static_cast<std::ptrdiff_t>(m0) * a.rs + k0;
+      } else if (pa == nullptr) {
+        float* buf = a_scratch.get(a_panels * kc * kSgemmMr);
+        for (size_t p = 0; p < a_panels; ++p) {
+          const size_t r0 = m0 + p * kSgemmMr;
+          pack_a_panel(a, r0, std::min(kSgemmMr, m1 - r0), k0, kc, buf + p * kc * kSgemmMr);
+        }
+        a_block = buf;
+      }
+      for (size_t j = n0; j < n1; j += kSgemmNr) {
+        const size_t cols = std::min(kSgemmNr, n1 - j);
+        const float* b_panel;
+        if (pb != nullptr) {
+          b_panel = pb->panel(j / kSgemmNr) + k0 * kSgemmNr;
+        } else {
+          float* buf = b_scratch.get(kc * kSgemmNr);
+          pack_b_panel(b, k0, kc, j, cols, buf);
+          b_panel = buf;
+        }
+        for (size_t p = 0; p < a_panels; ++p) {
+          const size_t i = m0 + p * kSgemmMr;
+          SgemmTile tl;
+          tl.lda = direct_a ? static_cast<size_t>(a.rs) : 0;
+          tl.a = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
+                 : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
+                               : a_block + p * kc * kSgemmMr;
+          tl.b = b_panel;
+          tl.kc = kc;
+          tl.rows = std::min(kSgemmMr, m1 - i);
+          tl.cols = cols;
+          tl.c = c + i * ldc + j;
+          tl.ldc = ldc;
+          tl.accumulate = ep.accumulate || k0 > 0;
+          tl.last = k0 + kc == k;
+          tl.row_bias = row_bias ? row_bias + i : nullptr;
+          tl.col_bias = col_bias ? col_bias + j : nullptr;
+          tl.lo = ep.lo;
+          tl.hi = ep.hi;
+          tile(tl);
+        }
+      }
+    }
+  };
+  parallel_for(row_tasks * col_tasks, threads, run_task);
+}
+
+// The portable micro-kernel: the reference the vector variants are tested against.
+void sgemm_tile_scalar(const SgemmTile& t) {
+  float acc[kSgemmMr][kSgemmNr] = {};
+  for (size_t k = 0; k < t.kc; ++k) {
+    const float* b = t.b + k * kSgemmNr;
+    for (size_t r = 0; r < t.rows; ++r) {
+      const float a = t.lda != 0 ? t.a[r * t.lda + k] : t.a[k * kSgemmMr + r];
+      for (size_t j = 0; j < t.cols; ++j) acc[r][j] += a * b[j];
+    }
+  }
+  for (size_t r = 0; r < t.rows; ++r) {
+    float* c = t.c + r * t.ldc;
+    for (size_t j = 0; j < t.cols; ++j) {
+      float v = acc[r][j];
+      if (t.accumulate) v += c[j];
+      if (t.last) {
+        if (t.row_bias) v += t.row_bias[r];
+        if (t.col_bias) v += t.col_bias[j];
+        v = std::min(std::max(v, t.lo), t.hi);
+      }
+      c[j] = v;
+    }
+  }
+}
+
+}  // namespace onnxplex::mlas

@@ -1,0 +1,89 @@
+// Float32 GEMM for cpu_mlas: C = A @ B (+ C) (+ bias per row or per column), clamped to
+// [lo, hi].
+// Knows nothing about Python.
+//
+// Both operands are consumed in packed form: A as micro-panels of kMr rows ([k][kMr] floats per
+// panel), B as panels of kNr columns ([k][kNr] floats per panel), zero padded. A constant
+// operand (a weight) is packed once (`sgemm_pack_a` / `sgemm_pack_b`); the other one is packed
+// block by block inside the GEMM, into per-thread buffers that stay in cache. Any strides are
+// accepted, so a transposed operand costs nothing extra.
+//
+// The GEMM is split into tiles of the output (rows x columns) handed to the native thread pool;
+// each tile runs all of K (blocks of kKc) so tiles never share an output element.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace onnxplex::mlas {
+
+constexpr size_t kSgemmMr = 12;  // rows per micro-tile (A panel height)
+constexpr size_t kSgemmNr = 32;  // columns per micro-tile (B panel width)
+constexpr size_t kSgemmKc = 256; // K per block: a packed B panel block is 32 KiB (L1)
+
+enum class SgemmIsa { kScalar = 0, kAvx512 = 1 };
+
+const char* sgemm_isa_name(SgemmIsa isa);
+// The best variant this CPU runs, or the one ONNXPLEX_MLAS_SGEMM_ISA (scalar|avx512) names.
+SgemmIsa sgemm_best_isa();
+SgemmIsa sgemm_parse_isa(const std::string& name);  // throws std::invalid_argument
+
+// A matrix view: element (i, j) is at data[i * rs + j * cs] (strides in elements).
+struct MatrixView {
+  const float* data = nullptr;
+  std::ptrdiff_t rs = 0, cs = 0;
+};
+
+// A packed operand: kind A (rows = M, panels of kMr rows) or B (cols = N, panels of kNr cols).
+struct SgemmPacked {
+  bool is_a = false;
+  size_t rows = 0, cols = 0;  // logical shape: A [M, K] or B [K, N]
+  size_t k = 0;
+  std::unique_ptr<float[], void (*)(void*)> data{nullptr, nullptr};  // 64-byte aligned
+  const float* panel(size_t p) const;  // the p-th panel, [k][width] floats
+};
+
+std::shared_ptr<SgemmPacked> sgemm_pack_a(const MatrixView& a, size_t m, size_t k);
+std::shared_ptr<SgemmPacked> sgemm_pack_b(const MatrixView& b, size_t k, size_t n);
+
+enum class BiasAxis { kNone = 0, kRow = 1, kCol = 2 };
+
+struct SgemmEpilogue {
+  bool accumulate = false;      // C = A @ B + C (C's values on entry) instead of C = A @ B
+  const float* bias = nullptr;  // M values (kRow) or N values (kCol)
+  BiasAxis axis = BiasAxis::kNone;
+  float lo = -__builtin_inff(), hi = __builtin_inff();
+};
+
+// C [m, n] (row stride ldc) = A @ B with the epilogue. Exactly one of `a`/`pa` and one of
+// `b`/`pb` is used (the packed one when not null).
+void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
+           const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
+           const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
+
+// ---- micro-kernels (internal; one translation unit per ISA) --------------------------------
+
+struct SgemmTile {
+  const float* a;     // packed: [kc][kMr] (kMr floats per k, `rows` of them valid); or
+  size_t lda;         // when not 0, A as it is: `rows` rows of kc contiguous floats, lda apart
+  const float* b;     // [kc][kNr] (always packed: rows of a row-major B [K, N] kN floats apart
+                      // would alias in L1 when N is a multiple of 1024)
+  size_t kc;
+  size_t rows, cols;  // 1..kMr, 1..kNr
+  float* c;
+  size_t ldc;
+  bool accumulate;    // C += A B (else C = A B)
+  bool last;          // apply the epilogue
+  const float* row_bias;  // [rows] or null
+  const float* col_bias;  // [cols] or null
+  float lo, hi;
+};
+
+void sgemm_tile_scalar(const SgemmTile& t);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+void sgemm_tile_avx512(const SgemmTile& t);
+#endif
+
+}  // namespace onnxplex::mlas

@@ -1,0 +1,96 @@
+// The AVX-512 float32 GEMM micro-kernel: a 12 x 32 tile of C in 24 zmm accumulators; per k, two
+// loads of B and twelve broadcast A values folded into the FMAs (vfmadd231ps zmm, zmm, m32bcst).
+#include <immintrin.h>
+
+#include "sgemm.h"
+
+namespace onnxplex::mlas {
+
+namespace {
+
+// DirectA: A read in place (rows lda apart, k contiguous), not packed.
+template <int R, bool DirectA>
+void tile(const SgemmTile& t) {
+  const __mmask16 m0 = t.cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << t.cols) - 1);
+  const __mmask16 m1 =
+      t.cols >= 32 ? 0xFFFF : t.cols <= 16 ? 0 : static_cast<__mmask16>((1u << (t.cols - 16)) - 1);
+  __m512 c0[R], c1[R];
+  for (int r = 0; r < R; ++r) {
+    c0[r] = _mm512_setzero_ps();
+    c1[r] = _mm512_setzero_ps();
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+#pragma GCC unroll 4
+  for (size_t k = 0; k < t.kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(b);
+    const __m512 b1 = _mm512_load_ps(b + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kSgemmNr), _MM_HINT_T0);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(DirectA ? a[r * t.lda] : a[r]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+    a += DirectA ? 1 : kSgemmMr;
+    b += kSgemmNr;
+  }
+
+  __m512 cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
+  if (t.last && t.col_bias != nullptr) {
+    cb0 = _mm512_maskz_loadu_ps(m0, t.col_bias);
+    cb1 = _mm512_maskz_loadu_ps(m1, t.col_bias + 16);
+  }
+  const __m512 lo = _mm512_set1_ps(t.lo), hi = _mm512_set1_ps(t.hi);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* c = t.c + r * t.ldc;
+    __m512 v0 = c0[r], v1 = c1[r];
+    if (t.accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    if (t.last) {
+      if (t.row_bias != nullptr) {
+        const __m512 rb = _mm512_set1_ps(t.row_bias[r]);
+        v0 = _mm512_add_ps(v0, rb);
+        v1 = _mm512_add_ps(v1, rb);
+      }
+      if (t.col_bias != nullptr) {
+        v0 = _mm512_add_ps(v0, cb0);
+        v1 = _mm512_add_ps(v1, cb1);
+      }
+      v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
+      v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+  }
+}
+
+template <bool DirectA>
+void dispatch(const SgemmTile& t) {
+  switch (t.rows) {
+    case 12: return tile<12, DirectA>(t);
+    case 11: return tile<11, DirectA>(t);
+    case 10: return tile<10, DirectA>(t);
+    case 9: return tile<9, DirectA>(t);
+    case 8: return tile<8, DirectA>(t);
+    case 7: return tile<7, DirectA>(t);
+    case 6: return tile<6, DirectA>(t);
+    case 5: return tile<5, DirectA>(t);
+    case 4: return tile<4, DirectA>(t);
+    case 3: return tile<3, DirectA>(t);
+    case 2: return tile<2, DirectA>(t);
+    default: return tile<1, DirectA>(t);
+  }
+}
+
+}  // namespace
+
+void sgemm_tile_avx512(const SgemmTile& t) {
+  if (t.lda != 0) return dispatch<true>(t);
+  dispatch<false>(t);
+}
+
+}  // namespace onnxplex::mlas

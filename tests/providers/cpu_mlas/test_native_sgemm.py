@@ -1,0 +1,182 @@
+"""The native float32 GEMM of cpu_mlas (``_mlas_native.sgemm``, providers/cpu_mlas/src/sgemm*)
+against float64 numpy: every variant, packed and unpacked operands in any strides, partial
+micro-tiles, the epilogue (bias per row or column, clamp, accumulate), threads; and the
+weight-carrying kernels (MatMul, Gemm, FusedMatMul, Attention, MatMulNBits) on it against
+their numpy paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from models import quantize_nbits
+
+from onnxplex.providers.cpu_mlas import _blas, _native
+
+from ._oracle import check
+
+NAT = _native.native()
+pytestmark = pytest.mark.skipif(NAT is None or not hasattr(NAT, "sgemm"),
+                                reason="_mlas_native (with sgemm) is not built")
+
+
+def _isa_ok(name: str) -> bool:
+    try:
+        NAT.sgemm(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), isa=name)
+    except ValueError:
+        return False
+    return True
+
+
+ISAS = [i for i in ("scalar", "avx512") if NAT is not None and _isa_ok(i)]
+# M, K, N: single elements, partial 12-row / 32-column tiles, K past one 256 block, tasks.
+SHAPES = [(1, 1, 1), (13, 7, 33), (12, 256, 32), (25, 257, 65), (130, 600, 100), (3, 0, 5)]
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _close(got, want, k):
+    # float32 sums of k products against float64: a few ulps of the magnitudes involved
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, np.sqrt(k)))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("layout", ["raw", "packed_b", "packed_a", "transposed", "reversed"])
+def test_sgemm_matches_float64(isa, m, k, n, layout):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a, b = _rand(rng, m, k), _rand(rng, k, n)
+    want = a.astype(np.float64) @ b
+    if layout == "raw":
+        got = NAT.sgemm(a, b, isa=isa)
+    elif layout == "packed_b":
+        got = NAT.sgemm(a, NAT.sgemm_pack_b(b), isa=isa)
+    elif layout == "packed_a":
+        got = NAT.sgemm(NAT.sgemm_pack_a(a), b, isa=isa)
+    elif layout == "transposed":  # column-major views: strides other than (K, 1)
+        got = NAT.sgemm(np.asfortranarray(a), np.asfortranarray(b), isa=isa)
+    else:  # negative strides
+        got = NAT.sgemm(a[::-1, ::-1].copy()[::-1, ::-1], b[::-1].copy()[::-1], isa=isa)
+    assert got.shape == (m, n) and got.dtype == np.float32
+    _close(got, want, k)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("axis", ["row", "col"])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_sgemm_epilogue(isa, axis, accumulate):
+    rng = np.random.default_rng(1)
+    m, k, n = 29, 300, 45
+    a, b = _rand(rng, m, k), _rand(rng, k, n)
+    bias = _rand(rng, m if axis == "row" else n)
+    c0 = _rand(rng, m, n)
+    out = c0.copy()
+    NAT.sgemm(a, NAT.sgemm_pack_b(b), out=out, bias=bias, bias_axis=axis, lo=-1.0, hi=2.5,
+              accumulate=accumulate, isa=isa)
+    full = a.astype(np.float64) @ b + (bias[:, None] if axis == "row" else bias[None, :])
+    if accumulate:
+        full += c0
+    _close(out, np.clip(full, -1.0, 2.5), k)
+
+
+def test_sgemm_writes_into_a_strided_output_and_keeps_the_rest():
+    rng = np.random.default_rng(2)
+    a, b = _rand(rng, 20, 40), _rand(rng, 40, 50)
+    big = np.full((20, 64), 7.0, np.float32)
+    NAT.sgemm(a, NAT.sgemm_pack_b(b), out=big[:, 5:55])
+    _close(big[:, 5:55], a.astype(np.float64) @ b, 40)
+    assert (big[:, :5] == 7).all() and (big[:, 55:] == 7).all()
+
+
+def test_empty_k_gives_the_epilogue_alone():
+    out = np.ones((3, 5), np.float32)
+    bias = np.arange(5, dtype=np.float32)
+    NAT.sgemm(np.zeros((3, 0), np.float32), np.zeros((0, 5), np.float32), out=out, bias=bias,
+              accumulate=True, hi=3.0)
+    np.testing.assert_array_equal(out, np.minimum(1 + bias[None, :].repeat(3, 0), 3.0))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_threads_give_the_same_bits(threads):
+    """Tasks split the output, never K: every thread count sums in the same order."""
+    rng = np.random.default_rng(3)
+    a, b = _rand(rng, 200, 700), _rand(rng, 700, 300)
+    pb = NAT.sgemm_pack_b(b)
+    np.testing.assert_array_equal(NAT.sgemm(a, pb, threads=threads), NAT.sgemm(a, pb, threads=1))
+
+
+@pytest.mark.skipif(len(ISAS) < 2, reason="needs a vector variant")
+def test_vector_variant_sums_like_the_scalar_one():
+    rng = np.random.default_rng(4)
+    a, b = _rand(rng, 37, 513), _rand(rng, 513, 77)
+    s = NAT.sgemm(a, b, isa="scalar")
+    v = NAT.sgemm(a, b, isa=ISAS[-1])
+    np.testing.assert_allclose(v, s, rtol=1e-5, atol=1e-4)
+
+
+def test_bad_arguments_are_clear_errors():
+    a = np.zeros((4, 5), np.float32)
+    b = np.zeros((5, 6), np.float32)
+    with pytest.raises(TypeError, match="a must be a float32 array of rank 2"):
+        NAT.sgemm(a.astype(np.float64), b)
+    with pytest.raises(ValueError, match="a has K=5, b has K=6"):
+        NAT.sgemm(a, np.zeros((6, 6), np.float32))
+    with pytest.raises(ValueError, match="packed as the left"):
+        NAT.sgemm(a, NAT.sgemm_pack_a(b))
+    with pytest.raises(ValueError, match=r"shape \(4, 6\)"):
+        NAT.sgemm(a, b, out=np.zeros((4, 5), np.float32))
+    ro = np.zeros((4, 6), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        NAT.sgemm(a, b, out=ro)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        NAT.sgemm(a, b, out=np.zeros((4, 12), np.float32)[:, ::2])
+    with pytest.raises(ValueError, match="bias must have 6 values"):
+        NAT.sgemm(a, b, bias=np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="needs out"):
+        NAT.sgemm(a, b, accumulate=True)
+    with pytest.raises(ValueError, match="unknown sgemm variant"):
+        NAT.sgemm(a, b, isa="avx9000")
+
+
+def test_packed_weight_reports_its_shape_and_size():
+    p = NAT.sgemm_pack_b(np.zeros((10, 33), np.float32))
+    assert p.shape == (10, 33) and not p.is_a and p.nbytes == 10 * 64 * 4
+    q = NAT.sgemm_pack_a(np.zeros((13, 10), np.float32))
+    assert q.shape == (13, 10) and q.is_a and q.nbytes == 24 * 10 * 4
+
+
+def test_pack_weight_declines_what_it_cannot_pack():
+    assert _blas.pack_weight(np.zeros((4, 4), np.float64)) is None
+    assert _blas.pack_weight(np.zeros((2, 4, 4), np.float32)) is None
+    assert _blas.pack_weight(np.zeros((0, 4), np.float32)) is None
+
+
+# --------------------------------------------------------------------------------------------
+# The kernels with a constant weight, on the native GEMM
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(_blas._sgemm_module() is None, reason="no vector sgemm on this CPU")
+@pytest.mark.parametrize("case", ["MatMul3d", "Gemm_bias", "Gemm_transA", "FusedMatMul",
+                                  "MatMulNBits"])
+def test_weight_kernels_match_onnxruntime_on_the_native_gemm(case):
+    """The constant-weight kernels now on the native GEMM, against onnxruntime."""
+    rng = np.random.default_rng(5)
+    if case == "MatMul3d":
+        check("MatMul", [_rand(rng, 2, 37, 70), _rand(rng, 70, 45)], const_inputs=[1],
+              rtol=1e-5, atol=1e-5)
+    elif case == "Gemm_bias":
+        check("Gemm", [_rand(rng, 30, 70), _rand(rng, 45, 70), _rand(rng, 45)],
+              const_inputs=[1, 2], transB=1, alpha=0.5, rtol=1e-5, atol=1e-5)
+    elif case == "Gemm_transA":
+        check("Gemm", [_rand(rng, 70, 30), _rand(rng, 70, 45)], const_inputs=[1], transA=1,
+              rtol=1e-5, atol=1e-5)
+    elif case == "FusedMatMul":
+        check("FusedMatMul", [_rand(rng, 3, 20, 64), _rand(rng, 33, 64)], const_inputs=[1],
+              domain="com.microsoft", transB=1, alpha=2.0, rtol=1e-5, atol=1e-5)
+    else:
+        w = _rand(rng, 64, 48)
+        q, scales = quantize_nbits(w, 32)
+        check("MatMulNBits", [_rand(rng, 5, 64), q, scales], const_inputs=[1, 2],
+              domain="com.microsoft", K=64, N=48, bits=4, block_size=32, rtol=1e-5, atol=1e-5)
