@@ -117,15 +117,33 @@ def _describe_lines(key: str, value: Any, depth: int) -> list[str]:
 
 
 def _cmd_partition(args: argparse.Namespace) -> int:
-    from ._session import InferenceSession
+    from ._session import GraphOptimizationLevel, InferenceSession, SessionOptions
 
-    sess = InferenceSession(args.model, providers=_providers_arg(args.providers))
+    so = SessionOptions()
+    so.graph_optimization_level = getattr(GraphOptimizationLevel, args.level)
+    sess = InferenceSession(args.model, so, providers=_providers_arg(args.providers))
     plan = sess.get_provider_assignment()
-    if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        text = json.dumps(plan.to_dict(), indent=2)
+    elif fmt == "text":
+        text = plan.report()
     else:
-        print(plan.report())
+        from ._draw import GraphPicture
+
+        text = GraphPicture.from_session(sess, title=f"{args.model}: placement").render(fmt)
+    _emit(text, args.output)
     return 0
+
+
+def _emit(text: str, output: str | None) -> None:
+    """Print ``text``, or write it to ``output`` and say so."""
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+        print(f"wrote {output}")
+    else:
+        print(text)
 
 
 def _cmd_perf(args: argparse.Namespace) -> int:
@@ -146,9 +164,18 @@ def _cmd_perf(args: argparse.Namespace) -> int:
 def _cmd_profile(args: argparse.Namespace) -> int:
     from ._perf import load_profile, profile_text, summarize_profile
 
-    summary = summarize_profile(load_profile(args.file), top=args.top)
+    events = load_profile(args.file)
+    summary = summarize_profile(events, top=args.top)
     print(json.dumps(summary, indent=2) if args.json else profile_text(summary))
+    if args.png:
+        from ._draw_timeline import timeline
+
+        timeline(events, run=args.run).save(args.png)
+        print(f"wrote {args.png}")
     return 0
+
+
+_LEVELS = ["ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -171,10 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_providers)
 
-    p = sub.add_parser("partition", help="show where each node runs and why")
+    p = sub.add_parser("partition", help="show where each node runs and why (text, JSON or "
+                                         "a picture)")
     p.add_argument("model")
     p.add_argument("--providers", help="comma-separated providers in priority order")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--format", default="text", choices=["text", "json", "svg", "html", "dot"],
+                   help="text report (default), JSON, or a picture of the graph: svg, html "
+                        "(the svg with a legend and tables of partitions and fallbacks), dot")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("-O", "--level", default="ORT_ENABLE_ALL", choices=_LEVELS,
+                   help="graph optimization level of the session (default ORT_ENABLE_ALL)")
     p.set_defaults(func=_cmd_partition)
 
     p = sub.add_parser("perf", help="measure latency (as onnxruntime_perf_test does)")
@@ -187,9 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("-r", type=int, metavar="N", help="timed runs (default 100)")
     when.add_argument("-t", type=float, metavar="SECONDS", help="time runs for this long")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs after the first")
-    p.add_argument("-O", "--level", default="ORT_ENABLE_ALL",
-                   choices=["ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
-                            "ORT_ENABLE_ALL"], help="graph optimization level")
+    p.add_argument("-O", "--level", default="ORT_ENABLE_ALL", choices=_LEVELS,
+                   help="graph optimization level")
     p.add_argument("--inputs", help=".npz file of named inputs (random from shapes if absent)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dim", type=int, default=1, help="value for symbolic dims (default 1)")
@@ -203,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--top", type=int, default=10, help="slowest nodes to list")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--png", metavar="FILE",
+                   help="also draw a per-node timeline of one run, coloured by provider")
+    p.add_argument("--run", type=int, metavar="N",
+                   help="the run to draw with --png, from 1 (default: the last)")
     p.set_defaults(func=_cmd_profile)
     return parser
 

@@ -73,6 +73,13 @@ _FONT: dict[str, tuple[int, ...]] = {
     "#": (0x0A, 0x0A, 0x1F, 0x0A, 0x1F, 0x0A, 0x0A),
     "'": (0x04, 0x04, 0x08, 0, 0, 0, 0),
     "?": (0x0E, 0x11, 0x01, 0x02, 0x04, 0, 0x04),
+    "!": (0x04, 0x04, 0x04, 0x04, 0x04, 0, 0x04),
+    "*": (0, 0x04, 0x15, 0x0E, 0x15, 0x04, 0),
+    "|": (0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04),
+    ";": (0, 0x0C, 0x0C, 0, 0x0C, 0x04, 0x08),
+    "&": (0x0C, 0x12, 0x14, 0x08, 0x15, 0x12, 0x0D),
+    "@": (0x0E, 0x11, 0x01, 0x0D, 0x15, 0x15, 0x0E),
+    "\u2026": (0, 0, 0, 0, 0, 0, 0x15),  # ellipsis, for clipped labels
 }
 GLYPH_W, GLYPH_H = 6, 8  # advance per character and line height, at scale 1
 
@@ -138,6 +145,22 @@ class Canvas:
     @staticmethod
     def text_width(s: str, scale: int = 1) -> int:
         return max(0, len(s) * GLYPH_W * scale - scale)
+
+    @staticmethod
+    def fit(s: str, width: float, scale: int = 1) -> str:
+        """``s``, clipped with an ellipsis so that it is at most ``width`` pixels wide."""
+        chars = int((width + scale) // (GLYPH_W * scale))
+        if len(s) <= chars:
+            return s
+        return s[:max(0, chars - 1)] + "\u2026" if chars > 0 else ""
+
+    def frame(self, x0: float, y0: float, x1: float, y1: float, color: str,
+              width: int = 1) -> None:
+        """The outline of [x0, x1) x [y0, y1), ``width`` pixels inside it."""
+        self.hline(x0, x1, y0, color, width)
+        self.hline(x0, x1, y1 - width, color, width)
+        self.vline(x0, y0, y1, color, width)
+        self.vline(x1 - width, y0, y1, color, width)
 
     def _stamp(self, x: int, y: int, mask: np.ndarray, rgb: np.ndarray) -> None:
         h, w = mask.shape

@@ -1,0 +1,269 @@
+"""Pictures: ``onnxplex partition --format svg|html|dot`` and ``onnxplex profile --png``."""
+
+from __future__ import annotations
+
+import html.parser
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import onnx
+import pytest
+from graphs import chain
+from models import light_model_paths, transformer_encoder, transformer_feed
+from test_raster import _decode
+
+import onnxplex as ort
+from onnxplex._cli import main
+from onnxplex._draw import GraphPicture, provider_colors, tint
+from onnxplex._draw_layout import layered_layout
+from onnxplex._raster import hex_color
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture(scope="module")
+def mixed_session():
+    """The test transformer on xnnpack_like + cpu_mlas: fused partitions, and the shape
+    plumbing falling back to cpu_mlas with a reason per node."""
+    return ort.InferenceSession(transformer_encoder().SerializeToString(),
+                                providers=["xnnpack_like", "cpu_mlas"])
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pictures") / "encoder.onnx"
+    onnx.save(transformer_encoder(), path)
+    return path
+
+
+def _svg_nodes(root: ET.Element) -> dict[str, ET.Element]:
+    return {g.get("data-node"): g for g in root.iter(f"{SVG}g")
+            if "op" in (g.get("class") or "").split()}
+
+
+def _box(g: ET.Element) -> tuple[float, float, float, float]:
+    r = g.find(f"{SVG}rect")
+    x, y = float(r.get("x")), float(r.get("y"))
+    return x, y, x + float(r.get("width")), y + float(r.get("height"))
+
+
+def _polygons(d: str) -> list[list[tuple[float, float]]]:
+    return [[tuple(map(float, p.split(","))) for p in re.findall(r"-?[\d.]+,-?[\d.]+", sub)]
+            for sub in d.split("Z") if sub.strip()]
+
+
+def _inside(pt: tuple[float, float], poly: list[tuple[float, float]]) -> bool:
+    """Ray casting; points on the boundary count as outside or inside arbitrarily."""
+    x, y = pt
+    hit = False
+    for (x1, y1), (x2, y2) in zip(poly, poly[1:] + poly[:1]):
+        if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
+            hit = not hit
+    return hit
+
+
+def test_svg_nodes_colours_partitions_and_fallbacks(mixed_session, model_path, tmp_path, capsys):
+    out = tmp_path / "placement.svg"
+    assert main(["partition", str(model_path), "--providers", "xnnpack_like,cpu_mlas",
+                 "--format", "svg", "-o", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    root = ET.parse(out).getroot()
+    assert root.tag == f"{SVG}svg"
+    plan = mixed_session.get_provider_assignment()
+    nodes = _svg_nodes(root)
+    assert set(nodes) == {p.name for p in plan.placements} and len(nodes) == 93
+    colors = provider_colors(plan.providers)
+    assert len(set(colors.values())) == 2
+    for p in plan.placements:
+        g = nodes[p.name]
+        assert g.get("data-provider") == p.provider
+        assert g.find(f"{SVG}rect").get("fill") == tint(colors[p.provider], 0.6)
+        hover = g.find(f"{SVG}title").text
+        assert p.op_type in hover and p.name in hover and p.provider in hover
+        # fallback nodes are marked, with every reason of the placement report
+        assert (g.get("data-fallback") == "1") == p.fell_back
+        for prov, reason in p.declined:
+            assert f"declined by {prov}: {reason}" in hover
+    assert sum(p.fell_back for p in plan.placements) == 19   # the shape plumbing
+    # inputs and output appear too
+    io = {g.get("data-node") for g in root.iter(f"{SVG}g")
+          if (g.get("class") or "").split()[1:2] in (["input"], ["output"])}
+    assert io == {"input_ids", "attention_mask", "last_hidden_state"}
+    # no two boxes overlap
+    boxes = sorted(_box(g) for g in nodes.values())
+    for k, a in enumerate(boxes):
+        for b in boxes[k + 1:]:
+            if b[0] >= a[2]:
+                break
+            assert a[3] <= b[1] or b[3] <= a[1], (a, b)
+    # every fused partition is outlined in its provider's colour, around its nodes only
+    fused = [p for p in plan.partitions if p.fused]
+    outlines = {int(g.get("data-partition")): g for g in root.iter(f"{SVG}g")
+                if g.get("class") == "partition"}
+    assert set(outlines) == {p.id for p in fused} and len(fused) == 4
+    for part in fused:
+        path = outlines[part.id].find(f"{SVG}path")
+        assert path.get("stroke") == colors[part.provider]
+        polys = _polygons(path.get("d"))
+        members = {plan.placements[i].name for i in part.nodes}
+        for name, g in nodes.items():
+            x0, y0, x1, y1 = _box(g)
+            centre_in = any(_inside(((x0 + x1) / 2, (y0 + y1) / 2), q) for q in polys)
+            assert centre_in == (name in members), (part.id, name)
+            if name in members:   # the whole box, not only its centre
+                assert any(all(_inside(c, q) for c in ((x0, y0), (x1, y0), (x0, y1), (x1, y1)))
+                           for q in polys), (part.id, name)
+
+
+def test_svg_edges_run_downwards_and_cross_providers_marked(mixed_session):
+    pic = GraphPicture.from_session(mixed_session)
+    root = ET.fromstring(pic.to_svg())
+    edges = [g for g in root.iter(f"{SVG}g") if (g.get("class") or "").split()[:1] == ["edge"]]
+    assert len(edges) == len(pic.edges) > 93
+    by_key = {n.key: n for n in pic.nodes}
+    for g in edges:
+        pts = [tuple(map(float, p.split(",")))
+               for p in g.find(f"{SVG}polyline").get("points").split()]
+        assert all(b[1] >= a[1] for a, b in zip(pts, pts[1:]))   # top to bottom
+        a, b = by_key[g.get("data-from")], by_key[g.get("data-to")]
+        crosses = a.provider is not None and b.provider is not None and a.provider != b.provider
+        assert ("boundary" in g.get("class")) == crosses
+
+
+class _Collect(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.rows: list[list[str]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "tr":
+            self.rows.append([])
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self.rows and data.strip():
+            self.rows[-1].append(data.strip())
+
+
+def test_html_has_svg_legend_partitions_and_fallbacks(mixed_session, model_path, tmp_path):
+    out = tmp_path / "placement.html"
+    assert main(["partition", str(model_path), "--providers", "xnnpack_like,cpu_mlas",
+                 "--format", "html", "-o", str(out)]) == 0
+    page = out.read_text()
+    parser = _Collect()
+    parser.feed(page)
+    parser.close()
+    assert parser.tags[0] == "html" and "svg" in parser.tags and parser.tags.count("table") == 2
+    plan = mixed_session.get_provider_assignment()
+    text = " ".join(parser.text)
+    assert "xnnpack_like: 74 nodes" in text and "cpu_mlas: 19 nodes" in text
+    # rows: 1 header + one per partition, then 1 header + one per fallback node
+    assert len(parser.rows) == 1 + len(plan.partitions) + 1 + 19
+    fall = [p for p in plan.placements if p.fell_back]
+    for p in fall:
+        assert any(r[0] == p.name and f"declined by xnnpack_like: {p.declined[0][1]}" in r
+                   for r in parser.rows)
+    # the embedded SVG is the same picture
+    svg = page[page.index("<svg"):page.index("</svg>") + 6]
+    assert len(_svg_nodes(ET.fromstring(svg))) == len(plan.placements)
+
+
+def test_dot_has_every_node_and_a_cluster_per_partition(mixed_session):
+    dot = GraphPicture.from_session(mixed_session, "enc").to_dot()
+    plan = mixed_session.get_provider_assignment()
+    assert dot.startswith('digraph "enc" {') and dot.rstrip().endswith("}")
+    assert dot.count("{") == dot.count("}")
+    declared = set(re.findall(r'^\s*"([^"]+)" \[label=', dot, re.M))
+    assert declared == {f"n{p.index}" for p in plan.placements} | {
+        "in:input_ids", "in:attention_mask", "out:last_hidden_state"}
+    colors = provider_colors(plan.providers)
+    for part in (p for p in plan.partitions if p.fused):
+        block = dot.split(f"subgraph cluster_p{part.id} {{", 1)[1].split("  }", 1)[0]
+        assert set(re.findall(r'^\s*"(n\d+)" \[', block, re.M)) == {f"n{i}" for i in part.nodes}
+        assert f'color="{colors[part.provider]}"' in block
+    for p in plan.placements:
+        line = next(s for s in dot.splitlines() if s.strip().startswith(f'"n{p.index}" [label='))
+        assert f'fillcolor="{tint(colors[p.provider], 0.6)}"' in line
+        assert ('penwidth=2' in line) == p.fell_back
+    edge_lines = re.findall(r'^  "[^"]+" -> "[^"]+" \[', dot, re.M)
+    assert len(edge_lines) == len(GraphPicture.from_session(mixed_session).edges)
+
+
+def test_large_graphs_stay_legible():
+    """ResNet-50 (onnx's light model, 176 nodes) and an unoptimized 12-layer encoder (500+
+    nodes): one column of boxes per branch, not one very wide row."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    resnet = next(p for p in light_model_paths() if p.endswith("light_resnet50.onnx"))
+    bert = transformer_encoder(layers=12).SerializeToString()
+    for model, expect in ((resnet, 170), (bert, 500)):
+        sess = ort.InferenceSession(model, so, providers=["xnnpack_like", "cpu_mlas"])
+        pic = GraphPicture.from_session(sess)
+        root = ET.fromstring(pic.to_svg())
+        assert len(_svg_nodes(root)) == len(sess.model.nodes) >= expect
+        lay = pic.layout()
+        widest = max(sum(1 for k in lay.rank if lay.rank[k] == r) for r in set(lay.rank.values()))
+        assert lay.width < 300 * widest + 400     # no runaway width from long edges
+        assert lay.height < 80 * len(sess.model.nodes)
+
+
+def test_layout_ranks_and_constant_subgraphs():
+    # x -> a -> b -> c -> d, and a constant k read only by d
+    keys = ["x", "a", "b", "c", "k", "d"]
+    edges = [("x", "a"), ("a", "b"), ("b", "c"), ("c", "d"), ("k", "d"), ("a", "d")]
+    lay = layered_layout(keys, dict.fromkeys(keys, 40), edges, pinned=["x"])
+    assert [lay.rank[k] for k in keys] == [0, 1, 2, 3, 3, 4]   # k sits just above its reader
+    # the long edge a -> d goes through one dummy per rank it crosses
+    assert len(lay.edges[5]) == 2 + 2 * 2
+    with pytest.raises(ValueError, match="cycle"):
+        layered_layout(["a", "b"], {"a": 1, "b": 1}, [("a", "b"), ("b", "a")])
+    with pytest.raises(ValueError, match="not in the graph"):
+        layered_layout(["a"], {"a": 1}, [("a", "zz")])
+
+
+def test_profile_png_timeline_from_a_real_run(tmp_path, capsys):
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = ort.InferenceSession(transformer_encoder().SerializeToString(), so,
+                                providers=["xnnpack_like", "cpu_mlas"])
+    for _ in range(2):
+        sess.run(None, transformer_feed(1, 8))
+    profile = sess.end_profiling()
+    png = tmp_path / "timeline.png"
+    assert main(["profile", profile, "--png", str(png), "--run", "1"]) == 0
+    assert f"wrote {png}" in capsys.readouterr().out
+    img = _decode(png.read_bytes())   # signature, chunk CRCs, zlib stream, filter bytes
+    import json
+
+    events = json.load(open(profile))
+    run1 = sorted((e for e in events if e["name"] == "model_run"), key=lambda e: e["ts"])
+    node_events = [e for e in events if e["cat"] == "Node"
+                   and run1[0]["ts"] <= e["ts"] < run1[1]["ts"]]
+    assert img.shape[1] == 1200 and img.shape[0] >= 11 * len(node_events) > 11 * 30
+    colours = {tuple(c) for c in img.reshape(-1, 3)}
+    for prov in ("xnnpack_like", "cpu_mlas"):
+        assert hex_color(provider_colors([prov])[prov]) in colours
+    # the default run is the last one; asking for one that does not exist is an error
+    assert main(["profile", profile, "--png", str(png)]) == 0
+    assert main(["profile", profile, "--png", str(png), "--run", "3"]) == 2
+    assert "run 3 does not exist: the profile holds 2 run(s)" in capsys.readouterr().err
+
+
+def test_profile_png_without_node_events_is_an_error(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(chain(["Relu"]), path)
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = ort.InferenceSession(str(path), so)
+    profile = sess.end_profiling()            # no run at all
+    assert main(["profile", profile, "--png", str(tmp_path / "t.png")]) == 2
+    assert "no node events" in capsys.readouterr().err
+    sess = ort.InferenceSession(str(path), so)
+    sess.run(None, {"x": np.ones((2, 3), np.float32)})
+    assert main(["profile", sess.end_profiling(), "--png", str(tmp_path / "t.png")]) == 0
