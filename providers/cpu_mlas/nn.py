@@ -1,8 +1,11 @@
 """Convolution and pooling kernels for cpu_mlas: Conv, ConvTranspose, MaxPool, AveragePool,
 GlobalAveragePool and GlobalMaxPool.
 
-Conv picks one of four strategies per call:
+Conv picks one of five strategies per call:
 
+* float32 2-D with group 1, when ``_mlas_native`` has its vector GEMM: the native GEMM with the
+  weight packed once, reading im2col panels straight from the input (no column buffer), bias,
+  the sum input Z and a Relu/Clip fused (:func:`_conv_native`);
 * 1x1, stride 1, no padding: one batched matmul on the input as is (no copy);
 * depthwise (group == C_in == C_out): float32 2-D on the native kernel when ``_mlas_native``
   is built (bias and Relu/Clip fused); else 2-D with narrow output rows as banded GEMMs per
@@ -31,7 +34,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
-from ._blas import intra_threads, matmul, parallel_for, split
+from ._blas import PackedWeight, intra_threads, matmul, pack_weight, parallel_for, split
 from ._native import native
 from ._registry import op
 from ._windows import TapGrid, auto_pads, ints, pad_constant, window_view
@@ -112,6 +115,13 @@ class _ConvWeights:
         return np.ascontiguousarray(
             self._w.reshape(g, mg, self.cg, -1).transpose(3, 0, 1, 2))
 
+    @functools.cached_property
+    def gemm_weight(self) -> PackedWeight | None:
+        """Group 1, float32: ``W [M, C * K]`` packed once for the native GEMM (else None)."""
+        if self.group != 1 or self._w.dtype != np.float32:
+            return None
+        return pack_weight(self.mat[0], left=True)
+
     @property
     def depthwise(self) -> bool:
         return self.group == self.m and self.cg == 1
@@ -189,7 +199,11 @@ def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView, bias: np.ndarray | No
         z = None
     ep = _Epilogue(bias, z3, act, _clamp(node) if act is not None else None)
     pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
-    if pointwise and not any(pb) and not any(pe):
+    if (g == 1 and len(kshape) == 2 and x.dtype == np.float32
+            and (gw := cw.gemm_weight) is not None):
+        y = _conv_native(np.ascontiguousarray(x), gw, kshape, strides, dil, pb, out_sp, bias,
+                         z3, act, _clamp(node) if act is not None else None)
+    elif pointwise and not any(pb) and not any(pe):
         y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)
     elif (cw.depthwise and c == g and len(kshape) == 2 and x.dtype == np.float32
           and (all(s == 1 for s in strides) or out_sp[1] > _BANDED_MAX_WIDTH)
@@ -315,6 +329,28 @@ def _clamp(node: NodeView) -> tuple[float, float] | None:
         hi = params[1] if len(params) > 1 else math.inf
         return float(lo), float(hi)
     return None
+
+
+def _conv_native(x: np.ndarray, gw: PackedWeight, kshape: Sequence[int],
+                 strides: Sequence[int], dil: Sequence[int], pb: Sequence[int],
+                 out_sp: Sequence[int], bias: np.ndarray | None, z3: np.ndarray | None,
+                 act: Callable[[np.ndarray], object] | None,
+                 clamp: tuple[float, float] | None) -> np.ndarray:
+    """Float32 2-D group-1 conv on the native GEMM (``_mlas_native.conv2d_f32``), threaded
+    inside: ``W [M, C * K]`` (packed) times the im2col panels it packs from ``x`` as it goes.
+    Z is copied into the output first and accumulated onto; the bias and a clamp activation
+    run in the GEMM's epilogue, any other activation after it."""
+    n, m = x.shape[0], gw.shape[0]
+    y = np.empty((n, m, *out_sp), dtype=np.float32)
+    if z3 is not None:
+        np.copyto(y.reshape(z3.shape), z3)
+    lo, hi = clamp if act is not None and clamp is not None else (-math.inf, math.inf)
+    native().conv2d_f32(x, gw.packed, y, tuple(kshape), tuple(strides), tuple(dil),
+                        (pb[0], pb[1]), bias=bias, lo=lo, hi=hi, accumulate=z3 is not None,
+                        threads=intra_threads())
+    if act is not None and clamp is None:
+        act(y)
+    return y
 
 
 def _depthwise_native(dwconv: Callable[..., None], x: np.ndarray, cw: _ConvWeights,

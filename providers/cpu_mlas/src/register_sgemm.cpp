@@ -1,5 +1,8 @@
 // Bindings of the float32 GEMM: packed operands as opaque objects, strided views of arrays,
 // shape and dtype checks, GIL released around compute.
+#include <pybind11/stl.h>
+
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -56,6 +59,25 @@ Operand operand(const py::object& x, bool is_a, const char* what) {
     op.view = view_2d(x.cast<py::array>(), what, op.rows, op.cols);
   }
   return op;
+}
+
+// An optional float32 bias of `want` values (kept alive by `keep`), or nullptr.
+const float* bias_of(const py::object& bias_in, size_t want,
+                     py::array_t<float, py::array::c_style | py::array::forcecast>& keep) {
+  if (bias_in.is_none()) return nullptr;
+  keep = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(bias_in);
+  if (!keep) throw py::type_error("bias must be a float array");
+  if (static_cast<size_t>(keep.size()) != want) {
+    throw py::value_error("bias must have " + std::to_string(want) + " values");
+  }
+  return keep.data();
+}
+
+// A C-contiguous float32 array of rank 4.
+void check_nchw(const py::array& x, const char* what) {
+  if (!is_float32(x) || x.ndim() != 4 || !(x.flags() & py::array::c_style)) {
+    throw py::type_error(std::string(what) + " must be a C-contiguous float32 array of rank 4");
+  }
 }
 
 }  // namespace
@@ -126,8 +148,6 @@ void register_sgemm(py::module_& m) {
     ep.hi = hi;
     py::array_t<float, py::array::c_style | py::array::forcecast> bias;
     if (!bias_in.is_none()) {
-      bias = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(bias_in);
-      if (!bias) throw py::type_error("bias must be a float array");
       if (bias_axis == "row") {
         ep.axis = BiasAxis::kRow;
       } else if (bias_axis == "col") {
@@ -135,11 +155,7 @@ void register_sgemm(py::module_& m) {
       } else {
         throw py::value_error("bias_axis must be 'row' or 'col'");
       }
-      const size_t want = ep.axis == BiasAxis::kRow ? m_ : n;
-      if (static_cast<size_t>(bias.size()) != want) {
-        throw py::value_error("bias must have " + std::to_string(want) + " values");
-      }
-      ep.bias = bias.data();
+      ep.bias = bias_of(bias_in, ep.axis == BiasAxis::kRow ? m_ : n, bias);
     }
     const SgemmIsa v = sgemm_isa_arg(isa);
     float* c = static_cast<float*>(out.mutable_data());
@@ -155,6 +171,70 @@ void register_sgemm(py::module_& m) {
      py::arg("isa") = "",
      "out = clip(A @ B (+ out if accumulate) + bias, lo, hi); A/B a float32 matrix (any strides) or an SgemmPacked; "
      "bias per row ('row', M values) or per column ('col', N values); threads 0 = all.");
+
+  m.def("conv2d_f32", [](const py::array& x, const SgemmPacked& w, py::array& out,
+                         std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                         std::array<size_t, 2> dilations, std::array<std::ptrdiff_t, 2> pads,
+                         const py::object& bias_in, float lo, float hi, bool accumulate,
+                         size_t threads, const std::string& isa) {
+    check_nchw(x, "x");
+    check_nchw(out, "out");
+    if (!out.writeable()) throw py::value_error("out must be writeable");
+    if (!w.is_a) throw py::value_error("w must be packed as the left (A) operand");
+    Conv2dGeometry g;
+    g.c = static_cast<size_t>(x.shape(1));
+    g.h = static_cast<size_t>(x.shape(2));
+    g.w = static_cast<size_t>(x.shape(3));
+    g.kh = kernel[0];
+    g.kw = kernel[1];
+    g.sh = strides[0];
+    g.sw = strides[1];
+    g.dh = dilations[0];
+    g.dw = dilations[1];
+    g.pt = pads[0];
+    g.pl = pads[1];
+    g.oh = static_cast<size_t>(out.shape(2));
+    g.ow = static_cast<size_t>(out.shape(3));
+    const size_t batch = static_cast<size_t>(x.shape(0)), cout = w.rows;
+    if (g.kh == 0 || g.kw == 0 || g.sh == 0 || g.sw == 0 || g.dh == 0 || g.dw == 0) {
+      throw py::value_error("kernel, strides and dilations must be positive");
+    }
+    if (w.cols != g.c * g.kh * g.kw) {
+      throw py::value_error("w has " + std::to_string(w.cols) + " columns, x needs C*kh*kw = " +
+                            std::to_string(g.c * g.kh * g.kw));
+    }
+    if (static_cast<size_t>(out.shape(0)) != batch || static_cast<size_t>(out.shape(1)) != cout) {
+      throw py::value_error("out must have shape (N, Cout, OH, OW) = (" + std::to_string(batch) +
+                            ", " + std::to_string(cout) + ", ...)");
+    }
+    SgemmEpilogue ep;
+    ep.accumulate = accumulate;
+    ep.lo = lo;
+    ep.hi = hi;
+    py::array_t<float, py::array::c_style | py::array::forcecast> bias;
+    ep.bias = bias_of(bias_in, cout, bias);
+    ep.axis = ep.bias != nullptr ? BiasAxis::kRow : BiasAxis::kNone;
+    const SgemmIsa v = sgemm_isa_arg(isa);
+    const float* xp = static_cast<const float*>(x.data());
+    float* yp = static_cast<float*>(out.mutable_data());
+    const size_t l = g.oh * g.ow, image = g.c * g.h * g.w;
+    {
+      py::gil_scoped_release release;
+      for (size_t i = 0; i < batch; ++i) {
+        const Conv2dSource source(xp + i * image, g);
+        sgemm(MatrixView{}, &w, source, cout, l, w.cols, yp + i * cout * l, l, ep, threads, v);
+      }
+    }
+    return out;
+  }, py::arg("x"), py::arg("w"), py::arg("out"), py::arg("kernel"), py::arg("strides"),
+     py::arg("dilations"), py::arg("pads"), py::arg("bias") = py::none(),
+     py::arg("lo") = -std::numeric_limits<float>::infinity(),
+     py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("accumulate") = false,
+     py::arg("threads") = 0, py::arg("isa") = "",
+     "2-D convolution (group 1) of x [N, C, H, W] with w packed as A [Cout, C*kh*kw] into out "
+     "[N, Cout, OH, OW]: the GEMM reads im2col panels straight from x (taps in the padding "
+     "read as 0); pads are the leading (top, left) ones; bias per output channel, clamp, "
+     "accumulate as sgemm.");
 }
 
 }  // namespace onnxplex::mlas::bind

@@ -7,6 +7,7 @@
 #include <new>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "cpu_features.h"
 #include "parallel.h"
@@ -21,6 +22,8 @@ size_t ceil_div(size_t x, size_t m) { return (x + m - 1) / m; }
 // Rows of A per task at most (a multiple of kSgemmMr): the task's A block (kMaxTaskRows x
 // kSgemmKc floats, 240 KiB) stays in L2 while the task walks its B panels.
 constexpr size_t kMaxTaskRows = 240;
+// The same when A is prepacked and B packed per task: 1020 x 256 floats (1 MiB, half an L2).
+constexpr size_t kMaxTaskRowsPackedA = 1020;
 // Columns of B per task at most (a multiple of kSgemmNr).
 constexpr size_t kMaxTaskCols = 512;
 // Tasks per thread wanted: a late thread then costs a fraction of the call.
@@ -168,9 +171,93 @@ std::shared_ptr<SgemmPacked> sgemm_pack_b(const MatrixView& b, size_t k, size_t 
   return pack_whole(b, false, k, n);
 }
 
-void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
-           const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
-           const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
+void MatrixSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const {
+  if (b_.cs != 1) {  // a transposed B: panel by panel (its columns are the contiguous axis)
+    for (size_t p = 0; p * kSgemmNr < nc; ++p) {
+      pack_b_panel(b_, k0, kc, c0 + p * kSgemmNr, std::min(kSgemmNr, nc - p * kSgemmNr),
+                   dst + p * kc * kSgemmNr);
+    }
+    return;
+  }
+  for (size_t k = 0; k < kc; ++k) {
+    const float* src = b_.data + static_cast<std::ptrdiff_t>(k0 + k) * b_.rs +
+                       static_cast<std::ptrdiff_t>(c0);
+    for (size_t p = 0; p * kSgemmNr < nc; ++p) {
+      float* d = dst + (p * kc + k) * kSgemmNr;
+      const size_t w = std::min(kSgemmNr, nc - p * kSgemmNr);
+      std::memcpy(d, src + p * kSgemmNr, w * sizeof(float));
+      if (w < kSgemmNr) std::memset(d + w, 0, (kSgemmNr - w) * sizeof(float));
+    }
+  }
+}
+
+void Conv2dSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const {
+  const Conv2dGeometry& g = g_;
+  const auto ih = static_cast<std::ptrdiff_t>(g.h), iw = static_cast<std::ptrdiff_t>(g.w);
+  const auto sw = static_cast<std::ptrdiff_t>(g.sw);
+  // The columns as runs within one output row and one panel; the same runs serve every k row.
+  struct Run {
+    float* out;               // the run's first column in its panel, at k row 0
+    size_t len;
+    std::ptrdiff_t iy0, ix0;  // input position of the run's first column at tap (0, 0)
+  };
+  static thread_local std::vector<Run> runs;
+  runs.clear();
+  for (size_t col = 0; col < nc;) {
+    const size_t p = c0 + col, oy = p / g.ow, ox0 = p % g.ow;
+    const size_t in_panel = kSgemmNr - col % kSgemmNr;
+    const size_t len = std::min({nc - col, g.ow - ox0, in_panel});
+    runs.push_back({dst + (col / kSgemmNr) * kc * kSgemmNr + col % kSgemmNr, len,
+                    static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt,
+                    static_cast<std::ptrdiff_t>(ox0 * g.sw) - g.pl});
+    col += len;
+  }
+  size_t c = k0 / (g.kh * g.kw), i = k0 / g.kw % g.kh, j = k0 % g.kw;
+  for (size_t kk = 0; kk < kc; ++kk) {
+    const float* plane = x_ + c * g.h * g.w;
+    const auto dy = static_cast<std::ptrdiff_t>(i * g.dh);
+    const auto dx = static_cast<std::ptrdiff_t>(j * g.dw);
+    for (const Run& run : runs) {
+      float* out = run.out + kk * kSgemmNr;
+      const std::ptrdiff_t iy = run.iy0 + dy;
+      const auto len = static_cast<std::ptrdiff_t>(run.len);
+      if (iy < 0 || iy >= ih) {
+        for (std::ptrdiff_t t = 0; t < len; ++t) out[t] = 0.0f;
+        continue;
+      }
+      const float* row = plane + iy * iw;
+      const std::ptrdiff_t x0 = run.ix0 + dx;
+      // Columns t in [lo, hi) read inside the row (x0 + t * sw in [0, iw)); the rest are pads.
+      const std::ptrdiff_t lo = x0 >= 0 ? 0 : std::min(len, (-x0 + sw - 1) / sw);
+      const std::ptrdiff_t hi = x0 >= iw ? lo : std::max(lo, std::min(len, (iw - x0 + sw - 1) / sw));
+      for (std::ptrdiff_t t = 0; t < lo; ++t) out[t] = 0.0f;
+      if (sw == 1) {  // (runs are at most 32 floats: a loop beats a call to memcpy)
+        for (std::ptrdiff_t t = lo; t < hi; ++t) out[t] = row[x0 + t];
+      } else {
+        const float* src = row + x0;
+        for (std::ptrdiff_t t = lo; t < hi; ++t) out[t] = src[t * sw];
+      }
+      for (std::ptrdiff_t t = hi; t < len; ++t) out[t] = 0.0f;
+    }
+    if (nc % kSgemmNr != 0) {  // the last panel's padding columns
+      float* last = dst + (nc / kSgemmNr) * kc * kSgemmNr + kk * kSgemmNr;
+      for (size_t t = nc % kSgemmNr; t < kSgemmNr; ++t) last[t] = 0.0f;
+    }
+    if (++j == g.kw) {
+      j = 0;
+      if (++i == g.kh) {
+        i = 0;
+        ++c;
+      }
+    }
+  }
+}
+
+namespace {
+
+void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
+                const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
+                const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
   if (m == 0 || n == 0) return;
   const float* row_bias = ep.axis == BiasAxis::kRow ? ep.bias : nullptr;
   const float* col_bias = ep.axis == BiasAxis::kCol ? ep.bias : nullptr;
@@ -187,17 +274,22 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
   const TileFn tile = tile_fn(isa);
   if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
 
-  // Task shape: all rows up to kMaxTaskRows; columns cut so every thread gets a few tasks.
-  const size_t task_rows = std::min(round_up(m, kSgemmMr), kMaxTaskRows);
-  const size_t row_tasks = ceil_div(m, task_rows);
+  // Below ~1M multiply-adds, the hand-over to other threads costs more than it saves.
+  if (m * n * k < (size_t{1} << 20)) threads = 1;
+  // Task shape: all rows up to a limit (a B panel packed in a task serves all of its rows:
+  // with A prepacked, the limit is what keeps the A block in L2; A packed per task wants
+  // fewer); columns, then rows, cut until every thread gets a few tasks.
+  size_t task_rows = std::min(round_up(m, kSgemmMr), pa != nullptr && pb == nullptr
+                                                         ? kMaxTaskRowsPackedA : kMaxTaskRows);
   size_t task_cols = std::min(round_up(n, kSgemmNr), kMaxTaskCols);
-  while (task_cols > kSgemmNr && row_tasks * ceil_div(n, task_cols) < kTasksPerThread * threads) {
+  const size_t want = kTasksPerThread * threads;
+  while (task_cols > kSgemmNr && ceil_div(m, task_rows) * ceil_div(n, task_cols) < want) {
     task_cols -= kSgemmNr;
   }
-  const size_t col_tasks = ceil_div(n, task_cols);
-  // Below ~1M multiply-adds a task, the hand-over costs more than it saves.
-  const size_t macs = m * n * k;
-  if (macs < (size_t{1} << 20)) threads = 1;
+  while (task_rows > 4 * kSgemmMr && ceil_div(m, task_rows) * ceil_div(n, task_cols) < want) {
+    task_rows = round_up(task_rows / 2, kSgemmMr);
+  }
+  const size_t row_tasks = ceil_div(m, task_rows), col_tasks = ceil_div(n, task_cols);
 
   // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.
   const bool direct_a = pa == nullptr && a.cs == 1 && a.rs >= 0;
@@ -220,24 +312,25 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
         }
         a_block = buf;
       }
-      for (size_t j = n0; j < n1; j += kSgemmNr) {
-        const size_t cols = std::min(kSgemmNr, n1 - j);
-        const float* b_panel;
-        if (pb != nullptr) {
-          b_panel = pb->panel(j / kSgemmNr) + k0 * kSgemmNr;
-        } else {
-          float* buf = b_scratch.get(kc * kSgemmNr);
-          pack_b_panel(b, k0, kc, j, cols, buf);
-          b_panel = buf;
-        }
-        for (size_t p = 0; p < a_panels; ++p) {
-          const size_t i = m0 + p * kSgemmMr;
+      float* b_block = nullptr;  // B not prepacked: this task's panels of the k block
+      if (pb == nullptr) {
+        b_block = b_scratch.get(ceil_div(n1 - n0, kSgemmNr) * kc * kSgemmNr);
+        b->pack(k0, kc, n0, n1 - n0, b_block);
+      }
+      // Each A panel (12 x kc, L1) meets every B panel of the task (at most 16 x 32 x kc,
+      // L2): every operand leaves memory once per task.
+      for (size_t p = 0; p < a_panels; ++p) {
+        const size_t i = m0 + p * kSgemmMr;
+        const float* a_panel = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
+                               : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
+                                             : a_block + p * kc * kSgemmMr;
+        for (size_t j = n0; j < n1; j += kSgemmNr) {
+          const size_t cols = std::min(kSgemmNr, n1 - j);
           SgemmTile tl;
           tl.lda = direct_a ? static_cast<size_t>(a.rs) : 0;
-          tl.a = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
-                 : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
-                               : a_block + p * kc * kSgemmMr;
-          tl.b = b_panel;
+          tl.a = a_panel;
+          tl.b = pb != nullptr ? pb->panel(j / kSgemmNr) + k0 * kSgemmNr
+                               : b_block + (j - n0) / kSgemmNr * kc * kSgemmNr;
           tl.kc = kc;
           tl.rows = std::min(kSgemmMr, m1 - i);
           tl.cols = cols;
@@ -255,6 +348,21 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
     }
   };
   parallel_for(row_tasks * col_tasks, threads, run_task);
+}
+
+}  // namespace
+
+void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
+           const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
+           const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
+  const MatrixSource source(b);
+  sgemm_impl(a, pa, pb != nullptr ? nullptr : &source, pb, m, n, k, c, ldc, ep, threads, isa);
+}
+
+void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t m, size_t n,
+           size_t k, float* c, size_t ldc, const SgemmEpilogue& ep, size_t threads,
+           SgemmIsa isa) {
+  sgemm_impl(a, pa, &b, nullptr, m, n, k, c, ldc, ep, threads, isa);
 }
 
 // The portable micro-kernel: the reference the vector variants are tested against.

@@ -57,11 +57,56 @@ struct SgemmEpilogue {
   float lo = -__builtin_inff(), hi = __builtin_inff();
 };
 
+// Where the GEMM gets B panels that are not prepacked: packs k [k0, k0 + kc) x columns
+// [c0, c0 + nc) of B as ceil(nc / kSgemmNr) consecutive panels of [kc][kSgemmNr] floats
+// (columns past nc zero), reading B a row at a time across all of them. Called concurrently.
+class BSource {
+ public:
+  virtual ~BSource() = default;
+  virtual void pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const = 0;
+};
+
+// B as a strided matrix.
+class MatrixSource final : public BSource {
+ public:
+  explicit MatrixSource(const MatrixView& b) : b_(b) {}
+  void pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const override;
+
+ private:
+  MatrixView b_;
+};
+
+// B as the im2col matrix of one image of a 2-D convolution, never materialized: x [C, H, W]
+// (contiguous); row (c * kh + i) * kw + j, column oy * ow + ox holds
+// x[c, oy * sh - pt + i * dh, ox * sw - pl + j * dw], or 0 in the padding.
+struct Conv2dGeometry {
+  size_t c, h, w;        // input channels and size
+  size_t kh, kw;         // kernel
+  size_t sh, sw;         // strides
+  size_t dh, dw;         // dilations
+  std::ptrdiff_t pt, pl; // leading pads
+  size_t oh, ow;         // output size
+};
+
+class Conv2dSource final : public BSource {
+ public:
+  Conv2dSource(const float* x, const Conv2dGeometry& g) : x_(x), g_(g) {}
+  void pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const override;
+
+ private:
+  const float* x_;
+  Conv2dGeometry g_;
+};
+
 // C [m, n] (row stride ldc) = A @ B with the epilogue. Exactly one of `a`/`pa` and one of
 // `b`/`pb` is used (the packed one when not null).
 void sgemm(const MatrixView& a, const SgemmPacked* pa, const MatrixView& b,
            const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
            const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
+// The same with B's panels from a source (A as above).
+void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t m, size_t n,
+           size_t k, float* c, size_t ldc, const SgemmEpilogue& ep, size_t threads,
+           SgemmIsa isa);
 
 // ---- micro-kernels (internal; one translation unit per ISA) --------------------------------
 
