@@ -206,9 +206,7 @@ def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView, bias: np.ndarray | No
     elif pointwise and not any(pb) and not any(pe):
         y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)
     elif (cw.depthwise and c == g and len(kshape) == 2 and x.dtype == np.float32
-          and (all(s == 1 for s in strides) or out_sp[1] > _BANDED_MAX_WIDTH)
           and (nat := native()) is not None and hasattr(nat, "dwconv_f32")):
-        # (narrow strided outputs: the banded GEMMs below beat the kernel's row loops)
         y = _depthwise_native(nat.dwconv_f32, np.ascontiguousarray(x), cw, pb, dil, strides,
                               out_sp, bias, z3, act, _clamp(node) if act is not None else None)
     elif cw.depthwise and c == g and len(kshape) == 2 and out_sp[1] <= _BANDED_MAX_WIDTH:

@@ -9,6 +9,10 @@
 #include "dwconv.h"
 
 namespace onnxplex::mlas::detail {
+// Internal linkage: each including translation unit (one per ISA, each with its own -m flags)
+// must keep its own copies. As plain inline functions the linker kept one copy for all, so the
+// AVX-512 and AVX2 entry points ran the portable (SSE2) code.
+namespace {
 
 inline void dwconv_f32_rows(const float* x, const float* w, const float* bias, float* y,
                             size_t channels, const DwConvGeometry& g, float lo, float hi) {
@@ -54,60 +58,135 @@ inline void dwconv_f32_rows(const float* x, const float* w, const float* bias, f
   }
 }
 
-// Stride 1, outputs up to 64 wide: rows too short for the row loops above. Each channel is
-// copied into a zero-padded plane whose rows are wp = wo + (kw - 1) * dw wide; every tap is
-// then one long loop over ho * wp positions (the last (kw - 1) * dw of each row are garbage,
-// dropped when the result is stored).
+// Output rows from per-tap source pointers into phase planes (rows wp apart): T taps.
+template <size_t T>
+void dw_rows_fixed(const float* const* src, const float* w, float bias, float* y, size_t ho,
+                   size_t wo, size_t wp, float lo, float hi) {
+  float wt[T];
+  for (size_t t = 0; t < T; ++t) wt[t] = w[t];
+  for (size_t oh = 0; oh < ho; ++oh) {
+    const size_t base = oh * wp;
+    float* out = y + oh * wo;
+    for (size_t ow = 0; ow < wo; ++ow) {
+      float a = bias;
+#pragma GCC unroll 25
+      for (size_t t = 0; t < T; ++t) a += wt[t] * src[t][base + ow];
+      // std::max/min return their first argument for a NaN: NaN stays NaN.
+      out[ow] = std::min(std::max(a, lo), hi);
+    }
+  }
+}
+
+// The same for any tap count: sums of a row in `acc` (wo floats), tap by tap.
+inline void dw_rows_any(const float* const* src, size_t taps, const float* w, float bias,
+                        float* y, size_t ho, size_t wo, size_t wp, float* acc, float lo,
+                        float hi) {
+  for (size_t oh = 0; oh < ho; ++oh) {
+    const size_t base = oh * wp;
+    for (size_t ow = 0; ow < wo; ++ow) acc[ow] = bias;
+    for (size_t t = 0; t < taps; ++t) {
+      const float wt = w[t];
+      const float* s = src[t] + base;
+      for (size_t ow = 0; ow < wo; ++ow) acc[ow] += wt * s[ow];
+    }
+    float* out = y + oh * wo;
+    for (size_t ow = 0; ow < wo; ++ow) out[ow] = std::min(std::max(acc[ow], lo), hi);
+  }
+}
+
+// Any stride, through "phase planes": the zero-padded input of a channel split by row index
+// mod sh and column index mod sw into sh * sw planes of rows wp = wo + ((kw - 1) * dw) / sw
+// wide. Tap (th, tw) then reads one phase plane at a fixed offset for every output position:
+// an output row is a contiguous loop over all taps at once (vectorized along the row, sums
+// in registers), whatever the stride. Stride 1 is the single-plane case.
 inline void dwconv_f32_flat(const float* x, const float* w, const float* bias, float* y,
                             size_t channels, const DwConvGeometry& g, float lo, float hi) {
-  const size_t wp = g.wo + (g.kw - 1) * g.dw;
-  const size_t hp = g.ho + (g.kh - 1) * g.dh;
-  const size_t n = g.ho * wp;
-  std::vector<float> plane(hp * wp + (g.kw - 1) * g.dw, 0.0f);
-  std::vector<float> acc(n);
+  const size_t qh_max = (g.kh - 1) * g.dh / g.sh, qw_max = (g.kw - 1) * g.dw / g.sw;
+  const size_t hp = g.ho + qh_max, wp = g.wo + qw_max;
+  const size_t phases = g.sh * g.sw, plane_size = hp * wp + qw_max;
+  std::vector<float> planes(phases * plane_size, 0.0f);
+  std::vector<float> acc(g.ho * wp), flat_out(g.ho * wp);
+  const size_t taps = g.kh * g.kw;
+  std::vector<const float*> tap_src(taps);  // where each tap reads, the same per channel
+  for (size_t t = 0; t < taps; ++t) {
+    const size_t ph = t / g.kw * g.dh, pw = t % g.kw * g.dw;
+    tap_src[t] = planes.data() + ((ph % g.sh) * g.sw + pw % g.sw) * plane_size +
+                 (ph / g.sh) * wp + pw / g.sw;
+  }
+  const auto h = static_cast<std::ptrdiff_t>(g.h), wi = static_cast<std::ptrdiff_t>(g.w);
+  const auto sw = static_cast<std::ptrdiff_t>(g.sw);
+  const auto n_out = static_cast<std::ptrdiff_t>(wp);
+  // Per column phase b: plane columns j in [lo, hi) read input column j * sw + off in the row.
+  struct ColRange {
+    std::ptrdiff_t off, lo, hi;
+  };
+  std::vector<ColRange> col_range(g.sw);
+  for (size_t b = 0; b < g.sw; ++b) {
+    const auto off = static_cast<std::ptrdiff_t>(b) - static_cast<std::ptrdiff_t>(g.pl);
+    const std::ptrdiff_t lo = off >= 0 ? 0 : std::min(n_out, (-off + sw - 1) / sw);
+    const std::ptrdiff_t hi =
+        off >= wi ? lo : std::max(lo, std::min(n_out, (wi - off + sw - 1) / sw));
+    col_range[b] = {off, lo, hi};
+  }
   for (size_t c = 0; c < channels; ++c) {
     const float* xc = x + c * g.h * g.w;
     const float* wc = w + c * g.kh * g.kw;
-    for (size_t r = 0; r < hp; ++r) {
-      float* dst = plane.data() + r * wp;
-      const auto ih = static_cast<std::ptrdiff_t>(r) - static_cast<std::ptrdiff_t>(g.pt);
-      if (ih < 0 || ih >= static_cast<std::ptrdiff_t>(g.h)) {
-        std::fill(dst, dst + wp, 0.0f);
-        continue;
-      }
-      const float* src = xc + static_cast<size_t>(ih) * g.w;
-      for (size_t col = 0; col < wp; ++col) {
-        const auto iw = static_cast<std::ptrdiff_t>(col) - static_cast<std::ptrdiff_t>(g.pl);
-        dst[col] = iw >= 0 && iw < static_cast<std::ptrdiff_t>(g.w) ? src[iw] : 0.0f;
+    for (size_t a = 0; a < g.sh; ++a) {
+      for (size_t b = 0; b < g.sw; ++b) {
+        float* plane = planes.data() + (a * g.sw + b) * plane_size;
+        for (size_t i = 0; i < hp; ++i) {
+          float* dst = plane + i * wp;
+          const auto ih = static_cast<std::ptrdiff_t>(i * g.sh + a) -
+                          static_cast<std::ptrdiff_t>(g.pt);
+          if (ih < 0 || ih >= h) {
+            std::fill(dst, dst + wp, 0.0f);
+            continue;
+          }
+          const float* src = xc + ih * wi;
+          const std::ptrdiff_t off = col_range[b].off, jlo = col_range[b].lo,
+                               jhi = col_range[b].hi;
+          for (std::ptrdiff_t j = 0; j < jlo; ++j) dst[j] = 0.0f;
+          if (sw == 1) {
+            std::copy(src + jlo + off, src + jhi + off, dst + jlo);
+          } else if (sw == 2) {  // a literal stride: the compiler vectorizes the gather
+            for (std::ptrdiff_t j = jlo; j < jhi; ++j) dst[j] = src[2 * j + off];
+          } else {
+            for (std::ptrdiff_t j = jlo; j < jhi; ++j) dst[j] = src[j * sw + off];
+          }
+          for (std::ptrdiff_t j = jhi; j < n_out; ++j) dst[j] = 0.0f;
+        }
       }
     }
-    const float b = bias != nullptr ? bias[c] : 0.0f;
-    float* a = acc.data();
-    for (size_t i = 0; i < n; ++i) a[i] = b;
-    for (size_t th = 0; th < g.kh; ++th) {
-      for (size_t tw = 0; tw < g.kw; ++tw) {
-        const float wt = wc[th * g.kw + tw];
-        const float* src = plane.data() + th * g.dh * wp + tw * g.dw;
-        for (size_t i = 0; i < n; ++i) a[i] += wt * src[i];
-      }
-    }
+    const float bv = bias != nullptr ? bias[c] : 0.0f;
     float* yc = y + c * g.ho * g.wo;
-    for (size_t oh = 0; oh < g.ho; ++oh) {
-      for (size_t ow = 0; ow < g.wo; ++ow) {
-        yc[oh * g.wo + ow] = std::min(std::max(a[oh * wp + ow], lo), hi);
+    // Short rows: all rows as one flat row of ho * wp positions (garbage columns included,
+    // dropped below), so the vector loop runs long; wide rows: straight into y.
+    const bool flat = g.wo < 64;
+    float* dst = flat ? flat_out.data() : yc;
+    const size_t rows = flat ? 1 : g.ho, cols = flat ? g.ho * wp : g.wo;
+    switch (taps) {  // the common kernels with the tap loop unrolled: sums stay in registers
+      case 9: dw_rows_fixed<9>(tap_src.data(), wc, bv, dst, rows, cols, wp, lo, hi); break;
+      case 25: dw_rows_fixed<25>(tap_src.data(), wc, bv, dst, rows, cols, wp, lo, hi); break;
+      default: dw_rows_any(tap_src.data(), taps, wc, bv, dst, rows, cols, wp, acc.data(), lo, hi);
+    }
+    if (flat) {
+      for (size_t oh = 0; oh < g.ho; ++oh) {
+        std::copy(dst + oh * wp, dst + oh * wp + g.wo, yc + oh * g.wo);
       }
     }
   }
 }
 
-// The variant for the geometry: flat planes for stride-1 outputs up to 64 wide, else rows.
+// The variant for the geometry: phase planes, unless the input planes are so large that the
+// row loops (no copy of the input) keep more in cache.
 inline void dwconv_f32_any(const float* x, const float* w, const float* bias, float* y,
                            size_t channels, const DwConvGeometry& g, float lo, float hi) {
-  if (g.sh == 1 && g.sw == 1 && g.wo <= 64) {
+  if (g.ho * (g.wo + g.kw) <= (size_t{1} << 16)) {
     dwconv_f32_flat(x, w, bias, y, channels, g, lo, hi);
   } else {
     dwconv_f32_rows(x, w, bias, y, channels, g, lo, hi);
   }
 }
 
+}  // namespace
 }  // namespace onnxplex::mlas::detail
