@@ -23,6 +23,8 @@ from ._np_helpers import (
     str_guard,
     trunc_divide,
 )
+from ._blas import intra_threads
+from ._native import native
 from ._registry import op
 
 logger = logging.getLogger(__name__)
@@ -341,14 +343,32 @@ def _gelu_blocks(src: np.ndarray, dst: np.ndarray, erf_form: bool) -> np.ndarray
     return dst
 
 
+# The same two forms for the native kernel (``_mlas_native.gelu_f32``): x * sigmoid(2 x Q(x^2))
+# with Q's coefficients highest power first and x^2 clamped to the fit's range.
+_GELU_NATIVE_FORMS = {
+    True: (np.array(_GELU_ERF_COEFFS, np.float32), float(_GELU_ERF_CLAMP)),
+    False: (np.array([0.044715 * _SQRT_2_OVER_PI, _SQRT_2_OVER_PI], np.float32), math.inf),
+}
+
+
 def _gelu_kernel(erf_form: bool) -> Callable[..., np.ndarray]:
-    """GELU with an optional bias added first (BiasGelu, FastGelu): float32 through
-    :func:`_gelu_blocks`, other float types through the whole-array formulas."""
+    """GELU with an optional bias added first (BiasGelu, FastGelu): float32 on the native
+    kernel when ``_mlas_native`` is built (bias along the last axis added inside), else through
+    :func:`_gelu_blocks`; other float types through the whole-array formulas."""
     slow = _float_op(_gelu_erf if erf_form else _gelu_tanh)
+    coeffs, clamp = _GELU_NATIVE_FORMS[erf_form]
 
     def kernel(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
         if x.dtype != _F32 or (bias is not None and bias.dtype != _F32):
             return slow(x if bias is None else np.add(x, bias))
+        nat = native()
+        if nat is not None and hasattr(nat, "gelu_f32") and x.ndim >= 1 and (
+                bias is None or (bias.ndim == 1 and bias.shape[0] == x.shape[-1])):
+            y = np.empty(x.shape, _F32)
+            nat.gelu_f32(np.ascontiguousarray(x), None if bias is None
+                         else np.ascontiguousarray(bias), y, coeffs, clamp,
+                         threads=intra_threads())
+            return y
         with np.errstate(all="ignore"):
             if bias is None:
                 src = np.ascontiguousarray(x).reshape(x.shape)  # 0-d stays 0-d

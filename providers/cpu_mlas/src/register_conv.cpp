@@ -10,6 +10,7 @@
 #include "bind_util.h"
 #include "conv_epilogue.h"
 #include "dwconv.h"
+#include "gelu.h"
 
 namespace onnxplex::mlas::bind {
 
@@ -110,6 +111,39 @@ void register_conv(py::module_& m) {
      py::arg("hi") = std::numeric_limits<float>::infinity(),
      "Depthwise 2-D conv of x [C, H, W] with w [C, kh, kw] into y [C, Ho, Wo] (written), "
      "bias [C] or None, begin pads (top, left), then clamp to [lo, hi].");
+
+  m.def("gelu_f32", [](const py::array& x_in, const py::object& b_in, py::array& y_in,
+                       const py::array& coeffs_in, float clamp, size_t threads) {
+    if (!py::isinstance<F32>(x_in) || !py::isinstance<F32>(y_in)) {
+      throw py::type_error("x and y must be C-contiguous float32 arrays");
+    }
+    const F32 x = x_in.cast<F32>();
+    F32 y = y_in.cast<F32>();
+    if (x.size() != y.size()) throw py::value_error("x and y must have the same size");
+    if (!y.writeable()) throw py::value_error("y must be writeable");
+    const F32 coeffs = f32(coeffs_in, "coeffs", 1);
+    if (coeffs.size() == 0) throw py::value_error("coeffs must not be empty");
+    F32 b;
+    size_t bias_count = 0;
+    if (!b_in.is_none()) {
+      b = f32(b_in.cast<py::array>(), "bias", 1);
+      bias_count = static_cast<size_t>(b.size());
+      const size_t last = x.ndim() > 0 ? static_cast<size_t>(x.shape(x.ndim() - 1)) : 1;
+      if (bias_count == 0 || bias_count != last) {
+        throw py::value_error("bias must have as many values as x's last axis");
+      }
+    }
+    const GeluForm form{coeffs.data(), static_cast<size_t>(coeffs.size()), clamp};
+    const float* xp = x.data();
+    const float* bp = bias_count != 0 ? b.data() : nullptr;
+    float* yp = y.mutable_data();
+    const auto n = static_cast<size_t>(x.size());
+    py::gil_scoped_release release;
+    gelu_f32(xp, bp, bias_count, yp, n, form, threads);
+  }, py::arg("x"), py::arg("bias"), py::arg("y"), py::arg("coeffs"), py::arg("clamp"),
+     py::arg("threads") = 0,
+     "y = gelu(x + bias) as x * sigmoid(2 x Q(min(x^2, clamp))), Q's coefficients highest "
+     "power first; bias (None or x's last axis) broadcast along the last axis; y may be x.");
 }
 
 }  // namespace onnxplex::mlas::bind

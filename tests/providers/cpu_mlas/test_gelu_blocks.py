@@ -1,5 +1,6 @@
-"""The blocked float32 GELU path (Gelu, BiasGelu, FastGelu) against float64 formulas, on
-arrays that span several blocks, odd tails, views and degenerate shapes."""
+"""The float32 GELU paths (Gelu, BiasGelu, FastGelu), native (``_mlas_native.gelu_f32``) and
+blocked numpy, against float64 formulas, on arrays that span several blocks and threads' chunks,
+odd tails, views and degenerate shapes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from onnxplex.providers.cpu_mlas import _native
 from onnxplex.providers.cpu_mlas import elementwise as ew
 
 RNG = np.random.default_rng(7)
@@ -27,13 +29,29 @@ def _tanh_gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * xd * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (xd + 0.044715 * xd ** 3)))
 
 
+HAS_NATIVE = _native.native() is not None and hasattr(_native.native(), "gelu_f32")
+
+
+@pytest.fixture(params=["native", "numpy"])
+def path(request, monkeypatch):
+    if request.param == "native" and not HAS_NATIVE:
+        pytest.skip("_mlas_native (with gelu_f32) is not built")
+    if request.param == "numpy":
+        monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
+    _native.native.cache_clear()
+    yield request.param
+    monkeypatch.undo()
+    _native.native.cache_clear()
+
+
 @pytest.fixture(params=["erf", "tanh"])
-def form(request):
+def form(request, path):
     erf_form = request.param == "erf"
     return ew._gelu_kernel(erf_form), _exact_gelu if erf_form else _tanh_gelu
 
 
-@pytest.mark.parametrize("shape", [(3, ew._GELU_BLOCK + 17), (1, 128, 3072), (5,), ()])
+@pytest.mark.parametrize("shape", [(3, ew._GELU_BLOCK + 17), (1, 128, 3072), (5,), (),
+                                   (70000, 3)])
 def test_blocked_gelu_matches_float64(form, shape):
     kernel, want = form
     x = (RNG.standard_normal(shape) * 4).astype(np.float32)
@@ -43,10 +61,11 @@ def test_blocked_gelu_matches_float64(form, shape):
     np.testing.assert_allclose(got, want(x), **TOL)
 
 
-def test_bias_is_added_first_and_input_untouched(form):
+@pytest.mark.parametrize("shape", [(2, 7, 40), (40, 3001)])  # (chunks start mid-bias)
+def test_bias_is_added_first_and_input_untouched(form, shape):
     kernel, want = form
-    x = RNG.standard_normal((2, 7, 40)).astype(np.float32)
-    b = RNG.standard_normal(40).astype(np.float32)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    b = RNG.standard_normal(shape[-1]).astype(np.float32)
     x0 = x.copy()
     np.testing.assert_allclose(kernel(x, b), want(x + b), **TOL)
     np.testing.assert_array_equal(x, x0)
