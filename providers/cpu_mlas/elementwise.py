@@ -15,6 +15,8 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._blas import intra_threads
+from ._native import native
 from ._np_helpers import (
     LOW_PRECISION_FLOATS,
     as_array,
@@ -23,8 +25,6 @@ from ._np_helpers import (
     str_guard,
     trunc_divide,
 )
-from ._blas import intra_threads
-from ._native import native
 from ._registry import op
 
 logger = logging.getLogger(__name__)
