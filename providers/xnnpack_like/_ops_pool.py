@@ -114,7 +114,8 @@ class ReduceOp(Op):
             if self.to_logical:
                 y = y.transpose(TO_L)
             y = y.reshape([d for i, d in enumerate(y.shape) if i not in self.squeeze])
-        return np.ascontiguousarray(y)
+        # not np.ascontiguousarray: it turns a 0-d result (every axis reduced) into shape [1]
+        return np.require(y, requirements="C")
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ The contract, in the order the framework calls it (see ``onnxplex/_provider.py``
    groups claimed, and a ``Decline`` with a reason for each node left alone.
 4. ``compile(subgraph)``  -- once per claimed group (never per run): return a callable
    ``kernel(*inputs) -> outputs``. ``run`` may call it from several threads at once, so it
-   must keep no per-run state outside its local variables.
+   must keep no per-run state outside its local variables. Optionally the kernel also has
+   ``profiled(emit, *inputs)``, which the executor calls instead when session profiling is
+   on, so that each fused node shows in the profile (see ``ChainKernel``).
 
 Providers that run ops one by one need none of this: declare an ``OpTable`` instead, and the
 base class derives ``get_capability`` and ``compile`` from it (see the bundled ``cpu_mlas``).
@@ -20,7 +22,8 @@ base class derives ``get_capability`` and ``compile`` from it (see the bundled `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,7 +43,7 @@ from onnxplex import (
     ValueInfo,
 )
 
-__all__ = ["ExampleNumpyProvider"]
+__all__ = ["ChainKernel", "ExampleNumpyProvider"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,6 +133,54 @@ def check_node(node: NodeView) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
+# The kernel
+# --------------------------------------------------------------------------------------------
+
+# One step of a chain: (node name for profiles, op type, function, input names, output name).
+Step = tuple[str, str, Callable[..., np.ndarray], tuple[str, ...], str]
+
+
+class ChainKernel:
+    """One compiled elementwise chain.
+
+    ``kernel(*inputs)`` runs it. ``kernel.profiled(emit, *inputs)`` runs it too, timing each
+    node: the executor calls it instead of ``kernel(*inputs)`` when the session profiles
+    (``SessionOptions.enable_profiling``), and each ``emit`` call becomes an event
+    ``<partition>/<node>`` in the profile. Both keep all per-run values in locals: nothing on
+    ``self`` changes after ``compile``, so concurrent runs cannot interfere.
+    """
+
+    def __init__(self, steps: Sequence[Step], input_names: Sequence[str],
+                 output_names: Sequence[str]) -> None:
+        self.steps = tuple(steps)
+        self.input_names = tuple(input_names)
+        self.output_names = tuple(output_names)
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        return self._run(inputs, None)
+
+    def profiled(self, emit: Callable[..., None], *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        return self._run(inputs, emit)
+
+    def _run(self, inputs: Sequence[np.ndarray],
+             emit: Callable[..., None] | None) -> tuple[np.ndarray, ...]:
+        # Inputs arrive positionally in subgraph.inputs order (graph inputs, initializers and
+        # other partitions' outputs alike). `env` is a local: nothing survives the call.
+        env: dict[str, np.ndarray] = dict(zip(self.input_names, inputs, strict=True))
+        with np.errstate(all="ignore"):  # sqrt(-1) -> nan, x/0 -> inf, as onnxruntime
+            for node_name, op_type, fn, ins, out in self.steps:
+                start = time.perf_counter_ns()
+                args = [env[n] for n in ins]
+                env[out] = fn(*args)
+                if emit is not None:
+                    emit(node_name, op_type, start, time.perf_counter_ns(), inputs=args,
+                         outputs=(env[out],), args={"function": fn.__name__})
+        # Outputs in subgraph.outputs order; np.asarray turns 0-d numpy scalars back into
+        # arrays.
+        return tuple(np.asarray(env[n]) for n in self.output_names)
+
+
+# --------------------------------------------------------------------------------------------
 # The provider
 # --------------------------------------------------------------------------------------------
 
@@ -215,7 +266,7 @@ class ExampleNumpyProvider(ExecutionProvider):
         # Called once per claimed group, when the session is created. Do all the work that
         # does not depend on input values here (resolve functions, wire value names) so that
         # each run only does arithmetic.
-        steps: list[tuple[Callable[..., np.ndarray], tuple[str, ...], str]] = []
+        steps: list[Step] = []
         for node in subgraph.nodes:  # already in topological order
             fn = UNARY.get(node.op_type) or BINARY.get(node.op_type)
             if fn is None or node.domain:  # we only get what we claimed; be explicit anyway
@@ -223,7 +274,8 @@ class ExampleNumpyProvider(ExecutionProvider):
                     f"{self.name}: cannot compile {node.display_name} ({node.qualified_op})",
                     provider=self.name, node=node.display_name, op_type=node.op_type)
             ins = tuple(v.name for v in node.inputs)  # type: ignore[union-attr]
-            steps.append((fn, ins, node.outputs[0].name))  # type: ignore[union-attr]
+            steps.append((node.display_name, node.op_type, fn, ins,
+                          node.outputs[0].name))  # type: ignore[union-attr]
 
         # A single-node subgraph lists the node's inputs as they are (a repeated value
         # appears twice, an omitted optional input is None); a fused one lists each outside
@@ -231,16 +283,4 @@ class ExampleNumpyProvider(ExecutionProvider):
         input_names = tuple("" if v is None else v.name for v in subgraph.inputs)
         output_names = tuple(v.name for v in subgraph.outputs)
 
-        def kernel(*inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-            # Inputs arrive positionally in subgraph.inputs order (graph inputs, initializers
-            # and other partitions' outputs alike). `env` is a local: nothing survives the
-            # call, so concurrent runs cannot interfere.
-            env: dict[str, np.ndarray] = dict(zip(input_names, inputs, strict=True))
-            with np.errstate(all="ignore"):  # sqrt(-1) -> nan, x/0 -> inf, as onnxruntime
-                for fn, ins, out in steps:
-                    env[out] = fn(*(env[n] for n in ins))
-            # Outputs in subgraph.outputs order; np.asarray turns 0-d numpy scalars back
-            # into arrays.
-            return tuple(np.asarray(env[n]) for n in output_names)
-
-        return kernel
+        return ChainKernel(steps, input_names, output_names)
