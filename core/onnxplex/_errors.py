@@ -22,6 +22,8 @@ __all__ = [
     "CompileError",
     "KernelExecutionError",
     "PartitionError",
+    "TensorSizeError",
+    "RunCancelledError",
 ]
 
 
@@ -90,3 +92,12 @@ class PartitionError(OnnxplexError):
     def __init__(self, message: str, *, unassigned: tuple[int, ...] = ()) -> None:
         super().__init__(message)
         self.unassigned = unassigned
+
+
+class TensorSizeError(InvalidModelError):
+    """A tensor's shape would need more memory than onnxplex allows (refused before allocating;
+    the limit is the machine's memory, or ``ONNXPLEX_MAX_TENSOR_BYTES``)."""
+
+
+class RunCancelledError(OnnxplexError):
+    """A run was cancelled through ``RunOptions.terminate``."""

@@ -30,7 +30,12 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from ._dtypes import np_dtype
-from ._errors import ExternalDataError, InvalidModelError, UnsupportedModelError
+from ._errors import (
+    ExternalDataError,
+    InvalidModelError,
+    TensorSizeError,
+    UnsupportedModelError,
+)
 
 __all__ = ["Model", "load_model", "load_proto", "ValueInfo", "NodeView", "GraphView",
            "Subgraph"]
@@ -522,11 +527,13 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     """Validate and load a parsed ModelProto whose external data lives in ``base_dir``."""
     _check_versions(proto)
     _check_external_data(proto, base_dir)
+    _check_tensors(proto)
     _check_structure(proto.graph, outer=set(), where="main graph")
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
     if infer_shapes:
         proto, big, declared = _infer_shapes(proto)
+    _check_value_shapes(proto)
     try:
         model = ir.serde.deserialize_model(proto)
         _attach_initializers(model, big, declared)
@@ -544,6 +551,10 @@ def _parse(data: bytes, where: str) -> onnx.ModelProto:
     try:
         proto.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as e:
+        if "MaxDepth" in str(e) or "recursion" in str(e).lower():
+            raise InvalidModelError(
+                f"{where}: messages are nested too deeply to parse ({e}); subgraphs nested "
+                "this deep are refused") from e
         raise InvalidModelError(
             f"{where}: not a valid ONNX model (protobuf parse failed: {e}); "
             "the file may be truncated or not an .onnx file"
@@ -565,12 +576,40 @@ def _check_versions(proto: onnx.ModelProto) -> None:
             "convert it with onnx.version_converter"
         )
     newest = onnx.defs.onnx_opset_version()
+    seen: dict[str, int] = {}
     for imp in proto.opset_import:
-        if imp.domain in ("", "ai.onnx") and imp.version > newest:
+        domain = "" if imp.domain == "ai.onnx" else imp.domain
+        label = domain or "ai.onnx"
+        if imp.version < 1:
+            raise UnsupportedModelError(
+                f"the model imports {label} opset {imp.version}; opset versions start at 1")
+        if seen.get(domain, imp.version) != imp.version:
+            raise InvalidModelError(
+                f"the model imports {label} twice, as opset {seen[domain]} and {imp.version}")
+        seen[domain] = imp.version
+        if domain == "" and imp.version > newest:
             raise UnsupportedModelError(
                 f"the model imports ai.onnx opset {imp.version}, newer than the installed onnx "
                 f"package knows ({newest}); upgrade onnx"
             )
+    # A node of a domain the model does not import has no defined semantics (onnxruntime
+    # refuses it too); model-local functions define their own domains.
+    known = set(seen) | {f.domain for f in proto.functions}
+    for where, node in _iter_nodes(proto.graph, "main graph"):
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        if domain not in known:
+            raise InvalidModelError(
+                f"{where}: node {node.name!r} ({node.op_type}) is in domain "
+                f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import)")
+
+
+def _iter_nodes(graph: onnx.GraphProto, where: str) -> Iterator[tuple[str, onnx.NodeProto]]:
+    """Every node of ``graph`` and of the subgraphs nested in it, with where it is."""
+    for node in graph.node:
+        yield where, node
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _iter_nodes(g, f"{where} > {node.op_type} {node.name!r}.{a.name}")
 
 
 def _iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -578,7 +617,11 @@ def _iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     for sp in graph.sparse_initializer:
         yield sp.values
         yield sp.indices
-    for node in graph.node:
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Sequence[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
+    for node in nodes:
         for a in node.attribute:
             if a.HasField("t"):
                 yield a.t
@@ -589,10 +632,22 @@ def _iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _iter_tensors(g)
 
 
+def _model_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in the model: initializers and tensor attributes of the graph, of
+    its nested subgraphs and of its model-local functions."""
+    yield from _iter_tensors(proto.graph)
+    for f in proto.functions:
+        yield from _node_tensors(f.node)
+
+
 def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
-    """Refuse external data that leaves the model folder or reaches past its file."""
+    """Refuse external data that leaves the model folder or reaches past its file.
+
+    Each location is resolved once, here (:func:`resolve_inside`), and rewritten to the
+    checked path relative to the folder, so the reader opens exactly the file that was checked.
+    """
     root = os.path.realpath(base_dir) if base_dir is not None else None
-    for t in _iter_tensors(proto.graph):
+    for t in _model_tensors(proto):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in t.external_data}
@@ -603,21 +658,7 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
                 f"{what} has its data in external file {loc!r}, but the model was not loaded "
                 "from a path; load it from its file so the data can be found beside it"
             )
-        if not loc:
-            raise ExternalDataError(f"{what} is marked external but names no location")
-        if os.path.isabs(loc) or loc.startswith(("/", "\\")) or (len(loc) > 1 and loc[1] == ":"):
-            raise ExternalDataError(
-                f"{what}: external data location {loc!r} is an absolute path; only paths "
-                f"inside the model folder {root!r} are allowed"
-            )
-        full = os.path.realpath(os.path.join(root, loc))
-        if os.path.commonpath([full, root]) != root:
-            raise ExternalDataError(
-                f"{what}: external data location {loc!r} resolves to {full!r}, outside the "
-                f"model folder {root!r}; refusing to read it"
-            )
-        if not os.path.isfile(full):
-            raise ExternalDataError(f"{what}: external data file {loc!r} not found in {root!r}")
+        full = resolve_inside(root, loc, what)
         size = os.path.getsize(full)
         try:
             offset = int(info.get("offset", 0) or 0)
@@ -639,22 +680,182 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
                 f"{what}: external data length {length} does not match its shape and dtype "
                 f"({expected} bytes)"
             )
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = os.path.relpath(full, root)
+
+
+def resolve_inside(root: str, location: str, what: str) -> str:
+    """The real path of ``location`` relative to folder ``root`` (itself a real path), after
+    following every symlink; raises :class:`ExternalDataError` unless it is a regular file
+    inside ``root``. The one place that decides whether a file named by a model may be read."""
+    if not location:
+        raise ExternalDataError(f"{what} is marked external but names no location")
+    if "\0" in location:
+        raise ExternalDataError(f"{what}: external data location {location!r} contains a NUL "
+                                "byte")
+    if (os.path.isabs(location) or location.startswith(("/", "\\"))
+            or (len(location) > 1 and location[1] == ":")):
+        raise ExternalDataError(
+            f"{what}: external data location {location!r} is an absolute path; only paths "
+            f"inside the model folder {root!r} are allowed"
+        )
+    try:
+        full = os.path.realpath(os.path.join(root, location))
+    except (OSError, ValueError) as e:
+        raise ExternalDataError(f"{what}: external data location {location!r} cannot be "
+                                f"resolved: {e}") from e
+    if os.path.commonpath([full, root]) != root or full == root:
+        raise ExternalDataError(
+            f"{what}: external data location {location!r} resolves to {full!r}, outside the "
+            f"model folder {root!r}; refusing to read it"
+        )
+    if not os.path.isfile(full):
+        raise ExternalDataError(f"{what}: external data file {location!r} not found in "
+                                f"{root!r}")
+    return full
+
+
+_SUB_BYTE_BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}
+for _name, _bits in (("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2), ("FLOAT6E2M3", 6),
+                     ("FLOAT6E3M2", 6)):
+    if hasattr(onnx.TensorProto, _name):
+        _SUB_BYTE_BITS[getattr(onnx.TensorProto, _name)] = _bits
+
+
+def _elem_bits(elem_type: int) -> int | None:
+    """Bits per element of a tensor type (``None``: unknown or variable, e.g. strings)."""
+    if elem_type in _SUB_BYTE_BITS:
+        return _SUB_BYTE_BITS[elem_type]
+    try:
+        dt = np_dtype(elem_type)
+    except KeyError:
+        return None
+    return None if dt == np.dtype(object) else dt.itemsize * 8
+
+
+def _num_elements(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)   # Python ints: a product of hostile dims must not wrap around
+    return n
 
 
 def _expected_nbytes(t: onnx.TensorProto) -> int | None:
+    bits = _elem_bits(t.data_type)
+    return None if bits is None else (_num_elements(t.dims) * bits + 7) // 8
+
+
+def max_tensor_bytes() -> int:
+    """The largest tensor (bytes) a model may declare: ``ONNXPLEX_MAX_TENSOR_BYTES`` when set,
+    else the machine's physical memory (a tensor larger than that can never be held)."""
+    env = os.environ.get("ONNXPLEX_MAX_TENSOR_BYTES", "").strip()
+    if env:
+        try:
+            return int(float(env))
+        except ValueError:
+            logger.warning("ignoring ONNXPLEX_MAX_TENSOR_BYTES=%r: not a number", env)
     try:
-        dt = np_dtype(t.data_type)
-    except KeyError:
-        return None
-    if dt == np.dtype(object):
-        return None
-    n = 1
-    for d in t.dims:
-        n *= int(d)
-    bits = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}.get(t.data_type)
-    if bits is not None or getattr(onnx.TensorProto, "FLOAT4E2M1", -1) == t.data_type:
-        return (n * 4 + 7) // 8
-    return n * dt.itemsize
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows): 1 TiB
+        return 1 << 40
+
+
+def format_bytes(n: int) -> str:
+    """``3.55 PiB``-style size of ``n`` bytes."""
+    size = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            return f"{n} bytes" if unit == "bytes" else f"{size:.2f} {unit}"
+        size /= 1024
+    return f"{n} bytes"  # pragma: no cover
+
+
+def check_tensor_size(shape: Sequence[Dim], elem_type: int | None, what: str) -> None:
+    """Refuse, before anything is allocated, a static shape with a negative dim or one whose
+    tensor would need more than :func:`max_tensor_bytes`. The one place onnxplex checks sizes
+    a model declares: stored tensors, declared and inferred value shapes, random feeds.
+    Raises :class:`TensorSizeError` (an :class:`InvalidModelError`) naming ``what``."""
+    dims = [d for d in shape if isinstance(d, int)]
+    neg = [d for d in dims if d < 0]
+    if neg:
+        raise InvalidModelError(f"{what} has a negative dimension {neg[0]} in its shape "
+                                f"{list(shape)}")
+    if len(dims) != len(shape):
+        return
+    bits = _elem_bits(elem_type) if elem_type else None
+    nbytes = (_num_elements(dims) * (bits or 8) + 7) // 8
+    limit = max_tensor_bytes()
+    if nbytes > limit:
+        from ._dtypes import elem_type_name
+
+        typ = elem_type_name(elem_type) if elem_type else "tensor"
+        raise TensorSizeError(
+            f"{what} ({typ}{list(shape)}) would need {format_bytes(nbytes)} ({nbytes} bytes), "
+            f"more than the {format_bytes(limit)} allowed (this machine's memory, or "
+            "ONNXPLEX_MAX_TENSOR_BYTES); refused before allocating it")
+
+
+def _check_tensors(proto: onnx.ModelProto) -> None:
+    """Every stored tensor: a known type, a sane shape, and exactly the data its shape needs
+    (a tensor whose data does not match would otherwise be padded, or read out of bounds)."""
+    for t in _model_tensors(proto):
+        what = f"tensor {t.name!r}"
+        if _elem_bits(t.data_type) is None and t.data_type != onnx.TensorProto.STRING:
+            raise InvalidModelError(f"{what} has data type {t.data_type}, which is not an ONNX "
+                                    "tensor type this onnxplex knows")
+        check_tensor_size(tuple(int(d) for d in t.dims), t.data_type, what)
+        if t.HasField("segment"):
+            raise UnsupportedModelError(f"{what} is stored in segments, which onnxplex does "
+                                        "not support")
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            continue   # checked against its file by _check_external_data
+        n = _num_elements(t.dims)
+        bits = _elem_bits(t.data_type)
+        if t.data_type == onnx.TensorProto.STRING:
+            ok, held = len(t.string_data) == n, f"{len(t.string_data)} strings"
+        elif t.HasField("raw_data"):
+            got, want = len(t.raw_data), (n * bits + 7) // 8
+            # sub-byte types: packed, or (as some writers do) one byte per element
+            ok = got == want or (bits < 8 and got == n)
+            held = f"{got} bytes of raw data"
+        else:
+            field = onnx.helper.tensor_dtype_to_field(t.data_type)
+            got = len(getattr(t, field))
+            per = 2 if t.data_type in (onnx.TensorProto.COMPLEX64,
+                                       onnx.TensorProto.COMPLEX128) else 1
+            ok = got == n * per or (bits < 8 and (n * bits + 31) // 32 <= got <= n)
+            held = f"{got} values in {field}"
+        if not ok:
+            raise InvalidModelError(
+                f"{what} holds {held}, but its shape {list(t.dims)} needs {n} element(s)"
+                f"{'' if bits is None else f' ({(n * bits + 7) // 8} bytes)'}")
+
+
+def _value_infos(graph: onnx.GraphProto, where: str
+                 ) -> Iterator[tuple[str, onnx.ValueInfoProto]]:
+    for kind, vis in (("input", graph.input), ("output", graph.output),
+                      ("value", graph.value_info)):
+        for vi in vis:
+            yield f"{where}: {kind} {vi.name!r}", vi
+    for node in graph.node:
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _value_infos(g, f"{where} > {node.op_type} {node.name!r}.{a.name}")
+
+
+def _check_value_shapes(proto: onnx.ModelProto) -> None:
+    """Declared and inferred tensor shapes: no tensor larger than allowed, no negative dims
+    in the main graph's inputs (feeds are checked against them). Elsewhere a negative dim
+    counts as unknown: onnx's own inference writes -1 for some dims it cannot tell."""
+    for what, vi in _value_infos(proto.graph, "main graph"):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or not tt.HasField("shape"):
+            continue
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+        if not what.startswith("main graph: input "):
+            dims = tuple(None if d is not None and d < 0 else d for d in dims)
+        check_tensor_size(dims, tt.elem_type, what)
 
 
 def _check_structure(graph: onnx.GraphProto, outer: set[str], where: str, depth: int = 0) -> None:
@@ -748,12 +949,28 @@ def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.Te
             onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
             for t in big if t.name in declared)
     try:
-        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,
+        # Strict first: only strict mode reports declared shapes or types that contradict
+        # what the nodes compute; other strict failures (ops without a schema, say) retry
+        # leniently below.
+        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=True,
                                                   data_prop=True)
-    except Exception as e:  # noqa: BLE001 - inference is advisory; kernels see real shapes
-        logger.warning("onnx shape inference failed, continuing without it: %s", e)
-        return proto, [], set()
+    except Exception as e:  # noqa: BLE001 - onnx raises InferenceError, sometimes others
+        if any(c in str(e) for c in _INCONSISTENT):
+            raise InvalidModelError(
+                f"the model's declared shapes or types contradict its nodes: {e}") from e
+        try:
+            light = onnx.shape_inference.infer_shapes(light, check_type=False,
+                                                      strict_mode=False, data_prop=True)
+        except Exception as e2:  # noqa: BLE001 - inference is advisory; kernels see real shapes
+            logger.warning("onnx shape inference failed, continuing without it: %s", e2)
+            return proto, [], set()
     return light, big, declared
+
+
+_INCONSISTENT = ("Inferred shape and existing shape differ",
+                 "Inferred elem type differs from existing elem type",
+                 "Incompatible dimensions")
+"""Strict shape-inference messages that mean the model contradicts itself."""
 
 
 def _attach_initializers(model: ir.Model, tensors: list[onnx.TensorProto],

@@ -1,0 +1,420 @@
+"""Hostile models: every malformed file gives a specific onnxplex error, quickly, without
+crashing, allocating what it declares, or reading files outside the model's folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+import onnx
+import pytest
+from graphs import chain, small_cnn
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex import (
+    ExternalDataError,
+    InvalidModelError,
+    PartitionError,
+    UnsupportedModelError,
+)
+from onnxplex._errors import TensorSizeError
+
+FLOAT = TensorProto.FLOAT
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def vi(name, shape, elem=FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opsets=OPSET, **kw):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=list(opsets), **kw)
+
+
+def assert_refused(source, error, match):
+    """Loading ``source`` raises ``error`` matching ``match`` within a few seconds."""
+    t0 = time.perf_counter()
+    with pytest.raises(error, match=match) as e:
+        onnxplex.InferenceSession(source)
+    assert time.perf_counter() - t0 < 10
+    return e.value
+
+
+# --------------------------------------------------------------------------------- bytes
+
+
+@pytest.mark.parametrize("cut", [1, 2, 10, 100, 0.5, 0.9, -1])
+def test_truncated_model_at_any_point(cut):
+    data = small_cnn().SerializeToString()
+    end = int(len(data) * cut) if isinstance(cut, float) else cut
+    assert_refused(data[:end], InvalidModelError, "not a valid ONNX model|holds no graph|"
+                   "declared shapes|holds .* but its shape")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_garbage(seed):
+    data = np.random.default_rng(seed).integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    assert_refused(data, InvalidModelError, "not a valid ONNX model|holds no graph")
+
+
+def _nested_if_bytes(depth: int) -> bytes:
+    """A model whose If then-branches nest ``depth`` deep, written as raw protobuf (onnx's
+    Python objects cannot even be built this deep)."""
+
+    def field(num: int, payload: bytes) -> bytes:
+        out, n = bytearray([num << 3 | 2]), len(payload)
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                return bytes(out) + payload
+
+    leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["o0"])], "leaf", [],
+                             [vi("o0", [2])]).SerializeToString()
+    inner = leaf
+    for d in range(1, depth):
+        else_g = helper.make_graph([helper.make_node("Identity", ["x"], [f"e{d}"])], "e", [],
+                                   [vi(f"e{d}", [2])])
+        node = helper.make_node("If", ["c"], [f"o{d}"], else_branch=else_g)
+        then_attr = onnx.AttributeProto(name="then_branch", type=onnx.AttributeProto.GRAPH)
+        node_b = node.SerializeToString() + field(5, then_attr.SerializeToString()
+                                                   + field(6, inner))
+        inner = helper.make_graph([], f"b{d}", [], [vi(f"o{d}", [2])]).SerializeToString() \
+            + field(1, node_b)
+    top = model([], [vi("c", [], TensorProto.BOOL), vi("x", [2])], [vi(f"o{depth - 1}", [2])])
+    top.graph.ClearField("node")
+    graph = top.graph.SerializeToString() + inner   # the nested graph's node, merged in
+    top.ClearField("graph")
+    return top.SerializeToString() + field(7, graph)
+
+
+def test_subgraphs_nested_thousands_deep_are_refused():
+    err = assert_refused(_nested_if_bytes(3000), InvalidModelError, "nested too deeply")
+    assert "truncated" not in str(err)
+
+
+def test_moderately_nested_subgraphs_run():
+    sess = onnxplex.InferenceSession(_nested_if_bytes(25))
+    x = np.arange(2, dtype=np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"c": np.array(True), "x": x})[0], x)
+
+
+# ------------------------------------------------------------------------------ versions
+
+
+def test_versions_and_opset_imports():
+    m = chain(["Relu"])
+    m.ir_version = onnx.IR_VERSION + 1
+    assert_refused(m, UnsupportedModelError, "IR version .* newer")
+    m.ir_version = 2
+    assert_refused(m, UnsupportedModelError, "IR version 2 predates")
+    assert_refused(chain(["Relu"], opset=onnx.defs.onnx_opset_version() + 1),
+                   UnsupportedModelError, "opset .* newer")
+    for version in (0, -5):
+        m = chain(["Relu"])
+        m.opset_import[0].version = version
+        assert_refused(m, UnsupportedModelError, f"opset {version}; opset versions start at 1")
+    m = chain(["Relu"])
+    m.opset_import.append(helper.make_opsetid("ai.onnx", 13))
+    assert_refused(m, InvalidModelError, "imports ai.onnx twice, as opset 17 and 13")
+    m = chain(["Relu"])
+    del m.opset_import[:]
+    assert_refused(m, InvalidModelError, "node 'A' \\(Relu\\) is in domain 'ai.onnx', which "
+                   "the model does not import")
+
+
+def test_unknown_ops_and_domains_name_the_node():
+    m = chain(["Relu"])
+    m.graph.node[0].op_type = "Frobnicate"
+    err = assert_refused(m, PartitionError, "node 0 'A': Frobnicate")
+    assert err.unassigned == (0,)
+    m = chain(["Relu"])
+    m.graph.node[0].domain = "com.evil"
+    assert_refused(m, InvalidModelError, "domain 'com.evil', which the model does not import")
+    m.opset_import.append(helper.make_opsetid("com.evil", 1))
+    assert_refused(m, PartitionError, "com.evil::Relu")
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def _if_model(then_nodes, then_out="t"):
+    then_g = helper.make_graph(then_nodes, "then", [], [vi(then_out, [2])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [vi("e", [2])])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+    return model([node], [vi("c", [], TensorProto.BOOL), vi("x", [2])], [vi("y", [2])])
+
+
+@pytest.mark.parametrize("edit, match", [
+    ("cycle", "cycle"),
+    ("dangling", "reads 'nowhere', which no node"),
+    ("duplicate", "'t0' is defined twice"),
+    ("no_producer", "graph output 'ghost' is not produced"),
+    ("duplicate_initializer", "initializer name 'w' is defined twice"),
+])
+def test_structural_errors_in_the_main_graph(edit, match):
+    m = chain(["Relu", "Relu", "Relu"])
+    if edit == "cycle":
+        m.graph.node[0].input[0] = "t1"
+    elif edit == "dangling":
+        m.graph.node[1].input[0] = "nowhere"
+    elif edit == "duplicate":
+        m.graph.node[1].output[0] = "t0"
+    elif edit == "no_producer":
+        m.graph.output[0].name = "ghost"
+    else:
+        w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+        m.graph.initializer.extend([w, w])
+    assert_refused(m, InvalidModelError, match)
+
+
+@pytest.mark.parametrize("nodes, out, match", [
+    ([helper.make_node("Relu", ["nowhere"], ["t"])], "t", "then_branch: node 0 .* reads "
+                                                         "'nowhere'"),
+    ([helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Neg", ["x"], ["t"])], "t",
+     "then_branch: value name 't' is defined twice"),
+    ([helper.make_node("Relu", ["x"], ["t"])], "ghost", "then_branch: graph output 'ghost'"),
+])
+def test_structural_errors_inside_subgraphs(nodes, out, match):
+    assert_refused(_if_model(nodes, out), InvalidModelError, match)
+
+
+@pytest.mark.parametrize("edit, match", [
+    ("shape", "differ in dim"),
+    ("dtype", "elem type differs"),
+    ("broadcast", "Incompatible dimensions"),
+])
+def test_inconsistent_declared_shapes(edit, match):
+    if edit == "broadcast":
+        m = model([helper.make_node("Add", ["a", "b"], ["y"])], [vi("a", [2, 3]),
+                                                               vi("b", [4, 5])], [vi("y", None)])
+    else:
+        m = chain(["Relu", "Neg"])
+        if edit == "shape":
+            m.graph.value_info.append(vi("t0", [2, 7]))
+        else:
+            m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
+    assert_refused(m, InvalidModelError, "declared shapes or types contradict its nodes.*"
+                   + match)
+
+
+# ---------------------------------------------------------------------------- tensor data
+
+
+def _huge_tensor(name="w"):
+    return onnx.TensorProto(name=name, data_type=FLOAT, dims=[100_000, 100_000, 100_000])
+
+
+@pytest.mark.parametrize("where", ["initializer", "constant", "input", "inferred",
+                                   "subgraph"])
+def test_terabyte_shapes_are_refused_with_their_size(where):
+    x = vi("x", [1])
+    if where == "initializer":
+        m = model([helper.make_node("Add", ["x", "w"], ["y"])], [x], [vi("y", None)],
+                  [_huge_tensor()])
+    elif where == "constant":
+        m = model([helper.make_node("Constant", [], ["w"], value=_huge_tensor()),
+                   helper.make_node("Add", ["x", "w"], ["y"])], [x], [vi("y", None)])
+    elif where == "input":
+        m = model([helper.make_node("Relu", ["w"], ["y"])],
+                  [vi("w", [100_000, 100_000, 100_000])], [vi("y", None)])
+    elif where == "inferred":   # shape inference propagates the constant shape
+        s = numpy_helper.from_array(np.array([100_000] * 3, np.int64), "s")
+        m = model([helper.make_node("ConstantOfShape", ["s"], ["w"]),
+                   helper.make_node("Add", ["x", "w"], ["y"])], [x], [vi("y", None)], [s])
+    else:
+        body = helper.make_graph([helper.make_node("Constant", [], ["t"],
+                                                   value=_huge_tensor("t"))], "then", [],
+                                 [vi("t", None)])
+        m = _if_model([])
+        m.graph.node[0].attribute[0].g.CopyFrom(body)
+    err = assert_refused(m, TensorSizeError, r"\[100000, 100000, 100000\]\) would need "
+                         r"3\.55 PiB \(4000000000000000 bytes\)")
+    assert isinstance(err, InvalidModelError)
+
+
+def test_size_is_checked_before_anything_is_allocated(monkeypatch):
+    """64 MiB of ConstantOfShape with a 1 MiB limit: refused before constant folding (or
+    anything else) allocates it; the same model loads when the limit allows it."""
+    s = numpy_helper.from_array(np.array([4096, 4096], np.int64), "s")
+    m = model([helper.make_node("ConstantOfShape", ["s"], ["w"],
+                                value=numpy_helper.from_array(np.ones(1, np.float32))),
+               helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [1])], [vi("y", None)],
+              [s])
+    monkeypatch.setenv("ONNXPLEX_MAX_TENSOR_BYTES", str(1 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(TensorSizeError, match=r"64\.00 MiB .* more than the 1\.00 MiB"):
+            onnxplex.InferenceSession(m)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+    monkeypatch.setenv("ONNXPLEX_MAX_TENSOR_BYTES", str(1 << 30))
+    assert onnxplex.InferenceSession(m).run(None, {"x": np.ones(1, np.float32)})[0].shape \
+        == (4096, 4096)
+
+
+@pytest.mark.parametrize("edit, error, match", [
+    ("raw_short", InvalidModelError, r"holds 16 bytes of raw data, but its shape \[2, 3\] "
+                                     r"needs 6 element\(s\) \(24 bytes\)"),
+    ("typed_long", InvalidModelError, r"holds 7 values in float_data"),
+    ("no_data", InvalidModelError, r"holds 0 values in float_data"),
+    ("bad_type", InvalidModelError, "data type 99, which is not an ONNX tensor type"),
+    ("negative_dim", InvalidModelError, "negative dimension -2"),
+])
+def test_tensor_data_that_does_not_match_its_shape(edit, error, match):
+    t = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    if edit == "raw_short":
+        t.raw_data = t.raw_data[:16]
+    elif edit in ("typed_long", "no_data"):
+        t.ClearField("raw_data")
+        t.float_data.extend([1.0] * (7 if edit == "typed_long" else 0))
+    elif edit == "bad_type":
+        t.data_type = 99
+    else:
+        t.dims[0] = -2
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [2, 3])],
+              [vi("y", [2, 3])], [t])
+    assert_refused(m, error, match)
+
+
+def test_negative_declared_dim():
+    assert_refused(chain(["Relu"], shape=(-3, 3)), InvalidModelError,
+                   r"input 'x' has a negative dimension -3")
+
+
+# --------------------------------------------------------------------------- external data
+
+
+def _ext_tensor(name: str, location: str, offset: int = 0, length: int = 24):
+    t = numpy_helper.from_array(np.zeros((2, 3), np.float32), name)
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
+def _ext_model(where: str, location: str, **kw) -> onnx.ModelProto:
+    t = _ext_tensor("w", location, **kw)
+    add = helper.make_node("Add", ["x", "w"], ["y"])
+    x, y = vi("x", [2, 3]), vi("y", [2, 3])
+    if where == "initializer":
+        return model([add], [x], [y], [t])
+    if where == "constant":
+        return model([helper.make_node("Constant", [], ["w"], value=t), add], [x], [y])
+    if where == "subgraph":
+        then_g = helper.make_graph([helper.make_node("Constant", [], ["t"], value=t)], "then",
+                                   [], [vi("t", [2, 3])])
+        else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                                   [vi("e", [2, 3])])
+        node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+        return model([node], [vi("c", [], TensorProto.BOOL), x], [y])
+    # a model-local function whose body holds the constant
+    fn = helper.make_function("local", "F", ["a"], ["o"],
+                              [helper.make_node("Constant", [], ["c"], value=t),
+                               helper.make_node("Add", ["a", "c"], ["o"])], OPSET)
+    return model([helper.make_node("F", ["x"], ["y"], domain="local")], [x], [y],
+                 opsets=[*OPSET, helper.make_opsetid("local", 1)], functions=[fn])
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """tmp_path/model/ (the model's folder) and tmp_path/secret.bin (must never be read)."""
+    (tmp_path / "secret.bin").write_bytes(b"S" * 24)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "sub").mkdir()
+    (tmp_path / "model" / "weights.bin").write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    os.symlink(tmp_path / "secret.bin", tmp_path / "model" / "link.bin")
+    os.symlink(tmp_path, tmp_path / "model" / "up")
+    return tmp_path
+
+
+class _OpenRecorder:
+    """Records every file Python opens (audit hook) while active: proof of what was read."""
+
+    active: list[str] | None = None
+    installed = False
+
+    @classmethod
+    def hook(cls, event, args):
+        if cls.active is not None and event == "open" and isinstance(args[0], (str, bytes)):
+            cls.active.append(os.fsdecode(args[0]))
+
+    def __enter__(self):
+        if not _OpenRecorder.installed:
+            sys.addaudithook(_OpenRecorder.hook)
+            _OpenRecorder.installed = True
+        _OpenRecorder.active = self.paths = []
+        return self
+
+    def __exit__(self, *exc):
+        _OpenRecorder.active = None
+
+
+WHERES = ["initializer", "constant", "subgraph", "function"]
+
+
+@pytest.mark.parametrize("where", WHERES)
+@pytest.mark.parametrize("location, match", [
+    ("{secret}", "is an absolute path"),
+    ("../secret.bin", "outside the model folder"),
+    ("sub/../../secret.bin", "outside the model folder"),
+    ("link.bin", "outside the model folder"),
+    ("up/secret.bin", "outside the model folder"),
+    (".", "outside the model folder"),
+    ("weights\0.bin", "contains a NUL byte"),
+    ("", "names no location"),
+    ("missing.bin", "not found"),
+])
+def test_external_data_leaving_the_folder_is_refused(folder, where, location, match):
+    location = location.format(secret=folder / "secret.bin")
+    path = folder / "model" / "m.onnx"
+    path.write_bytes(_ext_model(where, location).SerializeToString())
+    with _OpenRecorder() as rec:
+        with pytest.raises(ExternalDataError, match=match):
+            onnxplex.InferenceSession(str(path))
+    assert not [p for p in rec.paths if "secret" in p], rec.paths
+
+
+@pytest.mark.parametrize("where", WHERES)
+def test_external_data_inside_the_folder_is_read(folder, where):
+    path = folder / "model" / "m.onnx"
+    path.write_bytes(_ext_model(where, "sub/../weights.bin").SerializeToString())
+    feeds = {"x": np.ones((2, 3), np.float32)}
+    if where == "subgraph":
+        feeds["c"] = np.array(True)
+    with _OpenRecorder() as rec:
+        (y,) = onnxplex.InferenceSession(str(path)).run(None, feeds)
+    want = np.arange(6, dtype=np.float32).reshape(2, 3) + (0 if where == "subgraph" else 1)
+    np.testing.assert_array_equal(y, want)
+    assert any(p.endswith("weights.bin") for p in rec.paths)   # the recorder sees reads
+
+
+@pytest.mark.parametrize("offset, length, match", [
+    (16, 24, r"range \[16, 40\) is beyond the end"),
+    (0, 10**30, "beyond the end"),
+    (0, 12, "length 12 does not match its shape and dtype"),
+    (-1, 24, "negative external data offset"),
+    ("abc", 24, "not a number"),
+])
+def test_external_data_offsets_and_lengths(folder, offset, length, match):
+    path = folder / "model" / "m.onnx"
+    path.write_bytes(_ext_model("initializer", "weights.bin", offset=offset,
+                                length=length).SerializeToString())
+    with pytest.raises(ExternalDataError, match=match):
+        onnxplex.InferenceSession(str(path))
+
+
+def test_external_data_from_bytes_is_refused(folder):
+    data = _ext_model("initializer", "weights.bin").SerializeToString()
+    with pytest.raises(ExternalDataError, match="not loaded from a path"):
+        onnxplex.InferenceSession(data)
