@@ -557,25 +557,34 @@ class InferenceSession:
         symbols: dict[str, tuple[int, str]] = {}
         for name, value in feed.items():
             info = self._input_infos.get(name)
+            if info is None and isinstance(name, str) and name in plan.input_slots:
+                info = self._model.value_info(name)   # an overridable initializer
             if info is None:
-                if name in plan.input_slots:   # an overridable initializer
-                    out[name] = np.asarray(value)
-                    continue
                 raise InvalidFeedError(
                     f"unknown input name {name!r}; the model's inputs are "
                     f"{[a.name for a in self._inputs]}")
             if info.kind != "tensor":
                 out[name] = value
                 continue
-            arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+            try:
+                arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+            except (ValueError, TypeError) as e:
+                raise InvalidFeedError(f"input {name!r}: cannot be read as an array "
+                                       f"({type(value).__name__}): {e}") from None
             if info.elem_type is not None:
                 want = np_dtype(info.elem_type)
+                if arr.dtype != want and arr.dtype.newbyteorder("=") == want:
+                    arr = arr.astype(want)   # non-native byte order: accepted, as onnxruntime
                 if arr.dtype != want and not (want == np.dtype(object) and arr.dtype.kind == "U"):
                     raise InvalidFeedError(
                         f"input {name!r}: expected dtype {type_string(info.elem_type)} "
                         f"({want}), got {arr.dtype}")
                 if want == np.dtype(object) and arr.dtype.kind == "U":
                     arr = arr.astype(object)
+            if not arr.flags.c_contiguous:
+                # Kernels see C-contiguous tensors, as onnxruntime's do (it copies too): the
+                # results do not depend on the caller's strides.
+                arr = np.ascontiguousarray(arr)
             if info.shape is not None:
                 if arr.ndim != len(info.shape):
                     raise InvalidFeedError(
