@@ -284,7 +284,8 @@ def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> S
         raise KernelExecutionError(
             f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: {e}",
             provider=step.provider, node=step.name, op_type=step.op_type) from e
-    except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its node
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - reported with its node; a kernel's
+        # sys.exit() must not end the caller's process
         raise KernelExecutionError(
             f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: "
             f"{type(e).__name__}: {e}", provider=step.provider, node=step.name,

@@ -278,7 +278,8 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
                     f"provider {prov.name!r}: get_capability returned {type(cap).__name__}, "
                     "expected onnxplex.Capability", provider=prov.name)
             groups = _validate(prov, cap, set(offered), n)
-        except Exception as e:  # noqa: BLE001 - a faulty provider must not take the session down
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a faulty provider must not
+            # take the session (or, by sys.exit, the process) down
             err = e if isinstance(e, CapabilityError) else CapabilityError(
                 f"provider {prov.name!r}: get_capability raised {type(e).__name__}: {e}",
                 provider=prov.name)

@@ -500,7 +500,7 @@ class InferenceSession:
                 kernel = prov.compile(sg)
             except CompileError:
                 raise
-            except Exception as e:  # noqa: BLE001 - attributed to the provider
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - attributed to the provider
                 raise CompileError(
                     f"provider {prov.name!r}: compile failed for "
                     f"{'node ' + repr(first.display_name) if sg.is_single_node else sg.name} "
