@@ -26,6 +26,7 @@ QgemmLayout size_a(PackedA& out, size_t m, size_t k, QgemmIsa isa);
 const char* isa_name(QgemmIsa isa) {
   switch (isa) {
     case QgemmIsa::kAvx512Vnni: return "avx512vnni";
+    case QgemmIsa::kAmx: return "amx";
     case QgemmIsa::kAvx2: return "avx2";
     case QgemmIsa::kScalar: break;
   }
@@ -38,6 +39,8 @@ bool isa_available(QgemmIsa isa) {
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
     case QgemmIsa::kAvx2: return cpu_features().avx2;
     case QgemmIsa::kAvx512Vnni: return cpu_features().avx512_vnni;
+    case QgemmIsa::kAmx:
+      return cpu_features().amx_int8 && cpu_features().avx512_vnni && amx_enable();
 #else
     default: return false;
 #endif
@@ -53,9 +56,11 @@ QgemmIsa parse_isa(const std::string& name) {
     isa = QgemmIsa::kAvx2;
   } else if (name == "avx512vnni") {
     isa = QgemmIsa::kAvx512Vnni;
+  } else if (name == "amx") {
+    isa = QgemmIsa::kAmx;
   } else {
     throw std::invalid_argument("unknown qgemm variant '" + name +
-                                "' (expected scalar, avx2 or avx512vnni)");
+                                "' (expected scalar, avx2, avx512vnni or amx)");
   }
   if (!isa_available(isa)) {
     throw std::invalid_argument("qgemm variant '" + name +
@@ -74,6 +79,7 @@ QgemmIsa best_isa() {
         // Fall through to the best available variant.
       }
     }
+    if (isa_available(QgemmIsa::kAmx)) return QgemmIsa::kAmx;
     if (isa_available(QgemmIsa::kAvx512Vnni)) return QgemmIsa::kAvx512Vnni;
     if (isa_available(QgemmIsa::kAvx2)) return QgemmIsa::kAvx2;
     return QgemmIsa::kScalar;
@@ -83,11 +89,14 @@ QgemmIsa best_isa() {
 
 QgemmLayout layout_of(QgemmIsa isa) {
   switch (isa) {
-    case QgemmIsa::kAvx512Vnni: return {64, 4, 1, 1, 6};
-    case QgemmIsa::kAvx2: return {16, 2, 2, 2, 6};
+    // AMX: B rows of 32 columns x 4 k (two 16-column tiles 64 bytes apart), A tiles of 16
+    // rows x 64 k, a micro-tile of 32 x 32 (four C tiles).
+    case QgemmIsa::kAmx: return {32, 4, 1, 1, 32, 64};
+    case QgemmIsa::kAvx512Vnni: return {64, 4, 1, 1, 6, 4};
+    case QgemmIsa::kAvx2: return {16, 2, 2, 2, 6, 2};
     case QgemmIsa::kScalar: break;
   }
-  return {16, 1, 1, 1, 4};
+  return {16, 1, 1, 1, 4, 1};
 }
 
 PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
@@ -100,7 +109,7 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
   p.isa = isa;
   p.k = k;
   p.n = n;
-  p.kp = round_up(std::max<size_t>(k, 1), l.kgroup);
+  p.kp = round_up(std::max<size_t>(k, 1), l.kpad);
   p.np = round_up(std::max<size_t>(n, 1), l.panel);
   p.data.assign(p.kp * p.np * l.b_bytes, 0);
   p.zp.assign(p.np, 0);
@@ -136,8 +145,9 @@ namespace {
 QgemmLayout size_a(PackedA& out, size_t m, size_t k, QgemmIsa isa) {
   const QgemmLayout l = layout_of(isa);
   out.m = m;
-  out.kp = round_up(std::max<size_t>(k, 1), l.kgroup);
-  out.data.resize(m * out.kp * l.a_bytes);
+  out.kp = round_up(std::max<size_t>(k, 1), l.kpad);
+  // Whole micro-tiles of rows (zeros past m): a kernel may load all mr rows.
+  out.data.assign(round_up(std::max<size_t>(m, 1), l.mr) * out.kp * l.a_bytes, 0);
   out.row_sum.resize(m);
   out.zp.resize(m);
   return l;
@@ -190,6 +200,7 @@ void quantize_pack_a(const float* a, size_t m, size_t k, QgemmIsa isa, size_t th
   if (m * k > 0) {
     switch (isa) {
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+      case QgemmIsa::kAmx:
       case QgemmIsa::kAvx512Vnni: minmax_avx512(a, m * k, &lo, &hi); break;
       case QgemmIsa::kAvx2: minmax_avx2(a, m * k, &lo, &hi); break;
 #endif
@@ -211,6 +222,7 @@ void quantize_pack_a(const float* a, size_t m, size_t k, QgemmIsa isa, size_t th
       int32_t sum = 0;
       switch (isa) {
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+        case QgemmIsa::kAmx:
         case QgemmIsa::kAvx512Vnni: {
           uint8_t* q = out.data.data() + r * out.kp;
           quantize_row_avx512(x, k, s, zpf, q, &sum);
@@ -245,6 +257,7 @@ TileFn tile_fn(QgemmIsa isa) {
   switch (isa) {
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
     case QgemmIsa::kAvx512Vnni: return qgemm_tile_avx512vnni;
+    case QgemmIsa::kAmx: return qgemm_tile_amx;
     case QgemmIsa::kAvx2: return qgemm_tile_avx2;
 #endif
     default: return qgemm_tile_scalar;
@@ -259,7 +272,8 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
   const size_t m = a.m, n = b.n;
   if (m == 0 || n == 0) return;
   const size_t panels = b.np / l.panel;
-  const size_t chunks = (m + kTaskRows - 1) / kTaskRows;
+  const size_t task_rows = std::max(kTaskRows, 2 * l.mr) / l.mr * l.mr;
+  const size_t chunks = (m + task_rows - 1) / task_rows;
   const size_t lda = a.kp * l.a_bytes;
   const size_t panel_bytes = b.kp * l.panel * l.b_bytes;
   parallel_for(panels * chunks, threads, [&](size_t task) {
@@ -275,8 +289,8 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
     t.ldc = ldc;
     t.scale = scale == nullptr ? nullptr : scale + n0;
     t.bias = bias == nullptr ? nullptr : bias + n0;
-    const size_t m1 = std::min(m, (chunk + 1) * kTaskRows);
-    for (size_t r = chunk * kTaskRows; r < m1; r += l.mr) {
+    const size_t m1 = std::min(m, (chunk + 1) * task_rows);
+    for (size_t r = chunk * task_rows; r < m1; r += l.mr) {
       t.rows = std::min(l.mr, m1 - r);
       t.a = a.data.data() + r * lda;
       t.a_zp = a.zp.data() + r;

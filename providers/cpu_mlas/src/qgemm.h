@@ -17,11 +17,11 @@
 
 namespace onnxplex::mlas {
 
-enum class QgemmIsa { kScalar = 0, kAvx2 = 1, kAvx512Vnni = 2 };
+enum class QgemmIsa { kScalar = 0, kAvx2 = 1, kAvx512Vnni = 2, kAmx = 3 };
 
 const char* isa_name(QgemmIsa isa);
 // The best variant this CPU runs (and this build has), or the one the environment variable
-// ONNXPLEX_MLAS_ISA (scalar|avx2|avx512vnni) names, if the CPU runs it.
+// ONNXPLEX_MLAS_ISA (scalar|avx2|avx512vnni|amx) names, if the CPU runs it.
 QgemmIsa best_isa();
 bool isa_available(QgemmIsa isa);
 // Parses a variant name; throws std::invalid_argument for an unknown or unavailable one.
@@ -33,7 +33,8 @@ struct QgemmLayout {
   size_t kgroup;     // consecutive k values per column in a panel (K padded to a multiple)
   size_t b_bytes;    // bytes per packed B element: 1 (int8) or 2 (int16)
   size_t a_bytes;    // bytes per packed A element: 1 (uint8) or 2 (uint16)
-  size_t mr;         // rows per micro-tile
+  size_t mr;         // rows per micro-tile (PackedA rows are padded to a multiple)
+  size_t kpad;       // K is padded to a multiple of this (a multiple of kgroup)
 };
 QgemmLayout layout_of(QgemmIsa isa);
 
@@ -105,6 +106,10 @@ void quantize_row_avx2(const float* x, size_t k, float scale, float zp, uint16_t
                        int32_t* sum);
 void minmax_avx2(const float* x, size_t n, float* lo, float* hi);
 void qgemm_tile_avx512vnni(const QgemmTile& t);
+// AMX (TDPBUSD on 16 x 16 int32 tiles): needs the OS's permission for tile data, which
+// amx_enable() requests once per process (false when refused or not built).
+bool amx_enable();
+void qgemm_tile_amx(const QgemmTile& t);
 void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_t* q,
                          int32_t* sum);
 void minmax_avx512(const float* x, size_t n, float* lo, float* hi);

@@ -19,7 +19,8 @@ MS = "com.microsoft"
 NAT = _native.native()
 pytestmark = pytest.mark.skipif(NAT is None, reason="_mlas_native is not built")
 
-ISAS = [i for i in ("scalar", "avx2", "avx512vnni") if NAT is not None and NAT.isa_available(i)]
+ISAS = [i for i in ("scalar", "avx2", "avx512vnni", "amx")
+        if NAT is not None and NAT.isa_available(i)]
 # M, K, N: odd sizes, sizes past one panel / micro-tile / task, K not a multiple of 4, empty.
 SHAPES = [(1, 1, 1), (7, 13, 67), (6, 64, 64), (49, 130, 129), (130, 3, 17), (3, 0, 5),
           (0, 8, 4)]
