@@ -19,9 +19,9 @@ from onnxplex import (
     ExternalDataError,
     InvalidModelError,
     PartitionError,
+    TensorSizeError,
     UnsupportedModelError,
 )
-from onnxplex._errors import TensorSizeError
 
 FLOAT = TensorProto.FLOAT
 OPSET = [helper.make_opsetid("", 17)]

@@ -20,6 +20,8 @@ from ._errors import (
     ProviderError,
     ProviderOptionError,
     ProviderUnavailableError,
+    RunCancelledError,
+    TensorSizeError,
     UnsupportedModelError,
 )
 from ._graph import GraphView, Model, NodeView, Subgraph, ValueInfo, load_model
@@ -125,4 +127,6 @@ __all__ = [
     "CompileError",
     "KernelExecutionError",
     "PartitionError",
+    "TensorSizeError",
+    "RunCancelledError",
 ]

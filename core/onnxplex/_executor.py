@@ -11,12 +11,14 @@ steps in the plan, made once per value and reused by every reader that needs the
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._dtypes import elem_type_name, np_dtype
-from ._errors import KernelExecutionError, OnnxplexError
+from ._errors import KernelExecutionError, OnnxplexError, RunCancelledError
 from ._graph import Model, Subgraph, ValueInfo
 
 __all__ = ["Step", "ExecutionPlan", "build_plan", "RunCancelled", "GraphRunner"]
@@ -32,8 +34,30 @@ __all__ = ["Step", "ExecutionPlan", "build_plan", "RunCancelled", "GraphRunner"]
 logger = logging.getLogger(__name__)
 
 
-class RunCancelled(OnnxplexError):
-    """The run was cancelled through ``RunOptions.terminate``."""
+RunCancelled = RunCancelledError
+"""The run was cancelled through ``RunOptions.terminate`` (the public name is
+:class:`onnxplex._errors.RunCancelledError`)."""
+
+_CANCELLED: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "onnxplex_cancelled", default=None)
+"""The cancellation check of the run in progress on this thread: control-flow bodies (If,
+Loop, Scan run by kernels through :class:`GraphRunner`) see it without kernels passing it on."""
+
+
+@contextlib.contextmanager
+def cancellation(cancelled: Callable[[], bool] | None) -> Iterator[None]:
+    """Make ``cancelled`` the check of the runs of nested bodies started in this context."""
+    token = _CANCELLED.set(cancelled)
+    try:
+        yield
+    finally:
+        _CANCELLED.reset(token)
+
+
+def _check_cancelled(cancelled: Callable[[], bool] | None, step: Step | None) -> None:
+    if cancelled is not None and cancelled():
+        where = f" before node '{step.name}' ({step.op_type})" if step is not None else ""
+        raise RunCancelledError(f"run cancelled by RunOptions.terminate{where}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,8 +303,8 @@ def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> S
         else:
             result = profiled(sub_event_emitter(step, record), *args)
     except OnnxplexError as e:
-        if isinstance(e, KernelExecutionError):
-            raise
+        if isinstance(e, (KernelExecutionError, RunCancelledError)):
+            raise   # already attributed (a nested body's node), or a cancelled nested run
         raise KernelExecutionError(
             f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: {e}",
             provider=step.provider, node=step.name, op_type=step.op_type) from e
@@ -342,8 +366,7 @@ def run_sequential(plan: ExecutionPlan, slots: list[Any], *,
                    cancelled: Callable[[], bool] | None = None,
                    record: StepRecorder | None = None) -> None:
     for step in plan.steps:
-        if cancelled is not None and cancelled():
-            raise RunCancelled("run cancelled by RunOptions.terminate")
+        _check_cancelled(cancelled, step)
         if record is None:
             _call(step, slots)
         else:
@@ -399,8 +422,8 @@ def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor
             state["left"] -= 1
             if state["left"] == 0:
                 done.set()
-        for j in ready[1:]:
-            pool.submit(work, j)
+        for j in ready[1:]:   # pool threads see this run's cancellation check (bodies)
+            pool.submit(contextvars.copy_context().run, work, j)
         return ready[0] if ready else None   # continue here: fewer hand-offs
 
     def work(k: int | None) -> None:
@@ -408,8 +431,7 @@ def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor
             if state["error"] is not None:
                 return
             try:
-                if cancelled is not None and cancelled():
-                    raise RunCancelled("run cancelled by RunOptions.terminate")
+                _check_cancelled(cancelled, steps[k])
                 if record is None:
                     _call(steps[k], slots)
                 else:
@@ -427,7 +449,7 @@ def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor
 
     roots = [k for k in range(n) if pending[k] == 0]
     for k in roots[1:]:
-        pool.submit(work, k)
+        pool.submit(contextvars.copy_context().run, work, k)
     work(roots[0])
     done.wait()
     if state["error"] is not None:
@@ -454,10 +476,12 @@ class GraphRunner:
             raise OnnxplexError(f"subgraph expects {len(self._in_slots)} values "
                                 f"({len(self.input_names)} inputs + {len(self.outer_names)} "
                                 f"outer), got {len(values)}")
+        cancelled = _CANCELLED.get()
+        _check_cancelled(cancelled, None)   # once per body run (a Loop iteration), even empty
         slots = self.plan.initial_slots()
         for s, v in zip(self._in_slots, values):
             slots[s] = v
-        run_sequential(self.plan, slots)
+        run_sequential(self.plan, slots, cancelled=cancelled)
         return [slots[s] for s in self._out_slots]
 
 

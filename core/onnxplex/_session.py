@@ -542,6 +542,10 @@ class InferenceSession:
         return [_owned(slots[plan.output_slots[n]], feeds) for n in names]
 
     def _execute(self, slots, cancelled, record) -> None:
+        with _executor.cancellation(cancelled):
+            self._execute_plan(slots, cancelled, record)
+
+    def _execute_plan(self, slots, cancelled, record) -> None:
         if self._pool is not None:
             _executor.run_parallel(self._exec, slots, self._pool, cancelled=cancelled,
                                    record=record)
