@@ -638,8 +638,30 @@ def _separable(x: np.ndarray, geo: _PoolGeometry, fill: Any, ufunc: np.ufunc) ->
     return y
 
 
+def _max_pool_native(maxpool: Callable[..., None], x: np.ndarray,
+                     geo: _PoolGeometry) -> np.ndarray:
+    """Float32 2-D max pooling on the native kernel (``_mlas_native.maxpool_f32``), channel
+    chunks over the pool."""
+    n, c = x.shape[:2]
+    ho, wo = geo.out_sp
+    y = np.empty((n, c, ho, wo), dtype=np.float32)
+    ranges = split(c, float(n) * c * ho * wo * math.prod(geo.kshape), 4)
+
+    def chunk(i: int) -> None:
+        ch = slice(*ranges[i])
+        for k in range(n):
+            maxpool(x[k, ch], y[k, ch], tuple(geo.kshape), tuple(geo.strides), tuple(geo.dil),
+                    (geo.pb[0], geo.pb[1]))
+
+    parallel_for(len(ranges), chunk)
+    return y
+
+
 def _max_pool(node: NodeView, x: np.ndarray, want_indices: bool) -> tuple[np.ndarray, ...]:
     geo = _PoolGeometry(node, x.shape[2:], dilations=True)
+    if (not want_indices and x.dtype == np.float32 and x.ndim == 4
+            and (nat := native()) is not None and hasattr(nat, "maxpool_f32")):
+        return (_max_pool_native(nat.maxpool_f32, np.ascontiguousarray(x), geo),)
     if not want_indices:
         return (_separable(x, geo, _pool_min(x.dtype), np.maximum),)
     grid = geo.grid(x, _pool_min(x.dtype))

@@ -21,4 +21,17 @@ void dwconv_f32(const float* x, const float* w, const float* bias, float* y, siz
   dwconv_f32_portable(x, w, bias, y, channels, g, lo, hi);
 }
 
+void maxpool_f32_portable(const float* x, float* y, size_t channels, const DwConvGeometry& g) {
+  detail::maxpool_f32_flat(x, y, channels, g);
+}
+
+void maxpool_f32(const float* x, float* y, size_t channels, const DwConvGeometry& g) {
+#if ONNXPLEX_MLAS_HAVE_X86
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512_vnni) return maxpool_f32_avx512(x, y, channels, g);
+  if (f.avx2) return maxpool_f32_avx2(x, y, channels, g);
+#endif
+  maxpool_f32_portable(x, y, channels, g);
+}
+
 }  // namespace onnxplex::mlas

@@ -1,5 +1,5 @@
 // Depthwise 2-D float32 convolution (one filter per channel, NCHW) with the bias and a clamp
-// (Relu, Clip) fused. Knows nothing about Python.
+// (Relu, Clip) fused; 2-D max pooling on the same machinery. Knows nothing about Python.
 #pragma once
 
 #include <cstddef>
@@ -29,5 +29,12 @@ void dwconv_f32_avx2(const float* x, const float* w, const float* bias, float* y
                      size_t channels, const DwConvGeometry& g, float lo, float hi);
 void dwconv_f32_avx512(const float* x, const float* w, const float* bias, float* y,
                        size_t channels, const DwConvGeometry& g, float lo, float hi);
+
+// 2-D max pooling with the same geometry (kernel kh x kw; the pads are -inf): y [C, Ho, Wo] =
+// max over each window of x [C, H, W]; NaN propagates. Dispatches like dwconv_f32.
+void maxpool_f32(const float* x, float* y, size_t channels, const DwConvGeometry& g);
+void maxpool_f32_portable(const float* x, float* y, size_t channels, const DwConvGeometry& g);
+void maxpool_f32_avx2(const float* x, float* y, size_t channels, const DwConvGeometry& g);
+void maxpool_f32_avx512(const float* x, float* y, size_t channels, const DwConvGeometry& g);
 
 }  // namespace onnxplex::mlas

@@ -8,4 +8,8 @@ void dwconv_f32_avx2(const float* x, const float* w, const float* bias, float* y
   detail::dwconv_f32_any(x, w, bias, y, channels, g, lo, hi);
 }
 
+void maxpool_f32_avx2(const float* x, float* y, size_t channels, const DwConvGeometry& g) {
+  detail::maxpool_f32_flat(x, y, channels, g);
+}
+
 }  // namespace onnxplex::mlas

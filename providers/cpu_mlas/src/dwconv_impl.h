@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "dwconv.h"
@@ -94,58 +95,57 @@ inline void dw_rows_any(const float* const* src, size_t taps, const float* w, fl
   }
 }
 
-// Any stride, through "phase planes": the zero-padded input of a channel split by row index
-// mod sh and column index mod sw into sh * sw planes of rows wp = wo + ((kw - 1) * dw) / sw
-// wide. Tap (th, tw) then reads one phase plane at a fixed offset for every output position:
-// an output row is a contiguous loop over all taps at once (vectorized along the row, sums
-// in registers), whatever the stride. Stride 1 is the single-plane case.
-inline void dwconv_f32_flat(const float* x, const float* w, const float* bias, float* y,
-                            size_t channels, const DwConvGeometry& g, float lo, float hi) {
-  const size_t qh_max = (g.kh - 1) * g.dh / g.sh, qw_max = (g.kw - 1) * g.dw / g.sw;
-  const size_t hp = g.ho + qh_max, wp = g.wo + qw_max;
-  const size_t phases = g.sh * g.sw, plane_size = hp * wp + qw_max;
-  std::vector<float> planes(phases * plane_size, 0.0f);
-  std::vector<float> acc(g.ho * wp), flat_out(g.ho * wp);
-  const size_t taps = g.kh * g.kw;
-  std::vector<const float*> tap_src(taps);  // where each tap reads, the same per channel
-  for (size_t t = 0; t < taps; ++t) {
-    const size_t ph = t / g.kw * g.dh, pw = t % g.kw * g.dw;
-    tap_src[t] = planes.data() + ((ph % g.sh) * g.sw + pw % g.sw) * plane_size +
-                 (ph / g.sh) * wp + pw / g.sw;
+// Any stride, through "phase planes": the padded input of a channel split by row index mod sh
+// and column index mod sw into sh * sw planes of rows wp = wo + ((kw - 1) * dw) / sw wide (the
+// padding holds `pad`). Tap (th, tw) then reads one phase plane at a fixed offset for every
+// output position: an output row is a contiguous loop over all taps at once (vectorized along
+// the row, results in registers), whatever the stride. Stride 1 is the single-plane case.
+class PhasePlanes {
+ public:
+  PhasePlanes(const DwConvGeometry& g, float pad) : g_(g), pad_(pad) {
+    const size_t qh_max = (g.kh - 1) * g.dh / g.sh, qw_max = (g.kw - 1) * g.dw / g.sw;
+    hp_ = g.ho + qh_max;
+    wp = g.wo + qw_max;
+    plane_size_ = hp_ * wp + qw_max;  // (the last row's garbage columns read past it)
+    planes_.assign(g.sh * g.sw * plane_size_, pad);
+    taps = g.kh * g.kw;
+    tap_src.resize(taps);
+    for (size_t t = 0; t < taps; ++t) {
+      const size_t ph = t / g.kw * g.dh, pw = t % g.kw * g.dw;
+      tap_src[t] = planes_.data() + ((ph % g.sh) * g.sw + pw % g.sw) * plane_size_ +
+                   (ph / g.sh) * wp + pw / g.sw;
+    }
+    // Per column phase b: plane columns j in [lo, hi) read input column j * sw + off.
+    const auto wi = static_cast<std::ptrdiff_t>(g.w), sw = static_cast<std::ptrdiff_t>(g.sw);
+    const auto n_out = static_cast<std::ptrdiff_t>(wp);
+    cols_.resize(g.sw);
+    for (size_t b = 0; b < g.sw; ++b) {
+      const auto off = static_cast<std::ptrdiff_t>(b) - static_cast<std::ptrdiff_t>(g.pl);
+      const std::ptrdiff_t lo = off >= 0 ? 0 : std::min(n_out, (-off + sw - 1) / sw);
+      const std::ptrdiff_t hi =
+          off >= wi ? lo : std::max(lo, std::min(n_out, (wi - off + sw - 1) / sw));
+      cols_[b] = {off, lo, hi};
+    }
   }
-  const auto h = static_cast<std::ptrdiff_t>(g.h), wi = static_cast<std::ptrdiff_t>(g.w);
-  const auto sw = static_cast<std::ptrdiff_t>(g.sw);
-  const auto n_out = static_cast<std::ptrdiff_t>(wp);
-  // Per column phase b: plane columns j in [lo, hi) read input column j * sw + off in the row.
-  struct ColRange {
-    std::ptrdiff_t off, lo, hi;
-  };
-  std::vector<ColRange> col_range(g.sw);
-  for (size_t b = 0; b < g.sw; ++b) {
-    const auto off = static_cast<std::ptrdiff_t>(b) - static_cast<std::ptrdiff_t>(g.pl);
-    const std::ptrdiff_t lo = off >= 0 ? 0 : std::min(n_out, (-off + sw - 1) / sw);
-    const std::ptrdiff_t hi =
-        off >= wi ? lo : std::max(lo, std::min(n_out, (wi - off + sw - 1) / sw));
-    col_range[b] = {off, lo, hi};
-  }
-  for (size_t c = 0; c < channels; ++c) {
-    const float* xc = x + c * g.h * g.w;
-    const float* wc = w + c * g.kh * g.kw;
-    for (size_t a = 0; a < g.sh; ++a) {
-      for (size_t b = 0; b < g.sw; ++b) {
-        float* plane = planes.data() + (a * g.sw + b) * plane_size;
-        for (size_t i = 0; i < hp; ++i) {
+
+  // The planes of one channel xc [h, w].
+  void fill(const float* xc) {
+    const auto h = static_cast<std::ptrdiff_t>(g_.h), wi = static_cast<std::ptrdiff_t>(g_.w);
+    const auto sw = static_cast<std::ptrdiff_t>(g_.sw), n_out = static_cast<std::ptrdiff_t>(wp);
+    for (size_t a = 0; a < g_.sh; ++a) {
+      for (size_t b = 0; b < g_.sw; ++b) {
+        float* plane = planes_.data() + (a * g_.sw + b) * plane_size_;
+        const std::ptrdiff_t off = cols_[b].off, jlo = cols_[b].lo, jhi = cols_[b].hi;
+        for (size_t i = 0; i < hp_; ++i) {
           float* dst = plane + i * wp;
-          const auto ih = static_cast<std::ptrdiff_t>(i * g.sh + a) -
-                          static_cast<std::ptrdiff_t>(g.pt);
+          const auto ih = static_cast<std::ptrdiff_t>(i * g_.sh + a) -
+                          static_cast<std::ptrdiff_t>(g_.pt);
           if (ih < 0 || ih >= h) {
-            std::fill(dst, dst + wp, 0.0f);
+            std::fill(dst, dst + wp, pad_);
             continue;
           }
           const float* src = xc + ih * wi;
-          const std::ptrdiff_t off = col_range[b].off, jlo = col_range[b].lo,
-                               jhi = col_range[b].hi;
-          for (std::ptrdiff_t j = 0; j < jlo; ++j) dst[j] = 0.0f;
+          for (std::ptrdiff_t j = 0; j < jlo; ++j) dst[j] = pad_;
           if (sw == 1) {
             std::copy(src + jlo + off, src + jhi + off, dst + jlo);
           } else if (sw == 2) {  // a literal stride: the compiler vectorizes the gather
@@ -153,27 +153,86 @@ inline void dwconv_f32_flat(const float* x, const float* w, const float* bias, f
           } else {
             for (std::ptrdiff_t j = jlo; j < jhi; ++j) dst[j] = src[j * sw + off];
           }
-          for (std::ptrdiff_t j = jhi; j < n_out; ++j) dst[j] = 0.0f;
+          for (std::ptrdiff_t j = jhi; j < n_out; ++j) dst[j] = pad_;
         }
       }
     }
+  }
+
+  size_t wp = 0;                     // plane row width
+  size_t taps = 0;
+  std::vector<const float*> tap_src;  // where each tap reads (the same for every channel)
+
+ private:
+  struct ColRange {
+    std::ptrdiff_t off, lo, hi;
+  };
+  DwConvGeometry g_;
+  float pad_;
+  size_t hp_ = 0, plane_size_ = 0;
+  std::vector<float> planes_;
+  std::vector<ColRange> cols_;
+};
+
+// Output rows of one channel from phase planes, through `rows_fn(dst, rows, cols)` (which
+// reads the planes' tap_src rows wp apart); short rows run as one flat row of ho * wp
+// positions (garbage columns included, dropped here) so the vector loop runs long.
+template <typename RowsFn>
+void phase_rows(const PhasePlanes& pp, const DwConvGeometry& g, float* yc, float* scratch,
+                RowsFn rows_fn) {
+  const bool flat = g.wo < 64;
+  float* dst = flat ? scratch : yc;
+  rows_fn(dst, flat ? 1 : g.ho, flat ? g.ho * pp.wp : g.wo);
+  if (flat) {
+    for (size_t oh = 0; oh < g.ho; ++oh) {
+      std::copy(dst + oh * pp.wp, dst + oh * pp.wp + g.wo, yc + oh * g.wo);
+    }
+  }
+}
+
+inline void dwconv_f32_flat(const float* x, const float* w, const float* bias, float* y,
+                            size_t channels, const DwConvGeometry& g, float lo, float hi) {
+  PhasePlanes pp(g, 0.0f);
+  std::vector<float> acc(g.ho * pp.wp), flat_out(g.ho * pp.wp);
+  const float* const* src = pp.tap_src.data();
+  for (size_t c = 0; c < channels; ++c) {
+    pp.fill(x + c * g.h * g.w);
+    const float* wc = w + c * pp.taps;
     const float bv = bias != nullptr ? bias[c] : 0.0f;
-    float* yc = y + c * g.ho * g.wo;
-    // Short rows: all rows as one flat row of ho * wp positions (garbage columns included,
-    // dropped below), so the vector loop runs long; wide rows: straight into y.
-    const bool flat = g.wo < 64;
-    float* dst = flat ? flat_out.data() : yc;
-    const size_t rows = flat ? 1 : g.ho, cols = flat ? g.ho * wp : g.wo;
-    switch (taps) {  // the common kernels with the tap loop unrolled: sums stay in registers
-      case 9: dw_rows_fixed<9>(tap_src.data(), wc, bv, dst, rows, cols, wp, lo, hi); break;
-      case 25: dw_rows_fixed<25>(tap_src.data(), wc, bv, dst, rows, cols, wp, lo, hi); break;
-      default: dw_rows_any(tap_src.data(), taps, wc, bv, dst, rows, cols, wp, acc.data(), lo, hi);
-    }
-    if (flat) {
-      for (size_t oh = 0; oh < g.ho; ++oh) {
-        std::copy(dst + oh * wp, dst + oh * wp + g.wo, yc + oh * g.wo);
+    phase_rows(pp, g, y + c * g.ho * g.wo, flat_out.data(),
+               [&](float* dst, size_t rows, size_t cols) {
+      switch (pp.taps) {  // the common kernels with the tap loop unrolled
+        case 9: dw_rows_fixed<9>(src, wc, bv, dst, rows, cols, pp.wp, lo, hi); break;
+        case 25: dw_rows_fixed<25>(src, wc, bv, dst, rows, cols, pp.wp, lo, hi); break;
+        default: dw_rows_any(src, pp.taps, wc, bv, dst, rows, cols, pp.wp, acc.data(), lo, hi);
       }
-    }
+    });
+  }
+}
+
+// Max pooling of every channel: y[c] = max over the window (padding is -inf, so it never
+// wins; a window entirely in the padding gives -inf). NaN propagates.
+inline void maxpool_f32_flat(const float* x, float* y, size_t channels, const DwConvGeometry& g) {
+  PhasePlanes pp(g, -std::numeric_limits<float>::infinity());
+  std::vector<float> flat_out(g.ho * pp.wp);
+  const float* const* src = pp.tap_src.data();
+  for (size_t c = 0; c < channels; ++c) {
+    pp.fill(x + c * g.h * g.w);
+    phase_rows(pp, g, y + c * g.ho * g.wo, flat_out.data(),
+               [&](float* dst, size_t rows, size_t cols) {
+      for (size_t r = 0; r < rows; ++r) {
+        float* out = dst + r * cols;
+        const size_t base = r * pp.wp;
+        for (size_t i = 0; i < cols; ++i) out[i] = src[0][base + i];
+        for (size_t t = 1; t < pp.taps; ++t) {
+          const float* s = src[t] + base;
+          for (size_t i = 0; i < cols; ++i) {
+            const float v = s[i];
+            out[i] = (v > out[i] || v != v) ? v : out[i];
+          }
+        }
+      }
+    });
   }
 }
 

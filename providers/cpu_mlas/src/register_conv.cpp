@@ -112,6 +112,33 @@ void register_conv(py::module_& m) {
      "Depthwise 2-D conv of x [C, H, W] with w [C, kh, kw] into y [C, Ho, Wo] (written), "
      "bias [C] or None, begin pads (top, left), then clamp to [lo, hi].");
 
+  m.def("maxpool_f32", [](const py::array& x_in, py::array& y_in, std::array<size_t, 2> kernel,
+                          std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
+                          std::array<size_t, 2> pads) {
+    const F32 x = f32(x_in, "x", 3);
+    F32 y = f32(y_in, "y", 3);
+    if (!y.writeable()) throw py::value_error("y must be writeable");
+    const size_t c = static_cast<size_t>(x.shape(0));
+    if (static_cast<size_t>(y.shape(0)) != c) {
+      throw py::value_error("x and y must have the same number of channels");
+    }
+    if (kernel[0] == 0 || kernel[1] == 0 || strides[0] == 0 || strides[1] == 0 ||
+        dilations[0] == 0 || dilations[1] == 0) {
+      throw py::value_error("kernel, strides and dilations must be positive");
+    }
+    DwConvGeometry g{static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+                     static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)),
+                     kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+                     pads[0], pads[1]};
+    const float* xp = x.data();
+    float* yp = y.mutable_data();
+    py::gil_scoped_release release;
+    maxpool_f32(xp, yp, c, g);
+  }, py::arg("x"), py::arg("y"), py::arg("kernel"), py::arg("strides"), py::arg("dilations"),
+     py::arg("pads"),
+     "2-D max pooling of x [C, H, W] into y [C, Ho, Wo] (written): begin pads (top, left), "
+     "padding never wins, NaN propagates.");
+
   m.def("gelu_f32", [](const py::array& x_in, const py::object& b_in, py::array& y_in,
                        const py::array& coeffs_in, float clamp, size_t threads) {
     if (!py::isinstance<F32>(x_in) || !py::isinstance<F32>(y_in)) {

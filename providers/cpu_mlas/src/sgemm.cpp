@@ -317,32 +317,39 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         b_block = b_scratch.get(ceil_div(n1 - n0, kSgemmNr) * kc * kSgemmNr);
         b->pack(k0, kc, n0, n1 - n0, b_block);
       }
-      // Each A panel (12 x kc, L1) meets every B panel of the task (at most 16 x 32 x kc,
-      // L2): every operand leaves memory once per task.
-      for (size_t p = 0; p < a_panels; ++p) {
-        const size_t i = m0 + p * kSgemmMr;
-        const float* a_panel = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
-                               : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
-                                             : a_block + p * kc * kSgemmMr;
-        for (size_t j = n0; j < n1; j += kSgemmNr) {
-          const size_t cols = std::min(kSgemmNr, n1 - j);
-          SgemmTile tl;
-          tl.lda = direct_a ? static_cast<size_t>(a.rs) : 0;
-          tl.a = a_panel;
-          tl.b = pb != nullptr ? pb->panel(j / kSgemmNr) + k0 * kSgemmNr
-                               : b_block + (j - n0) / kSgemmNr * kc * kSgemmNr;
-          tl.kc = kc;
-          tl.rows = std::min(kSgemmMr, m1 - i);
-          tl.cols = cols;
-          tl.c = c + i * ldc + j;
-          tl.ldc = ldc;
-          tl.accumulate = ep.accumulate || k0 > 0;
-          tl.last = k0 + kc == k;
-          tl.row_bias = row_bias ? row_bias + i : nullptr;
-          tl.col_bias = col_bias ? col_bias + j : nullptr;
-          tl.lo = ep.lo;
-          tl.hi = ep.hi;
-          tile(tl);
+      const size_t b_panels = ceil_div(n1 - n0, kSgemmNr);
+      auto run_tile = [&](size_t p, size_t q) {  // A panel p x B panel q of this task
+        const size_t i = m0 + p * kSgemmMr, j = n0 + q * kSgemmNr;
+        SgemmTile tl;
+        tl.lda = direct_a ? static_cast<size_t>(a.rs) : 0;
+        tl.a = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
+               : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
+                             : a_block + p * kc * kSgemmMr;
+        tl.b = pb != nullptr ? pb->panel(j / kSgemmNr) + k0 * kSgemmNr
+                             : b_block + q * kc * kSgemmNr;
+        tl.kc = kc;
+        tl.rows = std::min(kSgemmMr, m1 - i);
+        tl.cols = std::min(kSgemmNr, n1 - j);
+        tl.c = c + i * ldc + j;
+        tl.ldc = ldc;
+        tl.accumulate = ep.accumulate || k0 > 0;
+        tl.last = k0 + kc == k;
+        tl.row_bias = row_bias ? row_bias + i : nullptr;
+        tl.col_bias = col_bias ? col_bias + j : nullptr;
+        tl.lo = ep.lo;
+        tl.hi = ep.hi;
+        tile(tl);
+      };
+      if (m1 - m0 <= kMaxTaskRows) {
+        // A block in L2 (at most 240 x kc): each B panel (32 x kc, L1) meets every A panel.
+        for (size_t q = 0; q < b_panels; ++q) {
+          for (size_t p = 0; p < a_panels; ++p) run_tile(p, q);
+        }
+      } else {
+        // A tall block (a conv's weight): each A panel (12 x kc, L1) meets every B panel of
+        // the task (at most 16 x 32 x kc, L2), so the weight leaves memory once per task.
+        for (size_t p = 0; p < a_panels; ++p) {
+          for (size_t q = 0; q < b_panels; ++q) run_tile(p, q);
         }
       }
     }
