@@ -117,15 +117,16 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
   const auto* bs = static_cast<const int8_t*>(b);
   const auto* bu = static_cast<const uint8_t*>(b);
   const size_t panel_elems = p.kp * l.panel;
-  for (size_t j = 0; j < n; ++j) {
-    int32_t zp = zp_count == 0 ? 0 : zero_points[zp_count == 1 ? 0 : j];
-    if (!b_signed) zp -= 128;
-    uint32_t colsum = 0;
-    const size_t base = (j / l.panel) * panel_elems + (j % l.panel) * l.kgroup;
-    for (size_t kk = 0; kk < k; ++kk) {
+  // Row by row (B is row-major): where column j of a row goes, and the running column sums.
+  std::vector<size_t> col_base(n);
+  std::vector<uint32_t> colsum(n, 0);
+  for (size_t j = 0; j < n; ++j) col_base[j] = (j / l.panel) * panel_elems + (j % l.panel) * l.kgroup;
+  for (size_t kk = 0; kk < k; ++kk) {
+    const size_t row_off = (kk / l.kgroup) * l.panel * l.kgroup + kk % l.kgroup;
+    for (size_t j = 0; j < n; ++j) {
       const int32_t v = b_signed ? int32_t{bs[kk * ldb + j]} : int32_t{bu[kk * ldb + j]} - 128;
-      colsum += static_cast<uint32_t>(v);
-      const size_t e = base + (kk / l.kgroup) * l.panel * l.kgroup + kk % l.kgroup;
+      colsum[j] += static_cast<uint32_t>(v);
+      const size_t e = col_base[j] + row_off;
       if (l.b_bytes == 1) {
         p.data[e] = static_cast<uint8_t>(static_cast<int8_t>(v));
       } else {
@@ -133,9 +134,13 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
         std::memcpy(p.data.data() + 2 * e, &v16, 2);
       }
     }
+  }
+  for (size_t j = 0; j < n; ++j) {
+    int32_t zp = zp_count == 0 ? 0 : zero_points[zp_count == 1 ? 0 : j];
+    if (!b_signed) zp -= 128;
     p.zp[j] = zp;
     p.corr[j] = static_cast<int32_t>(static_cast<uint32_t>(k) * static_cast<uint32_t>(zp) -
-                                     colsum);
+                                     colsum[j]);
   }
   return p;
 }
