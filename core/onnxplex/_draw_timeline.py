@@ -111,9 +111,10 @@ def timeline(events: Sequence[Mapping[str, Any]], run: int | None = None,
         c.rect(x, 38, x + 12, 38 + GLYPH_H + 2, colors[prov])
         c.text(x + 16, 40, label)
         x += 16 + Canvas.text_width(label) + 20
-    if any("parent" in a for a in args):
-        c.rect(x, 38, x + 12, 38 + GLYPH_H + 2, tint(colors[providers[0]], 0.5))
-        c.text(x + 16, 40, "inside a fused partition")
+    sub_provider = next((str(a.get("provider", "?")) for a in args if "parent" in a), None)
+    if sub_provider is not None:
+        c.rect(x, 38, x + 12, 38 + GLYPH_H + 2, tint(colors[sub_provider], 0.5))
+        c.text(x + 16, 40, "inside a fused partition (lighter)")
 
     for row in range(1, len(order), 2):   # zebra rows, under the grid
         y = rows_top + row * ROW_H
