@@ -220,9 +220,18 @@ void register_sgemm(py::module_& m) {
     const size_t l = g.oh * g.ow, image = g.c * g.h * g.w;
     {
       py::gil_scoped_release release;
+      // A 1x1 stride-1 unpadded conv is a plain GEMM on the image as a [C, H*W] matrix.
+      const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
+                             g.pl == 0 && g.oh == g.h && g.ow == g.w;
       for (size_t i = 0; i < batch; ++i) {
-        const Conv2dSource source(xp + i * image, g);
-        sgemm(MatrixView{}, &w, source, cout, l, w.cols, yp + i * cout * l, l, ep, threads, v);
+        const float* xi = xp + i * image;
+        float* yi = yp + i * cout * l;
+        if (pointwise) {
+          const MatrixView xm{xi, static_cast<std::ptrdiff_t>(l), 1};
+          sgemm(MatrixView{}, &w, xm, nullptr, cout, l, w.cols, yi, l, ep, threads, v);
+        } else {
+          sgemm(MatrixView{}, &w, Conv2dSource(xi, g), cout, l, w.cols, yi, l, ep, threads, v);
+        }
       }
     }
     return out;

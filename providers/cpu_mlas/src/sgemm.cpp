@@ -24,6 +24,8 @@ size_t ceil_div(size_t x, size_t m) { return (x + m - 1) / m; }
 constexpr size_t kMaxTaskRows = 240;
 // The same when A is prepacked and B packed per task: 1020 x 256 floats (1 MiB, half an L2).
 constexpr size_t kMaxTaskRowsPackedA = 1020;
+// B is read in place (not packed) for GEMMs of at most this many rows.
+constexpr size_t kDirectBMaxRows = 48;
 // Columns of B per task at most (a multiple of kSgemmNr).
 constexpr size_t kMaxTaskCols = 512;
 // Tasks per thread wanted: a late thread then costs a fraction of the call.
@@ -293,6 +295,12 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
 
   // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.
   const bool direct_a = pa == nullptr && a.cs == 1 && a.rs >= 0;
+  // A row-major B is read in place when few rows would share its packed panels (packing then
+  // costs more than it saves), unless its rows are a multiple of 4 KiB apart (they would
+  // alias in L1).
+  const MatrixView* bm = b != nullptr ? b->matrix() : nullptr;
+  const bool direct_b = bm != nullptr && bm->cs == 1 && bm->rs > 0 && m <= kDirectBMaxRows &&
+                        bm->rs % 1024 != 0;
 
   auto run_task = [&](size_t t) {
     static thread_local Scratch a_scratch, b_scratch;
@@ -313,7 +321,7 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         a_block = buf;
       }
       float* b_block = nullptr;  // B not prepacked: this task's panels of the k block
-      if (pb == nullptr) {
+      if (pb == nullptr && !direct_b) {
         b_block = b_scratch.get(ceil_div(n1 - n0, kSgemmNr) * kc * kSgemmNr);
         b->pack(k0, kc, n0, n1 - n0, b_block);
       }
@@ -326,7 +334,10 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
                : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
                              : a_block + p * kc * kSgemmMr;
         tl.b = pb != nullptr ? pb->panel(j / kSgemmNr) + k0 * kSgemmNr
+               : direct_b    ? bm->data + static_cast<std::ptrdiff_t>(k0) * bm->rs +
+                                   static_cast<std::ptrdiff_t>(j)
                              : b_block + q * kc * kSgemmNr;
+        tl.ldb = direct_b ? static_cast<size_t>(bm->rs) : 0;
         tl.kc = kc;
         tl.rows = std::min(kSgemmMr, m1 - i);
         tl.cols = std::min(kSgemmNr, n1 - j);
@@ -340,14 +351,15 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         tl.hi = ep.hi;
         tile(tl);
       };
-      if (m1 - m0 <= kMaxTaskRows) {
+      if (m1 - m0 <= kMaxTaskRows && b_panels * kc * kSgemmNr * sizeof(float) > (32u << 10)) {
         // A block in L2 (at most 240 x kc): each B panel (32 x kc, L1) meets every A panel.
         for (size_t q = 0; q < b_panels; ++q) {
           for (size_t p = 0; p < a_panels; ++p) run_tile(p, q);
         }
       } else {
-        // A tall block (a conv's weight): each A panel (12 x kc, L1) meets every B panel of
-        // the task (at most 16 x 32 x kc, L2), so the weight leaves memory once per task.
+        // A tall block (a conv's weight), or the task's B panels fit in L1 (short K): each A
+        // panel (12 x kc, L1) meets every B panel of the task (at most 16 x 32 x kc, L2), so
+        // the weight leaves memory once per task and C is written a row segment at a time.
         for (size_t p = 0; p < a_panels; ++p) {
           for (size_t q = 0; q < b_panels; ++q) run_tile(p, q);
         }
@@ -376,7 +388,7 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t 
 void sgemm_tile_scalar(const SgemmTile& t) {
   float acc[kSgemmMr][kSgemmNr] = {};
   for (size_t k = 0; k < t.kc; ++k) {
-    const float* b = t.b + k * kSgemmNr;
+    const float* b = t.b + k * (t.ldb != 0 ? t.ldb : kSgemmNr);
     for (size_t r = 0; r < t.rows; ++r) {
       const float a = t.lda != 0 ? t.a[r * t.lda + k] : t.a[k * kSgemmMr + r];
       for (size_t j = 0; j < t.cols; ++j) acc[r][j] += a * b[j];

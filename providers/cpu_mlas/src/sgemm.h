@@ -64,6 +64,8 @@ class BSource {
  public:
   virtual ~BSource() = default;
   virtual void pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const = 0;
+  // B as a strided matrix when it is one (the GEMM may then read it in place), else null.
+  virtual const MatrixView* matrix() const { return nullptr; }
 };
 
 // B as a strided matrix.
@@ -71,6 +73,7 @@ class MatrixSource final : public BSource {
  public:
   explicit MatrixSource(const MatrixView& b) : b_(b) {}
   void pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const override;
+  const MatrixView* matrix() const override { return &b_; }
 
  private:
   MatrixView b_;
@@ -113,8 +116,8 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t 
 struct SgemmTile {
   const float* a;     // packed: [kc][kMr] (kMr floats per k, `rows` of them valid); or
   size_t lda;         // when not 0, A as it is: `rows` rows of kc contiguous floats, lda apart
-  const float* b;     // [kc][kNr] (always packed: rows of a row-major B [K, N] kN floats apart
-                      // would alias in L1 when N is a multiple of 1024)
+  const float* b;     // packed: [kc][kNr]; or
+  size_t ldb;         // when not 0, B as it is: kc rows of `cols` contiguous floats, ldb apart
   size_t kc;
   size_t rows, cols;  // 1..kMr, 1..kNr
   float* c;
