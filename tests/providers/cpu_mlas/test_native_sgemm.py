@@ -1,8 +1,8 @@
 """The native float32 GEMM of cpu_mlas (``_mlas_native.sgemm``, providers/cpu_mlas/src/sgemm*)
 against float64 numpy: every variant, packed and unpacked operands in any strides, partial
-micro-tiles, the epilogue (bias per row or column, clamp, accumulate), threads; and the
-weight-carrying kernels (MatMul, Gemm, FusedMatMul, Attention, MatMulNBits) on it against
-their numpy paths."""
+micro-tiles, the epilogue (bias per row or column, clamp, accumulate), threads; the
+weight-carrying kernels (MatMul, Gemm, FusedMatMul, MatMulNBits) on it against onnxruntime;
+and ``conv2d_f32`` (im2col panels packed from the image) against a direct convolution."""
 
 from __future__ import annotations
 
@@ -180,3 +180,56 @@ def test_weight_kernels_match_onnxruntime_on_the_native_gemm(case):
         q, scales = quantize_nbits(w, 32)
         check("MatMulNBits", [_rand(rng, 5, 64), q, scales], const_inputs=[1, 2],
               domain="com.microsoft", K=64, N=48, bits=4, block_size=32, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# conv2d_f32: the GEMM reading im2col panels straight from the image
+# --------------------------------------------------------------------------------------------
+
+
+def _conv_ref(x, w, stride, pad, dil):
+    """float64 direct convolution (NCHW, group 1, symmetric pads)."""
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+    y = np.zeros((n, m, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            r0, c0 = i * dil, j * dil
+            win = xp[:, :, r0:r0 + stride * oh:stride, c0:c0 + stride * ow:stride]
+            y += np.einsum("nchw,mc->nmhw", win, w[:, :, i, j].astype(np.float64))
+    return y
+
+
+@pytest.mark.parametrize("k,stride,pad,dil,hw", [
+    (1, 1, 0, 1, 9), (3, 1, 1, 1, 11), (3, 2, 1, 1, 13), (7, 2, 3, 1, 20), (3, 1, 2, 2, 10),
+    (1, 2, 0, 1, 9)])
+def test_conv2d_matches_a_direct_convolution(k, stride, pad, dil, hw):
+    rng = np.random.default_rng(k * 100 + stride * 10 + pad)
+    x = _rand(rng, 2, 5, hw, hw + 3)
+    w = _rand(rng, 14, 5, k, k)
+    want = _conv_ref(x, w, stride, pad, dil)
+    y = np.empty(want.shape, np.float32)
+    bias = _rand(rng, 14)
+    NAT.conv2d_f32(x, NAT.sgemm_pack_a(w.reshape(14, -1)), y, (k, k), (stride, stride),
+                   (dil, dil), (pad, pad), bias=bias, lo=-0.5)
+    _close(y, np.maximum(want + bias[None, :, None, None], -0.5), 5 * k * k)
+
+
+def test_conv2d_bad_arguments_are_clear_errors():
+    x = np.zeros((1, 3, 8, 8), np.float32)
+    w = NAT.sgemm_pack_a(np.zeros((4, 27), np.float32))
+    y = np.zeros((1, 4, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="packed as the left"):
+        NAT.conv2d_f32(x, NAT.sgemm_pack_b(np.zeros((27, 4), np.float32)), y, (3, 3), (1, 1),
+                       (1, 1), (1, 1))
+    with pytest.raises(ValueError, match="C\\*kh\\*kw = 12"):
+        NAT.conv2d_f32(x, w, y, (2, 2), (1, 1), (1, 1), (0, 0))
+    with pytest.raises(ValueError, match="out must have shape"):
+        NAT.conv2d_f32(x, w, np.zeros((1, 5, 8, 8), np.float32), (3, 3), (1, 1), (1, 1), (1, 1))
+    with pytest.raises(ValueError, match="must be positive"):
+        NAT.conv2d_f32(x, w, y, (3, 3), (0, 1), (1, 1), (1, 1))
+    with pytest.raises(TypeError, match="C-contiguous float32 array of rank 4"):
+        NAT.conv2d_f32(x[:, :, ::2], w, y, (3, 3), (1, 1), (1, 1), (1, 1))
