@@ -44,13 +44,16 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       active_ = threads - 1;
-      pending_.store(threads - 1);
+      open_.store(true);
       generation_.fetch_add(1);
     }
     wake_.notify_all();
     work();
-    // Wait for the helpers to leave the job before fn goes out of scope.
-    while (pending_.load() != 0) std::this_thread::yield();
+    // Close the job, then wait only for helpers inside it (finishing a chunk). A helper that
+    // is still asleep or descheduled is not waited for: it finds the job closed when it runs
+    // (on a shared machine, waiting for it would stall every call).
+    open_.store(false);
+    while (inside_.load() != 0) std::this_thread::yield();
     fn_ = nullptr;
     if (error_) std::rethrow_exception(error_);
     return true;
@@ -94,8 +97,11 @@ class Pool {
         if (stop_) return;
         if (index >= active_) continue;  // not needed for this job
       }
-      work();
-      pending_.fetch_sub(1);
+      // Enter the job only while it is open and still the one this wake-up was for (the
+      // caller waits for `inside_` to drain after closing it, so fn_ stays valid in here).
+      inside_.fetch_add(1);
+      if (open_.load() && generation_.load() == seen) work();
+      inside_.fetch_sub(1);
     }
   }
 
@@ -105,7 +111,8 @@ class Pool {
   std::vector<std::thread> workers_;
   std::atomic<size_t> generation_{0};
   std::atomic<size_t> next_{0};
-  std::atomic<size_t> pending_{0};
+  std::atomic<bool> open_{false};    // the current job still takes helpers
+  std::atomic<size_t> inside_{0};    // helpers inside the current job
   size_t active_ = 0;
   size_t count_ = 0;
   bool stop_ = false;
