@@ -190,6 +190,8 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
     native_b = None
     if b_packed is not None and b_packed.ndim == 2 and b_packed.dtype == np.float32:
         native_b = _blas.pack_weight(b_packed * np.float32(alpha) if alpha != 1.0 else b_packed)
+    if native_b is not None:
+        b_packed = None  # the packed copy serves every run
 
     def kernel(a, b):
         out_dtype = a.dtype
@@ -197,7 +199,7 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
         perm = _fused_perm(a.ndim, ta, tba)
         if perm:
             a = a.transpose(perm)
-        if native_b is not None and a.ndim >= 2:
+        if native_b is not None:
             k, n = native_b.shape
             y = _blas.gemm(a.reshape(-1, k), native_b).reshape(a.shape[:-1] + (n,))
             return y.astype(out_dtype, copy=False)
@@ -218,7 +220,7 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
             y *= y.dtype.type(alpha)
         return y.astype(out_dtype, copy=False)
 
-    return kernel
+    return _blas.prepacked(kernel, 1) if native_b is not None else kernel
 
 
 # --------------------------------------------------------------------------------------------
@@ -363,7 +365,8 @@ def make_ms_attention(node: NodeView, ctx: ProviderContext):
         present = np.stack((k, v)).astype(out_dtype, copy=False)
         return y, present
 
-    return kernel
+    # the weight (and the bias beside it) live in the packed copy
+    return _blas.prepacked(kernel, 1, 2) if native_w is not None else kernel
 
 
 # --------------------------------------------------------------------------------------------

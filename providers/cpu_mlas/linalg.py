@@ -131,6 +131,8 @@ def make_gemm(node: NodeView, ctx: ProviderContext):
                 y += cc * cc.dtype.type(beta) if beta != 1.0 else cc
         return y.astype(out_dtype, copy=False)
 
+    if native_b is not None:  # B (and a constant C per column) live in the packed copy
+        return _blas.prepacked(kernel, 1, *((2,) if native_bias is not None else ()))
     return kernel
 
 
@@ -147,14 +149,18 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
     b_info = node.input(1)
     b_packed = to_compute(b_info.const) if b_info is not None and b_info.is_const else None
     native_b = _blas.pack_weight(b_packed) if b_packed is not None else None
+    if native_b is not None:
+        b_packed = None  # the packed copy serves every run
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if native_b is not None and a.ndim >= 2:
-            return _matmul_packed(to_compute(a), native_b).astype(a.dtype, copy=False)
+        if native_b is not None:
+            a_ = to_compute(a)
+            y = _matmul_packed(a_[None] if a.ndim == 1 else a_, native_b)
+            return (y[0] if a.ndim == 1 else y).astype(a.dtype, copy=False)
         y = _matmul(to_compute(a), b_packed if b_packed is not None else to_compute(b))
         return y.astype(a.dtype, copy=False)
 
-    return kernel
+    return _blas.prepacked(kernel, 1) if native_b is not None else kernel
 
 
 # --------------------------------------------------------------------------------------------

@@ -294,7 +294,10 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   const size_t row_tasks = ceil_div(m, task_rows), col_tasks = ceil_div(n, task_cols);
 
   // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.
-  const bool direct_a = pa == nullptr && a.cs == 1 && a.rs >= 0;
+  // (A tile's lda 0 means "packed": a single row with stride 0, as numpy gives x[None], reads
+  // with lda 1.)
+  const bool direct_a = pa == nullptr && a.cs == 1 && (a.rs > 0 || m == 1);
+  const size_t direct_lda = a.rs > 0 ? static_cast<size_t>(a.rs) : 1;
   // A row-major B is read in place when few rows would share its packed panels (packing then
   // costs more than it saves), unless its rows are a multiple of 4 KiB apart (they would
   // alias in L1).
@@ -329,7 +332,7 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
       auto run_tile = [&](size_t p, size_t q) {  // A panel p x B panel q of this task
         const size_t i = m0 + p * kSgemmMr, j = n0 + q * kSgemmNr;
         SgemmTile tl;
-        tl.lda = direct_a ? static_cast<size_t>(a.rs) : 0;
+        tl.lda = direct_a ? direct_lda : 0;
         tl.a = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
                : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
                              : a_block + p * kc * kSgemmMr;

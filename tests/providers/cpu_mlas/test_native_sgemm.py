@@ -89,6 +89,17 @@ def test_sgemm_writes_into_a_strided_output_and_keeps_the_rest():
     assert (big[:, :5] == 7).all() and (big[:, 55:] == 7).all()
 
 
+@pytest.mark.parametrize("rows", [1, 5])
+def test_rows_with_stride_zero(rows):
+    """x[None] and np.broadcast_to give A rows 0 bytes apart: read right, not as packed."""
+    rng = np.random.default_rng(6)
+    row, b = _rand(rng, 40), _rand(rng, 40, 20)
+    a = row[None] if rows == 1 else np.broadcast_to(row, (rows, 40))
+    assert a.strides[0] == 0
+    got = NAT.sgemm(a, NAT.sgemm_pack_b(b))
+    _close(got, np.broadcast_to(row.astype(np.float64) @ b, (rows, 20)), 40)
+
+
 def test_empty_k_gives_the_epilogue_alone():
     out = np.ones((3, 5), np.float32)
     bias = np.arange(5, dtype=np.float32)
