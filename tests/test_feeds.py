@@ -218,18 +218,9 @@ def _gemm_like(op: str) -> tuple[onnx.ModelProto, np.ndarray]:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), x
 
 
-NATIVE_GEMM_DROPS_NAN = pytest.mark.xfail(
-    strict=True, reason="cpu_mlas's native fp32 GEMM epilogue clamps with "
-    "_mm512_min_ps(_mm512_max_ps(v, lo), hi) (providers/cpu_mlas/src/sgemm_avx512.cpp), which "
-    "returns lo = -inf for v = NaN: a NaN in a row becomes -inf (onnxruntime keeps NaN)")
 
 
-@pytest.mark.parametrize("op", [
-    pytest.param("MatMul", marks=NATIVE_GEMM_DROPS_NAN),
-    pytest.param("Gemm", marks=NATIVE_GEMM_DROPS_NAN),
-    pytest.param("Conv", marks=NATIVE_GEMM_DROPS_NAN),
-    "DepthwiseConv",
-])
+@pytest.mark.parametrize("op", ["MatMul", "Gemm", "Conv", "DepthwiseConv"])
 def test_nan_and_inf_through_gemm_and_conv(op):
     model, x = _gemm_like(op)
     assert _compare_with_oracle(model, {"x": x}) == []

@@ -73,8 +73,9 @@ void tile(const SgemmTile& t) {
         v0 = _mm512_add_ps(v0, cb0);
         v1 = _mm512_add_ps(v1, cb1);
       }
-      v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
-      v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);
+      // maxps/minps return their second operand when either is NaN: v second, NaN stays NaN.
+      v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+      v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
     }
     _mm512_mask_storeu_ps(c, m0, v0);
     _mm512_mask_storeu_ps(c + 16, m1, v1);
