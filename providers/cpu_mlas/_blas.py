@@ -49,7 +49,7 @@ from ._native import native
 logger = logging.getLogger(__name__)
 
 __all__ = ["get_blas_threads", "set_blas_threads", "configure_threads", "intra_threads",
-           "parallel_for", "split", "matmul", "PackedWeight", "pack_weight", "gemm", "prepacked"]
+           "parallel_for", "split", "matmul", "PackedWeight", "pack_weight", "gemm"]
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads_64_",
             "openblas_set_num_threads64_", "openblas_set_num_threads")
@@ -320,10 +320,3 @@ def gemm(x: np.ndarray, w: PackedWeight, out: np.ndarray | None = None,
     return nat.sgemm(x, w.packed, out=out, bias=bias, bias_axis="col", lo=lo, hi=hi,
                      accumulate=accumulate, threads=_POOL.size)
 
-
-def prepacked(kernel: Callable[..., Any], *inputs: int) -> Callable[..., Any]:
-    """Mark ``kernel`` as having packed these constant inputs at compile time (it reads
-    nothing of them at run time): the session passes None for them and may release the
-    original tensors (onnxruntime's PrePack). Returns ``kernel``."""
-    kernel.prepacked_inputs = frozenset(inputs)
-    return kernel

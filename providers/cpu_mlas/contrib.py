@@ -22,7 +22,6 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
-from . import _blas
 from ._native import native
 from ._registry import op
 from .elementwise import _sigmoid, _softplus
@@ -181,7 +180,7 @@ def make_fused_gemm(node: NodeView, ctx: ProviderContext):
         y = gemm(a, b, c)  # a fresh array
         return act(y)
 
-    return _blas.prepacked(kernel, *getattr(gemm, "prepacked_inputs", ()))
+    return kernel
 
 
 # --------------------------------------------------------------------------------------------

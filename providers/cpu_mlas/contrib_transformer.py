@@ -220,7 +220,7 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
             y *= y.dtype.type(alpha)
         return y.astype(out_dtype, copy=False)
 
-    return _blas.prepacked(kernel, 1) if native_b is not None else kernel
+    return kernel
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,8 +365,7 @@ def make_ms_attention(node: NodeView, ctx: ProviderContext):
         present = np.stack((k, v)).astype(out_dtype, copy=False)
         return y, present
 
-    # the weight (and the bias beside it) live in the packed copy
-    return _blas.prepacked(kernel, 1, 2) if native_w is not None else kernel
+    return kernel
 
 
 # --------------------------------------------------------------------------------------------

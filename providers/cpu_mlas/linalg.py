@@ -131,8 +131,6 @@ def make_gemm(node: NodeView, ctx: ProviderContext):
                 y += cc * cc.dtype.type(beta) if beta != 1.0 else cc
         return y.astype(out_dtype, copy=False)
 
-    if native_b is not None:  # B (and a constant C per column) live in the packed copy
-        return _blas.prepacked(kernel, 1, *((2,) if native_bias is not None else ()))
     return kernel
 
 
@@ -160,7 +158,7 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
         y = _matmul(to_compute(a), b_packed if b_packed is not None else to_compute(b))
         return y.astype(a.dtype, copy=False)
 
-    return _blas.prepacked(kernel, 1) if native_b is not None else kernel
+    return kernel
 
 
 # --------------------------------------------------------------------------------------------

@@ -417,8 +417,6 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
             y += bias_c if bias_c is not None else np.asarray(bias, dtype=_F32)
         return y.reshape(a.shape[:-1] + (n,)).astype(a.dtype, copy=False)
 
-    if native_w is not None:  # B, scales and zero points live in the packed copy
-        return _blas.prepacked(kernel, 1, 2, *((3,) if z_info is not None else ()))
     return kernel
 
 
