@@ -37,7 +37,9 @@ void tile(const SgemmTile& t) {
     } else {
       b0 = _mm512_load_ps(b);
       b1 = _mm512_load_ps(b + 16);
-      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kSgemmNr), _MM_HINT_T0);
+      // Both cache lines of the B row 24 k ahead (~300 cycles: an L3 latency and then some).
+      _mm_prefetch(reinterpret_cast<const char*>(b + 24 * kSgemmNr), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + 24 * kSgemmNr + 16), _MM_HINT_T0);
     }
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
