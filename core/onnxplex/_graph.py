@@ -537,11 +537,38 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     try:
         model = ir.serde.deserialize_model(proto)
         _attach_initializers(model, big, declared)
-    except Exception as e:  # onnx-ir raises assorted errors on malformed protos
-        raise InvalidModelError(f"the model could not be read into the graph: {e}") from e
-    if base_dir is not None:
-        ir.external_data.set_base_dir(model.graph, base_dir)
-    return Model(model, base_dir)
+        if base_dir is not None:
+            ir.external_data.set_base_dir(model.graph, base_dir)
+        loaded = Model(model, base_dir)   # a cycle is refused here, by name
+        if list(model.graph) != loaded.nodes or _unsorted_bodies(model.graph):
+            # ONNX wants nodes in topological order and onnx-ir's passes rely on it; a
+            # file that lists them otherwise is put in order (onnxruntime accepts such files)
+            model.graph.sort()
+            loaded.reindex()
+        loaded.node_views  # noqa: B018 - attribute values are read (and may fail) here, once
+    except InvalidModelError:
+        raise
+    except Exception as e:  # noqa: BLE001 - onnx-ir raises assorted errors on malformed protos
+        raise InvalidModelError(f"the model could not be read into the graph: "
+                                f"{type(e).__name__}: {e}") from e
+    return loaded
+
+
+def _unsorted_bodies(graph: ir.Graph) -> bool:
+    """True when a subgraph body somewhere in ``graph`` lists a node before its producer."""
+    for node in graph.all_nodes():
+        for attr in node.attributes.values():
+            bodies = ((attr.value,) if attr.type == ir.AttributeType.GRAPH
+                      else tuple(attr.value) if attr.type == ir.AttributeType.GRAPHS else ())
+            for body in bodies:
+                seen = {v.name for v in body.inputs} | set(body.initializers)
+                for n in body:
+                    local = [v.name for v in n.inputs if v is not None and v.producer() is not None
+                             and v.producer().graph is body]
+                    if any(name not in seen for name in local):
+                        return True
+                    seen.update(o.name for o in n.outputs)
+    return False
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
@@ -623,8 +650,8 @@ def _iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
 def _node_tensors(nodes: Sequence[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
     for node in nodes:
         for a in node.attribute:
-            if a.HasField("t"):
-                yield a.t
+            if a.HasField("t") or a.type == onnx.AttributeProto.TENSOR:
+                yield a.t   # a TENSOR attribute without one is an empty (invalid) tensor
             yield from a.tensors
             if a.HasField("g"):
                 yield from _iter_tensors(a.g)
