@@ -25,7 +25,7 @@ from onnxplex import NodeView, ProviderContext
 from ._native import native
 from ._registry import op
 from .elementwise import _sigmoid, _softplus
-from .linalg import make_gemm
+from .linalg import gemm_kernel
 from .nn import _conv, _ConvWeights, to_compute
 from .quant import _centered, native_a_zero_point, native_pack_b, native_rows
 
@@ -174,7 +174,9 @@ def make_fused_gemm(node: NodeView, ctx: ProviderContext):
     params = {k[len("activation_"):]: float(v) for k, v in node.attrs.items()
               if k.startswith("activation_")}
     act = _activation(kind, params)
-    gemm = make_gemm(node, ctx)
+    gemm, fused = gemm_kernel(node, relu=kind == "Relu")
+    if fused:  # Relu in the native GEMM's epilogue
+        return gemm
 
     def kernel(a, b, c=None):
         y = gemm(a, b, c)  # a fresh array

@@ -59,6 +59,12 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @op("Gemm", since=13, dtypes={"T": FLOATS | _INTS})
 def make_gemm(node: NodeView, ctx: ProviderContext):
     """Gemm: ``Y = alpha * A' @ B' + beta * C`` (C optional since 11, broadcast since 7)."""
+    return gemm_kernel(node)[0]
+
+
+def gemm_kernel(node: NodeView, relu: bool = False):
+    """Gemm's kernel, and whether it applies ``relu`` (max(y, 0)) itself: the native GEMM
+    does in its epilogue when asked (FusedGemm with Relu); otherwise the caller must."""
     alpha = float(node.attr("alpha", 1.0))
     beta = float(node.attr("beta", 1.0))
     trans_a = int(node.attr("transA", 0)) == 1
@@ -97,7 +103,8 @@ def make_gemm(node: NodeView, ctx: ProviderContext):
         a_ = to_compute(a)
         a_ = a_.T if trans_a else a_
         if native_b is not None:  # (T is float32, or a half type computed in float32)
-            return _blas.gemm(a_, native_b, bias=native_bias).astype(out_dtype, copy=False)
+            y = _blas.gemm(a_, native_b, bias=native_bias, lo=0.0 if relu else -np.inf)
+            return y.astype(out_dtype, copy=False)
         if b_packed is not None:
             b_ = b_packed
         else:
@@ -131,7 +138,7 @@ def make_gemm(node: NodeView, ctx: ProviderContext):
                 y += cc * cc.dtype.type(beta) if beta != 1.0 else cc
         return y.astype(out_dtype, copy=False)
 
-    return kernel
+    return kernel, relu and native_b is not None
 
 
 # --------------------------------------------------------------------------------------------
