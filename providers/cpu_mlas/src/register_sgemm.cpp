@@ -230,7 +230,8 @@ void register_sgemm(py::module_& m) {
           const MatrixView xm{xi, static_cast<std::ptrdiff_t>(l), 1};
           sgemm(MatrixView{}, &w, xm, nullptr, cout, l, w.cols, yi, l, ep, threads, v);
         } else {
-          sgemm(MatrixView{}, &w, Conv2dSource(xi, g), cout, l, w.cols, yi, l, ep, threads, v);
+          sgemm(MatrixView{}, &w, Conv2dSource(xi, g, v), cout, l, w.cols, yi, l, ep, threads,
+                v);
         }
       }
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu_features.h"
+#include "conv_pack_impl.h"
 #include "parallel.h"
 
 namespace onnxplex::mlas {
@@ -194,65 +195,10 @@ void MatrixSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) 
 }
 
 void Conv2dSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const {
-  const Conv2dGeometry& g = g_;
-  const auto ih = static_cast<std::ptrdiff_t>(g.h), iw = static_cast<std::ptrdiff_t>(g.w);
-  const auto sw = static_cast<std::ptrdiff_t>(g.sw);
-  // The columns as runs within one output row and one panel; the same runs serve every k row.
-  struct Run {
-    float* out;               // the run's first column in its panel, at k row 0
-    size_t len;
-    std::ptrdiff_t iy0, ix0;  // input position of the run's first column at tap (0, 0)
-  };
-  static thread_local std::vector<Run> runs;
-  runs.clear();
-  for (size_t col = 0; col < nc;) {
-    const size_t p = c0 + col, oy = p / g.ow, ox0 = p % g.ow;
-    const size_t in_panel = kSgemmNr - col % kSgemmNr;
-    const size_t len = std::min({nc - col, g.ow - ox0, in_panel});
-    runs.push_back({dst + (col / kSgemmNr) * kc * kSgemmNr + col % kSgemmNr, len,
-                    static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt,
-                    static_cast<std::ptrdiff_t>(ox0 * g.sw) - g.pl});
-    col += len;
-  }
-  size_t c = k0 / (g.kh * g.kw), i = k0 / g.kw % g.kh, j = k0 % g.kw;
-  for (size_t kk = 0; kk < kc; ++kk) {
-    const float* plane = x_ + c * g.h * g.w;
-    const auto dy = static_cast<std::ptrdiff_t>(i * g.dh);
-    const auto dx = static_cast<std::ptrdiff_t>(j * g.dw);
-    for (const Run& run : runs) {
-      float* out = run.out + kk * kSgemmNr;
-      const std::ptrdiff_t iy = run.iy0 + dy;
-      const auto len = static_cast<std::ptrdiff_t>(run.len);
-      if (iy < 0 || iy >= ih) {
-        for (std::ptrdiff_t t = 0; t < len; ++t) out[t] = 0.0f;
-        continue;
-      }
-      const float* row = plane + iy * iw;
-      const std::ptrdiff_t x0 = run.ix0 + dx;
-      // Columns t in [lo, hi) read inside the row (x0 + t * sw in [0, iw)); the rest are pads.
-      const std::ptrdiff_t lo = x0 >= 0 ? 0 : std::min(len, (-x0 + sw - 1) / sw);
-      const std::ptrdiff_t hi = x0 >= iw ? lo : std::max(lo, std::min(len, (iw - x0 + sw - 1) / sw));
-      for (std::ptrdiff_t t = 0; t < lo; ++t) out[t] = 0.0f;
-      if (sw == 1) {  // (runs are at most 32 floats: a loop beats a call to memcpy)
-        for (std::ptrdiff_t t = lo; t < hi; ++t) out[t] = row[x0 + t];
-      } else {
-        const float* src = row + x0;
-        for (std::ptrdiff_t t = lo; t < hi; ++t) out[t] = src[t * sw];
-      }
-      for (std::ptrdiff_t t = hi; t < len; ++t) out[t] = 0.0f;
-    }
-    if (nc % kSgemmNr != 0) {  // the last panel's padding columns
-      float* last = dst + (nc / kSgemmNr) * kc * kSgemmNr + kk * kSgemmNr;
-      for (size_t t = nc % kSgemmNr; t < kSgemmNr; ++t) last[t] = 0.0f;
-    }
-    if (++j == g.kw) {
-      j = 0;
-      if (++i == g.kh) {
-        i = 0;
-        ++c;
-      }
-    }
-  }
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (isa_ == SgemmIsa::kAvx512) return conv2d_pack_avx512(x_, g_, k0, kc, c0, nc, dst);
+#endif
+  detail::conv2d_pack(x_, g_, k0, kc, c0, nc, dst);
 }
 
 namespace {

@@ -93,12 +93,14 @@ struct Conv2dGeometry {
 
 class Conv2dSource final : public BSource {
  public:
-  Conv2dSource(const float* x, const Conv2dGeometry& g) : x_(x), g_(g) {}
+  Conv2dSource(const float* x, const Conv2dGeometry& g, SgemmIsa isa)
+      : x_(x), g_(g), isa_(isa) {}
   void pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const override;
 
  private:
   const float* x_;
   Conv2dGeometry g_;
+  SgemmIsa isa_;
 };
 
 // C [m, n] (row stride ldc) = A @ B with the epilogue. Exactly one of `a`/`pa` and one of
@@ -132,6 +134,8 @@ struct SgemmTile {
 void sgemm_tile_scalar(const SgemmTile& t);
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
 void sgemm_tile_avx512(const SgemmTile& t);
+void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
+                        size_t c0, size_t nc, float* dst);
 #endif
 
 }  // namespace onnxplex::mlas

@@ -2,6 +2,7 @@
 // loads of B and twelve broadcast A values folded into the FMAs (vfmadd231ps zmm, zmm, m32bcst).
 #include <immintrin.h>
 
+#include "conv_pack_impl.h"
 #include "sgemm.h"
 
 // Without this gcc turns the accumulators' zeroing loops into a memset of a stack array (rep
@@ -103,6 +104,11 @@ void dispatch(const SgemmTile& t) {
 }
 
 }  // namespace
+
+void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
+                        size_t c0, size_t nc, float* dst) {
+  detail::conv2d_pack(x, g, k0, kc, c0, nc, dst);
+}
 
 void sgemm_tile_avx512(const SgemmTile& t) {
   if (t.ldb != 0) return t.lda != 0 ? dispatch<true, true>(t) : dispatch<false, true>(t);
