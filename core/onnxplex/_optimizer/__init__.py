@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,7 @@ class Pass:
     name: str
     level: int
     run: Callable[[OptimizerContext], int]
+    requires: frozenset[str] = frozenset()  # op types of which the graph needs one, if any
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,25 @@ class PassReport:
 PASSES: list[Pass] = []
 
 
-def register_pass(name: str, level: int) -> Callable[[Callable[[OptimizerContext], int]],
-                                                      Callable[[OptimizerContext], int]]:
-    """Decorator: add a pass (run in registration order) starting at ``level``."""
+def register_pass(name: str, level: int, requires: Iterable[str] = ()
+                  ) -> Callable[[Callable[[OptimizerContext], int]],
+                                Callable[[OptimizerContext], int]]:
+    """Decorator: add a pass (run in registration order) starting at ``level``. ``requires``:
+    op types the pass starts from; it is not run (0 changes) when the graph, its subgraphs
+    included, has none of them (matching rule sets over a graph that cannot match costs)."""
 
     def deco(fn: Callable[[OptimizerContext], int]) -> Callable[[OptimizerContext], int]:
-        PASSES.append(Pass(name, level, fn))
+        PASSES.append(Pass(name, level, fn, frozenset(requires)))
         return fn
 
     return deco
+
+
+def _needless(p: Pass, model: Model) -> bool:
+    """Whether ``p`` cannot change ``model``: none of the op types it requires is in it."""
+    if not p.requires:
+        return False
+    return not any(n.op_type in p.requires for n in model.graph.all_nodes())
 
 
 def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
@@ -106,6 +117,9 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
             reports = done
             passes = []
     for p in passes:
+        if _needless(p, model):
+            reports.append(PassReport(p.name, 0, 0.0))
+            continue
         snapshot = model.ir.graph.clone()
         reference = _sample_outputs(model) if verify else None
         t0 = time.perf_counter()
@@ -139,6 +153,9 @@ def _run_optimistically(model: Model, ctx: OptimizerContext,
     snapshot = model.ir.graph.clone()
     reports: list[PassReport] = []
     for p in passes:
+        if _needless(p, model):
+            reports.append(PassReport(p.name, 0, 0.0))
+            continue
         t0 = time.perf_counter()
         try:
             changes = p.run(ctx)

@@ -242,7 +242,8 @@ def _scaled_weight(node: ir.Node, w: np.ndarray, scale: np.ndarray) -> np.ndarra
     return w * scale.reshape(1, -1) if w.shape[1] == scale.size else None
 
 
-@register_pass("Conv/ConvTranspose/Gemm + BatchNormalization folding", EXTENDED)
+@register_pass("Conv/ConvTranspose/Gemm + BatchNormalization folding", EXTENDED,
+               requires={"BatchNormalization"})
 @_counted
 def _fold_batchnorm(ctx: OptimizerContext) -> int:
     """BatchNormalization (inference mode, constant parameters) folded into the weights and
@@ -312,7 +313,8 @@ def _add_other(add: ir.Node, x: ir.Value) -> ir.Value | None:
     return None
 
 
-@register_pass("Conv + Add -> Conv with bias", EXTENDED)
+@register_pass("Conv + Add -> Conv with bias", EXTENDED,
+               requires={"Conv", "ConvTranspose"})
 @_counted
 def _conv_add(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
@@ -365,7 +367,8 @@ def _unidirectional_2d(c: np.ndarray, m: int, n: int) -> bool:
         (shape[1] == 1 or (n != -1 and shape[1] == n))
 
 
-@register_pass("Gemm + Add / MatMul + Add -> Gemm", EXTENDED)
+@register_pass("Gemm + Add / MatMul + Add -> Gemm", EXTENDED,
+               requires={"Gemm", "MatMul"})
 @_counted
 def _gemm_add(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
@@ -449,7 +452,8 @@ def _same_static_shape(a: ir.Value, b: ir.Value) -> bool:
                for d, e in zip(a.shape, b.shape))
 
 
-@register_pass("Conv + activation -> FusedConv", EXTENDED)
+@register_pass("Conv + activation -> FusedConv", EXTENDED,
+               requires={"Conv"})
 @_counted
 def _conv_activation(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
@@ -492,7 +496,8 @@ def _conv_activation(ctx: OptimizerContext) -> int:
     return changes
 
 
-@register_pass("Gemm + activation -> FusedGemm", EXTENDED)
+@register_pass("Gemm + activation -> FusedGemm", EXTENDED,
+               requires={"Gemm"})
 @_counted
 def _gemm_activation(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
@@ -534,7 +539,8 @@ def _is_scalar(v: ir.Value | None) -> bool:
     return all(d == 1 for d in v.shape) if len(v.shape) else True
 
 
-@register_pass("MatMulInteger + Cast + Mul -> MatMulIntegerToFloat", EXTENDED)
+@register_pass("MatMulInteger + Cast + Mul -> MatMulIntegerToFloat", EXTENDED,
+               requires={"MatMulInteger"})
 @_counted
 def _matmul_integer_to_float(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
@@ -590,7 +596,7 @@ def _matmul_integer_to_float(ctx: OptimizerContext) -> int:
 
 
 @register_pass("DynamicQuantizeLinear + MatMulIntegerToFloat -> DynamicQuantizeMatMul",
-               EXTENDED)
+               EXTENDED, requires={"DynamicQuantizeLinear"})
 @_counted
 def _dynamic_quantize_matmul(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
@@ -826,7 +832,8 @@ _QDQ_HANDLERS = {**dict.fromkeys(_DATA_MOVEMENT, _drop_qdq), "Conv": _qdq_conv,
                  "GlobalAveragePool": _qdq_global_average_pool}
 
 
-@register_pass("QDQ groups -> QLinear ops", EXTENDED)
+@register_pass("QDQ groups -> QLinear ops", EXTENDED,
+               requires={"QuantizeLinear", "DequantizeLinear"})
 @_counted
 def _qdq_fusion(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph

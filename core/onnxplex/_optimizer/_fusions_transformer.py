@@ -164,7 +164,8 @@ def _reduces_last_axis(node: ir.Node, rank: int) -> bool:
     return axes[0] in (-1, rank - 1)
 
 
-@register_pass("LayerNormalization fusion", EXTENDED)
+@register_pass("LayerNormalization fusion", EXTENDED,
+               requires={"ReduceMean"})
 def _layer_norm_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.rules.fusion._layer_norm import LayerNormBiasFusion
 
@@ -177,7 +178,8 @@ def _layer_norm_fusion(ctx: OptimizerContext) -> int:
     return _finish(model, n)
 
 
-@register_pass("SimplifiedLayerNormalization (RMSNorm) fusion", EXTENDED)
+@register_pass("SimplifiedLayerNormalization (RMSNorm) fusion", EXTENDED,
+               requires={"ReduceMean"})
 def _rms_norm_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.ort_fusions.rms_normalization import fuse_rms_normalization
 
@@ -256,7 +258,8 @@ def _fast_gelu_rules():
     return gelu, bias
 
 
-@register_pass("Gelu/FastGelu fusion", EXTENDED)
+@register_pass("Gelu/FastGelu fusion", EXTENDED,
+               requires={"Erf", "Tanh"})
 def _gelu_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.ort_fusions.erfgelu import fuse_erfgelu
     from onnxscript.rewriter.ort_fusions.gelu import fuse_gelu
@@ -267,7 +270,8 @@ def _gelu_fusion(ctx: OptimizerContext) -> int:
     return _finish(model, n)
 
 
-@register_pass("BiasGelu fusion", EXTENDED)
+@register_pass("BiasGelu fusion", EXTENDED,
+               requires={"Gelu", "FastGelu"})
 def _bias_gelu_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.ort_fusions.bias_gelu import bias_gelu_rules
 
@@ -282,7 +286,8 @@ def _bias_gelu_fusion(ctx: OptimizerContext) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-@register_pass("SkipLayerNormalization fusion", EXTENDED)
+@register_pass("SkipLayerNormalization fusion", EXTENDED,
+               requires={"LayerNormalization", "SimplifiedLayerNormalization"})
 def _skip_layer_norm_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.ort_fusions.skip_normalization import (
         fuse_skip_layer_normalization,
@@ -318,7 +323,8 @@ def _drop_unused_outputs(graph: ir.Graph) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@register_pass("attention fusion", EXTENDED)
+@register_pass("attention fusion", EXTENDED,
+               requires={"Softmax"})
 def _attention_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.ort_fusions.attention import fuse_attention
     from onnxscript.rewriter.ort_fusions.mha import fuse_mha1, fuse_mha2
@@ -588,7 +594,8 @@ def _attention_mask_index(graph: ir.Graph) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@register_pass("FusedMatMul fusion", EXTENDED)
+@register_pass("FusedMatMul fusion", EXTENDED,
+               requires={"MatMul", "FusedMatMul"})
 def _fused_matmul_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.ort_fusions.fused_matmul_rule_sets import fused_matmul_rule_sets
 
