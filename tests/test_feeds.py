@@ -208,20 +208,28 @@ def _gemm_like(op: str) -> tuple[onnx.ModelProto, np.ndarray]:
     elif op == "DepthwiseConv":
         w = np.ones((4, 1, 3, 3), np.float32)
         node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=4)
+    elif op == "MaxPool":
+        x[0, 1, 1, 2] = np.nan   # a NaN that is not first in its window
+        w = None
+        node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[1, 1])
     else:
         x = x.reshape(2, 100)
         w = np.ones((100, 3), np.float32)
         node = helper.make_node(op, ["x", "w"], ["y"])
     g = helper.make_graph([node], op, [helper.make_tensor_value_info("x", FLOAT, x.shape)],
                           [helper.make_tensor_value_info("y", FLOAT, None)],
-                          [numpy_helper.from_array(w, "w")])
+                          [] if w is None else [numpy_helper.from_array(w, "w")])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), x
 
 
-
-
-@pytest.mark.parametrize("op", ["MatMul", "Gemm", "Conv", "DepthwiseConv"])
-def test_nan_and_inf_through_gemm_and_conv(op):
+@pytest.mark.parametrize("op", [
+    "MatMul", "Gemm", "Conv", "DepthwiseConv",
+    pytest.param("MaxPool", marks=pytest.mark.xfail(
+        strict=True, reason="cpu_mlas's MaxPool propagates a NaN in a window (IEEE max, as "
+        "numpy); onnxruntime's compares with '>', so a NaN not first in its window is "
+        "skipped (found by tests/test_fuzz.py)")),
+])
+def test_nan_and_inf_through_gemm_conv_and_pool(op):
     model, x = _gemm_like(op)
     assert _compare_with_oracle(model, {"x": x}) == []
 

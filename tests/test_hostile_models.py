@@ -188,20 +188,28 @@ def test_structural_errors_inside_subgraphs(nodes, out, match):
 @pytest.mark.parametrize("edit, match", [
     ("shape", "differ in dim"),
     ("dtype", "elem type differs"),
-    ("broadcast", "Incompatible dimensions"),
 ])
 def test_inconsistent_declared_shapes(edit, match):
-    if edit == "broadcast":
-        m = model([helper.make_node("Add", ["a", "b"], ["y"])], [vi("a", [2, 3]),
-                                                               vi("b", [4, 5])], [vi("y", None)])
+    m = chain(["Relu", "Neg"])
+    if edit == "shape":
+        m.graph.value_info.append(vi("t0", [2, 7]))
     else:
-        m = chain(["Relu", "Neg"])
-        if edit == "shape":
-            m.graph.value_info.append(vi("t0", [2, 7]))
-        else:
-            m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
+        m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
     assert_refused(m, InvalidModelError, "declared shapes or types contradict its nodes.*"
                    + match)
+
+
+def test_inputs_that_cannot_broadcast_fail_at_run_naming_the_node():
+    m = model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+              [vi("a", [2, 3]), vi("b", [4, 5])], [vi("y", None)])
+    sess = onnxplex.InferenceSession(m)   # loads: providers may decline it with a reason
+    with pytest.raises(onnxplex.KernelExecutionError, match=r"node 'add' \(Add\).*broadcast"):
+        sess.run(None, {"a": np.ones((2, 3), np.float32), "b": np.ones((4, 5), np.float32)})
+
+
+def test_names_that_are_not_text():
+    data = chain(["Relu"]).SerializeToString().replace(b"Relu", b"\x80elu")
+    assert_refused(data, InvalidModelError, r"not UTF-8 text: b'\\x80elu'")
 
 
 # ---------------------------------------------------------------------------- tensor data

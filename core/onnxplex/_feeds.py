@@ -5,17 +5,21 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import np_dtype
+from ._graph import check_tensor_size
 
 __all__ = ["random_feeds"]
 
 
 def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, np.ndarray]:
-    """Random inputs from the declared shapes (symbolic/unknown dims become ``dim``)."""
+    """Random inputs from the declared shapes (symbolic/unknown dims become ``dim``); raises
+    :class:`onnxplex.TensorSizeError` for an input too large to allocate."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for arg in session.get_inputs():
         info = session._input_infos[arg.name]
         shape = [d if isinstance(d, int) else dim for d in (info.shape or ())]
+        # declared static dims were checked at load; with symbolic dims filled in, check again
+        check_tensor_size(shape, info.elem_type, f"random input {arg.name!r}")
         dt = np_dtype(info.elem_type) if info.elem_type is not None else np.dtype(np.float32)
         if dt.kind == "f" or dt.name in ("bfloat16",) or "float8" in dt.name:
             arr = rng.standard_normal(shape).astype(dt)

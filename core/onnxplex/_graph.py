@@ -623,6 +623,11 @@ def _check_versions(proto: onnx.ModelProto) -> None:
     # refuses it too); model-local functions define their own domains.
     known = set(seen) | {f.domain for f in proto.functions}
     for where, node in _iter_nodes(proto.graph, "main graph"):
+        for text in (node.op_type, node.domain, node.name, *node.input, *node.output,
+                     *(a.name for a in node.attribute)):
+            if not isinstance(text, str):   # protobuf hands back bytes that are not UTF-8
+                raise InvalidModelError(f"{where}: a node's op type, domain or names hold "
+                                        f"bytes that are not UTF-8 text: {text!r}")
         domain = "" if node.domain == "ai.onnx" else node.domain
         if domain not in known:
             raise InvalidModelError(
@@ -889,6 +894,10 @@ def _check_structure(graph: onnx.GraphProto, outer: set[str], where: str, depth:
     """Names are assigned once, every input is defined, every output is produced."""
     if depth > 64:
         raise InvalidModelError(f"{where}: subgraphs are nested more than 64 deep")
+    for name in (*(v.name for v in (*graph.input, *graph.output, *graph.value_info)),
+                 *(t.name for t in graph.initializer)):
+        if not isinstance(name, str):   # protobuf hands back bytes that are not UTF-8
+            raise InvalidModelError(f"{where}: value name {name!r} is not UTF-8 text")
     defined: set[str] = set(outer)
     seen: dict[str, str] = {}
 
@@ -995,9 +1004,10 @@ def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.Te
 
 
 _INCONSISTENT = ("Inferred shape and existing shape differ",
-                 "Inferred elem type differs from existing elem type",
-                 "Incompatible dimensions")
-"""Strict shape-inference messages that mean the model contradicts itself."""
+                 "Inferred elem type differs from existing elem type")
+"""Strict shape-inference messages that mean the model contradicts its own declarations.
+(Inputs declared with shapes an op cannot combine, such as non-broadcasting ones, still load:
+providers may decline such nodes with a reason, and running them is a kernel error.)"""
 
 
 def _attach_initializers(model: ir.Model, tensors: list[onnx.TensorProto],
