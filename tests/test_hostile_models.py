@@ -426,3 +426,27 @@ def test_external_data_from_bytes_is_refused(folder):
     data = _ext_model("initializer", "weights.bin").SerializeToString()
     with pytest.raises(ExternalDataError, match="not loaded from a path"):
         onnxplex.InferenceSession(data)
+
+
+@pytest.mark.parametrize("where", ["initializer", "subgraph"])
+def test_large_raw_data_is_checked_when_read(monkeypatch, where):
+    """Raw data above _RAW_CHECK_BYTES is not copied at load to be measured; reading it into
+    the graph still refuses data that does not fit the shape, with an onnxplex error."""
+    from onnxplex import _graph
+
+    monkeypatch.setattr(_graph, "_RAW_CHECK_BYTES", 0)
+    t = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    t.raw_data = t.raw_data[:16]
+    if where == "initializer":
+        m = model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [2, 3])],
+                  [vi("y", [2, 3])], [t])
+    else:
+        then_g = helper.make_graph([helper.make_node("Constant", [], ["t"], value=t)], "then",
+                                   [], [vi("t", [2, 3])])
+        else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                                   [vi("e", [2, 3])])
+        m = model([helper.make_node("If", ["c"], ["y"], then_branch=then_g,
+                                    else_branch=else_g)],
+                  [vi("c", [], TensorProto.BOOL), vi("x", [2, 3])], [vi("y", [2, 3])])
+    assert_refused(m, InvalidModelError, r"'w' cannot be read as its type and shape \[2, 3\]"
+                   r".*cannot reshape array of size 4")

@@ -378,7 +378,12 @@ def _dim(d: Any) -> Dim:
 
 
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
-    arr = tensor.numpy()
+    try:
+        arr = tensor.numpy()
+    except Exception as e:  # noqa: BLE001 - onnx-ir: data and shape disagree, file unreadable
+        raise InvalidModelError(
+            f"tensor {getattr(tensor, 'name', '')!r} cannot be read as its type and shape "
+            f"{list(tensor.shape)}: {type(e).__name__}: {e}") from e
     if arr.dtype == object or arr.dtype.kind == "S":
         arr = _decode_strings(arr)
     if arr.flags.writeable:
@@ -828,6 +833,11 @@ def check_tensor_size(shape: Sequence[Dim], elem_type: int | None, what: str) ->
             "ONNXPLEX_MAX_TENSOR_BYTES); refused before allocating it")
 
 
+_RAW_CHECK_BYTES = 16 << 20
+"""Raw data up to this size is checked against the tensor's shape at load; protobuf copies
+``raw_data`` on access, so bigger tensors are checked when first read."""
+
+
 def _check_tensors(proto: onnx.ModelProto) -> None:
     """Every stored tensor: a known type, a sane shape, and exactly the data its shape needs
     (a tensor whose data does not match would otherwise be padded, or read out of bounds)."""
@@ -847,7 +857,10 @@ def _check_tensors(proto: onnx.ModelProto) -> None:
         if t.data_type == onnx.TensorProto.STRING:
             ok, held = len(t.string_data) == n, f"{len(t.string_data)} strings"
         elif t.HasField("raw_data"):
-            got, want = len(t.raw_data), (n * bits + 7) // 8
+            want = (n * bits + 7) // 8
+            if want > _RAW_CHECK_BYTES:
+                continue   # reading raw_data copies it: checked when read (_readonly_array)
+            got = len(t.raw_data)
             # sub-byte types: packed, or (as some writers do) one byte per element
             ok = got == want or (bits < 8 and got == n)
             held = f"{got} bytes of raw data"

@@ -32,6 +32,7 @@ from ._errors import (
     CompileError,
     InvalidArgumentError,
     InvalidFeedError,
+    InvalidModelError,
     OnnxplexError,
     PartitionError,
     ProviderError,
@@ -498,8 +499,8 @@ class InferenceSession:
             first = sg.nodes[0]
             try:
                 kernel = prov.compile(sg)
-            except CompileError:
-                raise
+            except (CompileError, InvalidModelError):   # the model's fault, e.g. a body's
+                raise                                   # tensor that cannot be read
             except (Exception, SystemExit) as e:  # noqa: BLE001 - attributed to the provider
                 raise CompileError(
                     f"provider {prov.name!r}: compile failed for "
