@@ -550,7 +550,9 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
             # file that lists them otherwise is put in order (onnxruntime accepts such files)
             model.graph.sort()
             loaded.reindex()
-        loaded.node_views  # noqa: B018 - attribute values are read (and may fail) here, once
+        for node in loaded.nodes:   # attribute values are read (and may fail) here, not later
+            for a in node.attributes.values():
+                attr_value(a)
     except InvalidModelError:
         raise
     except Exception as e:  # noqa: BLE001 - onnx-ir raises assorted errors on malformed protos
