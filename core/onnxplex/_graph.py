@@ -29,6 +29,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from . import _wire
 from ._dtypes import np_dtype
 from ._errors import (
     ExternalDataError,
@@ -501,6 +502,7 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
     if isinstance(source, Model):
         return source
     base_dir: str | None = None
+    split: _wire.Split | None = None
     if isinstance(source, onnx.ModelProto):
         proto = onnx.ModelProto()
         proto.CopyFrom(source)
@@ -508,9 +510,14 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
         proto = _parse(bytes(source), "<bytes>")
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        base_dir = os.path.dirname(os.path.abspath(path))
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            split = _split_weights(path, base_dir)
+            if split is not None:
+                data = split.proto_bytes
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
         except FileNotFoundError:
             raise InvalidModelError(f"model file not found: {path!r}") from None
         except IsADirectoryError:
@@ -518,18 +525,28 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
         except OSError as e:
             raise InvalidModelError(f"cannot read model file {path!r}: {e}") from e
         proto = _parse(data, path)
-        base_dir = os.path.dirname(os.path.abspath(path))
+        del data
     else:
         raise InvalidModelError(
             f"cannot load a model from {type(source).__name__}; "
             "give a path, bytes or an onnx.ModelProto"
         )
-    return load_proto(proto, base_dir, infer_shapes=infer_shapes)
+    return load_proto(proto, base_dir, infer_shapes=infer_shapes, split=split)
+
+
+def _split_weights(path: str, base_dir: str) -> _wire.Split | None:
+    """The file's large weights cut out of the proto (:mod:`._wire`), when it is a regular
+    file inside its folder (a model reached through a symlink from elsewhere is read whole)."""
+    real, root = os.path.realpath(path), os.path.realpath(base_dir)
+    if not os.path.isfile(real) or os.path.commonpath([real, root]) != root:
+        return None
+    return _wire.split_weights(real, os.path.relpath(real, root))
 
 
 def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
-               infer_shapes: bool = True) -> Model:
-    """Validate and load a parsed ModelProto whose external data lives in ``base_dir``."""
+               infer_shapes: bool = True, split: _wire.Split | None = None) -> Model:
+    """Validate and load a parsed ModelProto whose external data lives in ``base_dir``
+    (``split``: the weights :func:`._wire.split_weights` cut out of the model file)."""
     _check_versions(proto)
     _check_external_data(proto, base_dir)
     _check_tensors(proto)
@@ -544,6 +561,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         _attach_initializers(model, big, declared)
         if base_dir is not None:
             ir.external_data.set_base_dir(model.graph, base_dir)
+            if split is not None:
+                _read_split_weights(model, base_dir, split)
         loaded = Model(model, base_dir)   # a cycle is refused here, by name
         if list(model.graph) != loaded.nodes or _unsorted_bodies(model.graph):
             # ONNX wants nodes in topological order and onnx-ir's passes rely on it; a
@@ -559,6 +578,19 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         raise InvalidModelError(f"the model could not be read into the graph: "
                                 f"{type(e).__name__}: {e}") from e
     return loaded
+
+
+def _read_split_weights(model: ir.Model, base_dir: str, split: _wire.Split) -> None:
+    """Read the initializers :func:`._wire.split_weights` cut out, each into its own array."""
+    with open(os.path.join(base_dir, split.location), "rb") as f:
+        for value in model.graph.initializers.values():
+            t = value.const_value
+            if (not isinstance(t, ir.ExternalTensor) or t.location != split.location
+                    or t.offset not in split.offsets):
+                continue
+            arr = _wire.read_tensor(f, t.offset, tuple(t.shape.numpy()), t.dtype.numpy())
+            value.const_value = ir.Tensor(arr, dtype=t.dtype, name=t.name,
+                                          doc_string=t.doc_string)
 
 
 def _unsorted_bodies(graph: ir.Graph) -> bool:

@@ -47,6 +47,7 @@ class Pass:
     level: int
     run: Callable[[OptimizerContext], int]
     requires: frozenset[str] = frozenset()  # op types of which the graph needs one, if any
+    applies: Callable[[Model], bool] | None = None  # a cheap test that the pass could match
 
 
 @dataclass(frozen=True)
@@ -67,25 +68,29 @@ class PassReport:
 PASSES: list[Pass] = []
 
 
-def register_pass(name: str, level: int, requires: Iterable[str] = ()
+def register_pass(name: str, level: int, requires: Iterable[str] = (),
+                  applies: Callable[[Model], bool] | None = None
                   ) -> Callable[[Callable[[OptimizerContext], int]],
                                 Callable[[OptimizerContext], int]]:
     """Decorator: add a pass (run in registration order) starting at ``level``. ``requires``:
     op types the pass starts from; it is not run (0 changes) when the graph, its subgraphs
-    included, has none of them (matching rule sets over a graph that cannot match costs)."""
+    included, has none of them (matching rule sets over a graph that cannot match costs).
+    ``applies``: a quicker test of the same kind, given the model: ``False`` when the pass
+    cannot change it (a necessary condition; it must not be wrong the other way)."""
 
     def deco(fn: Callable[[OptimizerContext], int]) -> Callable[[OptimizerContext], int]:
-        PASSES.append(Pass(name, level, fn, frozenset(requires)))
+        PASSES.append(Pass(name, level, fn, frozenset(requires), applies))
         return fn
 
     return deco
 
 
 def _needless(p: Pass, model: Model) -> bool:
-    """Whether ``p`` cannot change ``model``: none of the op types it requires is in it."""
-    if not p.requires:
-        return False
-    return not any(n.op_type in p.requires for n in model.graph.all_nodes())
+    """Whether ``p`` cannot change ``model``: none of the op types it requires is in it, or
+    its ``applies`` test says no."""
+    if p.requires and not any(n.op_type in p.requires for n in model.graph.all_nodes()):
+        return True
+    return p.applies is not None and not p.applies(model)
 
 
 def optimize(model: Model, level: int, compile_node: Callable | None = None, *,

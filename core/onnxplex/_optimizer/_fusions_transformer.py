@@ -30,6 +30,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
+from .._graph import Model
 from . import OptimizerContext, register_pass
 
 logger = logging.getLogger(__name__)
@@ -164,8 +165,23 @@ def _reduces_last_axis(node: ir.Node, rank: int) -> bool:
     return axes[0] in (-1, rank - 1)
 
 
+def _normalization_candidate(model: Model) -> bool:
+    """A necessary condition for the LayerNorm and RMSNorm patterns: a ReduceMean over a
+    square (Pow or Mul) or one whose mean is subtracted. A global average pool spelled as
+    ReduceMean (CNN exports) is neither, so the rules, and onnxscript, are not loaded."""
+    for node in model.graph.all_nodes():
+        if node.op_type != "ReduceMean" or not node.inputs or node.inputs[0] is None:
+            continue
+        src = node.inputs[0].producer()
+        if src is not None and src.op_type in ("Pow", "Mul"):
+            return True
+        if any(use.op_type == "Sub" for use, _ in node.outputs[0].uses()):
+            return True
+    return False
+
+
 @register_pass("LayerNormalization fusion", EXTENDED,
-               requires={"ReduceMean"})
+               requires={"ReduceMean"}, applies=_normalization_candidate)
 def _layer_norm_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.rules.fusion._layer_norm import LayerNormBiasFusion
 
@@ -179,7 +195,7 @@ def _layer_norm_fusion(ctx: OptimizerContext) -> int:
 
 
 @register_pass("SimplifiedLayerNormalization (RMSNorm) fusion", EXTENDED,
-               requires={"ReduceMean"})
+               requires={"ReduceMean"}, applies=_normalization_candidate)
 def _rms_norm_fusion(ctx: OptimizerContext) -> int:
     from onnxscript.rewriter.ort_fusions.rms_normalization import fuse_rms_normalization
 

@@ -1,0 +1,147 @@
+"""Loading a model file reads each large weight once, straight into its own array (_wire.py),
+with the same results and the same refusals as parsing the whole file."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex import InvalidModelError, _wire
+from onnxplex._graph import load_model
+
+RNG = np.random.default_rng(7)
+BIG = _wire.SPLIT_MIN_BYTES
+
+
+def _weights() -> dict[str, np.ndarray]:
+    return {
+        "w32": RNG.standard_normal((64, 512)).astype(np.float32),     # 128 KiB
+        "w16": RNG.standard_normal((64, 1024)).astype(np.float16),    # 128 KiB
+        "i64": RNG.integers(-5, 5, (64, 256)).astype(np.int64),       # 128 KiB
+        "small": RNG.standard_normal((64, 4)).astype(np.float32),     # stays in the proto
+    }
+
+
+def _model(weights: dict[str, np.ndarray], odd_name: str = "") -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("MatMul", ["x", "w32"], ["a"]),
+        helper.make_node("Cast", ["w16"], ["w16f"], to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["x2", "w16f"], ["b"]),
+        helper.make_node("Cast", ["i64"], ["i64f"], to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["x3", "i64f"], ["c"]),
+        helper.make_node("MatMul", ["x4", "small"], ["d"]),
+    ]
+    inits = [numpy_helper.from_array(v, k) for k, v in weights.items()]
+    if odd_name:   # a name whose length shifts the raw data off 4-byte alignment
+        inits[0].name = odd_name
+        nodes[0].input[1] = odd_name
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, k])
+         for n, k in (("x", 64), ("x2", 64), ("x3", 64), ("x4", 64))],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "abcd"],
+        inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _feeds() -> dict[str, np.ndarray]:
+    return {n: RNG.standard_normal((2, 64)).astype(np.float32) for n in ("x", "x2", "x3", "x4")}
+
+
+@pytest.mark.parametrize("odd_name", ["", "w"])
+def test_weights_are_read_into_their_own_arrays(tmp_path, odd_name):
+    weights = _weights()
+    proto = _model(weights, odd_name)
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+
+    split = _wire.split_weights(str(path), "m.onnx")
+    assert split is not None and len(split.offsets) == 3   # "small" stays in the proto
+    assert len(split.proto_bytes) < os.path.getsize(path) - 3 * BIG
+
+    model = load_model(path)
+    names = {"w32": odd_name or "w32", "w16": "w16", "i64": "i64", "small": "small"}
+    for key, name in names.items():
+        t = model.ir.graph.initializers[name].const_value
+        arr = t.numpy()
+        np.testing.assert_array_equal(arr, weights[key])
+        assert arr.dtype == weights[key].dtype
+        if key != "small":
+            # its own aligned array: neither protobuf's bytes nor a view of the file
+            assert isinstance(t, ir.Tensor) and arr.flags.aligned and arr.flags.owndata
+
+    feeds = _feeds()
+    from_path = onnxplex.InferenceSession(str(path)).run(None, feeds)
+    from_bytes = onnxplex.InferenceSession(proto.SerializeToString()).run(None, feeds)
+    for a, b in zip(from_path, from_bytes):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_explicit_default_data_location_is_split(tmp_path):
+    """torch's exporter writes data_location = DEFAULT on every tensor."""
+    proto = _model(_weights())
+    for t in proto.graph.initializer:
+        t.data_location = TensorProto.DEFAULT
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+    split = _wire.split_weights(str(path), "m.onnx")
+    assert split is not None and len(split.offsets) == 3
+    onnxplex.InferenceSession(str(path)).run(None, _feeds())
+
+
+def test_mismatched_raw_data_is_left_to_the_ordinary_checks(tmp_path):
+    proto = _model(_weights())
+    proto.graph.initializer[0].raw_data = proto.graph.initializer[0].raw_data[:-4]
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+    split = _wire.split_weights(str(path), "m.onnx")
+    assert split is not None and len(split.offsets) == 2   # w32 was not cut out
+    with pytest.raises(InvalidModelError, match="'w32'"):
+        onnxplex.InferenceSession(str(path))
+
+
+def test_external_data_and_truncation_are_unchanged(tmp_path):
+    weights = _weights()
+    proto = _model(weights)
+    data = proto.SerializeToString()   # onnx.save below moves the weights out of ``proto``
+    onnx.save(proto, tmp_path / "ext.onnx", save_as_external_data=True,
+              all_tensors_to_one_file=True, location="ext.bin", size_threshold=1024)
+    assert _wire.split_weights(str(tmp_path / "ext.onnx"), "ext.onnx") is None
+    model = load_model(tmp_path / "ext.onnx")
+    np.testing.assert_array_equal(model.ir.graph.initializers["w32"].const_value.numpy(),
+                                  weights["w32"])
+
+    (tmp_path / "cut.onnx").write_bytes(data[: len(data) - BIG])
+    assert _wire.split_weights(str(tmp_path / "cut.onnx"), "cut.onnx") is None
+    with pytest.raises(InvalidModelError, match="truncated"):
+        load_model(tmp_path / "cut.onnx")
+
+
+def test_a_model_reached_through_a_symlink_from_another_folder(tmp_path):
+    weights = _weights()
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").mkdir()
+    onnx.save(_model(weights), tmp_path / "real" / "m.onnx")
+    os.symlink(tmp_path / "real" / "m.onnx", tmp_path / "link" / "m.onnx")
+    model = load_model(tmp_path / "link" / "m.onnx")
+    np.testing.assert_array_equal(model.ir.graph.initializers["w32"].const_value.numpy(),
+                                  weights["w32"])
+
+
+def test_optimized_model_keeps_the_weights(tmp_path):
+    """Weights read from the file are written back in full by optimized_model_filepath."""
+    weights = _weights()
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(weights), path)
+    so = onnxplex.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    onnxplex.InferenceSession(str(path), so)
+    saved = onnx.load(tmp_path / "opt.onnx")
+    stored = {t.name: numpy_helper.to_array(t) for t in saved.graph.initializer}
+    np.testing.assert_array_equal(stored["w32"], weights["w32"])
