@@ -367,6 +367,11 @@ def _depthwise_native(dwconv: Callable[..., None], x: np.ndarray, cw: _ConvWeigh
     lo, hi = clamp if fused and clamp is not None else (-math.inf, math.inf)
     rest = None if fused else _Epilogue(None, z3, act)
     y = np.empty((n, c, ho, wo), dtype=np.float32)
+    if rest is None:   # all fused: the kernel splits the channels over the native pool
+        for k in range(n):
+            dwconv(x[k], w, b, y[k], tuple(strides), tuple(dil), (pb[0], pb[1]), lo, hi,
+                   intra_threads())
+        return y
     ranges = split(c, float(n) * c * ho * wo * w.shape[1] * w.shape[2], 4)
 
     def chunk(i: int) -> None:

@@ -2,6 +2,7 @@
 // released around compute.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "conv_epilogue.h"
 #include "dwconv.h"
 #include "gelu.h"
+#include "parallel.h"
 
 namespace onnxplex::mlas::bind {
 
@@ -84,7 +86,7 @@ void register_conv(py::module_& m) {
   m.def("dwconv_f32", [](const py::array& x_in, const py::array& w_in, const py::object& b_in,
                          py::array& y_in, std::array<size_t, 2> strides,
                          std::array<size_t, 2> dilations, std::array<size_t, 2> pads,
-                         float lo, float hi) {
+                         float lo, float hi, size_t threads) {
     const F32 x = f32(x_in, "x", 3), w = f32(w_in, "w", 3);
     F32 y = f32(y_in, "y", 3);
     const size_t c = static_cast<size_t>(x.shape(0));
@@ -103,14 +105,26 @@ void register_conv(py::module_& m) {
     const float* xp = x.data();
     const float* wp = w.data();
     float* yp = y.mutable_data();
+    // Channel ranges over the native pool, each worth at least kMinChunkMacs.
+    constexpr size_t kMinChunkMacs = 1 << 16;
+    const size_t macs = c * g.ho * g.wo * g.kh * g.kw;
+    const size_t chunks = threads > 1 ? std::max<size_t>(1, std::min({c, threads * 4,
+                                                                      macs / kMinChunkMacs}))
+                                      : 1;
     py::gil_scoped_release release;
-    dwconv_f32(xp, wp, bias, yp, c, g, lo, hi);
+    parallel_for(chunks, threads, [&](size_t i) {
+      const size_t c0 = c * i / chunks, c1 = c * (i + 1) / chunks;
+      dwconv_f32(xp + c0 * g.h * g.w, wp + c0 * g.kh * g.kw,
+                 bias != nullptr ? bias + c0 : nullptr, yp + c0 * g.ho * g.wo, c1 - c0, g, lo,
+                 hi);
+    });
   }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), py::arg("strides"),
      py::arg("dilations"), py::arg("pads"),
      py::arg("lo") = -std::numeric_limits<float>::infinity(),
-     py::arg("hi") = std::numeric_limits<float>::infinity(),
+     py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("threads") = 1,
      "Depthwise 2-D conv of x [C, H, W] with w [C, kh, kw] into y [C, Ho, Wo] (written), "
-     "bias [C] or None, begin pads (top, left), then clamp to [lo, hi].");
+     "bias [C] or None, begin pads (top, left), then clamp to [lo, hi]; channel ranges run "
+     "on up to `threads` threads of the native pool.");
 
   m.def("maxpool_f32", [](const py::array& x_in, py::array& y_in, std::array<size_t, 2> kernel,
                           std::array<size_t, 2> strides, std::array<size_t, 2> dilations,

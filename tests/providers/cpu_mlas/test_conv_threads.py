@@ -203,3 +203,32 @@ def test_native_epilogue_on_strided_chunks():
     nan = np.full((1, 1, 3), np.nan, np.float32)
     nn._Epilogue(None, None, lambda v: v, (0.0, 1.0))(nan)
     assert np.isnan(nan).all()
+
+
+@pytest.mark.parametrize("c, h, stride, k", [(576, 14, 1, 3), (144, 56, 2, 3), (96, 112, 1, 3),
+                                              (960, 7, 1, 3), (37, 70, 1, 5), (33, 9, 2, 3)])
+def test_native_depthwise_splits_channels_exactly(c, h, stride, k):
+    """dwconv_f32 over 1, 2 and 3 native threads gives the same bits (channel ranges), and
+    matches a float64 direct convolution, for rows that hit every block size and tail."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native cpu_mlas module is not built")
+    pad = k // 2
+    ho = (h + 2 * pad - k) // stride + 1
+    x, w, b = rand(c, h, h), rand(c, k, k), rand(c)
+    outs = []
+    for threads in (1, 2, 3):
+        y = np.empty((c, ho, ho), np.float32)
+        nat.dwconv_f32(x, w, b, y, (stride, stride), (1, 1), (pad, pad), -1.0, 1.5, threads)
+        outs.append(y)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad)))
+    ref = np.zeros((c, ho, ho)) + b[:, None, None]
+    for i in range(k):
+        for j in range(k):
+            taps = xp[:, i:i + stride * ho:stride, j:j + stride * ho:stride]
+            ref += w[:, i, j, None, None] * taps
+    np.testing.assert_allclose(outs[0], np.clip(ref, -1.0, 1.5), rtol=1e-5, atol=1e-5)
