@@ -43,7 +43,8 @@ def _close(got, want, k):
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("m,k,n", SHAPES)
-@pytest.mark.parametrize("layout", ["raw", "packed_b", "packed_a", "transposed", "reversed"])
+@pytest.mark.parametrize("layout", ["raw", "packed_b", "packed_b_transposed", "packed_a",
+                                    "transposed", "reversed"])
 def test_sgemm_matches_float64(isa, m, k, n, layout):
     rng = np.random.default_rng(m * 1000 + k + n)
     a, b = _rand(rng, m, k), _rand(rng, k, n)
@@ -52,6 +53,8 @@ def test_sgemm_matches_float64(isa, m, k, n, layout):
         got = NAT.sgemm(a, b, isa=isa)
     elif layout == "packed_b":
         got = NAT.sgemm(a, NAT.sgemm_pack_b(b), isa=isa)
+    elif layout == "packed_b_transposed":  # a Gemm transB weight: packed in blocks of 16 k
+        got = NAT.sgemm(a, NAT.sgemm_pack_b(np.ascontiguousarray(b.T).T), isa=isa)
     elif layout == "packed_a":
         got = NAT.sgemm(NAT.sgemm_pack_a(a), b, isa=isa)
     elif layout == "transposed":  # column-major views: strides other than (K, 1)
