@@ -3,6 +3,7 @@ with the same results and the same refusals as parsing the whole file."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
@@ -13,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxplex
 from onnxplex import InvalidModelError, _wire
-from onnxplex._graph import load_model
+from onnxplex._graph import LazyConst, load_model
+from onnxplex._plugins import unregister_provider
 
 RNG = np.random.default_rng(7)
 BIG = _wire.SPLIT_MIN_BYTES
@@ -73,8 +75,10 @@ def test_weights_are_read_into_their_own_arrays(tmp_path, odd_name):
         np.testing.assert_array_equal(arr, weights[key])
         assert arr.dtype == weights[key].dtype
         if key != "small":
-            # its own aligned array: neither protobuf's bytes nor a view of the file
-            assert isinstance(t, ir.Tensor) and arr.flags.aligned and arr.flags.owndata
+            # read from the file on demand, each time into its own aligned array: neither
+            # protobuf's bytes nor a view of the file, and nothing kept by the tensor
+            assert isinstance(t, ir.LazyTensor) and arr.flags.aligned and arr.flags.owndata
+            assert t.numpy() is not arr
 
     feeds = _feeds()
     from_path = onnxplex.InferenceSession(str(path)).run(None, feeds)
@@ -145,3 +149,124 @@ def test_optimized_model_keeps_the_weights(tmp_path):
     saved = onnx.load(tmp_path / "opt.onnx")
     stored = {t.name: numpy_helper.to_array(t) for t in saved.graph.initializer}
     np.testing.assert_array_equal(stored["w32"], weights["w32"])
+
+
+def _single_matmul(tmp_path, w: np.ndarray, cast_too: bool = False) -> str:
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if cast_too:   # a second consumer that reads the weight at run time
+        nodes.append(helper.make_node("Cast", ["w"], ["wd"], to=TensorProto.DOUBLE))
+        outputs.append(helper.make_tensor_value_info("wd", TensorProto.DOUBLE, None))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, w.shape[0]])],
+        outputs, [numpy_helper.from_array(w, "w")])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _held_constants(sess) -> set[str]:
+    plan = sess._exec
+    return {plan.slot_names[s] for s in plan.constants}
+
+
+class _Packing(onnxplex.ExecutionProvider):
+    """Claims MatMul with a constant B, packs a copy of B at compile time and marks input 1
+    prepacked; its kernel checks it is given None there."""
+
+    name = "packing"
+
+    def get_capability(self, graph):
+        return onnxplex.Capability(tuple(
+            onnxplex.NodeGroup((n.index,)) for n in graph.nodes
+            if n.op_type == "MatMul" and n.input(1) is not None and n.input(1).is_const))
+
+    def compile(self, subgraph):
+        packed = np.array(subgraph.inputs[1].const, order="F")   # "packed": a private copy
+
+        def kernel(x, w):
+            assert w is None, "a prepacked input was passed"
+            return x @ packed
+
+        return onnxplex.prepacked(kernel, 1)
+
+
+@pytest.fixture
+def packing():
+    onnxplex.register_provider(_Packing)
+    yield
+    unregister_provider("packing")
+
+
+def test_a_prepacked_weight_is_released(tmp_path, packing):
+    """A weight every consumer prepacked is not held by the session, and the array read from
+    the file is freed once compile is done (onnxruntime frees such initializers too)."""
+    w = RNG.standard_normal((256, 128)).astype(np.float32)    # 128 KiB: read lazily
+    x = RNG.standard_normal((2, 256)).astype(np.float32)
+    sess = onnxplex.InferenceSession(_single_matmul(tmp_path, w), providers=["packing"])
+    assert sess.get_provider_assignment().assignment()["mm"] == "packing"
+    stored = sess.model.value_info("w").stored
+    assert isinstance(stored, LazyConst)
+    assert "w" not in _held_constants(sess)
+    gc.collect()
+    assert stored._ref is None or stored._ref() is None, "the weight array is still alive"
+    (y,) = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_weight_read_at_run_time_is_held(tmp_path):
+    """A constant that some consumer reads at run time stays in the session (read once)."""
+    w = RNG.standard_normal((256, 128)).astype(np.float32)
+    x = RNG.standard_normal((2, 256)).astype(np.float32)
+    sess = onnxplex.InferenceSession(_single_matmul(tmp_path, w, cast_too=True))
+    assert "w" in _held_constants(sess)
+    y, wd = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(wd, w.astype(np.float64))
+    np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_weight_whose_file_changed_is_refused(tmp_path):
+    """A weight read on demand checks that the model file is the one loaded."""
+    w = RNG.standard_normal((256, 128)).astype(np.float32)
+    path = _single_matmul(tmp_path, w)
+    model = load_model(path)
+    np.testing.assert_array_equal(model.value_info("w").const, w)
+    _single_matmul(tmp_path, w[:, :64].copy())    # the same path, other contents
+    with pytest.raises(InvalidModelError, match="changed after it was loaded"):
+        _ = model.value_info("w").const
+
+
+def test_prepacked_marks_any_callable():
+    from onnxplex import prepacked
+
+    def kernel(a, b):
+        return a
+
+    assert prepacked(kernel, 1).prepacked_inputs == frozenset({1})
+    marked = prepacked(max, 0)                   # a builtin takes no attributes: wrapped
+    assert marked.prepacked_inputs == frozenset({0}) and marked(1, 2) == 2
+
+    def other(a):
+        return a
+
+    assert not hasattr(prepacked(other), "prepacked_inputs")   # no positions: unmarked
+
+
+def test_concatenated_weights_stay_in_the_file(tmp_path):
+    """The attention fusion concatenates the Q/K/V weights into one initializer; when they
+    are read from the file, so is their concatenation (nothing holds a copy)."""
+    from onnxplex._optimizer._fusions_transformer import _fold_constant_nodes
+    q, k = (RNG.standard_normal((128, 128)).astype(np.float32) for _ in range(2))
+    graph = helper.make_graph(
+        [helper.make_node("Concat", ["q", "k"], ["qk"], axis=1),
+         helper.make_node("MatMul", ["x", "qk"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(q, "q"), numpy_helper.from_array(k, "k")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = load_model(path)
+    _fold_constant_nodes(model.ir.graph)
+    (fused,) = (v for v in model.ir.graph.initializers.values() if v.name == "qk")
+    assert isinstance(fused.const_value, ir.LazyTensor)
+    np.testing.assert_array_equal(fused.const_value.numpy(), np.concatenate([q, k], axis=1))

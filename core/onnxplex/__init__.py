@@ -52,6 +52,7 @@ from ._provider import (
     OpTable,
     Option,
     ProviderContext,
+    prepacked,
 )
 from ._session import (
     ExecutionMode,
@@ -92,6 +93,7 @@ __all__ = [
     "NodeGroup",
     "Decline",
     "Kernel",
+    "prepacked",
     "OpTable",
     "OpConfig",
     "Option",

@@ -143,10 +143,18 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
 
     graph = model.graph
     input_slots = {n: slot(n) for n in (*model.input_names, *sorted(model.overridable))}
+    # A constant every consumer prepacked is not held (nor read, if it is still in the file).
+    read_at_run: set[str] = set()   # (graph outputs that are constants: added below)
+    for unit in units:
+        packed = getattr(unit.kernel, "prepacked_inputs", frozenset())
+        read_at_run.update(v.name for k, v in enumerate(unit.subgraph.inputs)
+                           if v is not None and k not in packed)
     constants: dict[int, Any] = {}
     for name in model.const_names:
+        if name not in read_at_run:
+            continue
         info = model.value_info(name)
-        if info.const is not None:
+        if info.is_const:
             constants[slot(name)] = info.const
     # Overridable initializers (also graph inputs) default to their stored value.
     defaults = {}

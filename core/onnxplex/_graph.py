@@ -19,7 +19,9 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -34,6 +36,7 @@ from ._dtypes import np_dtype
 from ._errors import (
     ExternalDataError,
     InvalidModelError,
+    OnnxplexError,
     TensorSizeError,
     UnsupportedModelError,
 )
@@ -56,20 +59,50 @@ Dim = int | str | None
 # --------------------------------------------------------------------------------------------
 
 
+class LazyConst:
+    """A constant read on demand (a weight still in the model file): :attr:`ValueInfo.const`
+    reads it when asked and keeps it only while someone else does (a weak reference), so a
+    weight a kernel prepacked and dropped leaves memory."""
+
+    __slots__ = ("_tensor", "_ref", "_lock")
+
+    def __init__(self, tensor: ir.TensorProtocol) -> None:
+        self._tensor = tensor
+        self._ref: weakref.ref[np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> np.ndarray:
+        with self._lock:
+            arr = self._ref() if self._ref is not None else None
+            if arr is None:
+                arr = _readonly_array(self._tensor)
+                self._ref = weakref.ref(arr)
+            return arr
+
+
 @dataclass(frozen=True, eq=False)
 class ValueInfo:
     """What is known about one value (an edge of the graph) before running it.
 
     ``shape`` is ``None`` when the rank is unknown; each dim is an ``int``, a symbolic name or
     ``None``. ``const`` holds the value (a read-only array) when it is a constant initializer;
-    providers may prepack it at compile time.
+    providers may prepack it at compile time. A large weight is read from the model file when
+    ``const`` is asked for and stays in memory only while something holds the array: a kernel
+    that prepacks it should not keep the original (see ``prepacked_inputs`` in
+    docs/writing-a-provider.md).
     """
 
     name: str
     elem_type: int | None
     shape: tuple[Dim, ...] | None
     kind: str = "tensor"
-    const: np.ndarray | None = field(default=None, repr=False)
+    stored: np.ndarray | LazyConst | None = field(default=None, repr=False)
+
+    @property
+    def const(self) -> np.ndarray | None:
+        """The value of a constant initializer (read-only), else ``None``."""
+        stored = self.stored
+        return stored.get() if isinstance(stored, LazyConst) else stored
 
     @property
     def dtype(self) -> np.dtype | None:
@@ -87,7 +120,7 @@ class ValueInfo:
 
     @property
     def is_const(self) -> bool:
-        return self.const is not None
+        return self.stored is not None
 
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape when every dim is a known integer, else ``None``."""
@@ -324,9 +357,11 @@ class Model:
         raise KeyError(name)
 
     def _make_value_info(self, value: ir.Value) -> ValueInfo:
-        const = None
-        if value.name in self.const_names and value.const_value is not None:
-            const = _readonly_array(value.const_value)
+        const: np.ndarray | LazyConst | None = None
+        tensor = value.const_value
+        if value.name in self.const_names and tensor is not None:
+            const = LazyConst(tensor) if isinstance(tensor, ir.LazyTensor) \
+                else _readonly_array(tensor)
         return make_value_info(value, const)
 
     def _make_node_view(self, index: int, node: ir.Node) -> NodeView:
@@ -347,7 +382,8 @@ class Model:
         return ir.serde.serialize_model(self.ir)
 
 
-def make_value_info(value: ir.Value, const: np.ndarray | None = None) -> ValueInfo:
+def make_value_info(value: ir.Value, const: np.ndarray | LazyConst | None = None
+                    ) -> ValueInfo:
     """Build a :class:`ValueInfo` from an onnx-ir value."""
     typ = value.type
     kind, elem = "tensor", None
@@ -364,7 +400,9 @@ def make_value_info(value: ir.Value, const: np.ndarray | None = None) -> ValueIn
     if elem == 0:  # TensorProto.UNDEFINED: inference could not tell
         elem = None
     shape: tuple[Dim, ...] | None = None
-    if const is not None:
+    if isinstance(const, LazyConst):
+        shape = tuple(int(d) for d in value.const_value.shape)
+    elif const is not None:
         shape = tuple(int(d) for d in const.shape)
     elif value.shape is not None:
         shape = tuple(_dim(d) for d in value.shape)
@@ -381,6 +419,8 @@ def _dim(d: Any) -> Dim:
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
     try:
         arr = tensor.numpy()
+    except OnnxplexError:
+        raise
     except Exception as e:  # noqa: BLE001 - onnx-ir: data and shape disagree, file unreadable
         raise InvalidModelError(
             f"tensor {getattr(tensor, 'name', '')!r} cannot be read as its type and shape "
@@ -581,16 +621,35 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
 
 
 def _read_split_weights(model: ir.Model, base_dir: str, split: _wire.Split) -> None:
-    """Read the initializers :func:`._wire.split_weights` cut out, each into its own array."""
-    with open(os.path.join(base_dir, split.location), "rb") as f:
-        for value in model.graph.initializers.values():
-            t = value.const_value
-            if (not isinstance(t, ir.ExternalTensor) or t.location != split.location
-                    or t.offset not in split.offsets):
-                continue
-            arr = _wire.read_tensor(f, t.offset, tuple(t.shape.numpy()), t.dtype.numpy())
-            value.const_value = ir.Tensor(arr, dtype=t.dtype, name=t.name,
-                                          doc_string=t.doc_string)
+    """The initializers :func:`._wire.split_weights` cut out become tensors read from the
+    model file on demand, each time into a new array (nothing is kept: the consumers decide
+    what stays in memory; see :class:`LazyConst`)."""
+    path = os.path.join(base_dir, split.location)
+    st = os.stat(path)
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    for value in model.graph.initializers.values():
+        t = value.const_value
+        if (not isinstance(t, ir.ExternalTensor) or t.location != split.location
+                or t.offset not in split.offsets):
+            continue
+        value.const_value = ir.LazyTensor(
+            _file_reader(path, stamp, t.name, t.offset, tuple(t.shape.numpy()), t.dtype),
+            t.dtype, t.shape, name=t.name, doc_string=t.doc_string)
+
+
+def _file_reader(path: str, stamp: tuple[int, int, int], name: str, offset: int,
+                 shape: tuple[int, ...], dtype: ir.DataType) -> Callable[[], ir.Tensor]:
+    def read() -> ir.Tensor:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if (st.st_ino, st.st_size, st.st_mtime_ns) != stamp:
+                raise InvalidModelError(
+                    f"the model file {path!r} changed after it was loaded; its weight {name!r} "
+                    "can no longer be read (load the model again)")
+            arr = _wire.read_tensor(f, offset, shape, dtype.numpy())
+        return ir.Tensor(arr, dtype=dtype, name=name)
+
+    return read
 
 
 def _unsorted_bodies(graph: ir.Graph) -> bool:

@@ -69,9 +69,33 @@ class Kernel(Protocol):
     from ``time.perf_counter_ns``) as a profiling event ``<kernel name>/<name>`` nested in
     the kernel's own, with ``args`` (e.g. the kernel variant) added to the event's args.
     ``emit`` belongs to one call: do not keep it.
+
+    Prepacked constants (optional): a kernel that copied constant inputs into its own layout
+    at compile time and never reads them again may say so with ``prepacked_inputs``, a set of
+    input positions (:func:`prepacked` sets it). The executor then passes ``None`` at those
+    positions, and a constant every consumer has prepacked is not kept by the session: a
+    weight read from the model file is released once the kernel drops the array it packed
+    from (as onnxruntime frees an initializer all of whose kernels prepacked it).
     """
 
     def __call__(self, *inputs: Any) -> Any: ...
+
+
+def prepacked(kernel: Callable[..., Any], *positions: int) -> Callable[..., Any]:
+    """Mark ``kernel`` as not reading its inputs at ``positions`` at run time (it prepacked
+    those constants; see :class:`Kernel`). Returns the kernel, for ``return prepacked(k, 1)``.
+    """
+    if positions:
+        try:
+            kernel.prepacked_inputs = frozenset(positions)  # type: ignore[attr-defined]
+        except AttributeError:   # a builtin or a slotted callable: wrap it
+            inner = kernel
+
+            def kernel(*inputs: Any) -> Any:
+                return inner(*inputs)
+
+            kernel.prepacked_inputs = frozenset(positions)  # type: ignore[attr-defined]
+    return kernel
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import TensorProto as TP
 
-from onnxplex import NodeView, ProviderContext
+from onnxplex import NodeView, ProviderContext, prepacked
 
 from ._native import native
 from ._registry import op
@@ -182,7 +182,7 @@ def make_fused_gemm(node: NodeView, ctx: ProviderContext):
         y = gemm(a, b, c)  # a fresh array
         return act(y)
 
-    return kernel
+    return prepacked(kernel, *getattr(gemm, "prepacked_inputs", ()))
 
 
 # --------------------------------------------------------------------------------------------

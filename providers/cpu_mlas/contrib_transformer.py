@@ -20,7 +20,7 @@ import math
 import numpy as np
 from onnx import TensorProto as TP
 
-from onnxplex import NodeView, ProviderContext
+from onnxplex import NodeView, ProviderContext, prepacked
 
 from . import _blas
 from ._registry import op
@@ -220,7 +220,7 @@ def make_fused_matmul(node: NodeView, ctx: ProviderContext):
             y *= y.dtype.type(alpha)
         return y.astype(out_dtype, copy=False)
 
-    return kernel
+    return prepacked(kernel, *((1,) if native_b is not None else ()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,7 +365,7 @@ def make_ms_attention(node: NodeView, ctx: ProviderContext):
         present = np.stack((k, v)).astype(out_dtype, copy=False)
         return y, present
 
-    return kernel
+    return prepacked(kernel, *((1,) if native_w is not None else ()))
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import logging
 import numpy as np
 from onnx import TensorProto as TP
 
-from onnxplex import NodeView, ProviderContext
+from onnxplex import NodeView, ProviderContext, prepacked
 
 from . import _blas
 from ._registry import op
@@ -138,7 +138,9 @@ def gemm_kernel(node: NodeView, relu: bool = False):
                 y += cc * cc.dtype.type(beta) if beta != 1.0 else cc
         return y.astype(out_dtype, copy=False)
 
-    return kernel, relu and native_b is not None
+    # the packed B (and the bias taken from C) serve every run: B is not read again
+    return prepacked(kernel, *((1,) if native_b is not None else ())), \
+        relu and native_b is not None
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,7 +167,7 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
         y = _matmul(to_compute(a), b_packed if b_packed is not None else to_compute(b))
         return y.astype(a.dtype, copy=False)
 
-    return kernel
+    return prepacked(kernel, *((1,) if native_b is not None else ()))
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 from onnx import TensorProto as TP
 
-from onnxplex import NodeView, ProviderContext
+from onnxplex import NodeView, ProviderContext, prepacked
 from onnxplex._dtypes import np_dtype
 
 from . import _blas
@@ -417,7 +417,7 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
             y += bias_c if bias_c is not None else np.asarray(bias, dtype=_F32)
         return y.reshape(a.shape[:-1] + (n,)).astype(a.dtype, copy=False)
 
-    return kernel
+    return prepacked(kernel, *((1, 2, 3) if native_w is not None else ()))
 
 
 # --------------------------------------------------------------------------------------------

@@ -509,7 +509,13 @@ def _fold_constant_nodes(graph: ir.Graph) -> None:
             if any(p is None for p in parts) or any(
                     v is not None and v.name in graph.inputs for v in node.inputs):
                 continue
-            arr = np.concatenate(parts, axis=node.attributes.get_int("axis", 0))
+            axis = node.attributes.get_int("axis", 0)
+            arr = np.concatenate(parts, axis=axis)
+            sources = [v.const_value for v in node.inputs]
+            if any(isinstance(t, ir.LazyTensor) for t in sources):
+                # weights still in the model file: concatenated when read, held by no one
+                del parts
+                arr = _LazyConcat(sources, axis, arr.dtype, arr.shape)
         out = node.outputs[0]
         name = out.name
         base, k = name, 0
@@ -518,10 +524,25 @@ def _fold_constant_nodes(graph: ir.Graph) -> None:
             name = f"{base}_{k}"
         value = ir.Value(name=name, shape=ir.Shape(arr.shape),
                          type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)),
-                         const_value=ir.tensor(arr, name=name))
+                         const_value=arr.tensor(name) if isinstance(arr, _LazyConcat)
+                         else ir.tensor(arr, name=name))
         out.replace_all_uses_with(value, replace_graph_outputs=True)
         graph.remove(node, safe=True)
         graph.register_initializer(value)
+
+
+class _LazyConcat:
+    """The concatenation of constants some of which are read from the model file on demand
+    (see ``onnxplex._graph.LazyConst``): an ``ir.LazyTensor`` that concatenates when read."""
+
+    def __init__(self, sources: list, axis: int, dtype: np.dtype, shape: tuple[int, ...]):
+        self.sources, self.axis, self.dtype, self.shape = sources, axis, dtype, shape
+
+    def tensor(self, name: str) -> ir.LazyTensor:
+        sources, axis = self.sources, self.axis
+        return ir.LazyTensor(
+            lambda: ir.tensor(np.concatenate([t.numpy() for t in sources], axis=axis)),
+            ir.DataType.from_numpy(self.dtype), ir.Shape(self.shape), name=name)
 
 
 def _producer(v: ir.Value | None, op_type: str) -> ir.Node | None:
