@@ -151,15 +151,16 @@ def test_optimized_model_keeps_the_weights(tmp_path):
     np.testing.assert_array_equal(stored["w32"], weights["w32"])
 
 
-def _single_matmul(tmp_path, w: np.ndarray, cast_too: bool = False) -> str:
+def _single_matmul(tmp_path, w: np.ndarray, read_too: bool = False) -> str:
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    if cast_too:   # a second consumer that reads the weight at run time
-        nodes.append(helper.make_node("Cast", ["w"], ["wd"], to=TensorProto.DOUBLE))
-        outputs.append(helper.make_tensor_value_info("wd", TensorProto.DOUBLE, None))
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, w.shape[0]])],
-        outputs, [numpy_helper.from_array(w, "w")])
+    if read_too:   # a second consumer that reads the weight at run time
+        nodes.append(helper.make_node("Mul", ["w", "s"], ["ws"]))
+        outputs.append(helper.make_tensor_value_info("ws", TensorProto.FLOAT, None))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, w.shape[0]])]
+    if read_too:
+        inputs.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, []))
+    graph = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(w, "w")])
     path = str(tmp_path / "m.onnx")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
@@ -218,10 +219,10 @@ def test_a_weight_read_at_run_time_is_held(tmp_path):
     """A constant that some consumer reads at run time stays in the session (read once)."""
     w = RNG.standard_normal((256, 128)).astype(np.float32)
     x = RNG.standard_normal((2, 256)).astype(np.float32)
-    sess = onnxplex.InferenceSession(_single_matmul(tmp_path, w, cast_too=True))
+    sess = onnxplex.InferenceSession(_single_matmul(tmp_path, w, read_too=True))
     assert "w" in _held_constants(sess)
-    y, wd = sess.run(None, {"x": x})
-    np.testing.assert_array_equal(wd, w.astype(np.float64))
+    y, ws = sess.run(None, {"x": x, "s": np.float32(2)})
+    np.testing.assert_array_equal(ws, w * np.float32(2))
     np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
 
 

@@ -1,9 +1,9 @@
 // The im2col packing of Conv2dSource, included by one translation unit per ISA (each compiled
-// with its own -m flags): sgemm.cpp (portable) and sgemm_avx512.cpp. Internal linkage, so each
+// with its own -m flags): sgemm.cpp (portable), sgemm_avx2.cpp and sgemm_avx512.cpp. Internal linkage, so each
 // keeps its own copy (see dwconv_impl.h).
 #pragma once
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -24,6 +24,13 @@ inline void copy_floats(float* out, const float* in, std::ptrdiff_t n) {
     const auto m = static_cast<__mmask16>((1u << n) - 1);
     _mm512_mask_storeu_ps(out, m, _mm512_maskz_loadu_ps(m, in));
   }
+#elif defined(__AVX2__)
+  for (; n >= 8; n -= 8, in += 8, out += 8) _mm256_storeu_ps(out, _mm256_loadu_ps(in));
+  if (n > 0) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(out, m, _mm256_maskload_ps(in, m));
+  }
 #else
   for (std::ptrdiff_t t = 0; t < n; ++t) out[t] = in[t];
 #endif
@@ -33,6 +40,9 @@ inline void fill_zero(float* out, std::ptrdiff_t n) {
 #if defined(__AVX512F__)
   for (; n >= 16; n -= 16, out += 16) _mm512_storeu_ps(out, _mm512_setzero_ps());
   if (n > 0) _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n) - 1), _mm512_setzero_ps());
+#elif defined(__AVX2__)
+  for (; n >= 8; n -= 8, out += 8) _mm256_storeu_ps(out, _mm256_setzero_ps());
+  for (std::ptrdiff_t t = 0; t < n; ++t) out[t] = 0.0f;
 #else
   for (std::ptrdiff_t t = 0; t < n; ++t) out[t] = 0.0f;
 #endif

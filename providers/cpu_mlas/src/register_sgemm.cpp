@@ -96,7 +96,7 @@ void register_sgemm(py::module_& m) {
       });
 
   m.def("sgemm_isa", [] { return std::string(sgemm_isa_name(sgemm_best_isa())); },
-        "The float32 GEMM variant used by default (ONNXPLEX_MLAS_SGEMM_ISA may force scalar).");
+        "The float32 GEMM variant used by default: avx512, avx2 or scalar (ONNXPLEX_MLAS_SGEMM_ISA may force one).");
 
   m.def("sgemm_pack_a", [](const py::array& a) {
     size_t rows = 0, cols = 0;

@@ -117,6 +117,7 @@ using TileFn = void (*)(const SgemmTile&);
 TileFn tile_fn(SgemmIsa isa) {
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
   if (isa == SgemmIsa::kAvx512) return sgemm_tile_avx512;
+  if (isa == SgemmIsa::kAvx2) return sgemm_tile_avx2;
 #endif
   (void)isa;
   return sgemm_tile_scalar;
@@ -125,6 +126,7 @@ TileFn tile_fn(SgemmIsa isa) {
 bool isa_available(SgemmIsa isa) {
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
   if (isa == SgemmIsa::kAvx512) return cpu_features().avx512f;
+  if (isa == SgemmIsa::kAvx2) return cpu_features().avx2;
 #endif
   return isa == SgemmIsa::kScalar;
 }
@@ -132,17 +134,24 @@ bool isa_available(SgemmIsa isa) {
 }  // namespace
 
 const char* sgemm_isa_name(SgemmIsa isa) {
-  return isa == SgemmIsa::kAvx512 ? "avx512" : "scalar";
+  switch (isa) {
+    case SgemmIsa::kAvx512: return "avx512";
+    case SgemmIsa::kAvx2: return "avx2";
+    default: return "scalar";
+  }
 }
 
 SgemmIsa sgemm_parse_isa(const std::string& name) {
   SgemmIsa isa;
   if (name == "scalar") {
     isa = SgemmIsa::kScalar;
+  } else if (name == "avx2") {
+    isa = SgemmIsa::kAvx2;
   } else if (name == "avx512") {
     isa = SgemmIsa::kAvx512;
   } else {
-    throw std::invalid_argument("unknown sgemm variant '" + name + "' (expected scalar or avx512)");
+    throw std::invalid_argument("unknown sgemm variant '" + name +
+                                "' (expected scalar, avx2 or avx512)");
   }
   if (!isa_available(isa)) {
     throw std::invalid_argument("sgemm variant '" + name + "' is not available on this CPU/build");
@@ -159,7 +168,10 @@ SgemmIsa sgemm_best_isa() {
         // An unavailable request falls through to the best available variant.
       }
     }
-    return isa_available(SgemmIsa::kAvx512) ? SgemmIsa::kAvx512 : SgemmIsa::kScalar;
+    for (SgemmIsa isa : {SgemmIsa::kAvx512, SgemmIsa::kAvx2}) {
+      if (isa_available(isa)) return isa;
+    }
+    return SgemmIsa::kScalar;
   }();
   return best;
 }
@@ -226,6 +238,7 @@ void MatrixSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) 
 void Conv2dSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const {
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
   if (isa_ == SgemmIsa::kAvx512) return conv2d_pack_avx512(x_, g_, k0, kc, c0, nc, dst);
+  if (isa_ == SgemmIsa::kAvx2) return conv2d_pack_avx2(x_, g_, k0, kc, c0, nc, dst);
 #endif
   detail::conv2d_pack(x_, g_, k0, kc, c0, nc, dst);
 }

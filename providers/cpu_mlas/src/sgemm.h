@@ -23,10 +23,11 @@ constexpr size_t kSgemmMr = 12;  // rows per micro-tile (A panel height)
 constexpr size_t kSgemmNr = 32;  // columns per micro-tile (B panel width)
 constexpr size_t kSgemmKc = 256; // K per block: a packed B panel block is 32 KiB (L1)
 
-enum class SgemmIsa { kScalar = 0, kAvx512 = 1 };
+enum class SgemmIsa { kScalar = 0, kAvx512 = 1, kAvx2 = 2 };
 
 const char* sgemm_isa_name(SgemmIsa isa);
-// The best variant this CPU runs, or the one ONNXPLEX_MLAS_SGEMM_ISA (scalar|avx512) names.
+// The best variant this CPU runs, or the one ONNXPLEX_MLAS_SGEMM_ISA (scalar|avx2|avx512)
+// names.
 SgemmIsa sgemm_best_isa();
 SgemmIsa sgemm_parse_isa(const std::string& name);  // throws std::invalid_argument
 
@@ -134,6 +135,9 @@ struct SgemmTile {
 void sgemm_tile_scalar(const SgemmTile& t);
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
 void sgemm_tile_avx512(const SgemmTile& t);
+void sgemm_tile_avx2(const SgemmTile& t);
+void conv2d_pack_avx2(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
+                      size_t c0, size_t nc, float* dst);
 void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
                         size_t c0, size_t nc, float* dst);
 #endif

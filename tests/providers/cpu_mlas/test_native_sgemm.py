@@ -27,7 +27,7 @@ def _isa_ok(name: str) -> bool:
     return True
 
 
-ISAS = [i for i in ("scalar", "avx512") if NAT is not None and _isa_ok(i)]
+ISAS = [i for i in ("scalar", "avx2", "avx512") if NAT is not None and _isa_ok(i)]
 # M, K, N: single elements, partial 12-row / 32-column tiles, K past one 256 block, tasks.
 SHAPES = [(1, 1, 1), (13, 7, 33), (12, 256, 32), (25, 257, 65), (130, 600, 100), (3, 0, 5)]
 
