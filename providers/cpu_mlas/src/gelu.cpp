@@ -33,7 +33,11 @@ void gelu_f32(const float* x, const float* bias, size_t bias_count, float* y, si
               const GeluForm& form, size_t threads) {
   auto variant = gelu_f32_portable;
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-  if (cpu_features().avx512f) variant = gelu_f32_avx512;
+  if (cpu_features().avx512f) {
+    variant = gelu_f32_avx512;
+  } else if (cpu_features().avx2) {
+    variant = gelu_f32_avx2;
+  }
 #endif
   const size_t tasks = (n + kChunk - 1) / kChunk;
   parallel_for(tasks, tasks > 1 ? threads : 1, [&](size_t t) {

@@ -24,6 +24,8 @@ void gelu_f32(const float* x, const float* bias, size_t bias_count, float* y, si
 
 void gelu_f32_portable(const float* x, const float* bias, size_t bias_count, float* y, size_t n,
                        const GeluForm& form);
+void gelu_f32_avx2(const float* x, const float* bias, size_t bias_count, float* y, size_t n,
+                   const GeluForm& form);
 void gelu_f32_avx512(const float* x, const float* bias, size_t bias_count, float* y, size_t n,
                      const GeluForm& form);
 
