@@ -59,54 +59,85 @@ inline void dwconv_f32_rows(const float* x, const float* w, const float* bias, f
   }
 }
 
-// `NV` vectors of 16 outputs from tap sources `src` (offset `at`), tap by tap: NV independent
-// sums in registers (one vector at a time chains all T multiply-adds: latency-bound, ~4 MACs
-// per cycle). GCC vector types: each ISA's translation unit lowers them to its registers.
-// Adds in the same order as the scalar loop of dw_rows_fixed.
-using DwVec = float __attribute__((vector_size(64), aligned(4), may_alias));
-constexpr size_t kDwLanes = 16;
+// `NV` vectors of `V`'s lanes (a register, or half of one) from tap sources `src` (offset `at`), tap by
+// tap: NV independent sums in registers (one vector at a time chains all T multiply-adds:
+// latency-bound, ~4 MACs per cycle). GCC vector types: each ISA's translation unit lowers them
+// to its registers. Adds in the same order as the scalar loop of dw_rows_fixed. The width is
+// the translation unit's register width: a wider GCC vector is lowered piecewise, and its
+// broadcasts go through the stack (16 scalar stores per tap: 7x slower on AVX2).
+#if defined(__AVX512F__)
+#define ONNXPLEX_DW_VEC_BYTES 64
+#elif defined(__AVX__)
+#define ONNXPLEX_DW_VEC_BYTES 32
+#else
+#define ONNXPLEX_DW_VEC_BYTES 16
+#endif
+using DwVec = float __attribute__((vector_size(ONNXPLEX_DW_VEC_BYTES), aligned(4), may_alias));
+using DwHalf =
+    float __attribute__((vector_size(ONNXPLEX_DW_VEC_BYTES / 2), aligned(4), may_alias));
+#undef ONNXPLEX_DW_VEC_BYTES
+constexpr size_t kDwLanes = sizeof(DwVec) / sizeof(float);
 
-template <size_t T, size_t NV>
+template <size_t T, size_t NV, typename V>
 inline void dw_block(const float* const* src, const float* wt, float bias, size_t at,
-                     float* out, DwVec lo, DwVec hi) {
-  DwVec a[NV];
+                     float* out, float lo_s, float hi_s) {
+  const V lo = V{} + lo_s, hi = V{} + hi_s;
+  V a[NV];
 #pragma GCC unroll 4
-  for (size_t v = 0; v < NV; ++v) a[v] = DwVec{} + bias;
+  for (size_t v = 0; v < NV; ++v) a[v] = V{} + bias;
 #pragma GCC unroll 25
   for (size_t t = 0; t < T; ++t) {
-    const DwVec wv = DwVec{} + wt[t];
-    const DwVec* s = reinterpret_cast<const DwVec*>(src[t] + at);
+    const V wv = V{} + wt[t];
+    const V* s = reinterpret_cast<const V*>(src[t] + at);
 #pragma GCC unroll 4
     for (size_t v = 0; v < NV; ++v) a[v] += wv * s[v];
   }
-  DwVec* o = reinterpret_cast<DwVec*>(out);
+  V* o = reinterpret_cast<V*>(out);
 #pragma GCC unroll 4
   for (size_t v = 0; v < NV; ++v) {
-    const DwVec m = a[v] < lo ? lo : a[v];   // as std::max then std::min: NaN stays NaN
+    const V m = a[v] < lo ? lo : a[v];   // as std::max then std::min: NaN stays NaN
     o[v] = hi < m ? hi : m;
   }
 }
 
 // Output rows from per-tap source pointers into phase planes (rows wp apart): T taps. Rows
-// run in blocks of 64 outputs, then 32; a row of at least 64 ends with one block overlapping
-// the previous (outputs are recomputed, not accumulated, so that is exact).
+// run in blocks of 4 vectors, then 2, 1 and a half; a row ends with one block overlapping the
+// previous when it is at least as wide (outputs are recomputed, not accumulated, so that is
+// exact): only rows narrower than half a vector are left to the scalar loop.
 template <size_t T>
 void dw_rows_fixed(const float* const* src, const float* w, float bias, float* y, size_t ho,
                    size_t wo, size_t wp, float lo, float hi) {
   float wt[T];
   for (size_t t = 0; t < T; ++t) wt[t] = w[t];
-  const DwVec lo_v = DwVec{} + lo, hi_v = DwVec{} + hi;
-  constexpr size_t k4 = 4 * kDwLanes, k2 = 2 * kDwLanes;
+  constexpr size_t k4 = 4 * kDwLanes, k2 = 2 * kDwLanes, k1 = kDwLanes, k8 = kDwLanes / 2;
   for (size_t oh = 0; oh < ho; ++oh) {
     const size_t base = oh * wp;
     float* out = y + oh * wo;
     size_t ow = 0;
-    for (; ow + k4 <= wo; ow += k4) dw_block<T, 4>(src, wt, bias, base + ow, out + ow, lo_v, hi_v);
+    for (; ow + k4 <= wo; ow += k4) {
+      dw_block<T, 4, DwVec>(src, wt, bias, base + ow, out + ow, lo, hi);
+    }
     if (ow < wo && wo >= k4) {
-      dw_block<T, 4>(src, wt, bias, base + wo - k4, out + wo - k4, lo_v, hi_v);
+      dw_block<T, 4, DwVec>(src, wt, bias, base + wo - k4, out + wo - k4, lo, hi);
       continue;
     }
-    for (; ow + k2 <= wo; ow += k2) dw_block<T, 2>(src, wt, bias, base + ow, out + ow, lo_v, hi_v);
+    for (; ow + k2 <= wo; ow += k2) {
+      dw_block<T, 2, DwVec>(src, wt, bias, base + ow, out + ow, lo, hi);
+    }
+    for (; ow + k1 <= wo; ow += k1) {
+      dw_block<T, 1, DwVec>(src, wt, bias, base + ow, out + ow, lo, hi);
+    }
+    if (ow < wo && wo >= k1) {
+      dw_block<T, 1, DwVec>(src, wt, bias, base + wo - k1, out + wo - k1, lo, hi);
+      continue;
+    }
+    for (; ow + k8 <= wo; ow += k8) {
+      dw_block<T, 1, DwHalf>(src, wt, bias, base + ow, out + ow, lo, hi);
+    }
+    if (ow < wo && wo >= k8) {
+      dw_block<T, 1, DwHalf>(src, wt, bias, base + wo - k8, out + wo - k8, lo, hi);
+      continue;
+    }
     for (; ow < wo; ++ow) {
       float a = bias;
 #pragma GCC unroll 25
