@@ -291,11 +291,13 @@ def transformer_feed(batch: int, seq: int, vocab: int = 1000, seed: int = 0,
 
 
 def quantize_dynamic_model(model_proto: onnx.ModelProto, tmp_path, weight_type: str = "QInt8",
-                           ) -> onnx.ModelProto:
+                           *, reduce_range: bool = False) -> onnx.ModelProto:
     """Dynamically quantize ``model_proto`` with onnxruntime's quantization tool.
 
-    ``weight_type`` is ``"QInt8"`` or ``"QUInt8"``; per-tensor (per_channel=False). The float
-    model and the result are written under ``tmp_path``; returns the quantized ModelProto
+    ``weight_type`` is ``"QInt8"`` or ``"QUInt8"``; per-tensor (per_channel=False);
+    ``reduce_range`` quantizes the weights to 7 bits (what onnxruntime needs to be exact with
+    QInt8 weights on x86 without VNNI: ``_ort_quirks.ort_reduce_range``). The float model and
+    the result are written under ``tmp_path``; returns the quantized ModelProto
     (DynamicQuantizeLinear on activations, MatMulInteger, then a float rescale).
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic  # test-only dependency
@@ -303,10 +305,10 @@ def quantize_dynamic_model(model_proto: onnx.ModelProto, tmp_path, weight_type: 
     tmp_path = Path(tmp_path)
     tmp_path.mkdir(parents=True, exist_ok=True)
     src = tmp_path / "float.onnx"
-    dst = tmp_path / f"dynamic_{weight_type.lower()}.onnx"
+    dst = tmp_path / f"dynamic_{weight_type.lower()}{'_reduce_range' * reduce_range}.onnx"
     onnx.save(model_proto, src)
     quantize_dynamic(str(src), str(dst), weight_type=getattr(QuantType, weight_type),
-                     per_channel=False)
+                     per_channel=False, reduce_range=reduce_range)
     return onnx.load(str(dst))
 
 

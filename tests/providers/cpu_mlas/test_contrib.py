@@ -1,14 +1,17 @@
 """cpu_mlas com.microsoft kernels of the CNN / quantization fusions (providers/cpu_mlas/contrib.py)
 against onnxruntime: FusedConv, FusedGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul,
-QLinearAdd, QLinearMul, QLinearGlobalAveragePool."""
+QLinearAdd, QLinearMul, QLinearGlobalAveragePool. uint8 x int8 products: against onnxruntime
+with int8 weights in the range it computes exactly on this CPU, and over the full int8 range
+against exact arithmetic (tests/_ort_quirks.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+from _ort_quirks import ort_exact_weights
 
-from ._oracle import check, oracle_run, ours
+from ._oracle import assert_same, check, oracle_run, ours, ref_run
 
 ort.set_default_logger_severity(3)
 
@@ -59,35 +62,90 @@ def test_fused_gemm(act, params):
           const_inputs=(1, 2), transB=1, alpha=0.7, beta=1.3, activation=act, **params)
 
 
+def _mmitf_inputs(b, per_column: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """b_scale, b_zero_point (scalars, or one per column) and the bias for B ``b`` [K, N]."""
+    n = b.shape[1] if per_column else 1
+    b_s = (RNG.random(n) * 0.05 + 0.01).astype(np.float32).reshape(() if n == 1 else (n,))
+    b_zp = RNG.integers(0, 10, n).astype(b.dtype).reshape(() if n == 1 else (n,))
+    return b_s, b_zp, rand(b.shape[1])
+
+
+def _dequantized_matmul(aq, a_s, a_zp, b, b_s, b_zp, bias=None) -> np.ndarray:
+    """Exact (int64, then float64) (aq - a_zp) a_s @ (b - b_zp) b_s + bias."""
+    acc = (aq.astype(np.int64) - a_zp.astype(np.int64)) @ (b.astype(np.int64)
+                                                          - b_zp.astype(np.int64))
+    y = acc * (np.float64(a_s) * b_s.astype(np.float64))
+    return y if bias is None else y + bias
+
+
+def _saturating(a, b) -> None:
+    """Row 0 of uint8 ``a`` times column 0 of int8 ``b`` starts with 255 * -128 twice: a pair of
+    products summing to -65280, outside the int16 ``vpmaddubsw`` adds a pair in."""
+    a[..., 0, :2] = 255
+    b[:2, 0] = -128
+
+
 @pytest.mark.parametrize("b_type", [np.int8, np.uint8])
 @pytest.mark.parametrize("per_column", [False, True])
 @pytest.mark.parametrize("const_b", [True, False])
 def test_matmul_integer_to_float(b_type, per_column, const_b):
+    """Against onnxruntime; int8 weights only where it is exact (7 bits without VNNI)."""
     a = RNG.integers(0, 256, (2, 3, 32)).astype(np.uint8)
-    info = np.iinfo(b_type)
-    b = RNG.integers(info.min, info.max + 1, (32, 5)).astype(b_type)
-    n = 5 if per_column else 1
-    a_s = np.float32(0.02)
-    b_s = (RNG.random(n) * 0.05 + 0.01).astype(np.float32).reshape(() if n == 1 else (n,))
-    a_zp = np.uint8(120)
-    b_zp = RNG.integers(0, 10, n).astype(b_type).reshape(() if n == 1 else (n,))
-    bias = rand(5)
-    check("MatMulIntegerToFloat", [a, b, np.asarray(a_s), b_s, np.asarray(a_zp), b_zp, bias],
+    b = ort_exact_weights(RNG, b_type, (32, 5))
+    b_s, b_zp, bias = _mmitf_inputs(b, per_column)
+    check("MatMulIntegerToFloat", [a, b, np.asarray(0.02, np.float32), b_s,
+                                   np.asarray(120, np.uint8), b_zp, bias],
           domain=MS, opset=17, oracle="ort", rtol=1e-5, atol=1e-4,
           const_inputs=(1, 3, 5, 6) if const_b else ())
+
+
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("const_b", [True, False])
+def test_matmul_integer_to_float_full_range_int8_exact(per_column, const_b):
+    """Full-range int8 weights (with pairs that overflow int16) against exact arithmetic: only
+    float32 rounding of the rescale and the bias add remains (~1e-7 relative)."""
+    a = RNG.integers(0, 256, (2, 3, 64)).astype(np.uint8)
+    b = RNG.integers(-128, 128, (64, 5)).astype(np.int8)
+    _saturating(a, b)
+    b_s, b_zp, bias = _mmitf_inputs(b, per_column)
+    a_s, a_zp = np.asarray(0.02, np.float32), np.asarray(120, np.uint8)
+    got = ours("MatMulIntegerToFloat", [a, b, a_s, b_s, a_zp, b_zp, bias], domain=MS,
+               opset=17, const_inputs=(1, 3, 5, 6) if const_b else ())
+    want = _dequantized_matmul(a, a_s, a_zp, b, b_s, b_zp, bias).astype(np.float32)
+    assert_same(got, [want], rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("b_type", [np.int8, np.uint8])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_dynamic_quantize_matmul(b_type, with_bias):
+    """Against onnxruntime; int8 weights only where it is exact (7 bits without VNNI)."""
     a = rand(4, 3, 64)
-    info = np.iinfo(b_type)
-    b = RNG.integers(info.min, info.max + 1, (64, 8)).astype(b_type)
+    b = ort_exact_weights(RNG, b_type, (64, 8))
     b_s = np.asarray(0.01, np.float32)
     b_zp = np.asarray(3 if b_type == np.uint8 else -2, b_type)
     inputs = [a, b, b_s, b_zp] + ([rand(8)] if with_bias else [])
     check("DynamicQuantizeMatMul", inputs, domain=MS, opset=17, oracle="ort", rtol=1e-5,
           atol=1e-4, const_inputs=(1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("const_b", [True, False])
+def test_dynamic_quantize_matmul_full_range_int8_exact(with_bias, const_b):
+    """Full-range int8 weights (with pairs that overflow int16) against exact arithmetic on A
+    quantized by the ONNX reference DynamicQuantizeLinear."""
+    a = rand(4, 3, 64)
+    a[..., 0, :2] = 8.0  # the maximum of A: quantized to 255, times -128 twice (_saturating)
+    b = RNG.integers(-128, 128, (64, 8)).astype(np.int8)
+    b[:2, 0] = -128
+    b_s, b_zp = np.asarray(0.01, np.float32), np.asarray(-2, np.int8)
+    bias = rand(8) if with_bias else None
+    inputs = [a, b, b_s, b_zp] + ([bias] if with_bias else [])
+    got = ours("DynamicQuantizeMatMul", inputs, domain=MS, opset=17,
+               const_inputs=(1, 2, 3, 4) if const_b else ())
+    aq, a_s, a_zp = ref_run("DynamicQuantizeLinear", [a], 3, opset=11)
+    assert aq[0, 0, :2].tolist() == [255, 255]
+    want = _dequantized_matmul(aq, a_s, a_zp, b, b_s, b_zp, bias).astype(np.float32)
+    assert_same(got, [want], rtol=1e-5, atol=1e-4)
 
 
 def _close_ints(got, want, lsb: int = 1):
