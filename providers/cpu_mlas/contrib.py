@@ -26,7 +26,7 @@ from ._native import native
 from ._registry import op
 from .elementwise import _sigmoid, _softplus
 from .linalg import gemm_kernel
-from .nn import _conv, _ConvWeights, to_compute
+from .nn import ConvStatic, _conv, _ConvWeights, to_compute
 from .quant import _centered, native_a_zero_point, native_pack_b, native_rows
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,7 @@ def make_fused_conv(node: NodeView, ctx: ProviderContext):
     w_info, b_info = node.input(1), node.input(2)
     packed = _ConvWeights(w_info.const, group) if w_info is not None and w_info.is_const else None
     bias_c = to_compute(b_info.const) if b_info is not None and b_info.is_const else None
+    static = ConvStatic(node)
 
     def in_place(y):
         r = act(y)
@@ -155,7 +156,7 @@ def make_fused_conv(node: NodeView, ctx: ProviderContext):
         cw = packed if packed is not None else _ConvWeights(w, group)
         bias = bias_c if bias_c is not None else (None if b is None else to_compute(b))
         # bias, Z and the activation run on each chunk of the Conv output as it is produced
-        return _conv(x, cw, node, bias, z, in_place if act is not None else None)
+        return _conv(x, cw, static, bias, z, in_place if act is not None else None)
 
     return kernel
 
