@@ -313,7 +313,12 @@ def make_dynamic_quantize_matmul(node: NodeView, ctx: ProviderContext):
             y += bias_v
         return y
 
-    return kernel
+    # Known at compile time to always take the native path: B is never read again.
+    s_info = node.input(2)
+    native_only = (native_b is not None and s_info is not None and s_info.is_const
+                   and _b_scale(s_info.const, native_b.n) is not None
+                   and (bias_info is None or (bias_c is not None and bias_c.size == native_b.n)))
+    return prepacked(kernel, *((1,) if native_only else ()))
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ import onnxruntime as ort
 import pytest
 from _ort_quirks import ort_exact_weights
 
+from onnxplex.providers.cpu_mlas._native import native
+
 from ._oracle import assert_same, check, oracle_run, ours, ref_run
 
 ort.set_default_logger_severity(3)
@@ -183,3 +185,25 @@ def test_qlinear_global_average_pool(qtype, channels_last):
     kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 3, 4), channels_last=channels_last)
     _close_ints(ours("QLinearGlobalAveragePool", inputs, **kw),
                 oracle_run("QLinearGlobalAveragePool", inputs, oracle="ort", **kw))
+
+
+@pytest.mark.skipif(native() is None, reason="the native integer GEMM is not built")
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_dynamic_quantize_matmul_releases_its_weight(with_bias):
+    """With a constant B, scale and bias the kernel always runs the native GEMM on its packed
+    copy: it marks B prepacked, the session holds no B, and the results are unchanged."""
+    from kernel_harness import node_model
+
+    import onnxplex
+
+    a = rand(4, 3, 64)
+    b = RNG.integers(-128, 128, (64, 8)).astype(np.int8)
+    inputs = [a, b, np.asarray(0.01, np.float32), np.asarray(-2, np.int8)] + \
+        ([rand(8)] if with_bias else [])
+    kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 3, 4))
+    sess = onnxplex.InferenceSession(
+        node_model("DynamicQuantizeMatMul", inputs, **kw).SerializeToString())
+    held = {sess._exec.slot_names[s] for s in sess._exec.constants}
+    assert "in1" not in held
+    (y,) = sess.run(None, {"in0": a})
+    assert_same((y,), ours("DynamicQuantizeMatMul", inputs, **kw))
