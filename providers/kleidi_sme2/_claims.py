@@ -123,8 +123,8 @@ def _weight_2d(node: NodeView, i: int) -> str | None:
         return "the weight (input B) is not a constant initializer"
     if w.elem_type != TP.FLOAT:
         return "the weight is not float32"
-    if np.asarray(w.const).ndim != 2:
-        return f"the weight is {np.asarray(w.const).ndim}-D, the GEMM kernel needs 2-D"
+    if len(w.shape) != 2:
+        return f"the weight is {len(w.shape)}-D, the GEMM kernel needs 2-D"
     return None
 
 
@@ -149,12 +149,12 @@ def check_gemm(node: NodeView) -> Claim | str:
     if int(node.attr("transA", 0)):
         return "transA=1 is not supported (the kernel reads A row-major)"
     trans_b = int(node.attr("transB", 0))
-    n = np.asarray(node.input(1).const).shape[0 if trans_b else 1]
+    n = node.input(1).shape[0 if trans_b else 1]
     why = _const_f32_vector(node.input(2), n, "C")
     if why:
         return why + " broadcastable to [N] (the kernel adds a per-column bias)"
     c = node.input(2)
-    if c is not None and np.asarray(c.const).ndim == 2 and np.asarray(c.const).shape[0] != 1:
+    if c is not None and len(c.shape) == 2 and c.shape[0] != 1:
         return "C is not a row vector"
     if node.op_type == "FusedGemm":
         b = fused_activation_bounds(node)
@@ -239,7 +239,7 @@ def check_dynamic_quantize_matmul(node: NodeView) -> Claim | str:
     why = _int8_weight(node.input(1), node.input(2), node.input(3))
     if why:
         return why
-    n = np.asarray(node.input(1).const).shape[1]
+    n = node.input(1).shape[1]
     why = _const_f32_vector(node.input(4), n, "the bias")
     if why:
         return why
@@ -307,7 +307,7 @@ def _chain_mmitf(node: NodeView, dq_out: list) -> DqChain | str:
     why = _int8_weight(node.input(1), node.input(3), node.input(5))
     if why:
         return why
-    n = np.asarray(node.input(1).const).shape[1]
+    n = node.input(1).shape[1]
     why = _const_f32_vector(node.input(6), n, "the bias")
     if why:
         return why
@@ -339,9 +339,9 @@ def _chain_mmi(node: NodeView, dq_out: list, flow: Dataflow,
     add = _sole_consumer(out, flow, exported)
     if add is not None and _is(add, "Add"):
         b = _other_input(add, out)
-        n = np.asarray(node.input(1).const).shape[1]
+        n = node.input(1).shape[1]
         if b is not None and b.is_const and b.elem_type == TP.FLOAT and \
-                np.asarray(b.const).shape in ((n,), (1, n)):
+                b.shape in ((n,), (1, n)):
             nodes.append(add)
             out, bias = add.outputs[0].name, b
     return DqChain(tuple(nodes), node.input(1), ws, bias, out)
