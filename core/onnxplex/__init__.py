@@ -6,6 +6,7 @@ the ``onnxplex`` entry-point group the first time they are needed.
 
 from __future__ import annotations
 
+from . import _lazy_imports  # noqa: F401 - first: defers sympy before onnx-ir is imported
 from ._errors import (
     CapabilityError,
     CompileError,
