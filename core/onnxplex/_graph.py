@@ -298,14 +298,16 @@ class Model:
 
     def reindex(self) -> None:
         """Recompute node order and indexes after the graph changed (optimizer passes)."""
-        self.nodes: list[ir.Node] = _topological_order(self.graph)
+        # What each node reads, once: both the ordering and the consumer index need it.
+        consumed = {id(n): tuple(_consumed_names(n)) for n in self.graph}
+        self.nodes: list[ir.Node] = _topological_order(self.graph, consumed)
         self.producer_index: dict[str, int] = {}
         self.consumer_indices: dict[str, list[int]] = {}
         for i, node in enumerate(self.nodes):
             for out in node.outputs:
                 if out.name:
                     self.producer_index[out.name] = i
-            for name in _consumed_names(node):
+            for name in consumed[id(node)]:
                 lst = self.consumer_indices.setdefault(name, [])
                 if not lst or lst[-1] != i:
                     lst.append(i)
@@ -464,10 +466,16 @@ def _consumed_names(node: ir.Node) -> Iterator[str]:
     yield from _captured_names(node)
 
 
+_GRAPH_ATTRS = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+
+
 def _captured_names(node: ir.Node) -> list[str]:
     """Outer-scope values read inside the subgraphs of ``node`` (If/Loop/Scan bodies)."""
     names: list[str] = []
-    for attr in node.attributes.values():
+    attrs = node.attributes
+    if not attrs or not any(a.type in _GRAPH_ATTRS for a in attrs.values()):
+        return names
+    for attr in attrs.values():
         graphs: Sequence[ir.Graph] = ()
         if attr.type == ir.AttributeType.GRAPH:
             graphs = (attr.value,)
@@ -492,8 +500,10 @@ def _free_names(graph: ir.Graph) -> list[str]:
     return free
 
 
-def _topological_order(graph: ir.Graph) -> list[ir.Node]:
-    """Kahn's algorithm, stable with respect to file order; a cycle is an InvalidModelError."""
+def _topological_order(graph: ir.Graph,
+                       consumed: Mapping[int, Sequence[str]] | None = None) -> list[ir.Node]:
+    """Kahn's algorithm, stable with respect to file order; a cycle is an InvalidModelError.
+    ``consumed`` maps ``id(node)`` to the names it reads when the caller has them."""
     nodes = list(graph)
     producer: dict[str, int] = {}
     for i, n in enumerate(nodes):
@@ -503,7 +513,8 @@ def _topological_order(graph: ir.Graph) -> list[ir.Node]:
     deps: list[set[int]] = []
     users: list[list[int]] = [[] for _ in nodes]
     for i, n in enumerate(nodes):
-        d = {producer[name] for name in _consumed_names(n) if name in producer}
+        names = consumed[id(n)] if consumed is not None else _consumed_names(n)
+        d = {producer[name] for name in names if name in producer}
         deps.append(d)
         for j in d:
             users[j].append(i)
