@@ -117,21 +117,25 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
   const auto* bs = static_cast<const int8_t*>(b);
   const auto* bu = static_cast<const uint8_t*>(b);
   const size_t panel_elems = p.kp * l.panel;
-  // Row by row (B is row-major): where column j of a row goes, and the running column sums.
-  std::vector<size_t> col_base(n);
+  // Panel by panel, then row by row within it (B is row-major): each panel is written in one
+  // sweep. (Row by row across all of B touched every panel for each row, one cache line in
+  // each of N / panel places: 3x slower on a 768 x 3072 weight.) Running column sums.
   std::vector<uint32_t> colsum(n, 0);
-  for (size_t j = 0; j < n; ++j) col_base[j] = (j / l.panel) * panel_elems + (j % l.panel) * l.kgroup;
-  for (size_t kk = 0; kk < k; ++kk) {
-    const size_t row_off = (kk / l.kgroup) * l.panel * l.kgroup + kk % l.kgroup;
-    for (size_t j = 0; j < n; ++j) {
-      const int32_t v = b_signed ? int32_t{bs[kk * ldb + j]} : int32_t{bu[kk * ldb + j]} - 128;
-      colsum[j] += static_cast<uint32_t>(v);
-      const size_t e = col_base[j] + row_off;
-      if (l.b_bytes == 1) {
-        p.data[e] = static_cast<uint8_t>(static_cast<int8_t>(v));
-      } else {
-        const auto v16 = static_cast<int16_t>(v);
-        std::memcpy(p.data.data() + 2 * e, &v16, 2);
+  for (size_t j0 = 0; j0 < n; j0 += l.panel) {
+    const size_t j1 = std::min(n, j0 + l.panel);
+    for (size_t kk = 0; kk < k; ++kk) {
+      const size_t base = (j0 / l.panel) * panel_elems + (kk / l.kgroup) * l.panel * l.kgroup +
+                          kk % l.kgroup;
+      for (size_t j = j0; j < j1; ++j) {
+        const int32_t v = b_signed ? int32_t{bs[kk * ldb + j]} : int32_t{bu[kk * ldb + j]} - 128;
+        colsum[j] += static_cast<uint32_t>(v);
+        const size_t e = base + (j - j0) * l.kgroup;
+        if (l.b_bytes == 1) {
+          p.data[e] = static_cast<uint8_t>(static_cast<int8_t>(v));
+        } else {
+          const auto v16 = static_cast<int16_t>(v);
+          std::memcpy(p.data.data() + 2 * e, &v16, 2);
+        }
       }
     }
   }
