@@ -97,3 +97,27 @@ def test_profile_of_a_non_trace_file_is_a_clear_error(tmp_path, capsys):
     bad.write_text('{"not": "a trace"}')
     assert main(["profile", str(bad)]) == 2
     assert "not a Chrome-trace event list" in capsys.readouterr().err
+
+
+def test_random_ids_stay_within_the_table_they_index():
+    """Random integer inputs that index a Gather (token or segment ids) stay below the size of
+    the gathered axis; other integer inputs keep the default range [0, 8)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxplex._feeds import random_feeds
+
+    emb = np.arange(8, dtype=np.float32).reshape(2, 4)   # a 2-row table (segment embeddings)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["e"]),
+         helper.make_node("Cast", ["other"], ["o"], to=TensorProto.FLOAT)], "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 64]),
+         helper.make_tensor_value_info("other", TensorProto.INT64, [256])],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(emb, "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = onnxplex.InferenceSession(model.SerializeToString())
+    feeds = random_feeds(sess, seed=3, dim=4)
+    assert feeds["ids"].shape == (4, 64) and set(np.unique(feeds["ids"])) == {0, 1}
+    assert feeds["other"].max() > 1 and feeds["other"].max() < 8
+    sess.run(None, feeds)

@@ -24,7 +24,7 @@ def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, np.ndarray]:
         if dt.kind == "f" or dt.name in ("bfloat16",) or "float8" in dt.name:
             arr = rng.standard_normal(shape).astype(dt)
         elif dt.kind in "iu":
-            arr = rng.integers(0, 8, size=shape).astype(dt)
+            arr = rng.integers(0, _index_bound(session, arg.name, 8), size=shape).astype(dt)
         elif dt.kind == "b":
             arr = rng.integers(0, 2, size=shape).astype(bool)
         elif dt == np.dtype(object):
@@ -33,3 +33,26 @@ def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, np.ndarray]:
             arr = np.zeros(shape, dt)
         feeds[arg.name] = arr
     return feeds
+
+
+def _index_bound(session, name: str, default: int) -> int:
+    """An exclusive upper bound for random integers fed to ``name``: ``default``, lowered to
+    the size of the gathered axis when the input indexes a Gather (token ids, segment ids):
+    a random id past an embedding table's rows would only make the run fail."""
+    bound = default
+    model = session.model
+    for i in model.consumer_indices.get(name, ()):
+        node = model.node_views[i]
+        if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or \
+                len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].name != name:
+            continue
+        data = node.inputs[0]
+        shape = data.shape if data is not None else None
+        if not shape:
+            continue
+        axis = int(node.attr("axis", 0))
+        size = shape[axis] if -len(shape) <= axis < len(shape) else None
+        if isinstance(size, int) and size > 0:
+            bound = min(bound, size)
+    return bound
+
