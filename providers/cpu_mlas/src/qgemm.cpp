@@ -93,7 +93,7 @@ QgemmLayout layout_of(QgemmIsa isa) {
     // rows x 64 k, a micro-tile of 32 x 32 (four C tiles).
     case QgemmIsa::kAmx: return {32, 4, 1, 1, 32, 64};
     case QgemmIsa::kAvx512Vnni: return {64, 4, 1, 1, 6, 4};
-    case QgemmIsa::kAvx2: return {16, 2, 2, 2, 4, 2};
+    case QgemmIsa::kAvx2: return {16, 2, 2, 2, 6, 2};
     case QgemmIsa::kScalar: break;
   }
   return {16, 1, 1, 1, 4, 1};
