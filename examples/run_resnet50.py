@@ -1,15 +1,23 @@
-"""The main job: run a real CNN (ResNet-50, shipped inside the onnx package) through onnxplex.
+"""The main job: run a real CNN (ResNet-50) through onnxplex.
+
+With torch installed (``pip install '.[models]'``) the model is ResNet-50 exported by
+``benchmarks/build_models.py`` (torchvision's layout, seeded random weights; built once into
+``$ONNXPLEX_MODEL_CACHE`` or ``~/.cache/onnxplex/models``, ~20 s). Without torch it is the
+"light" ResNet-50 the onnx package ships for its backend tests: the same graph, but its weights
+are placeholders (constant), so its outputs are all equal.
 
 Prints where the nodes ran, the top-5 classes of a seeded random image, the time per run,
 and, when onnxruntime is installed, the largest difference from its output.
 
-    python examples/run_resnet50.py [--providers cpu_mlas] [--repeat 5]
+    python examples/run_resnet50.py [--model resnet50|mobilenetv2|PATH] [--providers cpu_mlas]
+                                    [--repeat 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -23,15 +31,36 @@ def light_model(name: str) -> str:
     return os.path.join(folder, f"light_{name}.onnx")
 
 
+def built_model(name: str) -> str | None:
+    """``name`` exported with torch by benchmarks/build_models.py, or None without torch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, os.pardir, "benchmarks"))
+    try:
+        import build_models
+    finally:
+        sys.path.pop(0)
+    if name not in build_models.BUILDERS:
+        return None
+    cache = os.environ.get("ONNXPLEX_MODEL_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "onnxplex", "models")
+    return str(build_models.build(name, cache))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="resnet50", help="light model name (resnet50, "
-                        "vgg19, densenet121, inception_v1, ...) or a path to an .onnx file")
+    parser.add_argument("--model", default="resnet50", help="a model build_models.py builds "
+                        "(resnet50, mobilenetv2, ...), else onnx's light model of that name "
+                        "(vgg19, densenet121, ...), or a path to an .onnx file")
     parser.add_argument("--providers", default=None, help="comma-separated, priority order")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    path = args.model if os.path.exists(args.model) else light_model(args.model)
+    path = args.model if os.path.exists(args.model) else \
+        built_model(args.model) or light_model(args.model)
     providers = args.providers.split(",") if args.providers else None
     t0 = time.perf_counter()
     sess = onnxplex.InferenceSession(path, providers=providers)
