@@ -323,6 +323,14 @@ class Model:
                                                   if v.name not in inits) + self.outer_names
         self._value_infos: dict[str, ValueInfo] = {}
         self._node_views: list[NodeView] | None = None
+        self._op_types: frozenset[str] | None = None
+
+    @property
+    def op_types(self) -> frozenset[str]:
+        """The op types of every node, subgraph bodies included (as of the last reindex)."""
+        if self._op_types is None:
+            self._op_types = frozenset(n.op_type for n in self.graph.all_nodes())
+        return self._op_types
 
     @property
     def node_views(self) -> list[NodeView]:

@@ -88,7 +88,7 @@ def register_pass(name: str, level: int, requires: Iterable[str] = (),
 def _needless(p: Pass, model: Model) -> bool:
     """Whether ``p`` cannot change ``model``: none of the op types it requires is in it, or
     its ``applies`` test says no."""
-    if p.requires and not any(n.op_type in p.requires for n in model.graph.all_nodes()):
+    if p.requires and p.requires.isdisjoint(model.op_types):
         return True
     return p.applies is not None and not p.applies(model)
 
