@@ -43,16 +43,12 @@ def _index_bound(session, name: str, default: int) -> int:
     model = session.model
     for i in model.consumer_indices.get(name, ()):
         node = model.node_views[i]
+        indices, data = node.input(1), node.input(0)
         if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or \
-                len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].name != name:
-            continue
-        data = node.inputs[0]
-        shape = data.shape if data is not None else None
-        if not shape:
+                indices is None or indices.name != name or data is None or not data.shape:
             continue
         axis = int(node.attr("axis", 0))
-        size = shape[axis] if -len(shape) <= axis < len(shape) else None
+        size = data.shape[axis] if -len(data.shape) <= axis < len(data.shape) else None
         if isinstance(size, int) and size > 0:
             bound = min(bound, size)
     return bound
-

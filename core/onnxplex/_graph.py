@@ -474,16 +474,10 @@ def _consumed_names(node: ir.Node) -> Iterator[str]:
     yield from _captured_names(node)
 
 
-_GRAPH_ATTRS = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-
-
 def _captured_names(node: ir.Node) -> list[str]:
     """Outer-scope values read inside the subgraphs of ``node`` (If/Loop/Scan bodies)."""
     names: list[str] = []
-    attrs = node.attributes
-    if not attrs or not any(a.type in _GRAPH_ATTRS for a in attrs.values()):
-        return names
-    for attr in attrs.values():
+    for attr in node.attributes.values():
         graphs: Sequence[ir.Graph] = ()
         if attr.type == ir.AttributeType.GRAPH:
             graphs = (attr.value,)

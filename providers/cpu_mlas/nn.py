@@ -201,11 +201,10 @@ class ConvStatic:
         return geo
 
 
-def _conv(x: np.ndarray, cw: _ConvWeights, node: NodeView | ConvStatic,
-          bias: np.ndarray | None, z: np.ndarray | None = None,
+def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray | None,
+          z: np.ndarray | None = None,
           act: Callable[[np.ndarray], object] | None = None) -> np.ndarray:
     """``act(conv(x) + bias + z)``; ``act`` works in place on the (float32) views it gets."""
-    static = node if isinstance(node, ConvStatic) else ConvStatic(node)
     out_dtype = x.dtype
     x = to_compute(x)
     n, c = x.shape[:2]

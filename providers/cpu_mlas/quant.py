@@ -511,14 +511,14 @@ def _int_conv(node: NodeView, xf: np.ndarray, wf: np.ndarray, group: int,
               bias: np.ndarray | None = None) -> np.ndarray:
     """Exact integer convolution of centered float inputs (float32 when every partial sum
     fits its mantissa, else float64), as int32."""
-    from .nn import _conv, _ConvWeights
+    from .nn import ConvStatic, _conv, _ConvWeights
 
     k = wf[0].size if wf.shape[0] else 0
     xmax = float(np.abs(xf).max()) if xf.size else 0.0
     wmax = float(np.abs(wf).max()) if wf.size else 0.0
     if k * xmax * wmax >= _EXACT_F32:
         xf, wf = xf.astype(np.float64), wf.astype(np.float64)
-    y = _conv(xf, _ConvWeights(wf, group), node, None)
+    y = _conv(xf, _ConvWeights(wf, group), ConvStatic(node), None)
     acc = np.rint(y).astype(np.int32)  # exact integers already; rint guards -0.0
     if bias is not None:
         acc += np.asarray(bias).astype(np.int32).reshape((1, -1) + (1,) * (acc.ndim - 2))

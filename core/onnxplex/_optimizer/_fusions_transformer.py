@@ -491,6 +491,12 @@ def _fold_constant_nodes(graph: ir.Graph) -> None:
     for node in list(graph):
         if node.domain not in ("", "ai.onnx") or node.op_type not in ("Constant", "Concat"):
             continue
+        out = node.outputs[0]
+        name = out.name
+        base, k = name, 0
+        while name in initializers and initializers[name] is not out:
+            k += 1
+            name = f"{base}_{k}"
         if node.op_type == "Constant":
             if "value" not in node.attributes:
                 arr = None
@@ -504,45 +510,43 @@ def _fold_constant_nodes(graph: ir.Graph) -> None:
                     continue
             else:
                 arr = node.attributes["value"].value.numpy()
+            tensor = ir.tensor(arr, name=name)
         else:
-            parts = [_const(v) for v in node.inputs]
-            if any(p is None for p in parts) or any(
-                    v is not None and v.name in graph.inputs for v in node.inputs):
+            if any(v is not None and v.name in graph.inputs for v in node.inputs):
                 continue
             axis = node.attributes.get_int("axis", 0)
-            arr = np.concatenate(parts, axis=axis)
-            sources = [v.const_value for v in node.inputs]
-            if any(isinstance(t, ir.LazyTensor) for t in sources):
-                # weights still in the model file: concatenated when read, held by no one
-                del parts
-                arr = _LazyConcat(sources, axis, arr.dtype, arr.shape)
-        out = node.outputs[0]
-        name = out.name
-        base, k = name, 0
-        while name in initializers and initializers[name] is not out:
-            k += 1
-            name = f"{base}_{k}"
-        value = ir.Value(name=name, shape=ir.Shape(arr.shape),
-                         type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)),
-                         const_value=arr.tensor(name) if isinstance(arr, _LazyConcat)
-                         else ir.tensor(arr, name=name))
+            tensor = _lazy_concat([None if v is None else v.const_value for v in node.inputs],
+                                  axis, name)
+            if tensor is None:
+                parts = [_const(v) for v in node.inputs]
+                if any(p is None for p in parts):
+                    continue
+                tensor = ir.tensor(np.concatenate(parts, axis=axis), name=name)
+        value = ir.Value(name=name, shape=ir.Shape(tensor.shape),
+                         type=ir.TensorType(tensor.dtype), const_value=tensor)
         out.replace_all_uses_with(value, replace_graph_outputs=True)
         graph.remove(node, safe=True)
         graph.register_initializer(value)
 
 
-class _LazyConcat:
-    """The concatenation of constants some of which are read from the model file on demand
-    (see ``onnxplex._graph.LazyConst``): an ``ir.LazyTensor`` that concatenates when read."""
-
-    def __init__(self, sources: list, axis: int, dtype: np.dtype, shape: tuple[int, ...]):
-        self.sources, self.axis, self.dtype, self.shape = sources, axis, dtype, shape
-
-    def tensor(self, name: str) -> ir.LazyTensor:
-        sources, axis = self.sources, self.axis
-        return ir.LazyTensor(
-            lambda: ir.tensor(np.concatenate([t.numpy() for t in sources], axis=axis)),
-            ir.DataType.from_numpy(self.dtype), ir.Shape(self.shape), name=name)
+def _lazy_concat(sources: list, axis: int, name: str) -> ir.LazyTensor | None:
+    """The concatenation of constants some of which are still in the model file (see
+    ``onnxplex._graph.LazyConst``), as a tensor that concatenates when read and is held by no
+    one; None when none of them is lazy or they do not concatenate (read them then)."""
+    if not any(isinstance(t, ir.LazyTensor) for t in sources) or any(
+            t is None or t.dtype != sources[0].dtype for t in sources):
+        return None
+    shapes = [tuple(t.shape.numpy()) for t in sources]
+    rank = len(shapes[0])
+    if rank == 0 or not -rank <= axis < rank or any(len(s) != rank for s in shapes):
+        return None
+    ax = axis % rank
+    if any(s[:ax] + s[ax + 1:] != shapes[0][:ax] + shapes[0][ax + 1:] for s in shapes):
+        return None
+    shape = (*shapes[0][:ax], sum(s[ax] for s in shapes), *shapes[0][ax + 1:])
+    return ir.LazyTensor(
+        lambda: ir.tensor(np.concatenate([t.numpy() for t in sources], axis=axis)),
+        sources[0].dtype, ir.Shape(shape), name=name)
 
 
 def _producer(v: ir.Value | None, op_type: str) -> ir.Node | None:

@@ -1,6 +1,6 @@
 // The im2col packing of Conv2dSource, included by one translation unit per ISA (each compiled
-// with its own -m flags): sgemm.cpp (portable), sgemm_avx2.cpp and sgemm_avx512.cpp. Internal linkage, so each
-// keeps its own copy (see dwconv_impl.h).
+// with its own -m flags): sgemm.cpp (portable), sgemm_avx2.cpp and sgemm_avx512.cpp. Internal
+// linkage, so each keeps its own copy (see dwconv_impl.h).
 #pragma once
 
 #if defined(__AVX512F__) || defined(__AVX2__)

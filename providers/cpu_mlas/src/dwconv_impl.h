@@ -63,12 +63,13 @@ inline void dwconv_f32_rows(const float* x, const float* w, const float* bias, f
   }
 }
 
-// `NV` vectors of `V`'s lanes (a register, or half of one) from tap sources `src` (offset `at`), tap by
-// tap: NV independent sums in registers (one vector at a time chains all T multiply-adds:
-// latency-bound, ~4 MACs per cycle). GCC vector types: each ISA's translation unit lowers them
-// to its registers. Adds in the same order as the scalar loop of dw_rows_fixed. The width is
-// the translation unit's register width: a wider GCC vector is lowered piecewise, and its
-// broadcasts go through the stack (16 scalar stores per tap: 7x slower on AVX2).
+// `NV` vectors of `V`'s lanes (a register, or half of one) from tap sources `src` (offset
+// `at`), tap by tap: NV independent sums in registers (one vector at a time chains all T
+// multiply-adds: latency-bound, ~4 MACs per cycle). GCC vector types: each ISA's translation
+// unit lowers them to its registers. Adds in the same order as the scalar loop of
+// dw_rows_fixed. The width is the translation unit's register width: a wider GCC vector is
+// lowered piecewise, and its broadcasts go through the stack (16 scalar stores per tap: 7x
+// slower on AVX2).
 #if defined(__AVX512F__)
 #define ONNXPLEX_DW_VEC_BYTES 64
 #elif defined(__AVX__)
@@ -108,40 +109,39 @@ inline void dw_block(const float* const* src, const float* wt, float bias, size_
 // run in blocks of 4 vectors, then 2, 1 and a half; a row ends with one block overlapping the
 // previous when it is at least as wide (outputs are recomputed, not accumulated, so that is
 // exact): only rows narrower than half a vector are left to the scalar loop.
+// Blocks of NV vectors of V along one output row from `ow`; with `finish`, a row at least a
+// block wide that is left with a partial block ends with one overlapping the previous, and the
+// row is done (true).
+template <size_t T, size_t NV, typename V>
+inline bool dw_blocks(const float* const* src, const float* wt, float bias, size_t base,
+                      float* out, size_t& ow, size_t wo, bool finish, float lo, float hi) {
+  constexpr size_t width = NV * sizeof(V) / sizeof(float);
+  for (; ow + width <= wo; ow += width) {
+    dw_block<T, NV, V>(src, wt, bias, base + ow, out + ow, lo, hi);
+  }
+  if (!finish || ow == wo || wo < width) return ow == wo;
+  dw_block<T, NV, V>(src, wt, bias, base + wo - width, out + wo - width, lo, hi);
+  ow = wo;
+  return true;
+}
+
+// Output rows from per-tap source pointers into phase planes (rows wp apart): T taps. Rows
+// run in blocks of 4 vectors, then 2, 1 and a half; a row ends with one block overlapping the
+// previous when it is at least as wide (outputs are recomputed, not accumulated, so that is
+// exact): only rows narrower than half a vector are left to the scalar loop.
 template <size_t T>
 void dw_rows_fixed(const float* const* src, const float* w, float bias, float* y, size_t ho,
                    size_t wo, size_t wp, float lo, float hi) {
   float wt[T];
   for (size_t t = 0; t < T; ++t) wt[t] = w[t];
-  constexpr size_t k4 = 4 * kDwLanes, k2 = 2 * kDwLanes, k1 = kDwLanes, k8 = kDwLanes / 2;
   for (size_t oh = 0; oh < ho; ++oh) {
     const size_t base = oh * wp;
     float* out = y + oh * wo;
     size_t ow = 0;
-    for (; ow + k4 <= wo; ow += k4) {
-      dw_block<T, 4, DwVec>(src, wt, bias, base + ow, out + ow, lo, hi);
-    }
-    if (ow < wo && wo >= k4) {
-      dw_block<T, 4, DwVec>(src, wt, bias, base + wo - k4, out + wo - k4, lo, hi);
-      continue;
-    }
-    for (; ow + k2 <= wo; ow += k2) {
-      dw_block<T, 2, DwVec>(src, wt, bias, base + ow, out + ow, lo, hi);
-    }
-    for (; ow + k1 <= wo; ow += k1) {
-      dw_block<T, 1, DwVec>(src, wt, bias, base + ow, out + ow, lo, hi);
-    }
-    if (ow < wo && wo >= k1) {
-      dw_block<T, 1, DwVec>(src, wt, bias, base + wo - k1, out + wo - k1, lo, hi);
-      continue;
-    }
-    for (; ow + k8 <= wo; ow += k8) {
-      dw_block<T, 1, DwHalf>(src, wt, bias, base + ow, out + ow, lo, hi);
-    }
-    if (ow < wo && wo >= k8) {
-      dw_block<T, 1, DwHalf>(src, wt, bias, base + wo - k8, out + wo - k8, lo, hi);
-      continue;
-    }
+    if (dw_blocks<T, 4, DwVec>(src, wt, bias, base, out, ow, wo, true, lo, hi)) continue;
+    dw_blocks<T, 2, DwVec>(src, wt, bias, base, out, ow, wo, false, lo, hi);
+    if (dw_blocks<T, 1, DwVec>(src, wt, bias, base, out, ow, wo, true, lo, hi)) continue;
+    if (dw_blocks<T, 1, DwHalf>(src, wt, bias, base, out, ow, wo, true, lo, hi)) continue;
     for (; ow < wo; ++ow) {
       float a = bias;
 #pragma GCC unroll 25

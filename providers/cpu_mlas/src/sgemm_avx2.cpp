@@ -95,25 +95,22 @@ void block(const SgemmTile& t, size_t r0, size_t c0, size_t cols) {
   }
 }
 
-// A run of rows through blocks of R rows (6 for two vectors per row, 12 for one).
+// Rows [r0, r0 + rows) as one block of exactly `rows` (1..R) rows: only the row counts a run
+// can end with are instantiated.
+template <int R, int NV, bool DirectA, bool DirectB>
+void block_of(const SgemmTile& t, size_t r0, size_t rows, size_t c0, size_t cols) {
+  if constexpr (R > 1) {
+    if (rows < R) return block_of<R - 1, NV, DirectA, DirectB>(t, r0, rows, c0, cols);
+  }
+  block<R, NV, DirectA, DirectB>(t, r0, c0, cols);
+}
+
+// A run of rows through blocks of up to 6 rows for two vectors per row, 12 for one.
 template <int NV, bool DirectA, bool DirectB>
 void run_rows(const SgemmTile& t, size_t c0, size_t cols) {
-  constexpr size_t kRows = NV == 2 ? 6 : 12;
+  constexpr int kRows = NV == 2 ? 6 : 12;
   for (size_t r0 = 0; r0 < t.rows; r0 += kRows) {
-    switch (std::min(kRows, t.rows - r0)) {
-      case 12: block<12, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 11: block<11, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 10: block<10, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 9: block<9, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 8: block<8, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 7: block<7, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 6: block<6, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 5: block<5, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 4: block<4, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 3: block<3, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      case 2: block<2, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-      default: block<1, NV, DirectA, DirectB>(t, r0, c0, cols); break;
-    }
+    block_of<kRows, NV, DirectA, DirectB>(t, r0, std::min<size_t>(kRows, t.rows - r0), c0, cols);
   }
 }
 
