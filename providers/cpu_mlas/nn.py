@@ -122,6 +122,19 @@ class _ConvWeights:
             return None
         return pack_weight(self.mat[0], left=True)
 
+    @functools.cached_property
+    def gemm_weight_t(self) -> PackedWeight | None:
+        """Group 1, float32: ``W^T [C * K, M]`` packed as the GEMM's right operand, for the
+        transposed orientation (``out^T = col^T @ W^T``; :func:`_transposed_conv`)."""
+        if self.group != 1 or self._w.dtype != np.float32:
+            return None
+        return pack_weight(self.mat[0].T)
+
+    def gemm_operand(self, positions: int) -> PackedWeight | None:
+        """The packed weight for a group-1 conv with ``positions`` output positions per image:
+        one orientation only is ever packed for a model of fixed shapes."""
+        return self.gemm_weight_t if _transposed_conv(self.m, positions) else self.gemm_weight
+
     @property
     def depthwise(self) -> bool:
         return self.group == self.m and self.cg == 1
@@ -143,6 +156,27 @@ class _ConvWeights:
                 mats[:, :, src[ok], cols[ok]] = taps[:, :, tw].T[:, :, None]
             self._banded[key] = mats
         return mats
+
+
+# The native GEMM's column panels are 32 floats wide (sgemm.h's kSgemmNr); row panels that
+# end part full cost far less (the kernels have variants for 1-11 rows).
+_GEMM_PANEL_COLS = 32
+# Above this many output positions the panels are nearly full either way, and the transposed
+# orientation's col^T copy (positions x C*K floats) is not worth making.
+_TRANSPOSED_MAX_POSITIONS = 1024
+
+
+def _transposed_conv(m: int, positions: int) -> bool:
+    """Whether a group-1 conv with ``m`` output channels and ``positions`` output positions
+    runs as ``out^T = col^T @ W^T`` (Cout along the GEMM's column panels) rather than
+    ``W @ col`` (positions along them): when Cout fills the panels better by 5% or more, as
+    on the 7 x 7 and 14 x 14 planes of a CNN's last stages (49 positions fill 49 of 64
+    columns; 512 channels fill all)."""
+    if positions > _TRANSPOSED_MAX_POSITIONS or m == 0 or positions == 0:
+        return False
+    def fill(n: int) -> float:
+        return n / (-(-n // _GEMM_PANEL_COLS) * _GEMM_PANEL_COLS)
+    return fill(m) >= 1.05 * fill(positions)
 
 
 class _Epilogue:
@@ -220,7 +254,7 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
     ep = _Epilogue(bias, z3, act, clamp)
     pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
     if (g == 1 and len(kshape) == 2 and x.dtype == np.float32
-            and (gw := cw.gemm_weight) is not None):
+            and (gw := cw.gemm_operand(length)) is not None):
         y = _conv_native(np.ascontiguousarray(x), gw, kshape, strides, dil, pb, out_sp, bias,
                          z3, act, clamp)
     elif pointwise and not any(pb) and not any(pe):
@@ -358,7 +392,7 @@ def _conv_native(x: np.ndarray, gw: PackedWeight, kshape: Sequence[int],
     inside: ``W [M, C * K]`` (packed) times the im2col panels it packs from ``x`` as it goes.
     Z is copied into the output first and accumulated onto; the bias and a clamp activation
     run in the GEMM's epilogue, any other activation after it."""
-    n, m = x.shape[0], gw.shape[0]
+    n, m = x.shape[0], (gw.shape[0] if gw.left else gw.shape[1])
     y = np.empty((n, m, *out_sp), dtype=np.float32)
     if z3 is not None:
         np.copyto(y.reshape(z3.shape), z3)

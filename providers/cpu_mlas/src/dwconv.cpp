@@ -34,4 +34,19 @@ void maxpool_f32(const float* x, float* y, size_t channels, const DwConvGeometry
   maxpool_f32_portable(x, y, channels, g);
 }
 
+void transpose_f32_portable(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
+                            size_t ldd, bool accumulate, float lo, float hi) {
+  detail::transpose_f32_any(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);
+}
+
+void transpose_f32(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
+                   size_t ldd, bool accumulate, float lo, float hi) {
+#if ONNXPLEX_MLAS_HAVE_X86
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512_vnni) return transpose_f32_avx512(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);
+  if (f.avx2) return transpose_f32_avx2(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);
+#endif
+  transpose_f32_portable(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);
+}
+
 }  // namespace onnxplex::mlas

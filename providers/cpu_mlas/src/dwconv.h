@@ -37,4 +37,17 @@ void maxpool_f32_portable(const float* x, float* y, size_t channels, const DwCon
 void maxpool_f32_avx2(const float* x, float* y, size_t channels, const DwConvGeometry& g);
 void maxpool_f32_avx512(const float* x, float* y, size_t channels, const DwConvGeometry& g);
 
+// dst[j * ldd + i] = clamp(src[i * lds + j], lo, hi) for i < rows, j < cols (with
+// `accumulate`, src's value is added to dst's first): a transpose in register tiles, for
+// layouts that meet at a GEMM (a conv computed as out^T = col^T W^T). Dispatches like
+// dwconv_f32.
+void transpose_f32(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
+                   size_t ldd, bool accumulate, float lo, float hi);
+void transpose_f32_portable(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
+                            size_t ldd, bool accumulate, float lo, float hi);
+void transpose_f32_avx2(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
+                        size_t ldd, bool accumulate, float lo, float hi);
+void transpose_f32_avx512(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
+                          size_t ldd, bool accumulate, float lo, float hi);
+
 }  // namespace onnxplex::mlas

@@ -12,4 +12,9 @@ void maxpool_f32_avx2(const float* x, float* y, size_t channels, const DwConvGeo
   detail::maxpool_f32_flat(x, y, channels, g);
 }
 
+void transpose_f32_avx2(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
+                        size_t ldd, bool accumulate, float lo, float hi) {
+  detail::transpose_f32_any(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);
+}
+
 }  // namespace onnxplex::mlas

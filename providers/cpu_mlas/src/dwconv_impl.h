@@ -329,10 +329,260 @@ inline void maxpool_f32_flat(const float* x, float* y, size_t channels, const Dw
   }
 }
 
+// ---- Channel blocks ----------------------------------------------------------------------
+// kDwLanes channels at a time, channels-last: the block's input rows are transposed into a
+// zero-padded buffer [rows][wb][kDwLanes], so every output position is one vector of the
+// block's channels and every tap one vector multiply-add, whatever the plane size, stride or
+// dilation (a channel-at-a-time loop pays per-channel set-up and leaves lanes idle on small
+// planes: 7 x 7 outputs fill 3 of 16 lanes per row). The outputs go through a vector buffer
+// and are transposed back into the channel planes. Output rows run in bands that keep the
+// input buffer in L1/L2.
+
+// dst[j][i] = src[i][j] for i, j < kDwLanes: src[i] and dst[j] point at kDwLanes floats each.
+inline void transpose_lanes(const float* const* src, float* const* dst) {
+#if defined(__AVX512F__)
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src[i]);
+  for (int i = 0; i < 16; i += 2) {  // 2 x 2 blocks of single floats
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // of float pairs
+    for (int j = 0; j < 2; ++j) {
+      const __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+      r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  }
+  for (int i = 0; i < 16; i += 8) {  // of 128-bit lanes, then of 256-bit halves
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    _mm512_storeu_ps(dst[j], _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
+    _mm512_storeu_ps(dst[j + 8], _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
+  }
+#elif defined(__AVX__)
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src[i]);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst[j], _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+    _mm256_storeu_ps(dst[j + 4], _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+  }
+#else
+  float tmp[kDwLanes][kDwLanes];
+  for (size_t i = 0; i < kDwLanes; ++i) {
+    for (size_t j = 0; j < kDwLanes; ++j) tmp[j][i] = src[i][j];
+  }
+  for (size_t j = 0; j < kDwLanes; ++j) std::copy(tmp[j], tmp[j] + kDwLanes, dst[j]);
+#endif
+}
+
+// One output row of a channel block: out[ow] (vectors) = clamp(bias + sum over taps of
+// wv[t] * in[ow * sw + toff[t]]), where `in` is the row's first input vector in the buffer
+// and toff the taps' offsets in vectors. T > 0: that many taps, unrolled (weights stay in
+// registers); T == 0: `taps` of them. Four outputs at a time share each weight load.
+template <size_t T>
+inline void cl_row(const DwVec* in, const std::ptrdiff_t* toff, size_t taps, const DwVec* wv,
+                   DwVec bias, DwVec lo, DwVec hi, size_t wo, size_t sw, DwVec* out) {
+  const size_t n = T > 0 ? T : taps;
+  auto finish = [&](DwVec a) {
+    const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
+    return hi < m ? hi : m;
+  };
+  size_t ow = 0;
+  for (; ow + 4 <= wo; ow += 4) {
+    const DwVec* p = in + ow * sw;
+    DwVec a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+#pragma GCC unroll 25
+    for (size_t t = 0; t < n; ++t) {
+      const DwVec wt = wv[t];
+      const DwVec* q = p + toff[t];
+      a0 += wt * q[0];
+      a1 += wt * q[sw];
+      a2 += wt * q[2 * sw];
+      a3 += wt * q[3 * sw];
+    }
+    out[ow] = finish(a0);
+    out[ow + 1] = finish(a1);
+    out[ow + 2] = finish(a2);
+    out[ow + 3] = finish(a3);
+  }
+  for (; ow < wo; ++ow) {
+    const DwVec* p = in + ow * sw;
+    DwVec a = bias;
+#pragma GCC unroll 25
+    for (size_t t = 0; t < n; ++t) a += wv[t] * p[toff[t]];
+    out[ow] = finish(a);
+  }
+}
+
+// Channels [0, blocks * kDwLanes) of dwconv_f32's contract, a block of kDwLanes at a time.
+inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias, float* y,
+                               size_t blocks, const DwConvGeometry& g, float lo_s,
+                               float hi_s) {
+  constexpr size_t L = kDwLanes;
+  if (g.ho == 0 || g.wo == 0) return;
+  const size_t plane = g.h * g.w, oplane = g.ho * g.wo, taps = g.kh * g.kw;
+  // Buffer columns: input column iw sits at iw + pl; the last tap of the last output reads
+  // column (wo - 1) * sw + (kw - 1) * dw.
+  const size_t wb = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  const size_t cols = std::min(g.w, wb > g.pl ? wb - g.pl : 0);  // input columns kept
+  // Bands of output rows: their input rows within ~96 KiB (at least one output row).
+  const size_t row_bytes = wb * L * sizeof(float);
+  const size_t span = (g.kh - 1) * g.dh + 1;
+  const size_t fit = std::max<size_t>(1, (size_t{96} << 10) / row_bytes);
+  const size_t band = std::min(g.ho, fit > span ? (fit - span) / g.sh + 1 : 1);
+  const size_t rows_max = (band - 1) * g.sh + span;
+  // (float storage: a std::vector of DwVec would drop its alignment and aliasing attributes)
+  std::vector<float> buf_f((rows_max * wb + 1) * L, 0.0f), obuf_f((band * g.wo + 1) * L),
+      wv_f(taps * L);
+  DwVec* const bufp = reinterpret_cast<DwVec*>(buf_f.data());
+  DwVec* const obuf = reinterpret_cast<DwVec*>(obuf_f.data());
+  DwVec* const wv = reinterpret_cast<DwVec*>(wv_f.data());
+  DwVec* const trash = bufp + rows_max * wb;  // where columns past the buffer go
+  std::vector<std::ptrdiff_t> toff(taps);
+  for (size_t t = 0; t < taps; ++t) {
+    toff[t] = static_cast<std::ptrdiff_t>((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw);
+  }
+  const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
+  const float* src[L];
+  float* dst[L];
+  for (size_t cb = 0; cb < blocks; ++cb) {
+    const size_t c0 = cb * L;
+    const float* xb = x + c0 * plane;
+    float* yb = y + c0 * oplane;
+    for (size_t t = 0; t < taps; ++t) {
+      for (size_t i = 0; i < L; ++i) wv[t][i] = w[(c0 + i) * taps + t];
+    }
+    DwVec bv{};
+    if (bias != nullptr) {
+      for (size_t i = 0; i < L; ++i) bv[i] = bias[c0 + i];
+    }
+    for (size_t oh0 = 0; oh0 < g.ho; oh0 += band) {
+      const size_t rows_out = std::min(band, g.ho - oh0);
+      const size_t rows_in = (rows_out - 1) * g.sh + span;
+      const auto ih0 = static_cast<std::ptrdiff_t>(oh0 * g.sh) -
+                       static_cast<std::ptrdiff_t>(g.pt);
+      // Buffer rows outside the input: zeros. The pad columns are zero from the start: the
+      // fills below write only columns [pl, pl + cols).
+      const std::ptrdiff_t r_lo = std::clamp<std::ptrdiff_t>(-ih0, 0, rows_in);
+      const std::ptrdiff_t r_hi = std::clamp<std::ptrdiff_t>(
+          static_cast<std::ptrdiff_t>(g.h) - ih0, r_lo, rows_in);
+      std::fill(bufp, bufp + r_lo * wb, DwVec{});
+      std::fill(bufp + r_hi * wb, bufp + rows_in * wb, DwVec{});
+      // The input rows [ih0 + r_lo, ih0 + r_hi) as flat positions, kDwLanes at a time; (r, iw)
+      // tracks the buffer row and input column of the next position.
+      const size_t n_in = static_cast<size_t>(r_hi - r_lo) * g.w;
+      const float* xp = xb + static_cast<size_t>(ih0 + r_lo) * g.w;
+      size_t r = static_cast<size_t>(r_lo), iw = 0;
+      auto next_slot = [&]() -> DwVec* {
+        DwVec* d = iw < cols ? bufp + r * wb + g.pl + iw : trash;
+        if (++iw == g.w) iw = 0, ++r;
+        return d;
+      };
+      size_t p = 0;
+      for (; p + L <= n_in; p += L) {
+        for (size_t i = 0; i < L; ++i) {
+          src[i] = xp + i * plane + p;
+          dst[i] = reinterpret_cast<float*>(next_slot());
+        }
+        transpose_lanes(src, dst);
+      }
+      for (; p < n_in; ++p) {
+        DwVec* d = next_slot();
+        for (size_t i = 0; i < L; ++i) (*d)[i] = xp[i * plane + p];
+      }
+      // Output rows of the band into obuf, then back into the channel planes.
+      for (size_t ro = 0; ro < rows_out; ++ro) {
+        const DwVec* in = bufp + ro * g.sh * wb;
+        DwVec* out = obuf + ro * g.wo;
+        switch (taps) {
+          case 9: cl_row<9>(in, toff.data(), taps, wv, bv, lo, hi, g.wo, g.sw, out); break;
+          case 25: cl_row<25>(in, toff.data(), taps, wv, bv, lo, hi, g.wo, g.sw, out); break;
+          default: cl_row<0>(in, toff.data(), taps, wv, bv, lo, hi, g.wo, g.sw, out);
+        }
+      }
+      const size_t q0 = oh0 * g.wo, n = rows_out * g.wo;
+      size_t q = 0;
+      for (; q + L <= n; q += L) {
+        for (size_t i = 0; i < L; ++i) {
+          src[i] = reinterpret_cast<const float*>(obuf + q + i);
+          dst[i] = yb + i * oplane + q0 + q;
+        }
+        transpose_lanes(src, dst);
+      }
+      for (; q < n; ++q) {
+        for (size_t i = 0; i < L; ++i) yb[i * oplane + q0 + q] = obuf[q][i];
+      }
+    }
+  }
+}
+
+// dst[j * ldd + i] = clamp(src[i * lds + j] (+ dst's value with `accumulate`), lo, hi) for
+// i < rows, j < cols: kDwLanes x kDwLanes tiles through registers, the edges one at a time.
+inline void transpose_f32_any(const float* src, size_t rows, size_t cols, size_t lds,
+                              float* dst, size_t ldd, bool accumulate, float lo_s, float hi_s) {
+  constexpr size_t L = kDwLanes;
+  const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
+  alignas(64) float tile[L][L];
+  const float* s[L];
+  float* t[L];
+  for (size_t j = 0; j < L; ++j) t[j] = tile[j];
+  auto one = [&](float v, float* d) {
+    if (accumulate) v += *d;
+    *d = std::min(std::max(v, lo_s), hi_s);  // NaN stays NaN
+  };
+  size_t i0 = 0;
+  for (; i0 + L <= rows; i0 += L) {
+    size_t j0 = 0;
+    for (; j0 + L <= cols; j0 += L) {
+      for (size_t i = 0; i < L; ++i) s[i] = src + (i0 + i) * lds + j0;
+      transpose_lanes(s, t);
+      for (size_t j = 0; j < L; ++j) {
+        DwVec v = *reinterpret_cast<const DwVec*>(tile[j]);
+        DwVec* d = reinterpret_cast<DwVec*>(dst + (j0 + j) * ldd + i0);
+        if (accumulate) v += *d;
+        const DwVec m = v < lo ? lo : v;
+        *d = hi < m ? hi : m;
+      }
+    }
+    for (; j0 < cols; ++j0) {
+      for (size_t i = 0; i < L; ++i) one(src[(i0 + i) * lds + j0], dst + j0 * ldd + i0 + i);
+    }
+  }
+  for (; i0 < rows; ++i0) {
+    for (size_t j = 0; j < cols; ++j) one(src[i0 * lds + j], dst + j * ldd + i0);
+  }
+}
+
 // The variant for the geometry: phase planes, unless the input planes are so large that the
 // row loops (no copy of the input) keep more in cache.
 inline void dwconv_f32_any(const float* x, const float* w, const float* bias, float* y,
                            size_t channels, const DwConvGeometry& g, float lo, float hi) {
+  const size_t blocks = channels / kDwLanes;
+  if (blocks > 0) {
+    dwconv_f32_blocked(x, w, bias, y, blocks, g, lo, hi);
+    const size_t done = blocks * kDwLanes;
+    if (done == channels) return;
+    x += done * g.h * g.w;
+    w += done * g.kh * g.kw;
+    if (bias != nullptr) bias += done;
+    y += done * g.ho * g.wo;
+    channels -= done;
+  }
   if (g.ho * (g.wo + g.kw) <= (size_t{1} << 16)) {
     dwconv_f32_flat(x, w, bias, y, channels, g, lo, hi);
   } else {

@@ -180,7 +180,9 @@ void register_sgemm(py::module_& m) {
     check_nchw(x, "x");
     check_nchw(out, "out");
     if (!out.writeable()) throw py::value_error("out must be writeable");
-    if (!w.is_a) throw py::value_error("w must be packed as the left (A) operand");
+    // w packed as A [Cout, C*kh*kw] (the direct orientation) or as B [C*kh*kw, Cout] (W^T: the
+    // transposed one, conv2d_f32_transposed).
+    const bool transposed = !w.is_a;
     Conv2dGeometry g;
     g.c = static_cast<size_t>(x.shape(1));
     g.h = static_cast<size_t>(x.shape(2));
@@ -195,12 +197,13 @@ void register_sgemm(py::module_& m) {
     g.pl = pads[1];
     g.oh = static_cast<size_t>(out.shape(2));
     g.ow = static_cast<size_t>(out.shape(3));
-    const size_t batch = static_cast<size_t>(x.shape(0)), cout = w.rows;
+    const size_t batch = static_cast<size_t>(x.shape(0)), cout = transposed ? w.cols : w.rows;
     if (g.kh == 0 || g.kw == 0 || g.sh == 0 || g.sw == 0 || g.dh == 0 || g.dw == 0) {
       throw py::value_error("kernel, strides and dilations must be positive");
     }
-    if (w.cols != g.c * g.kh * g.kw) {
-      throw py::value_error("w has " + std::to_string(w.cols) + " columns, x needs C*kh*kw = " +
+    const size_t wk = transposed ? w.rows : w.cols;
+    if (wk != g.c * g.kh * g.kw) {
+      throw py::value_error("w has K = " + std::to_string(wk) + ", x needs C*kh*kw = " +
                             std::to_string(g.c * g.kh * g.kw));
     }
     if (static_cast<size_t>(out.shape(0)) != batch || static_cast<size_t>(out.shape(1)) != cout) {
@@ -226,7 +229,9 @@ void register_sgemm(py::module_& m) {
       for (size_t i = 0; i < batch; ++i) {
         const float* xi = xp + i * image;
         float* yi = yp + i * cout * l;
-        if (pointwise) {
+        if (transposed) {
+          conv2d_f32_transposed(xi, g, w, yi, ep, threads, v);
+        } else if (pointwise) {
           const MatrixView xm{xi, static_cast<std::ptrdiff_t>(l), 1};
           sgemm(MatrixView{}, &w, xm, nullptr, cout, l, w.cols, yi, l, ep, threads, v);
         } else {
@@ -242,7 +247,8 @@ void register_sgemm(py::module_& m) {
      py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("accumulate") = false,
      py::arg("threads") = 0, py::arg("isa") = "",
      "2-D convolution (group 1) of x [N, C, H, W] with w packed as A [Cout, C*kh*kw] into out "
-     "[N, Cout, OH, OW]: the GEMM reads im2col panels straight from x (taps in the padding "
+     "[N, Cout, OH, OW] (or w^T packed as B [C*kh*kw, Cout]: out^T = col^T @ w^T, then "
+     "transposed, for small output planes): the GEMM reads im2col panels straight from x (taps in the padding "
      "read as 0); pads are the leading (top, left) ones; bias per output channel, clamp, "
      "accumulate as sgemm.");
 }

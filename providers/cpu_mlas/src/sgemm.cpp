@@ -11,6 +11,7 @@
 
 #include "cpu_features.h"
 #include "conv_pack_impl.h"
+#include "dwconv.h"
 #include "parallel.h"
 
 namespace onnxplex::mlas {
@@ -373,6 +374,55 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t 
            size_t k, float* c, size_t ldc, const SgemmEpilogue& ep, size_t threads,
            SgemmIsa isa) {
   sgemm_impl(a, pa, &b, nullptr, m, n, k, c, ldc, ep, threads, isa);
+}
+
+void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
+                           float* y, const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
+  const size_t l = g.oh * g.ow, k = g.c * g.kh * g.kw, cout = wt.cols;
+  if (l == 0 || cout == 0) return;
+  // col^T [l, k], row-major, so the GEMM reads it in place.
+  std::vector<float> colt(l * k);
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
+                         g.pl == 0 && g.oh == g.h && g.ow == g.w;
+  if (pointwise) {
+    transpose_f32(x, g.c, l, l, colt.data(), k, false, -__builtin_inff(), __builtin_inff());
+  } else {
+    const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+    for (size_t oy = 0; oy < g.oh; ++oy) {
+      for (size_t ox = 0; ox < g.ow; ++ox) {
+        float* row = colt.data() + (oy * g.ow + ox) * k;
+        const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
+        const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;
+        for (size_t c = 0; c < g.c; ++c) {
+          const float* plane = x + c * g.h * g.w;
+          for (size_t i = 0; i < g.kh; ++i) {
+            const std::ptrdiff_t iy = y0 + static_cast<std::ptrdiff_t>(i * g.dh);
+            for (size_t j = 0; j < g.kw; ++j) {
+              const std::ptrdiff_t ix = x0 + static_cast<std::ptrdiff_t>(j * g.dw);
+              *row++ = iy >= 0 && iy < h && ix >= 0 && ix < w ? plane[iy * w + ix] : 0.0f;
+            }
+          }
+        }
+      }
+    }
+  }
+  // out^T [l, cout] with the bias per column; Z (y's values with `accumulate`) and the clamp
+  // come with the transpose back, in the order of the direct path: conv + bias + Z, clamped.
+  std::vector<float> outt(l * cout);
+  SgemmEpilogue gemm_ep;
+  gemm_ep.bias = ep.axis == BiasAxis::kRow ? ep.bias : nullptr;
+  gemm_ep.axis = gemm_ep.bias != nullptr ? BiasAxis::kCol : BiasAxis::kNone;
+  if (!ep.accumulate) {
+    gemm_ep.lo = ep.lo;
+    gemm_ep.hi = ep.hi;
+  }
+  sgemm(MatrixView{colt.data(), static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt,
+        l, cout, k, outt.data(), cout, gemm_ep, threads, isa);
+  if (ep.accumulate) {
+    transpose_f32(outt.data(), l, cout, cout, y, l, true, ep.lo, ep.hi);
+  } else {
+    transpose_f32(outt.data(), l, cout, cout, y, l, false, -__builtin_inff(), __builtin_inff());
+  }
 }
 
 // The portable micro-kernel: the reference the vector variants are tested against.

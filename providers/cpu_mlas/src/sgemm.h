@@ -114,6 +114,15 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t 
            size_t k, float* c, size_t ldc, const SgemmEpilogue& ep, size_t threads,
            SgemmIsa isa);
 
+// The conv of one image as out^T [oh * ow, Cout] = col^T [oh * ow, C * kh * kw] @ W^T, then
+// transposed into y [Cout, oh, ow]: `wt` is W^T packed as B. For small output planes, where
+// the direct orientation (W @ col, output positions along the 32-wide column panels) would
+// leave panels part empty (7 x 7 = 49 positions fill 49 of 64 columns) while Cout fills them.
+// The epilogue as for W @ col: bias per output channel (kRow), accumulate onto y's values,
+// clamp.
+void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
+                           float* y, const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
+
 // ---- micro-kernels (internal; one translation unit per ISA) --------------------------------
 
 struct SgemmTile {

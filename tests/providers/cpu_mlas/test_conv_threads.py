@@ -232,3 +232,55 @@ def test_native_depthwise_splits_channels_exactly(c, h, stride, k):
             taps = xp[:, i:i + stride * ho:stride, j:j + stride * ho:stride]
             ref += w[:, i, j, None, None] * taps
     np.testing.assert_allclose(outs[0], np.clip(ref, -1.0, 1.5), rtol=1e-5, atol=1e-5)
+
+
+# Small output planes with many channels: the native conv runs transposed (out^T = col^T W^T,
+# Cout along the GEMM's column panels), with every epilogue and geometry.
+_TRANSPOSED = {
+    "pointwise": ((2, 48, 7, 7), (64, 48, 1, 1), {}),
+    "pad3x3": ((1, 20, 7, 7), (96, 20, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "s2_asym": ((1, 12, 15, 13), (64, 12, 3, 3), dict(pads=[0, 1, 2, 1], strides=[2, 2])),
+    "dilated_rect": ((1, 9, 11, 9), (32, 9, 3, 2), dict(pads=[2, 1, 2, 0], dilations=[2, 3])),
+    "odd_cout": ((1, 33, 5, 7), (47, 33, 1, 3), dict(pads=[0, 1, 0, 1])),  # partial panels
+    "strided_1x1": ((1, 40, 14, 14), (64, 40, 1, 1), dict(strides=[2, 2])),
+}
+
+
+@pytest.mark.skipif(nn.native() is None or not hasattr(nn.native(), "conv2d_f32"),
+                    reason="_mlas_native with conv2d_f32 not built")
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid", ""])
+@pytest.mark.parametrize("with_z", [True, False], ids=["z", "no_z"])
+@pytest.mark.parametrize("case", list(_TRANSPOSED))
+def test_conv_transposed_orientation(case, with_z, act, many_chunks):
+    xs, ws, attrs = _TRANSPOSED[case]
+    want = oracle_run("Conv", [rand(*xs), rand(*ws)], opset=17, const_inputs=[1],
+                      oracle="ort", **attrs)[0]
+    assert nn._transposed_conv(ws[0], int(np.prod(want.shape[2:]))), "not the transposed path"
+    inputs = [rand(*xs), rand(*ws), rand(ws[0])] + ([rand(*want.shape)] if with_z else [])
+    if act:
+        attrs = {**attrs, "activation": act}
+    check("FusedConv", inputs, domain=MS, opset=17, oracle="ort", rtol=1e-4, atol=3e-5,
+          const_inputs=(1, 2), **attrs)
+
+
+def test_transposed_orientation_choice():
+    assert nn._transposed_conv(512, 49)          # 49 of 64 columns; 512 fill all
+    assert nn._transposed_conv(64, 196)          # 196 of 224
+    assert not nn._transposed_conv(64, 3136)     # 98 full panels
+    assert not nn._transposed_conv(24, 49)       # 24 of 32 is worse than 49 of 64
+    assert not nn._transposed_conv(512, 4900)    # past the col^T copy's limit
+
+
+@pytest.mark.skipif(nn.native() is None or not hasattr(nn.native(), "conv2d_f32"),
+                    reason="_mlas_native with conv2d_f32 not built")
+def test_conv_orientations_agree():
+    """The same conv in both orientations: the same sums in the same order up to the GEMM's
+    k blocking, so close to float32 rounding; and W^T packing is what selects the path."""
+    x, w, b = rand(1, 300, 7, 7), rand(128, 300, 3, 3), rand(128)
+    cw = nn._ConvWeights(w, 1)
+    outs = []
+    for gw in (cw.gemm_weight, cw.gemm_weight_t):
+        outs.append(nn._conv_native(x, gw, (3, 3), (1, 1), (1, 1), (1, 1), (7, 7), b, None,
+                                    None, None))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
+    assert not np.array_equal(outs[0], np.zeros_like(outs[0]))

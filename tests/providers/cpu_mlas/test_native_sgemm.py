@@ -237,8 +237,8 @@ def test_conv2d_bad_arguments_are_clear_errors():
     x = np.zeros((1, 3, 8, 8), np.float32)
     w = NAT.sgemm_pack_a(np.zeros((4, 27), np.float32))
     y = np.zeros((1, 4, 8, 8), np.float32)
-    with pytest.raises(ValueError, match="packed as the left"):
-        NAT.conv2d_f32(x, NAT.sgemm_pack_b(np.zeros((27, 4), np.float32)), y, (3, 3), (1, 1),
+    with pytest.raises(ValueError, match="K = 28, x needs C\\*kh\\*kw = 27"):  # W^T as B
+        NAT.conv2d_f32(x, NAT.sgemm_pack_b(np.zeros((28, 4), np.float32)), y, (3, 3), (1, 1),
                        (1, 1), (1, 1))
     with pytest.raises(ValueError, match="C\\*kh\\*kw = 12"):
         NAT.conv2d_f32(x, w, y, (2, 2), (1, 1), (1, 1), (0, 0))

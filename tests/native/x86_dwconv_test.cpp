@@ -1,0 +1,75 @@
+// The channel-blocked depthwise conv and the register-tile transpose of
+// providers/cpu_mlas/src/dwconv_impl.h, compiled for one ISA by the -m flags given (the
+// Python module runs only the CPU's best variant; this runs any the CPU can), against plain
+// loops in double precision. Exit status 0 when every element matches.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "dwconv_impl.h"
+
+using namespace onnxplex::mlas;
+
+int main() {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto fill = [&](std::vector<float>& v) {
+    for (auto& e : v) e = u(rng);
+  };
+  int bad = 0;
+  for (size_t rows : {1, 7, 8, 16, 17, 33}) {
+    for (size_t cols : {1, 8, 9, 16, 40}) {
+      for (bool acc : {false, true}) {
+        std::vector<float> s(rows * cols), d(rows * cols), before;
+        fill(s);
+        fill(d);
+        before = d;
+        detail::transpose_f32_any(s.data(), rows, cols, cols, d.data(), rows, acc, -0.5f, 0.7f);
+        for (size_t i = 0; i < rows; ++i) {
+          for (size_t j = 0; j < cols; ++j) {
+            const float v = s[i * cols + j] + (acc ? before[j * rows + i] : 0.0f);
+            if (std::fabs(std::min(std::max(v, -0.5f), 0.7f) - d[j * rows + i]) > 1e-6f) ++bad;
+          }
+        }
+      }
+    }
+  }
+  // Channel counts with and without a partial block, planes narrower and wider than a band.
+  for (size_t c : {3, 8, 16, 24, 40}) {
+    for (size_t h : {5, 7, 14, 30, 61}) {
+      for (size_t s : {1, 2}) {
+        for (size_t k : {3, 5}) {
+          const size_t pad = k / 2, ho = (h + 2 * pad - k) / s + 1;
+          DwConvGeometry g{h, h + 3, ho, (h + 3 + 2 * pad - k) / s + 1, k, k, s, s, 1, 1, pad,
+                           pad};
+          std::vector<float> x(c * g.h * g.w), w(c * k * k), b(c), y(c * g.ho * g.wo);
+          fill(x);
+          fill(w);
+          fill(b);
+          detail::dwconv_f32_any(x.data(), w.data(), b.data(), y.data(), c, g, -1.0f, 1.0f);
+          for (size_t ch = 0; ch < c; ++ch) {
+            for (size_t oy = 0; oy < g.ho; ++oy) {
+              for (size_t ox = 0; ox < g.wo; ++ox) {
+                double a = b[ch];
+                for (size_t i = 0; i < k; ++i) {
+                  for (size_t j = 0; j < k; ++j) {
+                    const long iy = long(oy * s + i) - long(pad), ix = long(ox * s + j) - long(pad);
+                    if (iy >= 0 && iy < long(g.h) && ix >= 0 && ix < long(g.w)) {
+                      a += double(w[(ch * k + i) * k + j]) * x[(ch * g.h + iy) * g.w + ix];
+                    }
+                  }
+                }
+                a = std::min(std::max(a, -1.0), 1.0);
+                if (std::fabs(a - y[(ch * g.ho + oy) * g.wo + ox]) > 1e-5) ++bad;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::printf("%d mismatches\n", bad);
+  return bad != 0;
+}
