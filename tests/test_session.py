@@ -149,3 +149,23 @@ def test_string_constants_compare_with_string_feeds():
         helper.make_opsetid("", 17)]))
     (y,) = sess.run(None, {"s": np.array(["a", "c"], dtype=object)})
     assert y.tolist() == [True, False]
+
+
+def test_session_creation_leaves_the_garbage_collector_as_it_found_it():
+    """Building pauses the cyclic collector (allocation-heavy); it is back on after, also when
+    the build fails, and stays off if the caller had turned it off."""
+    import gc
+
+    model = chain(["Relu"]).SerializeToString()
+    assert gc.isenabled()
+    onnxplex.InferenceSession(model, providers=["cpu_mlas"])
+    assert gc.isenabled()
+    with pytest.raises(onnxplex.OnnxplexError):
+        onnxplex.InferenceSession(b"not a model", providers=["cpu_mlas"])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        onnxplex.InferenceSession(model, providers=["cpu_mlas"])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

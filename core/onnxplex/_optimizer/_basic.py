@@ -21,6 +21,7 @@ import onnx_ir.passes.common as ir_passes
 
 from .._graph import Model, Subgraph
 from . import OptimizerContext, register_pass
+from ._rules import apply_rules
 
 logger = logging.getLogger(__name__)
 
@@ -80,16 +81,14 @@ def _may_have_noop_chains(model: Model) -> bool:
 
 @register_pass("no-op chains", BASIC, applies=_may_have_noop_chains)
 def _noop_chains(ctx: OptimizerContext) -> int:
-    from onnxscript.rewriter import RewriteRuleSet
     from onnxscript.rewriter.rules import common as rules
 
-    rule_set = RewriteRuleSet([
+    return apply_rules(ctx.model.ir, [
         rules.no_op_cast_rule, rules.cast_cast_rule, rules.no_op_transpose_rule,
         rules.transpose_transpose_rule, rules.reshape_reshape_rule, rules.no_op_expand_rule,
         rules.unsqueeze_unsqueeze_rule, rules.mul_by_1_rule, rules.div_by_1_rule,
         rules.add_0_rule, rules.sub_0_rule,
     ])
-    return rule_set.apply_to_model(ctx.model.ir)
 
 
 @register_pass("eliminate Identity/Dropout", BASIC)

@@ -32,6 +32,7 @@ import onnx_ir as ir
 
 from .._graph import Model
 from . import OptimizerContext, register_pass
+from ._rules import apply_rules
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +49,9 @@ def _opset(model: ir.Model) -> int:
 
 
 def _apply(model: ir.Model, rules) -> int:
-    """Apply an onnxscript rule set (or a ``fuse_*`` function) and return its count."""
-    if callable(rules) and not hasattr(rules, "apply_to_model"):
-        return int(rules(model) or 0)
-    return int(rules.apply_to_model(model) or 0)
+    """Apply an onnxscript rule set (or a ``fuse_*`` function) and return its count; each rule
+    is tried only at nodes of its pattern's output op type (:func:`._rules.apply_rules`)."""
+    return apply_rules(model, rules)
 
 
 def _finish(model: ir.Model, changes: int) -> int:
