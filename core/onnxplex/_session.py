@@ -415,13 +415,15 @@ class InferenceSession:
         if cpu is None:
             cpu = provider_entry(DEFAULT_PROVIDER).load()()
         opt = {"disabled": self._disabled_optimizers, "config": self._options._config}
-        self._optimizer_reports = optimize(model, min(level, 1), cpu.compile, **opt)
-        if level >= 2:
+        others = [p for p in providers if p.name != DEFAULT_PROVIDER]
+        if level < 2 or not others:  # every level in one run (one rollback snapshot)
+            self._optimizer_reports = optimize(model, level, cpu.compile, **opt)
+        else:
             # Fusions serve the default CPU provider: nodes another provider claims on the
             # basic-optimized graph are left alone (onnxruntime applies its level-2 fusions
             # to CPU-assigned nodes only).
-            others = [p for p in providers if p.name != DEFAULT_PROVIDER]
-            protected = self._claimed_by(model, others) if others else frozenset()
+            self._optimizer_reports = optimize(model, 1, cpu.compile, **opt)
+            protected = self._claimed_by(model, others)
             self._optimizer_reports += optimize(model, level, cpu.compile, min_level=2,
                                                 protected=protected, **opt)
         if self._options.optimized_model_filepath:

@@ -284,3 +284,16 @@ def test_conv_orientations_agree():
                                     None, None))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
     assert not np.array_equal(outs[0], np.zeros_like(outs[0]))
+
+
+@pytest.mark.parametrize("xs, ws, attrs", [
+    ((1, 3, 37, 75), (16, 3, 7, 7), dict(pads=[3, 3, 3, 3], strides=[2, 2])),   # a stem
+    ((1, 5, 20, 71), (8, 5, 3, 3), dict(pads=[0, 1, 1, 0], strides=[2, 2])),    # odd width
+    ((1, 6, 9, 64), (12, 6, 1, 1), dict(strides=[2, 2])),                       # 1x1 s2
+    ((1, 4, 11, 90), (8, 4, 3, 3), dict(pads=[1, 2, 1, 2], strides=[1, 2], dilations=[1, 2])),
+], ids=["stem", "odd", "pointwise", "dilated"])
+def test_conv_stride2_rows_are_gathered_exactly(xs, ws, attrs, many_chunks):
+    """Stride-2 im2col packing gathers whole vectors of even columns while a source block
+    fits in the row, then the rest one by one: rows wide enough for both, every pad side."""
+    check("Conv", [rand(*xs), rand(*ws), rand(ws[0])], opset=17, const_inputs=[1, 2],
+          oracle="ort", **attrs, rtol=1e-4, atol=3e-5)
