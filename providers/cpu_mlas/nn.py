@@ -390,16 +390,14 @@ def _conv_native(x: np.ndarray, gw: PackedWeight, kshape: Sequence[int],
                  clamp: tuple[float, float] | None) -> np.ndarray:
     """Float32 2-D group-1 conv on the native GEMM (``_mlas_native.conv2d_f32``), threaded
     inside: ``W [M, C * K]`` (packed) times the im2col panels it packs from ``x`` as it goes.
-    Z is copied into the output first and accumulated onto; the bias and a clamp activation
-    run in the GEMM's epilogue, any other activation after it."""
+    Z, the bias and a clamp activation run in the GEMM's epilogue (Z read where the output's
+    values would be: no copy), any other activation after it."""
     n, m = x.shape[0], (gw.shape[0] if gw.left else gw.shape[1])
     y = np.empty((n, m, *out_sp), dtype=np.float32)
-    if z3 is not None:
-        np.copyto(y.reshape(z3.shape), z3)
+    z = None if z3 is None else np.ascontiguousarray(z3, dtype=np.float32).reshape(y.shape)
     lo, hi = clamp if act is not None and clamp is not None else (-math.inf, math.inf)
     native().conv2d_f32(x, gw.packed, y, tuple(kshape), tuple(strides), tuple(dil),
-                        (pb[0], pb[1]), bias=bias, lo=lo, hi=hi, accumulate=z3 is not None,
-                        threads=intra_threads())
+                        (pb[0], pb[1]), bias=bias, lo=lo, hi=hi, z=z, threads=intra_threads())
     if act is not None and clamp is None:
         act(y)
     return y

@@ -176,7 +176,7 @@ void register_sgemm(py::module_& m) {
                          std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
                          std::array<size_t, 2> dilations, std::array<std::ptrdiff_t, 2> pads,
                          const py::object& bias_in, float lo, float hi, bool accumulate,
-                         size_t threads, const std::string& isa) {
+                         size_t threads, const std::string& isa, const py::object& z_in) {
     check_nchw(x, "x");
     check_nchw(out, "out");
     if (!out.writeable()) throw py::value_error("out must be writeable");
@@ -210,6 +210,16 @@ void register_sgemm(py::module_& m) {
       throw py::value_error("out must have shape (N, Cout, OH, OW) = (" + std::to_string(batch) +
                             ", " + std::to_string(cout) + ", ...)");
     }
+    const float* zp = nullptr;
+    if (!z_in.is_none()) {
+      const py::array z = z_in.cast<py::array>();
+      check_nchw(z, "z");
+      for (int i = 0; i < 4; ++i) {
+        if (z.shape(i) != out.shape(i)) throw py::value_error("z must have the shape of out");
+      }
+      if (accumulate) throw py::value_error("give z or accumulate, not both");
+      zp = static_cast<const float*>(z.data());
+    }
     SgemmEpilogue ep;
     ep.accumulate = accumulate;
     ep.lo = lo;
@@ -229,6 +239,10 @@ void register_sgemm(py::module_& m) {
       for (size_t i = 0; i < batch; ++i) {
         const float* xi = xp + i * image;
         float* yi = yp + i * cout * l;
+        if (zp != nullptr) {
+          ep.z = zp + i * cout * l;
+          ep.ldz = l;
+        }
         if (transposed) {
           conv2d_f32_transposed(xi, g, w, yi, ep, threads, v);
         } else if (pointwise) {
@@ -245,12 +259,13 @@ void register_sgemm(py::module_& m) {
      py::arg("dilations"), py::arg("pads"), py::arg("bias") = py::none(),
      py::arg("lo") = -std::numeric_limits<float>::infinity(),
      py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("accumulate") = false,
-     py::arg("threads") = 0, py::arg("isa") = "",
+     py::arg("threads") = 0, py::arg("isa") = "", py::arg("z") = py::none(),
      "2-D convolution (group 1) of x [N, C, H, W] with w packed as A [Cout, C*kh*kw] into out "
      "[N, Cout, OH, OW] (or w^T packed as B [C*kh*kw, Cout]: out^T = col^T @ w^T, then "
      "transposed, for small output planes): the GEMM reads im2col panels straight from x (taps in the padding "
      "read as 0); pads are the leading (top, left) ones; bias per output channel, clamp, "
-     "accumulate as sgemm.");
+     "accumulate as sgemm; z [N, Cout, OH, OW] (C-contiguous float32) is added before the clamp "
+     "(read in place of out's values: out = clamp(conv + bias + z)).");
 }
 
 }  // namespace onnxplex::mlas::bind

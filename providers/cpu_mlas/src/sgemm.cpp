@@ -237,7 +237,9 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   if (k == 0) {  // an empty sum: the epilogue alone
     for (size_t i = 0; i < m; ++i) {
       for (size_t j = 0; j < n; ++j) {
-        float v = (ep.accumulate ? c[i * ldc + j] : 0.0f) + (row_bias ? row_bias[i] : 0.0f) +
+        const float add = ep.z != nullptr ? ep.z[i * ep.ldz + j]
+                          : ep.accumulate ? c[i * ldc + j] : 0.0f;
+        float v = add + (row_bias ? row_bias[i] : 0.0f) +
                   (col_bias ? col_bias[j] : 0.0f);
         c[i * ldc + j] = std::min(std::max(v, ep.lo), ep.hi);
       }
@@ -317,7 +319,10 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         tl.cols = std::min(kSgemmNr, n1 - j);
         tl.c = c + i * ldc + j;
         tl.ldc = ldc;
-        tl.accumulate = ep.accumulate || k0 > 0;
+        tl.accumulate = ep.accumulate || ep.z != nullptr || k0 > 0;
+        const bool from_z = k0 == 0 && ep.z != nullptr;
+        tl.addend = from_z ? ep.z + i * ep.ldz + j : tl.c;
+        tl.ld_addend = from_z ? ep.ldz : ldc;
         tl.last = k0 + kc == k;
         tl.row_bias = row_bias ? row_bias + i : nullptr;
         tl.col_bias = col_bias ? col_bias + j : nullptr;
@@ -394,13 +399,16 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
   SgemmEpilogue gemm_ep;
   gemm_ep.bias = ep.axis == BiasAxis::kRow ? ep.bias : nullptr;
   gemm_ep.axis = gemm_ep.bias != nullptr ? BiasAxis::kCol : BiasAxis::kNone;
-  if (!ep.accumulate) {
+  if (!ep.accumulate && ep.z == nullptr) {
     gemm_ep.lo = ep.lo;
     gemm_ep.hi = ep.hi;
   }
   sgemm(MatrixView{colt.data(), static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt,
         l, cout, k, outt.data(), cout, gemm_ep, threads, isa);
-  if (ep.accumulate) {
+  if (ep.z != nullptr) {  // y = Z first (a small plane: at most Cout x 1024 floats)
+    for (size_t c = 0; c < cout; ++c) std::memcpy(y + c * l, ep.z + c * ep.ldz, l * sizeof(float));
+  }
+  if (ep.accumulate || ep.z != nullptr) {
     transpose_f32(outt.data(), l, cout, cout, y, l, true, ep.lo, ep.hi);
   } else {
     transpose_f32(outt.data(), l, cout, cout, y, l, false, -__builtin_inff(), __builtin_inff());
@@ -421,7 +429,7 @@ void sgemm_tile_scalar(const SgemmTile& t) {
     float* c = t.c + r * t.ldc;
     for (size_t j = 0; j < t.cols; ++j) {
       float v = acc[r][j];
-      if (t.accumulate) v += c[j];
+      if (t.accumulate) v += t.addend[r * t.ld_addend + j];
       if (t.last) {
         if (t.row_bias) v += t.row_bias[r];
         if (t.col_bias) v += t.col_bias[j];

@@ -53,6 +53,8 @@ enum class BiasAxis { kNone = 0, kRow = 1, kCol = 2 };
 
 struct SgemmEpilogue {
   bool accumulate = false;      // C = A @ B + C (C's values on entry) instead of C = A @ B
+  const float* z = nullptr;     // or C = A @ B + Z: Z [m, n] read in place of C's values
+  size_t ldz = 0;               // (row stride of Z; C is then write-only)
   const float* bias = nullptr;  // M values (kRow) or N values (kCol)
   BiasAxis axis = BiasAxis::kNone;
   float lo = -__builtin_inff(), hi = __builtin_inff();
@@ -134,7 +136,9 @@ struct SgemmTile {
   size_t rows, cols;  // 1..kMr, 1..kNr
   float* c;
   size_t ldc;
-  bool accumulate;    // C += A B (else C = A B)
+  bool accumulate;    // C = A B + addend (else C = A B)
+  const float* addend;  // with accumulate: C's own values, or Z's on the first k block
+  size_t ld_addend;
   bool last;          // apply the epilogue
   const float* row_bias;  // [rows] or null
   const float* col_bias;  // [cols] or null

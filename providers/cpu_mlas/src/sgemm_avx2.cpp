@@ -74,11 +74,12 @@ void block(const SgemmTile& t, size_t r0, size_t c0, size_t cols) {
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     float* c = t.c + (r0 + r) * t.ldc + c0;
+    const float* add = t.accumulate ? t.addend + (r0 + r) * t.ld_addend + c0 : nullptr;
     for (int v = 0; v < NV; ++v) {
       __m256 x = acc[r][v];
       if (t.accumulate) {
-        x = _mm256_add_ps(x, full ? _mm256_loadu_ps(c + 8 * v)
-                                  : _mm256_maskload_ps(c + 8 * v, mask[v]));
+        x = _mm256_add_ps(x, full ? _mm256_loadu_ps(add + 8 * v)
+                                  : _mm256_maskload_ps(add + 8 * v, mask[v]));
       }
       if (t.last) {
         if (t.row_bias != nullptr) x = _mm256_add_ps(x, _mm256_set1_ps(t.row_bias[r0 + r]));

@@ -63,8 +63,9 @@ void tile(const SgemmTile& t) {
     float* c = t.c + r * t.ldc;
     __m512 v0 = c0[r], v1 = c1[r];
     if (t.accumulate) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
+      const float* add = t.addend + r * t.ld_addend;
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, add));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, add + 16));
     }
     if (t.last) {
       if (t.row_bias != nullptr) {

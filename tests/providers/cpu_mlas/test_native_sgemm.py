@@ -233,6 +233,29 @@ def test_conv2d_matches_a_direct_convolution(k, stride, pad, dil, hw):
     _close(y, np.maximum(want + bias[None, :, None, None], -0.5), 5 * k * k)
 
 
+@pytest.mark.parametrize("orientation", ["direct", "transposed"])
+@pytest.mark.parametrize("k, kc_blocks", [(1, 1), (3, 3)])
+def test_conv2d_z_is_read_in_place_of_the_output(orientation, k, kc_blocks):
+    """z: out = clamp(conv + bias + z), z read where out's values would be (out's own
+    values are ignored), in both orientations and past one k block (K > 256)."""
+    rng = np.random.default_rng(k)
+    c = 40 * kc_blocks
+    x, w = _rand(rng, 2, c, 6, 7), _rand(rng, 32, c, k, k)
+    want = _conv_ref(x, w, 1, k // 2, 1)
+    bias, z = _rand(rng, 32), _rand(rng, *want.shape)
+    packed = (NAT.sgemm_pack_a(w.reshape(32, -1)) if orientation == "direct"
+              else NAT.sgemm_pack_b(w.reshape(32, -1).T))
+    y = np.full(want.shape, np.nan, np.float32)   # garbage that must not be read
+    NAT.conv2d_f32(x, packed, y, (k, k), (1, 1), (1, 1), (k // 2, k // 2), bias=bias, lo=-1.0,
+                   hi=2.0, z=z)
+    _close(y, np.clip(want + bias[None, :, None, None] + z, -1.0, 2.0), c * k * k)
+    with pytest.raises(ValueError, match="not both"):
+        NAT.conv2d_f32(x, packed, y, (k, k), (1, 1), (1, 1), (k // 2, k // 2), z=z,
+                       accumulate=True)
+    with pytest.raises(ValueError, match="shape of out"):
+        NAT.conv2d_f32(x, packed, y, (k, k), (1, 1), (1, 1), (k // 2, k // 2), z=z[:, :5].copy())
+
+
 def test_conv2d_bad_arguments_are_clear_errors():
     x = np.zeros((1, 3, 8, 8), np.float32)
     w = NAT.sgemm_pack_a(np.zeros((4, 27), np.float32))
