@@ -161,16 +161,17 @@ class _ConvWeights:
 # The native GEMM's column panels are 32 floats wide (sgemm.h's kSgemmNr); row panels that
 # end part full cost far less (the kernels have variants for 1-11 rows).
 _GEMM_PANEL_COLS = 32
-# Above this many output positions the panels are nearly full either way, and the transposed
-# orientation's col^T copy (positions x C*K floats) is not worth making.
-_TRANSPOSED_MAX_POSITIONS = 1024
+# Above this many output positions the transposed orientation stopped paying (measured on
+# MobileNetV2's and ResNet-50's convs: at 14 x 14, 196 positions, it won at one thread and lost
+# at two, its col^T copy and transposes being single-threaded); 7 x 7 planes gain 10-30%.
+_TRANSPOSED_MAX_POSITIONS = 100
 
 
 def _transposed_conv(m: int, positions: int) -> bool:
     """Whether a group-1 conv with ``m`` output channels and ``positions`` output positions
     runs as ``out^T = col^T @ W^T`` (Cout along the GEMM's column panels) rather than
-    ``W @ col`` (positions along them): when Cout fills the panels better by 5% or more, as
-    on the 7 x 7 and 14 x 14 planes of a CNN's last stages (49 positions fill 49 of 64
+    ``W @ col`` (positions along them): on small planes, when Cout fills the panels better by
+    5% or more, as on the 7 x 7 planes of a CNN's last stage (49 positions fill 49 of 64
     columns; 512 channels fill all)."""
     if positions > _TRANSPOSED_MAX_POSITIONS or m == 0 or positions == 0:
         return False
@@ -424,7 +425,7 @@ def _depthwise_native(dwconv: Callable[..., None], x: np.ndarray, cw: _ConvWeigh
             dwconv(x[k], w, b, y[k], tuple(strides), tuple(dil), (pb[0], pb[1]), lo, hi,
                    intra_threads())
         return y
-    ranges = split(c, float(n) * c * ho * wo * w.shape[1] * w.shape[2], 4)
+    ranges = split(c, float(n) * c * ho * wo * w.shape[1] * w.shape[2], 16)  # channel groups
 
     def chunk(i: int) -> None:
         ch = slice(*ranges[i])

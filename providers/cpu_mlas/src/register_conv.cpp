@@ -105,15 +105,19 @@ void register_conv(py::module_& m) {
     const float* xp = x.data();
     const float* wp = w.data();
     float* yp = y.mutable_data();
-    // Channel ranges over the native pool, each worth at least kMinChunkMacs.
-    constexpr size_t kMinChunkMacs = 1 << 16;
-    const size_t macs = c * g.ho * g.wo * g.kh * g.kw;
-    const size_t chunks = threads > 1 ? std::max<size_t>(1, std::min({c, threads * 4,
+    // Channel ranges over the native pool, each worth at least kMinChunkMacs, in whole groups
+    // of kGroup channels (the kernel vectorizes across up to 16 channels: a range cut inside
+    // a group would run its channels one at a time).
+    constexpr size_t kMinChunkMacs = 1 << 16, kGroup = 16;
+    const size_t macs = c * g.ho * g.wo * g.kh * g.kw, groups = (c + kGroup - 1) / kGroup;
+    const size_t chunks = threads > 1 ? std::max<size_t>(1, std::min({groups, threads * 4,
                                                                       macs / kMinChunkMacs}))
                                       : 1;
     py::gil_scoped_release release;
     parallel_for(chunks, threads, [&](size_t i) {
-      const size_t c0 = c * i / chunks, c1 = c * (i + 1) / chunks;
+      const size_t c0 = std::min(c, groups * i / chunks * kGroup);
+      const size_t c1 = std::min(c, groups * (i + 1) / chunks * kGroup);
+      if (c0 == c1) return;
       dwconv_f32(xp + c0 * g.h * g.w, wp + c0 * g.kh * g.kw,
                  bias != nullptr ? bias + c0 : nullptr, yp + c0 * g.ho * g.wo, c1 - c0, g, lo,
                  hi);

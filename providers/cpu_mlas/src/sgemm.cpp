@@ -368,16 +368,17 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
   const size_t l = g.oh * g.ow, k = g.c * g.kh * g.kw, cout = wt.cols;
   if (l == 0 || cout == 0) return;
   // col^T [l, k], row-major, so the GEMM reads it in place.
-  std::vector<float> colt(l * k);
+  // (uninitialized, 64-byte aligned: every element is written before it is read)
+  const std::unique_ptr<float[], void (*)(void*)> colt(aligned_floats(l * k), std::free);
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
                          g.pl == 0 && g.oh == g.h && g.ow == g.w;
   if (pointwise) {
-    transpose_f32(x, g.c, l, l, colt.data(), k, false, -__builtin_inff(), __builtin_inff());
+    transpose_f32(x, g.c, l, l, colt.get(), k, false, -__builtin_inff(), __builtin_inff());
   } else {
     const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
     for (size_t oy = 0; oy < g.oh; ++oy) {
       for (size_t ox = 0; ox < g.ow; ++ox) {
-        float* row = colt.data() + (oy * g.ow + ox) * k;
+        float* row = colt.get() + (oy * g.ow + ox) * k;
         const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
         const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;
         for (size_t c = 0; c < g.c; ++c) {
@@ -395,7 +396,7 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
   }
   // out^T [l, cout] with the bias per column; Z (y's values with `accumulate`) and the clamp
   // come with the transpose back, in the order of the direct path: conv + bias + Z, clamped.
-  std::vector<float> outt(l * cout);
+  const std::unique_ptr<float[], void (*)(void*)> outt(aligned_floats(l * cout), std::free);
   SgemmEpilogue gemm_ep;
   gemm_ep.bias = ep.axis == BiasAxis::kRow ? ep.bias : nullptr;
   gemm_ep.axis = gemm_ep.bias != nullptr ? BiasAxis::kCol : BiasAxis::kNone;
@@ -403,15 +404,15 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
     gemm_ep.lo = ep.lo;
     gemm_ep.hi = ep.hi;
   }
-  sgemm(MatrixView{colt.data(), static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt,
-        l, cout, k, outt.data(), cout, gemm_ep, threads, isa);
+  sgemm(MatrixView{colt.get(), static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt,
+        l, cout, k, outt.get(), cout, gemm_ep, threads, isa);
   if (ep.z != nullptr) {  // y = Z first (a small plane: at most Cout x 1024 floats)
     for (size_t c = 0; c < cout; ++c) std::memcpy(y + c * l, ep.z + c * ep.ldz, l * sizeof(float));
   }
   if (ep.accumulate || ep.z != nullptr) {
-    transpose_f32(outt.data(), l, cout, cout, y, l, true, ep.lo, ep.hi);
+    transpose_f32(outt.get(), l, cout, cout, y, l, true, ep.lo, ep.hi);
   } else {
-    transpose_f32(outt.data(), l, cout, cout, y, l, false, -__builtin_inff(), __builtin_inff());
+    transpose_f32(outt.get(), l, cout, cout, y, l, false, -__builtin_inff(), __builtin_inff());
   }
 }
 

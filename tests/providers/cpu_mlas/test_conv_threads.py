@@ -265,10 +265,11 @@ def test_conv_transposed_orientation(case, with_z, act, many_chunks):
 
 def test_transposed_orientation_choice():
     assert nn._transposed_conv(512, 49)          # 49 of 64 columns; 512 fill all
-    assert nn._transposed_conv(64, 196)          # 196 of 224
+    assert nn._transposed_conv(64, 81)           # 81 of 96
+    assert not nn._transposed_conv(64, 196)      # 196 of 224, but past the size limit
     assert not nn._transposed_conv(64, 3136)     # 98 full panels
     assert not nn._transposed_conv(24, 49)       # 24 of 32 is worse than 49 of 64
-    assert not nn._transposed_conv(512, 4900)    # past the col^T copy's limit
+    assert not nn._transposed_conv(512, 4900)    # past the size limit
 
 
 @pytest.mark.skipif(nn.native() is None or not hasattr(nn.native(), "conv2d_f32"),
