@@ -251,20 +251,21 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
 
   // Below ~1M multiply-adds, the hand-over to other threads costs more than it saves.
   if (m * n * k < (size_t{1} << 20)) threads = 1;
-  // Task shape: all rows up to a limit (a B panel packed in a task serves all of its rows:
-  // with A prepacked, the limit is what keeps the A block in L2; A packed per task wants
-  // fewer); columns, then rows, cut until every thread gets a few tasks.
-  size_t task_rows = std::min(round_up(m, kSgemmMr), pa != nullptr && pb == nullptr
-                                                         ? kMaxTaskRowsPackedA : kMaxTaskRows);
-  size_t task_cols = std::min(round_up(n, kSgemmNr), kMaxTaskCols);
+  // Tasks: all rows up to a limit (a B panel packed in a task serves all of its rows: with A
+  // prepacked, the limit is what keeps the A block in L2; A packed per task wants fewer) and
+  // at most kMaxTaskCols columns; then columns, then rows, cut until every thread gets a few
+  // tasks, and the count rounded up to a multiple of the threads. Tasks split the row and
+  // column panels evenly (a ResNet conv's 98 column panels as 7 tasks of 14 left one of two
+  // threads a task behind the other).
+  const size_t row_panels = ceil_div(m, kSgemmMr), col_panels = ceil_div(n, kSgemmNr);
+  const size_t max_rows = pa != nullptr && pb == nullptr ? kMaxTaskRowsPackedA : kMaxTaskRows;
+  size_t row_tasks = ceil_div(m, max_rows), col_tasks = ceil_div(n, kMaxTaskCols);
   const size_t want = kTasksPerThread * threads;
-  while (task_cols > kSgemmNr && ceil_div(m, task_rows) * ceil_div(n, task_cols) < want) {
-    task_cols -= kSgemmNr;
+  while (row_tasks * col_tasks < want && col_tasks < col_panels) ++col_tasks;
+  while (row_tasks * col_tasks < want && (row_tasks + 1) * 4 <= row_panels) ++row_tasks;
+  while (threads > 1 && (row_tasks * col_tasks) % threads != 0 && col_tasks < col_panels) {
+    ++col_tasks;
   }
-  while (task_rows > 4 * kSgemmMr && ceil_div(m, task_rows) * ceil_div(n, task_cols) < want) {
-    task_rows = round_up(task_rows / 2, kSgemmMr);
-  }
-  const size_t row_tasks = ceil_div(m, task_rows), col_tasks = ceil_div(n, task_cols);
 
   // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.
   // (A tile's lda 0 means "packed": a single row with stride 0, as numpy gives x[None], reads
@@ -280,8 +281,12 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
 
   auto run_task = [&](size_t t) {
     static thread_local Scratch a_scratch, b_scratch;
-    const size_t m0 = (t / col_tasks) * task_rows, m1 = std::min(m, m0 + task_rows);
-    const size_t n0 = (t % col_tasks) * task_cols, n1 = std::min(n, n0 + task_cols);
+    const size_t rt = t / col_tasks, ct = t % col_tasks;
+    const size_t m0 = row_panels * rt / row_tasks * kSgemmMr;
+    const size_t m1 = std::min(m, row_panels * (rt + 1) / row_tasks * kSgemmMr);
+    const size_t n0 = col_panels * ct / col_tasks * kSgemmNr;
+    const size_t n1 = std::min(n, col_panels * (ct + 1) / col_tasks * kSgemmNr);
+    if (m0 >= m1 || n0 >= n1) return;
     const size_t a_panels = ceil_div(m1 - m0, kSgemmMr);
     for (size_t k0 = 0; k0 < k; k0 += kSgemmKc) {
       const size_t kc = std::min(kSgemmKc, k - k0);
