@@ -111,8 +111,16 @@ inline void conv2d_pack(const float* x_, const Conv2dGeometry& g, size_t k0, siz
       const float* row = plane + iy * iw;
       const std::ptrdiff_t x0 = run.ix0 + dx;
       // Columns t in [lo, hi) read inside the row (x0 + t * sw in [0, iw)); the rest are pads.
-      const std::ptrdiff_t lo = x0 >= 0 ? 0 : std::min(len, (-x0 + sw - 1) / sw);
-      const std::ptrdiff_t hi = x0 >= iw ? lo : std::max(lo, std::min(len, (iw - x0 + sw - 1) / sw));
+      // (Stride 1 without the divisions: two of them per run and k row cost as much as
+      // copying the run.)
+      std::ptrdiff_t lo, hi;
+      if (sw == 1) {
+        lo = std::clamp<std::ptrdiff_t>(-x0, 0, len);
+        hi = std::clamp<std::ptrdiff_t>(iw - x0, lo, len);
+      } else {
+        lo = x0 >= 0 ? 0 : std::min(len, (-x0 + sw - 1) / sw);
+        hi = x0 >= iw ? lo : std::max(lo, std::min(len, (iw - x0 + sw - 1) / sw));
+      }
       fill_zero(out, lo);
       if (sw == 1) {
         copy_floats(out + lo, row + x0 + lo, hi - lo);
