@@ -99,6 +99,26 @@ QgemmLayout layout_of(QgemmIsa isa) {
   return {16, 1, 1, 1, 4, 1};
 }
 
+namespace {
+
+// One k group of a B panel: dst[j * KG + t] = int8(rows[t][j] ^ flip) for j < jn, t < KG, the
+// values also summed into colsum[j]. Plain loops over j the compiler vectorizes.
+template <size_t KG, typename T>
+void pack_b_group(const uint8_t* const* rows, uint8_t flip, size_t jn, T* dst,
+                  uint32_t* colsum) {
+  for (size_t j = 0; j < jn; ++j) {
+    int32_t sum = 0;
+    for (size_t t = 0; t < KG; ++t) {
+      const int32_t v = static_cast<int8_t>(rows[t][j] ^ flip);
+      dst[j * KG + t] = static_cast<T>(v);
+      sum += v;
+    }
+    colsum[j] += static_cast<uint32_t>(sum);
+  }
+}
+
+}  // namespace
+
 PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
                const int32_t* zero_points, size_t zp_count, QgemmIsa isa) {
   if (zp_count != 0 && zp_count != 1 && zp_count != n) {
@@ -117,25 +137,30 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
   const auto* bs = static_cast<const int8_t*>(b);
   const auto* bu = static_cast<const uint8_t*>(b);
   const size_t panel_elems = p.kp * l.panel;
-  // Panel by panel, then row by row within it (B is row-major): each panel is written in one
-  // sweep. (Row by row across all of B touched every panel for each row, one cache line in
-  // each of N / panel places: 3x slower on a 768 x 3072 weight.) Running column sums.
+  // Panel by panel, then k group by k group within it (B is row-major): each panel is written
+  // in one sweep, kgroup rows of B at a time, element (k, j) as int8 (B signed) or u8 - 128
+  // (a XOR with 0x80), with running column sums. (Element by element through the layout's
+  // index arithmetic it was 1.2 ns an element: 100 ms of BERT-base int8's session creation.)
   std::vector<uint32_t> colsum(n, 0);
+  const uint8_t flip = b_signed ? 0 : 0x80;
+  const std::vector<uint8_t> pad_row(l.panel, flip);  // rows past k: packed as 0
   for (size_t j0 = 0; j0 < n; j0 += l.panel) {
-    const size_t j1 = std::min(n, j0 + l.panel);
-    for (size_t kk = 0; kk < k; ++kk) {
-      const size_t base = (j0 / l.panel) * panel_elems + (kk / l.kgroup) * l.panel * l.kgroup +
-                          kk % l.kgroup;
-      for (size_t j = j0; j < j1; ++j) {
-        const int32_t v = b_signed ? int32_t{bs[kk * ldb + j]} : int32_t{bu[kk * ldb + j]} - 128;
-        colsum[j] += static_cast<uint32_t>(v);
-        const size_t e = base + (j - j0) * l.kgroup;
-        if (l.b_bytes == 1) {
-          p.data[e] = static_cast<uint8_t>(static_cast<int8_t>(v));
-        } else {
-          const auto v16 = static_cast<int16_t>(v);
-          std::memcpy(p.data.data() + 2 * e, &v16, 2);
-        }
+    const size_t jn = std::min(n, j0 + l.panel) - j0;
+    uint8_t* panel = p.data.data() + (j0 / l.panel) * panel_elems * l.b_bytes;
+    for (size_t k0 = 0; k0 < k; k0 += l.kgroup) {
+      const uint8_t* rows[4];
+      for (size_t t = 0; t < l.kgroup; ++t) {
+        rows[t] = k0 + t < k ? bu + (k0 + t) * ldb + j0 : pad_row.data();
+      }
+      uint8_t* dst = panel + (k0 / l.kgroup) * l.panel * l.kgroup * l.b_bytes;
+      if (l.kgroup == 4 && l.b_bytes == 1) {
+        pack_b_group<4, int8_t>(rows, flip, jn, reinterpret_cast<int8_t*>(dst), colsum.data() + j0);
+      } else if (l.kgroup == 2 && l.b_bytes == 2) {
+        pack_b_group<2, int16_t>(rows, flip, jn, reinterpret_cast<int16_t*>(dst), colsum.data() + j0);
+      } else if (l.kgroup == 1 && l.b_bytes == 1) {
+        pack_b_group<1, int8_t>(rows, flip, jn, reinterpret_cast<int8_t*>(dst), colsum.data() + j0);
+      } else {
+        throw std::logic_error("qgemm pack_b: no packer for this layout");
       }
     }
   }
