@@ -75,17 +75,20 @@ def _is_onnx(node: ir.Node | None, *op_types: str) -> bool:
 _STATE = threading.local()
 
 
-def _const(v: ir.Value | None) -> np.ndarray | None:
-    """The value of an initializer (not a graph input, unless the model's IR version is below
-    4: then initializers are constants) or of a Constant node's output."""
+def _is_const(v: ir.Value | None) -> bool:
+    """Whether ``v`` is an initializer (not a graph input, unless the model's IR version is
+    below 4: then initializers are constants) or a Constant node's output; nothing is read."""
     if v is None or v.const_value is None:
-        return None
+        return False
     if v.is_graph_input() and not getattr(_STATE, "legacy_inputs", False):
-        return None
-    p = v.producer()
-    if v.is_initializer() or _is_onnx(p, "Constant"):
-        return v.const_value.numpy()
-    return None
+        return False
+    return v.is_initializer() or _is_onnx(v.producer(), "Constant")
+
+
+def _const(v: ir.Value | None) -> np.ndarray | None:
+    """The value of a constant :func:`_is_const` accepts (read: for a weight in the model
+    file, a read of the file), else None."""
+    return v.const_value.numpy() if _is_const(v) else None
 
 
 def _input(node: ir.Node, i: int) -> ir.Value | None:
@@ -386,8 +389,8 @@ def _gemm_add(ctx: OptimizerContext) -> int:
             continue
         if node.op_type == "MatMul":
             a, b = node.inputs
-            if a.shape is None or len(a.shape) != 2 or _const(b) is None or \
-                    _const(b).ndim != 2:
+            if a.shape is None or len(a.shape) != 2 or not _is_const(b) or \
+                    b.shape is None or len(b.shape) != 2:
                 continue
             shape = _gemm_out_shape(node)
             attrs: list[ir.Attr] = []
@@ -468,7 +471,7 @@ def _conv_activation(ctx: OptimizerContext) -> int:
         nodes = [conv]
         act_node = _sole_consumer(y)
         z = _add_other(act_node, y) if _is_onnx(act_node, "Add") else None
-        if z is not None and _same_static_shape(z, y) and _const(z) is None:
+        if z is not None and _same_static_shape(z, y) and not _is_const(z):
             # Conv + Add(same-shape tensor) + activation -> FusedConv with the sum input Z
             # (onnxruntime's ConvAddActivationFusion)
             while len(inputs) < 3:
@@ -560,7 +563,7 @@ def _matmul_integer_to_float(ctx: OptimizerContext) -> int:
             continue
         s0, s1 = sp.inputs
         # b_scale may be per column ([N]); a_scale must be per tensor.
-        if _is_scalar(s0) and (_const(s1) is not None or not _is_scalar(s1)):
+        if _is_scalar(s0) and (_is_const(s1) or not _is_scalar(s1)):
             a_scale, b_scale = s0, s1
         elif _is_scalar(s1):
             a_scale, b_scale = s1, s0
@@ -612,9 +615,9 @@ def _dynamic_quantize_matmul(ctx: OptimizerContext) -> int:
         if a is not dql.outputs[0] or a_scale is not dql.outputs[1] or \
                 (a_zp is not None and a_zp is not dql.outputs[2]):
             continue
-        if _const(b) is None or _const(b_scale) is None or \
-                (b_zp is not None and _const(b_zp) is None) or \
-                (bias is not None and _const(bias) is None):
+        if not _is_const(b) or not _is_const(b_scale) or \
+                (b_zp is not None and not _is_const(b_zp)) or \
+                (bias is not None and not _is_const(bias)):
             continue
         inputs = [dql.inputs[0], b, b_scale, b_zp, bias]
         while inputs and inputs[-1] is None:
@@ -655,7 +658,7 @@ def _dq_of(v: ir.Value | None) -> _DQ | None:
     s = _const(dq.scale)
     if s is None or s.dtype != np.float32:
         return None
-    if dq.zp is not None and _const(dq.zp) is None:
+    if dq.zp is not None and not _is_const(dq.zp):
         return None
     return dq
 
@@ -718,7 +721,7 @@ def _qdq_conv(graph: ir.Graph, conv: ir.Node) -> bool:
     q = _q_after(conv.outputs[0])
     if x is None or w is None or q is None or not _per_tensor(x):
         return False
-    if _const(w.x) is None or x.dtype not in _Q8 or w.dtype not in _Q8:
+    if not _is_const(w.x) or x.dtype not in _Q8 or w.dtype not in _Q8:
         return False
     if x.dtype == ir.DataType.INT8 and w.dtype != ir.DataType.INT8:
         return False
