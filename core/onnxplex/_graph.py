@@ -296,21 +296,25 @@ class Model:
             ops[""] = ops["ai.onnx"]
         return ops
 
-    def reindex(self) -> None:
-        """Recompute node order and indexes after the graph changed (optimizer passes)."""
-        # What each node reads, once: both the ordering and the consumer index need it.
-        consumed = {id(n): tuple(_consumed_names(n)) for n in self.graph}
-        self.nodes: list[ir.Node] = _topological_order(self.graph, consumed)
-        self.producer_index: dict[str, int] = {}
-        self.consumer_indices: dict[str, list[int]] = {}
-        for i, node in enumerate(self.nodes):
-            for out in node.outputs:
-                if out.name:
-                    self.producer_index[out.name] = i
-            for name in consumed[id(node)]:
-                lst = self.consumer_indices.setdefault(name, [])
-                if not lst or lst[-1] != i:
-                    lst.append(i)
+    def reindex(self, *, structure: bool = True) -> None:
+        """Recompute node order and indexes after the graph changed (optimizer passes).
+        ``structure=False`` when the nodes and their wiring are known unchanged (a pass that
+        changed nothing may still have dropped initializers or set constant values): only
+        what depends on those is recomputed."""
+        if structure:
+            # What each node reads, once: both the ordering and the consumer index need it.
+            consumed = {id(n): tuple(_consumed_names(n)) for n in self.graph}
+            self.nodes: list[ir.Node] = _topological_order(self.graph, consumed)
+            self.producer_index: dict[str, int] = {}
+            self.consumer_indices: dict[str, list[int]] = {}
+            for i, node in enumerate(self.nodes):
+                for out in node.outputs:
+                    if out.name:
+                        self.producer_index[out.name] = i
+                for name in consumed[id(node)]:
+                    lst = self.consumer_indices.setdefault(name, [])
+                    if not lst or lst[-1] != i:
+                        lst.append(i)
         inits = set(self.graph.initializers)
         listed = {v.name for v in self.graph.inputs}
         # Before IR 4 every initializer had to be listed as a graph input, and such inputs are
