@@ -16,8 +16,10 @@ namespace onnxplex::mlas {
 namespace {
 
 // DirectA: A read in place (rows lda apart, k contiguous), not packed. DirectB: B read in place
-// (rows ldb apart; a partial panel through masked loads).
-template <int R, bool DirectA, bool DirectB>
+// (rows ldb apart; a partial panel through masked loads). NV: vectors of 16 columns per row,
+// 2, or 1 for a tile of at most 16 columns (half the multiply-adds of a 32-wide one: the last
+// 4 columns of a 14 x 14 conv's 196).
+template <int R, int NV, bool DirectA, bool DirectB>
 void tile(const SgemmTile& t) {
   const __mmask16 m0 = t.cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << t.cols) - 1);
   const __mmask16 m1 =
@@ -31,13 +33,13 @@ void tile(const SgemmTile& t) {
   const float* b = t.b;
 #pragma GCC unroll 4
   for (size_t k = 0; k < t.kc; ++k) {
-    __m512 b0, b1;
+    __m512 b0, b1 = _mm512_setzero_ps();
     if (DirectB) {
       b0 = _mm512_maskz_loadu_ps(m0, b);
-      b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+      if constexpr (NV == 2) b1 = _mm512_maskz_loadu_ps(m1, b + 16);
     } else {
       b0 = _mm512_load_ps(b);
-      b1 = _mm512_load_ps(b + 16);
+      if constexpr (NV == 2) b1 = _mm512_load_ps(b + 16);
       // Both cache lines of the B row 24 k ahead (~300 cycles: an L3 latency and then some).
       _mm_prefetch(reinterpret_cast<const char*>(b + 24 * kSgemmNr), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b + 24 * kSgemmNr + 16), _MM_HINT_T0);
@@ -46,7 +48,7 @@ void tile(const SgemmTile& t) {
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(DirectA ? a[r * t.lda] : a[r]);
       c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+      if constexpr (NV == 2) c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
     }
     a += DirectA ? 1 : kSgemmMr;
     b += DirectB ? t.ldb : kSgemmNr;
@@ -65,7 +67,7 @@ void tile(const SgemmTile& t) {
     if (t.accumulate) {
       const float* add = t.addend + r * t.ld_addend;
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, add));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, add + 16));
+      if constexpr (NV == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, add + 16));
     }
     if (t.last) {
       if (t.row_bias != nullptr) {
@@ -82,26 +84,32 @@ void tile(const SgemmTile& t) {
       v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
     }
     _mm512_mask_storeu_ps(c, m0, v0);
-    _mm512_mask_storeu_ps(c + 16, m1, v1);
+    if constexpr (NV == 2) _mm512_mask_storeu_ps(c + 16, m1, v1);
+  }
+}
+
+template <int NV, bool DirectA, bool DirectB>
+void dispatch_rows(const SgemmTile& t) {
+  switch (t.rows) {
+    case 12: return tile<12, NV, DirectA, DirectB>(t);
+    case 11: return tile<11, NV, DirectA, DirectB>(t);
+    case 10: return tile<10, NV, DirectA, DirectB>(t);
+    case 9: return tile<9, NV, DirectA, DirectB>(t);
+    case 8: return tile<8, NV, DirectA, DirectB>(t);
+    case 7: return tile<7, NV, DirectA, DirectB>(t);
+    case 6: return tile<6, NV, DirectA, DirectB>(t);
+    case 5: return tile<5, NV, DirectA, DirectB>(t);
+    case 4: return tile<4, NV, DirectA, DirectB>(t);
+    case 3: return tile<3, NV, DirectA, DirectB>(t);
+    case 2: return tile<2, NV, DirectA, DirectB>(t);
+    default: return tile<1, NV, DirectA, DirectB>(t);
   }
 }
 
 template <bool DirectA, bool DirectB>
 void dispatch(const SgemmTile& t) {
-  switch (t.rows) {
-    case 12: return tile<12, DirectA, DirectB>(t);
-    case 11: return tile<11, DirectA, DirectB>(t);
-    case 10: return tile<10, DirectA, DirectB>(t);
-    case 9: return tile<9, DirectA, DirectB>(t);
-    case 8: return tile<8, DirectA, DirectB>(t);
-    case 7: return tile<7, DirectA, DirectB>(t);
-    case 6: return tile<6, DirectA, DirectB>(t);
-    case 5: return tile<5, DirectA, DirectB>(t);
-    case 4: return tile<4, DirectA, DirectB>(t);
-    case 3: return tile<3, DirectA, DirectB>(t);
-    case 2: return tile<2, DirectA, DirectB>(t);
-    default: return tile<1, DirectA, DirectB>(t);
-  }
+  if (t.cols <= 16) return dispatch_rows<1, DirectA, DirectB>(t);
+  dispatch_rows<2, DirectA, DirectB>(t);
 }
 
 }  // namespace
