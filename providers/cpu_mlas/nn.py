@@ -107,6 +107,7 @@ class _ConvWeights:
         self.mat = w.reshape(group, self.m // group, -1)  # im2col: [G, M/G, C/G * K]
         self.taps = w.reshape(self.m, -1)  # depthwise: [C, K]
         self._banded: dict[tuple[int, ...], np.ndarray] = {}
+        self._orientation: dict[int, bool] = {}   # gemm_operand's choice per plane size
 
     @functools.cached_property
     def tap_mats(self) -> np.ndarray:
@@ -133,7 +134,12 @@ class _ConvWeights:
     def gemm_operand(self, positions: int) -> PackedWeight | None:
         """The packed weight for a group-1 conv with ``positions`` output positions per image:
         one orientation only is ever packed for a model of fixed shapes."""
-        return self.gemm_weight_t if _transposed_conv(self.m, positions) else self.gemm_weight
+        transposed = self._orientation.get(positions)
+        if transposed is None:
+            if len(self._orientation) >= 64:   # many input shapes: keep the cache bounded
+                self._orientation.clear()
+            transposed = self._orientation[positions] = _transposed_conv(self.m, positions)
+        return self.gemm_weight_t if transposed else self.gemm_weight
 
     @property
     def depthwise(self) -> bool:
@@ -252,18 +258,20 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
     if z is not None and z.shape == out_shape:
         z3 = to_compute(z).reshape(n, cw.m, length)
         z = None
-    ep = _Epilogue(bias, z3, act, clamp)
-    pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
-    if (g == 1 and len(kshape) == 2 and x.dtype == np.float32
-            and (gw := cw.gemm_operand(length)) is not None):
+    native_2d = len(kshape) == 2 and x.dtype == np.float32
+    if native_2d and g == 1 and (gw := cw.gemm_operand(length)) is not None:
         y = _conv_native(np.ascontiguousarray(x), gw, kshape, strides, dil, pb, out_sp, bias,
                          z3, act, clamp)
-    elif pointwise and not any(pb) and not any(pe):
-        y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)
-    elif (cw.depthwise and c == g and len(kshape) == 2 and x.dtype == np.float32
-          and (nat := native()) is not None and hasattr(nat, "dwconv_f32")):
+        return _conv_finish(y, out_shape, z, bias, cw, kshape, act, out_dtype)
+    if (native_2d and cw.depthwise and c == g and (nat := native()) is not None
+            and hasattr(nat, "dwconv_f32")):
         y = _depthwise_native(nat.dwconv_f32, np.ascontiguousarray(x), cw, pb, dil, strides,
                               out_sp, bias, z3, act, clamp)
+        return _conv_finish(y, out_shape, z, bias, cw, kshape, act, out_dtype)
+    ep = _Epilogue(bias, z3, act, clamp)
+    pointwise = all(k == 1 for k in kshape) and all(s == 1 for s in strides)
+    if pointwise and not any(pb) and not any(pe):
+        y = _pointwise(x.reshape(n, g, c // g, -1), cw, ep)
     elif cw.depthwise and c == g and len(kshape) == 2 and out_sp[1] <= _BANDED_MAX_WIDTH:
         y = _depthwise_banded(x, cw, pb, dil, strides, out_sp, ep)
     elif cw.depthwise and c == g:
@@ -273,8 +281,16 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
         y = _shifted_gemms(TapGrid(x, pb, pe, kshape, dil, strides, out_sp), cw, ep)
     else:
         y = _im2col(pad_constant(x, pb, pe), cw, dil, strides, out_sp, ep)
+    return _conv_finish(y, out_shape, z, bias, cw, kshape, act, out_dtype)
+
+
+def _conv_finish(y: np.ndarray, out_shape: tuple[int, ...], z: np.ndarray | None,
+                 bias: np.ndarray | None, cw: _ConvWeights, kshape: Sequence[int],
+                 act: Callable[[np.ndarray], object] | None, out_dtype: np.dtype) -> np.ndarray:
+    """``y`` in the output shape and dtype; a Z that broadcasts (not fused: the slow, general
+    path) added with the bias, then the activation."""
     y = y.reshape(out_shape)
-    if z is not None:  # a Z that broadcasts: the slow, general path
+    if z is not None:
         if bias is not None:
             y += bias.reshape(_bias_shape(cw.m, len(kshape)))
         y += z
