@@ -342,6 +342,13 @@ class Model:
             self._node_views = [self._make_node_view(i, n) for i, n in enumerate(self.nodes)]
         return self._node_views
 
+    def node_view(self, index: int) -> NodeView:
+        """The view of node ``index``, without building every node's view for it (a pass
+        that looks at a few nodes between reindexes)."""
+        if self._node_views is not None:
+            return self._node_views[index]
+        return self._make_node_view(index, self.nodes[index])
+
     def value_info(self, name: str) -> ValueInfo:
         info = self._value_infos.get(name)
         if info is None:

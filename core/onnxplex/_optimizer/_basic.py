@@ -120,7 +120,6 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
     folded = 0
     # Walk in topological order; newly folded outputs make their consumers foldable.
     for index, node in enumerate(list(model.nodes)):
-        view = model.node_views[index]
         if node.op_type in _NOT_FOLDED or node.domain not in ("", "ai.onnx"):
             continue
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
@@ -132,6 +131,7 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
                         or (v.name in consts and v.const_value is not None)
                         for v in node.inputs)
         if all_const:
+            view = model.node_view(index)
             args = [None if v is None or not v.name else v.const_value.numpy()
                     for v in node.inputs]
             try:
@@ -145,7 +145,8 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
             results = results[:len(node.outputs)]
             if len(results) < len(node.outputs):
                 continue
-        elif node.op_type in ("Shape", "Size") and (arr := _static_shape_value(view)) is not None:
+        elif (node.op_type in ("Shape", "Size")
+              and (arr := _static_shape_value(model.node_view(index))) is not None):
             results = (arr,)
         else:
             continue
