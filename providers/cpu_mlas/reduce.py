@@ -9,6 +9,7 @@ float64 and truncated, as ORT does). Reducing over an empty axis gives the reduc
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -41,8 +42,8 @@ def _extreme(dtype: np.dtype, largest: bool) -> object:
 
 def _count(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> int:
     if axes is None:
-        return int(np.prod(shape, dtype=np.int64))
-    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        return math.prod(shape)
+    return math.prod(shape[a] for a in axes)
 
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -56,11 +57,11 @@ def _sum(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
         ax = sorted(axes)
         k = len(ax)
         if ax == list(range(nd - k, nd)):
-            inner = int(np.prod(x.shape[nd - k:], dtype=np.int64))
+            inner = math.prod(x.shape[nd - k:])
             r = x.reshape(-1, inner) @ np.ones(inner, dtype=x.dtype)
             return r.reshape(_kept_shape(x.shape, axes, keep))
         if ax == list(range(k)):
-            outer = int(np.prod(x.shape[:k], dtype=np.int64))
+            outer = math.prod(x.shape[:k])
             r = np.ones(outer, dtype=x.dtype) @ x.reshape(outer, -1)
             return r.reshape(_kept_shape(x.shape, axes, keep))
     return np.sum(x, axis=axes, dtype=x.dtype, keepdims=keep)
