@@ -107,7 +107,6 @@ class _ConvWeights:
         self.mat = w.reshape(group, self.m // group, -1)  # im2col: [G, M/G, C/G * K]
         self.taps = w.reshape(self.m, -1)  # depthwise: [C, K]
         self._banded: dict[tuple[int, ...], np.ndarray] = {}
-        self._orientation: dict[int, bool] = {}   # gemm_operand's choice per plane size
 
     @functools.cached_property
     def tap_mats(self) -> np.ndarray:
@@ -134,12 +133,7 @@ class _ConvWeights:
     def gemm_operand(self, positions: int) -> PackedWeight | None:
         """The packed weight for a group-1 conv with ``positions`` output positions per image:
         one orientation only is ever packed for a model of fixed shapes."""
-        transposed = self._orientation.get(positions)
-        if transposed is None:
-            if len(self._orientation) >= 64:   # many input shapes: keep the cache bounded
-                self._orientation.clear()
-            transposed = self._orientation[positions] = _transposed_conv(self.m, positions)
-        return self.gemm_weight_t if transposed else self.gemm_weight
+        return self.gemm_weight_t if _transposed_conv(self.m, positions) else self.gemm_weight
 
     @property
     def depthwise(self) -> bool:
@@ -173,6 +167,7 @@ _GEMM_PANEL_COLS = 32
 _TRANSPOSED_MAX_POSITIONS = 100
 
 
+@functools.lru_cache(maxsize=256)
 def _transposed_conv(m: int, positions: int) -> bool:
     """Whether a group-1 conv with ``m`` output channels and ``positions`` output positions
     runs as ``out^T = col^T @ W^T`` (Cout along the GEMM's column panels) rather than

@@ -163,10 +163,10 @@ def _run_optimistically(model: Model, ctx: OptimizerContext,
             continue
         t0 = time.perf_counter()
         try:
-            nodes_before = _node_count(model)
+            nodes_before = len(model.graph)   # the main graph's (kept by onnx-ir: no walk)
             changes = p.run(ctx)
             # A pass that changed nothing and left as many nodes: no new order to compute.
-            model.reindex(structure=bool(changes) or _node_count(model) != nodes_before)
+            model.reindex(structure=bool(changes) or len(model.graph) != nodes_before)
         except Exception as e:  # noqa: BLE001 - redone pass by pass, with rollback
             logger.info("optimizer pass %r raised (%s: %s); redoing the passes one by one, "
                         "each on its own snapshot", p.name, type(e).__name__, e)
@@ -175,10 +175,6 @@ def _run_optimistically(model: Model, ctx: OptimizerContext,
             return None
         reports.append(PassReport(p.name, changes, time.perf_counter() - t0))
     return reports
-
-
-def _node_count(model: Model) -> int:
-    return len(model.graph)   # the main graph's (kept by onnx-ir: no walk)
 
 
 # Pass modules, in the order their passes run within a level.

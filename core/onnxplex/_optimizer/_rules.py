@@ -11,12 +11,9 @@ matcher runs. Rules whose output op is not a fixed name are tried everywhere, as
 from __future__ import annotations
 
 import inspect
-import logging
 from typing import Any
 
 import onnx_ir as ir
-
-logger = logging.getLogger(__name__)
 
 
 def _root_op(rule: Any) -> str | None:

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "gather_impl.h"
 #include "sgemm.h"
 
 namespace onnxplex::mlas::detail {
@@ -46,32 +47,6 @@ inline void fill_zero(float* out, std::ptrdiff_t n) {
 #else
   for (std::ptrdiff_t t = 0; t < n; ++t) out[t] = 0.0f;
 #endif
-}
-
-// out[t] = in[2 t] for t < n, reading no more than `readable` floats from in: vector shuffles
-// while a full source block fits (stride-2 convs: ResNet's 7 x 7 stem, the downsampling 3 x 3
-// and 1 x 1 convs gathered element by element before).
-inline void gather_stride2(float* out, const float* in, std::ptrdiff_t n,
-                           std::ptrdiff_t readable) {
-  std::ptrdiff_t t = 0;
-#if defined(__AVX512F__)
-  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                          28, 30);
-  for (; t + 16 <= n && 2 * t + 32 <= readable; t += 16) {
-    const __m512 lo = _mm512_loadu_ps(in + 2 * t), hi = _mm512_loadu_ps(in + 2 * t + 16);
-    _mm512_storeu_ps(out + t, _mm512_permutex2var_ps(lo, evens, hi));
-  }
-#elif defined(__AVX2__)
-  for (; t + 8 <= n && 2 * t + 16 <= readable; t += 8) {
-    const __m256 lo = _mm256_loadu_ps(in + 2 * t), hi = _mm256_loadu_ps(in + 2 * t + 8);
-    const __m256 even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // per 128 bits
-    _mm256_storeu_ps(out + t,
-                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
-  }
-#else
-  (void)readable;
-#endif
-  for (; t < n; ++t) out[t] = in[2 * t];
 }
 
 inline void conv2d_pack(const float* x_, const Conv2dGeometry& g, size_t k0, size_t kc,

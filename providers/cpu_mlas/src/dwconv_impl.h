@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dwconv.h"
+#include "gather_impl.h"
 
 namespace onnxplex::mlas::detail {
 // Internal linkage: each including translation unit (one per ISA, each with its own -m flags)
@@ -167,25 +168,6 @@ inline void dw_rows_any(const float* const* src, size_t taps, const float* w, fl
     float* out = y + oh * wo;
     for (size_t ow = 0; ow < wo; ++ow) out[ow] = std::min(std::max(acc[ow], lo), hi);
   }
-}
-
-// dst[j] = src[2 j] for j < n, reading no more than `readable` floats from src (the row's
-// end: at least 2 n - 1). AVX2: 8 outputs from two loads and two shuffles (gcc left the loop
-// scalar, and stride-2 depthwise convs spent most of their time here).
-inline void gather_stride2(float* __restrict dst, const float* __restrict src, std::ptrdiff_t n,
-                           std::ptrdiff_t readable) {
-  std::ptrdiff_t j = 0;
-#if defined(__AVX2__)
-  for (; j + 8 <= n && 2 * j + 16 <= readable; j += 8) {
-    const __m256 lo = _mm256_loadu_ps(src + 2 * j), hi = _mm256_loadu_ps(src + 2 * j + 8);
-    const __m256 even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // 128-bit lanes
-    _mm256_storeu_ps(dst + j,
-                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
-  }
-#else
-  (void)readable;
-#endif
-  for (; j < n; ++j) dst[j] = src[2 * j];
 }
 
 // Any stride, through "phase planes": the padded input of a channel split by row index mod sh

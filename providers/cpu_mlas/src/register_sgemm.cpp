@@ -234,8 +234,7 @@ void register_sgemm(py::module_& m) {
     {
       py::gil_scoped_release release;
       // A 1x1 stride-1 unpadded conv is a plain GEMM on the image as a [C, H*W] matrix.
-      const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
-                             g.pl == 0 && g.oh == g.h && g.ow == g.w;
+      const bool pointwise = g.pointwise();
       for (size_t i = 0; i < batch; ++i) {
         const float* xi = xp + i * image;
         float* yi = yp + i * cout * l;

@@ -379,9 +379,7 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
   // col^T [l, k], row-major, so the GEMM reads it in place.
   // (uninitialized, 64-byte aligned: every element is written before it is read)
   const std::unique_ptr<float[], void (*)(void*)> colt(aligned_floats(l * k), std::free);
-  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
-                         g.pl == 0 && g.oh == g.h && g.ow == g.w;
-  if (pointwise) {
+  if (g.pointwise()) {
     transpose_f32(x, g.c, l, l, colt.get(), k, false, -__builtin_inff(), __builtin_inff());
   } else {
     const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
@@ -409,20 +407,12 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
   SgemmEpilogue gemm_ep;
   gemm_ep.bias = ep.axis == BiasAxis::kRow ? ep.bias : nullptr;
   gemm_ep.axis = gemm_ep.bias != nullptr ? BiasAxis::kCol : BiasAxis::kNone;
-  if (!ep.accumulate && ep.z == nullptr) {
-    gemm_ep.lo = ep.lo;
-    gemm_ep.hi = ep.hi;
-  }
   sgemm(MatrixView{colt.get(), static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt,
         l, cout, k, outt.get(), cout, gemm_ep, threads, isa);
-  if (ep.z != nullptr) {  // y = Z first (a small plane: at most Cout x 1024 floats)
+  if (ep.z != nullptr) {  // y = Z first (cheap: this orientation serves small planes)
     for (size_t c = 0; c < cout; ++c) std::memcpy(y + c * l, ep.z + c * ep.ldz, l * sizeof(float));
   }
-  if (ep.accumulate || ep.z != nullptr) {
-    transpose_f32(outt.get(), l, cout, cout, y, l, true, ep.lo, ep.hi);
-  } else {
-    transpose_f32(outt.get(), l, cout, cout, y, l, false, -__builtin_inff(), __builtin_inff());
-  }
+  transpose_f32(outt.get(), l, cout, cout, y, l, ep.accumulate || ep.z != nullptr, ep.lo, ep.hi);
 }
 
 // The portable micro-kernel: the reference the vector variants are tested against.

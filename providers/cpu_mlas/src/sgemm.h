@@ -92,6 +92,10 @@ struct Conv2dGeometry {
   size_t dh, dw;         // dilations
   std::ptrdiff_t pt, pl; // leading pads
   size_t oh, ow;         // output size
+  // A 1x1, stride-1, unpadded conv: the image is B itself, a [C, H*W] matrix.
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h && ow == w;
+  }
 };
 
 class Conv2dSource final : public BSource {
