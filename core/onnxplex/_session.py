@@ -428,6 +428,14 @@ class InferenceSession:
                                                 protected=protected, **opt)
         if self._options.optimized_model_filepath:
             onnx.save_model(_savable(model.to_proto()), self._options.optimized_model_filepath)
+            if any(r.name == "NhwcTransformer" and r.changes for r in self._optimizer_reports):
+                # as onnxruntime warns when it saves NCHWc nodes
+                logger.warning(
+                    "the optimized model saved to %s has channels-last com.microsoft "
+                    "NhwcFusedConv nodes (layout level, graph_optimization_level >= "
+                    "ORT_ENABLE_LAYOUT): onnxplex runs it, onnxruntime's CPU provider has no "
+                    "float32 kernel for them; save at ORT_ENABLE_EXTENDED for a portable model",
+                    self._options.optimized_model_filepath)
 
         self._fallback_off = fallback_off
         self._body_plans: list[tuple[str, PartitionPlan]] = []

@@ -3,7 +3,8 @@
 
 * FusedConv: Conv (+ optional sum input Z) then an activation, applied in place on the
   fresh Conv output (``activation`` in Relu/Sigmoid/Tanh/LeakyRelu/Clip/HardSigmoid,
-  parameters in ``activation_params``);
+  parameters in ``activation_params``); NhwcFusedConv, the same channels-last (from the
+  layout level's NhwcTransformer);
 * FusedGemm: Gemm then an activation (``activation`` + ``activation_<attr>`` attributes);
 * MatMulIntegerToFloat: ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``;
 * DynamicQuantizeMatMul: A quantized to uint8 as DynamicQuantizeLinear does, then as
@@ -26,7 +27,7 @@ from ._native import native
 from ._registry import op
 from .elementwise import _sigmoid, _softplus
 from .linalg import gemm_kernel
-from .nn import ConvStatic, _conv, _ConvWeights, to_compute
+from .nn import ConvStatic, _conv, _conv_nhwc, _ConvWeights, to_compute
 from .quant import _centered, native_a_zero_point, native_pack_b, native_rows
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,18 @@ def _fused_conv_predicate(node: NodeView) -> str | None:
 @op("FusedConv", since=1, domain=MS, dtypes={0: {TP.FLOAT}}, predicate=_fused_conv_predicate)
 def make_fused_conv(node: NodeView, ctx: ProviderContext):
     """com.microsoft FusedConv: ``activation(conv(X, W) + B + Z)`` on the Conv kernel path."""
+    return _fused_conv_kernel(node, _conv)
+
+
+@op("NhwcFusedConv", since=1, domain=MS, dtypes={0: {TP.FLOAT}},
+    predicate=_fused_conv_predicate)
+def make_nhwc_fused_conv(node: NodeView, ctx: ProviderContext):
+    """com.microsoft NhwcFusedConv: FusedConv with X, Z and Y channels-last ``[N, H, W, C]``
+    (W as Conv's; what the layout level's NhwcTransformer produces)."""
+    return _fused_conv_kernel(node, _conv_nhwc)
+
+
+def _fused_conv_kernel(node: NodeView, conv: Callable[..., np.ndarray]):
     group = int(node.attr("group", 1))
     kind = _str(node.attr("activation", ""))
     values = list(node.attr("activation_params", None) or ())
@@ -156,7 +169,7 @@ def make_fused_conv(node: NodeView, ctx: ProviderContext):
         cw = packed if packed is not None else _ConvWeights(w, group)
         bias = bias_c if bias_c is not None else (None if b is None else to_compute(b))
         # bias, Z and the activation run on each chunk of the Conv output as it is produced
-        return _conv(x, cw, static, bias, z, in_place if act is not None else None)
+        return conv(x, cw, static, bias, z, in_place if act is not None else None)
 
     return kernel
 

@@ -130,6 +130,15 @@ class _ConvWeights:
             return None
         return pack_weight(self.mat[0].T)
 
+    @functools.cached_property
+    def nhwc_weight(self) -> PackedWeight | None:
+        """Group 1, float32, 2-D: ``W^T`` with its rows in (kernel row, kernel column, channel)
+        order, ``[k_h * k_w * C, M]``, packed as the GEMM's right operand: the channels-last
+        conv (:func:`_conv_nhwc`)."""
+        if self.group != 1 or self._w.dtype != np.float32 or len(self.kshape) != 2:
+            return None
+        return pack_weight(self._w.transpose(2, 3, 1, 0).reshape(-1, self.m))
+
     def gemm_operand(self, positions: int) -> PackedWeight | None:
         """The packed weight for a group-1 conv with ``positions`` output positions per image:
         one orientation only is ever packed for a model of fixed shapes."""
@@ -277,6 +286,50 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
     else:
         y = _im2col(pad_constant(x, pb, pe), cw, dil, strides, out_sp, ep)
     return _conv_finish(y, out_shape, z, bias, cw, kshape, act, out_dtype)
+
+
+def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray | None,
+               z: np.ndarray | None = None,
+               act: Callable[[np.ndarray], object] | None = None) -> np.ndarray:
+    """Channels-last ``act(conv(x) + bias + z)``: x, z and the result ``[N, *spatial, C]``
+    (com.microsoft NhwcFusedConv). Float32 2-D group-1 and depthwise convs run on the native
+    channels-last kernels, with the bias, a same-shape Z and a Relu/Clip fused; any other conv
+    through the NCHW kernels between two transposes."""
+    n, c = x.shape[0], x.shape[-1]
+    kshape = cw.kshape
+    strides, dil, pb, _, out_sp = static.geometry((n, c, *x.shape[1:-1]), kshape)
+    out_shape = (n, *out_sp, cw.m)
+    nat = native() if len(kshape) == 2 and x.dtype == np.float32 else None
+    if nat is not None and (z is None or z.shape == out_shape):
+        clamp = static.clamp if act is not None else None
+        lo, hi = clamp if clamp is not None else (-math.inf, math.inf)
+        x = np.ascontiguousarray(x)
+        y = np.empty(out_shape, dtype=np.float32)
+        if cw.group == 1 and hasattr(nat, "conv2d_nhwc_f32"):
+            zc = None if z is None else np.ascontiguousarray(z, dtype=np.float32)
+            nat.conv2d_nhwc_f32(x, cw.nhwc_weight.packed, y, kshape, strides, dil,
+                                (pb[0], pb[1]), bias=bias, lo=lo, hi=hi,
+                                threads=intra_threads(), z=zc)
+            if act is not None and clamp is None:
+                act(y)
+            return y
+        if cw.depthwise and c == cw.group and hasattr(nat, "dwconv_nhwc_f32"):
+            fused = z is None and (act is None or clamp is not None)
+            if not fused:
+                lo, hi = -math.inf, math.inf
+            nat.dwconv_nhwc_f32(x, cw.taps.reshape(c, *kshape), bias, y, strides, dil,
+                                (pb[0], pb[1]), lo, hi, intra_threads())
+            if not fused:
+                if z is not None:
+                    y += z
+                if act is not None:
+                    act(y)
+            return y
+    last = x.ndim - 1
+    zc = None if z is None else (np.ascontiguousarray(np.moveaxis(z, -1, 1))
+                                 if z.ndim == x.ndim else z)
+    y = _conv(np.moveaxis(x, last, 1), cw, static, bias, zc, act)
+    return np.ascontiguousarray(np.moveaxis(y, 1, last))
 
 
 def _conv_finish(y: np.ndarray, out_shape: tuple[int, ...], z: np.ndarray | None,

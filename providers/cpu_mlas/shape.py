@@ -15,6 +15,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._native import native
 from ._np_helpers import (
     as_array,
     const_input,
@@ -120,11 +121,44 @@ def make_unsqueeze(node: NodeView, ctx: ProviderContext) -> Kernel:
     return lambda x, a: x.reshape(_unsqueeze_shape(x.shape, int_list(a) or []))
 
 
+# A rank-4 float32 rotation (the layout level's NCHW <-> NHWC transposes) of at least this many
+# elements is copied by the native kernel; smaller ones, and other perms, stay numpy views.
+_NATIVE_TRANSPOSE_MIN = 4096
+
+
+def _rotation(perm: tuple[int, ...]) -> int | None:
+    """For ``perm = (0, k+1, ..., n-1, 1, ..., k)`` (the trailing axes rotated, the first kept),
+    ``k``: the transpose is then one 2-D transpose per batch item (rows: axes 1..k)."""
+    n = len(perm)
+    if n < 3 or perm[0] != 0:
+        return None
+    for k in range(1, n - 1):
+        if perm == (0, *range(k + 1, n), *range(1, k + 1)):
+            return k
+    return None
+
+
 @op("Transpose", since=1)
 def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     perm = node.attr("perm")
     perm = None if perm is None else tuple(int(p) for p in perm)
-    return lambda x: np.transpose(x, perm)
+    split = None if perm is None or len(perm) != 4 else _rotation(perm)
+    nat = native() if split is not None else None
+    if nat is None or not hasattr(nat, "transpose_f32"):
+        return lambda x: np.transpose(x, perm)
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        # np.ascontiguousarray of a channels-last view of a 3-channel image: ~180 us at 224^2;
+        # the native tiles: a few us
+        if x.dtype != np.float32 or x.size < _NATIVE_TRANSPOSE_MIN or not x.flags.c_contiguous:
+            return np.transpose(x, perm)
+        n, shape = x.shape[0], x.shape
+        rows, cols = math.prod(shape[1:split + 1]), math.prod(shape[split + 1:])
+        y = np.empty((n, cols, rows), dtype=np.float32)
+        nat.transpose_f32(x.reshape(n, rows, cols), y)
+        return y.reshape(tuple(shape[p] for p in perm))
+
+    return kernel
 
 
 @op("Identity", since=1)

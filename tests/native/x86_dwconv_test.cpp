@@ -1,10 +1,12 @@
-// The channel-blocked depthwise conv and the register-tile transpose of
+// The channel-blocked depthwise conv (NCHW and channels-last) and the register-tile transpose of
 // providers/cpu_mlas/src/dwconv_impl.h, compiled for one ISA by the -m flags given (the
 // Python module runs only the CPU's best variant; this runs any the CPU can), against plain
 // loops in double precision. Exit status 0 when every element matches.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -36,6 +38,17 @@ int main() {
       }
     }
   }
+  // A plain copy of a few rows (no clamp, no accumulation: the interleaving path).
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t rows : {1, 2, 3, 4, 5}) {
+    const size_t cols = 37;
+    std::vector<float> s(rows * cols), d(rows * cols);
+    fill(s);
+    detail::transpose_f32_any(s.data(), rows, cols, cols, d.data(), rows, false, -inf, inf);
+    for (size_t i = 0; i < rows; ++i) {
+      for (size_t j = 0; j < cols; ++j) bad += s[i * cols + j] != d[j * rows + i];
+    }
+  }
   // Channel counts with and without a partial block, planes narrower and wider than a band.
   for (size_t c : {3, 8, 16, 24, 40}) {
     for (size_t h : {5, 7, 14, 30, 61}) {
@@ -49,6 +62,24 @@ int main() {
           fill(w);
           fill(b);
           detail::dwconv_f32_any(x.data(), w.data(), b.data(), y.data(), c, g, -1.0f, 1.0f);
+          // The channels-last kernel on the same image, in four pieces (two channel ranges,
+          // the second starting mid-block, times two row ranges): y itself, transposed.
+          std::vector<float> xn(x.size()), yn(y.size(), std::nanf(""));
+          for (size_t ch = 0; ch < c; ++ch) {
+            for (size_t p = 0; p < g.h * g.w; ++p) xn[p * c + ch] = x[ch * g.h * g.w + p];
+          }
+          const size_t cmid = c / 2 + 1, ymid = g.ho / 2;
+          for (auto [c0, c1] : {std::pair<size_t, size_t>{0, cmid}, {cmid, c}}) {
+            for (auto [y0, y1] : {std::pair<size_t, size_t>{0, ymid}, {ymid, g.ho}}) {
+              detail::dwconv_nhwc_f32_any(xn.data(), w.data(), b.data(), yn.data(), c, c0, c1,
+                                          y0, y1, g, -1.0f, 1.0f);
+            }
+          }
+          for (size_t ch = 0; ch < c; ++ch) {
+            for (size_t p = 0; p < g.ho * g.wo; ++p) {
+              bad += !(std::fabs(yn[p * c + ch] - y[ch * g.ho * g.wo + p]) <= 1e-6f);
+            }
+          }
           for (size_t ch = 0; ch < c; ++ch) {
             for (size_t oy = 0; oy < g.ho; ++oy) {
               for (size_t ox = 0; ox < g.wo; ++ox) {

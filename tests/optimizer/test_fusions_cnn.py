@@ -46,13 +46,16 @@ def run(m, feeds, level, path=None):
 
 
 def check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5, ort_too=True):
-    """Run unoptimized and fully optimized; compare; the saved optimized model must run in
-    onnxruntime with the same results. Returns the optimized ModelProto."""
+    """Run unoptimized, with the fusions (extended level) and fully optimized (the layout
+    level too: channels-last convs); compare; the extended-level model, saved, must run in
+    onnxruntime with the same results (the layout level's NhwcFusedConv has no float32
+    kernel in onnxruntime's CPU provider). Returns the extended-level ModelProto."""
     path = tmp_path / "opt.onnx"
     want = run(m, feeds, GOL.ORT_DISABLE_ALL)
-    got = run(m, feeds, GOL.ORT_ENABLE_ALL, path)
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    for level, save in ((GOL.ORT_ENABLE_EXTENDED, path), (GOL.ORT_ENABLE_ALL, None)):
+        got = run(m, feeds, level, save)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
     opt = onnx.load(str(path))
     if ort_too:
         so = ort.SessionOptions()
@@ -454,11 +457,13 @@ def test_light_resnet50_matches_onnxruntime(tmp_path):
 
     (path,) = [p for p in light_model_paths() if p.endswith("light_resnet50.onnx")]
     x = {"gpu_0/data_0": RNG.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)
     so = onnxplex.SessionOptions()
     so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    sess = onnxplex.InferenceSession(path, so, providers=["cpu_mlas"])
-    got = sess.run(None, x)
-    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)
+    so.graph_optimization_level = GOL.ORT_ENABLE_EXTENDED   # the fusions, NCHW
+    got = onnxplex.InferenceSession(path, so, providers=["cpu_mlas"]).run(None, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
+    got = onnxplex.InferenceSession(path, providers=["cpu_mlas"]).run(None, x)  # channels-last
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
     opt = onnx.load(str(tmp_path / "opt.onnx"))
     assert "BatchNormalization" not in ops(opt)

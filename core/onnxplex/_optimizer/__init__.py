@@ -6,7 +6,8 @@ it made. Passes run in registration order, each from its level on:
 * ``ORT_ENABLE_BASIC``: constant folding, dead-code elimination, Identity/Dropout removal,
   no-op Cast/Reshape/Transpose chains, common-subexpression elimination;
 * ``ORT_ENABLE_EXTENDED``: fusions into com.microsoft contrib ops (see ``_fusions``);
-* ``ORT_ENABLE_LAYOUT``: layout rewriting for providers that prefer NHWC (partition time).
+* ``ORT_ENABLE_LAYOUT``: 2-D float convs channels-last for the default CPU provider (see
+  ``_layout``); providers that prefer NHWC get their layout at partition time.
 
 A pass that raises is rolled back and skipped with a warning (``session.optimizer_verify=1``
 also rolls back a pass that changes the model's outputs on random inputs). Usually the passes
@@ -39,6 +40,7 @@ class OptimizerContext:
     model: Model
     compile_node: Callable[[Subgraph], Callable[..., Any]] | None = None
     config: dict[str, str] = field(default_factory=dict)
+    protected: frozenset[int] = frozenset()  # id() of nodes another provider claimed
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
     applies its level-2 fusions only to nodes assigned to its CPU provider).
     """
     _load_passes()
-    ctx = OptimizerContext(model, compile_node, dict(config or {}))
+    ctx = OptimizerContext(model, compile_node, dict(config or {}), protected)
     verify = ctx.config.get("session.optimizer_verify", "0") == "1"
     reports: list[PassReport] = []
     unknown = set(disabled) - {p.name for p in PASSES}
@@ -178,7 +180,7 @@ def _run_optimistically(model: Model, ctx: OptimizerContext,
 
 
 # Pass modules, in the order their passes run within a level.
-_MODULES = ("_basic", "_fusions_cnn", "_fusions_transformer")
+_MODULES = ("_basic", "_fusions_cnn", "_fusions_transformer", "_layout")
 
 
 def _load_passes() -> None:

@@ -30,6 +30,23 @@ void dwconv_f32_avx2(const float* x, const float* w, const float* bias, float* y
 void dwconv_f32_avx512(const float* x, const float* w, const float* bias, float* y,
                        size_t channels, const DwConvGeometry& g, float lo, float hi);
 
+// The same conv on channels-last images: channels [c0, c1) and output rows [oy0, oy1) of x
+// [h, w, ld] into y [ho, wo, ld] (channel c of a position at offset c; w [ld, kh, kw] and bias
+// indexed by channel). Vectors run across channels, so no plane is transposed. Dispatches like
+// dwconv_f32.
+void dwconv_nhwc_f32(const float* x, const float* w, const float* bias, float* y, size_t ld,
+                     size_t c0, size_t c1, size_t oy0, size_t oy1, const DwConvGeometry& g,
+                     float lo, float hi);
+void dwconv_nhwc_f32_portable(const float* x, const float* w, const float* bias, float* y,
+                              size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
+                              const DwConvGeometry& g, float lo, float hi);
+void dwconv_nhwc_f32_avx2(const float* x, const float* w, const float* bias, float* y,
+                          size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
+                          const DwConvGeometry& g, float lo, float hi);
+void dwconv_nhwc_f32_avx512(const float* x, const float* w, const float* bias, float* y,
+                            size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
+                            const DwConvGeometry& g, float lo, float hi);
+
 // 2-D max pooling with the same geometry (kernel kh x kw; the pads are -inf): y [C, Ho, Wo] =
 // max over each window of x [C, H, W]; NaN propagates. Dispatches like dwconv_f32.
 void maxpool_f32(const float* x, float* y, size_t channels, const DwConvGeometry& g);

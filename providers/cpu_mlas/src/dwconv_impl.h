@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "dwconv.h"
@@ -466,6 +467,21 @@ inline void cl_row_3x3(const DwVec* in, size_t wb, const DwVec* wv, DwVec bias, 
   }
 }
 
+// One output row of a channel block into `out`, the kernel for the geometry (the same sums in
+// the same order whichever runs).
+inline void cl_row_any(const DwVec* in, size_t wb, const std::ptrdiff_t* toff, size_t taps,
+                       const DwVec* wv, DwVec bv, DwVec lo, DwVec hi, const DwConvGeometry& g,
+                       DwVec* out) {
+  const bool plain3x3 = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1;
+  if (plain3x3 && g.sw == 1) return cl_row_3x3<1>(in, wb, wv, bv, lo, hi, g.wo, out);
+  if (plain3x3 && g.sw == 2) return cl_row_3x3<2>(in, wb, wv, bv, lo, hi, g.wo, out);
+  switch (taps) {
+    case 9: return cl_row<9>(in, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out);
+    case 25: return cl_row<25>(in, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out);
+    default: return cl_row<0>(in, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out);
+  }
+}
+
 // Channels [0, blocks * kDwLanes) of dwconv_f32's contract, a block of kDwLanes at a time.
 inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias, float* y,
                                size_t blocks, const DwConvGeometry& g, float lo_s,
@@ -495,7 +511,6 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
     toff[t] = static_cast<std::ptrdiff_t>((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw);
   }
   const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
-  const bool plain3x3 = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1;
   const float* src[L];
   float* dst[L];
   for (size_t cb = 0; cb < blocks; ++cb) {
@@ -545,21 +560,8 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
       }
       // Output rows of the band into obuf, then back into the channel planes.
       for (size_t ro = 0; ro < rows_out; ++ro) {
-        const DwVec* in = bufp + ro * g.sh * wb;
-        DwVec* out = obuf + ro * g.wo;
-        if (plain3x3 && g.sw == 1) {
-          cl_row_3x3<1>(in, wb, wv, bv, lo, hi, g.wo, out);
-          continue;
-        }
-        if (plain3x3 && g.sw == 2) {
-          cl_row_3x3<2>(in, wb, wv, bv, lo, hi, g.wo, out);
-          continue;
-        }
-        switch (taps) {
-          case 9: cl_row<9>(in, toff.data(), taps, wv, bv, lo, hi, g.wo, g.sw, out); break;
-          case 25: cl_row<25>(in, toff.data(), taps, wv, bv, lo, hi, g.wo, g.sw, out); break;
-          default: cl_row<0>(in, toff.data(), taps, wv, bv, lo, hi, g.wo, g.sw, out);
-        }
+        cl_row_any(bufp + ro * g.sh * wb, wb, toff.data(), taps, wv, bv, lo, hi, g,
+                   obuf + ro * g.wo);
       }
       const size_t q0 = oh0 * g.wo, n = rows_out * g.wo;
       size_t q = 0;
@@ -572,6 +574,88 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
       }
       for (; q < n; ++q) {
         for (size_t i = 0; i < L; ++i) yb[i * oplane + q0 + q] = obuf[q][i];
+      }
+    }
+  }
+}
+
+// Channels [c0, c1) and output rows [oy0, oy1) of one channels-last (NHWC) image: x [h][w][ld]
+// and y [ho][wo][ld] (channel c of position p at p * ld + c); w [ld channels][kh][kw] and bias
+// (or nullptr) indexed by channel. The blocked kernel without its transposes: a block's input
+// rows are vector copies into the zero-padded buffer, its outputs vector copies out. Bands of
+// output rows outside, channel blocks inside: a band's input rows, all channels, are read from
+// memory once and stay in cache for every block. A last block narrower than kDwLanes runs with
+// its spare lanes zero (weights, bias, inputs) and only its own lanes stored. The same sums in
+// the same order as dwconv_f32.
+inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bias, float* y,
+                                size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
+                                const DwConvGeometry& g, float lo_s, float hi_s) {
+  constexpr size_t L = kDwLanes;
+  oy1 = std::min(oy1, g.ho);
+  if (oy0 >= oy1 || g.wo == 0 || c0 >= c1) return;
+  const size_t taps = g.kh * g.kw, blocks = (c1 - c0 + L - 1) / L;
+  const size_t wb = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  const size_t cols = std::min(g.w, wb > g.pl ? wb - g.pl : 0);
+  const size_t span = (g.kh - 1) * g.dh + 1;
+  // Bands: the input rows of all the range's channels within ~256 KiB (L2), at least one row.
+  const size_t row_bytes = g.w * (c1 - c0) * sizeof(float);
+  const size_t fit = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(row_bytes, 1));
+  const size_t band = std::min(oy1 - oy0, fit > span ? (fit - span) / g.sh + 1 : 1);
+  const size_t rows_max = (band - 1) * g.sh + span;
+  std::vector<float> buf_f(rows_max * wb * L, 0.0f), obuf_f(band * g.wo * L),
+      wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
+  DwVec* const bufp = reinterpret_cast<DwVec*>(buf_f.data());
+  DwVec* const obuf = reinterpret_cast<DwVec*>(obuf_f.data());
+  DwVec* const wv_all = reinterpret_cast<DwVec*>(wv_f.data());
+  const DwVec* const bv_all = reinterpret_cast<const DwVec*>(bv_f.data());
+  for (size_t b = 0; b < blocks; ++b) {  // weights as vectors, spare lanes zero
+    for (size_t i = 0; i < L && c0 + b * L + i < c1; ++i) {
+      const size_t c = c0 + b * L + i;
+      for (size_t t = 0; t < taps; ++t) wv_all[b * taps + t][i] = w[c * taps + t];
+      if (bias != nullptr) bv_f[b * L + i] = bias[c];
+    }
+  }
+  std::vector<std::ptrdiff_t> toff(taps);
+  for (size_t t = 0; t < taps; ++t) {
+    toff[t] = static_cast<std::ptrdiff_t>((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw);
+  }
+  const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
+  for (size_t oh0 = oy0; oh0 < oy1; oh0 += band) {
+    const size_t rows_out = std::min(band, oy1 - oh0);
+    const size_t rows_in = (rows_out - 1) * g.sh + span;
+    const auto ih0 = static_cast<std::ptrdiff_t>(oh0 * g.sh) - static_cast<std::ptrdiff_t>(g.pt);
+    const std::ptrdiff_t r_lo = std::clamp<std::ptrdiff_t>(-ih0, 0, rows_in);
+    const std::ptrdiff_t r_hi = std::clamp<std::ptrdiff_t>(
+        static_cast<std::ptrdiff_t>(g.h) - ih0, r_lo, rows_in);
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t c = c0 + b * L, lanes = std::min(L, c1 - c);
+      std::fill(bufp, bufp + r_lo * wb, DwVec{});
+      std::fill(bufp + r_hi * wb, bufp + rows_in * wb, DwVec{});
+      for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
+        const float* src = x + static_cast<size_t>(ih0 + r) * g.w * ld + c;
+        DwVec* dst = bufp + r * wb + g.pl;
+        if (lanes == L) {
+          for (size_t iw = 0; iw < cols; ++iw) dst[iw] = *reinterpret_cast<const DwVec*>(src + iw * ld);
+        } else {
+          for (size_t iw = 0; iw < cols; ++iw) {
+            DwVec v{};
+            for (size_t i = 0; i < lanes; ++i) v[i] = src[iw * ld + i];
+            dst[iw] = v;
+          }
+        }
+      }
+      for (size_t ro = 0; ro < rows_out; ++ro) {
+        cl_row_any(bufp + ro * g.sh * wb, wb, toff.data(), taps, wv_all + b * taps, bv_all[b],
+                   lo, hi, g, obuf + ro * g.wo);
+      }
+      float* yb = y + oh0 * g.wo * ld + c;
+      const size_t n = rows_out * g.wo;
+      if (lanes == L) {
+        for (size_t q = 0; q < n; ++q) *reinterpret_cast<DwVec*>(yb + q * ld) = obuf[q];
+      } else {
+        for (size_t q = 0; q < n; ++q) {
+          for (size_t i = 0; i < lanes; ++i) yb[q * ld + i] = obuf[q][i];
+        }
       }
     }
   }
@@ -609,8 +693,42 @@ inline void transpose_f32_any(const float* src, size_t rows, size_t cols, size_t
       for (size_t i = 0; i < L; ++i) one(src[(i0 + i) * lds + j0], dst + j0 * ldd + i0 + i);
     }
   }
-  for (; i0 < rows; ++i0) {
-    for (size_t j = 0; j < cols; ++j) one(src[i0 * lds + j], dst + j * ldd + i0);
+  if (i0 == rows) return;
+  // The last rows (fewer than kDwLanes: all of them for a 3-channel image) through the same
+  // tiles, the missing rows read from zeros and not stored.
+  const size_t r = rows - i0;
+  if (r <= 4 && !accumulate && lo_s == -std::numeric_limits<float>::infinity() &&
+      hi_s == std::numeric_limits<float>::infinity()) {
+    // A plain copy of a few rows (an image's 3 channels): interleaved column by column, with
+    // the row count fixed at compile time (a tile transpose would be mostly padding).
+    auto interleave = [&](auto rc) {
+      constexpr size_t R = decltype(rc)::value;
+      const float* sr[R];
+      for (size_t i = 0; i < R; ++i) sr[i] = src + (i0 + i) * lds;
+      for (size_t j = 0; j < cols; ++j) {
+        float* d = dst + j * ldd + i0;
+        for (size_t i = 0; i < R; ++i) d[i] = sr[i][j];
+      }
+    };
+    switch (r) {
+      case 1: return interleave(std::integral_constant<size_t, 1>{});
+      case 2: return interleave(std::integral_constant<size_t, 2>{});
+      case 3: return interleave(std::integral_constant<size_t, 3>{});
+      default: return interleave(std::integral_constant<size_t, 4>{});
+    }
+  }
+  alignas(64) float zero[L] = {};
+  size_t j0 = 0;
+  for (; j0 + L <= cols; j0 += L) {
+    for (size_t i = 0; i < L; ++i) s[i] = i < r ? src + (i0 + i) * lds + j0 : zero;
+    transpose_lanes(s, t);
+    for (size_t j = 0; j < L; ++j) {
+      float* d = dst + (j0 + j) * ldd + i0;
+      for (size_t i = 0; i < r; ++i) one(tile[j][i], d + i);
+    }
+  }
+  for (; j0 < cols; ++j0) {
+    for (size_t i = 0; i < r; ++i) one(src[(i0 + i) * lds + j0], dst + j0 * ldd + i0 + i);
   }
 }
 

@@ -52,6 +52,17 @@ const float* optional_bias(const py::object& b_in, size_t c, F32& keep) {
   return keep.data();
 }
 
+// A depthwise conv's geometry: planes (h, w) -> (ho, wo), kernel (kh, kw), the attributes.
+DwConvGeometry dw_geometry(size_t h, size_t w, size_t ho, size_t wo, size_t kh, size_t kw,
+                           std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
+                           std::array<size_t, 2> pads) {
+  if (strides[0] == 0 || strides[1] == 0 || dilations[0] == 0 || dilations[1] == 0) {
+    throw py::value_error("strides and dilations must be positive");
+  }
+  return {h, w, ho, wo, kh, kw, strides[0], strides[1], dilations[0], dilations[1], pads[0],
+          pads[1]};
+}
+
 }  // namespace
 
 void register_conv(py::module_& m) {
@@ -95,13 +106,11 @@ void register_conv(py::module_& m) {
     }
     F32 b;
     const float* bias = optional_bias(b_in, c, b);
-    if (strides[0] == 0 || strides[1] == 0 || dilations[0] == 0 || dilations[1] == 0) {
-      throw py::value_error("strides and dilations must be positive");
-    }
-    DwConvGeometry g{static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-                     static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)),
-                     static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)),
-                     strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1]};
+    const DwConvGeometry g = dw_geometry(
+        static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+        static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)),
+        static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)), strides, dilations,
+        pads);
     const float* xp = x.data();
     const float* wp = w.data();
     float* yp = y.mutable_data();
@@ -129,6 +138,78 @@ void register_conv(py::module_& m) {
      "Depthwise 2-D conv of x [C, H, W] with w [C, kh, kw] into y [C, Ho, Wo] (written), "
      "bias [C] or None, begin pads (top, left), then clamp to [lo, hi]; channel ranges run "
      "on up to `threads` threads of the native pool.");
+
+  m.def("dwconv_nhwc_f32", [](const py::array& x_in, const py::array& w_in,
+                              const py::object& b_in, py::array& y_in,
+                              std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
+                              std::array<size_t, 2> pads, float lo, float hi, size_t threads) {
+    const F32 x = f32(x_in, "x", 4), w = f32(w_in, "w", 3);
+    F32 y = f32(y_in, "y", 4);
+    const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
+    if (static_cast<size_t>(w.shape(0)) != c || static_cast<size_t>(y.shape(3)) != c ||
+        static_cast<size_t>(y.shape(0)) != n) {
+      throw py::value_error("x, w and y must have the same batch and channels");
+    }
+    F32 b;
+    const float* bias = optional_bias(b_in, c, b);
+    const DwConvGeometry g = dw_geometry(
+        static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+        static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)),
+        static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)), strides, dilations,
+        pads);
+    const float* xp = x.data();
+    const float* wp = w.data();
+    float* yp = y.mutable_data();
+    // Tasks: images x channel groups (whole groups of 16: the kernel's vectors) x output row
+    // ranges (when there are fewer groups than wanted tasks), each worth >= kMinChunkMacs.
+    constexpr size_t kMinChunkMacs = 1 << 16, kGroup = 16;
+    const size_t groups = (c + kGroup - 1) / kGroup;
+    const size_t macs = n * c * g.ho * g.wo * g.kh * g.kw;
+    const size_t want = threads > 1 ? std::max<size_t>(1, std::min(threads * 4,
+                                                                   macs / kMinChunkMacs))
+                                    : 1;
+    const size_t cgroups = std::min(groups, want);
+    const size_t rsplit = std::max<size_t>(1, std::min(g.ho, want / cgroups));
+    const size_t per_image = cgroups * rsplit;
+    const size_t in_image = g.h * g.w * c, out_image = g.ho * g.wo * c;
+    py::gil_scoped_release release;
+    parallel_for(n * per_image, threads, [&](size_t t) {
+      const size_t i = t / per_image, cg = t % per_image / rsplit, rs = t % rsplit;
+      const size_t c0 = std::min(c, groups * cg / cgroups * kGroup);
+      const size_t c1 = std::min(c, groups * (cg + 1) / cgroups * kGroup);
+      dwconv_nhwc_f32(xp + i * in_image, wp, bias, yp + i * out_image, c, c0, c1,
+                      g.ho * rs / rsplit, g.ho * (rs + 1) / rsplit, g, lo, hi);
+    });
+  }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), py::arg("strides"),
+     py::arg("dilations"), py::arg("pads"),
+     py::arg("lo") = -std::numeric_limits<float>::infinity(),
+     py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("threads") = 1,
+     "Depthwise 2-D conv of channels-last x [N, H, W, C] with w [C, kh, kw] into y "
+     "[N, Ho, Wo, C] (written), bias [C] or None, begin pads (top, left), then clamp to "
+     "[lo, hi]; channel groups and output row ranges run on up to `threads` threads.");
+
+  m.def("transpose_f32", [](const py::array& x_in, py::array& y_in) {
+    std::ptrdiff_t xs[2];
+    rows3(x_in, "x", xs);
+    F32 y = f32(y_in, "y", 3);
+    const size_t n = static_cast<size_t>(x_in.shape(0)), rows = static_cast<size_t>(x_in.shape(1)),
+                 cols = static_cast<size_t>(x_in.shape(2));
+    if (static_cast<size_t>(y.shape(0)) != n || static_cast<size_t>(y.shape(1)) != cols ||
+        static_cast<size_t>(y.shape(2)) != rows) {
+      throw py::value_error("y must have the shape of x with its last two axes swapped");
+    }
+    const float* xp = static_cast<const float*>(x_in.data());
+    float* yp = y.mutable_data();
+    if (xs[1] < 0 || xs[0] < 0) throw py::value_error("x must have non-negative strides");
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < n; ++i) {
+      transpose_f32(xp + i * static_cast<size_t>(xs[0]), rows, cols, static_cast<size_t>(xs[1]),
+                    yp + i * rows * cols, rows, false, -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::infinity());
+    }
+  }, py::arg("x"), py::arg("y"),
+     "y[i] = x[i].T for x [N, R, C] (rows contiguous, any outer strides) and y [N, C, R] "
+     "(C-contiguous float32): a batch of 2-D transposes in register tiles.");
 
   m.def("maxpool_f32", [](const py::array& x_in, py::array& y_in, std::array<size_t, 2> kernel,
                           std::array<size_t, 2> strides, std::array<size_t, 2> dilations,

@@ -80,6 +80,43 @@ void check_nchw(const py::array& x, const char* what) {
   }
 }
 
+// A conv's geometry from its arrays' spatial sizes (x: channels c, plane h x w; out: oh x ow)
+// and its attributes; kernel, strides and dilations must be positive.
+Conv2dGeometry conv_geometry(size_t c, size_t h, size_t w, size_t oh, size_t ow,
+                             std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                             std::array<size_t, 2> dilations,
+                             std::array<std::ptrdiff_t, 2> pads) {
+  Conv2dGeometry g;
+  g.c = c;
+  g.h = h;
+  g.w = w;
+  g.kh = kernel[0];
+  g.kw = kernel[1];
+  g.sh = strides[0];
+  g.sw = strides[1];
+  g.dh = dilations[0];
+  g.dw = dilations[1];
+  g.pt = pads[0];
+  g.pl = pads[1];
+  g.oh = oh;
+  g.ow = ow;
+  if (g.kh == 0 || g.kw == 0 || g.sh == 0 || g.sw == 0 || g.dh == 0 || g.dw == 0) {
+    throw py::value_error("kernel, strides and dilations must be positive");
+  }
+  return g;
+}
+
+// An optional Z input of out's shape (C-contiguous float32): its data, or nullptr for None.
+const float* z_of(const py::object& z_in, const py::array& out) {
+  if (z_in.is_none()) return nullptr;
+  const py::array z = z_in.cast<py::array>();
+  check_nchw(z, "z");
+  for (int i = 0; i < 4; ++i) {
+    if (z.shape(i) != out.shape(i)) throw py::value_error("z must have the shape of out");
+  }
+  return static_cast<const float*>(z.data());
+}
+
 }  // namespace
 
 void register_sgemm(py::module_& m) {
@@ -183,24 +220,11 @@ void register_sgemm(py::module_& m) {
     // w packed as A [Cout, C*kh*kw] (the direct orientation) or as B [C*kh*kw, Cout] (W^T: the
     // transposed one, conv2d_f32_transposed).
     const bool transposed = !w.is_a;
-    Conv2dGeometry g;
-    g.c = static_cast<size_t>(x.shape(1));
-    g.h = static_cast<size_t>(x.shape(2));
-    g.w = static_cast<size_t>(x.shape(3));
-    g.kh = kernel[0];
-    g.kw = kernel[1];
-    g.sh = strides[0];
-    g.sw = strides[1];
-    g.dh = dilations[0];
-    g.dw = dilations[1];
-    g.pt = pads[0];
-    g.pl = pads[1];
-    g.oh = static_cast<size_t>(out.shape(2));
-    g.ow = static_cast<size_t>(out.shape(3));
+    const Conv2dGeometry g = conv_geometry(
+        static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+        static_cast<size_t>(x.shape(3)), static_cast<size_t>(out.shape(2)),
+        static_cast<size_t>(out.shape(3)), kernel, strides, dilations, pads);
     const size_t batch = static_cast<size_t>(x.shape(0)), cout = transposed ? w.cols : w.rows;
-    if (g.kh == 0 || g.kw == 0 || g.sh == 0 || g.sw == 0 || g.dh == 0 || g.dw == 0) {
-      throw py::value_error("kernel, strides and dilations must be positive");
-    }
     const size_t wk = transposed ? w.rows : w.cols;
     if (wk != g.c * g.kh * g.kw) {
       throw py::value_error("w has K = " + std::to_string(wk) + ", x needs C*kh*kw = " +
@@ -210,16 +234,8 @@ void register_sgemm(py::module_& m) {
       throw py::value_error("out must have shape (N, Cout, OH, OW) = (" + std::to_string(batch) +
                             ", " + std::to_string(cout) + ", ...)");
     }
-    const float* zp = nullptr;
-    if (!z_in.is_none()) {
-      const py::array z = z_in.cast<py::array>();
-      check_nchw(z, "z");
-      for (int i = 0; i < 4; ++i) {
-        if (z.shape(i) != out.shape(i)) throw py::value_error("z must have the shape of out");
-      }
-      if (accumulate) throw py::value_error("give z or accumulate, not both");
-      zp = static_cast<const float*>(z.data());
-    }
+    const float* zp = z_of(z_in, out);
+    if (zp != nullptr && accumulate) throw py::value_error("give z or accumulate, not both");
     SgemmEpilogue ep;
     ep.accumulate = accumulate;
     ep.lo = lo;
@@ -265,6 +281,61 @@ void register_sgemm(py::module_& m) {
      "read as 0); pads are the leading (top, left) ones; bias per output channel, clamp, "
      "accumulate as sgemm; z [N, Cout, OH, OW] (C-contiguous float32) is added before the clamp "
      "(read in place of out's values: out = clamp(conv + bias + z)).");
+
+  m.def("conv2d_nhwc_f32", [](const py::array& x, const SgemmPacked& wt, py::array& out,
+                              std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                              std::array<size_t, 2> dilations,
+                              std::array<std::ptrdiff_t, 2> pads, const py::object& bias_in,
+                              float lo, float hi, size_t threads, const std::string& isa,
+                              const py::object& z_in) {
+    check_nchw(x, "x");
+    check_nchw(out, "out");
+    if (!out.writeable()) throw py::value_error("out must be writeable");
+    if (wt.is_a) throw py::value_error("wt must be W^T packed as the right (B) operand");
+    const Conv2dGeometry g = conv_geometry(
+        static_cast<size_t>(x.shape(3)), static_cast<size_t>(x.shape(1)),
+        static_cast<size_t>(x.shape(2)), static_cast<size_t>(out.shape(1)),
+        static_cast<size_t>(out.shape(2)), kernel, strides, dilations, pads);
+    const size_t batch = static_cast<size_t>(x.shape(0)), cout = wt.cols;
+    if (wt.rows != g.c * g.kh * g.kw) {
+      throw py::value_error("wt has K = " + std::to_string(wt.rows) + ", x needs kh*kw*C = " +
+                            std::to_string(g.c * g.kh * g.kw));
+    }
+    if (static_cast<size_t>(out.shape(0)) != batch || static_cast<size_t>(out.shape(3)) != cout) {
+      throw py::value_error("out must have shape (N, OH, OW, Cout) = (" +
+                            std::to_string(batch) + ", ..., " + std::to_string(cout) + ")");
+    }
+    const float* zp = z_of(z_in, out);
+    SgemmEpilogue ep;
+    ep.lo = lo;
+    ep.hi = hi;
+    py::array_t<float, py::array::c_style | py::array::forcecast> bias;
+    ep.bias = bias_of(bias_in, cout, bias);
+    ep.axis = ep.bias != nullptr ? BiasAxis::kCol : BiasAxis::kNone;
+    const SgemmIsa v = sgemm_isa_arg(isa);
+    const float* xp = static_cast<const float*>(x.data());
+    float* yp = static_cast<float*>(out.mutable_data());
+    const size_t l = g.oh * g.ow, image = g.h * g.w * g.c;
+    {
+      py::gil_scoped_release release;
+      for (size_t i = 0; i < batch; ++i) {
+        if (zp != nullptr) {
+          ep.z = zp + i * l * cout;
+          ep.ldz = cout;
+        }
+        conv2d_nhwc_f32(xp + i * image, g, wt, yp + i * l * cout, ep, threads, v);
+      }
+    }
+    return out;
+  }, py::arg("x"), py::arg("wt"), py::arg("out"), py::arg("kernel"), py::arg("strides"),
+     py::arg("dilations"), py::arg("pads"), py::arg("bias") = py::none(),
+     py::arg("lo") = -std::numeric_limits<float>::infinity(),
+     py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("threads") = 0,
+     py::arg("isa") = "", py::arg("z") = py::none(),
+     "2-D convolution (group 1) of channels-last x [N, H, W, C] into out [N, OH, OW, Cout]: "
+     "wt is W^T in (kh, kw, C) order, [kh*kw*C, Cout], packed as B; pads are the leading "
+     "(top, left) ones; bias per output channel, then z [N, OH, OW, Cout] (C-contiguous "
+     "float32) added, then the clamp: out = clamp(conv + bias + z, lo, hi).");
 }
 
 }  // namespace onnxplex::mlas::bind

@@ -415,6 +415,108 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
   transpose_f32(outt.get(), l, cout, cout, y, l, ep.accumulate || ep.z != nullptr, ep.lo, ep.hi);
 }
 
+namespace {
+
+// n floats from src to dst, and zeros: runs of a few floats (a stem conv's 3 channels times 3
+// taps) inline, in 16-byte moves; a libc call costs more than such a copy.
+inline void copy_run(float* dst, const float* src, size_t n) {
+  if (n > 64) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) std::memcpy(dst + i, src + i, 4 * sizeof(float));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+inline void zero_run(float* dst, size_t n) {
+  if (n > 64) {
+    std::memset(dst, 0, n * sizeof(float));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) dst[i] = 0.0f;
+}
+
+// Rows [p0, p1) of the NHWC im2col matrix of conv2d_nhwc_f32 into col (kh * kw * C a row).
+void im2col_nhwc(const float* x, const Conv2dGeometry& g, size_t p0, size_t p1, float* col) {
+  const size_t c = g.c, run = g.kw * c;
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  const auto kw = static_cast<std::ptrdiff_t>(g.kw);
+  const auto span = (kw - 1) * static_cast<std::ptrdiff_t>(g.dw) + 1;  // input columns a row reads
+  size_t oy = p0 / g.ow, ox = p0 % g.ow;
+  float* row = col;
+  for (size_t p = p0; p < p1; ++p) {
+    const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
+    const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;
+    const bool inside = x0 >= 0 && x0 + span <= w;
+    for (size_t i = 0; i < g.kh; ++i, row += run) {
+      const std::ptrdiff_t iy = y0 + static_cast<std::ptrdiff_t>(i * g.dh);
+      if (iy < 0 || iy >= h) {
+        zero_run(row, run);
+        continue;
+      }
+      const float* src = x + static_cast<size_t>(iy * w) * c;
+      if (g.dw == 1 && inside) {  // the row's taps: one run of the input row
+        copy_run(row, src + x0 * static_cast<std::ptrdiff_t>(c), run);
+        continue;
+      }
+      for (std::ptrdiff_t j = 0; j < kw; ++j) {
+        const std::ptrdiff_t ix = x0 + j * static_cast<std::ptrdiff_t>(g.dw);
+        float* d = row + j * c;
+        if (ix < 0 || ix >= w) {
+          zero_run(d, c);
+        } else {
+          copy_run(d, src + ix * c, c);
+        }
+      }
+    }
+    if (++ox == g.ow) ox = 0, ++oy;
+  }
+}
+
+// Bands of col rows at most this large (with a band of the packed weight, within L2).
+constexpr size_t kNhwcBandBytes = 384u << 10;
+// Banded only for weights up to this size: every band reads all of the weight.
+constexpr size_t kNhwcBandedWeightBytes = 1u << 20;
+
+}  // namespace
+
+void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt, float* y,
+                     const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
+  const size_t l = g.oh * g.ow, k = g.c * g.kh * g.kw, cout = wt.cols;
+  if (l == 0 || cout == 0) return;
+  if (g.pointwise()) {
+    sgemm(MatrixView{x, static_cast<std::ptrdiff_t>(g.c), 1}, nullptr, MatrixView{}, &wt, l,
+          cout, k, y, cout, ep, threads, isa);
+    return;
+  }
+  if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+  const size_t band = std::max<size_t>(
+      kSgemmMr, kNhwcBandBytes / (k * sizeof(float)) / kSgemmMr * kSgemmMr);
+  const size_t bands = ceil_div(l, band);
+  const size_t weight_bytes = k * round_up(cout, kSgemmNr) * sizeof(float);
+  if (bands >= 2 * threads && weight_bytes <= kNhwcBandedWeightBytes) {
+    parallel_for(bands, threads, [&](size_t b) {
+      static thread_local Scratch col_scratch;
+      const size_t p0 = b * band, p1 = std::min(l, p0 + band);
+      float* col = col_scratch.get((p1 - p0) * k);
+      im2col_nhwc(x, g, p0, p1, col);
+      SgemmEpilogue bep = ep;
+      if (bep.z != nullptr) bep.z += p0 * bep.ldz;
+      sgemm(MatrixView{col, static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt,
+            p1 - p0, cout, k, y + p0 * cout, cout, bep, 1, isa);
+    });
+    return;
+  }
+  const std::unique_ptr<float[], void (*)(void*)> col(aligned_floats(l * k), std::free);
+  const size_t chunks = std::min(threads, ceil_div(l, 64));
+  parallel_for(chunks, threads, [&](size_t i) {
+    im2col_nhwc(x, g, l * i / chunks, l * (i + 1) / chunks, col.get() + l * i / chunks * k);
+  });
+  sgemm(MatrixView{col.get(), static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt, l,
+        cout, k, y, cout, ep, threads, isa);
+}
+
 // The portable micro-kernel: the reference the vector variants are tested against.
 void sgemm_tile_scalar(const SgemmTile& t) {
   float acc[kSgemmMr][kSgemmNr] = {};

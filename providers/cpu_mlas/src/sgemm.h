@@ -129,6 +129,17 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t 
 void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
                            float* y, const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
 
+// The conv of one channels-last (NHWC) image: y [oh * ow, Cout] (rows Cout apart) = col @ W^T,
+// where col's row for an output position holds its taps' input vectors x[iy, ix, 0:C] in
+// (kernel row, kernel column) order, zeros in the padding; `wt` is W^T in that order
+// ([kh][kw][C] x Cout) packed as B. x [h, w, c] contiguous. A 1x1, stride-1 unpadded conv
+// reads x itself as col; otherwise col is built a band of output positions at a time (a row
+// is kh runs of kw * C contiguous floats at dilation 1: copies, no transposes), each band's
+// GEMM on one thread, or whole when the plane is too small to give every thread bands. The
+// epilogue: bias per output channel (kCol), Z [oh * ow, Cout] (ldz), clamp.
+void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt, float* y,
+                     const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
+
 // ---- micro-kernels (internal; one translation unit per ISA) --------------------------------
 
 struct SgemmTile {

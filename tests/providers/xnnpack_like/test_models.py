@@ -256,7 +256,10 @@ def test_fused_conv_and_gemm_from_the_optimizer(tmp_path):
              helper.make_node("Tanh", ["g"], ["y"])]
     m = model(nodes, [vi("x", [1, 4, 6, 6])], [vi("y", [1, 5])], inits)
     path = tmp_path / "optimized.onnx"
-    c = session(m, ["cpu_mlas"], ALL, optimized_model_filepath=str(path))
+    # the extended level: the fusions, NCHW (the layout level would write channels-last
+    # NhwcFusedConv, a cpu_mlas op)
+    c = session(m, ["cpu_mlas"], GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+                optimized_model_filepath=str(path))
     ops = {n.op_type for n in c.model.node_views}
     assert {"FusedConv", "FusedGemm"} <= ops, ops
     x = session(str(path), level=GraphOptimizationLevel.ORT_DISABLE_ALL)

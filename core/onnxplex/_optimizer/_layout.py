@@ -1,0 +1,198 @@
+"""Layout level (onnxruntime's Level 3, applied to the default CPU provider's nodes): 2-D float
+convolutions go channels-last.
+
+``NhwcTransformer``: a Conv or com.microsoft FusedConv whose input is a float32 ``[N, C, H, W]``
+tensor and whose weight is a constant (group 1, or depthwise: the shapes the cpu_mlas
+channels-last kernels run) becomes a com.microsoft ``NhwcFusedConv``: X, Z and Y are
+``[N, H, W, C]``; W, B and the attributes stay as they were (onnxruntime's contrib op of that
+name has the same contract).
+
+Layout-agnostic elementwise nodes (activations, Add/Mul/Sum/..., every tensor input of the
+output's shape or a scalar) fed by a channels-last value run channels-last too, as they are:
+a residual ``Sum`` + ``Relu`` between two convs costs no transpose.
+
+Transposes go only where the layout changes: in front of a converted node whose input comes
+from a node left NCHW (or from a graph input), and behind a converted node whose output is
+read by a node left NCHW (or is a graph output), one per value however many nodes read it.
+A chain of convs, residual sums (FusedConv's Z) included, stays channels-last between its
+edges: a MobileNetV2 keeps two transposes, at its input and before its pooling.
+
+Why channels-last: onnxruntime's CPU provider converts CNNs to NCHWc for the same reason.
+In NCHW every conv pays for its layout: a group-1 conv packs im2col panels (a transposition of
+each tap's plane), a depthwise conv transposes its input into channel vectors and its output
+back, a conv on a small plane transposes into the GEMM's better orientation. Channels-last,
+a 1x1 conv is a GEMM on the tensor as it is, a k x k conv's im2col rows are runs of C
+contiguous floats, and a depthwise conv's vectors are channels already.
+
+onnx-ir has no layout pass and onnxscript's rewriter matches patterns, not regions, so the
+region walk is here: one pass in graph order, converting each node as it is met.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx_ir as ir
+
+from . import OptimizerContext, register_pass
+from ._fusions_cnn import (
+    MS_DOMAIN,
+    _copy_attrs,
+    _counted,
+    _dtype,
+    _fresh,
+    _input,
+    _is_const,
+    _is_onnx,
+    _same_static_shape,
+    _use_ms_domain,
+)
+
+logger = logging.getLogger(__name__)
+
+LAYOUT = 3
+_FLOAT = ir.DataType.FLOAT
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+
+
+def _static_dims(v: ir.Value | None, rank: int) -> tuple[int | ir.SymbolicDim, ...] | None:
+    if v is None or v.shape is None or len(v.shape) != rank:
+        return None
+    return tuple(v.shape)
+
+
+def _convertible(node: ir.Node, graph: ir.Graph, protected: frozenset[int]) -> bool:
+    """A 2-D float32 Conv/FusedConv of the main graph that the channels-last kernels run."""
+    if node.graph is not graph or id(node) in protected:
+        return False
+    if not (_is_onnx(node, "Conv") or (node.domain == MS_DOMAIN and node.op_type == "FusedConv")):
+        return False
+    x, w, y = _input(node, 0), _input(node, 1), node.outputs[0]
+    if x is None or _dtype(x) != _FLOAT or _dtype(y) != _FLOAT or not _is_const(w):
+        return False
+    xs, ws = _static_dims(x, 4), _static_dims(w, 4)
+    if xs is None or ws is None or not isinstance(xs[1], int):
+        return False
+    group = node.attributes.get("group")
+    group = 1 if group is None else int(group.value)
+    depthwise = group == xs[1] == ws[0] and ws[1] == 1
+    if group != 1 and not depthwise:
+        return False
+    z = _input(node, 3)
+    # the sum input: only of the output's own shape (no broadcasting)
+    return z is None or _same_static_shape(z, y)
+
+
+# Elementwise ops that do not care about layout: any input either the output's own shape or a
+# scalar (no broadcasting along an axis the layout moves).
+_ELEMENTWISE = frozenset({
+    "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Clip", "Elu", "Selu",
+    "Celu", "Softplus", "Softsign", "ThresholdedRelu", "Mish", "Gelu", "Erf", "Neg", "Abs",
+    "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean",
+})
+
+
+def _scalar(v: ir.Value) -> bool:
+    return v.shape is not None and all(d == 1 for d in v.shape)
+
+
+def _elementwise(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
+                 nhwc: dict[ir.Value, ir.Value]) -> bool:
+    """A layout-agnostic elementwise node worth running channels-last: one of its inputs is
+    channels-last already, every other tensor input is of its output's shape or a scalar."""
+    if node.graph is not graph or id(node) in protected or not _is_onnx(node, *_ELEMENTWISE):
+        return False
+    y = node.outputs[0]
+    if _static_dims(y, 4) is None:
+        return False
+    fed = False
+    for v in node.inputs:
+        if v is None or (_is_const(v) and _scalar(v)):
+            continue
+        if not _same_static_shape(v, y):
+            return False
+        fed = fed or v in nhwc
+    return fed
+
+
+def _permuted(v: ir.Value, perm: tuple[int, ...]) -> ir.Shape | None:
+    return None if v.shape is None else ir.Shape([v.shape[p] for p in perm])
+
+
+LAYOUT_TRANSPOSE_SUFFIXES = ("/ToNHWC", "/ToNCHW")
+"""How the Transpose nodes this pass inserts are named (``<value>/ToNHWC``, ``<value>/ToNCHW``):
+layout conversions, as onnxruntime's NCHWc ReorderInput/ReorderOutput nodes."""
+
+
+def _transpose(graph: ir.Graph, src: ir.Value, perm: tuple[int, ...], name: str) -> ir.Node:
+    suffix = LAYOUT_TRANSPOSE_SUFFIXES[0 if perm == TO_NHWC else 1]
+    node = ir.Node("", "Transpose", [src], attributes=[ir.AttrInt64s("perm", list(perm))],
+                   num_outputs=1, name=_fresh(graph, f"{src.name}{suffix}"))
+    out = node.outputs[0]
+    out.name = _fresh(graph, name)
+    out.type = src.type
+    out.shape = _permuted(src, perm)
+    return node
+
+
+@register_pass("NhwcTransformer", LAYOUT, requires={"Conv", "FusedConv"})
+@_counted
+def _nhwc_transformer(ctx: OptimizerContext) -> int:
+    graph = ctx.model.graph
+    nhwc: dict[ir.Value, ir.Value] = {}     # an NCHW value -> its channels-last twin
+    converted: list[tuple[ir.Node, ir.Node]] = []
+
+    def channels_last(v: ir.Value, before: ir.Node) -> ir.Value:
+        twin = nhwc.get(v)
+        if twin is None:
+            t = _transpose(graph, v, TO_NHWC, f"{v.name}_nhwc")
+            graph.insert_before(before, t)
+            twin = nhwc[v] = t.outputs[0]
+        return twin
+
+    for node in list(graph):
+        if _convertible(node, graph, ctx.protected):
+            inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
+            inputs[0] = channels_last(inputs[0], node)
+            if inputs[3] is not None:
+                inputs[3] = channels_last(inputs[3], node)
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            domain, op_type = MS_DOMAIN, "NhwcFusedConv"
+        elif _elementwise(node, graph, ctx.protected, nhwc):
+            inputs = [v if v is None or (_is_const(v) and _scalar(v)) else channels_last(v, node)
+                      for v in node.inputs]
+            domain, op_type = node.domain, node.op_type
+        else:
+            continue
+        y = node.outputs[0]
+        new = ir.Node(domain, op_type, inputs, attributes=_copy_attrs(node), num_outputs=1,
+                      version=node.version, name=_fresh(graph, f"{node.name or y.name}/nhwc"))
+        out = new.outputs[0]
+        out.name = _fresh(graph, f"{y.name}_nhwc")
+        out.type = y.type
+        out.shape = _permuted(y, TO_NHWC)
+        graph.insert_before(node, new)
+        nhwc[y] = out
+        converted.append((node, new))
+    if not converted:
+        return 0
+    _use_ms_domain(ctx)
+    # The old nodes go last to first (a later one may read an earlier one's output); an output
+    # still read by a node left NCHW, or a graph output, comes back through one transpose.
+    for old, new in reversed(converted):
+        y = old.outputs[0]
+        for i in range(len(old.inputs)):   # old no longer reads its inputs
+            old.replace_input_with(i, None)
+        graph.remove(old, safe=False)
+        if y.uses() or y.is_graph_output():
+            back = _transpose(graph, new.outputs[0], TO_NCHW, y.name)
+            graph.insert_after(new, back)
+            name = y.name
+            y.name = _fresh(graph, f"{name}_replaced")
+            ir.convenience.replace_all_uses_with(y, back.outputs[0], replace_graph_outputs=True)
+            back.outputs[0].name = name
+    logger.debug("NhwcTransformer: %d node(s) channels-last", len(converted))
+    return len(converted)

@@ -1,0 +1,225 @@
+"""The layout level's NhwcTransformer (onnxplex._optimizer._layout): which nodes go
+channels-last, where the transposes go (only at the edges of channels-last regions, one per
+value), and that the outputs stay those of the NCHW graph and of onnxruntime."""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex import Capability, ExecutionProvider, NodeGroup
+from onnxplex._plugins import unregister_provider
+
+ort.set_default_logger_severity(3)
+
+F = TensorProto.FLOAT
+GOL = onnxplex.GraphOptimizationLevel
+RNG = np.random.default_rng(11)
+
+
+def init(name, *shape):
+    return numpy_helper.from_array((RNG.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+
+def scalar(name, v):
+    return numpy_helper.from_array(np.float32(v), name)
+
+
+def model(nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, F, shape)
+
+
+def mobilenet_block():
+    """A stem (3x3 stride 2, 3 channels), an inverted residual block (1x1 expand + Clip,
+    depthwise 3x3 + Clip, 1x1 project, residual Add), global pooling and a classifier."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Clip", ["c0", "lo", "hi"], ["a0"]),
+        helper.make_node("Conv", ["a0", "w1", "b1"], ["c1"]),
+        helper.make_node("Clip", ["c1", "lo", "hi"], ["a1"]),
+        helper.make_node("Conv", ["a1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=24),
+        helper.make_node("Clip", ["c2", "lo", "hi"], ["a2"]),
+        helper.make_node("Conv", ["a2", "w3", "b3"], ["c3"]),
+        helper.make_node("Add", ["a0", "c3"], ["s"]),
+        helper.make_node("GlobalAveragePool", ["s"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
+    ]
+    inits = [init("w0", 8, 3, 3, 3), init("b0", 8), init("w1", 24, 8, 1, 1), init("b1", 24),
+             init("w2", 24, 1, 3, 3), init("b2", 24), init("w3", 8, 24, 1, 1), init("b3", 8),
+             init("wf", 5, 8), init("bf", 5), scalar("lo", 0.0), scalar("hi", 6.0)]
+    return model(nodes, [vi("x", [1, 3, 17, 18])], [vi("y", [1, 5])], inits)
+
+
+def session(m, level=GOL.ORT_ENABLE_ALL, **kw):
+    so = onnxplex.SessionOptions()
+    so.graph_optimization_level = level
+    return onnxplex.InferenceSession(m.SerializeToString(), so, **kw)
+
+
+def steps(sess):
+    return collections.Counter(s.op_type for s in sess._exec.steps)
+
+
+def ort_outputs(m, feeds):
+    return ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def assert_matches(sess, m, feeds):
+    want = ort_outputs(m, feeds)
+    got = sess.run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_chain_goes_channels_last_with_transposes_at_its_edges_only():
+    m = mobilenet_block()
+    feeds = {"x": RNG.standard_normal((1, 3, 17, 18)).astype(np.float32)}
+    sess = session(m)
+    got = steps(sess)
+    # four convs (Clip fused into three), the residual as the last conv's Z; one transpose in
+    # (the image), one out (before the pooling)
+    assert got["NhwcFusedConv"] == 4 and got["Transpose"] == 2, got
+    assert "FusedConv" not in got and "Conv" not in got
+    assert_matches(sess, m, feeds)
+    nchw = session(m, GOL.ORT_ENABLE_EXTENDED)
+    assert "NhwcFusedConv" not in steps(nchw) and "Transpose" not in steps(nchw)
+    np.testing.assert_allclose(sess.run(None, feeds)[0], nchw.run(None, feeds)[0], rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_disabled_by_name():
+    sess = onnxplex.InferenceSession(mobilenet_block().SerializeToString(),
+                                     disabled_optimizers=["NhwcTransformer"])
+    assert "NhwcFusedConv" not in steps(sess)
+
+
+def test_output_read_by_nchw_nodes_and_graph_output_comes_back_once():
+    # c0 feeds a converted conv, a Softmax over channels (layout-sensitive: stays NCHW) and is
+    # a graph output: one transpose back serves both; the outputs keep their names
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c0", "w1"], ["c1"]),
+             helper.make_node("Softmax", ["c0"], ["sm"], axis=1)]
+    m = model(nodes, [vi("x", [2, 4, 6, 7])],
+              [vi("c0", None), vi("c1", None), vi("sm", None)],
+              [init("w0", 6, 4, 3, 3), init("w1", 5, 6, 1, 1)])
+    sess = session(m)
+    assert [o.name for o in sess.get_outputs()] == ["c0", "c1", "sm"]
+    got = steps(sess)
+    assert got["NhwcFusedConv"] == 2 and got["Transpose"] == 3, got  # x in; c0, c1 out
+    assert_matches(sess, m, {"x": RNG.standard_normal((2, 4, 6, 7)).astype(np.float32)})
+
+
+def test_elementwise_between_convs_runs_channels_last():
+    # Sum + Relu between convs (a caffe2 ResNet's residual) and a Mul by a scalar: no
+    # transposes inside; an Add of a per-channel constant broadcasts along C: stays NCHW
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w1"], ["b"]),
+             helper.make_node("Sum", ["a", "b"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Mul", ["r", "two"], ["t"]),
+             helper.make_node("Conv", ["t", "w2"], ["c"]),
+             helper.make_node("Add", ["c", "per_channel"], ["y"])]
+    inits = [init("w0", 6, 3, 3, 3), init("w1", 6, 6, 1, 1), init("w2", 4, 6, 1, 1),
+             scalar("two", 2.0), init("per_channel", 1, 4, 1, 1)]
+    m = model(nodes, [vi("x", [1, 3, 9, 9])], [vi("y", None)], inits)
+    sess = session(m)
+    got = steps(sess)
+    assert got["NhwcFusedConv"] == 3 and got["Transpose"] == 2, got
+    layouts = {s.name: s.op_type for s in sess._exec.steps}
+    assert sum(op in ("Sum", "Relu", "Mul") for op in layouts.values()) == 3
+    assert_matches(sess, m, {"x": RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("case", ["grouped", "conv1d", "weight_input", "conv3d"])
+def test_convs_the_channels_last_kernels_do_not_cover_stay_nchw(case):
+    if case == "grouped":
+        node = helper.make_node("Conv", ["x", "w"], ["y"], group=2, pads=[1, 1, 1, 1])
+        xs, inits, inputs = [1, 4, 6, 6], [init("w", 6, 2, 3, 3)], []
+    elif case == "conv1d":
+        node = helper.make_node("Conv", ["x", "w"], ["y"])
+        xs, inits, inputs = [1, 4, 9], [init("w", 6, 4, 3)], []
+    elif case == "conv3d":
+        node = helper.make_node("Conv", ["x", "w"], ["y"])
+        xs, inits, inputs = [1, 4, 5, 5, 5], [init("w", 6, 4, 2, 2, 2)], []
+    else:
+        node = helper.make_node("Conv", ["x", "w"], ["y"])
+        xs, inits, inputs = [1, 4, 6, 6], [], [vi("w", [6, 4, 3, 3])]
+    m = model([node], [vi("x", xs), *inputs], [vi("y", None)], inits)
+    sess = session(m)
+    assert "NhwcFusedConv" not in steps(sess) and "Transpose" not in steps(sess)
+    feeds = {"x": RNG.standard_normal(xs).astype(np.float32)}
+    if case == "weight_input":
+        feeds["w"] = RNG.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    assert_matches(sess, m, feeds)
+
+
+class ConvClaimer(ExecutionProvider):
+    """Claims the first Conv node: the layout pass must leave it alone."""
+
+    name = "conv_claimer"
+
+    def get_capability(self, graph):
+        convs = [n.index for n in graph.nodes if n.op_type == "Conv"]
+        return Capability((NodeGroup((convs[0],)),) if convs else ())
+
+    def compile(self, subgraph):
+        node = subgraph.nodes[0]
+        pads = [int(p) for p in node.attr("pads", [0, 0, 0, 0])]
+
+        def kernel(x, w):
+            xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+            kh, kw = w.shape[2:]
+            oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+            y = np.zeros((x.shape[0], w.shape[0], oh, ow), np.float32)
+            for i in range(kh):
+                for j in range(kw):
+                    y += np.einsum("nchw,mc->nmhw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+            return y
+
+        return kernel
+
+
+def test_nodes_another_provider_claims_are_left_nchw(caplog):
+    onnxplex.register_provider(ConvClaimer)
+    try:
+        nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Conv", ["a", "w1"], ["y"])]
+        m = model(nodes, [vi("x", [1, 3, 6, 6])], [vi("y", None)],
+                  [init("w0", 4, 3, 3, 3), init("w1", 5, 4, 1, 1)])
+        with caplog.at_level(logging.INFO, logger="onnxplex"):
+            sess = session(m, providers=["conv_claimer", "cpu_mlas"])
+        assert not any("rolled back" in r.getMessage() for r in caplog.records)
+        by_provider = {(s.provider, s.op_type) for s in sess._exec.steps}
+        assert ("conv_claimer", "Conv") in by_provider
+        assert ("cpu_mlas", "NhwcFusedConv") in by_provider
+        assert_matches(sess, m, {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)})
+    finally:
+        unregister_provider("conv_claimer")
+
+
+def test_saving_a_channels_last_model_warns(tmp_path, caplog):
+    m = mobilenet_block()
+    so = onnxplex.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    with caplog.at_level(logging.WARNING, logger="onnxplex"):
+        onnxplex.InferenceSession(m.SerializeToString(), so)
+    assert any("NhwcFusedConv" in r.getMessage() for r in caplog.records)
+    # the saved model runs in onnxplex
+    again = onnxplex.InferenceSession(so.optimized_model_filepath)
+    x = RNG.standard_normal((1, 3, 17, 18)).astype(np.float32)
+    np.testing.assert_allclose(again.run(None, {"x": x})[0],
+                               ort_outputs(m, {"x": x})[0], rtol=1e-4,
+                               atol=1e-5)

@@ -1,0 +1,196 @@
+"""Channels-last convolution in cpu_mlas: the com.microsoft NhwcFusedConv kernel against
+onnxruntime's FusedConv on the same data in NCHW (every 2-D geometry of test_nn's cases, Z,
+the activations, one and two threads, with and without the native kernels), and the native
+entry points (conv2d_nhwc_f32, dwconv_nhwc_f32, transpose_f32) against numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex.providers.cpu_mlas._native import native
+from onnxplex.providers.cpu_mlas.shape import _rotation
+
+from .test_nn import CONV_CASES
+
+ort.set_default_logger_severity(3)
+
+RNG = np.random.default_rng(5)
+MS = "com.microsoft"
+F = TensorProto.FLOAT
+CASES_2D = {k: v for k, v in CONV_CASES.items() if len(v[0]) == 4}
+ACTIVATIONS = {"none": {}, "Relu": dict(activation="Relu"),
+               "Clip": dict(activation="Clip", activation_params=[-0.5, 0.7]),
+               "LeakyRelu": dict(activation="LeakyRelu", activation_params=[0.2]),
+               "Sigmoid": dict(activation="Sigmoid")}
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def fused_conv_model(op_type, x_shape, w, b, z_shape, attrs):
+    inputs = [helper.make_tensor_value_info("x", F, x_shape)]
+    names = ["x", "w", "b" if b is not None else ""]
+    if z_shape is not None:
+        inputs.append(helper.make_tensor_value_info("z", F, z_shape))
+        names.append("z")
+    inits = [numpy_helper.from_array(w, "w")]
+    if b is not None:
+        inits.append(numpy_helper.from_array(b, "b"))
+    node = helper.make_node(op_type, names, ["y"], domain=MS, **attrs)
+    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", F, None)],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid(MS, 1)], ir_version=10)
+
+
+def nchw_reference(xs, w, b, attrs, x, z):
+    """onnxruntime's FusedConv, NCHW, Z of the output's shape."""
+    m = fused_conv_model("FusedConv", list(xs), w, b, None if z is None else list(z.shape),
+                         attrs)
+    feeds = {"x": x} if z is None else {"x": x, "z": z}
+    return ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
+@pytest.mark.parametrize("case", list(CASES_2D))
+def test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, act, threads):
+    xs, ws, attrs = CASES_2D[case]
+    attrs = {**attrs, **ACTIVATIONS[act]}
+    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
+    # Z (when its case has none) from the output's shape, NCHW
+    y0 = nchw_reference(xs, w, b, attrs, x, None)
+    z = rand(*y0.shape) if case not in ("no_attrs", "valid") else None
+    want = nchw_reference(xs, w, b, attrs, x, z)
+    to_nhwc = (0, 2, 3, 1)
+    m = fused_conv_model("NhwcFusedConv", [xs[0], *xs[2:], xs[1]], w, b,
+                         None if z is None else [z.shape[i] for i in to_nhwc], attrs)
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = onnxplex.InferenceSession(m.SerializeToString(), so, providers=["cpu_mlas"])
+    feeds = {"x": np.ascontiguousarray(x.transpose(to_nhwc))}
+    if z is not None:
+        feeds["z"] = np.ascontiguousarray(z.transpose(to_nhwc))
+    (got,) = sess.run(None, feeds)
+    fan_in = math.prod(ws[1:])
+    np.testing.assert_allclose(got, want.transpose(to_nhwc), rtol=1e-4,
+                               atol=1e-5 * max(1.0, (fan_in / 9) ** 0.5))
+
+
+@pytest.mark.parametrize("case", ["3x3_pad", "depthwise_s2_dil", "1x1_stride", "groups"])
+def test_nhwc_fused_conv_without_native_kernels(case, monkeypatch):
+    """ONNXPLEX_MLAS_NATIVE=0: the NCHW numpy paths between two transposes."""
+    monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
+    test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, "Relu", 1)
+
+
+# ---- native entry points ---------------------------------------------------------------------
+
+nat = native()
+needs_native = pytest.mark.skipif(nat is None or not hasattr(nat, "conv2d_nhwc_f32"),
+                                  reason="cpu_mlas native extension not built")
+
+
+def conv_ref(x, w, b, strides, dil, pads, group=1):
+    """float64 NCHW conv; pads (top, left, bottom, right)."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
+    y = np.zeros((n, m, oh, ow))
+    mg = m // group
+    for g in range(group):
+        xs, wg = xp[:, g * cg:(g + 1) * cg], w[g * mg:(g + 1) * mg]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dil[0]: i * dil[0] + strides[0] * (oh - 1) + 1: strides[0],
+                           j * dil[1]: j * dil[1] + strides[1] * (ow - 1) + 1: strides[1]]
+                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, wg[:, :, i, j])
+    return y + b[None, :, None, None]
+
+
+# (C in, C out, H, W, kernel, stride, dilation, pads t/l/b/r)
+GEOMETRIES = [
+    (3, 32, 15, 16, 3, 2, 1, (1, 1, 1, 1)),     # a stem: few channels, runs of 9 floats
+    (16, 24, 9, 9, 1, 1, 1, (0, 0, 0, 0)),      # pointwise: x itself is the GEMM's A
+    (16, 24, 9, 10, 1, 2, 1, (0, 0, 0, 0)),     # strided 1x1: through col
+    (8, 40, 11, 11, 3, 1, 1, (1, 1, 1, 1)),
+    (8, 40, 11, 12, 3, 1, 2, (2, 1, 2, 3)),     # dilation, asymmetric pads
+    (5, 7, 6, 6, 5, 1, 1, (2, 2, 1, 0)),
+    (64, 64, 30, 30, 3, 1, 1, (1, 1, 1, 1)),    # several bands
+    (3, 16, 30, 29, 7, 2, 1, (3, 3, 3, 3)),     # a ResNet-like stem
+    (13, 17, 8, 8, 3, 2, 3, (1, 1, 1, 1)),
+    (96, 144, 7, 7, 3, 1, 1, (1, 1, 1, 1)),     # a small plane: col built whole
+]
+
+
+@needs_native
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
+def test_native_conv2d_nhwc(geo, threads):
+    c, m, h, wd, k, s, d, pads = geo
+    for n in (1, 2):
+        x, w, b = rand(n, c, h, wd), rand(m, c, k, k), rand(m)
+        ref = conv_ref(x, w, b, (s, s), (d, d), pads)
+        z = rand(n, ref.shape[2], ref.shape[3], m)
+        wt = nat.sgemm_pack_b(np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, m)))
+        y = np.full((n, ref.shape[2], ref.shape[3], m), np.nan, np.float32)  # all written
+        nat.conv2d_nhwc_f32(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wt, y, (k, k),
+                            (s, s), (d, d), pads[:2], bias=b, lo=-1.0, hi=2.0,
+                            threads=threads, z=z)
+        np.testing.assert_allclose(y, np.clip(ref.transpose(0, 2, 3, 1) + z, -1, 2),
+                                   rtol=1e-4, atol=1e-4)
+
+
+@needs_native
+@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
+def test_native_dwconv_nhwc(geo, threads):
+    _, c, h, wd, k, s, d, pads = geo   # channel counts with and without a partial block
+    for n in (1, 2):
+        x, w, b = rand(n, c, h, wd), rand(c, 1, k, k), rand(c)
+        ref = conv_ref(x, w, b, (s, s), (d, d), pads, group=c)
+        y = np.full((n, ref.shape[2], ref.shape[3], c), np.nan, np.float32)
+        nat.dwconv_nhwc_f32(np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                            np.ascontiguousarray(w[:, 0]), b, y, (s, s), (d, d), pads[:2],
+                            -1.0, 2.0, threads)
+        np.testing.assert_allclose(y, np.clip(ref.transpose(0, 2, 3, 1), -1, 2), rtol=1e-5,
+                                   atol=1e-5)
+
+
+@needs_native
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 16, 17, 40])
+def test_native_transpose(rows):
+    x = rand(3, rows, 70)
+    x[0, 0, 0] = np.nan
+    y = np.empty((2, 70, rows), np.float32)
+    nat.transpose_f32(x[::2], y)   # a strided batch
+    np.testing.assert_array_equal(y, x[::2].transpose(0, 2, 1))
+
+
+def test_transpose_rotations():
+    assert _rotation((0, 2, 3, 1)) == 1 and _rotation((0, 3, 1, 2)) == 2
+    assert _rotation((0, 2, 1, 3)) is None and _rotation((1, 0, 2, 3)) is None
+    assert _rotation((0, 1, 2, 3)) is None
+
+
+@pytest.mark.parametrize("perm", [(0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1, 3), (3, 2, 1, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_transpose_kernel(perm, dtype):
+    x = (RNG.standard_normal((2, 3, 40, 41)) * 10).astype(dtype)
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", t, x.shape)],
+                          [helper.make_tensor_value_info("y", t, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    (y,) = onnxplex.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_array_equal(y, x.transpose(perm))
