@@ -84,7 +84,8 @@ def test_profile_summary_per_op_type_and_provider(cnn_path, tmp_path, capsys):
     assert s["runs"] == 3 and s["node_events"] == 3 * len(placed)
     ops = {r["name"]: r for r in s["by_op_type"]}
     assert set(ops) == {p.op_type for p in placed}
-    assert {"MaxPool", "Gemm", "Softmax"} <= set(ops) and ops["MaxPool"]["calls"] == 6
+    # (the layout level runs the CNN's MaxPool channels-last: NhwcMaxPool)
+    assert {"NhwcMaxPool", "Gemm", "Softmax"} <= set(ops) and ops["NhwcMaxPool"]["calls"] == 6
     assert [r["name"] for r in s["by_provider"]] == ["cpu_mlas"]
     assert sum(r["percent"] for r in s["by_op_type"]) == pytest.approx(100.0)
     assert main(["profile", path, "--top", "3"]) == 0

@@ -836,6 +836,35 @@ def _max_pool_factory():
     return make
 
 
+@op("NhwcMaxPool", since=1, domain="com.microsoft", dtypes={0: {TP.FLOAT}},
+    predicate=lambda node: _needs_kernel_shape(node) or _one_output(node))
+def make_nhwc_max_pool(node: NodeView, ctx: ProviderContext):
+    """com.microsoft NhwcMaxPool: MaxPool (no Indices) of channels-last ``[N, H, W, C]``; the
+    native kernel for float32 2-D (vectors across channels), else the NCHW kernel between two
+    transposes."""
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        geo = _PoolGeometry(node, x.shape[1:-1], dilations=True)
+        nat = native() if x.ndim == 4 and x.dtype == np.float32 else None
+        if nat is not None and hasattr(nat, "maxpool_nhwc_f32"):
+            y = np.empty((x.shape[0], *geo.out_sp, x.shape[-1]), dtype=np.float32)
+            nat.maxpool_nhwc_f32(np.ascontiguousarray(x), y, tuple(geo.kshape),
+                                 tuple(geo.strides), tuple(geo.dil), (geo.pb[0], geo.pb[1]),
+                                 intra_threads())
+            return y
+        last = x.ndim - 1
+        (y,) = _max_pool(node, np.moveaxis(x, last, 1), False)
+        return np.ascontiguousarray(np.moveaxis(y, 1, last))
+
+    return kernel
+
+
+def _one_output(node: NodeView) -> str | None:
+    if len(node.outputs) > 1 and node.outputs[1] is not None:
+        return "NhwcMaxPool has no Indices output"
+    return None
+
+
 def _needs_kernel_shape(node: NodeView) -> str | None:
     if not node.attr("kernel_shape"):
         return "kernel_shape attribute is required"

@@ -1,4 +1,4 @@
-// The channel-blocked depthwise conv (NCHW and channels-last) and the register-tile transpose of
+// The channel-blocked depthwise conv and max pooling (NCHW and channels-last) and the register-tile transpose of
 // providers/cpu_mlas/src/dwconv_impl.h, compiled for one ISA by the -m flags given (the
 // Python module runs only the CPU's best variant; this runs any the CPU can), against plain
 // loops in double precision. Exit status 0 when every element matches.
@@ -78,6 +78,16 @@ int main() {
           for (size_t ch = 0; ch < c; ++ch) {
             for (size_t p = 0; p < g.ho * g.wo; ++p) {
               bad += !(std::fabs(yn[p * c + ch] - y[ch * g.ho * g.wo + p]) <= 1e-6f);
+            }
+          }
+          // Max pooling, channels-last (two row ranges) against the NCHW kernel.
+          std::vector<float> mp(y.size()), mpn(y.size(), std::nanf(""));
+          detail::maxpool_f32_flat(x.data(), mp.data(), c, g);
+          detail::maxpool_nhwc_f32_any(xn.data(), mpn.data(), c, 0, ymid, g);
+          detail::maxpool_nhwc_f32_any(xn.data(), mpn.data(), c, ymid, g.ho, g);
+          for (size_t ch = 0; ch < c; ++ch) {
+            for (size_t p = 0; p < g.ho * g.wo; ++p) {
+              bad += mpn[p * c + ch] != mp[ch * g.ho * g.wo + p];
             }
           }
           for (size_t ch = 0; ch < c; ++ch) {

@@ -223,3 +223,24 @@ def test_saving_a_channels_last_model_warns(tmp_path, caplog):
     np.testing.assert_allclose(again.run(None, {"x": x})[0],
                                ort_outputs(m, {"x": x})[0], rtol=1e-4,
                                atol=1e-5)
+
+
+def test_max_pool_after_a_conv_runs_channels_last_unless_its_indices_are_read():
+    for with_indices in (False, True):
+        pool = helper.make_node("MaxPool", ["a"], ["p", "i"] if with_indices else ["p"],
+                                kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+        nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[3, 3, 3, 3],
+                                  strides=[2, 2]), pool,
+                 helper.make_node("Conv", ["p", "w1"], ["y"], pads=[1, 1, 1, 1])]
+        outputs = [vi("y", None)] + ([helper.make_tensor_value_info("i", TensorProto.INT64,
+                                                                    None)]
+                                     if with_indices else [])
+        m = model(nodes, [vi("x", [1, 3, 32, 32])], outputs,
+                  [init("w0", 16, 3, 7, 7), init("w1", 8, 16, 3, 3)])
+        sess = session(m)
+        got = steps(sess)
+        if with_indices:
+            assert got["MaxPool"] == 1 and got["Transpose"] == 4, got  # out and back in
+        else:
+            assert got["NhwcMaxPool"] == 1 and got["Transpose"] == 2, got
+        assert_matches(sess, m, {"x": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)})

@@ -9,7 +9,8 @@ name has the same contract).
 
 Layout-agnostic elementwise nodes (activations, Add/Mul/Sum/..., every tensor input of the
 output's shape or a scalar) fed by a channels-last value run channels-last too, as they are:
-a residual ``Sum`` + ``Relu`` between two convs costs no transpose.
+a residual ``Sum`` + ``Relu`` between two convs costs no transpose. So does a 2-D MaxPool
+(without Indices) fed by one, as com.microsoft ``NhwcMaxPool``.
 
 Transposes go only where the layout changes: in front of a converted node whose input comes
 from a node left NCHW (or from a graph input), and behind a converted node whose output is
@@ -117,6 +118,18 @@ def _elementwise(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
     return fed
 
 
+def _max_pool(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
+              nhwc: dict[ir.Value, ir.Value]) -> bool:
+    """A 2-D float32 MaxPool without Indices fed by a channels-last value (a ResNet's, after its
+    stem conv): channels-last too (com.microsoft NhwcMaxPool), no transposes around it."""
+    if node.graph is not graph or id(node) in protected or not _is_onnx(node, "MaxPool"):
+        return False
+    x = _input(node, 0)
+    if len(node.outputs) > 1 and (node.outputs[1].uses() or node.outputs[1].is_graph_output()):
+        return False   # Indices: NCHW offsets
+    return x in nhwc and _dtype(x) == _FLOAT and _static_dims(x, 4) is not None
+
+
 def _permuted(v: ir.Value, perm: tuple[int, ...]) -> ir.Shape | None:
     return None if v.shape is None else ir.Shape([v.shape[p] for p in perm])
 
@@ -161,6 +174,9 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             while inputs and inputs[-1] is None:
                 inputs.pop()
             domain, op_type = MS_DOMAIN, "NhwcFusedConv"
+        elif _max_pool(node, graph, ctx.protected, nhwc):
+            inputs = [nhwc[node.inputs[0]]]
+            domain, op_type = MS_DOMAIN, "NhwcMaxPool"
         elif _elementwise(node, graph, ctx.protected, nhwc):
             inputs = [v if v is None or (_is_const(v) and _scalar(v)) else channels_last(v, node)
                       for v in node.inputs]
@@ -168,7 +184,8 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
         else:
             continue
         y = node.outputs[0]
-        new = ir.Node(domain, op_type, inputs, attributes=_copy_attrs(node), num_outputs=1,
+        attrs = _copy_attrs(node, drop=("storage_order",) if op_type == "NhwcMaxPool" else ())
+        new = ir.Node(domain, op_type, inputs, attributes=attrs, num_outputs=1,
                       version=node.version, name=_fresh(graph, f"{node.name or y.name}/nhwc"))
         out = new.outputs[0]
         out.name = _fresh(graph, f"{y.name}_nhwc")

@@ -51,6 +51,21 @@ void maxpool_f32(const float* x, float* y, size_t channels, const DwConvGeometry
   maxpool_f32_portable(x, y, channels, g);
 }
 
+void maxpool_nhwc_f32_portable(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                               const DwConvGeometry& g) {
+  detail::maxpool_nhwc_f32_any(x, y, c, oy0, oy1, g);
+}
+
+void maxpool_nhwc_f32(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                      const DwConvGeometry& g) {
+#if ONNXPLEX_MLAS_HAVE_X86
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512_vnni) return maxpool_nhwc_f32_avx512(x, y, c, oy0, oy1, g);
+  if (f.avx2) return maxpool_nhwc_f32_avx2(x, y, c, oy0, oy1, g);
+#endif
+  maxpool_nhwc_f32_portable(x, y, c, oy0, oy1, g);
+}
+
 void transpose_f32_portable(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
                             size_t ldd, bool accumulate, float lo, float hi) {
   detail::transpose_f32_any(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);

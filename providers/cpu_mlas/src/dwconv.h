@@ -54,6 +54,18 @@ void maxpool_f32_portable(const float* x, float* y, size_t channels, const DwCon
 void maxpool_f32_avx2(const float* x, float* y, size_t channels, const DwConvGeometry& g);
 void maxpool_f32_avx512(const float* x, float* y, size_t channels, const DwConvGeometry& g);
 
+// Max pooling of a channels-last image, output rows [oy0, oy1): x [h, w, c] into y [ho, wo, c]
+// (the same geometry and NaN rule as maxpool_f32; vectors across channels). Dispatches like
+// dwconv_f32.
+void maxpool_nhwc_f32(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                      const DwConvGeometry& g);
+void maxpool_nhwc_f32_portable(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                               const DwConvGeometry& g);
+void maxpool_nhwc_f32_avx2(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                           const DwConvGeometry& g);
+void maxpool_nhwc_f32_avx512(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                             const DwConvGeometry& g);
+
 // dst[j * ldd + i] = clamp(src[i * lds + j], lo, hi) for i < rows, j < cols (with
 // `accumulate`, src's value is added to dst's first): a transpose in register tiles, for
 // layouts that meet at a GEMM (a conv computed as out^T = col^T W^T). Dispatches like

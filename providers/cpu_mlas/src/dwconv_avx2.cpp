@@ -18,6 +18,11 @@ void maxpool_f32_avx2(const float* x, float* y, size_t channels, const DwConvGeo
   detail::maxpool_f32_flat(x, y, channels, g);
 }
 
+void maxpool_nhwc_f32_avx2(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                           const DwConvGeometry& g) {
+  detail::maxpool_nhwc_f32_any(x, y, c, oy0, oy1, g);
+}
+
 void transpose_f32_avx2(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
                         size_t ldd, bool accumulate, float lo, float hi) {
   detail::transpose_f32_any(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);

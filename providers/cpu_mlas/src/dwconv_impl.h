@@ -373,42 +373,48 @@ inline void transpose_lanes(const float* const* src, float* const* dst) {
 #endif
 }
 
-// One output row of a channel block: out[ow] (vectors) = clamp(bias + sum over taps of
-// wv[t] * in[ow * sw + toff[t]]), where `in` is the row's first input vector in the buffer
-// and toff the taps' offsets in vectors. T > 0: that many taps, unrolled (weights stay in
-// registers); T == 0: `taps` of them. Four outputs at a time share each weight load.
+// Vector loads and stores at any float address (DwVec is aligned(4), may_alias).
+inline DwVec ldv(const float* p) { return *reinterpret_cast<const DwVec*>(p); }
+inline void stv(float* p, DwVec v) { *reinterpret_cast<DwVec*>(p) = v; }
+
+// One output row of a channel block: out[ow * ops] (vectors) = clamp(bias + sum over taps of
+// wv[t] * in[ow * sw * ps + toff[t]]), where `in` is the row's first input vector, ps the
+// distance between input positions and toff the taps' offsets (all in floats: kDwLanes in a
+// buffer of vectors, C in a channels-last band). T > 0: that many taps, unrolled (weights stay
+// in registers); T == 0: `taps` of them. Four outputs at a time share each weight load.
 template <size_t T>
-inline void cl_row(const DwVec* in, const std::ptrdiff_t* toff, size_t taps, const DwVec* wv,
-                   DwVec bias, DwVec lo, DwVec hi, size_t wo, size_t sw, DwVec* out) {
-  const size_t n = T > 0 ? T : taps;
+inline void cl_row(const float* in, size_t ps, const std::ptrdiff_t* toff, size_t taps,
+                   const DwVec* wv, DwVec bias, DwVec lo, DwVec hi, size_t wo, size_t sw,
+                   float* out, size_t ops) {
+  const size_t n = T > 0 ? T : taps, step = sw * ps;
   auto finish = [&](DwVec a) {
     const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
     return hi < m ? hi : m;
   };
   size_t ow = 0;
   for (; ow + 4 <= wo; ow += 4) {
-    const DwVec* p = in + ow * sw;
+    const float* p = in + ow * step;
     DwVec a0 = bias, a1 = bias, a2 = bias, a3 = bias;
 #pragma GCC unroll 25
     for (size_t t = 0; t < n; ++t) {
       const DwVec wt = wv[t];
-      const DwVec* q = p + toff[t];
-      a0 += wt * q[0];
-      a1 += wt * q[sw];
-      a2 += wt * q[2 * sw];
-      a3 += wt * q[3 * sw];
+      const float* q = p + toff[t];
+      a0 += wt * ldv(q);
+      a1 += wt * ldv(q + step);
+      a2 += wt * ldv(q + 2 * step);
+      a3 += wt * ldv(q + 3 * step);
     }
-    out[ow] = finish(a0);
-    out[ow + 1] = finish(a1);
-    out[ow + 2] = finish(a2);
-    out[ow + 3] = finish(a3);
+    stv(out + ow * ops, finish(a0));
+    stv(out + (ow + 1) * ops, finish(a1));
+    stv(out + (ow + 2) * ops, finish(a2));
+    stv(out + (ow + 3) * ops, finish(a3));
   }
   for (; ow < wo; ++ow) {
-    const DwVec* p = in + ow * sw;
+    const float* p = in + ow * step;
     DwVec a = bias;
 #pragma GCC unroll 25
-    for (size_t t = 0; t < n; ++t) a += wv[t] * p[toff[t]];
-    out[ow] = finish(a);
+    for (size_t t = 0; t < n; ++t) a += wv[t] * ldv(p + toff[t]);
+    stv(out + ow * ops, finish(a));
   }
 }
 
@@ -416,7 +422,8 @@ inline void cl_row(const DwVec* in, const std::ptrdiff_t* toff, size_t taps, con
 // load each input vector of a kernel row once for the three taps that read it, and the nine
 // weights stay in registers (the generic row loads every tap's input and weight anew: 45 vector
 // loads for 36 multiply-adds at 4 outputs; here 3 x (NB - 1) * SW + 9 loads for 9 x NB).
-// The same sums in the same order as cl_row<9>: bias, then the taps row by row.
+// The same sums in the same order as cl_row<9>: bias, then the taps row by row. rs: the
+// distance between input rows (floats).
 #if defined(__AVX512F__)
 constexpr size_t kDw3x3Block = 8;   // 9 weights + 8 sums + 10 inputs of 32 registers
 #else
@@ -424,8 +431,8 @@ constexpr size_t kDw3x3Block = 4;
 #endif
 
 template <size_t SW>
-inline void cl_row_3x3(const DwVec* in, size_t wb, const DwVec* wv, DwVec bias, DwVec lo,
-                       DwVec hi, size_t wo, DwVec* out) {
+inline void cl_row_3x3(const float* in, size_t ps, size_t rs, const DwVec* wv, DwVec bias,
+                       DwVec lo, DwVec hi, size_t wo, float* out, size_t ops) {
   constexpr size_t NB = kDw3x3Block, NIN = (NB - 1) * SW + 3;
   DwVec k[9];
   for (size_t t = 0; t < 9; ++t) k[t] = wv[t];
@@ -440,10 +447,10 @@ inline void cl_row_3x3(const DwVec* in, size_t wb, const DwVec* wv, DwVec bias, 
     for (size_t j = 0; j < NB; ++j) a[j] = bias;
 #pragma GCC unroll 3
     for (size_t th = 0; th < 3; ++th) {
-      const DwVec* r = in + th * wb + ow * SW;
+      const float* r = in + th * rs + ow * SW * ps;
       DwVec v[NIN];
 #pragma GCC unroll 24
-      for (size_t i = 0; i < NIN; ++i) v[i] = r[i];
+      for (size_t i = 0; i < NIN; ++i) v[i] = ldv(r + i * ps);
 #pragma GCC unroll 8
       for (size_t j = 0; j < NB; ++j) {
         a[j] += k[3 * th] * v[j * SW];
@@ -452,33 +459,34 @@ inline void cl_row_3x3(const DwVec* in, size_t wb, const DwVec* wv, DwVec bias, 
       }
     }
 #pragma GCC unroll 8
-    for (size_t j = 0; j < NB; ++j) out[ow + j] = finish(a[j]);
+    for (size_t j = 0; j < NB; ++j) stv(out + (ow + j) * ops, finish(a[j]));
   }
   for (; ow < wo; ++ow) {
     DwVec a = bias;
 #pragma GCC unroll 3
     for (size_t th = 0; th < 3; ++th) {
-      const DwVec* r = in + th * wb + ow * SW;
-      a += k[3 * th] * r[0];
-      a += k[3 * th + 1] * r[1];
-      a += k[3 * th + 2] * r[2];
+      const float* r = in + th * rs + ow * SW * ps;
+      a += k[3 * th] * ldv(r);
+      a += k[3 * th + 1] * ldv(r + ps);
+      a += k[3 * th + 2] * ldv(r + 2 * ps);
     }
-    out[ow] = finish(a);
+    stv(out + ow * ops, finish(a));
   }
 }
 
-// One output row of a channel block into `out`, the kernel for the geometry (the same sums in
-// the same order whichever runs).
-inline void cl_row_any(const DwVec* in, size_t wb, const std::ptrdiff_t* toff, size_t taps,
-                       const DwVec* wv, DwVec bv, DwVec lo, DwVec hi, const DwConvGeometry& g,
-                       DwVec* out) {
+// One output row of a channel block, the kernel for the geometry (the same sums in the same
+// order whichever runs): input positions ps floats apart, rows rs apart, toff the taps'
+// offsets; outputs ops floats apart.
+inline void cl_row_any(const float* in, size_t ps, size_t rs, const std::ptrdiff_t* toff,
+                       size_t taps, const DwVec* wv, DwVec bv, DwVec lo, DwVec hi,
+                       const DwConvGeometry& g, float* out, size_t ops) {
   const bool plain3x3 = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1;
-  if (plain3x3 && g.sw == 1) return cl_row_3x3<1>(in, wb, wv, bv, lo, hi, g.wo, out);
-  if (plain3x3 && g.sw == 2) return cl_row_3x3<2>(in, wb, wv, bv, lo, hi, g.wo, out);
+  if (plain3x3 && g.sw == 1) return cl_row_3x3<1>(in, ps, rs, wv, bv, lo, hi, g.wo, out, ops);
+  if (plain3x3 && g.sw == 2) return cl_row_3x3<2>(in, ps, rs, wv, bv, lo, hi, g.wo, out, ops);
   switch (taps) {
-    case 9: return cl_row<9>(in, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out);
-    case 25: return cl_row<25>(in, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out);
-    default: return cl_row<0>(in, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out);
+    case 9: return cl_row<9>(in, ps, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out, ops);
+    case 25: return cl_row<25>(in, ps, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out, ops);
+    default: return cl_row<0>(in, ps, toff, taps, wv, bv, lo, hi, g.wo, g.sw, out, ops);
   }
 }
 
@@ -508,7 +516,7 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
   DwVec* const trash = bufp + rows_max * wb;  // where columns past the buffer go
   std::vector<std::ptrdiff_t> toff(taps);
   for (size_t t = 0; t < taps; ++t) {
-    toff[t] = static_cast<std::ptrdiff_t>((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw);
+    toff[t] = static_cast<std::ptrdiff_t>(((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw) * L);
   }
   const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
   const float* src[L];
@@ -560,8 +568,9 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
       }
       // Output rows of the band into obuf, then back into the channel planes.
       for (size_t ro = 0; ro < rows_out; ++ro) {
-        cl_row_any(bufp + ro * g.sh * wb, wb, toff.data(), taps, wv, bv, lo, hi, g,
-                   obuf + ro * g.wo);
+        cl_row_any(reinterpret_cast<const float*>(bufp + ro * g.sh * wb), L, wb * L,
+                   toff.data(), taps, wv, bv, lo, hi, g,
+                   reinterpret_cast<float*>(obuf + ro * g.wo), L);
       }
       const size_t q0 = oh0 * g.wo, n = rows_out * g.wo;
       size_t q = 0;
@@ -581,31 +590,32 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
 
 // Channels [c0, c1) and output rows [oy0, oy1) of one channels-last (NHWC) image: x [h][w][ld]
 // and y [ho][wo][ld] (channel c of position p at p * ld + c); w [ld channels][kh][kw] and bias
-// (or nullptr) indexed by channel. The blocked kernel without its transposes: a block's input
-// rows are vector copies into the zero-padded buffer, its outputs vector copies out. Bands of
-// output rows outside, channel blocks inside: a band's input rows, all channels, are read from
-// memory once and stay in cache for every block. A last block narrower than kDwLanes runs with
-// its spare lanes zero (weights, bias, inputs) and only its own lanes stored. The same sums in
-// the same order as dwconv_f32.
+// (or nullptr) indexed by channel. A band of output rows at a time: its input rows, channels
+// [c0, c1), are copied into a zero-padded band [rows][wb][cs] (row by row, contiguous copies),
+// then every block of kDwLanes channels runs the row kernels on it in place (positions cs
+// floats apart) and stores its vectors straight into y. A last block narrower than kDwLanes
+// runs with its spare lanes' weights and bias zero, reading the band's slack (zeros) or its
+// neighbours' channels there, and stores its own lanes only. The same sums in the same order
+// as dwconv_f32.
 inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bias, float* y,
                                 size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
                                 const DwConvGeometry& g, float lo_s, float hi_s) {
   constexpr size_t L = kDwLanes;
   oy1 = std::min(oy1, g.ho);
   if (oy0 >= oy1 || g.wo == 0 || c0 >= c1) return;
-  const size_t taps = g.kh * g.kw, blocks = (c1 - c0 + L - 1) / L;
+  const size_t taps = g.kh * g.kw, nc = c1 - c0, blocks = (nc + L - 1) / L;
+  const size_t cs = nc;   // floats between a band's positions
   const size_t wb = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
   const size_t cols = std::min(g.w, wb > g.pl ? wb - g.pl : 0);
   const size_t span = (g.kh - 1) * g.dh + 1;
-  // Bands: the input rows of all the range's channels within ~256 KiB (L2), at least one row.
-  const size_t row_bytes = g.w * (c1 - c0) * sizeof(float);
-  const size_t fit = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(row_bytes, 1));
+  // Bands: their input rows within ~256 KiB (L2), at least one output row.
+  const size_t row_bytes = wb * cs * sizeof(float);
+  const size_t fit = std::max<size_t>(1, (size_t{256} << 10) / row_bytes);
   const size_t band = std::min(oy1 - oy0, fit > span ? (fit - span) / g.sh + 1 : 1);
   const size_t rows_max = (band - 1) * g.sh + span;
-  std::vector<float> buf_f(rows_max * wb * L, 0.0f), obuf_f(band * g.wo * L),
+  // (+ L: a partial last block's vector reads past the last position's channels)
+  std::vector<float> buf(rows_max * wb * cs + L, 0.0f), obuf(g.wo * L),
       wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
-  DwVec* const bufp = reinterpret_cast<DwVec*>(buf_f.data());
-  DwVec* const obuf = reinterpret_cast<DwVec*>(obuf_f.data());
   DwVec* const wv_all = reinterpret_cast<DwVec*>(wv_f.data());
   const DwVec* const bv_all = reinterpret_cast<const DwVec*>(bv_f.data());
   for (size_t b = 0; b < blocks; ++b) {  // weights as vectors, spare lanes zero
@@ -617,7 +627,7 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   }
   std::vector<std::ptrdiff_t> toff(taps);
   for (size_t t = 0; t < taps; ++t) {
-    toff[t] = static_cast<std::ptrdiff_t>((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw);
+    toff[t] = static_cast<std::ptrdiff_t>(((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw) * cs);
   }
   const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
   for (size_t oh0 = oy0; oh0 < oy1; oh0 += band) {
@@ -627,35 +637,77 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     const std::ptrdiff_t r_lo = std::clamp<std::ptrdiff_t>(-ih0, 0, rows_in);
     const std::ptrdiff_t r_hi = std::clamp<std::ptrdiff_t>(
         static_cast<std::ptrdiff_t>(g.h) - ih0, r_lo, rows_in);
+    // Rows outside the input: zeros; the pad columns are zero from the start (the copies
+    // write columns [pl, pl + cols) only).
+    std::fill(buf.begin(), buf.begin() + r_lo * wb * cs, 0.0f);
+    std::fill(buf.begin() + r_hi * wb * cs, buf.begin() + rows_in * wb * cs, 0.0f);
+    for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
+      const float* src = x + static_cast<size_t>(ih0 + r) * g.w * ld + c0;
+      float* dst = buf.data() + (r * wb + g.pl) * cs;
+      if (cs == ld) {
+        std::copy(src, src + cols * cs, dst);
+      } else {
+        for (size_t iw = 0; iw < cols; ++iw) std::copy(src + iw * ld, src + iw * ld + cs, dst + iw * cs);
+      }
+    }
     for (size_t b = 0; b < blocks; ++b) {
-      const size_t c = c0 + b * L, lanes = std::min(L, c1 - c);
-      std::fill(bufp, bufp + r_lo * wb, DwVec{});
-      std::fill(bufp + r_hi * wb, bufp + rows_in * wb, DwVec{});
-      for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
-        const float* src = x + static_cast<size_t>(ih0 + r) * g.w * ld + c;
-        DwVec* dst = bufp + r * wb + g.pl;
-        if (lanes == L) {
-          for (size_t iw = 0; iw < cols; ++iw) dst[iw] = *reinterpret_cast<const DwVec*>(src + iw * ld);
-        } else {
-          for (size_t iw = 0; iw < cols; ++iw) {
-            DwVec v{};
-            for (size_t i = 0; i < lanes; ++i) v[i] = src[iw * ld + i];
-            dst[iw] = v;
+      const size_t lanes = std::min(L, nc - b * L);
+      const float* in = buf.data() + b * L;
+      for (size_t ro = 0; ro < rows_out; ++ro) {
+        float* yrow = y + (oh0 + ro) * g.wo * ld + c0 + b * L;
+        const bool direct = lanes == L;
+        cl_row_any(in + ro * g.sh * wb * cs, cs, wb * cs, toff.data(), taps,
+                   wv_all + b * taps, bv_all[b], lo, hi, g, direct ? yrow : obuf.data(),
+                   direct ? ld : L);
+        if (!direct) {
+          for (size_t q = 0; q < g.wo; ++q) {
+            std::copy(obuf.data() + q * L, obuf.data() + q * L + lanes, yrow + q * ld);
           }
         }
       }
-      for (size_t ro = 0; ro < rows_out; ++ro) {
-        cl_row_any(bufp + ro * g.sh * wb, wb, toff.data(), taps, wv_all + b * taps, bv_all[b],
-                   lo, hi, g, obuf + ro * g.wo);
-      }
-      float* yb = y + oh0 * g.wo * ld + c;
-      const size_t n = rows_out * g.wo;
-      if (lanes == L) {
-        for (size_t q = 0; q < n; ++q) *reinterpret_cast<DwVec*>(yb + q * ld) = obuf[q];
-      } else {
-        for (size_t q = 0; q < n; ++q) {
-          for (size_t i = 0; i < lanes; ++i) yb[q * ld + i] = obuf[q][i];
+    }
+  }
+}
+
+// Max pooling of channels-last images: output rows [oy0, oy1) of x [h][w][c] into y [ho][wo][c],
+// each output position the max over its window of the input positions' channel vectors
+// (padding is -inf: it never wins; a window entirely in the padding gives -inf). NaN
+// propagates, as maxpool_f32.
+inline void maxpool_nhwc_f32_any(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                                 const DwConvGeometry& g) {
+  constexpr size_t L = kDwLanes;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  std::vector<const float*> taps(g.kh * g.kw);   // the window's positions inside the input
+  for (size_t oy = oy0; oy < std::min(oy1, g.ho); ++oy) {
+    for (size_t ox = 0; ox < g.wo; ++ox) {
+      size_t n = 0;
+      for (size_t i = 0; i < g.kh; ++i) {
+        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.sh + i * g.dh) -
+                                  static_cast<std::ptrdiff_t>(g.pt);
+        for (size_t j = 0; j < g.kw && iy >= 0 && iy < h; ++j) {
+          const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(ox * g.sw + j * g.dw) -
+                                    static_cast<std::ptrdiff_t>(g.pl);
+          if (ix >= 0 && ix < w) taps[n++] = x + static_cast<size_t>(iy * w + ix) * c;
         }
+      }
+      float* out = y + (oy * g.wo + ox) * c;
+      size_t ch = 0;
+      for (; ch + L <= c; ch += L) {
+        DwVec m = DwVec{} + ninf;
+        for (size_t t = 0; t < n; ++t) {
+          const DwVec v = ldv(taps[t] + ch);
+          m = (v > m) | (v != v) ? v : m;   // a NaN, once taken, is never replaced
+        }
+        stv(out + ch, m);
+      }
+      for (; ch < c; ++ch) {
+        float m = ninf;
+        for (size_t t = 0; t < n; ++t) {
+          const float v = taps[t][ch];
+          if (v > m || v != v) m = v;
+        }
+        out[ch] = m;
       }
     }
   }

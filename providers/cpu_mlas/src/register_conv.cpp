@@ -161,15 +161,17 @@ void register_conv(py::module_& m) {
     const float* wp = w.data();
     float* yp = y.mutable_data();
     // Tasks: images x channel groups (whole groups of 16: the kernel's vectors) x output row
-    // ranges (when there are fewer groups than wanted tasks), each worth >= kMinChunkMacs.
+    // ranges, each worth >= kMinChunkMacs.
     constexpr size_t kMinChunkMacs = 1 << 16, kGroup = 16;
     const size_t groups = (c + kGroup - 1) / kGroup;
     const size_t macs = n * c * g.ho * g.wo * g.kh * g.kw;
     const size_t want = threads > 1 ? std::max<size_t>(1, std::min(threads * 4,
                                                                    macs / kMinChunkMacs))
                                     : 1;
-    const size_t cgroups = std::min(groups, want);
-    const size_t rsplit = std::max<size_t>(1, std::min(g.ho, want / cgroups));
+    // Row ranges first (a task then reads whole channels-last rows: contiguous memory), channel
+    // groups only when the plane has too few rows.
+    const size_t rsplit = std::min(g.ho, want);
+    const size_t cgroups = std::max<size_t>(1, std::min(groups, (want + rsplit - 1) / rsplit));
     const size_t per_image = cgroups * rsplit;
     const size_t in_image = g.h * g.w * c, out_image = g.ho * g.wo * c;
     py::gil_scoped_release release;
@@ -187,6 +189,36 @@ void register_conv(py::module_& m) {
      "Depthwise 2-D conv of channels-last x [N, H, W, C] with w [C, kh, kw] into y "
      "[N, Ho, Wo, C] (written), bias [C] or None, begin pads (top, left), then clamp to "
      "[lo, hi]; channel groups and output row ranges run on up to `threads` threads.");
+
+  m.def("maxpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,
+                               std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                               std::array<size_t, 2> dilations, std::array<size_t, 2> pads,
+                               size_t threads) {
+    const F32 x = f32(x_in, "x", 4);
+    F32 y = f32(y_in, "y", 4);
+    const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
+    if (static_cast<size_t>(y.shape(0)) != n || static_cast<size_t>(y.shape(3)) != c) {
+      throw py::value_error("x and y must have the same batch and channels");
+    }
+    if (kernel[0] == 0 || kernel[1] == 0) throw py::value_error("kernel must be positive");
+    const DwConvGeometry g = dw_geometry(
+        static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+        static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)), kernel[0], kernel[1],
+        strides, dilations, pads);
+    const float* xp = x.data();
+    float* yp = y.mutable_data();
+    // Row ranges of every image: a task reads and writes whole channels-last rows.
+    const size_t rsplit = threads > 1 ? std::min(g.ho, threads * 2) : 1;
+    py::gil_scoped_release release;
+    parallel_for(n * rsplit, threads, [&](size_t t) {
+      const size_t i = t / rsplit, r = t % rsplit;
+      maxpool_nhwc_f32(xp + i * g.h * g.w * c, yp + i * g.ho * g.wo * c, c,
+                       g.ho * r / rsplit, g.ho * (r + 1) / rsplit, g);
+    });
+  }, py::arg("x"), py::arg("y"), py::arg("kernel"), py::arg("strides"), py::arg("dilations"),
+     py::arg("pads"), py::arg("threads") = 1,
+     "2-D max pooling of channels-last x [N, H, W, C] into y [N, Ho, Wo, C] (written); pads "
+     "are the leading (top, left) ones, padding never wins; NaN propagates.");
 
   m.def("transpose_f32", [](const py::array& x_in, py::array& y_in) {
     std::ptrdiff_t xs[2];

@@ -232,6 +232,47 @@ void Conv2dSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) 
 
 namespace {
 
+// Every column task reads all of A's rows it covers and every row task all of B's columns:
+// a grid of tasks reads A col_tasks times and B row_tasks times. Past this many bytes of
+// reading, the grid is chosen by a cost model rather than "a few tasks per thread" (a 14 x 14
+// conv's 196 x 2304 col matrix, read by 6 column tasks, scaled 1.47x on two threads; by 2,
+// 1.8x).
+constexpr double kRereadBudgetBytes = 8e6;
+// The model's machine: per thread, bytes a second from L3 and multiply-adds a second.
+constexpr double kReadBytesPerSecond = 20e9, kMacsPerSecond = 50e9;
+
+// The grid of at least `threads` tasks (a multiple of them, each within the base grid's size
+// limits) that minimizes the time to read its operands plus its compute, the compute
+// stretched by the largest task's excess over an even share.
+void choose_task_grid(size_t m, size_t n, size_t k, size_t threads, size_t base_rows,
+                      size_t base_cols, size_t& row_tasks, size_t& col_tasks) {
+  const double a_bytes = 4.0 * m * k, b_bytes = 4.0 * n * k;
+  auto reread = [&](size_t rt, size_t ct) { return ct * a_bytes + rt * b_bytes; };
+  if (reread(row_tasks, col_tasks) <= kRereadBudgetBytes) return;
+  const size_t row_panels = ceil_div(m, kSgemmMr), col_panels = ceil_div(n, kSgemmNr);
+  const double macs = double(m) * n * k;
+  auto cost = [&](size_t rt, size_t ct) {
+    // the largest task's share of the panels, rows and columns
+    const double big = double(ceil_div(row_panels, rt)) / row_panels *
+                       double(ceil_div(col_panels, ct)) / col_panels;
+    const double rounds = double(ceil_div(rt * ct, threads));
+    return reread(rt, ct) / (kReadBytesPerSecond * threads) +
+           macs / kMacsPerSecond * big * rounds;
+  };
+  double best = cost(row_tasks, col_tasks);
+  for (size_t rt = base_rows; rt <= std::min(row_panels, 4 * threads * base_rows); ++rt) {
+    for (size_t ct = base_cols; ct <= std::min(col_panels, 4 * threads * base_cols); ++ct) {
+      if (rt * ct < threads || (rt * ct) % threads != 0) continue;
+      const double c = cost(rt, ct);
+      if (c < best) {
+        best = c;
+        row_tasks = rt;
+        col_tasks = ct;
+      }
+    }
+  }
+}
+
 void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
                 const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
                 const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
@@ -269,6 +310,10 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   while (row_tasks * col_tasks < want && (row_tasks + 1) * 4 <= row_panels) ++row_tasks;
   while (threads > 1 && (row_tasks * col_tasks) % threads != 0 && col_tasks < col_panels) {
     ++col_tasks;
+  }
+  if (threads > 1) {
+    choose_task_grid(m, n, k, threads, ceil_div(m, max_rows), ceil_div(n, kMaxTaskCols),
+                     row_tasks, col_tasks);
   }
 
   // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.

@@ -194,3 +194,59 @@ def test_transpose_kernel(perm, dtype):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     (y,) = onnxplex.InferenceSession(m.SerializeToString()).run(None, {"x": x})
     np.testing.assert_array_equal(y, x.transpose(perm))
+
+
+# ---- NhwcMaxPool --------------------------------------------------------------------------
+
+POOLS = {
+    "3x3_s2_p1": ((1, 16, 13, 13), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                        pads=[1, 1, 1, 1])),
+    "ceil_dil": ((2, 20, 11, 12), dict(kernel_shape=[3, 2], strides=[2, 3], dilations=[2, 1],
+                                       ceil_mode=1)),
+    "same_upper": ((1, 5, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                      auto_pad="SAME_UPPER")),
+    "asym_pads": ((1, 33, 7, 9), dict(kernel_shape=[2, 4], pads=[0, 2, 1, 3])),
+}
+
+
+def pool_model(op_type, domain, shape, attrs):
+    node = helper.make_node(op_type, ["x"], ["y"], domain=domain, **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, shape)],
+                          [helper.make_tensor_value_info("y", F, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid(MS, 1)], ir_version=10)
+
+
+@pytest.mark.parametrize("native_kernels", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", list(POOLS))
+def test_nhwc_max_pool_matches_onnxruntime_max_pool(case, threads, native_kernels,
+                                                     monkeypatch):
+    if not native_kernels:
+        monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
+    shape, attrs = POOLS[case]
+    x = rand(*shape)
+    (want,) = ort.InferenceSession(pool_model("MaxPool", "", shape, attrs).SerializeToString(),
+                                   providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = threads
+    nhwc_shape = [shape[0], *shape[2:], shape[1]]
+    sess = onnxplex.InferenceSession(
+        pool_model("NhwcMaxPool", MS, nhwc_shape, attrs).SerializeToString(), so,
+        providers=["cpu_mlas"])
+    (got,) = sess.run(None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))})
+    np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))
+
+
+@needs_native
+def test_native_max_pool_nhwc_padding_and_nan():
+    # a window entirely in the padding gives -inf; a NaN anywhere in a window wins
+    x = rand(1, 4, 4, 19)
+    x[0, 1, 1, 3] = np.nan
+    y = np.empty((1, 4, 4, 19), np.float32)
+    nat.maxpool_nhwc_f32(x, y, (2, 2), (1, 1), (1, 1), (0, 0), 2)
+    assert np.isnan(y[0, 1, 1, 3]) and np.isnan(y[0, 0, 0, 3]) and not np.isnan(y[0, 2, 2, 3])
+    y = np.empty((1, 2, 2, 19), np.float32)
+    nat.maxpool_nhwc_f32(x, y, (1, 1), (3, 3), (1, 1), (1, 1), 1)   # windows in the padding
+    assert (y[0, 0, 0] == -np.inf).all()
+    np.testing.assert_array_equal(y[0, 1, 1], x[0, 2, 2])
