@@ -358,6 +358,36 @@ def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
     return np.stack(parts, axis=-1).reshape(packed.shape[:-1] + (packed.shape[-1] * per,))
 
 
+def _nbits_zero_points(zero_points: np.ndarray | None, n: int, k_blocks: int,
+                       bits: int) -> np.ndarray:
+    """MatMulNBits zero points as float32 ``[N, k_blocks, 1]`` (packed uint8, the scales'
+    float type, or absent: the middle of the range)."""
+    if zero_points is None:
+        return np.full((n, k_blocks, 1), 1 << (bits - 1), dtype=_F32)
+    if np.asarray(zero_points).dtype == np.uint8:
+        zp = _unpack(np.asarray(zero_points).reshape(n, -1), bits)[:, :k_blocks]
+        return zp.astype(_F32).reshape(n, k_blocks, 1)
+    return np.asarray(zero_points).astype(_F32).reshape(n, k_blocks, 1)
+
+
+def _native_nbits4(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, k: int,
+                   n: int, block_size: int) -> _blas.PackedWeight | None:
+    """4-bit MatMulNBits weights for the native GEMM, kept at 4 bits (dequantized panel by
+    panel as the GEMM reads them: 1/8 of the float32 weight's memory, no float copy to build
+    at session creation), or None when the extension lacks it."""
+    nat = native()
+    if nat is None or not hasattr(nat, "sgemm_pack_b_nbits4") or block_size % 2:
+        return None
+    k_blocks = -(-k // block_size)
+    q = np.ascontiguousarray(np.asarray(b, dtype=np.uint8).reshape(n, k_blocks, -1))
+    if q.shape[2] != block_size // 2:
+        return None
+    sc = np.ascontiguousarray(np.asarray(scales).astype(_F32).reshape(n, k_blocks))
+    zp = np.ascontiguousarray(_nbits_zero_points(zero_points, n, k_blocks, 4)[:, :, 0])
+    packed = nat.sgemm_pack_b_nbits4(q, sc, zp, k, n, block_size)
+    return _blas.PackedWeight(packed, (k, n), False)
+
+
 def dequantize_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None,
                      k: int, n: int, bits: int, block_size: int) -> np.ndarray:
     """MatMulNBits weights ``B[N, k_blocks, blob]`` as a float32 ``[K, N]`` matrix."""
@@ -365,14 +395,7 @@ def dequantize_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray 
     q = _unpack(np.asarray(b, dtype=np.uint8).reshape(n, k_blocks, -1), bits)
     q = q[:, :, :block_size].astype(_F32)
     sc = np.asarray(scales).astype(_F32).reshape(n, k_blocks, 1)
-    if zero_points is None:
-        zp = _F32(1 << (bits - 1))
-    elif np.asarray(zero_points).dtype == np.uint8:
-        zp = _unpack(np.asarray(zero_points).reshape(n, -1), bits)[:, :k_blocks]
-        zp = zp.astype(_F32).reshape(n, k_blocks, 1)
-    else:  # zero points in the scales' float type
-        zp = np.asarray(zero_points).astype(_F32).reshape(n, k_blocks, 1)
-    q -= zp
+    q -= _nbits_zero_points(zero_points, n, k_blocks, bits)
     q *= sc
     w = q.reshape(n, k_blocks * block_size)[:, :k]
     # [K, N] as a view of the C-ordered [N, K] rows (no transposing copy): BLAS reads either
@@ -390,18 +413,21 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
     block_size = int(node.attr("block_size"))
     b_info, s_info, z_info, bias_info = node.input(1), node.input(2), node.input(3), node.input(5)
     consts_known = all(v is None or v.is_const for v in (s_info, z_info)) and b_info.is_const
-    w_packed = None
-    if consts_known:
+    w_packed = native_w = None
+    if consts_known and bits == 4:
+        native_w = _native_nbits4(b_info.const, s_info.const,
+                                  None if z_info is None else z_info.const, k, n, block_size)
+    if consts_known and native_w is None:
         w_packed = dequantize_nbits(b_info.const, s_info.const,
                                     None if z_info is None else z_info.const,
                                     k, n, bits, block_size)
         logger.debug("MatMulNBits %s: dequantized weight [%d, %d]", node.display_name, k, n)
+        # The native GEMM's packed copy replaces the dequantized weight (when it is available).
+        native_w = _blas.pack_weight(w_packed)
+        if native_w is not None:
+            w_packed = None
     bias_c = None if bias_info is None or not bias_info.is_const else \
         np.asarray(bias_info.const, dtype=_F32)
-    # The native GEMM's packed copy replaces the dequantized weight (when it is available).
-    native_w = None if w_packed is None else _blas.pack_weight(w_packed)
-    if native_w is not None:
-        w_packed = None
 
     def kernel(a, b, scales, zero_points=None, g_idx=None, bias=None) -> np.ndarray:
         af = a.astype(_F32, copy=False).reshape(-1, k)

@@ -149,10 +149,51 @@ void register_sgemm(py::module_& m) {
     return sgemm_pack_b(v, rows, cols);
   }, py::arg("b"), "Packs a constant right operand B [K, N] (any strides).");
 
+  py::class_<SgemmNBits4, std::shared_ptr<SgemmNBits4>>(m, "SgemmNBits4",
+      "A constant 4-bit B [K, N] (MatMulNBits) for sgemm, kept at 4 bits: panels of 32 "
+      "columns dequantized as the GEMM reads them.")
+      .def_property_readonly("shape", [](const SgemmNBits4& p) {
+        return py::make_tuple(p.k, p.n);
+      })
+      .def_property_readonly("nbytes", &SgemmNBits4::nbytes);
+
+  m.def("sgemm_pack_b_nbits4", [](const py::array& q_in, const py::array& scales_in,
+                                  const py::array& zp_in, size_t k, size_t n, size_t block) {
+    using U8 = py::array_t<uint8_t, py::array::c_style>;
+    using F = py::array_t<float, py::array::c_style>;
+    if (block < 2 || block % 2 != 0) throw py::value_error("block must be even and >= 2");
+    const size_t kb = (k + block - 1) / block;
+    if (!py::isinstance<U8>(q_in) || static_cast<size_t>(q_in.size()) != n * kb * (block / 2)) {
+      throw py::value_error("q must be C-contiguous uint8 of N * k_blocks * block / 2 bytes");
+    }
+    for (const py::array* a : {&scales_in, &zp_in}) {
+      if (!py::isinstance<F>(*a) || static_cast<size_t>(a->size()) != n * kb) {
+        throw py::value_error("scales and zero points must be C-contiguous float32 [N, k_blocks]");
+      }
+    }
+    const auto* q = static_cast<const uint8_t*>(q_in.data());
+    const auto* sc = static_cast<const float*>(scales_in.data());
+    const auto* zp = static_cast<const float*>(zp_in.data());
+    py::gil_scoped_release release;
+    return sgemm_pack_b_nbits4(q, sc, zp, k, n, block);
+  }, py::arg("q"), py::arg("scales"), py::arg("zero_points"), py::arg("k"), py::arg("n"),
+     py::arg("block"),
+     "MatMulNBits 4-bit weights (q [N, k_blocks, block/2] uint8, scales and zero points "
+     "[N, k_blocks] float32) as sgemm's B [K, N], kept at 4 bits.");
+
   m.def("sgemm", [](const py::object& a_in, const py::object& b_in, py::object out_in,
                     const py::object& bias_in, const std::string& bias_axis, float lo, float hi,
                     bool accumulate, size_t threads, const std::string& isa) {
-    const Operand a = operand(a_in, true, "a"), b = operand(b_in, false, "b");
+    const SgemmNBits4* nb = py::isinstance<SgemmNBits4>(b_in) ? b_in.cast<const SgemmNBits4*>()
+                                                                : nullptr;
+    const Operand a = operand(a_in, true, "a");
+    Operand b;
+    if (nb != nullptr) {
+      b.rows = nb->k;
+      b.cols = nb->n;
+    } else {
+      b = operand(b_in, false, "b");
+    }
     if (a.cols != b.rows) {
       throw py::value_error("a has K=" + std::to_string(a.cols) + ", b has K=" +
                             std::to_string(b.rows));
@@ -198,7 +239,11 @@ void register_sgemm(py::module_& m) {
     float* c = static_cast<float*>(out.mutable_data());
     {
       py::gil_scoped_release release;
-      sgemm(a.view, a.packed, b.view, b.packed, m_, n, k, c, ldc, ep, threads, v);
+      if (nb != nullptr) {
+        sgemm(a.view, a.packed, NBits4Source(*nb, v), m_, n, k, c, ldc, ep, threads, v);
+      } else {
+        sgemm(a.view, a.packed, b.view, b.packed, m_, n, k, c, ldc, ep, threads, v);
+      }
     }
     return out;
   }, py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("bias") = py::none(),
@@ -206,7 +251,7 @@ void register_sgemm(py::module_& m) {
      py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("accumulate") = false,
      py::arg("threads") = 0,
      py::arg("isa") = "",
-     "out = clip(A @ B (+ out if accumulate) + bias, lo, hi); A/B a float32 matrix (any strides) or an SgemmPacked; "
+     "out = clip(A @ B (+ out if accumulate) + bias, lo, hi); A/B a float32 matrix (any strides) or an SgemmPacked (B also an SgemmNBits4); "
      "bias per row ('row', M values) or per column ('col', N values); threads 0 = all.");
 
   m.def("conv2d_f32", [](const py::array& x, const SgemmPacked& w, py::array& out,

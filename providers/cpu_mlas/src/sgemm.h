@@ -12,6 +12,7 @@
 // each tile runs all of K (blocks of kKc) so tiles never share an output element.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -80,6 +81,36 @@ class MatrixSource final : public BSource {
 
  private:
   MatrixView b_;
+};
+
+// A constant B [K, N] of 4-bit integers with a scale and a zero point per block of
+// `block` rows of a column (com.microsoft MatMulNBits), kept at 4 bits: B[k][j] =
+// (q - zp[j][k / block]) * scale[j][k / block]. Laid out per panel of kSgemmNr columns:
+// q as [panel][K][16 bytes], byte i of a row holding column i (low nibble) and column i + 16
+// (high nibble); scale and zp as [panel][K blocks][kSgemmNr] floats (zero past N: padding
+// columns come out 0). 1/8 of the float32 panels' bytes.
+struct SgemmNBits4 {
+  size_t k = 0, n = 0, block = 0, k_blocks = 0;
+  std::unique_ptr<uint8_t[], void (*)(void*)> q{nullptr, nullptr};
+  std::unique_ptr<float[], void (*)(void*)> scale{nullptr, nullptr}, zp{nullptr, nullptr};
+  size_t nbytes() const;
+};
+
+// From MatMulNBits' layout: q_in [N, k_blocks, block / 2] bytes (two values a byte, the low
+// nibble first, blocks zero-padded past K), scales and zero points [N, k_blocks] floats.
+std::shared_ptr<SgemmNBits4> sgemm_pack_b_nbits4(const uint8_t* q_in, const float* scales,
+                                                 const float* zero_points, size_t k, size_t n,
+                                                 size_t block);
+
+// B panels dequantized as the GEMM asks for them (into its per-thread buffers, in cache).
+class NBits4Source final : public BSource {
+ public:
+  NBits4Source(const SgemmNBits4& b, SgemmIsa isa) : b_(b), isa_(isa) {}
+  void pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const override;
+
+ private:
+  const SgemmNBits4& b_;
+  SgemmIsa isa_;
 };
 
 // B as the im2col matrix of one image of a 2-D convolution, never materialized: x [C, H, W]
@@ -168,6 +199,28 @@ void conv2d_pack_avx2(const float* x, const Conv2dGeometry& g, size_t k0, size_t
                       size_t c0, size_t nc, float* dst);
 void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
                         size_t c0, size_t nc, float* dst);
+#endif
+// Rows [k0, k0 + kc) of one panel of a SgemmNBits4, a run of rows within one block at a time:
+// run(scales, zero points, q rows, dst rows, row count) with the block's kSgemmNr scales and
+// zero points, 16 bytes of q and kSgemmNr floats of dst a row.
+template <typename Run>
+inline void nbits4_runs(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst,
+                        Run run) {
+  constexpr size_t half = kSgemmNr / 2;
+  const uint8_t* q = b.q.get() + (panel * b.k + k0) * half;
+  for (size_t kk = 0; kk < kc;) {
+    const size_t blk = (k0 + kk) / b.block, end = std::min(kc, (blk + 1) * b.block - k0);
+    const size_t at = (panel * b.k_blocks + blk) * kSgemmNr;
+    run(b.scale.get() + at, b.zp.get() + at, q + kk * half, dst + kk * kSgemmNr, end - kk);
+    kk = end;
+  }
+}
+
+// Rows [k0, k0 + kc) of one panel of a SgemmNBits4 into dst [kc][kSgemmNr] (per ISA).
+void nbits4_panel_scalar(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+void nbits4_panel_avx512(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst);
+void nbits4_panel_avx2(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst);
 #endif
 
 }  // namespace onnxplex::mlas

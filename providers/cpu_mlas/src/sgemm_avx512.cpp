@@ -2,6 +2,8 @@
 // loads of B and twelve broadcast A values folded into the FMAs (vfmadd231ps zmm, zmm, m32bcst).
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "conv_pack_impl.h"
 #include "sgemm.h"
 
@@ -117,6 +119,23 @@ void dispatch(const SgemmTile& t) {
 void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
                         size_t c0, size_t nc, float* dst) {
   detail::conv2d_pack(x, g, k0, kc, c0, nc, dst);
+}
+
+void nbits4_panel_avx512(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst) {
+  nbits4_runs(b, panel, k0, kc, dst, [](const float* sc, const float* zp, const uint8_t* q,
+                                        float* d, size_t rows) {
+    constexpr size_t half = kSgemmNr / 2;
+    const __m512i low = _mm512_set1_epi32(0xF);
+    const __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + half);
+    const __m512 z0 = _mm512_loadu_ps(zp), z1 = _mm512_loadu_ps(zp + half);
+    for (size_t r = 0; r < rows; ++r, q += half, d += kSgemmNr) {
+      const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+      const __m512 f0 = _mm512_cvtepi32_ps(_mm512_and_si512(v, low));
+      const __m512 f1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
+      _mm512_store_ps(d, _mm512_mul_ps(_mm512_sub_ps(f0, z0), s0));
+      _mm512_store_ps(d + half, _mm512_mul_ps(_mm512_sub_ps(f1, z1), s1));
+    }
+  });
 }
 
 void sgemm_tile_avx512(const SgemmTile& t) {

@@ -271,3 +271,44 @@ def test_conv2d_bad_arguments_are_clear_errors():
         NAT.conv2d_f32(x, w, y, (3, 3), (0, 1), (1, 1), (1, 1))
     with pytest.raises(TypeError, match="C-contiguous float32 array of rank 4"):
         NAT.conv2d_f32(x[:, :, ::2], w, y, (3, 3), (1, 1), (1, 1), (1, 1))
+
+
+# ---- 4-bit B kept packed (MatMulNBits) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("k,n,block", [(200, 70, 32), (100, 33, 16), (512, 96, 128),
+                                       (64, 1, 64), (300, 130, 256)])
+def test_nbits4_b_dequantizes_exactly_as_the_float_weight(isa, k, n, block):
+    from onnxplex.providers.cpu_mlas.quant import dequantize_nbits
+
+    rng = np.random.default_rng(k * n + block)
+    kb = -(-k // block)
+    q = rng.integers(0, 256, (n, kb, block // 2)).astype(np.uint8)
+    scales = (rng.random((n, kb)) * 0.1 + 0.01).astype(np.float32)
+    zps = rng.integers(0, 16, (n, kb)).astype(np.float32)
+    w = dequantize_nbits(q, scales, zps, k, n, 4, block)   # [K, N] float32
+    packed = NAT.sgemm_pack_b_nbits4(q, scales, zps, k, n, block)
+    # at most half the float32 panels' bytes (4 bits a weight, 64 per block of a column)
+    assert packed.shape == (k, n) and packed.nbytes <= 2 * k * (-(-n // 32) * 32)
+    for m, threads in ((1, 1), (37, 2), (300, 3)):
+        a = _rand(rng, m, k)
+        bias = _rand(rng, n)
+        got = NAT.sgemm(a, packed, bias=bias, lo=-5.0, hi=5.0, threads=threads, isa=isa)
+        # the same float32 weights as the dequantized matrix: only the summation order differs
+        want = NAT.sgemm(a, NAT.sgemm_pack_b(np.ascontiguousarray(w)), bias=bias, lo=-5.0,
+                         hi=5.0, threads=1, isa=isa)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        ref = np.clip(a.astype(np.float64) @ w + bias, -5, 5)
+        _close(got, ref, k)
+
+
+def test_nbits4_pack_rejects_bad_shapes():
+    q = np.zeros((4, 2, 16), np.uint8)
+    s = np.ones((4, 2), np.float32)
+    with pytest.raises(ValueError, match="q must be"):
+        NAT.sgemm_pack_b_nbits4(q[:, :1], s, s, 64, 4, 32)
+    with pytest.raises(ValueError, match="scales and zero points"):
+        NAT.sgemm_pack_b_nbits4(q, s[:, :1], s, 64, 4, 32)
+    with pytest.raises(ValueError, match="block must be even"):
+        NAT.sgemm_pack_b_nbits4(q, s, s, 64, 4, 3)
