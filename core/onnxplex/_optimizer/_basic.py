@@ -19,7 +19,7 @@ import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
-from .._graph import Model, Subgraph
+from .._graph import Model, Subgraph, all_nodes
 from . import OptimizerContext, register_pass
 from ._rules import apply_rules
 
@@ -54,7 +54,7 @@ def _may_have_noop_chains(model: Model) -> bool:
     (it may be a no-op), or a Mul/Div by ones or an Add/Sub of zeros. Most CNNs and MLPs have
     none, and then onnxscript (and the onnx reference ops it imports: ~30 MB, ~0.2 s) is not
     loaded at all."""
-    for node in model.graph.all_nodes():
+    for node in all_nodes(model.graph):
         op = node.op_type
         if node.domain not in ("", "ai.onnx"):
             continue
@@ -111,7 +111,7 @@ def _dce(ctx: OptimizerContext) -> int:
 
 
 def _count(graph: ir.Graph) -> int:
-    return sum(1 for _ in graph.all_nodes())
+    return len(all_nodes(graph))
 
 
 def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) -> int:

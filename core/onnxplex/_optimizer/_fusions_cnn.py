@@ -32,6 +32,7 @@ import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
+from .._graph import all_nodes
 from . import OptimizerContext, register_pass
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def _taken(graph: ir.Graph) -> set[str]:
     if names is None:
         names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
         names |= set(graph.initializers)
-        for n in graph.all_nodes():
+        for n in all_nodes(graph):
             names.add(n.name)
             names.update(o.name for o in n.outputs)
         _STATE.names = names

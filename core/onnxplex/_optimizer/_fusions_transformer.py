@@ -30,7 +30,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from .._graph import Model
+from .._graph import Model, all_nodes
 from . import OptimizerContext, register_pass
 from ._rules import apply_rules
 
@@ -58,7 +58,7 @@ def _finish(model: ir.Model, changes: int) -> int:
     """After a pass that changed the graph: declare com.microsoft, drop what became unused
     (the separate Q/K/V weights once packed, mask arithmetic, ...)."""
     if changes:
-        if any(n.domain == _MS for n in model.graph.all_nodes()):
+        if any(n.domain == _MS for n in all_nodes(model.graph)):
             model.opset_imports.setdefault(_MS, 1)
         import onnx_ir.passes.common as ir_passes
 
@@ -169,7 +169,7 @@ def _normalization_candidate(model: Model) -> bool:
     """A necessary condition for the LayerNorm and RMSNorm patterns: a ReduceMean over a
     square (Pow or Mul) or one whose mean is subtracted. A global average pool spelled as
     ReduceMean (CNN exports) is neither, so the rules, and onnxscript, are not loaded."""
-    for node in model.graph.all_nodes():
+    for node in all_nodes(model.graph):
         if node.op_type != "ReduceMean" or not node.inputs or node.inputs[0] is None:
             continue
         src = node.inputs[0].producer()
