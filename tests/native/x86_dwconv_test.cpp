@@ -50,8 +50,10 @@ int main() {
     }
   }
   // Channel counts with and without a partial block, planes narrower and wider than a band.
-  for (size_t c : {3, 8, 16, 24, 40}) {
-    for (size_t h : {5, 7, 14, 30, 61}) {
+  // (h 120 with 48 or 64 channels: bands inside the plane, read in place)
+  for (size_t c : {3, 8, 16, 24, 40, 48, 64}) {
+    for (size_t h : {5, 7, 14, 30, 61, 120}) {
+      if (h == 120 && c < 48) continue;
       for (size_t s : {1, 2}) {
         for (size_t k : {3, 5}) {
           const size_t pad = k / 2, ho = (h + 2 * pad - k) / s + 1;
@@ -63,12 +65,15 @@ int main() {
           fill(b);
           detail::dwconv_f32_any(x.data(), w.data(), b.data(), y.data(), c, g, -1.0f, 1.0f);
           // The channels-last kernel on the same image, in four pieces (two channel ranges,
-          // the second starting mid-block, times two row ranges): y itself, transposed.
+          // the second starting mid-block below 48 channels, times two row ranges): y itself,
+          // transposed.
           std::vector<float> xn(x.size()), yn(y.size(), std::nanf(""));
           for (size_t ch = 0; ch < c; ++ch) {
             for (size_t p = 0; p < g.h * g.w; ++p) xn[p * c + ch] = x[ch * g.h * g.w + p];
           }
-          const size_t cmid = c / 2 + 1, ymid = g.ho / 2;
+          // (with 48 or more channels the first range is one whole block: both ranges then
+          // have whole blocks only, and their inner bands read x in place)
+          const size_t cmid = c >= 48 ? detail::kDwLanes : c / 2 + 1, ymid = g.ho / 2;
           for (auto [c0, c1] : {std::pair<size_t, size_t>{0, cmid}, {cmid, c}}) {
             for (auto [y0, y1] : {std::pair<size_t, size_t>{0, ymid}, {ymid, g.ho}}) {
               detail::dwconv_nhwc_f32_any(xn.data(), w.data(), b.data(), yn.data(), c, c0, c1,

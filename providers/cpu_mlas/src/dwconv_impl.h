@@ -629,7 +629,34 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   for (size_t t = 0; t < taps; ++t) {
     toff[t] = static_cast<std::ptrdiff_t>(((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw) * cs);
   }
+  // Taps' offsets for reading x itself: positions ld floats apart, rows w * ld.
+  std::vector<std::ptrdiff_t> toff_x(taps);
+  for (size_t t = 0; t < taps; ++t) {
+    toff_x[t] = static_cast<std::ptrdiff_t>(((t / g.kw) * g.dh * g.w + (t % g.kw) * g.dw) * ld);
+  }
+  // Output columns whose windows lie inside the input's columns: [ox_lo, ox_hi).
+  const size_t span_w = (g.kw - 1) * g.dw + 1;
+  const size_t ox_lo = std::min(g.wo, (g.pl + g.sw - 1) / g.sw);
+  const size_t ox_hi = g.w + g.pl >= span_w
+                           ? std::max(ox_lo, std::min(g.wo, (g.w + g.pl - span_w) / g.sw + 1))
+                           : ox_lo;
   const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
+  // Band buffer columns [b0, b1): input columns b - pl, zeros outside the input.
+  auto fill = [&](std::ptrdiff_t r_lo, std::ptrdiff_t r_hi, std::ptrdiff_t ih0, size_t b0,
+                  size_t b1) {
+    const size_t i0 = std::clamp<size_t>(b0, g.pl, g.pl + cols), i1 = std::clamp<size_t>(b1, i0, g.pl + cols);
+    for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
+      float* row = buf.data() + r * wb * cs;
+      std::fill(row + b0 * cs, row + i0 * cs, 0.0f);
+      const float* src = x + (static_cast<size_t>(ih0 + r) * g.w + (i0 - g.pl)) * ld + c0;
+      if (cs == ld) {
+        std::copy(src, src + (i1 - i0) * cs, row + i0 * cs);
+      } else {
+        for (size_t c = i0; c < i1; ++c) std::copy(src + (c - i0) * ld, src + (c - i0) * ld + cs, row + c * cs);
+      }
+      std::fill(row + i1 * cs, row + std::max(i1, b1) * cs, 0.0f);
+    }
+  };
   for (size_t oh0 = oy0; oh0 < oy1; oh0 += band) {
     const size_t rows_out = std::min(band, oy1 - oh0);
     const size_t rows_in = (rows_out - 1) * g.sh + span;
@@ -637,33 +664,51 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     const std::ptrdiff_t r_lo = std::clamp<std::ptrdiff_t>(-ih0, 0, rows_in);
     const std::ptrdiff_t r_hi = std::clamp<std::ptrdiff_t>(
         static_cast<std::ptrdiff_t>(g.h) - ih0, r_lo, rows_in);
-    // Rows outside the input: zeros; the pad columns are zero from the start (the copies
-    // write columns [pl, pl + cols) only).
+    // A band whose rows are all inside the input reads its inner columns in place (full
+    // blocks only: a partial one's vectors would read past the last position); the buffer then
+    // holds only the edge columns' windows. Other bands go through the buffer whole.
+    const bool inside = r_lo == 0 && r_hi == static_cast<std::ptrdiff_t>(rows_in) &&
+                        ox_hi > ox_lo && nc % L == 0;
     std::fill(buf.begin(), buf.begin() + r_lo * wb * cs, 0.0f);
     std::fill(buf.begin() + r_hi * wb * cs, buf.begin() + rows_in * wb * cs, 0.0f);
-    for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
-      const float* src = x + static_cast<size_t>(ih0 + r) * g.w * ld + c0;
-      float* dst = buf.data() + (r * wb + g.pl) * cs;
-      if (cs == ld) {
-        std::copy(src, src + cols * cs, dst);
-      } else {
-        for (size_t iw = 0; iw < cols; ++iw) std::copy(src + iw * ld, src + iw * ld + cs, dst + iw * cs);
-      }
+    if (!inside) {
+      fill(r_lo, r_hi, ih0, 0, wb);
+    } else {
+      fill(r_lo, r_hi, ih0, 0, ox_lo > 0 ? std::min(wb, (ox_lo - 1) * g.sw + span_w) : 0);
+      fill(r_lo, r_hi, ih0, std::min(wb, ox_hi * g.sw), wb);
     }
     for (size_t b = 0; b < blocks; ++b) {
       const size_t lanes = std::min(L, nc - b * L);
-      const float* in = buf.data() + b * L;
+      const bool full = lanes == L;
       for (size_t ro = 0; ro < rows_out; ++ro) {
         float* yrow = y + (oh0 + ro) * g.wo * ld + c0 + b * L;
-        const bool direct = lanes == L;
-        cl_row_any(in + ro * g.sh * wb * cs, cs, wb * cs, toff.data(), taps,
-                   wv_all + b * taps, bv_all[b], lo, hi, g, direct ? yrow : obuf.data(),
-                   direct ? ld : L);
-        if (!direct) {
-          for (size_t q = 0; q < g.wo; ++q) {
-            std::copy(obuf.data() + q * L, obuf.data() + q * L + lanes, yrow + q * ld);
+        const float* brow = buf.data() + ro * g.sh * wb * cs + b * L;
+        // outputs [o0, o1) from the buffer (or obuf first, for a partial block)
+        auto buffered = [&](size_t o0, size_t o1) {
+          if (o1 <= o0) return;
+          DwConvGeometry gg = g;
+          gg.wo = o1 - o0;
+          cl_row_any(brow + o0 * g.sw * cs, cs, wb * cs, toff.data(), taps, wv_all + b * taps,
+                     bv_all[b], lo, hi, gg, full ? yrow + o0 * ld : obuf.data(),
+                     full ? ld : L);
+          if (!full) {
+            for (size_t q = 0; q < gg.wo; ++q) {
+              std::copy(obuf.data() + q * L, obuf.data() + q * L + lanes, yrow + (o0 + q) * ld);
+            }
           }
+        };
+        if (!inside || !full) {
+          buffered(0, g.wo);
+          continue;
         }
+        buffered(0, ox_lo);
+        DwConvGeometry gg = g;
+        gg.wo = ox_hi - ox_lo;
+        const float* xin = x + (static_cast<size_t>(ih0) + ro * g.sh) * g.w * ld +
+                           (ox_lo * g.sw - g.pl) * ld + c0 + b * L;
+        cl_row_any(xin, ld, g.w * ld, toff_x.data(), taps, wv_all + b * taps, bv_all[b], lo, hi,
+                   gg, yrow + ox_lo * ld, ld);
+        buffered(ox_hi, g.wo);
       }
     }
   }

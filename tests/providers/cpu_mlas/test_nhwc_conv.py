@@ -168,6 +168,24 @@ def test_native_dwconv_nhwc(geo, threads):
 
 
 @needs_native
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("c,h,k,s,d,p", [(64, 112, 3, 1, 1, 1), (96, 57, 3, 2, 1, 1),
+                                         (32, 90, 3, 1, 2, 2), (48, 70, 5, 1, 1, 2),
+                                         (64, 80, 3, 2, 1, 0), (40, 100, 3, 1, 1, 1)])
+def test_native_dwconv_nhwc_large_planes(c, h, k, s, d, p, threads):
+    """Planes larger than a band: inner bands read their inner columns in place (when every
+    channel block is full), the edges through the buffer."""
+    x, w, b = rand(1, c, h, h + 3), rand(c, 1, k, k), rand(c)
+    ref = conv_ref(x, w, b, (s, s), (d, d), (p, p, p, p), group=c)
+    y = np.full((1, ref.shape[2], ref.shape[3], c), np.nan, np.float32)
+    nat.dwconv_nhwc_f32(np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                        np.ascontiguousarray(w[:, 0]), b, y, (s, s), (d, d), (p, p), -1.0, 2.0,
+                        threads)
+    np.testing.assert_allclose(y, np.clip(ref.transpose(0, 2, 3, 1), -1, 2), rtol=1e-5,
+                               atol=1e-5)
+
+
+@needs_native
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 16, 17, 40])
 def test_native_transpose(rows):
     x = rand(3, rows, 70)
