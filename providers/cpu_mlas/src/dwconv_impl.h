@@ -614,8 +614,15 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   const size_t band = std::min(oy1 - oy0, fit > span ? (fit - span) / g.sh + 1 : 1);
   const size_t rows_max = (band - 1) * g.sh + span;
   // (+ L: a partial last block's vector reads past the last position's channels)
-  std::vector<float> buf(rows_max * wb * cs + L, 0.0f), obuf(g.wo * L),
-      wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
+  // The band buffer is this thread's, kept between calls and not cleared: every element a
+  // kernel reads is written first (the fills write the pad columns' and rows' zeros too), but
+  // the slack past the last position a partial block's spare lanes read (times zero weights,
+  // never stored). A buffer per call cost a 300 KiB allocation and clear per task.
+  static thread_local std::vector<float> band_buf;
+  if (band_buf.size() < rows_max * wb * cs + L) band_buf.resize(rows_max * wb * cs + L);
+  float* const buf = band_buf.data();
+  std::vector<float> obuf_v(g.wo * L), wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
+  float* const obuf = obuf_v.data();
   DwVec* const wv_all = reinterpret_cast<DwVec*>(wv_f.data());
   const DwVec* const bv_all = reinterpret_cast<const DwVec*>(bv_f.data());
   for (size_t b = 0; b < blocks; ++b) {  // weights as vectors, spare lanes zero
@@ -646,7 +653,7 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
                   size_t b1) {
     const size_t i0 = std::clamp<size_t>(b0, g.pl, g.pl + cols), i1 = std::clamp<size_t>(b1, i0, g.pl + cols);
     for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
-      float* row = buf.data() + r * wb * cs;
+      float* row = buf + r * wb * cs;
       std::fill(row + b0 * cs, row + i0 * cs, 0.0f);
       const float* src = x + (static_cast<size_t>(ih0 + r) * g.w + (i0 - g.pl)) * ld + c0;
       if (cs == ld) {
@@ -669,8 +676,8 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     // holds only the edge columns' windows. Other bands go through the buffer whole.
     const bool inside = r_lo == 0 && r_hi == static_cast<std::ptrdiff_t>(rows_in) &&
                         ox_hi > ox_lo && nc % L == 0;
-    std::fill(buf.begin(), buf.begin() + r_lo * wb * cs, 0.0f);
-    std::fill(buf.begin() + r_hi * wb * cs, buf.begin() + rows_in * wb * cs, 0.0f);
+    std::fill(buf, buf + r_lo * wb * cs, 0.0f);
+    std::fill(buf + r_hi * wb * cs, buf + rows_in * wb * cs, 0.0f);
     if (!inside) {
       fill(r_lo, r_hi, ih0, 0, wb);
     } else {
@@ -682,18 +689,18 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
       const bool full = lanes == L;
       for (size_t ro = 0; ro < rows_out; ++ro) {
         float* yrow = y + (oh0 + ro) * g.wo * ld + c0 + b * L;
-        const float* brow = buf.data() + ro * g.sh * wb * cs + b * L;
+        const float* brow = buf + ro * g.sh * wb * cs + b * L;
         // outputs [o0, o1) from the buffer (or obuf first, for a partial block)
         auto buffered = [&](size_t o0, size_t o1) {
           if (o1 <= o0) return;
           DwConvGeometry gg = g;
           gg.wo = o1 - o0;
           cl_row_any(brow + o0 * g.sw * cs, cs, wb * cs, toff.data(), taps, wv_all + b * taps,
-                     bv_all[b], lo, hi, gg, full ? yrow + o0 * ld : obuf.data(),
+                     bv_all[b], lo, hi, gg, full ? yrow + o0 * ld : obuf,
                      full ? ld : L);
           if (!full) {
             for (size_t q = 0; q < gg.wo; ++q) {
-              std::copy(obuf.data() + q * L, obuf.data() + q * L + lanes, yrow + (o0 + q) * ld);
+              std::copy(obuf + q * L, obuf + q * L + lanes, yrow + (o0 + q) * ld);
             }
           }
         };

@@ -168,9 +168,9 @@ void register_conv(py::module_& m) {
     const size_t want = threads > 1 ? std::max<size_t>(1, std::min(threads * 4,
                                                                    macs / kMinChunkMacs))
                                     : 1;
-    // Row ranges first (a task then reads whole channels-last rows: contiguous memory), channel
-    // groups only when the plane has too few rows.
-    const size_t rsplit = std::min(g.ho, want);
+    // Row ranges first (a task then reads whole channels-last rows: contiguous memory), of at
+    // least 4 rows (a task sets up every channel block's weights); channel groups for the rest.
+    const size_t rsplit = std::max<size_t>(1, std::min(g.ho / 4, want));
     const size_t cgroups = std::max<size_t>(1, std::min(groups, (want + rsplit - 1) / rsplit));
     const size_t per_image = cgroups * rsplit;
     const size_t in_image = g.h * g.w * c, out_image = g.ho * g.wo * c;
