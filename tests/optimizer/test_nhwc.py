@@ -244,3 +244,30 @@ def test_max_pool_after_a_conv_runs_channels_last_unless_its_indices_are_read():
         else:
             assert got["NhwcMaxPool"] == 1 and got["Transpose"] == 2, got
         assert_matches(sess, m, {"x": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("pool", ["GlobalAveragePool", "ReduceMean", "ReduceMean_channels"])
+def test_spatial_mean_after_a_conv_runs_channels_last(pool, opset):
+    inits = [init("w", 8, 3, 3, 3)]
+    if pool == "GlobalAveragePool":
+        node = helper.make_node("GlobalAveragePool", ["a"], ["y"])
+    else:
+        axes = [2, 3] if pool == "ReduceMean" else [1]
+        if opset >= 18:
+            inits.append(numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+            node = helper.make_node("ReduceMean", ["a", "axes"], ["y"], keepdims=1)
+        else:
+            node = helper.make_node("ReduceMean", ["a"], ["y"], axes=axes, keepdims=1)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1]),
+                           node], "g", [vi("x", [2, 3, 9, 10])], [vi("y", None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    sess = session(m)
+    got = steps(sess)
+    # over H and W: the mean runs channels-last (a GlobalAveragePool becomes a ReduceMean), its
+    # [N, 1, 1, C] transposed back (a move of nothing); over C: NCHW, the conv's output
+    # transposed back first
+    assert got["ReduceMean"] == 1 and got["GlobalAveragePool"] == 0, got
+    mean = next(s for s in sess._exec.steps if s.op_type == "ReduceMean")
+    assert mean.name.endswith("/nhwc") == (pool != "ReduceMean_channels"), mean.name
+    assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)})

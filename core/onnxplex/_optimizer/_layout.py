@@ -10,7 +10,10 @@ name has the same contract).
 Layout-agnostic elementwise nodes (activations, Add/Mul/Sum/..., every tensor input of the
 output's shape or a scalar) fed by a channels-last value run channels-last too, as they are:
 a residual ``Sum`` + ``Relu`` between two convs costs no transpose. So does a 2-D MaxPool
-(without Indices) fed by one, as com.microsoft ``NhwcMaxPool``.
+(without Indices) fed by one, as com.microsoft ``NhwcMaxPool``, and a global average over H
+and W (GlobalAveragePool, ReduceMean of axes 2, 3 keeping them), as ReduceMean of axes 1, 2:
+its ``[N, 1, 1, C]`` result is the NCHW ``[N, C, 1, 1]``'s memory, so the transpose back moves
+nothing.
 
 Transposes go only where the layout changes: in front of a converted node whose input comes
 from a node left NCHW (or from a graph input), and behind a converted node whose output is
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import onnx_ir as ir
 
 from . import OptimizerContext, register_pass
@@ -42,6 +46,7 @@ from ._fusions_cnn import (
     _counted,
     _dtype,
     _fresh,
+    _initializer,
     _input,
     _is_const,
     _is_onnx,
@@ -130,6 +135,37 @@ def _max_pool(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
     return x in nhwc and _dtype(x) == _FLOAT and _static_dims(x, 4) is not None
 
 
+def _spatial_mean(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
+                  nhwc: dict[ir.Value, ir.Value]) -> tuple[str, ir.Value | None] | None:
+    """A global average over H and W of a channels-last value: GlobalAveragePool, or ReduceMean
+    of constant axes {2, 3} keeping them (a CNN's pooling before its classifier). Returns how
+    the channels-last node takes its axes ((1, 2): an attribute before opset 18, an input
+    from 18), or None."""
+    if node.graph is not graph or id(node) in protected:
+        return None
+    x = _input(node, 0)
+    if x not in nhwc or _dtype(x) != _FLOAT or _static_dims(x, 4) is None:
+        return None
+    if _is_onnx(node, "GlobalAveragePool"):
+        return ("pool", None)
+    if not _is_onnx(node, "ReduceMean"):
+        return None
+    keep = node.attributes.get("keepdims")
+    if keep is not None and int(keep.value) != 1:
+        return None
+    axes_attr = node.attributes.get("axes")
+    axes_in = _input(node, 1)
+    if axes_attr is not None:
+        axes = [int(a) for a in axes_attr.value]
+    elif _is_const(axes_in):
+        axes = [int(a) for a in axes_in.const_value.numpy().reshape(-1)]
+    else:
+        return None
+    if sorted(a % 4 for a in axes) != [2, 3]:
+        return None
+    return ("attr", None) if axes_attr is not None else ("input", axes_in)
+
+
 def _permuted(v: ir.Value, perm: tuple[int, ...]) -> ir.Shape | None:
     return None if v.shape is None else ir.Shape([v.shape[p] for p in perm])
 
@@ -177,6 +213,15 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
         elif _max_pool(node, graph, ctx.protected, nhwc):
             inputs = [nhwc[node.inputs[0]]]
             domain, op_type = MS_DOMAIN, "NhwcMaxPool"
+        elif (mean := _spatial_mean(node, graph, ctx.protected, nhwc)) is not None:
+            # ReduceMean over axes (1, 2) of the channels-last value: [N, 1, 1, C], the same
+            # memory as the NCHW [N, C, 1, 1] (the transpose back, if any, moves nothing)
+            inputs = [nhwc[node.inputs[0]]]
+            domain, op_type = "", "ReduceMean"
+            opset = ctx.model.ir.opset_imports.get("", 1)
+            if mean[0] == "input" or (mean[0] == "pool" and opset >= 18):
+                inputs.append(_initializer(graph, np.array([1, 2], np.int64),
+                                           f"{node.name or 'mean'}_nhwc_axes"))
         elif _elementwise(node, graph, ctx.protected, nhwc):
             inputs = [v if v is None or (_is_const(v) and _scalar(v)) else channels_last(v, node)
                       for v in node.inputs]
@@ -184,7 +229,13 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
         else:
             continue
         y = node.outputs[0]
-        attrs = _copy_attrs(node, drop=("storage_order",) if op_type == "NhwcMaxPool" else ())
+        if op_type == "ReduceMean":
+            attrs = [ir.AttrInt64("keepdims", 1)]
+            if len(inputs) == 1:
+                attrs.append(ir.AttrInt64s("axes", [1, 2]))
+        else:
+            attrs = _copy_attrs(node,
+                                drop=("storage_order",) if op_type == "NhwcMaxPool" else ())
         new = ir.Node(domain, op_type, inputs, attributes=attrs, num_outputs=1,
                       version=node.version, name=_fresh(graph, f"{node.name or y.name}/nhwc"))
         out = new.outputs[0]
