@@ -232,7 +232,7 @@ void Conv2dSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) 
 
 size_t SgemmNBits4::nbytes() const {
   const size_t panels = ceil_div(n, kSgemmNr);
-  return panels * (k * kSgemmNr / 2 + 2 * k_blocks * kSgemmNr * sizeof(float));
+  return panels * ((k + 1) / 2 * kSgemmNr + 2 * k_blocks * kSgemmNr * sizeof(float));
 }
 
 std::shared_ptr<SgemmNBits4> sgemm_pack_b_nbits4(const uint8_t* q_in, const float* scales,
@@ -243,34 +243,25 @@ std::shared_ptr<SgemmNBits4> sgemm_pack_b_nbits4(const uint8_t* q_in, const floa
   out->n = n;
   out->block = block;
   out->k_blocks = ceil_div(k, block);
-  const size_t panels = ceil_div(n, kSgemmNr), blob = block / 2, kb = out->k_blocks;
-  auto bytes = [](size_t count) {
-    void* p = std::aligned_alloc(64, round_up(std::max<size_t>(count, 1), 64));
-    if (p == nullptr) throw std::bad_alloc();
-    return p;
-  };
-  out->q = {static_cast<uint8_t*>(bytes(panels * k * kSgemmNr / 2)), std::free};
+  const size_t panels = ceil_div(n, kSgemmNr), kb = out->k_blocks;
+  const size_t pairs = (k + 1) / 2, row_bytes = kb * (block / 2);  // a column's bytes
+  void* q = std::aligned_alloc(64, round_up(std::max<size_t>(panels * pairs * kSgemmNr, 1), 64));
+  if (q == nullptr) throw std::bad_alloc();
+  out->q = {static_cast<uint8_t*>(q), std::free};
   out->scale = {aligned_floats(panels * kb * kSgemmNr), std::free};
   out->zp = {aligned_floats(panels * kb * kSgemmNr), std::free};
   std::memset(out->scale.get(), 0, panels * kb * kSgemmNr * sizeof(float));
   std::memset(out->zp.get(), 0, panels * kb * kSgemmNr * sizeof(float));
-  constexpr size_t half = kSgemmNr / 2;
   for (size_t p = 0; p < panels; ++p) {
     const size_t cols = std::min(kSgemmNr, n - p * kSgemmNr);
-    uint8_t* dst = out->q.get() + p * k * half;
-    // Each input byte holds rows kk and kk + 1 of a column: both panel rows built at once
-    for (size_t b = 0; b < kb; ++b) {
-      for (size_t t = 0; t < blob && b * block + 2 * t < k; ++t) {
-        const size_t kk = b * block + 2 * t;
-        uint8_t even[half] = {}, odd[half] = {};
-        for (size_t col = 0; col < cols; ++col) {
-          const uint8_t v = q_in[((p * kSgemmNr + col) * kb + b) * blob + t];
-          const int shift = col < half ? 0 : 4;
-          even[col % half] |= static_cast<uint8_t>((v & 0xF) << shift);
-          odd[col % half] |= static_cast<uint8_t>((v >> 4) << shift);
-        }
-        std::memcpy(dst + kk * half, even, half);
-        if (kk + 1 < k) std::memcpy(dst + (kk + 1) * half, odd, half);
+    uint8_t* dst = out->q.get() + p * pairs * kSgemmNr;
+    // the byte transpose: [cols][pairs] (a column's bytes) -> [pairs][kSgemmNr], in runs of
+    // 64 pairs so every column's source line is read once
+    for (size_t r0 = 0; r0 < pairs; r0 += 64) {
+      const size_t r1 = std::min(pairs, r0 + 64);
+      for (size_t col = 0; col < kSgemmNr; ++col) {
+        const uint8_t* src = q_in + (p * kSgemmNr + col) * row_bytes;
+        for (size_t r = r0; r < r1; ++r) dst[r * kSgemmNr + col] = col < cols ? src[r] : 0;
       }
     }
     for (size_t col = 0; col < cols; ++col) {
@@ -287,11 +278,10 @@ std::shared_ptr<SgemmNBits4> sgemm_pack_b_nbits4(const uint8_t* q_in, const floa
 void nbits4_panel_scalar(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst) {
   nbits4_runs(b, panel, k0, kc, dst, [](const float* sc, const float* zp, const uint8_t* q,
                                         float* d, size_t rows) {
-    constexpr size_t half = kSgemmNr / 2;
-    for (size_t r = 0; r < rows; ++r, q += half, d += kSgemmNr) {
-      for (size_t i = 0; i < half; ++i) {
+    for (size_t r = 0; r < rows; r += 2, q += kSgemmNr, d += 2 * kSgemmNr) {
+      for (size_t i = 0; i < kSgemmNr; ++i) {
         d[i] = (static_cast<float>(q[i] & 0xF) - zp[i]) * sc[i];
-        d[i + half] = (static_cast<float>(q[i] >> 4) - zp[i + half]) * sc[i + half];
+        if (r + 1 < rows) d[kSgemmNr + i] = (static_cast<float>(q[i] >> 4) - zp[i]) * sc[i];
       }
     }
   });

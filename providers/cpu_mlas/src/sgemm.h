@@ -86,9 +86,10 @@ class MatrixSource final : public BSource {
 // A constant B [K, N] of 4-bit integers with a scale and a zero point per block of
 // `block` rows of a column (com.microsoft MatMulNBits), kept at 4 bits: B[k][j] =
 // (q - zp[j][k / block]) * scale[j][k / block]. Laid out per panel of kSgemmNr columns:
-// q as [panel][K][16 bytes], byte i of a row holding column i (low nibble) and column i + 16
-// (high nibble); scale and zp as [panel][K blocks][kSgemmNr] floats (zero past N: padding
-// columns come out 0). 1/8 of the float32 panels' bytes.
+// q as [panel][ceil(K / 2)][kSgemmNr] bytes, byte (r, j) MatMulNBits' own byte r of column j
+// (rows 2r in its low nibble, 2r + 1 in its high one): packing is a byte transpose. scale and
+// zp as [panel][K blocks][kSgemmNr] floats (zero past N: padding columns come out 0). 1/8 of
+// the float32 panels' bytes.
 struct SgemmNBits4 {
   size_t k = 0, n = 0, block = 0, k_blocks = 0;
   std::unique_ptr<uint8_t[], void (*)(void*)> q{nullptr, nullptr};
@@ -200,18 +201,19 @@ void conv2d_pack_avx2(const float* x, const Conv2dGeometry& g, size_t k0, size_t
 void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
                         size_t c0, size_t nc, float* dst);
 #endif
-// Rows [k0, k0 + kc) of one panel of a SgemmNBits4, a run of rows within one block at a time:
-// run(scales, zero points, q rows, dst rows, row count) with the block's kSgemmNr scales and
-// zero points, 16 bytes of q and kSgemmNr floats of dst a row.
+// Rows [k0, k0 + kc) (k0 even) of one panel of a SgemmNBits4, a run of rows within one block at
+// a time: run(scales, zero points, q, dst, row count) with the block's kSgemmNr scales and
+// zero points, kSgemmNr bytes of q a pair of rows and kSgemmNr floats of dst a row (a run ends
+// with a single row only at K's end). Blocks are of even size: a pair never straddles two.
 template <typename Run>
 inline void nbits4_runs(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst,
                         Run run) {
-  constexpr size_t half = kSgemmNr / 2;
-  const uint8_t* q = b.q.get() + (panel * b.k + k0) * half;
+  const uint8_t* q = b.q.get() + (panel * ((b.k + 1) / 2) + k0 / 2) * kSgemmNr;
   for (size_t kk = 0; kk < kc;) {
     const size_t blk = (k0 + kk) / b.block, end = std::min(kc, (blk + 1) * b.block - k0);
     const size_t at = (panel * b.k_blocks + blk) * kSgemmNr;
-    run(b.scale.get() + at, b.zp.get() + at, q + kk * half, dst + kk * kSgemmNr, end - kk);
+    run(b.scale.get() + at, b.zp.get() + at, q + kk / 2 * kSgemmNr, dst + kk * kSgemmNr,
+        end - kk);
     kk = end;
   }
 }

@@ -134,21 +134,22 @@ void tile(const SgemmTile& t) {
 void nbits4_panel_avx2(const SgemmNBits4& b, size_t panel, size_t k0, size_t kc, float* dst) {
   nbits4_runs(b, panel, k0, kc, dst, [](const float* sc, const float* zp, const uint8_t* q,
                                         float* d, size_t rows) {
-    constexpr size_t half = kSgemmNr / 2;
     const __m256i low = _mm256_set1_epi32(0xF);
     __m256 s[4], z[4];
     for (int i = 0; i < 4; ++i) {
       s[i] = _mm256_loadu_ps(sc + 8 * i);
       z[i] = _mm256_loadu_ps(zp + 8 * i);
     }
-    for (size_t r = 0; r < rows; ++r, q += half, d += kSgemmNr) {
-      for (int h = 0; h < 2; ++h) {  // bytes 0-7, then 8-15: columns 8h.., and 16 + 8h..
+    for (size_t r = 0; r < rows; r += 2, q += kSgemmNr, d += 2 * kSgemmNr) {
+      for (int i = 0; i < 4; ++i) {  // columns 8i .. 8i + 7
         const __m256i v = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * h)));
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * i)));
         const __m256 f0 = _mm256_cvtepi32_ps(_mm256_and_si256(v, low));
-        const __m256 f1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
-        _mm256_store_ps(d + 8 * h, _mm256_mul_ps(_mm256_sub_ps(f0, z[h]), s[h]));
-        _mm256_store_ps(d + half + 8 * h, _mm256_mul_ps(_mm256_sub_ps(f1, z[2 + h]), s[2 + h]));
+        _mm256_store_ps(d + 8 * i, _mm256_mul_ps(_mm256_sub_ps(f0, z[i]), s[i]));
+        if (r + 1 < rows) {
+          const __m256 f1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+          _mm256_store_ps(d + kSgemmNr + 8 * i, _mm256_mul_ps(_mm256_sub_ps(f1, z[i]), s[i]));
+        }
       }
     }
   });

@@ -128,12 +128,16 @@ void nbits4_panel_avx512(const SgemmNBits4& b, size_t panel, size_t k0, size_t k
     const __m512i low = _mm512_set1_epi32(0xF);
     const __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + half);
     const __m512 z0 = _mm512_loadu_ps(zp), z1 = _mm512_loadu_ps(zp + half);
-    for (size_t r = 0; r < rows; ++r, q += half, d += kSgemmNr) {
-      const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-      const __m512 f0 = _mm512_cvtepi32_ps(_mm512_and_si512(v, low));
-      const __m512 f1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
-      _mm512_store_ps(d, _mm512_mul_ps(_mm512_sub_ps(f0, z0), s0));
-      _mm512_store_ps(d + half, _mm512_mul_ps(_mm512_sub_ps(f1, z1), s1));
+    auto row = [&](__m512i v0, __m512i v1, float* out) {  // columns 0-15, 16-31 as int32
+      _mm512_store_ps(out, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(v0), z0), s0));
+      _mm512_store_ps(out + half, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(v1), z1), s1));
+    };
+    for (size_t r = 0; r < rows; r += 2, q += kSgemmNr, d += 2 * kSgemmNr) {
+      const __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+      const __m512i v1 =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + half)));
+      row(_mm512_and_si512(v0, low), _mm512_and_si512(v1, low), d);
+      if (r + 1 < rows) row(_mm512_srli_epi32(v0, 4), _mm512_srli_epi32(v1, 4), d + kSgemmNr);
     }
   });
 }

@@ -278,6 +278,7 @@ def test_conv2d_bad_arguments_are_clear_errors():
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("k,n,block", [(200, 70, 32), (100, 33, 16), (512, 96, 128),
+                                       (101, 40, 16), (513, 35, 32),   # odd K: a last lone row
                                        (64, 1, 64), (300, 130, 256)])
 def test_nbits4_b_dequantizes_exactly_as_the_float_weight(isa, k, n, block):
     from onnxplex.providers.cpu_mlas.quant import dequantize_nbits
