@@ -107,6 +107,10 @@ class _ConvWeights:
         self.mat = w.reshape(group, self.m // group, -1)  # im2col: [G, M/G, C/G * K]
         self.taps = w.reshape(self.m, -1)  # depthwise: [C, K]
         self._banded: dict[tuple[int, ...], np.ndarray] = {}
+        # channels-last: per (input shape, with Z), the native call with everything but the
+        # arrays bound (_conv_nhwc; here, not on the node: a weight that is an input gets new
+        # _ConvWeights each call, and no plan of a past call's weight)
+        self.nhwc_plans: dict[tuple, Callable[..., np.ndarray]] = {}
 
     @functools.cached_property
     def tap_mats(self) -> np.ndarray:
@@ -294,42 +298,73 @@ def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.nda
     """Channels-last ``act(conv(x) + bias + z)``: x, z and the result ``[N, *spatial, C]``
     (com.microsoft NhwcFusedConv). Float32 2-D group-1 and depthwise convs run on the native
     channels-last kernels, with the bias, a same-shape Z and a Relu/Clip fused; any other conv
-    through the NCHW kernels between two transposes."""
+    through the NCHW kernels between two transposes. The native call is planned once per input
+    shape: in a model, each conv's Python costs several times what it does in a loop of its own
+    (its code and data are out of cache after the kernels between two calls)."""
+    key = (x.shape, z is None)
+    plan = cw.nhwc_plans.get(key)
+    if (plan is not None and x.dtype == np.float32 and x.flags.c_contiguous
+            and (z is None or z.shape == plan.out_shape)):
+        return plan(x, bias, z)
     n, c = x.shape[0], x.shape[-1]
     kshape = cw.kshape
     strides, dil, pb, _, out_sp = static.geometry((n, c, *x.shape[1:-1]), kshape)
     out_shape = (n, *out_sp, cw.m)
     nat = native() if len(kshape) == 2 and x.dtype == np.float32 else None
     if nat is not None and (z is None or z.shape == out_shape):
-        clamp = static.clamp if act is not None else None
-        lo, hi = clamp if clamp is not None else (-math.inf, math.inf)
-        x = np.ascontiguousarray(x)
-        y = np.empty(out_shape, dtype=np.float32)
-        if cw.group == 1 and hasattr(nat, "conv2d_nhwc_f32"):
+        plan = _nhwc_plan(nat, cw, static, c, kshape, strides, dil, pb, out_shape,
+                          z is not None, act)
+        if plan is not None:
+            if len(cw.nhwc_plans) >= 64:   # many input shapes: keep the cache bounded
+                cw.nhwc_plans.clear()
+            cw.nhwc_plans[key] = plan
+            return plan(np.ascontiguousarray(x), bias, z)
+    last = x.ndim - 1
+    zc = None if z is None else (np.ascontiguousarray(np.moveaxis(z, -1, 1))
+                                 if z.ndim == x.ndim else z)
+    y = _conv(np.moveaxis(x, last, 1), cw, static, bias, zc, act)
+    return np.ascontiguousarray(np.moveaxis(y, 1, last))
+
+
+def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: Sequence[int],
+               strides: Sequence[int], dil: Sequence[int], pb: Sequence[int],
+               out_shape: tuple[int, ...], with_z: bool,
+               act: Callable[[np.ndarray], object] | None) -> Callable[..., np.ndarray] | None:
+    """The native channels-last call for one input shape, its arguments bound (positional:
+    pybind11 parses keywords slowly), or None when no native kernel runs this conv."""
+    clamp = static.clamp if act is not None else None
+    lo, hi = clamp if clamp is not None else (-math.inf, math.inf)
+    k, st, dl, pads = tuple(kshape), tuple(strides), tuple(dil), (pb[0], pb[1])
+    if cw.group == 1 and hasattr(nat, "conv2d_nhwc_f32"):
+        conv, packed = nat.conv2d_nhwc_f32, cw.nhwc_weight.packed
+        post = act if act is not None and clamp is None else None
+
+        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
+            y = np.empty(out_shape, dtype=np.float32)
             zc = None if z is None else np.ascontiguousarray(z, dtype=np.float32)
-            nat.conv2d_nhwc_f32(x, cw.nhwc_weight.packed, y, kshape, strides, dil,
-                                (pb[0], pb[1]), bias=bias, lo=lo, hi=hi,
-                                threads=intra_threads(), z=zc)
-            if act is not None and clamp is None:
-                act(y)
+            conv(x, packed, y, k, st, dl, pads, bias, lo, hi, intra_threads(), "", zc)
+            if post is not None:
+                post(y)
             return y
-        if cw.depthwise and c == cw.group and hasattr(nat, "dwconv_nhwc_f32"):
-            fused = z is None and (act is None or clamp is not None)
-            if not fused:
-                lo, hi = -math.inf, math.inf
-            nat.dwconv_nhwc_f32(x, cw.taps.reshape(c, *kshape), bias, y, strides, dil,
-                                (pb[0], pb[1]), lo, hi, intra_threads())
+    elif cw.depthwise and c == cw.group and hasattr(nat, "dwconv_nhwc_f32"):
+        dwconv, w3 = nat.dwconv_nhwc_f32, np.ascontiguousarray(cw.taps.reshape(c, *kshape))
+        fused = not with_z and (act is None or clamp is not None)
+        if not fused:
+            lo, hi = -math.inf, math.inf
+
+        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
+            y = np.empty(out_shape, dtype=np.float32)
+            dwconv(x, w3, bias, y, st, dl, pads, lo, hi, intra_threads())
             if not fused:
                 if z is not None:
                     y += z
                 if act is not None:
                     act(y)
             return y
-    last = x.ndim - 1
-    zc = None if z is None else (np.ascontiguousarray(np.moveaxis(z, -1, 1))
-                                 if z.ndim == x.ndim else z)
-    y = _conv(np.moveaxis(x, last, 1), cw, static, bias, zc, act)
-    return np.ascontiguousarray(np.moveaxis(y, 1, last))
+    else:
+        return None
+    plan.out_shape = out_shape
+    return plan
 
 
 def _conv_finish(y: np.ndarray, out_shape: tuple[int, ...], z: np.ndarray | None,

@@ -127,6 +127,31 @@ def _run(kind: str, x: np.ndarray, axes: list[int] | None, keep: bool) -> np.nda
     return r.astype(dt) if r.dtype != dt else r
 
 
+def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kernel:
+    """The kernel for constant axes. Float32/float64 sums and means (a CNN's global pooling,
+    attention's statistics) go straight to the sum, their axes normalized once per rank: in a
+    model, the general path's Python (axis checks, widening, an errstate) cost ~70 us a call
+    out of cache, against ~15 us in a loop of its own."""
+    if kind not in ("ReduceSum", "ReduceMean") or axes is None:
+        return lambda x, *_: _run(kind, x, axes, keep)
+    normalized: dict[int, tuple[int, ...]] = {}
+
+    def kernel(x: np.ndarray, *_: object) -> np.ndarray:
+        if x.dtype not in _BLAS_FLOATS:
+            return _run(kind, x, axes, keep)
+        ax = normalized.get(x.ndim)
+        if ax is None:   # (repeated or out-of-range axes raise here, as on the general path)
+            ax = normalized[x.ndim] = norm_axes(axes, x.ndim)
+        s = as_array(_sum(x, ax, keep))
+        if kind == "ReduceMean":
+            n = _count(x.shape, ax)
+            if n:
+                s = np.true_divide(s, n, out=s) if s.flags.writeable else s / n
+        return s
+
+    return kernel
+
+
 @op(list(_AXES_INPUT_SINCE), since=1)
 @op(list(_AXES_INPUT_SINCE), since=11)  # negative axes
 def make_reduce_attr_axes(node: NodeView, ctx: ProviderContext) -> Kernel:
@@ -135,7 +160,7 @@ def make_reduce_attr_axes(node: NodeView, ctx: ProviderContext) -> Kernel:
     axes = int_list(node.attr("axes"))
     if axes is not None and not axes:
         axes = None
-    return lambda x: _run(kind, x, axes, keep)
+    return _constant_axes_kernel(kind, axes, keep)
 
 
 def _make_reduce_input_axes(node: NodeView, ctx: ProviderContext) -> Kernel:
@@ -150,7 +175,9 @@ def _make_reduce_input_axes(node: NodeView, ctx: ProviderContext) -> Kernel:
 
     if node.input(1) is None or const_input(node, 1) is not None:
         axes = resolve(int_list(const_input(node, 1)))
-        return lambda x, *_: _run(kind, x, axes, keep)
+        if axes == []:   # noop_with_empty_axes: the input as it is
+            return lambda x, *_: _run(kind, x, axes, keep)
+        return _constant_axes_kernel(kind, axes, keep)
     return lambda x, a=None: _run(kind, x, resolve(int_list(a)), keep)
 
 

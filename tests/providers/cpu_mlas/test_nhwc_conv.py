@@ -268,3 +268,24 @@ def test_native_max_pool_nhwc_padding_and_nan():
     nat.maxpool_nhwc_f32(x, y, (1, 1), (3, 3), (1, 1), (1, 1), 1)   # windows in the padding
     assert (y[0, 0, 0] == -np.inf).all()
     np.testing.assert_array_equal(y[0, 1, 1], x[0, 2, 2])
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_nhwc_fused_conv_weight_as_input_is_read_every_call(group):
+    """The native call is planned once per input shape; with W a graph input (not a
+    constant) every call must still use the W it is given."""
+    node = helper.make_node("NhwcFusedConv", ["x", "w"], ["y"], domain=MS, group=group,
+                            pads=[1, 1, 1, 1], activation="Relu")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, [1, 6, 7, 8]),
+                                        helper.make_tensor_value_info("w", F, None)],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(MS, 1)], ir_version=10)
+    sess = onnxplex.InferenceSession(m.SerializeToString(), providers=["cpu_mlas"])
+    x = rand(1, 8, 6, 7)
+    for _ in range(2):
+        w = rand(8, 8 // group, 3, 3)
+        (got,) = sess.run(None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "w": w})
+        want = np.maximum(conv_ref(x, w, np.zeros(8, np.float32), (1, 1), (1, 1), (1, 1, 1, 1),
+                                   group=group), 0)
+        np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
