@@ -878,8 +878,14 @@ def make_nhwc_max_pool(node: NodeView, ctx: ProviderContext):
     native kernel for float32 2-D (vectors across channels), else the NCHW kernel between two
     transposes."""
 
+    geometries: dict[tuple[int, ...], _PoolGeometry] = {}   # per spatial shape
+
     def kernel(x: np.ndarray) -> np.ndarray:
-        geo = _PoolGeometry(node, x.shape[1:-1], dilations=True)
+        geo = geometries.get(x.shape[1:-1])
+        if geo is None:
+            if len(geometries) >= 64:   # many input shapes: keep the cache bounded
+                geometries.clear()
+            geo = geometries[x.shape[1:-1]] = _PoolGeometry(node, x.shape[1:-1], dilations=True)
         nat = native() if x.ndim == 4 and x.dtype == np.float32 else None
         if nat is not None and hasattr(nat, "maxpool_nhwc_f32"):
             y = np.empty((x.shape[0], *geo.out_sp, x.shape[-1]), dtype=np.float32)

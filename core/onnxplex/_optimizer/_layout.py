@@ -68,10 +68,8 @@ def _static_dims(v: ir.Value | None, rank: int) -> tuple[int | ir.SymbolicDim, .
     return tuple(v.shape)
 
 
-def _convertible(node: ir.Node, graph: ir.Graph, protected: frozenset[int]) -> bool:
-    """A 2-D float32 Conv/FusedConv of the main graph that the channels-last kernels run."""
-    if node.graph is not graph or id(node) in protected:
-        return False
+def _convertible(node: ir.Node) -> bool:
+    """A 2-D float32 Conv/FusedConv that the channels-last kernels run."""
     if not (_is_onnx(node, "Conv") or (node.domain == MS_DOMAIN and node.op_type == "FusedConv")):
         return False
     x, w, y = _input(node, 0), _input(node, 1), node.outputs[0]
@@ -104,11 +102,10 @@ def _scalar(v: ir.Value) -> bool:
     return v.shape is not None and all(d == 1 for d in v.shape)
 
 
-def _elementwise(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
-                 nhwc: dict[ir.Value, ir.Value]) -> bool:
+def _elementwise(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     """A layout-agnostic elementwise node worth running channels-last: one of its inputs is
     channels-last already, every other tensor input is of its output's shape or a scalar."""
-    if node.graph is not graph or id(node) in protected or not _is_onnx(node, *_ELEMENTWISE):
+    if not _is_onnx(node, *_ELEMENTWISE):
         return False
     y = node.outputs[0]
     if _static_dims(y, 4) is None:
@@ -123,11 +120,10 @@ def _elementwise(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
     return fed
 
 
-def _max_pool(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
-              nhwc: dict[ir.Value, ir.Value]) -> bool:
+def _max_pool(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     """A 2-D float32 MaxPool without Indices fed by a channels-last value (a ResNet's, after its
     stem conv): channels-last too (com.microsoft NhwcMaxPool), no transposes around it."""
-    if node.graph is not graph or id(node) in protected or not _is_onnx(node, "MaxPool"):
+    if not _is_onnx(node, "MaxPool"):
         return False
     x = _input(node, 0)
     if len(node.outputs) > 1 and (node.outputs[1].uses() or node.outputs[1].is_graph_output()):
@@ -135,24 +131,19 @@ def _max_pool(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
     return x in nhwc and _dtype(x) == _FLOAT and _static_dims(x, 4) is not None
 
 
-def _spatial_mean(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
-                  nhwc: dict[ir.Value, ir.Value]) -> tuple[str, ir.Value | None] | None:
+def _spatial_mean(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     """A global average over H and W of a channels-last value: GlobalAveragePool, or ReduceMean
-    of constant axes {2, 3} keeping them (a CNN's pooling before its classifier). Returns how
-    the channels-last node takes its axes ((1, 2): an attribute before opset 18, an input
-    from 18), or None."""
-    if node.graph is not graph or id(node) in protected:
-        return None
+    of constant axes {2, 3} keeping them (a CNN's pooling before its classifier)."""
     x = _input(node, 0)
     if x not in nhwc or _dtype(x) != _FLOAT or _static_dims(x, 4) is None:
-        return None
+        return False
     if _is_onnx(node, "GlobalAveragePool"):
-        return ("pool", None)
+        return True
     if not _is_onnx(node, "ReduceMean"):
-        return None
+        return False
     keep = node.attributes.get("keepdims")
     if keep is not None and int(keep.value) != 1:
-        return None
+        return False
     axes_attr = node.attributes.get("axes")
     axes_in = _input(node, 1)
     if axes_attr is not None:
@@ -160,10 +151,8 @@ def _spatial_mean(node: ir.Node, graph: ir.Graph, protected: frozenset[int],
     elif _is_const(axes_in):
         axes = [int(a) for a in axes_in.const_value.numpy().reshape(-1)]
     else:
-        return None
-    if sorted(a % 4 for a in axes) != [2, 3]:
-        return None
-    return ("attr", None) if axes_attr is not None else ("input", axes_in)
+        return False
+    return sorted(a % 4 for a in axes) == [2, 3]
 
 
 def _permuted(v: ir.Value, perm: tuple[int, ...]) -> ir.Shape | None:
@@ -201,8 +190,10 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             twin = nhwc[v] = t.outputs[0]
         return twin
 
-    for node in list(graph):
-        if _convertible(node, graph, ctx.protected):
+    for node in list(graph):   # the main graph's nodes (bodies keep their layout)
+        if id(node) in ctx.protected:
+            continue
+        if _convertible(node):
             inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
             inputs[0] = channels_last(inputs[0], node)
             if inputs[3] is not None:
@@ -210,19 +201,20 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             while inputs and inputs[-1] is None:
                 inputs.pop()
             domain, op_type = MS_DOMAIN, "NhwcFusedConv"
-        elif _max_pool(node, graph, ctx.protected, nhwc):
+        elif _max_pool(node, nhwc):
             inputs = [nhwc[node.inputs[0]]]
             domain, op_type = MS_DOMAIN, "NhwcMaxPool"
-        elif (mean := _spatial_mean(node, graph, ctx.protected, nhwc)) is not None:
+        elif _spatial_mean(node, nhwc):
             # ReduceMean over axes (1, 2) of the channels-last value: [N, 1, 1, C], the same
-            # memory as the NCHW [N, C, 1, 1] (the transpose back, if any, moves nothing)
+            # memory as the NCHW [N, C, 1, 1] (the transpose back, if any, moves nothing);
+            # its axes an input from opset 18, an attribute before
             inputs = [nhwc[node.inputs[0]]]
             domain, op_type = "", "ReduceMean"
-            opset = ctx.model.ir.opset_imports.get("", 1)
-            if mean[0] == "input" or (mean[0] == "pool" and opset >= 18):
+            opset = node.version or ctx.model.ir.opset_imports.get("", 1)
+            if opset >= 18:
                 inputs.append(_initializer(graph, np.array([1, 2], np.int64),
                                            f"{node.name or 'mean'}_nhwc_axes"))
-        elif _elementwise(node, graph, ctx.protected, nhwc):
+        elif _elementwise(node, nhwc):
             inputs = [v if v is None or (_is_const(v) and _scalar(v)) else channels_last(v, node)
                       for v in node.inputs]
             domain, op_type = node.domain, node.op_type

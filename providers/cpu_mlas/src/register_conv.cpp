@@ -52,15 +52,17 @@ const float* optional_bias(const py::object& b_in, size_t c, F32& keep) {
   return keep.data();
 }
 
-// A depthwise conv's geometry: planes (h, w) -> (ho, wo), kernel (kh, kw), the attributes.
-DwConvGeometry dw_geometry(size_t h, size_t w, size_t ho, size_t wo, size_t kh, size_t kw,
+// A depthwise conv's (or a pool's) geometry: the planes are axes 1 and 2 of x and y (both in
+// [C, H, W] and in [N, H, W, C]), kernel (kh, kw), the attributes.
+DwConvGeometry dw_geometry(const F32& x, const F32& y, size_t kh, size_t kw,
                            std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
                            std::array<size_t, 2> pads) {
   if (strides[0] == 0 || strides[1] == 0 || dilations[0] == 0 || dilations[1] == 0) {
     throw py::value_error("strides and dilations must be positive");
   }
-  return {h, w, ho, wo, kh, kw, strides[0], strides[1], dilations[0], dilations[1], pads[0],
-          pads[1]};
+  return {static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+          static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)), kh, kw,
+          strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1]};
 }
 
 }  // namespace
@@ -106,11 +108,9 @@ void register_conv(py::module_& m) {
     }
     F32 b;
     const float* bias = optional_bias(b_in, c, b);
-    const DwConvGeometry g = dw_geometry(
-        static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-        static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)),
-        static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)), strides, dilations,
-        pads);
+    const DwConvGeometry g =
+        dw_geometry(x, y, static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)),
+                    strides, dilations, pads);
     const float* xp = x.data();
     const float* wp = w.data();
     float* yp = y.mutable_data();
@@ -152,11 +152,9 @@ void register_conv(py::module_& m) {
     }
     F32 b;
     const float* bias = optional_bias(b_in, c, b);
-    const DwConvGeometry g = dw_geometry(
-        static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-        static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)),
-        static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)), strides, dilations,
-        pads);
+    const DwConvGeometry g =
+        dw_geometry(x, y, static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)),
+                    strides, dilations, pads);
     const float* xp = x.data();
     const float* wp = w.data();
     float* yp = y.mutable_data();
@@ -203,10 +201,7 @@ void register_conv(py::module_& m) {
       throw py::value_error("x and y must have the same batch and channels");
     }
     if (kernel[0] == 0 || kernel[1] == 0) throw py::value_error("kernel must be positive");
-    const DwConvGeometry g = dw_geometry(
-        static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-        static_cast<size_t>(y.shape(1)), static_cast<size_t>(y.shape(2)), kernel[0], kernel[1],
-        strides, dilations, pads);
+    const DwConvGeometry g = dw_geometry(x, y, kernel[0], kernel[1], strides, dilations, pads);
     const float* xp = x.data();
     float* yp = y.mutable_data();
     // Row ranges of every image: a task reads and writes whole channels-last rows.

@@ -117,6 +117,19 @@ const float* z_of(const py::object& z_in, const py::array& out) {
   return static_cast<const float*>(z.data());
 }
 
+// A conv's GEMM epilogue: clamp to [lo, hi], the bias (cout values, kept alive by `keep`)
+// along `axis` when given.
+SgemmEpilogue conv_epilogue(const py::object& bias_in, size_t cout, BiasAxis axis, float lo,
+                            float hi,
+                            py::array_t<float, py::array::c_style | py::array::forcecast>& keep) {
+  SgemmEpilogue ep;
+  ep.lo = lo;
+  ep.hi = hi;
+  ep.bias = bias_of(bias_in, cout, keep);
+  ep.axis = ep.bias != nullptr ? axis : BiasAxis::kNone;
+  return ep;
+}
+
 }  // namespace
 
 void register_sgemm(py::module_& m) {
@@ -281,13 +294,9 @@ void register_sgemm(py::module_& m) {
     }
     const float* zp = z_of(z_in, out);
     if (zp != nullptr && accumulate) throw py::value_error("give z or accumulate, not both");
-    SgemmEpilogue ep;
-    ep.accumulate = accumulate;
-    ep.lo = lo;
-    ep.hi = hi;
     py::array_t<float, py::array::c_style | py::array::forcecast> bias;
-    ep.bias = bias_of(bias_in, cout, bias);
-    ep.axis = ep.bias != nullptr ? BiasAxis::kRow : BiasAxis::kNone;
+    SgemmEpilogue ep = conv_epilogue(bias_in, cout, BiasAxis::kRow, lo, hi, bias);
+    ep.accumulate = accumulate;
     const SgemmIsa v = sgemm_isa_arg(isa);
     const float* xp = static_cast<const float*>(x.data());
     float* yp = static_cast<float*>(out.mutable_data());
@@ -351,12 +360,8 @@ void register_sgemm(py::module_& m) {
                             std::to_string(batch) + ", ..., " + std::to_string(cout) + ")");
     }
     const float* zp = z_of(z_in, out);
-    SgemmEpilogue ep;
-    ep.lo = lo;
-    ep.hi = hi;
     py::array_t<float, py::array::c_style | py::array::forcecast> bias;
-    ep.bias = bias_of(bias_in, cout, bias);
-    ep.axis = ep.bias != nullptr ? BiasAxis::kCol : BiasAxis::kNone;
+    SgemmEpilogue ep = conv_epilogue(bias_in, cout, BiasAxis::kCol, lo, hi, bias);
     const SgemmIsa v = sgemm_isa_arg(isa);
     const float* xp = static_cast<const float*>(x.data());
     float* yp = static_cast<float*>(out.mutable_data());

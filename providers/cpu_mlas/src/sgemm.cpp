@@ -250,6 +250,8 @@ std::shared_ptr<SgemmNBits4> sgemm_pack_b_nbits4(const uint8_t* q_in, const floa
   out->q = {static_cast<uint8_t*>(q), std::free};
   out->scale = {aligned_floats(panels * kb * kSgemmNr), std::free};
   out->zp = {aligned_floats(panels * kb * kSgemmNr), std::free};
+  // (zeros: the columns past N of the last panel)
+  std::memset(out->q.get(), 0, panels * pairs * kSgemmNr);
   std::memset(out->scale.get(), 0, panels * kb * kSgemmNr * sizeof(float));
   std::memset(out->zp.get(), 0, panels * kb * kSgemmNr * sizeof(float));
   for (size_t p = 0; p < panels; ++p) {
@@ -259,9 +261,9 @@ std::shared_ptr<SgemmNBits4> sgemm_pack_b_nbits4(const uint8_t* q_in, const floa
     // 64 pairs so every column's source line is read once
     for (size_t r0 = 0; r0 < pairs; r0 += 64) {
       const size_t r1 = std::min(pairs, r0 + 64);
-      for (size_t col = 0; col < kSgemmNr; ++col) {
+      for (size_t col = 0; col < cols; ++col) {
         const uint8_t* src = q_in + (p * kSgemmNr + col) * row_bytes;
-        for (size_t r = r0; r < r1; ++r) dst[r * kSgemmNr + col] = col < cols ? src[r] : 0;
+        for (size_t r = r0; r < r1; ++r) dst[r * kSgemmNr + col] = src[r];
       }
     }
     for (size_t col = 0; col < cols; ++col) {
