@@ -30,7 +30,8 @@ def _isa_ok(name: str) -> bool:
 ISAS = [i for i in ("scalar", "avx2", "avx512") if NAT is not None and _isa_ok(i)]
 # M, K, N: single elements, partial 12-row / 32-column tiles, K past one 256 block, tasks.
 SHAPES = [(1, 1, 1), (13, 7, 33), (12, 256, 32), (25, 257, 65), (130, 600, 100), (3, 0, 5),
-          (7, 64, 49), (30, 31, 41)]   # AVX2: 12 x 8 and 6 x 16 partial blocks
+          (7, 64, 49), (30, 31, 41),   # AVX2: 12 x 8 and 6 x 16 partial blocks
+          (20, 1024, 40), (4, 2048, 9)]  # A's rows 4 KiB apart: packed per task; read in place
 
 
 def _rand(rng, *shape):
