@@ -25,7 +25,7 @@ from onnxplex import NodeView, ProviderContext, prepacked
 from . import _blas
 from ._registry import op
 from .nn import FLOATS, compute_dtype, to_compute
-from .normalization import _normalize_rows, make_layer_norm
+from .normalization import _normalize_rows, make_layer_norm, native_layer_norm
 from .normalization import _softmax_rows as _op_softmax_rows
 
 _MS = "com.microsoft"
@@ -68,6 +68,28 @@ def _skip_sum(x: np.ndarray, skip: np.ndarray, bias: np.ndarray | None,
     return s
 
 
+def _native_skip_norm(x, skip, bias, gamma, beta, eps: float, rms: bool, n_out: int,
+                      stat_dt: tuple[np.dtype, np.dtype]):
+    """Skip(Simplified)LayerNormalization's outputs from the native row kernel, or None (not
+    float32, a skip that does not repeat whole rows of x, the kernel not built)."""
+    # skip must repeat whole trailing blocks of x ([B, S, D] x with [S, D] or [1, S, D]) for
+    # its rows to come back every skip_rows rows
+    trailing = skip.shape[next((i for i, n in enumerate(skip.shape) if n != 1), skip.ndim):]
+    if x.ndim < 2 or skip.size == 0 or x.shape[x.ndim - len(trailing):] != trailing:
+        return None
+    d = x.shape[-1]
+    got = native_layer_norm(x.reshape(-1, d), eps, gamma, beta, skip2=skip.reshape(-1, d),
+                            bias=bias, rms=rms, want_sum=n_out > 3, want_stats=n_out > 1)
+    if got is None:
+        return None
+    y, total, mean, inv = got
+    stat_shape = x.shape[:-1] + (1,)
+    mean = np.zeros(stat_shape, stat_dt[0]) if mean is None else mean.reshape(stat_shape)
+    return (y.reshape(x.shape), mean.astype(stat_dt[0], copy=False),
+            None if inv is None else inv.reshape(stat_shape).astype(stat_dt[1], copy=False),
+            None if total is None else total.reshape(x.shape))[:n_out]
+
+
 @op("SkipLayerNormalization", domain=_MS, since=1, dtypes={"T": FLOATS})
 def make_skip_layer_norm(node: NodeView, ctx: ProviderContext):
     """output = LayerNorm(input + skip + bias) * gamma + beta over the last axis; optional
@@ -77,6 +99,9 @@ def make_skip_layer_norm(node: NodeView, ctx: ProviderContext):
     stat_dt = (_stat_dtype(node, 1), _stat_dtype(node, 2))
 
     def kernel(x, skip, gamma, beta=None, bias=None):
+        got = _native_skip_norm(x, skip, bias, gamma, beta, eps, False, n_out, stat_dt)
+        if got is not None:
+            return got if n_out > 1 else got[0]
         cd = compute_dtype(x.dtype)
         s = _skip_sum(x, skip, bias, cd)
         d = s.shape[-1]
@@ -106,6 +131,9 @@ def make_skip_simplified_layer_norm(node: NodeView, ctx: ProviderContext):
     stat_dt = (_stat_dtype(node, 1), _stat_dtype(node, 2))
 
     def kernel(x, skip, gamma, bias=None):
+        got = _native_skip_norm(x, skip, bias, gamma, None, eps, True, n_out, stat_dt)
+        if got is not None:
+            return got if n_out > 1 else got[0]
         cd = compute_dtype(x.dtype)
         s = _skip_sum(x, skip, bias, cd)
         d = s.shape[-1]

@@ -16,6 +16,8 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
+from ._blas import intra_threads
+from ._native import native
 from ._registry import op
 from .nn import FLOATS, compute_dtype, to_compute
 
@@ -103,6 +105,39 @@ def _normalize_rows(x2: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray,
     return d, mean, inv.astype(d.dtype, copy=False)
 
 
+_F32 = np.dtype(np.float32)
+
+
+def native_layer_norm(x2: np.ndarray, eps: float, gamma: np.ndarray, beta: np.ndarray | None,
+                      *, skip2: np.ndarray | None = None, bias: np.ndarray | None = None,
+                      rms: bool = False, want_sum: bool = False, want_stats: bool = False):
+    """Layer norm of the rows of float32 ``x2 [R, D]`` on the native kernel: ``s = x2 + skip2
+    + bias`` (``skip2 [K, D]`` repeating every K rows), normalized (or RMS-scaled), times
+    ``gamma`` plus ``beta`` (each ``D`` values). Returns ``(y, sum, mean, inv)`` with the last
+    three None unless asked for, or None when the kernel is not built or an operand is not
+    float32 of the right size (the caller's numpy path then runs)."""
+    nat = native()
+    if nat is None or not hasattr(nat, "layer_norm_f32"):
+        return None
+    rows, d = x2.shape
+    per_value = [v for v in (gamma, beta, bias) if v is not None]
+    if x2.dtype != _F32 or any(v.dtype != _F32 or v.size != d for v in per_value):
+        return None
+    if skip2 is not None and (skip2.dtype != _F32 or skip2.shape[0] == 0
+                              or rows % skip2.shape[0] != 0):
+        return None
+    y = np.empty((rows, d), _F32)
+    total = np.empty((rows, d), _F32) if want_sum else None
+    mean = np.empty(rows, _F32) if want_stats and not rms else None
+    inv = np.empty(rows, _F32) if want_stats else None
+    c = np.ascontiguousarray
+    nat.layer_norm_f32(c(x2), None if skip2 is None else c(skip2),
+                       None if bias is None else c(bias).reshape(d), c(gamma).reshape(d),
+                       None if beta is None else c(beta).reshape(d), y, total, mean, inv,
+                       eps=eps, rms=rms, threads=intra_threads())
+    return y, total, mean, inv
+
+
 @op("InstanceNormalization", since=1, dtypes={"T": FLOATS})
 @op("InstanceNormalization", since=6, dtypes={"T": FLOATS})
 @op("InstanceNormalization", since=22, dtypes={"T": FLOATS})
@@ -140,12 +175,19 @@ def make_layer_norm(node: NodeView, ctx: ProviderContext):
         ax = axis + x.ndim if axis < 0 else axis
         d_len = math.prod(x.shape[ax:])
         x2 = x.reshape(-1, d_len)
-        d, mean, inv = _normalize_rows(x2 if x2.dtype == stash_dt else x2.astype(stash_dt), eps)
-        d *= inv
-        d *= np.broadcast_to(np.asarray(scale, dtype=stash_dt), x.shape[ax:]).reshape(1, d_len)
-        if bias is not None:
-            d += np.broadcast_to(np.asarray(bias, dtype=stash_dt), x.shape[ax:]).reshape(1, d_len)
-        y = d.reshape(x.shape).astype(x.dtype, copy=False)
+        # (None for a scale or bias that broadcasts from fewer values: numpy below)
+        got = (native_layer_norm(x2, eps, scale, bias, want_stats=n_out > 1)
+               if stash_dt == _F32 else None)
+        if got is not None:
+            y, _, mean, inv = got
+        else:
+            y, mean, inv = _normalize_rows(x2 if x2.dtype == stash_dt else x2.astype(stash_dt), eps)
+            y *= inv
+            y *= np.broadcast_to(np.asarray(scale, dtype=stash_dt), x.shape[ax:]).reshape(1, d_len)
+            if bias is not None:
+                y += np.broadcast_to(np.asarray(bias, dtype=stash_dt),
+                                     x.shape[ax:]).reshape(1, d_len)
+        y = y.reshape(x.shape).astype(x.dtype, copy=False)
         if n_out == 1:
             return y
         stat_shape = x.shape[:ax] + (1,) * (x.ndim - ax)

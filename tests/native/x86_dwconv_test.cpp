@@ -1,5 +1,6 @@
 // The channel-blocked depthwise conv and max pooling (NCHW and channels-last) and the register-tile transpose of
-// providers/cpu_mlas/src/dwconv_impl.h, compiled for one ISA by the -m flags given (the
+// providers/cpu_mlas/src/dwconv_impl.h, and the row layer norm of layernorm_impl.h (with a
+// repeating skip, bias, beta, statistics; and the RMS form), compiled for one ISA by the -m flags given (the
 // Python module runs only the CPU's best variant; this runs any the CPU can), against plain
 // loops in double precision. Exit status 0 when every element matches.
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "dwconv_impl.h"
+#include "layernorm_impl.h"
 
 using namespace onnxplex::mlas;
 
@@ -112,6 +114,46 @@ int main() {
               }
             }
           }
+        }
+      }
+    }
+  }
+  // Layer norm: rows of d values (partial 16-lane blocks included), skip repeating every
+  // 2 rows, against double precision.
+  for (size_t d : {1, 7, 16, 50, 771}) {
+    for (bool rms : {false, true}) {
+      const size_t rows = 6;
+      std::vector<float> x(rows * d), skip(2 * d), bias(d), gamma(d), beta(d), y(rows * d),
+          sum(rows * d), mean(rows), inv(rows);
+      fill(x);
+      fill(skip);
+      fill(bias);
+      fill(gamma);
+      fill(beta);
+      for (auto& v : x) v += 3.0f;  // a mean far from 0: the variance's two passes matter
+      LayerNormArgs a{x.data(), skip.data(), 2, bias.data(), gamma.data(),
+                      rms ? nullptr : beta.data(), y.data(), sum.data(), mean.data(),
+                      inv.data(), rows, d, 1e-5f, rms};
+      detail::layer_norm_rows_any(a, 0, rows);
+      for (size_t r = 0; r < rows; ++r) {
+        std::vector<double> s(d);
+        double m = 0, q = 0;
+        for (size_t i = 0; i < d; ++i) {
+          s[i] = double(float(float(x[r * d + i] + skip[(r % 2) * d + i]) + bias[i]));
+          if (s[i] != sum[r * d + i]) ++bad;
+          m += s[i];
+          q += s[i] * s[i];
+        }
+        m /= double(d);
+        double var = 0;
+        for (size_t i = 0; i < d; ++i) var += (s[i] - m) * (s[i] - m);
+        var /= double(d);
+        const double iv = 1.0 / std::sqrt((rms ? q / double(d) : var) + 1e-5);
+        if (std::fabs(iv - inv[r]) > 1e-6 * iv) ++bad;
+        if (!rms && std::fabs(m - mean[r]) > 1e-6) ++bad;
+        for (size_t i = 0; i < d; ++i) {
+          const double want = rms ? s[i] * iv * gamma[i] : (s[i] - m) * iv * gamma[i] + beta[i];
+          if (std::fabs(want - y[r * d + i]) > 1e-5 * (1.0 + std::fabs(want))) ++bad;
         }
       }
     }

@@ -12,6 +12,7 @@
 #include "conv_epilogue.h"
 #include "dwconv.h"
 #include "gelu.h"
+#include "layernorm.h"
 #include "parallel.h"
 
 namespace onnxplex::mlas::bind {
@@ -299,6 +300,70 @@ void register_conv(py::module_& m) {
      py::arg("threads") = 0,
      "y = gelu(x + bias) as x * sigmoid(2 x Q(min(x^2, clamp))), Q's coefficients highest "
      "power first; bias (None or x's last axis) broadcast along the last axis; y may be x.");
+
+  m.def("layer_norm_f32", [](const py::array& x_in, const py::object& skip_in,
+                             const py::object& bias_in, const py::array& gamma_in,
+                             const py::object& beta_in, py::array& y_in, const py::object& sum_in,
+                             const py::object& mean_in, const py::object& inv_in, float eps,
+                             bool rms, size_t threads) {
+    const F32 x = f32(x_in, "x", 2);
+    F32 y = f32(y_in, "y", 2);
+    const size_t rows = static_cast<size_t>(x.shape(0)), d = static_cast<size_t>(x.shape(1));
+    auto same_rows = [&](const F32& a, const char* what) {
+      if (static_cast<size_t>(a.shape(0)) != rows || static_cast<size_t>(a.shape(1)) != d) {
+        throw py::value_error(std::string(what) + " must have x's shape");
+      }
+      if (!a.writeable()) throw py::value_error(std::string(what) + " must be writeable");
+    };
+    auto per_value = [&](const py::object& a, const char* what) -> F32 {
+      if (a.is_none()) return F32();
+      F32 v = f32(a.cast<py::array>(), what, 1);
+      if (static_cast<size_t>(v.size()) != d) {
+        throw py::value_error(std::string(what) + " must have one value per column of x");
+      }
+      return v;
+    };
+    auto per_row = [&](const py::object& a, const char* what) -> F32 {
+      if (a.is_none()) return F32();
+      F32 v = f32(a.cast<py::array>(), what, 1);
+      if (static_cast<size_t>(v.size()) != rows || !v.writeable()) {
+        throw py::value_error(std::string(what) + " must be a writeable array of one value a row");
+      }
+      return v;
+    };
+    same_rows(y, "y");
+    const F32 gamma = per_value(gamma_in, "gamma"), bias = per_value(bias_in, "bias");
+    const F32 beta = per_value(beta_in, "beta");
+    if (rms && !beta_in.is_none()) throw py::value_error("the RMS form takes no beta");
+    F32 skip, sum, mean = per_row(mean_in, "mean"), inv = per_row(inv_in, "inv");
+    size_t skip_rows = 0;
+    if (!skip_in.is_none()) {
+      skip = f32(skip_in.cast<py::array>(), "skip", 2);
+      skip_rows = static_cast<size_t>(skip.shape(0));
+      if (static_cast<size_t>(skip.shape(1)) != d || skip_rows == 0 || rows % skip_rows != 0) {
+        throw py::value_error("skip must have x's row length and a row count dividing x's");
+      }
+    }
+    if (!sum_in.is_none()) {
+      sum = f32(sum_in.cast<py::array>(), "sum", 2);
+      same_rows(sum, "sum");
+    }
+    LayerNormArgs a{x.data(), skip_rows ? skip.data() : nullptr, skip_rows,
+                    bias_in.is_none() ? nullptr : bias.data(), gamma.data(),
+                    beta_in.is_none() ? nullptr : beta.data(), y.mutable_data(),
+                    sum_in.is_none() ? nullptr : sum.mutable_data(),
+                    mean_in.is_none() ? nullptr : mean.mutable_data(),
+                    inv_in.is_none() ? nullptr : inv.mutable_data(), rows, d, eps, rms};
+    py::gil_scoped_release release;
+    layer_norm_f32(a, threads);
+  }, py::arg("x"), py::arg("skip"), py::arg("bias"), py::arg("gamma"), py::arg("beta"),
+     py::arg("y"), py::arg("sum") = py::none(), py::arg("mean") = py::none(),
+     py::arg("inv") = py::none(), py::arg("eps") = 1e-5f, py::arg("rms") = false,
+     py::arg("threads") = 0,
+     "Row layer normalization of x [rows, d] into y (may be x): s = x + skip + bias (skip "
+     "[k, d] repeats every k rows; skip, bias None to leave out), then ((s - mean) * inv) * "
+     "gamma + beta, or with rms (s * inv) * gamma; mean and variance summed in double. sum "
+     "[rows, d], mean and inv [rows] receive s and the row statistics when given.");
 }
 
 }  // namespace onnxplex::mlas::bind

@@ -50,9 +50,10 @@ def test_skip_layer_norm(with_beta, with_bias, n_out):
            n_out, domain=MS, const_inputs=(2, 3, 4), epsilon=1e-5)
 
 
-def test_skip_layer_norm_broadcast_skip():
-    x, skip = _r(3, 4, 8), _r(4, 8, seed=1)
-    _check("SkipLayerNormalization", [x, skip, _r(8, seed=2), _r(8, seed=3)], 1, domain=MS,
+@pytest.mark.parametrize("skip_shape", [(4, 40), (1, 4, 40)])
+def test_skip_layer_norm_broadcast_skip(skip_shape):
+    x, skip = _r(3, 4, 40), _r(*skip_shape, seed=1)
+    _check("SkipLayerNormalization", [x, skip, _r(40, seed=2), _r(40, seed=3)], 4, domain=MS,
            const_inputs=(2, 3), epsilon=1e-12)
 
 

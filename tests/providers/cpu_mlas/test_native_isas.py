@@ -36,7 +36,7 @@ def _cpu_flags() -> set[str]:
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 kernels")
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 @pytest.mark.parametrize("isa", list(_ISAS))
-def test_dwconv_and_transpose_per_isa(isa, tmp_path):
+def test_native_kernels_per_isa(isa, tmp_path):
     flags, cpu_flag = _ISAS[isa]
     if cpu_flag is not None and cpu_flag not in _cpu_flags():
         pytest.skip(f"this CPU has no {cpu_flag}")
