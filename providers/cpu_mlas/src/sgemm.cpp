@@ -304,9 +304,9 @@ namespace {
 
 // Every column task reads all of A's rows it covers and every row task all of B's columns:
 // a grid of tasks reads A col_tasks times and B row_tasks times. Past this many bytes of
-// reading, the grid is chosen by a cost model rather than "a few tasks per thread" (a 14 x 14
-// conv's 196 x 2304 col matrix, read by 6 column tasks, scaled 1.47x on two threads; by 2,
-// 1.8x).
+// reading, or when the panels do not split evenly over the tasks, the grid is chosen by a
+// cost model rather than "a few tasks per thread" (a 14 x 14 conv's 196 x 2304 col matrix,
+// read by 6 column tasks, scaled 1.47x on two threads; by 2, 1.8x).
 constexpr double kRereadBudgetBytes = 8e6;
 // The model's machine: per thread, bytes a second from L3 and multiply-adds a second.
 constexpr double kReadBytesPerSecond = 20e9, kMacsPerSecond = 50e9;
@@ -318,8 +318,11 @@ void choose_task_grid(size_t m, size_t n, size_t k, size_t threads, size_t base_
                       size_t base_cols, size_t& row_tasks, size_t& col_tasks) {
   const double a_bytes = 4.0 * m * k, b_bytes = 4.0 * n * k;
   auto reread = [&](size_t rt, size_t ct) { return ct * a_bytes + rt * b_bytes; };
-  if (reread(row_tasks, col_tasks) <= kRereadBudgetBytes) return;
   const size_t row_panels = ceil_div(m, kSgemmMr), col_panels = ceil_div(n, kSgemmNr);
+  // Uneven tasks leave a thread idle at the end: a 1x1 conv's 8 column panels (196 x 1024 x
+  // 256) as 6 tasks of 1 or 2 ran at 162 GFLOP/s on two threads; as 2 tasks of 4, 215.
+  const bool even = row_panels % row_tasks == 0 && col_panels % col_tasks == 0;
+  if (even && reread(row_tasks, col_tasks) <= kRereadBudgetBytes) return;
   const double macs = double(m) * n * k;
   auto cost = [&](size_t rt, size_t ct) {
     // the largest task's share of the panels, rows and columns
@@ -389,12 +392,13 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.
   // (A tile's lda 0 means "packed": a single row with stride 0, as numpy gives x[None], reads
   // with lda 1.)
-  // Not when its rows are a multiple of 4 KiB apart and a tile has more than a few: a tile's
-  // rows would all map to one L1 set, more of them than its ways (K = 3072, a transformer's
-  // second FFN GEMM: 142 GFLOP/s read in place on two threads, against ~190 for its first).
-  const bool direct_a = pa == nullptr && a.cs == 1 && (a.rs > 0 || m == 1) &&
-                        (a.rs % 1024 != 0 || m <= 4);
+  const bool direct_a = pa == nullptr && a.cs == 1 && (a.rs > 0 || m == 1);
   const size_t direct_lda = a.rs > 0 ? static_cast<size_t>(a.rs) : 1;
+  // Rows a multiple of 4 KiB apart would all map to one L1 set, more of them than its ways,
+  // once a tile has more than a few: each task copies its block of A to rows kc + 16 floats
+  // apart first (K = 3072, a transformer's second FFN GEMM, read in place: 142 GFLOP/s on two
+  // threads, against ~190 for its first).
+  const bool copy_a = direct_a && a.rs % 1024 == 0 && m > 4;
   // A row-major B is read in place unless many rows would share its packed panels (packing
   // then pays for itself) or its rows are a multiple of 4 KiB apart (they would alias in L1).
   const MatrixView* bm = b != nullptr ? b->matrix() : nullptr;
@@ -414,7 +418,16 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
     for (size_t k0 = 0; k0 < k; k0 += kSgemmKc) {
       const size_t kc = std::min(kSgemmKc, k - k0);
       const float* a_block = nullptr;  // raw A: this task's rows of the k block, packed
-      if (direct_a) {
+      size_t lda = direct_lda;
+      if (copy_a) {
+        lda = kc + 16;
+        float* buf = a_scratch.get((m1 - m0) * lda);
+        for (size_t r = m0; r < m1; ++r) {
+          std::memcpy(buf + (r - m0) * lda, a.data + static_cast<std::ptrdiff_t>(r) * a.rs + k0,
+                      kc * sizeof(float));
+        }
+        a_block = buf;
+      } else if (direct_a) {
         a_block = a.data + static_cast<std::ptrdiff_t>(m0) * a.rs + k0;
       } else if (pa == nullptr) {
         float* buf = a_scratch.get(a_panels * kc * kSgemmMr);
@@ -433,9 +446,9 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
       auto run_tile = [&](size_t p, size_t q) {  // A panel p x B panel q of this task
         const size_t i = m0 + p * kSgemmMr, j = n0 + q * kSgemmNr;
         SgemmTile tl;
-        tl.lda = direct_a ? direct_lda : 0;
+        tl.lda = direct_a ? lda : 0;
         tl.a = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
-               : direct_a    ? a_block + static_cast<std::ptrdiff_t>(p * kSgemmMr) * a.rs
+               : direct_a    ? a_block + p * kSgemmMr * lda
                              : a_block + p * kc * kSgemmMr;
         tl.b = pb != nullptr ? pb->panel(j / kSgemmNr) + k0 * kSgemmNr
                : direct_b    ? bm->data + static_cast<std::ptrdiff_t>(k0) * bm->rs +
