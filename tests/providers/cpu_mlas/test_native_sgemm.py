@@ -31,7 +31,8 @@ ISAS = [i for i in ("scalar", "avx2", "avx512") if NAT is not None and _isa_ok(i
 # M, K, N: single elements, partial 12-row / 32-column tiles, K past one 256 block, tasks.
 SHAPES = [(1, 1, 1), (13, 7, 33), (12, 256, 32), (25, 257, 65), (130, 600, 100), (3, 0, 5),
           (7, 64, 49), (30, 31, 41),   # AVX2: 12 x 8 and 6 x 16 partial blocks
-          (20, 1024, 40), (4, 2048, 9)]  # A's rows 4 KiB apart: packed per task; read in place
+          (20, 1024, 40), (4, 2048, 9),  # A's rows 4 KiB apart: copied per task; in place
+          (2, 700, 70)]                   # a packed B's panels read over all of K at once
 
 
 def _rand(rng, *shape):
