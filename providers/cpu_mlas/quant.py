@@ -100,7 +100,7 @@ def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None) -> Any | None:
         if zero_point.dtype not in _I8 or zero_point.size not in (1, b.shape[1]):
             return None
         zero_point = zero_point.reshape(-1)
-    return nat.pack_b(b, zero_point)
+    return nat.pack_b(b, zero_point, threads=_blas.intra_threads())
 
 
 def native_a_zero_point(zp: np.ndarray | None, a_shape: tuple[int, ...],

@@ -120,7 +120,7 @@ void pack_b_group(const uint8_t* const* rows, uint8_t flip, size_t jn, T* dst,
 }  // namespace
 
 PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
-               const int32_t* zero_points, size_t zp_count, QgemmIsa isa) {
+               const int32_t* zero_points, size_t zp_count, QgemmIsa isa, size_t threads) {
   if (zp_count != 0 && zp_count != 1 && zp_count != n) {
     throw std::invalid_argument("B zero point must have 1 or N values");
   }
@@ -131,7 +131,7 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
   p.n = n;
   p.kp = round_up(std::max<size_t>(k, 1), l.kpad);
   p.np = round_up(std::max<size_t>(n, 1), l.panel);
-  p.data.assign(p.kp * p.np * l.b_bytes, 0);
+  p.data = WeightBuffer<uint8_t>(p.kp * p.np * l.b_bytes);
   p.zp.assign(p.np, 0);
   p.corr.assign(p.np, 0);
   const auto* bs = static_cast<const int8_t*>(b);
@@ -144,10 +144,13 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
   std::vector<uint32_t> colsum(n, 0);
   const uint8_t flip = b_signed ? 0 : 0x80;
   const std::vector<uint8_t> pad_row(l.panel, flip);  // rows past k: packed as 0
-  for (size_t j0 = 0; j0 < n; j0 += l.panel) {
+  parallel_for((n + l.panel - 1) / l.panel, threads, [&](size_t panel_index) {
+    const size_t j0 = panel_index * l.panel;
     const size_t jn = std::min(n, j0 + l.panel) - j0;
     uint8_t* panel = p.data.data() + (j0 / l.panel) * panel_elems * l.b_bytes;
-    for (size_t k0 = 0; k0 < k; k0 += l.kgroup) {
+    // (the groups write the panel's first jn columns: a partial last panel is cleared first)
+    if (jn < l.panel) std::memset(panel, 0, panel_elems * l.b_bytes);
+    for (size_t k0 = 0; k0 < p.kp; k0 += l.kgroup) {  // groups past k: pad rows (zeros)
       const uint8_t* rows[4];
       for (size_t t = 0; t < l.kgroup; ++t) {
         rows[t] = k0 + t < k ? bu + (k0 + t) * ldb + j0 : pad_row.data();
@@ -163,7 +166,7 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
         throw std::logic_error("qgemm pack_b: no packer for this layout");
       }
     }
-  }
+  });
   for (size_t j = 0; j < n; ++j) {
     int32_t zp = zp_count == 0 ? 0 : zero_points[zp_count == 1 ? 0 : j];
     if (!b_signed) zp -= 128;

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "weight_buffer.h"
+
 namespace onnxplex::mlas {
 
 enum class QgemmIsa { kScalar = 0, kAvx2 = 1, kAvx512Vnni = 2, kAmx = 3 };
@@ -42,15 +44,16 @@ QgemmLayout layout_of(QgemmIsa isa);
 struct PackedB {
   QgemmIsa isa = QgemmIsa::kScalar;
   size_t k = 0, n = 0, kp = 0, np = 0;
-  std::vector<uint8_t> data;     // np / panel panels of [kp / kgroup][panel][kgroup] elements
+  WeightBuffer<uint8_t> data;    // np / panel panels of [kp / kgroup][panel][kgroup] elements
   std::vector<int32_t> zp;       // [np] zero point in the int8 domain (0 past n)
   std::vector<int32_t> corr;     // [np] K * zp - colsum (wrapping)
 };
 
 // b: [k, n] row-major (row stride ldb elements), int8 if b_signed else uint8. zero_points: 1
 // (per tensor) or n values (per column) in B's own domain, or none (count 0).
+// Panels are packed on up to `threads` threads (0 = all).
 PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
-               const int32_t* zero_points, size_t zp_count, QgemmIsa isa);
+               const int32_t* zero_points, size_t zp_count, QgemmIsa isa, size_t threads = 1);
 
 // A, converted to the variant's unsigned form, K padded with zeros, with its row sums.
 struct PackedA {

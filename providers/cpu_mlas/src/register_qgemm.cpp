@@ -49,7 +49,7 @@ void register_qgemm(py::module_& m) {
       .def_property_readonly("nbytes", [](const PackedB& p) { return p.data.size(); });
 
   m.def("pack_b", [](const py::array& b_in, const py::object& zero_point,
-                     const std::string& isa) {
+                     const std::string& isa, size_t threads) {
     check_2d(b_in, "b");
     bool b_signed = false;
     const py::array b = int8_array(b_in, "b", b_signed);
@@ -61,10 +61,12 @@ void register_qgemm(py::module_& m) {
     const QgemmIsa v = isa_arg(isa);
     const void* ptr = b.data();
     py::gil_scoped_release release;
-    return std::make_shared<PackedB>(pack_b(ptr, b_signed, k, n, n, zp.data(), zp.size(), v));
+    return std::make_shared<PackedB>(
+        pack_b(ptr, b_signed, k, n, n, zp.data(), zp.size(), v, threads));
   }, py::arg("b"), py::arg("zero_point") = py::none(), py::arg("isa") = "",
+     py::arg("threads") = 1,
      "Packs int8/uint8 B [K, N] with its zero point (None, 1 or N values) for a variant "
-     "('' = the best this CPU runs).");
+     "('' = the best this CPU runs), on up to `threads` threads (0 = all).");
 
   m.def("qgemm_i32", [](const py::array& a, const py::object& a_zp, const PackedB& b,
                         size_t threads) {

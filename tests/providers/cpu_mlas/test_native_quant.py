@@ -77,11 +77,12 @@ def test_qgemm_i32_exact(isa, m, k, n, a_type, b_type, zp):
         a, b = _ints(rng, a_type, (m, k), zp), _ints(rng, b_type, (k, n), "min")
         azp = _ints(rng, a_type, (1,), "max" if zp == "min" else "min")
         bzp = _ints(rng, b_type, (n,), "max")
-    packed = NAT.pack_b(b, bzp, isa)
-    assert (packed.k, packed.n, packed.isa) == (k, n, isa)
-    for threads in (1, 2, 0):
-        np.testing.assert_array_equal(NAT.qgemm_i32(a, azp, packed, threads),
-                                      _exact(a, azp, b, bzp))
+    for pack_threads in (1, 2):  # panels packed on one thread or two: the same B
+        packed = NAT.pack_b(b, bzp, isa, pack_threads)
+        assert (packed.k, packed.n, packed.isa) == (k, n, isa)
+        for threads in (1, 2, 0):
+            np.testing.assert_array_equal(NAT.qgemm_i32(a, azp, packed, threads),
+                                          _exact(a, azp, b, bzp))
 
 
 @pytest.mark.parametrize("isa", ISAS)
