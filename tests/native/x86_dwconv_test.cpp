@@ -51,15 +51,18 @@ int main() {
       for (size_t j = 0; j < cols; ++j) bad += s[i * cols + j] != d[j * rows + i];
     }
   }
-  // Channel counts with and without a partial block, planes narrower and wider than a band.
-  // (h 120 with 48 or 64 channels: bands inside the plane, read in place)
+  // Channel counts with and without a partial block (whole blocks run the in-place position
+  // kernel, four or eight positions a group by the plane's width; a partial one the padded
+  // bands), planes narrower and wider than a band, 3x3 and 5x5 kernels, dilation 2.
   for (size_t c : {3, 8, 16, 24, 40, 48, 64}) {
     for (size_t h : {5, 7, 14, 30, 61, 120}) {
       if (h == 120 && c < 48) continue;
       for (size_t s : {1, 2}) {
-        for (size_t k : {3, 5}) {
-          const size_t pad = k / 2, ho = (h + 2 * pad - k) / s + 1;
-          DwConvGeometry g{h, h + 3, ho, (h + 3 + 2 * pad - k) / s + 1, k, k, s, s, 1, 1, pad,
+        for (auto [k, d] : {std::pair<size_t, size_t>{3, 1}, {5, 1}, {3, 2}}) {
+          if (d * (k - 1) + 1 > h) continue;
+          const size_t pad = d * (k / 2), span = d * (k - 1) + 1;
+          const size_t ho = (h + 2 * pad - span) / s + 1;
+          DwConvGeometry g{h, h + 3, ho, (h + 3 + 2 * pad - span) / s + 1, k, k, s, s, d, d, pad,
                            pad};
           std::vector<float> x(c * g.h * g.w), w(c * k * k), b(c), y(c * g.ho * g.wo);
           fill(x);
@@ -74,7 +77,7 @@ int main() {
             for (size_t p = 0; p < g.h * g.w; ++p) xn[p * c + ch] = x[ch * g.h * g.w + p];
           }
           // (with 48 or more channels the first range is one whole block: both ranges then
-          // have whole blocks only, and their inner bands read x in place)
+          // have whole blocks only)
           const size_t cmid = c >= 48 ? detail::kDwLanes : c / 2 + 1, ymid = g.ho / 2;
           for (auto [c0, c1] : {std::pair<size_t, size_t>{0, cmid}, {cmid, c}}) {
             for (auto [y0, y1] : {std::pair<size_t, size_t>{0, ymid}, {ymid, g.ho}}) {
@@ -103,7 +106,7 @@ int main() {
                 double a = b[ch];
                 for (size_t i = 0; i < k; ++i) {
                   for (size_t j = 0; j < k; ++j) {
-                    const long iy = long(oy * s + i) - long(pad), ix = long(ox * s + j) - long(pad);
+                    const long iy = long(oy * s + i * d) - long(pad), ix = long(ox * s + j * d) - long(pad);
                     if (iy >= 0 && iy < long(g.h) && ix >= 0 && ix < long(g.w)) {
                       a += double(w[(ch * k + i) * k + j]) * x[(ch * g.h + iy) * g.w + ix];
                     }

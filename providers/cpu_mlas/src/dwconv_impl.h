@@ -588,6 +588,84 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
   }
 }
 
+// Channels-last depthwise, whole blocks of kDwLanes channels: output rows [oy0, oy1), channels
+// [c0, c1) with (c1 - c0) a multiple of kDwLanes, read from x in place. Per output row, the
+// kernel rows inside the input; per output position, the kernel columns inside it: padding
+// taps are skipped, not multiplied by copied zeros, so nothing is copied. Positions whose
+// windows lie inside the input's columns go P at a time, each weight vector loaded once for the
+// P of them; the channel blocks are the innermost loop over a position's taps (consecutive
+// vectors of one cache line run). wv: [blocks][taps] weight vectors, bv: [blocks] biases.
+// The same sums in the same order as the band path (bias, then the taps row by row); a skipped
+// padding tap there adds w * 0.
+template <size_t P, size_t KW>
+inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, float* y, size_t ld,
+                           size_t c0, size_t c1, size_t oy0, size_t oy1, const DwConvGeometry& g,
+                           size_t ox_lo, size_t ox_hi, DwVec lo, DwVec hi) {
+  constexpr size_t L = kDwLanes;
+  const size_t blocks = (c1 - c0) / L, kw = KW > 0 ? KW : g.kw, taps = g.kh * kw;
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  const auto sld = static_cast<std::ptrdiff_t>(ld);
+  const size_t step = g.sw * ld, tap_step = g.dw * ld;
+  auto finish = [&](DwVec a) {
+    const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
+    return hi < m ? hi : m;
+  };
+  for (size_t oy = oy0; oy < oy1; ++oy) {
+    const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * g.sh) -
+                               static_cast<std::ptrdiff_t>(g.pt);
+    size_t ky0 = 0, ky1 = g.kh;  // kernel rows inside the input
+    while (ky0 < ky1 && iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh) < 0) ++ky0;
+    while (ky1 > ky0 && iy0 + static_cast<std::ptrdiff_t>((ky1 - 1) * g.dh) >= h) --ky1;
+    float* yrow = y + oy * g.wo * ld + c0;
+    // the input row of kernel row ky at input column ix, channel block b
+    auto at = [&](size_t ky, std::ptrdiff_t ix, size_t b) {
+      return x + ((iy0 + static_cast<std::ptrdiff_t>(ky * g.dh)) * w + ix) * sld +
+             static_cast<std::ptrdiff_t>(c0 + b * L);
+    };
+    auto edge = [&](size_t ox) {  // one position, its own kernel columns
+      const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.sw) -
+                                 static_cast<std::ptrdiff_t>(g.pl);
+      size_t kx0 = 0, kx1 = kw;
+      while (kx0 < kx1 && ix0 + static_cast<std::ptrdiff_t>(kx0 * g.dw) < 0) ++kx0;
+      while (kx1 > kx0 && ix0 + static_cast<std::ptrdiff_t>((kx1 - 1) * g.dw) >= w) --kx1;
+      for (size_t b = 0; b < blocks; ++b) {
+        DwVec a = bv[b];
+        const DwVec* wb = wv + b * taps;
+        for (size_t ky = ky0; ky < ky1; ++ky) {
+          const float* row = at(ky, ix0, b);
+          for (size_t kx = kx0; kx < kx1; ++kx) a += wb[ky * kw + kx] * ldv(row + kx * tap_step);
+        }
+        stv(yrow + ox * ld + b * L, finish(a));
+      }
+    };
+    for (size_t ox = 0; ox < ox_lo; ++ox) edge(ox);
+    size_t ox = ox_lo;
+    for (; ox + P <= ox_hi; ox += P) {
+      const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.sw) -
+                                 static_cast<std::ptrdiff_t>(g.pl);
+      for (size_t b = 0; b < blocks; ++b) {
+        DwVec a[P];
+#pragma GCC unroll 8
+        for (size_t j = 0; j < P; ++j) a[j] = bv[b];
+        const DwVec* wb = wv + b * taps;
+        for (size_t ky = ky0; ky < ky1; ++ky) {
+          const float* row = at(ky, ix0, b);
+#pragma GCC unroll 7
+          for (size_t kx = 0; kx < kw; ++kx) {
+            const DwVec wt = wb[ky * kw + kx];
+            const float* q = row + kx * tap_step;
+#pragma GCC unroll 8
+            for (size_t j = 0; j < P; ++j) a[j] += wt * ldv(q + j * step);
+          }
+        }
+#pragma GCC unroll 8
+        for (size_t j = 0; j < P; ++j) stv(yrow + (ox + j) * ld + b * L, finish(a[j]));
+      }
+    }
+    for (; ox < g.wo; ++ox) edge(ox);
+  }
+}
+
 // Channels [c0, c1) and output rows [oy0, oy1) of one channels-last (NHWC) image: x [h][w][ld]
 // and y [ho][wo][ld] (channel c of position p at p * ld + c); w [ld channels][kh][kw] and bias
 // (or nullptr) indexed by channel. A band of output rows at a time: its input rows, channels
@@ -613,16 +691,7 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   const size_t fit = std::max<size_t>(1, (size_t{256} << 10) / row_bytes);
   const size_t band = std::min(oy1 - oy0, fit > span ? (fit - span) / g.sh + 1 : 1);
   const size_t rows_max = (band - 1) * g.sh + span;
-  // (+ L: a partial last block's vector reads past the last position's channels)
-  // The band buffer is this thread's, kept between calls and not cleared: every element a
-  // kernel reads is written first (the fills write the pad columns' and rows' zeros too), but
-  // the slack past the last position a partial block's spare lanes read (times zero weights,
-  // never stored). A buffer per call cost a 300 KiB allocation and clear per task.
-  static thread_local std::vector<float> band_buf;
-  if (band_buf.size() < rows_max * wb * cs + L) band_buf.resize(rows_max * wb * cs + L);
-  float* const buf = band_buf.data();
-  std::vector<float> obuf_v(g.wo * L), wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
-  float* const obuf = obuf_v.data();
+  std::vector<float> wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
   DwVec* const wv_all = reinterpret_cast<DwVec*>(wv_f.data());
   const DwVec* const bv_all = reinterpret_cast<const DwVec*>(bv_f.data());
   for (size_t b = 0; b < blocks; ++b) {  // weights as vectors, spare lanes zero
@@ -648,6 +717,30 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
                            ? std::max(ox_lo, std::min(g.wo, (g.w + g.pl - span_w) / g.sw + 1))
                            : ox_lo;
   const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
+  if (nc % L == 0) {
+    // Whole blocks: read in place (single convs, one thread, against the band path below:
+    // 576ch 14x14 76 -> 55 us, 960ch 7x7 32 -> 25, 96ch 112x112 stride 2 219 -> 173, 144ch
+    // 56x56 about even). Eight positions a group on wider planes, four on narrow ones.
+    const bool k3 = g.kw == 3;
+    if (g.wo >= 28) {
+      (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
+                                                         oy1, g, ox_lo, ox_hi, lo, hi);
+    } else {
+      (k3 ? dw_nhwc_pixels<4, 3> : dw_nhwc_pixels<4, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
+                                                         oy1, g, ox_lo, ox_hi, lo, hi);
+    }
+    return;
+  }
+  // (+ L: a partial last block's vector reads past the last position's channels)
+  // The band buffer is this thread's, kept between calls and not cleared: every element a
+  // kernel reads is written first (the fills write the pad columns' and rows' zeros too), but
+  // the slack past the last position a partial block's spare lanes read (times zero weights,
+  // never stored). A buffer per call cost a 300 KiB allocation and clear per task.
+  static thread_local std::vector<float> band_buf;
+  if (band_buf.size() < rows_max * wb * cs + L) band_buf.resize(rows_max * wb * cs + L);
+  float* const buf = band_buf.data();
+  std::vector<float> obuf_v(g.wo * L);
+  float* const obuf = obuf_v.data();
   // Band buffer columns [b0, b1): input columns b - pl, zeros outside the input.
   auto fill = [&](std::ptrdiff_t r_lo, std::ptrdiff_t r_hi, std::ptrdiff_t ih0, size_t b0,
                   size_t b1) {
