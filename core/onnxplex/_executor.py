@@ -73,7 +73,7 @@ class Step:
     outputs: tuple[int, ...]           # slot per output, -1 for an output nobody names
     required: int                      # outputs the kernel must return at least
     exact: bool                        # fused kernels return exactly len(outputs)
-    checks: tuple[tuple[int | None, tuple | None, str] | None, ...]  # (elem, shape, kind)
+    checks: tuple[tuple | None, ...]  # per output: _check_of(), or None
     release: tuple[int, ...] = ()      # slots whose last reader is this step
     deps: tuple[int, ...] = ()         # steps that must finish first (parallel mode)
     args: Mapping[str, Any] = field(default_factory=dict)  # extra profiling-event args
@@ -213,11 +213,20 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
                          frozenset(defaults))
 
 
-def _check_of(v: ValueInfo, layout: str) -> tuple[int | None, tuple | None, str]:
+def _check_of(v: ValueInfo, layout: str) -> tuple:
+    """``(elem, shape, kind, dtype, static)``: the declared element type and shape (in the
+    step's layout), the value's kind, the numpy dtype to compare with (None: unknown or not
+    numpy's) and the shape as a tuple of ints when every dim is one (one comparison a call)."""
     shape = v.shape
     if shape is not None and layout == "NHWC" and len(shape) == 4:
         shape = (shape[0], shape[2], shape[3], shape[1])
-    return (v.elem_type, shape, v.kind)
+    try:
+        dtype = np_dtype(v.elem_type) if v.elem_type else None
+    except KeyError:
+        dtype = None
+    static = (tuple(shape) if shape is not None and all(type(d) is int for d in shape)
+              else None)
+    return (v.elem_type, shape, v.kind, dtype, static)
 
 
 def _order_units(units: Sequence[CompiledUnit]) -> list[CompiledUnit]:
@@ -344,22 +353,19 @@ def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> S
 
 
 def _check_tensor(step: Step, k: int, value: Any, chk: tuple) -> None:
-    elem, shape, _ = chk
+    elem, shape, _, want, static = chk
     if not isinstance(value, np.ndarray):
         raise KernelExecutionError(
             f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} is "
             f"{type(value).__name__}, expected a numpy array", provider=step.provider,
             node=step.name, op_type=step.op_type)
-    if elem:
-        try:
-            want = np_dtype(elem)
-        except KeyError:
-            want = None
-        if want is not None and value.dtype != want:
-            raise KernelExecutionError(
-                f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} "
-                f"has dtype {value.dtype}, declared {elem_type_name(elem)}",
-                provider=step.provider, node=step.name, op_type=step.op_type)
+    if want is not None and value.dtype != want:
+        raise KernelExecutionError(
+            f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} "
+            f"has dtype {value.dtype}, declared {elem_type_name(elem)}",
+            provider=step.provider, node=step.name, op_type=step.op_type)
+    if static is not None and value.shape == static:
+        return
     if shape is not None:
         bad = value.ndim != len(shape) or any(
             isinstance(d, int) and d != a for d, a in zip(shape, value.shape))
