@@ -415,14 +415,20 @@ class InferenceSession:
         if cpu is None:
             cpu = provider_entry(DEFAULT_PROVIDER).load()()
         opt = {"disabled": self._disabled_optimizers, "config": self._options._config}
+        # The model is as loaded from the source until the first optimize() call: should a
+        # pass raise there, loading the source again restores it (cheaper than a snapshot of
+        # every session's graph). A Model given as the source is the same object: a snapshot.
+        source = self._source
+        reload = (None if isinstance(source, Model)
+                  else lambda: load_model(source).ir.graph)
         others = [p for p in providers if p.name != DEFAULT_PROVIDER]
         if level < 2 or not others:  # every level in one run (one rollback snapshot)
-            self._optimizer_reports = optimize(model, level, cpu.compile, **opt)
+            self._optimizer_reports = optimize(model, level, cpu.compile, reload=reload, **opt)
         else:
             # Fusions serve the default CPU provider: nodes another provider claims on the
             # basic-optimized graph are left alone (onnxruntime applies its level-2 fusions
             # to CPU-assigned nodes only).
-            self._optimizer_reports = optimize(model, 1, cpu.compile, **opt)
+            self._optimizer_reports = optimize(model, 1, cpu.compile, reload=reload, **opt)
             protected = self._claimed_by(model, others)
             self._optimizer_reports += optimize(model, level, cpu.compile, min_level=2,
                                                 protected=protected, **opt)
