@@ -4,7 +4,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,56 @@ inline std::vector<float> float_values(const py::object& x) {
   if (!arr) throw py::type_error("expected a float32 array");
   out.assign(arr.data(), arr.data() + arr.size());
   return out;
+}
+
+// A channels-last conv call planned once for one input shape: the weights, geometry, bias,
+// clamp and variant bound, so a model's call passes only its arrays (pybind11 converting a
+// dozen arguments cost more than a small conv's compute). Calling it checks x (and z) and
+// returns a new output.
+class NhwcConvPlan {
+ public:
+  std::vector<py::ssize_t> in_shape, out_shape;
+  bool with_z = false;
+  std::vector<py::object> keep;  // what `run` reads: packed weights, the bias array
+  std::function<void(const float* x, float* y, const float* z, size_t threads)> run;
+
+  py::array call(const py::array& x, const py::object& z_in, size_t threads) const {
+    check(x, in_shape, "x");
+    const float* zp = nullptr;
+    if (with_z) {
+      if (z_in.is_none()) throw py::value_error("this plan adds z: give it");
+      const py::array z = z_in.cast<py::array>();
+      check(z, out_shape, "z");
+      zp = static_cast<const float*>(z.data());
+    } else if (!z_in.is_none()) {
+      throw py::value_error("this plan was made without z");
+    }
+    py::array_t<float> y(out_shape);
+    const float* xp = static_cast<const float*>(x.data());
+    float* yp = y.mutable_data();
+    {
+      py::gil_scoped_release release;
+      run(xp, yp, zp, threads);
+    }
+    return std::move(y);
+  }
+
+ private:
+  static void check(const py::array& a, const std::vector<py::ssize_t>& shape,
+                    const char* what) {
+    const bool same = a.ndim() == static_cast<py::ssize_t>(shape.size()) &&
+                      std::equal(shape.begin(), shape.end(), a.shape());
+    if (!is_float32(a) || !(a.flags() & py::array::c_style) || !same) {
+      std::string want;
+      for (py::ssize_t d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      throw py::value_error(std::string(what) + " must be a C-contiguous float32 array of "
+                            "shape (" + want + ")");
+    }
+  }
+};
+
+inline std::vector<py::ssize_t> shape_of(const py::array& a) {
+  return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
 }
 
 }  // namespace onnxplex::mlas::bind

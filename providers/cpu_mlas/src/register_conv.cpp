@@ -66,6 +66,56 @@ DwConvGeometry dw_geometry(const F32& x, const F32& y, size_t kh, size_t kw,
           strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1]};
 }
 
+// dwconv_nhwc_f32's checks and setup for arrays of x's and y's shapes, as a plan. Tasks:
+// images x channel groups (whole groups of 16: the kernel's vectors) x output row ranges: one
+// a thread at least, more (up to 4 a thread) while each is worth kMinChunkMacs (a task lays
+// out its blocks' weights: on a 14 x 14 plane, 9 tasks of 64K multiply-adds scaled 1.1x on
+// two threads). Row ranges first (a task then reads whole channels-last rows: contiguous
+// memory), of at least 4 rows; channel groups for the rest.
+NhwcConvPlan dwconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
+                              const py::object& b_in, const py::array& y_in,
+                              std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
+                              std::array<size_t, 2> pads, float lo, float hi) {
+  const F32 x = f32(x_in, "x", 4), w = f32(w_in, "w", 3);
+  const F32 y = f32(y_in, "y", 4);
+  const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
+  if (static_cast<size_t>(w.shape(0)) != c || static_cast<size_t>(y.shape(3)) != c ||
+      static_cast<size_t>(y.shape(0)) != n) {
+    throw py::value_error("x, w and y must have the same batch and channels");
+  }
+  F32 b;
+  const float* bias = optional_bias(b_in, c, b);
+  const DwConvGeometry g =
+      dw_geometry(x, y, static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)),
+                  strides, dilations, pads);
+  NhwcConvPlan plan;
+  plan.in_shape = shape_of(x);
+  plan.out_shape = shape_of(y);
+  plan.keep = {w, b};
+  const float* wp = w.data();   // kept alive by plan.keep, as the bias
+  plan.run = [wp, bias, n, c, g, lo, hi](const float* xp, float* yp, const float*,
+                                         size_t threads) {
+    constexpr size_t kMinChunkMacs = 1 << 18, kGroup = 16;
+    const size_t groups = (c + kGroup - 1) / kGroup;
+    const size_t macs = n * c * g.ho * g.wo * g.kh * g.kw;
+    const size_t want = threads > 1 ? std::clamp<size_t>(macs / kMinChunkMacs, threads,
+                                                          threads * 4)
+                                    : 1;
+    const size_t rsplit = std::max<size_t>(1, std::min(g.ho / 4, want));
+    const size_t cgroups = std::max<size_t>(1, std::min(groups, (want + rsplit - 1) / rsplit));
+    const size_t per_image = cgroups * rsplit;
+    const size_t in_image = g.h * g.w * c, out_image = g.ho * g.wo * c;
+    parallel_for(n * per_image, threads, [&](size_t t) {
+      const size_t i = t / per_image, cg = t % per_image / rsplit, rs = t % rsplit;
+      const size_t c0 = std::min(c, groups * cg / cgroups * kGroup);
+      const size_t c1 = std::min(c, groups * (cg + 1) / cgroups * kGroup);
+      dwconv_nhwc_f32(xp + i * in_image, wp, bias, yp + i * out_image, c, c0, c1,
+                      g.ho * rs / rsplit, g.ho * (rs + 1) / rsplit, g, lo, hi);
+    });
+  };
+  return plan;
+}
+
 }  // namespace
 
 void register_conv(py::module_& m) {
@@ -144,45 +194,13 @@ void register_conv(py::module_& m) {
                               const py::object& b_in, py::array& y_in,
                               std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
                               std::array<size_t, 2> pads, float lo, float hi, size_t threads) {
-    const F32 x = f32(x_in, "x", 4), w = f32(w_in, "w", 3);
+    const NhwcConvPlan plan = dwconv_nhwc_plan(x_in, w_in, b_in, y_in, strides, dilations, pads,
+                                               lo, hi);
     F32 y = f32(y_in, "y", 4);
-    const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
-    if (static_cast<size_t>(w.shape(0)) != c || static_cast<size_t>(y.shape(3)) != c ||
-        static_cast<size_t>(y.shape(0)) != n) {
-      throw py::value_error("x, w and y must have the same batch and channels");
-    }
-    F32 b;
-    const float* bias = optional_bias(b_in, c, b);
-    const DwConvGeometry g =
-        dw_geometry(x, y, static_cast<size_t>(w.shape(1)), static_cast<size_t>(w.shape(2)),
-                    strides, dilations, pads);
-    const float* xp = x.data();
-    const float* wp = w.data();
+    const float* xp = static_cast<const float*>(x_in.data());
     float* yp = y.mutable_data();
-    // Tasks: images x channel groups (whole groups of 16: the kernel's vectors) x output row
-    // ranges: one a thread at least, more (up to 4 a thread) while each is worth
-    // kMinChunkMacs (a task lays out its blocks' weights and fills its own band: on a 14 x 14
-    // plane, 9 tasks of 64K multiply-adds scaled 1.1x on two threads).
-    constexpr size_t kMinChunkMacs = 1 << 18, kGroup = 16;
-    const size_t groups = (c + kGroup - 1) / kGroup;
-    const size_t macs = n * c * g.ho * g.wo * g.kh * g.kw;
-    const size_t want = threads > 1 ? std::clamp<size_t>(macs / kMinChunkMacs, threads,
-                                                          threads * 4)
-                                    : 1;
-    // Row ranges first (a task then reads whole channels-last rows: contiguous memory), of at
-    // least 4 rows (a task sets up every channel block's weights); channel groups for the rest.
-    const size_t rsplit = std::max<size_t>(1, std::min(g.ho / 4, want));
-    const size_t cgroups = std::max<size_t>(1, std::min(groups, (want + rsplit - 1) / rsplit));
-    const size_t per_image = cgroups * rsplit;
-    const size_t in_image = g.h * g.w * c, out_image = g.ho * g.wo * c;
     py::gil_scoped_release release;
-    parallel_for(n * per_image, threads, [&](size_t t) {
-      const size_t i = t / per_image, cg = t % per_image / rsplit, rs = t % rsplit;
-      const size_t c0 = std::min(c, groups * cg / cgroups * kGroup);
-      const size_t c1 = std::min(c, groups * (cg + 1) / cgroups * kGroup);
-      dwconv_nhwc_f32(xp + i * in_image, wp, bias, yp + i * out_image, c, c0, c1,
-                      g.ho * rs / rsplit, g.ho * (rs + 1) / rsplit, g, lo, hi);
-    });
+    plan.run(xp, yp, nullptr, threads);
   }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), py::arg("strides"),
      py::arg("dilations"), py::arg("pads"),
      py::arg("lo") = -std::numeric_limits<float>::infinity(),
@@ -190,6 +208,13 @@ void register_conv(py::module_& m) {
      "Depthwise 2-D conv of channels-last x [N, H, W, C] with w [C, kh, kw] into y "
      "[N, Ho, Wo, C] (written), bias [C] or None, begin pads (top, left), then clamp to "
      "[lo, hi]; channel groups and output row ranges run on up to `threads` threads.");
+
+  m.def("dwconv_nhwc_f32_plan", &dwconv_nhwc_plan, py::arg("x"), py::arg("w"), py::arg("bias"),
+        py::arg("y"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),
+        py::arg("lo") = -std::numeric_limits<float>::infinity(),
+        py::arg("hi") = std::numeric_limits<float>::infinity(),
+        "dwconv_nhwc_f32 planned for arrays of x's and y's shapes (their values are not read): "
+        "the plan's __call__(x, threads=threads) returns a new y.");
 
   m.def("maxpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,
                                std::array<size_t, 2> kernel, std::array<size_t, 2> strides,

@@ -130,6 +130,54 @@ SgemmEpilogue conv_epilogue(const py::object& bias_in, size_t cout, BiasAxis axi
   return ep;
 }
 
+// conv2d_nhwc_f32's checks and setup for arrays of x's and out's shapes, as a plan.
+NhwcConvPlan conv2d_nhwc_plan(const py::array& x, const py::object& wt_in, const py::array& out,
+                              std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                              std::array<size_t, 2> dilations, std::array<std::ptrdiff_t, 2> pads,
+                              const py::object& bias_in, float lo, float hi,
+                              const std::string& isa, bool with_z) {
+  check_nchw(x, "x");
+  check_nchw(out, "out");
+  if (!py::isinstance<SgemmPacked>(wt_in)) throw py::type_error("wt must be a SgemmPacked");
+  const SgemmPacked& wt = wt_in.cast<const SgemmPacked&>();
+  if (wt.is_a) throw py::value_error("wt must be W^T packed as the right (B) operand");
+  const Conv2dGeometry g = conv_geometry(
+      static_cast<size_t>(x.shape(3)), static_cast<size_t>(x.shape(1)),
+      static_cast<size_t>(x.shape(2)), static_cast<size_t>(out.shape(1)),
+      static_cast<size_t>(out.shape(2)), kernel, strides, dilations, pads);
+  const size_t batch = static_cast<size_t>(x.shape(0)), cout = wt.cols;
+  if (wt.rows != g.c * g.kh * g.kw) {
+    throw py::value_error("wt has K = " + std::to_string(wt.rows) + ", x needs kh*kw*C = " +
+                          std::to_string(g.c * g.kh * g.kw));
+  }
+  if (static_cast<size_t>(out.shape(0)) != batch || static_cast<size_t>(out.shape(3)) != cout) {
+    throw py::value_error("out must have shape (N, OH, OW, Cout) = (" +
+                          std::to_string(batch) + ", ..., " + std::to_string(cout) + ")");
+  }
+  py::array_t<float, py::array::c_style | py::array::forcecast> bias;
+  const SgemmEpilogue ep = conv_epilogue(bias_in, cout, BiasAxis::kCol, lo, hi, bias);
+  const SgemmIsa v = sgemm_isa_arg(isa);
+  NhwcConvPlan plan;
+  plan.in_shape = shape_of(x);
+  plan.out_shape = shape_of(out);
+  plan.with_z = with_z;
+  plan.keep = {wt_in, bias};
+  const size_t l = g.oh * g.ow, image = g.h * g.w * g.c;
+  const SgemmPacked* w = &wt;   // kept alive by plan.keep
+  plan.run = [g, w, ep, v, batch, cout, l, image](const float* xp, float* yp, const float* zp,
+                                                 size_t threads) {
+    SgemmEpilogue e = ep;
+    for (size_t i = 0; i < batch; ++i) {
+      if (zp != nullptr) {
+        e.z = zp + i * l * cout;
+        e.ldz = cout;
+      }
+      conv2d_nhwc_f32(xp + i * image, g, *w, yp + i * l * cout, e, threads, v);
+    }
+  };
+  return plan;
+}
+
 }  // namespace
 
 void register_sgemm(py::module_& m) {
@@ -336,45 +384,21 @@ void register_sgemm(py::module_& m) {
      "accumulate as sgemm; z [N, Cout, OH, OW] (C-contiguous float32) is added before the clamp "
      "(read in place of out's values: out = clamp(conv + bias + z)).");
 
-  m.def("conv2d_nhwc_f32", [](const py::array& x, const SgemmPacked& wt, py::array& out,
+  m.def("conv2d_nhwc_f32", [](const py::array& x, const py::object& wt, py::array& out,
                               std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
                               std::array<size_t, 2> dilations,
                               std::array<std::ptrdiff_t, 2> pads, const py::object& bias_in,
                               float lo, float hi, size_t threads, const std::string& isa,
                               const py::object& z_in) {
-    check_nchw(x, "x");
-    check_nchw(out, "out");
     if (!out.writeable()) throw py::value_error("out must be writeable");
-    if (wt.is_a) throw py::value_error("wt must be W^T packed as the right (B) operand");
-    const Conv2dGeometry g = conv_geometry(
-        static_cast<size_t>(x.shape(3)), static_cast<size_t>(x.shape(1)),
-        static_cast<size_t>(x.shape(2)), static_cast<size_t>(out.shape(1)),
-        static_cast<size_t>(out.shape(2)), kernel, strides, dilations, pads);
-    const size_t batch = static_cast<size_t>(x.shape(0)), cout = wt.cols;
-    if (wt.rows != g.c * g.kh * g.kw) {
-      throw py::value_error("wt has K = " + std::to_string(wt.rows) + ", x needs kh*kw*C = " +
-                            std::to_string(g.c * g.kh * g.kw));
-    }
-    if (static_cast<size_t>(out.shape(0)) != batch || static_cast<size_t>(out.shape(3)) != cout) {
-      throw py::value_error("out must have shape (N, OH, OW, Cout) = (" +
-                            std::to_string(batch) + ", ..., " + std::to_string(cout) + ")");
-    }
+    const NhwcConvPlan plan = conv2d_nhwc_plan(x, wt, out, kernel, strides, dilations, pads,
+                                               bias_in, lo, hi, isa, !z_in.is_none());
     const float* zp = z_of(z_in, out);
-    py::array_t<float, py::array::c_style | py::array::forcecast> bias;
-    SgemmEpilogue ep = conv_epilogue(bias_in, cout, BiasAxis::kCol, lo, hi, bias);
-    const SgemmIsa v = sgemm_isa_arg(isa);
     const float* xp = static_cast<const float*>(x.data());
     float* yp = static_cast<float*>(out.mutable_data());
-    const size_t l = g.oh * g.ow, image = g.h * g.w * g.c;
     {
       py::gil_scoped_release release;
-      for (size_t i = 0; i < batch; ++i) {
-        if (zp != nullptr) {
-          ep.z = zp + i * l * cout;
-          ep.ldz = cout;
-        }
-        conv2d_nhwc_f32(xp + i * image, g, wt, yp + i * l * cout, ep, threads, v);
-      }
+      plan.run(xp, yp, zp, threads);
     }
     return out;
   }, py::arg("x"), py::arg("wt"), py::arg("out"), py::arg("kernel"), py::arg("strides"),
@@ -386,6 +410,24 @@ void register_sgemm(py::module_& m) {
      "wt is W^T in (kh, kw, C) order, [kh*kw*C, Cout], packed as B; pads are the leading "
      "(top, left) ones; bias per output channel, then z [N, OH, OW, Cout] (C-contiguous "
      "float32) added, then the clamp: out = clamp(conv + bias + z, lo, hi).");
+
+  m.def("conv2d_nhwc_f32_plan", &conv2d_nhwc_plan, py::arg("x"), py::arg("wt"), py::arg("out"),
+        py::arg("kernel"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),
+        py::arg("bias") = py::none(), py::arg("lo") = -std::numeric_limits<float>::infinity(),
+        py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("isa") = "",
+        py::arg("with_z") = false,
+        "conv2d_nhwc_f32 planned for arrays of x's and out's shapes (their values are not "
+        "read): the plan's __call__(x, z=None, threads=0) returns a new out. with_z: every "
+        "call passes z.");
+
+  py::class_<NhwcConvPlan>(m, "NhwcConvPlan",
+                           "A channels-last conv bound to one input shape (conv2d_nhwc_f32_plan, "
+                           "dwconv_nhwc_f32_plan).")
+      .def("__call__", &NhwcConvPlan::call, py::arg("x"), py::arg("z") = py::none(),
+           py::arg("threads") = 0)
+      .def_property_readonly("out_shape", [](const NhwcConvPlan& p) {
+        return py::tuple(py::cast(p.out_shape));
+      });
 }
 
 }  // namespace onnxplex::mlas::bind

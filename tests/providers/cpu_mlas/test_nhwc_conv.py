@@ -289,3 +289,72 @@ def test_nhwc_fused_conv_weight_as_input_is_read_every_call(group):
         want = np.maximum(conv_ref(x, w, np.zeros(8, np.float32), (1, 1), (1, 1), (1, 1, 1, 1),
                                    group=group), 0)
         np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_nhwc_fused_conv_bias_as_input_is_read_every_call(group):
+    """The native call binds the bias it was planned with; a bias that is a graph input,
+    another array each call, must plan again."""
+    node = helper.make_node("NhwcFusedConv", ["x", "w", "b"], ["y"], domain=MS, group=group,
+                            pads=[1, 1, 1, 1])
+    w = rand(8, 8 // group, 3, 3)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, [1, 6, 7, 8]),
+                                        helper.make_tensor_value_info("b", F, [8])],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(MS, 1)], ir_version=10)
+    sess = onnxplex.InferenceSession(m.SerializeToString(), providers=["cpu_mlas"])
+    x = rand(1, 8, 6, 7)
+    for seed in range(3):
+        b = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+        (got,) = sess.run(None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "b": b})
+        want = conv_ref(x, w, b, (1, 1), (1, 1), (1, 1, 1, 1), group=group)
+        np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
+
+
+@needs_native
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_native_conv_plans_match_the_direct_calls(depthwise):
+    c, m, h, wd, k, s, d, pads = 16, 16, 9, 11, 3, 2, 1, (1, 1, 1, 1)
+    w, b = rand(m, 1 if depthwise else c, k, k), rand(m)
+    xs = [np.ascontiguousarray(rand(2, c, h, wd).transpose(0, 2, 3, 1)) for _ in range(2)]
+    ref = conv_ref(rand(2, c, h, wd), w, b, (s, s), (d, d), pads, group=c if depthwise else 1)
+    out = np.empty((2, ref.shape[2], ref.shape[3], m), np.float32)
+    z = rand(*out.shape)
+    if depthwise:
+        w3 = np.ascontiguousarray(w[:, 0])
+        plan = nat.dwconv_nhwc_f32_plan(xs[0], w3, b, out, (s, s), (d, d), pads[:2], -1.0, 2.0)
+        for x in xs:   # one plan, several inputs of its shape
+            nat.dwconv_nhwc_f32(x, w3, b, out, (s, s), (d, d), pads[:2], -1.0, 2.0, 2)
+            np.testing.assert_array_equal(plan(x, threads=2), out)
+    else:
+        wt = nat.sgemm_pack_b(np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, m)))
+        plan = nat.conv2d_nhwc_f32_plan(xs[0], wt, out, (k, k), (s, s), (d, d), pads[:2], b,
+                                        -1.0, 2.0, "", True)
+        assert plan.out_shape == out.shape
+        for x in xs:
+            nat.conv2d_nhwc_f32(x, wt, out, (k, k), (s, s), (d, d), pads[:2], bias=b, lo=-1.0,
+                                hi=2.0, threads=2, z=z)
+            np.testing.assert_array_equal(plan(x, z, threads=2), out)
+
+
+@needs_native
+def test_native_conv_plan_refuses_other_inputs():
+    x, w3 = np.ascontiguousarray(rand(1, 5, 5, 16)), rand(16, 3, 3)
+    out = np.empty((1, 5, 5, 16), np.float32)
+    plan = nat.dwconv_nhwc_f32_plan(x, w3, None, out, (1, 1), (1, 1), (1, 1))
+    for bad in (rand(1, 5, 6, 16), x.astype(np.float64), rand(1, 5, 10, 16)[:, :, ::2]):
+        with pytest.raises(ValueError, match=r"x must be a C-contiguous float32 array of shape "
+                                             r"\(1, 5, 5, 16\)"):
+            plan(bad)
+    with pytest.raises(ValueError, match="made without z"):
+        plan(x, out)
+    wt = nat.sgemm_pack_b(rand(16, 16))
+    with_z = nat.conv2d_nhwc_f32_plan(x, wt, out, (1, 1), (1, 1), (1, 1), (0, 0), with_z=True)
+    with pytest.raises(ValueError, match="give it"):
+        with_z(x)
+    with pytest.raises(ValueError, match="z must be"):
+        with_z(x, rand(1, 5, 5, 8))
+    with pytest.raises(TypeError, match="SgemmPacked"):
+        nat.conv2d_nhwc_f32_plan(x, w3, out, (1, 1), (1, 1), (1, 1), (0, 0))
