@@ -345,17 +345,20 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
     # The native call itself is planned too (nat.*_plan: weights, geometry, bias and clamp
     # bound in C++; a call passes x, z and the threads), for the bias it was planned with: a
     # bias that is an input, another array each call, plans again.
-    bound: list = [None, None]   # the bias the native plan holds, the plan
+    # (bias, native plan), swapped as one tuple: concurrent runs of a session with a bias
+    # input each use a plan made for their own bias
+    bound: list = [None]
     if cw.group == 1 and hasattr(nat, "conv2d_nhwc_f32_plan"):
         packed = cw.nhwc_weight.packed
         post = act if act is not None and clamp is None else None
 
         def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
-            if bound[1] is None or bound[0] is not bias:
-                bound[:] = bias, nat.conv2d_nhwc_f32_plan(x, packed, _shaped(out_shape), k, st,
-                                                         dl, pads, bias, lo, hi, "", with_z)
-            y = bound[1](x, None if z is None else np.ascontiguousarray(z, dtype=np.float32),
-                         intra_threads())
+            cur = bound[0]
+            if cur is None or cur[0] is not bias:
+                cur = bound[0] = (bias, nat.conv2d_nhwc_f32_plan(
+                    x, packed, _shaped(out_shape), k, st, dl, pads, bias, lo, hi, "", with_z))
+            y = cur[1](x, None if z is None else np.ascontiguousarray(z, dtype=np.float32),
+                       intra_threads())
             if post is not None:
                 post(y)
             return y
@@ -366,10 +369,11 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
             lo, hi = -math.inf, math.inf
 
         def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
-            if bound[1] is None or bound[0] is not bias:
-                bound[:] = bias, nat.dwconv_nhwc_f32_plan(x, w3, bias, _shaped(out_shape), st,
-                                                         dl, pads, lo, hi)
-            y = bound[1](x, None, intra_threads())
+            cur = bound[0]
+            if cur is None or cur[0] is not bias:
+                cur = bound[0] = (bias, nat.dwconv_nhwc_f32_plan(
+                    x, w3, bias, _shaped(out_shape), st, dl, pads, lo, hi))
+            y = cur[1](x, None, intra_threads())
             if not fused:
                 if z is not None:
                     y += z

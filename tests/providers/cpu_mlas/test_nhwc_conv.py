@@ -291,10 +291,8 @@ def test_nhwc_fused_conv_weight_as_input_is_read_every_call(group):
         np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("group", [1, 8])
-def test_nhwc_fused_conv_bias_as_input_is_read_every_call(group):
-    """The native call binds the bias it was planned with; a bias that is a graph input,
-    another array each call, must plan again."""
+def _bias_input_session(group: int):
+    """An NhwcFusedConv [1, 6, 7, 8] -> [1, 6, 7, 8] whose bias is a graph input; its W."""
     node = helper.make_node("NhwcFusedConv", ["x", "w", "b"], ["y"], domain=MS, group=group,
                             pads=[1, 1, 1, 1])
     w = rand(8, 8 // group, 3, 3)
@@ -304,7 +302,14 @@ def test_nhwc_fused_conv_bias_as_input_is_read_every_call(group):
                           [numpy_helper.from_array(w, "w")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
                                             helper.make_opsetid(MS, 1)], ir_version=10)
-    sess = onnxplex.InferenceSession(m.SerializeToString(), providers=["cpu_mlas"])
+    return onnxplex.InferenceSession(m.SerializeToString(), providers=["cpu_mlas"]), w
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_nhwc_fused_conv_bias_as_input_is_read_every_call(group):
+    """The native call binds the bias it was planned with; a bias that is a graph input,
+    another array each call, must plan again."""
+    sess, w = _bias_input_session(group)
     x = rand(1, 8, 6, 7)
     for seed in range(3):
         b = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
@@ -358,3 +363,25 @@ def test_native_conv_plan_refuses_other_inputs():
         with_z(x, rand(1, 5, 5, 8))
     with pytest.raises(TypeError, match="SgemmPacked"):
         nat.conv2d_nhwc_f32_plan(x, w3, out, (1, 1), (1, 1), (1, 1), (0, 0))
+
+
+def test_nhwc_fused_conv_bias_input_from_concurrent_runs():
+    """Runs of one session on several threads, each with its own bias input: each result is
+    its own bias's (the native plan and the bias it binds are swapped as one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sess, w = _bias_input_session(1)
+    x = rand(1, 8, 6, 7)
+    xn = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    base = conv_ref(x, w, np.zeros(8, np.float32), (1, 1), (1, 1), (1, 1, 1, 1))
+    base = base.transpose(0, 2, 3, 1)
+
+    def runs(seed):
+        for i in range(30):
+            b = np.full(8, seed * 100 + i, np.float32)
+            (got,) = sess.run(None, {"x": xn, "b": b})
+            np.testing.assert_allclose(got, base + b, rtol=1e-4, atol=1e-3)
+
+    with ThreadPoolExecutor(4) as pool:
+        for f in [pool.submit(runs, s) for s in range(4)]:
+            f.result()
