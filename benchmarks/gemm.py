@@ -27,6 +27,7 @@ SHAPES = [
     ("bert ffn2 128x3072x768", 128, 3072, 768, False),
     ("gpt2 qkv 64x768x2304", 64, 768, 2304, False),
     ("gpt2 fc2 64x3072x768", 64, 3072, 768, False),
+    ("gpt2 lm head 1x768x50257", 1, 768, 50257, False),   # a GEMV streaming 154 MB
     ("mlp 32x1024x1024", 32, 1024, 1024, False),
     ("square 1024", 1024, 1024, 1024, False),
     ("resnet 1x1 256x64x3136", 256, 64, 3136, True),

@@ -600,9 +600,15 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
 template <size_t P, size_t KW>
 inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, float* y, size_t ld,
                            size_t c0, size_t c1, size_t oy0, size_t oy1, const DwConvGeometry& g,
-                           size_t ox_lo, size_t ox_hi, DwVec lo, DwVec hi) {
+                           DwVec lo, DwVec hi) {
   constexpr size_t L = kDwLanes;
   const size_t blocks = (c1 - c0) / L, kw = KW > 0 ? KW : g.kw, taps = g.kh * kw;
+  // Output columns whose windows lie inside the input's columns: [ox_lo, ox_hi).
+  const size_t span_w = (kw - 1) * g.dw + 1;
+  const size_t ox_lo = std::min(g.wo, (g.pl + g.sw - 1) / g.sw);
+  const size_t ox_hi = g.w + g.pl >= span_w
+                           ? std::max(ox_lo, std::min(g.wo, (g.w + g.pl - span_w) / g.sw + 1))
+                           : ox_lo;
   const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
   const auto sld = static_cast<std::ptrdiff_t>(ld);
   const size_t step = g.sw * ld, tap_step = g.dw * ld;
@@ -668,13 +674,13 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
 
 // Channels [c0, c1) and output rows [oy0, oy1) of one channels-last (NHWC) image: x [h][w][ld]
 // and y [ho][wo][ld] (channel c of position p at p * ld + c); w [ld channels][kh][kw] and bias
-// (or nullptr) indexed by channel. A band of output rows at a time: its input rows, channels
-// [c0, c1), are copied into a zero-padded band [rows][wb][cs] (row by row, contiguous copies),
-// then every block of kDwLanes channels runs the row kernels on it in place (positions cs
-// floats apart) and stores its vectors straight into y. A last block narrower than kDwLanes
-// runs with its spare lanes' weights and bias zero, reading the band's slack (zeros) or its
-// neighbours' channels there, and stores its own lanes only. The same sums in the same order
-// as dwconv_f32.
+// (or nullptr) indexed by channel. Whole blocks of kDwLanes channels read x in place
+// (dw_nhwc_pixels). With a partial block, a band of output rows at a time: its input rows,
+// channels [c0, c1), are copied into a zero-padded band [rows][wb][cs] (row by row, contiguous
+// copies), then every block runs the row kernels on it (positions cs floats apart) and stores
+// its vectors into y; the partial one runs with its spare lanes' weights and bias zero,
+// reading the band's slack (zeros) or its neighbours' channels there, and stores its own lanes
+// only. The same sums in the same order as dwconv_f32.
 inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bias, float* y,
                                 size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
                                 const DwConvGeometry& g, float lo_s, float hi_s) {
@@ -682,15 +688,6 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   oy1 = std::min(oy1, g.ho);
   if (oy0 >= oy1 || g.wo == 0 || c0 >= c1) return;
   const size_t taps = g.kh * g.kw, nc = c1 - c0, blocks = (nc + L - 1) / L;
-  const size_t cs = nc;   // floats between a band's positions
-  const size_t wb = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-  const size_t cols = std::min(g.w, wb > g.pl ? wb - g.pl : 0);
-  const size_t span = (g.kh - 1) * g.dh + 1;
-  // Bands: their input rows within ~256 KiB (L2), at least one output row.
-  const size_t row_bytes = wb * cs * sizeof(float);
-  const size_t fit = std::max<size_t>(1, (size_t{256} << 10) / row_bytes);
-  const size_t band = std::min(oy1 - oy0, fit > span ? (fit - span) / g.sh + 1 : 1);
-  const size_t rows_max = (band - 1) * g.sh + span;
   std::vector<float> wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
   DwVec* const wv_all = reinterpret_cast<DwVec*>(wv_f.data());
   const DwVec* const bv_all = reinterpret_cast<const DwVec*>(bv_f.data());
@@ -701,21 +698,6 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
       if (bias != nullptr) bv_f[b * L + i] = bias[c];
     }
   }
-  std::vector<std::ptrdiff_t> toff(taps);
-  for (size_t t = 0; t < taps; ++t) {
-    toff[t] = static_cast<std::ptrdiff_t>(((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw) * cs);
-  }
-  // Taps' offsets for reading x itself: positions ld floats apart, rows w * ld.
-  std::vector<std::ptrdiff_t> toff_x(taps);
-  for (size_t t = 0; t < taps; ++t) {
-    toff_x[t] = static_cast<std::ptrdiff_t>(((t / g.kw) * g.dh * g.w + (t % g.kw) * g.dw) * ld);
-  }
-  // Output columns whose windows lie inside the input's columns: [ox_lo, ox_hi).
-  const size_t span_w = (g.kw - 1) * g.dw + 1;
-  const size_t ox_lo = std::min(g.wo, (g.pl + g.sw - 1) / g.sw);
-  const size_t ox_hi = g.w + g.pl >= span_w
-                           ? std::max(ox_lo, std::min(g.wo, (g.w + g.pl - span_w) / g.sw + 1))
-                           : ox_lo;
   const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
   if (nc % L == 0) {
     // Whole blocks: read in place (single convs, one thread, against the band path below:
@@ -724,12 +706,25 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     const bool k3 = g.kw == 3;
     if (g.wo >= 28) {
       (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
-                                                         oy1, g, ox_lo, ox_hi, lo, hi);
+                                                         oy1, g, lo, hi);
     } else {
       (k3 ? dw_nhwc_pixels<4, 3> : dw_nhwc_pixels<4, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
-                                                         oy1, g, ox_lo, ox_hi, lo, hi);
+                                                         oy1, g, lo, hi);
     }
     return;
+  }
+  const size_t cs = nc;   // floats between a band's positions
+  const size_t wb = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  const size_t cols = std::min(g.w, wb > g.pl ? wb - g.pl : 0);
+  const size_t span = (g.kh - 1) * g.dh + 1;
+  // Bands: their input rows within ~256 KiB (L2), at least one output row.
+  const size_t row_bytes = wb * cs * sizeof(float);
+  const size_t fit = std::max<size_t>(1, (size_t{256} << 10) / row_bytes);
+  const size_t band = std::min(oy1 - oy0, fit > span ? (fit - span) / g.sh + 1 : 1);
+  const size_t rows_max = (band - 1) * g.sh + span;
+  std::vector<std::ptrdiff_t> toff(taps);
+  for (size_t t = 0; t < taps; ++t) {
+    toff[t] = static_cast<std::ptrdiff_t>(((t / g.kw) * g.dh * wb + (t % g.kw) * g.dw) * cs);
   }
   // (+ L: a partial last block's vector reads past the last position's channels)
   // The band buffer is this thread's, kept between calls and not cleared: every element a
@@ -741,22 +736,6 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   float* const buf = band_buf.data();
   std::vector<float> obuf_v(g.wo * L);
   float* const obuf = obuf_v.data();
-  // Band buffer columns [b0, b1): input columns b - pl, zeros outside the input.
-  auto fill = [&](std::ptrdiff_t r_lo, std::ptrdiff_t r_hi, std::ptrdiff_t ih0, size_t b0,
-                  size_t b1) {
-    const size_t i0 = std::clamp<size_t>(b0, g.pl, g.pl + cols), i1 = std::clamp<size_t>(b1, i0, g.pl + cols);
-    for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
-      float* row = buf + r * wb * cs;
-      std::fill(row + b0 * cs, row + i0 * cs, 0.0f);
-      const float* src = x + (static_cast<size_t>(ih0 + r) * g.w + (i0 - g.pl)) * ld + c0;
-      if (cs == ld) {
-        std::copy(src, src + (i1 - i0) * cs, row + i0 * cs);
-      } else {
-        for (size_t c = i0; c < i1; ++c) std::copy(src + (c - i0) * ld, src + (c - i0) * ld + cs, row + c * cs);
-      }
-      std::fill(row + i1 * cs, row + std::max(i1, b1) * cs, 0.0f);
-    }
-  };
   for (size_t oh0 = oy0; oh0 < oy1; oh0 += band) {
     const size_t rows_out = std::min(band, oy1 - oh0);
     const size_t rows_in = (rows_out - 1) * g.sh + span;
@@ -764,51 +743,36 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     const std::ptrdiff_t r_lo = std::clamp<std::ptrdiff_t>(-ih0, 0, rows_in);
     const std::ptrdiff_t r_hi = std::clamp<std::ptrdiff_t>(
         static_cast<std::ptrdiff_t>(g.h) - ih0, r_lo, rows_in);
-    // A band whose rows are all inside the input reads its inner columns in place (full
-    // blocks only: a partial one's vectors would read past the last position); the buffer then
-    // holds only the edge columns' windows. Other bands go through the buffer whole.
-    const bool inside = r_lo == 0 && r_hi == static_cast<std::ptrdiff_t>(rows_in) &&
-                        ox_hi > ox_lo && nc % L == 0;
+    // The band: rows outside the input zero; inside, input columns b - pl, zeros around them.
     std::fill(buf, buf + r_lo * wb * cs, 0.0f);
     std::fill(buf + r_hi * wb * cs, buf + rows_in * wb * cs, 0.0f);
-    if (!inside) {
-      fill(r_lo, r_hi, ih0, 0, wb);
-    } else {
-      fill(r_lo, r_hi, ih0, 0, ox_lo > 0 ? std::min(wb, (ox_lo - 1) * g.sw + span_w) : 0);
-      fill(r_lo, r_hi, ih0, std::min(wb, ox_hi * g.sw), wb);
+    const size_t i0 = std::min(g.pl, wb), i1 = std::min(wb, g.pl + cols);
+    for (std::ptrdiff_t r = r_lo; r < r_hi; ++r) {
+      float* row = buf + r * wb * cs;
+      std::fill(row, row + i0 * cs, 0.0f);
+      const float* src = x + static_cast<size_t>(ih0 + r) * g.w * ld + c0;   // input column 0
+      if (cs == ld && i1 > i0) {
+        std::copy(src + (i0 - g.pl) * ld, src + (i1 - g.pl) * ld, row + i0 * cs);
+      } else {
+        for (size_t c = i0; c < i1; ++c) {
+          std::copy(src + (c - g.pl) * ld, src + (c - g.pl) * ld + cs, row + c * cs);
+        }
+      }
+      std::fill(row + std::max(i0, i1) * cs, row + wb * cs, 0.0f);
     }
     for (size_t b = 0; b < blocks; ++b) {
       const size_t lanes = std::min(L, nc - b * L);
       const bool full = lanes == L;
       for (size_t ro = 0; ro < rows_out; ++ro) {
         float* yrow = y + (oh0 + ro) * g.wo * ld + c0 + b * L;
-        const float* brow = buf + ro * g.sh * wb * cs + b * L;
-        // outputs [o0, o1) from the buffer (or obuf first, for a partial block)
-        auto buffered = [&](size_t o0, size_t o1) {
-          if (o1 <= o0) return;
-          DwConvGeometry gg = g;
-          gg.wo = o1 - o0;
-          cl_row_any(brow + o0 * g.sw * cs, cs, wb * cs, toff.data(), taps, wv_all + b * taps,
-                     bv_all[b], lo, hi, gg, full ? yrow + o0 * ld : obuf,
-                     full ? ld : L);
-          if (!full) {
-            for (size_t q = 0; q < gg.wo; ++q) {
-              std::copy(obuf + q * L, obuf + q * L + lanes, yrow + (o0 + q) * ld);
-            }
+        // a full block stores straight into y; the partial one through obuf
+        cl_row_any(buf + ro * g.sh * wb * cs + b * L, cs, wb * cs, toff.data(), taps,
+                   wv_all + b * taps, bv_all[b], lo, hi, g, full ? yrow : obuf, full ? ld : L);
+        if (!full) {
+          for (size_t q = 0; q < g.wo; ++q) {
+            std::copy(obuf + q * L, obuf + q * L + lanes, yrow + q * ld);
           }
-        };
-        if (!inside || !full) {
-          buffered(0, g.wo);
-          continue;
         }
-        buffered(0, ox_lo);
-        DwConvGeometry gg = g;
-        gg.wo = ox_hi - ox_lo;
-        const float* xin = x + (static_cast<size_t>(ih0) + ro * g.sh) * g.w * ld +
-                           (ox_lo * g.sw - g.pl) * ld + c0 + b * L;
-        cl_row_any(xin, ld, g.w * ld, toff_x.data(), taps, wv_all + b * taps, bv_all[b], lo, hi,
-                   gg, yrow + ox_lo * ld, ld);
-        buffered(ox_hi, g.wo);
       }
     }
   }
