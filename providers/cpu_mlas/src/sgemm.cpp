@@ -319,9 +319,14 @@ void choose_task_grid(size_t m, size_t n, size_t k, size_t threads, size_t base_
   const double a_bytes = 4.0 * m * k, b_bytes = 4.0 * n * k;
   auto reread = [&](size_t rt, size_t ct) { return ct * a_bytes + rt * b_bytes; };
   const size_t row_panels = ceil_div(m, kSgemmMr), col_panels = ceil_div(n, kSgemmNr);
-  // Uneven tasks leave a thread idle at the end: a 1x1 conv's 8 column panels (196 x 1024 x
-  // 256) as 6 tasks of 1 or 2 ran at 162 GFLOP/s on two threads; as 2 tasks of 4, 215.
-  const bool even = row_panels % row_tasks == 0 && col_panels % col_tasks == 0;
+  // Much uneven tasks leave a thread idle at the end: a 1x1 conv's 8 column panels (196 x
+  // 1024 x 256) as 6 tasks of 1 or 2 ran at 162 GFLOP/s on two threads; as 2 tasks of 4, 215.
+  // A slight unevenness is no reason (a weight-left conv's 98 panels as 8 tasks of 12 or 13:
+  // the model's 14 narrower tasks took twice as long).
+  auto excess = [](size_t panels, size_t tasks) {  // the largest task over an even share
+    return double(ceil_div(panels, tasks) * tasks) / double(panels);
+  };
+  const bool even = excess(row_panels, row_tasks) * excess(col_panels, col_tasks) <= 1.25;
   if (even && reread(row_tasks, col_tasks) <= kRereadBudgetBytes) return;
   const double macs = double(m) * n * k;
   auto cost = [&](size_t rt, size_t ct) {
