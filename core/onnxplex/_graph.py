@@ -16,12 +16,13 @@ module adds is what a *runtime* needs before it trusts a file from a stranger:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -488,7 +489,7 @@ def _consumed_names(node: ir.Node) -> Iterator[str]:
 def _captured_names(node: ir.Node) -> list[str]:
     """Outer-scope values read inside the subgraphs of ``node`` (If/Loop/Scan bodies)."""
     names: list[str] = []
-    for attr in node.attributes.values():
+    for attr in attrs_of(node):
         graphs: Sequence[ir.Graph] = ()
         if attr.type == ir.AttributeType.GRAPH:
             graphs = (attr.value,)
@@ -634,7 +635,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
             model.graph.sort()
             loaded.reindex()
         for node in loaded.nodes:   # attribute values are read (and may fail) here, not later
-            for a in node.attributes.values():
+            for a in attrs_of(node):
                 attr_value(a)
     except InvalidModelError:
         raise
@@ -679,12 +680,20 @@ def _file_reader(path: str, stamp: tuple[int, int, int], name: str, offset: int,
 _BODY_ATTRS = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
+def attrs_of(node: ir.Node) -> Iterable[ir.Attr]:
+    """``node.attributes.values()``, read from the plain dict underneath when onnx-ir's
+    attribute map is a ``UserDict`` (its ``values()`` goes through the ``Mapping`` mixin, a
+    method call per item: a session's passes walk every node's attributes several times)."""
+    attrs = node.attributes
+    return getattr(attrs, "data", attrs).values()
+
+
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
     """``graph.all_nodes()`` (subgraph bodies included) as a list; for a graph without bodies
     (the common case) its own nodes, without onnx-ir's recursive iterator (~2 us a node: a
     session's optimizer walks a MobileNetV2's 100 nodes a dozen times)."""
     nodes = list(graph)
-    if any(a.type in _BODY_ATTRS for n in nodes for a in n.attributes.values()):
+    if any(a.type in _BODY_ATTRS for n in nodes for a in attrs_of(n)):
         return list(graph.all_nodes())
     return nodes
 
@@ -692,7 +701,7 @@ def all_nodes(graph: ir.Graph) -> list[ir.Node]:
 def _unsorted_bodies(graph: ir.Graph) -> bool:
     """True when a subgraph body somewhere in ``graph`` lists a node before its producer."""
     for node in all_nodes(graph):
-        for attr in node.attributes.values():
+        for attr in attrs_of(node):
             bodies = ((attr.value,) if attr.type == ir.AttributeType.GRAPH
                       else tuple(attr.value) if attr.type == ir.AttributeType.GRAPHS else ())
             for body in bodies:
@@ -814,6 +823,7 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
     checked path relative to the folder, so the reader opens exactly the file that was checked.
     """
     root = os.path.realpath(base_dir) if base_dir is not None else None
+    files: dict[str, tuple[str, int, str]] = {}   # location -> (real path, size, relative)
     for t in _model_tensors(proto):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
@@ -825,8 +835,10 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
                 f"{what} has its data in external file {loc!r}, but the model was not loaded "
                 "from a path; load it from its file so the data can be found beside it"
             )
-        full = resolve_inside(root, loc, what)
-        size = os.path.getsize(full)
+        if loc not in files:
+            full = resolve_inside(root, loc, what)
+            files[loc] = (full, os.path.getsize(full), os.path.relpath(full, root))
+        full, size, rel = files[loc]
         try:
             offset = int(info.get("offset", 0) or 0)
             length = int(info["length"]) if info.get("length") else None
@@ -847,9 +859,10 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
                 f"{what}: external data length {length} does not match its shape and dtype "
                 f"({expected} bytes)"
             )
-        for e in t.external_data:
-            if e.key == "location":
-                e.value = os.path.relpath(full, root)
+        if rel != loc:
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = rel
 
 
 def resolve_inside(root: str, location: str, what: str) -> str:
@@ -922,6 +935,13 @@ def max_tensor_bytes() -> int:
             return int(float(env))
         except ValueError:
             logger.warning("ignoring ONNXPLEX_MAX_TENSOR_BYTES=%r: not a number", env)
+    return _physical_memory()
+
+
+@functools.cache
+def _physical_memory() -> int:
+    """The machine's physical memory in bytes (asked once: a model's load checks hundreds of
+    tensors)."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):  # no sysconf (Windows): 1 TiB
@@ -1115,7 +1135,7 @@ def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.Te
     g = proto.graph
     big = [t for t in g.initializer
            if t.data_location != onnx.TensorProto.EXTERNAL
-           and int(np.prod(t.dims, dtype=np.int64)) > _INFER_KEEP_ELEMENTS]
+           and _num_elements(t.dims) > _INFER_KEEP_ELEMENTS]
     big_names = {t.name for t in big}
     declared = big_names - {i.name for i in g.input}
     light = proto

@@ -302,7 +302,8 @@ def pack_weight(w: np.ndarray, left: bool = False) -> PackedWeight | None:
     nat = _sgemm_module()
     if nat is None or w.ndim != 2 or w.dtype != np.float32 or 0 in w.shape:
         return None
-    packed = nat.sgemm_pack_a(w) if left else nat.sgemm_pack_b(w)
+    pack = nat.sgemm_pack_a if left else nat.sgemm_pack_b
+    packed = pack(w, threads=_POOL.size)
     return PackedWeight(packed, (int(w.shape[0]), int(w.shape[1])), left)
 
 

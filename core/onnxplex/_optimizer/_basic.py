@@ -19,7 +19,7 @@ import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
-from .._graph import Model, Subgraph, all_nodes
+from .._graph import Model, Subgraph, all_nodes, attrs_of
 from . import OptimizerContext, register_pass
 from ._rules import apply_rules
 
@@ -123,7 +123,7 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
         if node.op_type in _NOT_FOLDED or node.domain not in ("", "ai.onnx"):
             continue
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-               for a in node.attributes.values()):
+               for a in attrs_of(node)):
             continue
         # All inputs constant before any is read: a Gather from an embedding table (94 MB on
         # BERT-base) with dynamic indices must not read the table just to find out.

@@ -32,7 +32,7 @@ import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
-from .._graph import all_nodes
+from .._graph import all_nodes, attrs_of
 from . import OptimizerContext, register_pass
 
 logger = logging.getLogger(__name__)
@@ -172,12 +172,10 @@ def _node_name(graph: ir.Graph, base: str) -> str:
 
 
 def _copy_attrs(node: ir.Node, drop: Sequence[str] = ()) -> list[ir.Attr]:
-    out = []
-    for name, a in node.attributes.items():
-        if name in drop:
-            continue
-        out.append(ir.Attr(a.name, a.type, a.value))
-    return out
+    """``node``'s attributes but ``drop``, for the node replacing it. The ``Attr`` objects
+    are shared, not copied: an onnx-ir attribute belongs to no node, and a pass changes a
+    node's attribute by setting a new one."""
+    return [a for a in attrs_of(node) if a.name not in drop]
 
 
 def _use_ms_domain(ctx: OptimizerContext) -> None:

@@ -196,19 +196,21 @@ void register_sgemm(py::module_& m) {
   m.def("sgemm_isa", [] { return std::string(sgemm_isa_name(sgemm_best_isa())); },
         "The float32 GEMM variant used by default: avx512, avx2 or scalar (ONNXPLEX_MLAS_SGEMM_ISA may force one).");
 
-  m.def("sgemm_pack_a", [](const py::array& a) {
+  m.def("sgemm_pack_a", [](const py::array& a, size_t threads) {
     size_t rows = 0, cols = 0;
     const MatrixView v = view_2d(a, "a", rows, cols);
     py::gil_scoped_release release;
-    return sgemm_pack_a(v, rows, cols);
-  }, py::arg("a"), "Packs a constant left operand A [M, K] (any strides).");
+    return sgemm_pack_a(v, rows, cols, threads);
+  }, py::arg("a"), py::arg("threads") = 1,
+     "Packs a constant left operand A [M, K] (any strides), its panels on up to `threads` threads.");
 
-  m.def("sgemm_pack_b", [](const py::array& b) {
+  m.def("sgemm_pack_b", [](const py::array& b, size_t threads) {
     size_t rows = 0, cols = 0;
     const MatrixView v = view_2d(b, "b", rows, cols);
     py::gil_scoped_release release;
-    return sgemm_pack_b(v, rows, cols);
-  }, py::arg("b"), "Packs a constant right operand B [K, N] (any strides).");
+    return sgemm_pack_b(v, rows, cols, threads);
+  }, py::arg("b"), py::arg("threads") = 1,
+     "Packs a constant right operand B [K, N] (any strides), its panels on up to `threads` threads.");
 
   py::class_<SgemmNBits4, std::shared_ptr<SgemmNBits4>>(m, "SgemmNBits4",
       "A constant 4-bit B [K, N] (MatMulNBits) for sgemm, kept at 4 bits: panels of 32 "

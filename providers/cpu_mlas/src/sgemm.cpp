@@ -171,7 +171,7 @@ namespace {
 
 // A constant operand packed whole: `outer` rows (A) or columns (B) in panels of `width`.
 std::shared_ptr<SgemmPacked> pack_whole(const MatrixView& x, bool is_a, size_t rows,
-                                        size_t cols) {
+                                        size_t cols, size_t threads) {
   auto out = std::make_shared<SgemmPacked>();
   out->is_a = is_a;
   out->rows = rows;
@@ -180,7 +180,9 @@ std::shared_ptr<SgemmPacked> pack_whole(const MatrixView& x, bool is_a, size_t r
   const size_t outer = is_a ? rows : cols, width = is_a ? kSgemmMr : kSgemmNr;
   const size_t panels = ceil_div(outer, width);
   out->data = {aligned_floats(panels * out->k * width), std::free};
-  for (size_t p = 0; p < panels; ++p) {
+  // Panels are independent: on the session's threads (a weight's first touch of its packed
+  // pages and, for a transposed B, the transposition are most of a session's packing time).
+  parallel_for(panels, threads, [&](size_t p) {
     float* dst = out->data.get() + p * out->k * width;
     const size_t used = std::min(width, outer - p * width);
     if (is_a) {
@@ -188,18 +190,20 @@ std::shared_ptr<SgemmPacked> pack_whole(const MatrixView& x, bool is_a, size_t r
     } else {
       pack_b_panel(x, 0, out->k, p * width, used, dst);
     }
-  }
+  });
   return out;
 }
 
 }  // namespace
 
-std::shared_ptr<SgemmPacked> sgemm_pack_a(const MatrixView& a, size_t m, size_t k) {
-  return pack_whole(a, true, m, k);
+std::shared_ptr<SgemmPacked> sgemm_pack_a(const MatrixView& a, size_t m, size_t k,
+                                          size_t threads) {
+  return pack_whole(a, true, m, k, threads);
 }
 
-std::shared_ptr<SgemmPacked> sgemm_pack_b(const MatrixView& b, size_t k, size_t n) {
-  return pack_whole(b, false, k, n);
+std::shared_ptr<SgemmPacked> sgemm_pack_b(const MatrixView& b, size_t k, size_t n,
+                                          size_t threads) {
+  return pack_whole(b, false, k, n, threads);
 }
 
 void MatrixSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) const {

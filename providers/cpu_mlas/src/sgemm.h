@@ -47,8 +47,11 @@ struct SgemmPacked {
   const float* panel(size_t p) const;  // the p-th panel, [k][width] floats
 };
 
-std::shared_ptr<SgemmPacked> sgemm_pack_a(const MatrixView& a, size_t m, size_t k);
-std::shared_ptr<SgemmPacked> sgemm_pack_b(const MatrixView& b, size_t k, size_t n);
+// Panels are packed on up to `threads` threads.
+std::shared_ptr<SgemmPacked> sgemm_pack_a(const MatrixView& a, size_t m, size_t k,
+                                          size_t threads = 1);
+std::shared_ptr<SgemmPacked> sgemm_pack_b(const MatrixView& b, size_t k, size_t n,
+                                          size_t threads = 1);
 
 enum class BiasAxis { kNone = 0, kRow = 1, kCol = 2 };
 

@@ -68,6 +68,22 @@ def test_sgemm_matches_float64(isa, m, k, n, layout):
     _close(got, want, k)
 
 
+@pytest.mark.parametrize("operand", ["b", "b_transposed", "a"])
+def test_packing_on_threads_gives_the_same_panels(operand):
+    """A weight's panels packed on several threads (as a session packs them) are the panels
+    packed on one: the same products, bit for bit, over panels of 12 rows or 32 columns and a
+    partial last one."""
+    rng = np.random.default_rng(7)
+    a, b = _rand(rng, 37, 70), _rand(rng, 70, 100)
+    if operand == "a":
+        one, many = (NAT.sgemm(NAT.sgemm_pack_a(a, threads=t), b) for t in (1, 3))
+    else:
+        w = np.ascontiguousarray(b.T).T if operand == "b_transposed" else b
+        one, many = (NAT.sgemm(a, NAT.sgemm_pack_b(w, threads=t)) for t in (1, 3))
+    np.testing.assert_array_equal(many, one)
+    _close(one, a.astype(np.float64) @ b, 70)
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("axis", ["row", "col"])
 @pytest.mark.parametrize("accumulate", [False, True])
