@@ -357,7 +357,8 @@ void choose_task_grid(size_t m, size_t n, size_t k, size_t threads, size_t base_
 
 void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
                 const SgemmPacked* pb, size_t m, size_t n, size_t k, float* c, size_t ldc,
-                const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
+                const SgemmEpilogue& ep, size_t threads, SgemmIsa isa,
+                const ASource* as = nullptr) {
   if (m == 0 || n == 0) return;
   const float* row_bias = ep.axis == BiasAxis::kRow ? ep.bias : nullptr;
   const float* col_bias = ep.axis == BiasAxis::kCol ? ep.bias : nullptr;
@@ -387,7 +388,9 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   const size_t row_panels = ceil_div(m, kSgemmMr), col_panels = ceil_div(n, kSgemmNr);
   const size_t max_rows = pa != nullptr && pb == nullptr ? kMaxTaskRowsPackedA : kMaxTaskRows;
   size_t row_tasks = ceil_div(m, max_rows), col_tasks = ceil_div(n, kMaxTaskCols);
-  const size_t want = kTasksPerThread * threads;
+  // (An A from a source is written anew by every column task: on one thread, where there is
+  // nothing to balance, one task writes it once.)
+  const size_t want = as != nullptr && threads == 1 ? 1 : kTasksPerThread * threads;
   while (row_tasks * col_tasks < want && col_tasks < col_panels) ++col_tasks;
   while (row_tasks * col_tasks < want && (row_tasks + 1) * 4 <= row_panels) ++row_tasks;
   while (threads > 1 && (row_tasks * col_tasks) % threads != 0 && col_tasks < col_panels) {
@@ -401,13 +404,14 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   // A row-major A (contiguous along K, rows apart by a non-negative stride) is read in place.
   // (A tile's lda 0 means "packed": a single row with stride 0, as numpy gives x[None], reads
   // with lda 1.)
-  const bool direct_a = pa == nullptr && a.cs == 1 && (a.rs > 0 || m == 1);
-  const size_t direct_lda = a.rs > 0 ? static_cast<size_t>(a.rs) : 1;
+  // An A from a source is written into rows kc + 16 floats apart and read like that.
+  const bool direct_a = as != nullptr || (pa == nullptr && a.cs == 1 && (a.rs > 0 || m == 1));
+  const size_t direct_lda = as == nullptr && a.rs > 0 ? static_cast<size_t>(a.rs) : 1;
   // Rows a multiple of 4 KiB apart would all map to one L1 set, more of them than its ways,
   // once a tile has more than a few: each task copies its block of A to rows kc + 16 floats
   // apart first (K = 3072, a transformer's second FFN GEMM, read in place: 142 GFLOP/s on two
   // threads, against ~190 for its first).
-  const bool copy_a = direct_a && a.rs % 1024 == 0 && m > 4;
+  const bool copy_a = as == nullptr && direct_a && a.rs % 1024 == 0 && m > 4;
   // A row-major B is read in place unless many rows would share its packed panels (packing
   // then pays for itself) or its rows are a multiple of 4 KiB apart (they would alias in L1).
   const MatrixView* bm = b != nullptr ? b->matrix() : nullptr;
@@ -433,7 +437,12 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
       const size_t kc = std::min(k_step, k - k0);
       const float* a_block = nullptr;  // raw A: this task's rows of the k block, packed
       size_t lda = direct_lda;
-      if (copy_a) {
+      if (as != nullptr) {
+        lda = kc + 16;
+        float* buf = a_scratch.get((m1 - m0) * lda);
+        as->rows(m0, m1, k0, kc, buf, lda);
+        a_block = buf;
+      } else if (copy_a) {
         lda = kc + 16;
         float* buf = a_scratch.get((m1 - m0) * lda);
         for (size_t r = m0; r < m1; ++r) {
@@ -518,6 +527,11 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t 
   sgemm_impl(a, pa, &b, nullptr, m, n, k, c, ldc, ep, threads, isa);
 }
 
+void sgemm(const ASource& a, const SgemmPacked& pb, size_t m, size_t n, size_t k, float* c,
+           size_t ldc, const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
+  sgemm_impl(MatrixView{}, nullptr, nullptr, &pb, m, n, k, c, ldc, ep, threads, isa, &a);
+}
+
 void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
                            float* y, const SgemmEpilogue& ep, size_t threads, SgemmIsa isa) {
   const size_t l = g.oh * g.ow, k = g.c * g.kh * g.kw, cout = wt.cols;
@@ -583,42 +597,57 @@ inline void zero_run(float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = 0.0f;
 }
 
-// Rows [p0, p1) of the NHWC im2col matrix of conv2d_nhwc_f32 into col (kh * kw * C a row).
-void im2col_nhwc(const float* x, const Conv2dGeometry& g, size_t p0, size_t p1, float* col) {
-  const size_t c = g.c, run = g.kw * c;
-  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
-  const auto kw = static_cast<std::ptrdiff_t>(g.kw);
-  const auto span = (kw - 1) * static_cast<std::ptrdiff_t>(g.dw) + 1;  // input columns a row reads
-  size_t oy = p0 / g.ow, ox = p0 % g.ow;
-  float* row = col;
-  for (size_t p = p0; p < p1; ++p) {
-    const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
-    const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;
-    const bool inside = x0 >= 0 && x0 + span <= w;
-    for (size_t i = 0; i < g.kh; ++i, row += run) {
-      const std::ptrdiff_t iy = y0 + static_cast<std::ptrdiff_t>(i * g.dh);
-      if (iy < 0 || iy >= h) {
-        zero_run(row, run);
-        continue;
-      }
-      const float* src = x + static_cast<size_t>(iy * w) * c;
-      if (g.dw == 1 && inside) {  // the row's taps: one run of the input row
-        copy_run(row, src + x0 * static_cast<std::ptrdiff_t>(c), run);
-        continue;
-      }
-      for (std::ptrdiff_t j = 0; j < kw; ++j) {
-        const std::ptrdiff_t ix = x0 + j * static_cast<std::ptrdiff_t>(g.dw);
-        float* d = row + j * c;
-        if (ix < 0 || ix >= w) {
-          zero_run(d, c);
+// The NHWC im2col matrix of conv2d_nhwc_f32 (kh * kw * C a row) as an A source: rows of a k
+// block written as the GEMM asks for them
+// (into its per-thread buffer, in cache), never the whole matrix (a 14 x 14 x 256 3x3 conv's
+// is 1.8 MB, written to memory and read back beside a 2.4 MB weight).
+class NhwcConvSource final : public ASource {
+ public:
+  NhwcConvSource(const float* x, const Conv2dGeometry& g) : x_(x), g_(g) {}
+
+  void rows(size_t m0, size_t m1, size_t k0, size_t kc, float* dst, size_t ld) const override {
+    const Conv2dGeometry& g = g_;
+    const size_t c = g.c, run = g.kw * c, k1 = k0 + kc;
+    const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+    const auto kw = static_cast<std::ptrdiff_t>(g.kw);
+    const auto span = (kw - 1) * static_cast<std::ptrdiff_t>(g.dw) + 1;
+    size_t oy = m0 / g.ow, ox = m0 % g.ow;
+    for (size_t r = m0; r < m1; ++r, dst += ld) {
+      const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
+      const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;
+      const bool inside = g.dw == 1 && x0 >= 0 && x0 + span <= w;
+      float* d = dst;
+      for (size_t k = k0; k < k1;) {  // a kernel row's part of the block at a time
+        const size_t i = k / run, within = k % run;
+        const size_t n = std::min(k1, (i + 1) * run) - k;
+        const std::ptrdiff_t iy = y0 + static_cast<std::ptrdiff_t>(i * g.dh);
+        if (iy < 0 || iy >= h) {
+          zero_run(d, n);
+        } else if (inside) {  // the row's taps are one run of the input row
+          copy_run(d, x_ + static_cast<size_t>(iy * w + x0) * c + within, n);
         } else {
-          copy_run(d, src + ix * c, c);
+          for (size_t t = within; t < within + n;) {  // tap by tap
+            const size_t j = t / c, c0 = t % c, seg = std::min(c - c0, within + n - t);
+            const std::ptrdiff_t ix = x0 + static_cast<std::ptrdiff_t>(j * g.dw);
+            if (ix < 0 || ix >= w) {
+              zero_run(d + (t - within), seg);
+            } else {
+              copy_run(d + (t - within), x_ + static_cast<size_t>(iy * w + ix) * c + c0, seg);
+            }
+            t += seg;
+          }
         }
+        d += n;
+        k += n;
       }
+      if (++ox == g.ow) ox = 0, ++oy;
     }
-    if (++ox == g.ow) ox = 0, ++oy;
   }
-}
+
+ private:
+  const float* x_;
+  Conv2dGeometry g_;
+};
 
 // Bands of col rows at most this large (with a band of the packed weight, within L2).
 constexpr size_t kNhwcBandBytes = 384u << 10;
@@ -641,12 +670,13 @@ void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked&
       kSgemmMr, kNhwcBandBytes / (k * sizeof(float)) / kSgemmMr * kSgemmMr);
   const size_t bands = ceil_div(l, band);
   const size_t weight_bytes = k * round_up(cout, kSgemmNr) * sizeof(float);
+  const NhwcConvSource source(x, g);
   if (bands >= 2 * threads && weight_bytes <= kNhwcBandedWeightBytes) {
     parallel_for(bands, threads, [&](size_t b) {
       static thread_local Scratch col_scratch;
       const size_t p0 = b * band, p1 = std::min(l, p0 + band);
       float* col = col_scratch.get((p1 - p0) * k);
-      im2col_nhwc(x, g, p0, p1, col);
+      source.rows(p0, p1, 0, k, col, k);
       SgemmEpilogue bep = ep;
       if (bep.z != nullptr) bep.z += p0 * bep.ldz;
       sgemm(MatrixView{col, static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt,
@@ -654,13 +684,9 @@ void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked&
     });
     return;
   }
-  const std::unique_ptr<float[], void (*)(void*)> col(aligned_floats(l * k), std::free);
-  const size_t chunks = std::min(threads, ceil_div(l, 64));
-  parallel_for(chunks, threads, [&](size_t i) {
-    im2col_nhwc(x, g, l * i / chunks, l * (i + 1) / chunks, col.get() + l * i / chunks * k);
-  });
-  sgemm(MatrixView{col.get(), static_cast<std::ptrdiff_t>(k), 1}, nullptr, MatrixView{}, &wt, l,
-        cout, k, y, cout, ep, threads, isa);
+  // A large weight (every band would read all of it) or a plane too small to give every
+  // thread bands: one GEMM over all positions, col's rows written per task and k block.
+  sgemm(source, wt, l, cout, k, y, cout, ep, threads, isa);
 }
 
 // The portable micro-kernel: the reference the vector variants are tested against.

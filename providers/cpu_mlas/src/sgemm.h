@@ -75,6 +75,16 @@ class BSource {
   virtual const MatrixView* matrix() const { return nullptr; }
 };
 
+// Where the GEMM gets an A that is not a matrix in memory (a channels-last conv's im2col
+// rows): writes rows [m0, m1) x k [k0, k0 + kc) of A row-major into dst, rows `ld` floats
+// apart. Each task asks for its rows of one k block at a time, into a per-thread buffer that
+// stays in cache; called concurrently.
+class ASource {
+ public:
+  virtual ~ASource() = default;
+  virtual void rows(size_t m0, size_t m1, size_t k0, size_t kc, float* dst, size_t ld) const = 0;
+};
+
 // B as a strided matrix.
 class MatrixSource final : public BSource {
  public:
@@ -155,6 +165,10 @@ void sgemm(const MatrixView& a, const SgemmPacked* pa, const BSource& b, size_t 
            size_t k, float* c, size_t ldc, const SgemmEpilogue& ep, size_t threads,
            SgemmIsa isa);
 
+// The same with A's rows from a source and B prepacked.
+void sgemm(const ASource& a, const SgemmPacked& pb, size_t m, size_t n, size_t k, float* c,
+           size_t ldc, const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
+
 // The conv of one image as out^T [oh * ow, Cout] = col^T [oh * ow, C * kh * kw] @ W^T, then
 // transposed into y [Cout, oh, ow]: `wt` is W^T packed as B. For small output planes, where
 // the direct orientation (W @ col, output positions along the 32-wide column panels) would
@@ -170,8 +184,10 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
 // ([kh][kw][C] x Cout) packed as B. x [h, w, c] contiguous. A 1x1, stride-1 unpadded conv
 // reads x itself as col; otherwise col is built a band of output positions at a time (a row
 // is kh runs of kw * C contiguous floats at dilation 1: copies, no transposes), each band's
-// GEMM on one thread, or whole when the plane is too small to give every thread bands. The
-// epilogue: bias per output channel (kCol), Z [oh * ow, Cout] (ldz), clamp.
+// GEMM on one thread; or, when the weight is large or the plane too small to give every
+// thread bands, one GEMM whose tasks write the col rows of each k block as they need them
+// (never col whole). The epilogue: bias per output channel (kCol), Z [oh * ow, Cout] (ldz),
+// clamp.
 void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt, float* y,
                      const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
 

@@ -129,7 +129,10 @@ GEOMETRIES = [
     (64, 64, 30, 30, 3, 1, 1, (1, 1, 1, 1)),    # several bands
     (3, 16, 30, 29, 7, 2, 1, (3, 3, 3, 3)),     # a ResNet-like stem
     (13, 17, 8, 8, 3, 2, 3, (1, 1, 1, 1)),
-    (96, 144, 7, 7, 3, 1, 1, (1, 1, 1, 1)),     # a small plane: col built whole
+    (96, 144, 7, 7, 3, 1, 1, (1, 1, 1, 1)),     # a small plane: col rows asked for per k block
+    # K past one k block (256), its boundary inside a kernel row and a tap's channels
+    (40, 24, 9, 9, 3, 1, 1, (1, 1, 1, 1)),
+    (30, 20, 10, 11, 3, 2, 2, (2, 1, 2, 3)),    # ... with stride, dilation, uneven pads
 ]
 
 
