@@ -123,3 +123,26 @@ def test_reduce_large_blas_path(name, axes, dtype):
     x = RNG.standard_normal((4, 32, 64)).astype(dtype)
     check(name, [x, np.array(axes, np.int64)], opset=axes_input_since(name), const_inputs=[1],
           rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["ReduceSum", "ReduceMean"])
+def test_constant_axes_plans_per_input_shape(name):
+    """A constant-axes float sum or mean keeps one BLAS plan per input shape (a channels-last
+    CNN's global pooling over axes 1 and 2): every shape, batch 1 or more, gets its own, and
+    more shapes than are kept start the plans over without a wrong answer."""
+    from onnxplex.providers.cpu_mlas import reduce
+
+    kernel = reduce._constant_axes_kernel(name, [1, 2], True)
+    np_fn = np.sum if name == "ReduceSum" else np.mean
+    shapes = [(n, h, h, c) for n in (1, 3) for h in (7, 9) for c in (96, 1280)]
+    shapes += [(1, 8, 8, 64 + k) for k in range(reduce._PLANS_KEPT + 3)]
+    for shape in shapes + shapes[:4]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        got = kernel(x)
+        want = np_fn(x.astype(np.float64), axis=(1, 2), keepdims=True)
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * (shape[1] ** 2))
+    # a non-contiguous input and a small one take the general path, with the same answer
+    x = RNG.standard_normal((2, 9, 9, 200)).astype(np.float32)[:, :, :, ::2]
+    np.testing.assert_allclose(kernel(x), np_fn(x.astype(np.float64), axis=(1, 2),
+                                                keepdims=True), rtol=2e-5, atol=2e-3)
