@@ -132,20 +132,21 @@ _PLANS_KEPT = 64
 """Input shapes a constant-axes sum keeps a plan for (dynamic shapes start over past that)."""
 
 
-def _gemv_plan(shape: tuple[int, ...], dtype: np.dtype, ax: tuple[int, ...], keep: bool,
-               mean: bool) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], bool] | None:
-    """A float sum (``mean``: average) over a run of adjacent axes of a contiguous ``shape``
-    as one BLAS product with a constant vector (ones, or ``1/n`` for a mean, which folds the
-    division in): ``(vector, operand shape, output shape, trailing)``, the operand ``[rows,
-    n] @ vector`` when the axes are trailing, else ``vector @ [outer, n, inner]``; None when
-    the axes are not such a run or the tensor is small."""
+def _gemv_plan(shape: tuple[int, ...], dtype: np.dtype, ax: tuple[int, ...], keep: bool
+               ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], bool] | None:
+    """A float sum over a run of adjacent axes of a contiguous ``shape`` as one BLAS product
+    with a constant vector of ones: ``(vector, operand shape, output shape, trailing)``, the
+    operand ``[rows, n] @ vector`` when the axes are trailing, else ``vector @ [outer, n,
+    inner]``; None when the axes are not such a run or the tensor is small. (A mean divides the
+    sum afterwards: weights of ``1/n`` round differently, and a softmax over large pooled
+    logits, as in onnx's light SqueezeNet, turns that into differences of 1e-3.)"""
     size = math.prod(shape)
     a = sorted(ax)
     if size < 4096 or not a or a != list(range(a[0], a[-1] + 1)):
         return None
     first, last = a[0], a[-1] + 1
     n = math.prod(shape[first:last])
-    vec = np.full(n, 1.0 / n if mean else 1.0, dtype=dtype)
+    vec = np.ones(n, dtype=dtype)
     vec.flags.writeable = False
     out = _kept_shape(shape, ax, keep)
     if last == len(shape):
@@ -161,7 +162,7 @@ def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kern
     once per input shape (:func:`_gemv_plan`); others go straight to the sum, their axes
     normalized once per rank. In a model every numpy call is out of cache: the general path's
     Python (axis checks, widening, an errstate) cost ~70 us a call, against ~15 us in a loop
-    of its own; a channels-last global pooling's ``np.ones`` and division alone ~25 us."""
+    of its own; a channels-last global pooling's ``np.ones`` alone ~25 us."""
     if kind not in ("ReduceSum", "ReduceMean") or axes is None:
         return lambda x, *_: _run(kind, x, axes, keep)
     mean = kind == "ReduceMean"
@@ -180,10 +181,12 @@ def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kern
             if plan is False:
                 if len(plans) >= _PLANS_KEPT:
                     plans.clear()
-                plan = plans[key] = _gemv_plan(x.shape, x.dtype, ax, keep, mean)
+                plan = plans[key] = _gemv_plan(x.shape, x.dtype, ax, keep)
             if plan is not None:
                 vec, shape, out, trailing = plan
                 r = x.reshape(shape) @ vec if trailing else vec @ x.reshape(shape)
+                if mean:   # the sum divided, as numpy's mean and onnxruntime round it
+                    np.true_divide(r, vec.size, out=r)
                 return r.reshape(out)
         s = as_array(_sum(x, ax, keep))
         if mean:
