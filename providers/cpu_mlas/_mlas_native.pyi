@@ -41,3 +41,6 @@ def dwconv_f32(x: npt.NDArray[np.float32], w: npt.NDArray[np.float32],
 def bias_act_f32(y: npt.NDArray[np.float32], bias: npt.NDArray[np.float32] | None,
                  z: npt.NDArray[np.float32] | None, lo: float = ...,
                  hi: float = ...) -> None: ...
+def attention_f32(q: npt.NDArray[np.float32], k: npt.NDArray[np.float32],
+                  v: npt.NDArray[np.float32], y: npt.NDArray[np.float32], scale: float,
+                  bias: npt.NDArray[np.float32] | None = None, threads: int = 0) -> None: ...

@@ -1,6 +1,7 @@
 // The channel-blocked depthwise conv and max pooling (NCHW and channels-last) and the register-tile transpose of
 // providers/cpu_mlas/src/dwconv_impl.h, and the row layer norm of layernorm_impl.h (with a
-// repeating skip, bias, beta, statistics; and the RMS form), compiled for one ISA by the -m flags given (the
+// repeating skip, bias, beta, statistics; and the RMS form), and the attention softmax row of
+// attention_impl.h (AVX2 and AVX-512 builds), compiled for one ISA by the -m flags given (the
 // Python module runs only the CPU's best variant; this runs any the CPU can), against plain
 // loops in double precision. Exit status 0 when every element matches.
 #include <algorithm>
@@ -13,6 +14,9 @@
 
 #include "dwconv_impl.h"
 #include "layernorm_impl.h"
+#if defined(__AVX2__) && defined(__FMA__)
+#include "attention_impl.h"
+#endif
 
 using namespace onnxplex::mlas;
 
@@ -161,6 +165,41 @@ int main() {
       }
     }
   }
+#if defined(__AVX2__) && defined(__FMA__)
+  // Attention softmax rows (full vectors and a tail; with and without a bias), against double;
+  // a row holding a NaN and a row all -inf come out NaN, as numpy's softmax.
+  for (size_t n : {1, 7, 8, 16, 17, 33, 64, 70}) {
+    for (bool with_bias : {false, true}) {
+      std::vector<float> x(n), b(n);
+      fill(x);
+      fill(b);
+      for (auto& v : x) v *= 8.0f;
+      const std::vector<float> orig = x;
+      detail::softmax_row_any(x.data(), n, 0.5f, with_bias ? b.data() : nullptr);
+      std::vector<double> z(n);
+      double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+      for (size_t j = 0; j < n; ++j) {
+        z[j] = double(orig[j]) * 0.5 + (with_bias ? double(b[j]) : 0.0);
+        m = std::max(m, z[j]);
+      }
+      for (size_t j = 0; j < n; ++j) sum += std::exp(z[j] - m);
+      for (size_t j = 0; j < n; ++j) {
+        const double want = std::exp(z[j] - m) / sum;
+        if (!(std::fabs(want - x[j]) <= 1e-6 + 1e-5 * want)) ++bad;
+      }
+    }
+  }
+  for (bool all_masked : {false, true}) {
+    const size_t n = 21;
+    std::vector<float> x(n), b(n, all_masked ? -std::numeric_limits<float>::infinity() : 0.0f);
+    fill(x);
+    if (!all_masked) x[3] = std::numeric_limits<float>::quiet_NaN();  // in a full vector
+    detail::softmax_row_any(x.data(), n, 1.0f, b.data());
+    for (float v : x) {
+      if (!std::isnan(v)) ++bad;
+    }
+  }
+#endif
   std::printf("%d mismatches\n", bad);
   return bad != 0;
 }

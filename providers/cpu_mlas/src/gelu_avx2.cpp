@@ -5,31 +5,11 @@
 #include <immintrin.h>
 
 #include "gelu.h"
+#include "vexp.h"
 
 namespace onnxplex::mlas {
 
 namespace {
-
-inline __m256 exp_ps(__m256 x) {
-  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.3f), _CMP_GT_OQ);  // e^x is inf
-  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.3f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 split in two parts
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i bits = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)),
-                          _mm256_set1_ps(__builtin_inff()), over);
-}
 
 inline __m256 gelu_ps(__m256 v, const GeluForm& form) {
   const __m256 z = _mm256_min_ps(_mm256_mul_ps(v, v), _mm256_set1_ps(form.clamp));
@@ -37,7 +17,7 @@ inline __m256 gelu_ps(__m256 v, const GeluForm& form) {
   for (size_t c = 1; c < form.count; ++c) {
     q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(form.coeffs[c]));
   }
-  const __m256 e = exp_ps(_mm256_mul_ps(_mm256_mul_ps(v, q), _mm256_set1_ps(-2.0f)));
+  const __m256 e = vexp::exp_ps(_mm256_mul_ps(_mm256_mul_ps(v, q), _mm256_set1_ps(-2.0f)));
   // v / (1 + e): NaN in v stays NaN (the clamps may lose it in e, the division keeps v's).
   return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }

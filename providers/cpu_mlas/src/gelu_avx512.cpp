@@ -3,34 +3,17 @@
 #include <immintrin.h>
 
 #include "gelu.h"
+#include "vexp.h"
 
 namespace onnxplex::mlas {
 
 namespace {
 
-inline __m512 exp_ps(__m512 x) {
-  // Past +-88 the result is inf / 0 anyway; the clamp keeps the reduction exact.
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.5f)), _mm512_set1_ps(-88.5f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2 split in two parts
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
 inline __m512 gelu_ps(__m512 v, const GeluForm& form) {
   const __m512 z = _mm512_min_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(form.clamp));
   __m512 q = _mm512_set1_ps(form.coeffs[0]);
   for (size_t c = 1; c < form.count; ++c) q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(form.coeffs[c]));
-  const __m512 e = exp_ps(_mm512_mul_ps(_mm512_mul_ps(v, q), _mm512_set1_ps(-2.0f)));
+  const __m512 e = vexp::exp_ps(_mm512_mul_ps(_mm512_mul_ps(v, q), _mm512_set1_ps(-2.0f)));
   // v / (1 + e): NaN in v stays NaN (z = min(NaN, c) is c, but the division keeps v's NaN).
   return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }

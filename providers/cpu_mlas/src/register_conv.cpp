@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attention.h"
 #include "bind_util.h"
 #include "conv_epilogue.h"
 #include "dwconv.h"
@@ -29,19 +30,25 @@ F32 f32(const py::array& a, const char* what, py::ssize_t ndim) {
   return a.cast<F32>();
 }
 
-// A float32 array of rank 3 whose last axis is contiguous; its two outer strides in elements.
-void rows3(const py::array& a, const char* what, std::ptrdiff_t strides[2]) {
-  if (!is_float32(a) || a.ndim() != 3) {
-    throw py::type_error(std::string(what) + " must be a float32 array of rank 3");
+// A float32 array of rank `rank` whose last axis is contiguous; its rank - 1 outer strides in
+// elements (0 along an axis of length 1, which may then broadcast).
+void outer_strides(const py::array& a, const char* what, int rank, std::ptrdiff_t* strides) {
+  if (!is_float32(a) || a.ndim() != rank) {
+    throw py::type_error(std::string(what) + " must be a float32 array of rank " +
+                         std::to_string(rank));
   }
-  if (a.shape(2) > 1 && a.strides(2) != static_cast<py::ssize_t>(sizeof(float))) {
+  if (a.size() == 0) {  // nothing is read (numpy's strides of an empty array are arbitrary)
+    std::fill(strides, strides + rank - 1, 0);
+    return;
+  }
+  if (a.shape(rank - 1) > 1 && a.strides(rank - 1) != static_cast<py::ssize_t>(sizeof(float))) {
     throw py::value_error(std::string(what) + " must be contiguous along its last axis");
   }
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < rank - 1; ++i) {
     if (a.strides(i) % static_cast<py::ssize_t>(sizeof(float)) != 0) {
       throw py::value_error(std::string(what) + " has unaligned strides");
     }
-    strides[i] = a.strides(i) / static_cast<py::ssize_t>(sizeof(float));
+    strides[i] = a.shape(i) == 1 ? 0 : a.strides(i) / static_cast<py::ssize_t>(sizeof(float));
   }
 }
 
@@ -122,7 +129,7 @@ void register_conv(py::module_& m) {
   m.def("bias_act_f32", [](py::array& y, const py::object& b_in, const py::object& z_in,
                            float lo, float hi) {
     std::ptrdiff_t ys[2], zs[2] = {0, 0};
-    rows3(y, "y", ys);
+    outer_strides(y, "y", 3, ys);
     if (!y.writeable()) throw py::value_error("y must be writeable");
     const auto n = static_cast<size_t>(y.shape(0)), c = static_cast<size_t>(y.shape(1)),
                len = static_cast<size_t>(y.shape(2));
@@ -132,7 +139,7 @@ void register_conv(py::module_& m) {
     py::array za;
     if (!z_in.is_none()) {
       za = z_in.cast<py::array>();
-      rows3(za, "z", zs);
+      outer_strides(za, "z", 3, zs);
       for (int i = 0; i < 3; ++i) {
         if (za.shape(i) != y.shape(i)) throw py::value_error("z must have the shape of y");
       }
@@ -245,7 +252,7 @@ void register_conv(py::module_& m) {
 
   m.def("transpose_f32", [](const py::array& x_in, py::array& y_in) {
     std::ptrdiff_t xs[2];
-    rows3(x_in, "x", xs);
+    outer_strides(x_in, "x", 3, xs);
     F32 y = f32(y_in, "y", 3);
     const size_t n = static_cast<size_t>(x_in.shape(0)), rows = static_cast<size_t>(x_in.shape(1)),
                  cols = static_cast<size_t>(x_in.shape(2));
@@ -325,6 +332,53 @@ void register_conv(py::module_& m) {
      py::arg("threads") = 0,
      "y = gelu(x + bias) as x * sigmoid(2 x Q(min(x^2, clamp))), Q's coefficients highest "
      "power first; bias (None or x's last axis) broadcast along the last axis; y may be x.");
+
+  m.def("attention_f32", [](const py::array& q, const py::array& k, const py::array& v,
+                            py::array& y_in, float scale, const py::object& bias_in,
+                            size_t threads) {
+    std::ptrdiff_t qs[3], ks[3], vs[3], bs[3] = {0, 0, 0};
+    outer_strides(q, "q", 4, qs);
+    outer_strides(k, "k", 4, ks);
+    outer_strides(v, "v", 4, vs);
+    F32 y = f32(y_in, "y", 4);
+    if (!y.writeable()) throw py::value_error("y must be writeable");
+    const auto dim = [](const py::array& a, int i) { return static_cast<size_t>(a.shape(i)); };
+    const size_t b = dim(q, 0), h = dim(q, 1), s = dim(q, 2), dh = dim(q, 3);
+    const size_t t = dim(k, 2), dv = dim(v, 3);
+    if (dim(k, 0) != b || dim(k, 1) != h || dim(k, 3) != dh || dim(v, 0) != b ||
+        dim(v, 1) != h || dim(v, 2) != t) {
+      throw py::value_error("q [B, H, S, Dh], k [B, H, T, Dh] and v [B, H, T, Dv] disagree");
+    }
+    if (dim(y, 0) != b || dim(y, 1) != s || dim(y, 2) != h || dim(y, 3) != dv) {
+      throw py::value_error("y must be [B, S, H, Dv]");
+    }
+    const float* bias = nullptr;
+    py::array bias_arr;
+    if (!bias_in.is_none()) {
+      bias_arr = bias_in.cast<py::array>();
+      outer_strides(bias_arr, "bias", 4, bs);
+      for (int i = 0; i < 3; ++i) {
+        const size_t want = i == 0 ? b : i == 1 ? h : s;
+        if (dim(bias_arr, i) != want && dim(bias_arr, i) != 1) {
+          throw py::value_error("bias must broadcast to [B, H, S, T]");
+        }
+      }
+      if (dim(bias_arr, 3) != t) throw py::value_error("bias must have T values a row");
+      bias = static_cast<const float*>(bias_arr.data());
+    }
+    const AttentionArgs a{static_cast<const float*>(q.data()), qs[0], qs[1], qs[2],
+                          static_cast<const float*>(k.data()), ks[0], ks[1], ks[2],
+                          static_cast<const float*>(v.data()), vs[0], vs[1], vs[2],
+                          bias, bs[0], bs[1], bs[2], y.mutable_data(), b, h, s, t, dh, dv,
+                          scale};
+    py::gil_scoped_release release;
+    attention_f32(a, threads);
+  }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("y"), py::arg("scale"),
+     py::arg("bias") = py::none(), py::arg("threads") = 0,
+     "Scaled dot-product attention into y [B, S, H, Dv] (C-contiguous): per batch and head, "
+     "softmax(scale * q k^T + bias) v, for q [B, H, S, Dh], k [B, H, T, Dh], v [B, H, T, Dv] "
+     "(float32, any strides, rows contiguous) and bias None or float32 broadcast to "
+     "[B, H, S, T] (rows contiguous).");
 
   m.def("layer_norm_f32", [](const py::array& x_in, const py::object& skip_in,
                              const py::object& bias_in, const py::array& gamma_in,

@@ -1,0 +1,83 @@
+// The attention driver: a task per batch and head on the native pool, the two products on the
+// float GEMM, the softmax's variant chosen for the CPU; the portable softmax row.
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "cpu_features.h"
+#include "parallel.h"
+#include "sgemm.h"
+
+namespace onnxplex::mlas {
+
+namespace {
+
+// Each thread's scores of one head, [S, T].
+thread_local std::vector<float> t_scores;
+
+}  // namespace
+
+void softmax_row_portable(float* x, size_t n, float scale, const float* bias) {
+  float m = -std::numeric_limits<float>::infinity();
+  bool nan = false;
+  for (size_t j = 0; j < n; ++j) {
+    x[j] = bias != nullptr ? x[j] * scale + bias[j] : x[j] * scale;
+    nan |= std::isnan(x[j]);
+    m = std::max(m, x[j]);
+  }
+  if (nan) m = std::numeric_limits<float>::quiet_NaN();
+  float sum = 0.0f;
+  for (size_t j = 0; j < n; ++j) {
+    x[j] = std::exp(x[j] - m);
+    sum += x[j];
+  }
+  const float inv = 1.0f / sum;
+  for (size_t j = 0; j < n; ++j) x[j] *= inv;
+}
+
+void attention_f32(const AttentionArgs& a, size_t threads) {
+  if (a.b == 0 || a.h == 0 || a.s == 0 || a.dv == 0) return;
+  auto row = softmax_row_portable;
+  SgemmIsa isa = SgemmIsa::kScalar;
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (cpu_features().avx512f) {
+    row = softmax_row_avx512;
+  } else if (cpu_features().avx2) {
+    row = softmax_row_avx2;
+  }
+#endif
+  isa = sgemm_best_isa();
+  const SgemmEpilogue plain;
+  parallel_for(a.b * a.h, threads, [&](size_t task) {
+    const size_t bi = task / a.h, hi = task % a.h;
+    const auto sb = static_cast<std::ptrdiff_t>(bi), sh = static_cast<std::ptrdiff_t>(hi);
+    float* y = a.y + (bi * a.s * a.h + hi) * a.dv;  // row i at y + i * H * Dv
+    if (a.t == 0) {  // no keys: a softmax over nothing, NaN as numpy's 0 / 0
+      for (size_t i = 0; i < a.s; ++i) {
+        std::fill(y + i * a.h * a.dv, y + i * a.h * a.dv + a.dv,
+                  std::numeric_limits<float>::quiet_NaN());
+      }
+      return;
+    }
+    if (t_scores.size() < a.s * a.t) t_scores.resize(a.s * a.t);
+    float* scores = t_scores.data();
+    const MatrixView q{a.q + sb * a.q_sb + sh * a.q_sh, a.q_ss, 1};
+    const MatrixView kt{a.k + sb * a.k_sb + sh * a.k_sh, 1, a.k_st};  // K^T [Dh, T]
+    sgemm(q, nullptr, kt, nullptr, a.s, a.t, a.dh, scores, a.t, plain, 1, isa);
+    for (size_t i = 0; i < a.s; ++i) {
+      const float* bias = a.bias != nullptr
+          ? a.bias + sb * a.bias_sb + sh * a.bias_sh + static_cast<std::ptrdiff_t>(i) * a.bias_ss
+          : nullptr;
+      row(scores + i * a.t, a.t, a.scale, bias);
+    }
+    const MatrixView p{scores, static_cast<std::ptrdiff_t>(a.t), 1};
+    const MatrixView v{a.v + sb * a.v_sb + sh * a.v_sh, a.v_st, 1};
+    sgemm(p, nullptr, v, nullptr, a.s, a.dv, a.t, y, a.h * a.dv, plain, 1, isa);
+  });
+}
+
+}  // namespace onnxplex::mlas

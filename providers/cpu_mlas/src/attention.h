@@ -1,0 +1,42 @@
+// Float32 scaled dot-product attention for the fused attention ops (Attention,
+// MultiHeadAttention): per batch and head, scores = scale * Q K^T + bias, softmax over the keys,
+// then probs V into the head's columns of the output. Knows nothing about Python.
+//
+// The two products run on the float GEMM (one thread a head); the softmax subtracts the row's
+// max, exponentiates with the ISA's vector exp and multiplies by the reciprocal of the row sum
+// (summed in float32 lanes). A row whose max is not finite (NaN, or all -inf) goes through
+// std::exp element by element, as numpy would: NaN out.
+#pragma once
+
+#include <cstddef>
+
+namespace onnxplex::mlas {
+
+struct AttentionArgs {
+  // q [B, H, S, Dh], k [B, H, T, Dh], v [B, H, T, Dv]: strides in elements for the batch, the
+  // head and the row; each row's values contiguous.
+  const float* q;
+  std::ptrdiff_t q_sb, q_sh, q_ss;
+  const float* k;
+  std::ptrdiff_t k_sb, k_sh, k_st;
+  const float* v;
+  std::ptrdiff_t v_sb, v_sh, v_st;
+  // An additive bias broadcast to [B, H, S, T] (a stride 0 along a broadcast axis; each row's
+  // T values contiguous), or null.
+  const float* bias;
+  std::ptrdiff_t bias_sb, bias_sh, bias_ss;
+  float* y;  // [B, S, H, Dv], contiguous
+  size_t b, h, s, t, dh, dv;
+  float scale;
+};
+
+// threads 0 = all.
+void attention_f32(const AttentionArgs& a, size_t threads);
+
+// scores (n values, contiguous) = softmax(scores * scale + bias), bias n values or null
+// (call through attention_f32 only).
+void softmax_row_portable(float* x, size_t n, float scale, const float* bias);
+void softmax_row_avx2(float* x, size_t n, float scale, const float* bias);
+void softmax_row_avx512(float* x, size_t n, float scale, const float* bias);
+
+}  // namespace onnxplex::mlas

@@ -1,0 +1,100 @@
+// The attention softmax row with the ISA's vector exp, included by one translation unit per ISA
+// (compiled with its flags). V is __m512 or __m256; the lane count L.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "attention.h"
+#include "vexp.h"
+
+namespace onnxplex::mlas::detail {
+namespace {
+
+#if defined(__AVX512F__)
+using V = __m512;
+constexpr size_t L = 16;
+inline V load(const float* p) { return _mm512_loadu_ps(p); }
+inline void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+inline V set1(float f) { return _mm512_set1_ps(f); }
+inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V add(V a, V b) { return _mm512_add_ps(a, b); }
+inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+inline V vmax(V a, V b) { return _mm512_max_ps(a, b); }
+inline float hmax(V a) { return _mm512_reduce_max_ps(a); }
+inline float hsum(V a) { return _mm512_reduce_add_ps(a); }
+inline bool any_nan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) != 0; }
+#else
+using V = __m256;
+constexpr size_t L = 8;
+inline V load(const float* p) { return _mm256_loadu_ps(p); }
+inline void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+inline V set1(float f) { return _mm256_set1_ps(f); }
+inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V add(V a, V b) { return _mm256_add_ps(a, b); }
+inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+inline V vmax(V a, V b) { return _mm256_max_ps(a, b); }
+inline float hmax(V a) {
+  alignas(32) float f[8];
+  _mm256_store_ps(f, a);
+  float m = f[0];
+  for (int i = 1; i < 8; ++i) m = f[i] > m ? f[i] : m;
+  return m;
+}
+inline float hsum(V a) {
+  alignas(32) float f[8];
+  _mm256_store_ps(f, a);
+  return ((f[0] + f[4]) + (f[1] + f[5])) + ((f[2] + f[6]) + (f[3] + f[7]));
+}
+inline bool any_nan(V a) { return _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)) != 0; }
+#endif
+
+inline void softmax_row_any(float* x, size_t n, float scale, const float* bias) {
+  const V vs = set1(scale);
+  V vm = set1(-std::numeric_limits<float>::infinity());
+  bool nan = false;
+  size_t j = 0;
+  for (; j + L <= n; j += L) {
+    V v = bias != nullptr ? fmadd(load(x + j), vs, load(bias + j)) : mul(load(x + j), vs);
+    store(x + j, v);
+    nan |= any_nan(v);
+    vm = vmax(vm, v);
+  }
+  float m = hmax(vm);
+  for (; j < n; ++j) {
+    x[j] = bias != nullptr ? x[j] * scale + bias[j] : x[j] * scale;
+    nan |= std::isnan(x[j]);
+    m = x[j] > m ? x[j] : m;
+  }
+  if (nan || !std::isfinite(m)) {  // NaN, or a row all -inf (or holding +inf): as numpy
+    if (nan) m = std::numeric_limits<float>::quiet_NaN();
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - m));
+    const float inv = 1.0f / sum;
+    for (size_t i = 0; i < n; ++i) x[i] *= inv;
+    return;
+  }
+  const V mv = set1(m);
+  V acc = set1(0.0f);
+  j = 0;
+  for (; j + L <= n; j += L) {
+    const V e = vexp::exp_ps(sub(load(x + j), mv));
+    store(x + j, e);
+    acc = add(acc, e);
+  }
+  float sum = hsum(acc);
+  for (; j < n; ++j) sum += (x[j] = std::exp(x[j] - m));
+  const float inv = 1.0f / sum;
+  const V vi = set1(inv);
+  j = 0;
+  for (; j + L <= n; j += L) store(x + j, mul(load(x + j), vi));
+  for (; j < n; ++j) x[j] *= inv;
+}
+
+}  // namespace
+}  // namespace onnxplex::mlas::detail

@@ -1,0 +1,57 @@
+// Vector exp for float32, one per x86 ISA (include only from a translation unit compiled with
+// that ISA's flags): range reduction to [-ln2/2, ln2/2] with ln2 split in two parts, a degree-7
+// polynomial (relative error below 1e-8 before rounding), then 2^n. Used by GELU and the
+// attention softmax.
+#pragma once
+
+#include <immintrin.h>
+
+namespace onnxplex::mlas::vexp {
+
+#if defined(__AVX512F__)
+// 2^n through vscalefps; past +-88.5 the result is inf / 0 anyway, the clamp keeps the reduction
+// exact.
+inline __m512 exp_ps(__m512 x) {
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.5f)), _mm512_set1_ps(-88.5f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2 split in two parts
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+// 2^n built in the exponent field, n kept within [-126, 127] by clamping the argument to
+// [-87.3, 88.3]: above it exp is inf; below it the result is within 1e-37 of 0.
+inline __m256 exp_ps(__m256 x) {
+  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.3f), _CMP_GT_OQ);  // e^x is inf
+  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 split in two parts
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)),
+                          _mm256_set1_ps(__builtin_inff()), over);
+}
+#endif
+
+}  // namespace onnxplex::mlas::vexp
