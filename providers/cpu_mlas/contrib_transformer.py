@@ -78,17 +78,17 @@ def _native_skip_norm(x, skip, bias, gamma, beta, eps: float, rms: bool, n_out: 
     trailing = skip.shape[next((i for i, n in enumerate(skip.shape) if n != 1), skip.ndim):]
     if x.ndim < 2 or skip.size == 0 or x.shape[x.ndim - len(trailing):] != trailing:
         return None
-    d = x.shape[-1]
-    got = native_layer_norm(x.reshape(-1, d), eps, gamma, beta, skip2=skip.reshape(-1, d),
-                            bias=bias, rms=rms, want_sum=n_out > 3, want_stats=n_out > 1)
+    got = native_layer_norm(x, eps, gamma, beta, skip=skip, bias=bias, rms=rms,
+                            want_sum=n_out > 3, want_stats=n_out > 1)
     if got is None:
         return None
     y, total, mean, inv = got
-    stat_shape = x.shape[:-1] + (1,)
-    mean = np.zeros(stat_shape, stat_dt[0]) if mean is None else mean.reshape(stat_shape)
-    return (y.reshape(x.shape), mean.astype(stat_dt[0], copy=False),
-            None if inv is None else inv.reshape(stat_shape).astype(stat_dt[1], copy=False),
-            None if total is None else total.reshape(x.shape))[:n_out]
+    if n_out == 1:
+        return (y,)
+    if mean is None:
+        mean = np.zeros(x.shape[:-1] + (1,), stat_dt[0])
+    return (y, mean if mean.dtype == stat_dt[0] else mean.astype(stat_dt[0]),
+            inv if inv.dtype == stat_dt[1] else inv.astype(stat_dt[1]), total)[:n_out]
 
 
 @op("SkipLayerNormalization", domain=_MS, since=1, dtypes={"T": FLOATS})

@@ -108,32 +108,34 @@ def _normalize_rows(x2: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray,
 _F32 = np.dtype(np.float32)
 
 
-def native_layer_norm(x2: np.ndarray, eps: float, gamma: np.ndarray, beta: np.ndarray | None,
-                      *, skip2: np.ndarray | None = None, bias: np.ndarray | None = None,
+def native_layer_norm(x: np.ndarray, eps: float, gamma: np.ndarray, beta: np.ndarray | None,
+                      *, skip: np.ndarray | None = None, bias: np.ndarray | None = None,
                       rms: bool = False, want_sum: bool = False, want_stats: bool = False):
-    """Layer norm of the rows of float32 ``x2 [R, D]`` on the native kernel: ``s = x2 + skip2
-    + bias`` (``skip2 [K, D]`` repeating every K rows), normalized (or RMS-scaled), times
-    ``gamma`` plus ``beta`` (each ``D`` values). Returns ``(y, sum, mean, inv)`` with the last
-    three None unless asked for, or None when the kernel is not built or an operand is not
-    float32 of the right size (the caller's numpy path then runs)."""
+    """Layer norm of the rows (the last axis) of float32 ``x`` on the native kernel: ``s = x +
+    skip + bias`` (``skip``'s K rows repeating every K rows of x), normalized (or
+    RMS-scaled), times ``gamma`` plus ``beta`` (each ``D`` values). Returns ``(y, sum, mean,
+    inv)``: y and sum in x's shape, the statistics ``x.shape[:-1] + (1,)``, the last three
+    None unless asked for; or None when the kernel is not built or an operand is not float32
+    of the right size (the caller's numpy path then runs). Arrays go to the kernel as they
+    are, without reshapes: in a transformer's every layer each numpy call runs out of cache."""
     nat = native()
-    if nat is None or not hasattr(nat, "layer_norm_f32"):
+    if nat is None or not hasattr(nat, "layer_norm_f32") or x.ndim == 0:
         return None
-    rows, d = x2.shape
-    per_value = [v for v in (gamma, beta, bias) if v is not None]
-    if x2.dtype != _F32 or any(v.dtype != _F32 or v.size != d for v in per_value):
+    d = x.shape[-1]
+    if x.dtype != _F32 or any(v is not None and (v.dtype != _F32 or v.size != d)
+                              for v in (gamma, beta, bias)):
         return None
-    if skip2 is not None and (skip2.dtype != _F32 or skip2.shape[0] == 0
-                              or rows % skip2.shape[0] != 0):
+    if skip is not None and (skip.dtype != _F32 or skip.ndim == 0 or skip.shape[-1] != d
+                             or skip.size == 0 or (x.size // max(d, 1)) % (skip.size // d)):
         return None
-    y = np.empty((rows, d), _F32)
-    total = np.empty((rows, d), _F32) if want_sum else None
-    mean = np.empty(rows, _F32) if want_stats and not rms else None
-    inv = np.empty(rows, _F32) if want_stats else None
+    y = np.empty(x.shape, _F32)
+    total = np.empty(x.shape, _F32) if want_sum else None
+    stat_shape = x.shape[:-1] + (1,)
+    mean = np.empty(stat_shape, _F32) if want_stats and not rms else None
+    inv = np.empty(stat_shape, _F32) if want_stats else None
     c = np.ascontiguousarray
-    nat.layer_norm_f32(c(x2), None if skip2 is None else c(skip2),
-                       None if bias is None else c(bias).reshape(d), c(gamma).reshape(d),
-                       None if beta is None else c(beta).reshape(d), y, total, mean, inv,
+    nat.layer_norm_f32(c(x), None if skip is None else c(skip), None if bias is None else c(bias),
+                       c(gamma), None if beta is None else c(beta), y, total, mean, inv,
                        eps=eps, rms=rms, threads=intra_threads())
     return y, total, mean, inv
 

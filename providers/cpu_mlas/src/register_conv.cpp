@@ -30,6 +30,14 @@ F32 f32(const py::array& a, const char* what, py::ssize_t ndim) {
   return a.cast<F32>();
 }
 
+// A C-contiguous float32 array of rank 1 or more.
+F32 f32_rows(const py::array& a, const char* what) {
+  if (!py::isinstance<F32>(a) || a.ndim() < 1) {
+    throw py::type_error(std::string(what) + " must be a C-contiguous float32 array");
+  }
+  return a.cast<F32>();
+}
+
 // A float32 array of rank `rank` whose last axis is contiguous; its rank - 1 outer strides in
 // elements (0 along an axis of length 1, which may then broadcast).
 void outer_strides(const py::array& a, const char* what, int rank, std::ptrdiff_t* strides) {
@@ -385,18 +393,21 @@ void register_conv(py::module_& m) {
                              const py::object& beta_in, py::array& y_in, const py::object& sum_in,
                              const py::object& mean_in, const py::object& inv_in, float eps,
                              bool rms, size_t threads) {
-    const F32 x = f32(x_in, "x", 2);
-    F32 y = f32(y_in, "y", 2);
-    const size_t rows = static_cast<size_t>(x.shape(0)), d = static_cast<size_t>(x.shape(1));
+    // Arrays of any rank: x's rows are its last axis (a [B, S, D] activation needs no
+    // reshaping, each a numpy call, in a transformer's every layer).
+    const F32 x = f32_rows(x_in, "x");
+    F32 y = f32_rows(y_in, "y");
+    const size_t d = static_cast<size_t>(x.shape(x.ndim() - 1));
+    const size_t rows = d == 0 ? 0 : static_cast<size_t>(x.size()) / d;
     auto same_rows = [&](const F32& a, const char* what) {
-      if (static_cast<size_t>(a.shape(0)) != rows || static_cast<size_t>(a.shape(1)) != d) {
+      if (a.ndim() != x.ndim() || !std::equal(a.shape(), a.shape() + a.ndim(), x.shape())) {
         throw py::value_error(std::string(what) + " must have x's shape");
       }
       if (!a.writeable()) throw py::value_error(std::string(what) + " must be writeable");
     };
     auto per_value = [&](const py::object& a, const char* what) -> F32 {
       if (a.is_none()) return F32();
-      F32 v = f32(a.cast<py::array>(), what, 1);
+      F32 v = f32_rows(a.cast<py::array>(), what);
       if (static_cast<size_t>(v.size()) != d) {
         throw py::value_error(std::string(what) + " must have one value per column of x");
       }
@@ -404,7 +415,7 @@ void register_conv(py::module_& m) {
     };
     auto per_row = [&](const py::object& a, const char* what) -> F32 {
       if (a.is_none()) return F32();
-      F32 v = f32(a.cast<py::array>(), what, 1);
+      F32 v = f32_rows(a.cast<py::array>(), what);
       if (static_cast<size_t>(v.size()) != rows || !v.writeable()) {
         throw py::value_error(std::string(what) + " must be a writeable array of one value a row");
       }
@@ -417,14 +428,15 @@ void register_conv(py::module_& m) {
     F32 skip, sum, mean = per_row(mean_in, "mean"), inv = per_row(inv_in, "inv");
     size_t skip_rows = 0;
     if (!skip_in.is_none()) {
-      skip = f32(skip_in.cast<py::array>(), "skip", 2);
-      skip_rows = static_cast<size_t>(skip.shape(0));
-      if (static_cast<size_t>(skip.shape(1)) != d || skip_rows == 0 || rows % skip_rows != 0) {
+      skip = f32_rows(skip_in.cast<py::array>(), "skip");
+      const size_t sd = static_cast<size_t>(skip.shape(skip.ndim() - 1));
+      skip_rows = sd == 0 ? 0 : static_cast<size_t>(skip.size()) / sd;
+      if (sd != d || skip_rows == 0 || rows % skip_rows != 0) {
         throw py::value_error("skip must have x's row length and a row count dividing x's");
       }
     }
     if (!sum_in.is_none()) {
-      sum = f32(sum_in.cast<py::array>(), "sum", 2);
+      sum = f32_rows(sum_in.cast<py::array>(), "sum");
       same_rows(sum, "sum");
     }
     LayerNormArgs a{x.data(), skip_rows ? skip.data() : nullptr, skip_rows,
@@ -439,10 +451,12 @@ void register_conv(py::module_& m) {
      py::arg("y"), py::arg("sum") = py::none(), py::arg("mean") = py::none(),
      py::arg("inv") = py::none(), py::arg("eps") = 1e-5f, py::arg("rms") = false,
      py::arg("threads") = 0,
-     "Row layer normalization of x [rows, d] into y (may be x): s = x + skip + bias (skip "
-     "[k, d] repeats every k rows; skip, bias None to leave out), then ((s - mean) * inv) * "
-     "gamma + beta, or with rms (s * inv) * gamma; mean and variance summed in double. sum "
-     "[rows, d], mean and inv [rows] receive s and the row statistics when given.");
+     "Row layer normalization of x [..., d] (its rows the last axis; any rank) into y (x's "
+     "shape; may be x): s = x + skip + bias (skip [..., d] of k rows repeats every k rows; "
+     "skip, bias None to leave out), then ((s - mean) * inv) * gamma + beta, or with rms "
+     "(s * inv) * gamma; mean and variance summed in double. sum (x's shape), mean and inv "
+     "(one value a row, any shape) receive s and the row statistics when given. gamma, beta "
+     "and bias: d values each.");
 }
 
 }  // namespace onnxplex::mlas::bind

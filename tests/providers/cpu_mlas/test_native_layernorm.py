@@ -47,16 +47,31 @@ def test_matches_float64(rows, d, rms, parts):
         skip = _r(rng, 1, d)
     if rms:
         beta = None
-    y, total, mean, inv = native_layer_norm(x, 1e-5, gamma, beta, skip2=skip, bias=bias,
+    y, total, mean, inv = native_layer_norm(x, 1e-5, gamma, beta, skip=skip, bias=bias,
                                             rms=rms, want_sum=True, want_stats=True)
     s, want_mean, want_inv, want_y = _reference(x, skip, bias, gamma, beta, 1e-5, rms)
     np.testing.assert_array_equal(total, s)
-    np.testing.assert_allclose(inv, want_inv[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(inv[:, 0], want_inv[:, 0], rtol=1e-6)
     if rms:
         assert mean is None
     else:
-        np.testing.assert_allclose(mean, want_mean[:, 0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(mean[:, 0], want_mean[:, 0], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_of_any_rank():
+    """A [B, S, D] activation and a [S, D] skip go in as they are: the same bits as their
+    [B * S, D] and [S, D] matrices, the statistics in [B, S, 1]."""
+    rng = np.random.default_rng(9)
+    x, skip, gamma, beta = _r(rng, 3, 5, 16), _r(rng, 5, 16), _r(rng, 16), _r(rng, 16)
+    y3, t3, m3, i3 = native_layer_norm(x, 1e-5, gamma, beta, skip=skip, want_sum=True,
+                                       want_stats=True)
+    y2, t2, m2, i2 = native_layer_norm(x.reshape(15, 16), 1e-5, gamma, beta, skip=skip,
+                                       want_sum=True, want_stats=True)
+    assert y3.shape == t3.shape == (3, 5, 16) and m3.shape == i3.shape == (3, 5, 1)
+    for a, b in ((y3, y2), (t3, t2), (m3, m2), (i3, i2)):
+        np.testing.assert_array_equal(a.reshape(-1), b.reshape(-1))
+    assert native_layer_norm(x, 1e-5, gamma, beta, skip=_r(rng, 4, 16)) is None  # 15 % 4
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -76,7 +91,7 @@ def test_declines_what_it_cannot_do():
     x, gamma = _r(rng, 6, 8), _r(rng, 8)
     assert native_layer_norm(x.astype(np.float64), 1e-5, gamma, None) is None
     assert native_layer_norm(x, 1e-5, _r(rng, 7), None) is None          # gamma's size
-    assert native_layer_norm(x, 1e-5, gamma, None, skip2=_r(rng, 4, 8)) is None  # 6 % 4
+    assert native_layer_norm(x, 1e-5, gamma, None, skip=_r(rng, 4, 8)) is None  # 6 % 4
 
 
 def test_bad_arguments_are_clear_errors():
