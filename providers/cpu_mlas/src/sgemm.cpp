@@ -433,15 +433,30 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
     const size_t n1 = std::min(n, col_panels * (ct + 1) / col_tasks * kSgemmNr);
     if (m0 >= m1 || n0 >= n1) return;
     const size_t a_panels = ceil_div(m1 - m0, kSgemmMr);
-    for (size_t k0 = 0; k0 < k; k0 += k_step) {
-      const size_t kc = std::min(k_step, k - k0);
+    static thread_local std::vector<std::pair<const float*, size_t>> a_tiles;
+    for (size_t k0 = 0, kc = 0; k0 < k; k0 += kc) {
+      kc = std::min(k_step, k - k0);
       const float* a_block = nullptr;  // raw A: this task's rows of the k block, packed
       size_t lda = direct_lda;
       if (as != nullptr) {
+        // Per A panel: its rows in place when the source has them as a strided run, else
+        // written into this task's buffer.
+        kc = std::max<size_t>(1, std::min(kc, as->block(k0, kc)));
         lda = kc + 16;
         float* buf = a_scratch.get((m1 - m0) * lda);
-        as->rows(m0, m1, k0, kc, buf, lda);
-        a_block = buf;
+        a_tiles.resize(a_panels);
+        for (size_t p = 0; p < a_panels; ++p) {
+          const size_t r0 = m0 + p * kSgemmMr, count = std::min(kSgemmMr, m1 - r0);
+          size_t ld = 0;
+          const float* in_place = as->direct(r0, count, k0, kc, ld);
+          if (in_place != nullptr) {
+            a_tiles[p] = {in_place, ld};
+          } else {
+            float* dst = buf + p * kSgemmMr * lda;
+            as->rows(r0, r0 + count, k0, kc, dst, lda);
+            a_tiles[p] = {dst, lda};
+          }
+        }
       } else if (copy_a) {
         lda = kc + 16;
         float* buf = a_scratch.get((m1 - m0) * lda);
@@ -469,8 +484,9 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
       auto run_tile = [&](size_t p, size_t q) {  // A panel p x B panel q of this task
         const size_t i = m0 + p * kSgemmMr, j = n0 + q * kSgemmNr;
         SgemmTile tl;
-        tl.lda = direct_a ? lda : 0;
+        tl.lda = as != nullptr ? a_tiles[p].second : direct_a ? lda : 0;
         tl.a = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
+               : as != nullptr ? a_tiles[p].first
                : direct_a    ? a_block + p * kSgemmMr * lda
                              : a_block + p * kc * kSgemmMr;
         tl.b = pb != nullptr ? pb->panel(j / kSgemmNr) + k0 * kSgemmNr
@@ -597,6 +613,12 @@ inline void zero_run(float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = 0.0f;
 }
 
+// Kernel rows (kw * C floats) shorter than this are not read in place: k blocks that short
+// would make the GEMM reload its C tiles every few multiply-adds.
+constexpr size_t kNhwcDirectMinRun = 32;
+// Bands of col rows at most this large, for the convs whose rows are not read in place.
+constexpr size_t kNhwcBandBytes = 384u << 10;
+
 // The NHWC im2col matrix of conv2d_nhwc_f32 (kh * kw * C a row) as an A source: rows of a k
 // block written as the GEMM asks for them
 // (into its per-thread buffer, in cache), never the whole matrix (a 14 x 14 x 256 3x3 conv's
@@ -644,15 +666,40 @@ class NhwcConvSource final : public ASource {
     }
   }
 
+  // Blocks end at kernel rows (a kernel row's taps are one run of the input row at dilation
+  // 1), a longer row in near-equal parts (3 x 128 channels: two blocks of 192).
+  size_t block(size_t k0, size_t limit) const override {
+    const size_t run = g_.kw * g_.c;
+    if (run < kNhwcDirectMinRun) return limit;
+    const size_t left = run - k0 % run;
+    return ceil_div(left, ceil_div(left, limit));
+  }
+
+  // count output positions of one output row, all of whose taps in the block are inside the
+  // input: rows sw * C floats apart in x.
+  const float* direct(size_t m0, size_t count, size_t k0, size_t kc,
+                      size_t& lda) const override {
+    const Conv2dGeometry& g = g_;
+    const size_t run = g.kw * g.c, within = k0 % run;
+    const size_t oy = m0 / g.ow, ox = m0 % g.ow;
+    if (ox + count > g.ow || within + kc > run) return nullptr;
+    const size_t j0 = within / g.c, j1 = (within + kc - 1) / g.c;  // the block's taps
+    if (g.dw != 1 && j0 != j1) return nullptr;
+    const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.sh + (k0 / run) * g.dh) - g.pt;
+    if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(g.h)) return nullptr;
+    const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;  // first position's
+    const std::ptrdiff_t first = x0 + static_cast<std::ptrdiff_t>(j0 * g.dw);
+    const std::ptrdiff_t last = x0 + static_cast<std::ptrdiff_t>((count - 1) * g.sw + j1 * g.dw);
+    if (first < 0 || last >= static_cast<std::ptrdiff_t>(g.w)) return nullptr;
+    lda = g.sw * g.c;
+    return x_ + (static_cast<size_t>(iy) * g.w + static_cast<size_t>(first)) * g.c +
+           within % g.c;
+  }
+
  private:
   const float* x_;
   Conv2dGeometry g_;
 };
-
-// Bands of col rows at most this large (with a band of the packed weight, within L2).
-constexpr size_t kNhwcBandBytes = 384u << 10;
-// Banded only for weights up to this size: every band reads all of the weight.
-constexpr size_t kNhwcBandedWeightBytes = 1u << 20;
 
 }  // namespace
 
@@ -665,13 +712,15 @@ void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked&
           cout, k, y, cout, ep, threads, isa);
     return;
   }
+  const NhwcConvSource source(x, g);
   if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
   const size_t band = std::max<size_t>(
       kSgemmMr, kNhwcBandBytes / (k * sizeof(float)) / kSgemmMr * kSgemmMr);
   const size_t bands = ceil_div(l, band);
-  const size_t weight_bytes = k * round_up(cout, kSgemmNr) * sizeof(float);
-  const NhwcConvSource source(x, g);
-  if (bands >= 2 * threads && weight_bytes <= kNhwcBandedWeightBytes) {
+  if (g.kw * g.c < kNhwcDirectMinRun && bands >= 2 * threads) {
+    // Kernel rows too short to read in place (a stem's 3 channels): col in bands of output
+    // positions, each band's GEMM on one thread (in MobileNetV2, its 3 -> 32 stem took
+    // ~510 us through the per-panel rows below, ~420 so, at one thread).
     parallel_for(bands, threads, [&](size_t b) {
       static thread_local Scratch col_scratch;
       const size_t p0 = b * band, p1 = std::min(l, p0 + band);
@@ -684,8 +733,11 @@ void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked&
     });
     return;
   }
-  // A large weight (every band would read all of it) or a plane too small to give every
-  // thread bands: one GEMM over all positions, col's rows written per task and k block.
+  // One GEMM over all positions whose tasks read col's rows in place where they are a strided
+  // run of x (positions along an output row, inside the input, a k block within a kernel
+  // row) and write the others per A panel (padding, a row's end); never col whole. (Bands of
+  // full col rows, multiplied on one thread each, were 4-6% slower on ResNet's 56 x 56 and
+  // 28 x 28 3x3 convs at two threads.)
   sgemm(source, wt, l, cout, k, y, cout, ep, threads, isa);
 }
 

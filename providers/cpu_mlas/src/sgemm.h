@@ -83,6 +83,16 @@ class ASource {
  public:
   virtual ~ASource() = default;
   virtual void rows(size_t m0, size_t m1, size_t k0, size_t kc, float* dst, size_t ld) const = 0;
+  // The k block to use from k0 on, at most `limit` values (a source may end blocks where its
+  // rows stop being one strided run).
+  virtual size_t block(size_t k0, size_t limit) const { return limit; }
+  // Rows [m0, m0 + count) of the k block [k0, k0 + kc) when they already lie in memory as
+  // rows `lda` floats apart (read in place, nothing written): their first row, else null.
+  virtual const float* direct(size_t m0, size_t count, size_t k0, size_t kc,
+                              size_t& lda) const {
+    (void)m0, (void)count, (void)k0, (void)kc, (void)lda;
+    return nullptr;
+  }
 };
 
 // B as a strided matrix.
@@ -182,12 +192,11 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
 // where col's row for an output position holds its taps' input vectors x[iy, ix, 0:C] in
 // (kernel row, kernel column) order, zeros in the padding; `wt` is W^T in that order
 // ([kh][kw][C] x Cout) packed as B. x [h, w, c] contiguous. A 1x1, stride-1 unpadded conv
-// reads x itself as col; otherwise col is built a band of output positions at a time (a row
-// is kh runs of kw * C contiguous floats at dilation 1: copies, no transposes), each band's
-// GEMM on one thread; or, when the weight is large or the plane too small to give every
-// thread bands, one GEMM whose tasks write the col rows of each k block as they need them
-// (never col whole). The epilogue: bias per output channel (kCol), Z [oh * ow, Cout] (ldz),
-// clamp.
+// reads x itself as col; otherwise one GEMM whose A is col, never built whole: its k blocks
+// end at kernel rows (a row is kh runs of kw * C contiguous floats at dilation 1), and a
+// panel of positions along one output row, inside the input, is read in place from x (rows
+// sw * C apart); other panels are written into the task's buffer as they are needed. The
+// epilogue: bias per output channel (kCol), Z [oh * ow, Cout] (ldz), clamp.
 void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt, float* y,
                      const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
 

@@ -133,6 +133,11 @@ GEOMETRIES = [
     # K past one k block (256), its boundary inside a kernel row and a tap's channels
     (40, 24, 9, 9, 3, 1, 1, (1, 1, 1, 1)),
     (30, 20, 10, 11, 3, 2, 2, (2, 1, 2, 3)),    # ... with stride, dilation, uneven pads
+    # col rows read in place from x where positions run along a row inside the input
+    (32, 24, 40, 40, 3, 2, 1, (1, 1, 1, 1)),
+    (40, 16, 30, 30, 1, 2, 1, (0, 0, 0, 0)),    # a strided 1x1 (ResNet's downsampling)
+    (160, 24, 9, 30, 3, 1, 1, (1, 1, 1, 1)),    # kernel rows of 480 in two k blocks
+    (3, 8, 200, 200, 3, 1, 1, (1, 1, 1, 1)),    # a stem plane large enough for bands
 ]
 
 
