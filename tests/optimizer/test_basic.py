@@ -90,6 +90,19 @@ def test_noop_chains_collapse():
     assert _ops(on) == ["Reshape"]
 
 
+def test_noop_candidates_alone_are_removed():
+    """A Transpose keeping the order and a Cast to its input's type, each on its own (the pass
+    tries its rules only at nodes that could match: these must count)."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 2]),
+        helper.make_node("Cast", ["t"], ["y"], to=F),
+    ]
+    off, on = _same(_model(nodes, [X], [Y]), FEED)
+    assert _ops(off) == ["Relu", "Transpose", "Cast"]
+    assert _ops(on) == ["Relu"]
+
+
 def test_common_subexpressions_are_merged():
     nodes = [
         helper.make_node("Relu", ["x"], ["a"]),

@@ -11,6 +11,7 @@ matcher runs. Rules whose output op is not a fixed name are tried everywhere, as
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import onnx_ir as ir
@@ -29,16 +30,21 @@ def _root_op(rule: Any) -> str | None:
 
 
 class _Rooted:
-    """``rule``, tried only at nodes of op type ``op`` (everything else is the rule's)."""
+    """``rule``, tried only at nodes of op type ``op`` (None: any) that ``gate`` (when given)
+    accepts (everything else is the rule's)."""
 
-    __slots__ = ("_rule", "_op")
+    __slots__ = ("_rule", "_op", "_gate")
 
-    def __init__(self, rule: Any, op: str) -> None:
+    def __init__(self, rule: Any, op: str | None,
+                 gate: Callable[[ir.Node], bool] | None = None) -> None:
         self._rule = rule
         self._op = op
+        self._gate = gate
 
     def try_rewrite(self, model: ir.Model, graph: Any, node: ir.Node, **kwargs: Any) -> Any:
-        if node.op_type != self._op:
+        if self._op is not None and node.op_type != self._op:
+            return None
+        if self._gate is not None and not self._gate(node):
             return None
         return self._rule.try_rewrite(model, graph, node, **kwargs)
 
@@ -66,14 +72,17 @@ def _rules_of(rules: Any) -> list | None:
     return None
 
 
-def apply_rules(model: ir.Model, rules: Any) -> int:
+def apply_rules(model: ir.Model, rules: Any,
+                gate: Callable[[ir.Node], bool] | None = None) -> int:
     """Apply ``rules`` (a ``RewriteRuleSet``, a ``RewriteRule``, a list of rules or an
-    onnxscript ``fuse_*`` function) to ``model`` with root-op filtering; the count of
-    rewrites."""
+    onnxscript ``fuse_*`` function) to ``model`` with root-op filtering, and only at nodes
+    ``gate`` accepts when it is given (a cheap necessary condition for any of the rules to
+    match there); the count of rewrites."""
     from onnxscript.rewriter import RewriteRuleSet
 
     found = list(rules) if isinstance(rules, (list, tuple)) else _rules_of(rules)
     if found is None:  # something else callable: run it as it is
         return int(rules(model) or 0)
-    wrapped = [_Rooted(r, op) if (op := _root_op(r)) is not None else r for r in found]
+    wrapped = [_Rooted(r, op, gate) if (op := _root_op(r)) is not None or gate is not None
+               else r for r in found]
     return int(RewriteRuleSet(wrapped).apply_to_model(model) or 0)
