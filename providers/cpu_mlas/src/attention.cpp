@@ -16,7 +16,10 @@ namespace onnxplex::mlas {
 
 namespace {
 
-// Each thread's scores of one head, [S, T].
+// Each thread's scores of one head, [S, T], kept between calls up to this many floats (4 MiB);
+// a longer sequence's are allocated per head and freed (a thread-local buffer that only grows
+// would hold a long context's S x T for the rest of the process).
+constexpr size_t kKeptScores = size_t{1} << 20;
 thread_local std::vector<float> t_scores;
 
 }  // namespace
@@ -63,8 +66,10 @@ void attention_f32(const AttentionArgs& a, size_t threads) {
       }
       return;
     }
-    if (t_scores.size() < a.s * a.t) t_scores.resize(a.s * a.t);
-    float* scores = t_scores.data();
+    std::vector<float> own;
+    std::vector<float>& buf = a.s * a.t <= kKeptScores ? t_scores : own;
+    if (buf.size() < a.s * a.t) buf.resize(a.s * a.t);
+    float* scores = buf.data();
     const MatrixView q{a.q + sb * a.q_sb + sh * a.q_sh, a.q_ss, 1};
     const MatrixView kt{a.k + sb * a.k_sb + sh * a.k_sh, 1, a.k_st};  // K^T [Dh, T]
     sgemm(q, nullptr, kt, nullptr, a.s, a.t, a.dh, scores, a.t, plain, 1, isa);

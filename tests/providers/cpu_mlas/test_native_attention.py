@@ -51,6 +51,16 @@ def test_attention_matches_float64(b, h, s, t, dh, dv, bias_shape, threads):
     np.testing.assert_allclose(y, _reference(q, k, v, 0.3, bias), rtol=2e-5, atol=1e-5)
 
 
+def test_attention_long_sequence():
+    """Scores past the per-thread buffer kept between calls (S x T over 2^20 floats) are
+    allocated per head: the same results."""
+    rng = np.random.default_rng(11)
+    q, k, v = _heads(rng, 1, 2, 1100, 16), _heads(rng, 1, 2, 1100, 16), _heads(rng, 1, 2, 1100, 8)
+    y = np.empty((1, 1100, 2, 8), np.float32)
+    NAT.attention_f32(q, k, v, y, 0.25, None, 2)
+    np.testing.assert_allclose(y, _reference(q, k, v, 0.25, None), rtol=2e-5, atol=1e-5)
+
+
 def test_attention_not_finite_rows_as_numpy():
     """A NaN among a row's scores, or a row whose keys are all masked with -inf, gives NaN
     outputs for that query (numpy's softmax: NaN, or 0 / 0); the other rows are unaffected."""
