@@ -597,6 +597,42 @@ def _matmul_integer_to_float(ctx: OptimizerContext) -> int:
     return changes
 
 
+@register_pass("MatMulNBits + Add -> MatMulNBits with bias", EXTENDED,
+               requires={"MatMulNBits"})
+@_counted
+def _matmul_nbits_bias(ctx: OptimizerContext) -> int:
+    """A float32 MatMulNBits without a bias whose only reader adds a constant ``[N]`` vector
+    (broadcast along the last axis, not widening the output) takes it as its bias input: the
+    GEMM adds it in its epilogue (as onnxruntime fuses it; its own quantizer leaves the Add
+    after the MatMulNBits)."""
+    graph = ctx.model.graph
+    changes = 0
+    for mm in list(graph):
+        if (mm.domain != MS_DOMAIN or mm.op_type != "MatMulNBits" or mm.graph is not graph
+                or any(_input(mm, i) is not None and _input(mm, i).name for i in (4, 5))):
+            continue
+        y = mm.outputs[0]
+        add = _sole_consumer(y)
+        n = _attr(mm, "N")
+        if not _is_onnx(add, "Add") or n is None or _dtype(_input(mm, 0)) != _FLOAT:
+            continue
+        c = _const(_add_other(add, y))
+        # (onnx's inference gives a contrib op's output no shape: a [N] vector cannot widen it,
+        # a [1, N] one only when the output's rank is known to be 2 or more)
+        if (c is None or c.dtype != np.float32 or c.size != int(n)
+                or (c.ndim and c.shape[-1] != int(n))
+                or (c.ndim > 1 and (y.shape is None or c.ndim > len(y.shape)))):
+            continue
+        bias = _initializer(graph, np.ascontiguousarray(c.reshape(-1)),
+                            f"{mm.inputs[1].name}_bias")
+        inputs = list(mm.inputs) + [None] * (6 - len(mm.inputs))
+        inputs[5] = bias
+        _fuse(graph, [mm, add], MS_DOMAIN, "MatMulNBits", inputs, _copy_attrs(mm),
+              add.outputs[0])
+        changes += 1
+    return changes
+
+
 @register_pass("DynamicQuantizeLinear + MatMulIntegerToFloat -> DynamicQuantizeMatMul",
                EXTENDED, requires={"DynamicQuantizeLinear"})
 @_counted
