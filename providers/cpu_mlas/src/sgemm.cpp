@@ -620,9 +620,9 @@ constexpr size_t kNhwcDirectMinRun = 32;
 constexpr size_t kNhwcBandBytes = 384u << 10;
 
 // The NHWC im2col matrix of conv2d_nhwc_f32 (kh * kw * C a row) as an A source: rows of a k
-// block written as the GEMM asks for them
-// (into its per-thread buffer, in cache), never the whole matrix (a 14 x 14 x 256 3x3 conv's
-// is 1.8 MB, written to memory and read back beside a 2.4 MB weight).
+// block read in place or written as the GEMM asks for them (into its per-thread buffer, in
+// cache), never the whole matrix (a 14 x 14 x 256 3x3 conv's is 1.8 MB, written to memory and
+// read back beside a 2.4 MB weight).
 class NhwcConvSource final : public ASource {
  public:
   NhwcConvSource(const float* x, const Conv2dGeometry& g) : x_(x), g_(g) {}
