@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,19 +52,11 @@ _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def _sum(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
     """np.sum in x's dtype; float sums over leading or trailing axes of a contiguous array go
-    through BLAS (a product with a ones vector), several times faster than numpy's reduce."""
-    if x.dtype in _BLAS_FLOATS and x.flags.c_contiguous and x.size >= 4096 and axes:
-        nd = x.ndim
-        ax = sorted(axes)
-        k = len(ax)
-        if ax == list(range(nd - k, nd)):
-            inner = math.prod(x.shape[nd - k:])
-            r = x.reshape(-1, inner) @ np.ones(inner, dtype=x.dtype)
-            return r.reshape(_kept_shape(x.shape, axes, keep))
-        if ax == list(range(k)):
-            outer = math.prod(x.shape[:k])
-            r = np.ones(outer, dtype=x.dtype) @ x.reshape(outer, -1)
-            return r.reshape(_kept_shape(x.shape, axes, keep))
+    through BLAS (:func:`_gemv_plan`), several times faster than numpy's reduce."""
+    if x.dtype in _BLAS_FLOATS and x.flags.c_contiguous and axes:
+        plan = _gemv_plan(x.shape, x.dtype, axes, keep, middle=False)
+        if plan is not None:
+            return _gemv(x, plan)
     return np.sum(x, axis=axes, dtype=x.dtype, keepdims=keep)
 
 
@@ -132,19 +124,23 @@ _PLANS_KEPT = 64
 """Input shapes a constant-axes sum keeps a plan for (dynamic shapes start over past that)."""
 
 
-def _gemv_plan(shape: tuple[int, ...], dtype: np.dtype, ax: tuple[int, ...], keep: bool
+def _gemv_plan(shape: tuple[int, ...], dtype: np.dtype, ax: Sequence[int], keep: bool,
+               middle: bool = True
                ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], bool] | None:
     """A float sum over a run of adjacent axes of a contiguous ``shape`` as one BLAS product
     with a constant vector of ones: ``(vector, operand shape, output shape, trailing)``, the
     operand ``[rows, n] @ vector`` when the axes are trailing, else ``vector @ [outer, n,
-    inner]``; None when the axes are not such a run or the tensor is small. (A mean divides the
-    sum afterwards: weights of ``1/n`` round differently, and a softmax over large pooled
-    logits, as in onnx's light SqueezeNet, turns that into differences of 1e-3.)"""
+    inner]``; None when the axes are not such a run (with ``middle`` False: not leading or
+    trailing either) or the tensor is small. (A mean divides the sum afterwards: weights of
+    ``1/n`` round differently, and a softmax over large pooled logits, as in onnx's light
+    SqueezeNet, turns that into differences of 1e-3.)"""
     size = math.prod(shape)
     a = sorted(ax)
     if size < 4096 or not a or a != list(range(a[0], a[-1] + 1)):
         return None
     first, last = a[0], a[-1] + 1
+    if not middle and first != 0 and last != len(shape):
+        return None
     n = math.prod(shape[first:last])
     vec = np.ones(n, dtype=dtype)
     vec.flags.writeable = False
@@ -154,6 +150,13 @@ def _gemv_plan(shape: tuple[int, ...], dtype: np.dtype, ax: tuple[int, ...], kee
     inner = math.prod(shape[last:])
     outer = size // (n * inner)
     return vec, ((n, inner) if outer == 1 else (outer, n, inner)), out, False
+
+
+def _gemv(x: np.ndarray, plan: tuple) -> np.ndarray:
+    """The sum :func:`_gemv_plan` planned, of ``x`` (contiguous, of the planned shape)."""
+    vec, shape, out, trailing = plan
+    r = x.reshape(shape) @ vec if trailing else vec @ x.reshape(shape)
+    return r.reshape(out)
 
 
 def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kernel:
@@ -183,11 +186,10 @@ def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kern
                     plans.clear()
                 plan = plans[key] = _gemv_plan(x.shape, x.dtype, ax, keep)
             if plan is not None:
-                vec, shape, out, trailing = plan
-                r = x.reshape(shape) @ vec if trailing else vec @ x.reshape(shape)
+                r = _gemv(x, plan)
                 if mean:   # the sum divided, as numpy's mean and onnxruntime round it
-                    np.true_divide(r, vec.size, out=r)
-                return r.reshape(out)
+                    np.true_divide(r, plan[0].size, out=r)
+                return r
         s = as_array(_sum(x, ax, keep))
         if mean:
             n = _count(x.shape, ax)

@@ -101,8 +101,9 @@ def _noop_chains(ctx: OptimizerContext) -> int:
 
     # The rules are tried at the candidates only, and only the rules for their op types are
     # run at all (onnxscript's loop calls every rule at every node).
-    candidates = {id(n) for n in all_nodes(ctx.model.graph) if _noop_candidate(n)}
-    ops = {n.op_type for n in all_nodes(ctx.model.graph) if id(n) in candidates}
+    found = [n for n in all_nodes(ctx.model.graph) if _noop_candidate(n)]
+    candidates = {id(n) for n in found}
+    ops = {n.op_type for n in found}
     chosen = [r for op, r in (
         ("Cast", rules.no_op_cast_rule), ("Cast", rules.cast_cast_rule),
         ("Transpose", rules.no_op_transpose_rule), ("Transpose", rules.transpose_transpose_rule),

@@ -3,9 +3,7 @@
 #include "attention.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "cpu_features.h"
@@ -25,35 +23,13 @@ thread_local std::vector<float> t_scores;
 }  // namespace
 
 void softmax_row_portable(float* x, size_t n, float scale, const float* bias) {
-  float m = -std::numeric_limits<float>::infinity();
-  bool nan = false;
-  for (size_t j = 0; j < n; ++j) {
-    x[j] = bias != nullptr ? x[j] * scale + bias[j] : x[j] * scale;
-    nan |= std::isnan(x[j]);
-    m = std::max(m, x[j]);
-  }
-  if (nan) m = std::numeric_limits<float>::quiet_NaN();
-  float sum = 0.0f;
-  for (size_t j = 0; j < n; ++j) {
-    x[j] = std::exp(x[j] - m);
-    sum += x[j];
-  }
-  const float inv = 1.0f / sum;
-  for (size_t j = 0; j < n; ++j) x[j] *= inv;
+  detail::softmax_row_scalar(x, n, scale, bias);
 }
 
 void attention_f32(const AttentionArgs& a, size_t threads) {
   if (a.b == 0 || a.h == 0 || a.s == 0 || a.dv == 0) return;
-  auto row = softmax_row_portable;
-  SgemmIsa isa = SgemmIsa::kScalar;
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-  if (cpu_features().avx512f) {
-    row = softmax_row_avx512;
-  } else if (cpu_features().avx2) {
-    row = softmax_row_avx2;
-  }
-#endif
-  isa = sgemm_best_isa();
+  const auto row = ONNXPLEX_MLAS_BEST_VARIANT(softmax_row);
+  const SgemmIsa isa = sgemm_best_isa();
   const SgemmEpilogue plain;
   parallel_for(a.b * a.h, threads, [&](size_t task) {
     const size_t bi = task / a.h, hi = task % a.h;

@@ -8,7 +8,10 @@
 // std::exp element by element, as numpy would: NaN out.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 
 namespace onnxplex::mlas {
 
@@ -32,6 +35,30 @@ struct AttentionArgs {
 
 // threads 0 = all.
 void attention_f32(const AttentionArgs& a, size_t threads);
+
+namespace detail {
+
+// The softmax row one value at a time: the portable variant, and the vector variants' path
+// for a row whose max is not finite (scale 1 and no bias then: the row already holds them).
+inline void softmax_row_scalar(float* x, size_t n, float scale, const float* bias) {
+  float m = -std::numeric_limits<float>::infinity();
+  bool nan = false;
+  for (size_t j = 0; j < n; ++j) {
+    x[j] = bias != nullptr ? x[j] * scale + bias[j] : x[j] * scale;
+    nan |= std::isnan(x[j]);
+    m = std::max(m, x[j]);
+  }
+  if (nan) m = std::numeric_limits<float>::quiet_NaN();
+  float sum = 0.0f;
+  for (size_t j = 0; j < n; ++j) {
+    x[j] = std::exp(x[j] - m);
+    sum += x[j];
+  }
+  const float inv = 1.0f / sum;
+  for (size_t j = 0; j < n; ++j) x[j] *= inv;
+}
+
+}  // namespace detail
 
 // scores (n values, contiguous) = softmax(scores * scale + bias), bias n values or null
 // (call through attention_f32 only).

@@ -72,11 +72,7 @@ inline void softmax_row_any(float* x, size_t n, float scale, const float* bias) 
     m = x[j] > m ? x[j] : m;
   }
   if (nan || !std::isfinite(m)) {  // NaN, or a row all -inf (or holding +inf): as numpy
-    if (nan) m = std::numeric_limits<float>::quiet_NaN();
-    float sum = 0.0f;
-    for (size_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - m));
-    const float inv = 1.0f / sum;
-    for (size_t i = 0; i < n; ++i) x[i] *= inv;
+    softmax_row_scalar(x, n, 1.0f, nullptr);
     return;
   }
   const V mv = set1(m);

@@ -14,3 +14,14 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 
 }  // namespace onnxplex::mlas
+
+// The variant of a kernel family this CPU runs best, for families whose variants are named
+// <name>_avx512, <name>_avx2 and <name>_portable (the x86 ones exist only in x86 builds).
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+#define ONNXPLEX_MLAS_BEST_VARIANT(name)                       \
+  (::onnxplex::mlas::cpu_features().avx512f ? name##_avx512    \
+   : ::onnxplex::mlas::cpu_features().avx2  ? name##_avx2      \
+                                            : name##_portable)
+#else
+#define ONNXPLEX_MLAS_BEST_VARIANT(name) (name##_portable)
+#endif

@@ -31,14 +31,7 @@ void gelu_f32_portable(const float* x, const float* bias, size_t bias_count, flo
 
 void gelu_f32(const float* x, const float* bias, size_t bias_count, float* y, size_t n,
               const GeluForm& form, size_t threads) {
-  auto variant = gelu_f32_portable;
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-  if (cpu_features().avx512f) {
-    variant = gelu_f32_avx512;
-  } else if (cpu_features().avx2) {
-    variant = gelu_f32_avx2;
-  }
-#endif
+  const auto variant = ONNXPLEX_MLAS_BEST_VARIANT(gelu_f32);
   const size_t tasks = (n + kChunk - 1) / kChunk;
   parallel_for(tasks, tasks > 1 ? threads : 1, [&](size_t t) {
     const size_t lo = t * kChunk, len = std::min(kChunk, n - lo);

@@ -23,14 +23,7 @@ void layer_norm_rows_portable(const LayerNormArgs& a, size_t r0, size_t r1) {
 
 void layer_norm_f32(const LayerNormArgs& a, size_t threads) {
   if (a.rows == 0 || a.d == 0) return;
-  auto variant = layer_norm_rows_portable;
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-  if (cpu_features().avx512f) {
-    variant = layer_norm_rows_avx512;
-  } else if (cpu_features().avx2) {
-    variant = layer_norm_rows_avx2;
-  }
-#endif
+  const auto variant = ONNXPLEX_MLAS_BEST_VARIANT(layer_norm_rows);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const size_t tasks =
       std::max<size_t>(1, std::min({a.rows, threads, a.rows * a.d / kMinTaskValues}));
