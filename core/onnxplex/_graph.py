@@ -298,24 +298,15 @@ class Model:
         return ops
 
     def reindex(self, *, structure: bool = True) -> None:
-        """Recompute node order and indexes after the graph changed (optimizer passes).
-        ``structure=False`` when the nodes and their wiring are known unchanged (a pass that
-        changed nothing may still have dropped initializers or set constant values): only
-        what depends on those is recomputed."""
+        """Note that the graph changed (optimizer passes): what depends on it is recomputed.
+        The node order and the producer/consumer indexes are computed when next read (a
+        session's passes change the graph a dozen times and read them once or twice; a
+        cycle a pass made is found then). ``structure=False`` when the nodes and their
+        wiring are known unchanged (a pass that changed nothing may still have dropped
+        initializers or set constant values): only what depends on those is recomputed."""
         if structure:
-            # What each node reads, once: both the ordering and the consumer index need it.
-            consumed = {id(n): tuple(_consumed_names(n)) for n in self.graph}
-            self.nodes: list[ir.Node] = _topological_order(self.graph, consumed)
-            self.producer_index: dict[str, int] = {}
-            self.consumer_indices: dict[str, list[int]] = {}
-            for i, node in enumerate(self.nodes):
-                for out in node.outputs:
-                    if out.name:
-                        self.producer_index[out.name] = i
-                for name in consumed[id(node)]:
-                    lst = self.consumer_indices.setdefault(name, [])
-                    if not lst or lst[-1] != i:
-                        lst.append(i)
+            self._order: tuple[list[ir.Node], dict[str, int], dict[str, list[int]]] | None \
+                = None
         inits = set(self.graph.initializers)
         listed = {v.name for v in self.graph.inputs}
         # Before IR 4 every initializer had to be listed as a graph input, and such inputs are
@@ -329,6 +320,44 @@ class Model:
         self._value_infos: dict[str, ValueInfo] = {}
         self._node_views: list[NodeView] | None = None
         self._op_types: frozenset[str] | None = None
+
+    def order(self) -> None:
+        """Compute the node order and indexes now, if the graph changed since (a cycle is
+        an InvalidModelError)."""
+        self._ordered()
+
+    def _ordered(self) -> tuple[list[ir.Node], dict[str, int], dict[str, list[int]]]:
+        if self._order is None:
+            # What each node reads, once: both the ordering and the consumer index need it.
+            consumed = {id(n): tuple(_consumed_names(n)) for n in self.graph}
+            nodes = _topological_order(self.graph, consumed)
+            producer_index: dict[str, int] = {}
+            consumer_indices: dict[str, list[int]] = {}
+            for i, node in enumerate(nodes):
+                for out in node.outputs:
+                    if out.name:
+                        producer_index[out.name] = i
+                for name in consumed[id(node)]:
+                    lst = consumer_indices.setdefault(name, [])
+                    if not lst or lst[-1] != i:
+                        lst.append(i)
+            self._order = (nodes, producer_index, consumer_indices)
+        return self._order
+
+    @property
+    def nodes(self) -> list[ir.Node]:
+        """The main graph's nodes in topological order (a cycle: InvalidModelError)."""
+        return self._ordered()[0]
+
+    @property
+    def producer_index(self) -> dict[str, int]:
+        """Value name -> index in :attr:`nodes` of the node producing it."""
+        return self._ordered()[1]
+
+    @property
+    def consumer_indices(self) -> dict[str, list[int]]:
+        """Value name -> indexes in :attr:`nodes` of the nodes reading it, ascending."""
+        return self._ordered()[2]
 
     @property
     def op_types(self) -> frozenset[str]:
@@ -628,7 +657,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
             ir.external_data.set_base_dir(model.graph, base_dir)
             if split is not None:
                 _read_split_weights(model, base_dir, split)
-        loaded = Model(model, base_dir)   # a cycle is refused here, by name
+        loaded = Model(model, base_dir)
+        # loaded.nodes orders the graph: a cycle is refused there, by name
         if list(model.graph) != loaded.nodes or _unsorted_bodies(model.graph):
             # ONNX wants nodes in topological order and onnx-ir's passes rely on it; a
             # file that lists them otherwise is put in order (onnxruntime accepts such files)

@@ -262,3 +262,63 @@ s.run(None, {"x": np.ones((1, 3, 8, 8), np.float32)})
 assert "onnxscript" not in sys.modules, "onnxscript was imported"
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def _ir(model):
+    import onnx_ir as ir
+
+    return ir.serde.deserialize_model(model)
+
+
+def test_remove_unused_frees_chains_bodies_initializers_and_optional_outputs():
+    from onnxplex._optimizer._basic import remove_unused
+
+    body = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["dead_in_body"]),
+         helper.make_node("Relu", ["x"], ["b_out"])],
+        "body", [], [helper.make_tensor_value_info("b_out", F, None)])
+    nodes = [
+        # a dead chain: Sigmoid -> Tanh -> Abs, nothing reads Abs
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("Tanh", ["s"], ["t"]),
+        helper.make_node("Abs", ["t"], ["a"]),
+        # LayerNormalization's Mean is read only by the dead Exp: named out after the sweep,
+        # its InvStdDev is a graph output and stays
+        helper.make_node("LayerNormalization", ["x", "g"], ["ln", "mean", "inv"]),
+        helper.make_node("Exp", ["mean"], ["e"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=body),
+        helper.make_node("Add", ["ln", "y"], ["z"]),
+    ]
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), "g"),
+             numpy_helper.from_array(np.ones(4, np.float32), "unused"),
+             numpy_helper.from_array(np.ones(4, np.float32), "default_in")]
+    cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
+    default_in = helper.make_tensor_value_info("default_in", F, [4])
+    model = _ir(_model(nodes, [X, cond, default_in],
+                       [helper.make_tensor_value_info("z", F, None),
+                        helper.make_tensor_value_info("inv", F, None)], inits))
+    # 4 main-graph nodes + 2 body nodes (one per branch) + 1 initializer
+    assert remove_unused(model) == 7
+    assert [n.op_type for n in model.graph] == ["LayerNormalization", "If", "Add"]
+    ln = model.graph.node(0)
+    assert [o.name for o in ln.outputs] == ["ln", "", "inv"]
+    then = model.graph.node(1).attributes["then_branch"].value
+    assert [n.op_type for n in then] == ["Relu"]
+    assert set(model.graph.initializers) == {"g", "default_in"}   # an input's default stays
+    assert remove_unused(model) == 0
+
+
+@pytest.mark.parametrize("opset, mode, kept",
+                         [(15, None, 1), (15, 0, 1), (15, 1, 3), (13, None, 3)])
+def test_remove_unused_keeps_batchnorm_training_outputs_unless_inference(opset, mode, kept):
+    from onnxplex._optimizer._basic import remove_unused
+
+    extra = {} if mode is None else {"training_mode": mode}
+    nodes = [helper.make_node("BatchNormalization", ["x", "c", "c", "c", "c"],
+                              ["y", "rm", "rv"], **extra)]
+    inits = [numpy_helper.from_array(np.ones(3, np.float32), "c")]
+    model = _ir(_model(nodes, [X], [Y], inits, opset=opset))
+    remove_unused(model)
+    node = model.graph.node(0)
+    assert len(node.outputs) == kept
+    assert ("training_mode" in node.attributes) == (mode is not None and kept == 3)

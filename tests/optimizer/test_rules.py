@@ -64,3 +64,52 @@ def test_fuse_functions_and_unrooted_rules():
     assert found and all(_rules._root_op(r) == "MatMul" for r in found)
     assert _rules._root_op(object()) is None           # no pattern: tried everywhere
     assert _rules.apply_rules(_model(), lambda model: 7) == 7  # a plain callable is run as is
+
+
+def test_required_ops_follow_node_inputs_not_alternatives():
+    from onnxscript.rewriter.ort_fusions.fused_matmul_rule_sets import fused_matmul_rule_sets
+
+    by_name = {r.name: _rules._required_ops(r) for r in fused_matmul_rule_sets()}
+    assert by_name["FusedMatMulDiv1"] == {"Div", "MatMul"}
+    assert by_name["TransposeMatMul1"] == {"MatMul", "Transpose"}
+    # OrValue alternatives are not required: each FastGelu spelling needs Tanh and Mul only
+    from onnxplex._optimizer._fusions_transformer import _fast_gelu_rules
+
+    assert all(_rules._required_ops(r) == {"Tanh", "Mul", "Add"} for r in _fast_gelu_rules()[0])
+
+
+def test_a_rule_set_that_cannot_match_is_not_run(monkeypatch):
+    from onnxscript.rewriter import RewriteRuleSet
+
+    runs = []
+    real = RewriteRuleSet.apply_to_model
+    monkeypatch.setattr(RewriteRuleSet, "apply_to_model",
+                        lambda self, model, **kw: runs.append(1) or real(self, model, **kw))
+    m = _model()   # no Expand, Mul or Unsqueeze
+    assert _rules.apply_rules(m, [rules.no_op_expand_rule, rules.mul_by_1_rule,
+                                  rules.unsqueeze_unsqueeze_rule]) == 0
+    assert runs == []
+    # a gate that accepts no node where a viable rule starts: not run either
+    assert _rules.apply_rules(m, [rules.cast_cast_rule], gate=lambda node: False) == 0
+    assert runs == []
+    assert _rules.apply_rules(m, [rules.cast_cast_rule, rules.mul_by_1_rule]) == 1
+    assert runs == [1]
+
+
+def test_a_rule_matching_what_another_made_in_the_same_run_still_runs():
+    """Transpose + MatMul -> FusedMatMul, then FusedMatMul + Div: the second rule's FusedMatMul
+    is not in the model before the run, so rules are not dropped one by one."""
+    from onnxscript.rewriter.ort_fusions.fused_matmul_rule_sets import fused_matmul_rule_sets
+
+    nodes = [helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["a", "bt"], ["mm"]),
+             helper.make_node("Div", ["mm", "s"], ["y"])]
+    f = TensorProto.FLOAT
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", f, [2, 4, 8]),
+                                       helper.make_tensor_value_info("b", f, [2, 5, 8])],
+                          [helper.make_tensor_value_info("y", f, [2, 4, 5])],
+                          [helper.make_tensor("s", f, [], [4.0])])
+    m = ir.serde.deserialize_model(helper.make_model(g, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]))
+    assert _rules.apply_rules(m, fused_matmul_rule_sets()) == 2
+    assert [n.op_type for n in m.graph] == ["FusedMatMul"]

@@ -141,6 +141,7 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
         try:
             changes = p.run(ctx)
             model.reindex()   # also when nothing was counted: a pass may drop initializers
+            model.order()   # now: a cycle the pass made is its failure
             if changes and protected:
                 alive = {id(n) for n in model.graph}
                 if not protected <= alive:
@@ -185,6 +186,14 @@ def _run_optimistically(model: Model, ctx: OptimizerContext, passes: list[Pass],
             model.reindex()
             return None
         reports.append(PassReport(p.name, changes, time.perf_counter() - t0))
+    try:
+        model.order()   # once, after all passes: a cycle one made is found here
+    except Exception as e:  # noqa: BLE001 - redone pass by pass, with rollback
+        logger.info("the optimized graph could not be ordered (%s: %s); redoing the passes "
+                    "one by one, each on its own snapshot", type(e).__name__, e)
+        model.ir.graph = snapshot if reload is None else reload()
+        model.reindex()
+        return None
     return reports
 
 

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
-import onnx_ir.passes.common as ir_passes
 
 from .._graph import all_nodes, attrs_of
 from . import OptimizerContext, register_pass
+from ._basic import remove_unused
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def _use_ms_domain(ctx: OptimizerContext) -> None:
 
 
 def _cleanup(ctx: OptimizerContext) -> None:
-    ir_passes.RemoveUnusedNodesPass()(ctx.model.ir)
+    remove_unused(ctx.model.ir)
 
 
 def _counted(fn):

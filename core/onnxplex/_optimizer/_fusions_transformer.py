@@ -24,6 +24,7 @@ Attention where the Q/K/V projections share an input), BiasGelu, FusedMatMul.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
@@ -32,6 +33,7 @@ import onnx_ir as ir
 
 from .._graph import Model, all_nodes
 from . import OptimizerContext, register_pass
+from ._basic import remove_unused
 from ._rules import apply_rules
 
 logger = logging.getLogger(__name__)
@@ -60,9 +62,7 @@ def _finish(model: ir.Model, changes: int) -> int:
     if changes:
         if any(n.domain == _MS for n in all_nodes(model.graph)):
             model.opset_imports.setdefault(_MS, 1)
-        import onnx_ir.passes.common as ir_passes
-
-        ir_passes.RemoveUnusedNodesPass()(model)
+        remove_unused(model)
     return changes
 
 
@@ -87,6 +87,7 @@ def _scalar(value: ir.Value | None) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def _layer_norm_rules():
     from onnxscript.rewriter import pattern
 
@@ -214,6 +215,7 @@ def _rms_norm_fusion(ctx: OptimizerContext) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def _fast_gelu_rules():
     from onnxscript.rewriter import pattern
 
@@ -364,10 +366,10 @@ def _attention_fusion(ctx: OptimizerContext) -> int:
         _apply(model, fuse_attention)
     mha += _apply(model, replace_sdpa_by_mha)
     _decompose_leftover_sdpa(model.graph)
-    _remove_dead(model.graph)
+    remove_unused(model)
     _fold_constant_nodes(model.graph)
     _attention_mask_index(model.graph)
-    _remove_dead(model.graph)
+    remove_unused(model)
     return _finish(model, mha)
 
 
@@ -470,18 +472,6 @@ def _decompose_leftover_sdpa(graph: ir.Graph) -> None:
         out.name, out.shape, out.type = old.name, old.shape, old.type
         old.replace_all_uses_with(out, replace_graph_outputs=True)
         graph.remove(node, safe=True)
-
-
-def _remove_dead(graph: ir.Graph) -> None:
-    outputs = {id(v) for v in graph.outputs}
-    changed = True
-    while changed:
-        changed = False
-        for node in reversed(list(graph)):
-            if any(o.uses() or id(o) in outputs for o in node.outputs):
-                continue
-            graph.remove(node, safe=True)
-            changed = True
 
 
 def _fold_constant_nodes(graph: ir.Graph) -> None:
