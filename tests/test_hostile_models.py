@@ -326,10 +326,20 @@ def _ext_model(where: str, location: str, **kw) -> onnx.ModelProto:
                                    [vi("e", [2, 3])])
         node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
         return model([node], [vi("c", [], TensorProto.BOOL), x], [y])
-    # a model-local function whose body holds the constant
+    # a model-local function whose body holds the constant (in an If's branch in it)
+    const = helper.make_node("Constant", [], ["c"], value=t)
+    if where == "function_subgraph":
+        then_g = helper.make_graph([helper.make_node("Constant", [], ["t"], value=t)], "then",
+                                   [], [vi("t", [2, 3])])
+        else_g = helper.make_graph([helper.make_node("Constant", [], ["e"], value=t)], "else",
+                                   [], [vi("e", [2, 3])])
+        const = helper.make_node("If", ["on"], ["c"], then_branch=then_g, else_branch=else_g)
+        fn_nodes = [helper.make_node("Constant", [], ["on"],
+                                     value=numpy_helper.from_array(np.array(True))), const]
+    else:
+        fn_nodes = [const]
     fn = helper.make_function("local", "F", ["a"], ["o"],
-                              [helper.make_node("Constant", [], ["c"], value=t),
-                               helper.make_node("Add", ["a", "c"], ["o"])], OPSET)
+                              [*fn_nodes, helper.make_node("Add", ["a", "c"], ["o"])], OPSET)
     return model([helper.make_node("F", ["x"], ["y"], domain="local")], [x], [y],
                  opsets=[*OPSET, helper.make_opsetid("local", 1)], functions=[fn])
 
@@ -369,9 +379,11 @@ class _OpenRecorder:
 
 
 WHERES = ["initializer", "constant", "subgraph", "function"]
+# checked at load, though the session cannot expand a function whose body holds an If
+LOADED_WHERES = [*WHERES, "function_subgraph"]
 
 
-@pytest.mark.parametrize("where", WHERES)
+@pytest.mark.parametrize("where", LOADED_WHERES)
 @pytest.mark.parametrize("location, match", [
     ("{secret}", "is an absolute path"),
     ("../secret.bin", "outside the model folder"),

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
@@ -641,17 +641,17 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
                infer_shapes: bool = True, split: _wire.Split | None = None) -> Model:
     """Validate and load a parsed ModelProto whose external data lives in ``base_dir``
     (``split``: the weights :func:`._wire.split_weights` cut out of the model file)."""
-    _check_versions(proto)
-    _check_external_data(proto, base_dir)
-    _check_tensors(proto)
-    _check_structure(proto.graph, outer=set(), where="main graph")
+    walked = _walk(proto)
+    _check_versions(proto, walked)
+    _check_tensors(walked, base_dir)
+    _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
     if infer_shapes:
         proto, big, declared = _infer_shapes(proto)
-    _check_value_shapes(proto)
     try:
         model = ir.serde.deserialize_model(proto)
+        _check_value_shapes(model.graph)
         _attach_initializers(model, big, declared)
         if base_dir is not None:
             ir.external_data.set_base_dir(model.graph, base_dir)
@@ -765,7 +765,104 @@ def _parse(data: bytes, where: str) -> onnx.ModelProto:
     return proto
 
 
-def _check_versions(proto: onnx.ModelProto) -> None:
+class _Node(NamedTuple):
+    """A node's fields, read out of protobuf once (each read of a protobuf field makes a new
+    Python object; the load's checks would otherwise read every node several times)."""
+
+    op_type: Any   # str, or bytes where protobuf found no UTF-8 text
+    domain: Any
+    name: Any
+    inputs: tuple[Any, ...]
+    outputs: tuple[Any, ...]
+    attrs: tuple[_Attr, ...]
+
+
+class _Attr(NamedTuple):
+    name: Any
+    tensors: tuple[onnx.TensorProto, ...]   # its TENSOR value, or its TENSORS
+    bodies: tuple[_Graph, ...]              # its GRAPH value, or its GRAPHS
+
+
+class _Graph(NamedTuple):
+    proto: onnx.GraphProto
+    where: str
+    depth: int
+    nodes: tuple[_Node, ...]
+
+
+class _Walked(NamedTuple):
+    graph: _Graph
+    functions: tuple[tuple[_Node, ...], ...]   # model-local functions' nodes
+
+    def graphs(self) -> Iterator[_Graph]:
+        """The main graph and every subgraph body in it, outer before inner."""
+        return _graphs_from([self.graph])
+
+    def tensors(self) -> Iterator[onnx.TensorProto]:
+        """Every tensor stored in the model: initializers and tensor attributes of the graph,
+        of its nested subgraphs and of its model-local functions (and their bodies)."""
+        for nodes in (self.graph.nodes, *self.functions):
+            for n in nodes:
+                for a in n.attrs:
+                    yield from a.tensors
+        bodies = [b for nodes in self.functions for n in nodes for a in n.attrs
+                  for b in a.bodies]
+        for g in _graphs_from([self.graph, *bodies]):
+            yield from g.proto.initializer
+            for sp in g.proto.sparse_initializer:
+                yield sp.values
+                yield sp.indices
+            if g is not self.graph:
+                for n in g.nodes:
+                    for a in n.attrs:
+                        yield from a.tensors
+
+
+def _graphs_from(roots: list[_Graph]) -> Iterator[_Graph]:
+    stack = list(reversed(roots))
+    while stack:
+        g = stack.pop()
+        yield g
+        stack.extend(b for n in reversed(g.nodes) for a in reversed(n.attrs)
+                     for b in reversed(a.bodies))
+
+
+_MAX_DEPTH = 64   # subgraphs nested deeper are refused
+
+
+def _walk(proto: onnx.ModelProto) -> _Walked:
+    """The model's nodes, subgraph bodies and functions, read once for the load's checks."""
+    return _Walked(_walk_graph(proto.graph, "main graph", 0),
+                   tuple(_walk_nodes(f.node, "function", 0) for f in proto.functions))
+
+
+def _walk_graph(graph: onnx.GraphProto, where: str, depth: int) -> _Graph:
+    if depth > _MAX_DEPTH:
+        raise InvalidModelError(f"{where}: subgraphs are nested more than {_MAX_DEPTH} deep")
+    return _Graph(graph, where, depth, _walk_nodes(graph.node, where, depth))
+
+
+def _walk_nodes(nodes: Sequence[onnx.NodeProto], where: str, depth: int) -> tuple[_Node, ...]:
+    tensor = onnx.AttributeProto.TENSOR
+    out = []
+    for node in nodes:
+        op, name = node.op_type, node.name
+        attrs = []
+        for a in node.attribute:
+            aname = a.name
+            tensors: tuple[onnx.TensorProto, ...] = tuple(a.tensors)
+            if a.type == tensor or a.HasField("t"):
+                tensors = (a.t, *tensors)   # a TENSOR attribute without one: an empty tensor
+            subs = (a.g, *a.graphs) if a.HasField("g") else tuple(a.graphs)
+            bodies = tuple(_walk_graph(g, f"{where} > {op} {name!r}.{aname}", depth + 1)
+                           for g in subs) if subs else ()
+            attrs.append(_Attr(aname, tensors, bodies))
+        out.append(_Node(op, node.domain, name, tuple(node.input), tuple(node.output),
+                         tuple(attrs)))
+    return tuple(out)
+
+
+def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
     if proto.ir_version > onnx.IR_VERSION:
         raise UnsupportedModelError(
             f"the model's IR version {proto.ir_version} is newer than the installed onnx "
@@ -796,67 +893,32 @@ def _check_versions(proto: onnx.ModelProto) -> None:
     # A node of a domain the model does not import has no defined semantics (onnxruntime
     # refuses it too); model-local functions define their own domains.
     known = set(seen) | {f.domain for f in proto.functions}
-    for where, node in _iter_nodes(proto.graph, "main graph"):
-        for text in (node.op_type, node.domain, node.name, *node.input, *node.output,
-                     *(a.name for a in node.attribute)):
-            if not isinstance(text, str):   # protobuf hands back bytes that are not UTF-8
-                raise InvalidModelError(f"{where}: a node's op type, domain or names hold "
-                                        f"bytes that are not UTF-8 text: {text!r}")
-        domain = "" if node.domain == "ai.onnx" else node.domain
-        if domain not in known:
-            raise InvalidModelError(
-                f"{where}: node {node.name!r} ({node.op_type}) is in domain "
-                f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import)")
+    for g in walked.graphs():
+        for node in g.nodes:
+            for text in (node.op_type, node.domain, node.name, *node.inputs, *node.outputs,
+                         *(a.name for a in node.attrs)):
+                if not isinstance(text, str):   # protobuf hands back bytes that are not UTF-8
+                    raise InvalidModelError(f"{g.where}: a node's op type, domain or names "
+                                            f"hold bytes that are not UTF-8 text: {text!r}")
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            if domain not in known:
+                raise InvalidModelError(
+                    f"{g.where}: node {node.name!r} ({node.op_type}) is in domain "
+                    f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import)")
 
 
-def _iter_nodes(graph: onnx.GraphProto, where: str) -> Iterator[tuple[str, onnx.NodeProto]]:
-    """Every node of ``graph`` and of the subgraphs nested in it, with where it is."""
-    for node in graph.node:
-        yield where, node
-        for a in node.attribute:
-            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                yield from _iter_nodes(g, f"{where} > {node.op_type} {node.name!r}.{a.name}")
+class _ExternalFiles:
+    """External data files, each resolved once (:func:`resolve_inside`) and checked
+    against; a location is rewritten to the checked path relative to the folder, so the
+    reader opens exactly the file that was checked."""
 
+    def __init__(self, base_dir: str | None) -> None:
+        self.root = os.path.realpath(base_dir) if base_dir is not None else None
+        self.files: dict[str, tuple[str, int, str]] = {}   # location -> (path, size, relative)
 
-def _iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    yield from graph.initializer
-    for sp in graph.sparse_initializer:
-        yield sp.values
-        yield sp.indices
-    yield from _node_tensors(graph.node)
-
-
-def _node_tensors(nodes: Sequence[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
-    for node in nodes:
-        for a in node.attribute:
-            if a.HasField("t") or a.type == onnx.AttributeProto.TENSOR:
-                yield a.t   # a TENSOR attribute without one is an empty (invalid) tensor
-            yield from a.tensors
-            if a.HasField("g"):
-                yield from _iter_tensors(a.g)
-            for g in a.graphs:
-                yield from _iter_tensors(g)
-
-
-def _model_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor stored in the model: initializers and tensor attributes of the graph, of
-    its nested subgraphs and of its model-local functions."""
-    yield from _iter_tensors(proto.graph)
-    for f in proto.functions:
-        yield from _node_tensors(f.node)
-
-
-def _check_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
-    """Refuse external data that leaves the model folder or reaches past its file.
-
-    Each location is resolved once, here (:func:`resolve_inside`), and rewritten to the
-    checked path relative to the folder, so the reader opens exactly the file that was checked.
-    """
-    root = os.path.realpath(base_dir) if base_dir is not None else None
-    files: dict[str, tuple[str, int, str]] = {}   # location -> (real path, size, relative)
-    for t in _model_tensors(proto):
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
+    def check(self, t: onnx.TensorProto) -> None:
+        """Refuse external data that leaves the model folder or reaches past its file."""
+        root, files = self.root, self.files
         info = {e.key: e.value for e in t.external_data}
         loc = info.get("location", "")
         what = f"initializer {t.name!r}"
@@ -1018,10 +1080,12 @@ _RAW_CHECK_BYTES = 16 << 20
 ``raw_data`` on access, so bigger tensors are checked when first read."""
 
 
-def _check_tensors(proto: onnx.ModelProto) -> None:
+def _check_tensors(walked: _Walked, base_dir: str | None) -> None:
     """Every stored tensor: a known type, a sane shape, and exactly the data its shape needs
-    (a tensor whose data does not match would otherwise be padded, or read out of bounds)."""
-    for t in _model_tensors(proto):
+    (a tensor whose data does not match would otherwise be padded, or read out of bounds);
+    external data inside the model's folder and within its file."""
+    external = _ExternalFiles(base_dir)
+    for t in walked.tensors():
         what = f"tensor {t.name!r}"
         if _elem_bits(t.data_type) is None and t.data_type != onnx.TensorProto.STRING:
             raise InvalidModelError(f"{what} has data type {t.data_type}, which is not an ONNX "
@@ -1031,7 +1095,8 @@ def _check_tensors(proto: onnx.ModelProto) -> None:
             raise UnsupportedModelError(f"{what} is stored in segments, which onnxplex does "
                                         "not support")
         if t.data_location == onnx.TensorProto.EXTERNAL:
-            continue   # checked against its file by _check_external_data
+            external.check(t)
+            continue
         n = _num_elements(t.dims)
         bits = _elem_bits(t.data_type)
         if t.data_type == onnx.TensorProto.STRING:
@@ -1057,38 +1122,45 @@ def _check_tensors(proto: onnx.ModelProto) -> None:
                 f"{'' if bits is None else f' ({(n * bits + 7) // 8} bytes)'}")
 
 
-def _value_infos(graph: onnx.GraphProto, where: str
-                 ) -> Iterator[tuple[str, onnx.ValueInfoProto]]:
-    for kind, vis in (("input", graph.input), ("output", graph.output),
-                      ("value", graph.value_info)):
-        for vi in vis:
-            yield f"{where}: {kind} {vi.name!r}", vi
-    for node in graph.node:
-        for a in node.attribute:
-            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                yield from _value_infos(g, f"{where} > {node.op_type} {node.name!r}.{a.name}")
-
-
-def _check_value_shapes(proto: onnx.ModelProto) -> None:
+def _check_value_shapes(graph: ir.Graph, where: str = "main graph") -> None:
     """Declared and inferred tensor shapes: no tensor larger than allowed, no negative dims
     in the main graph's inputs (feeds are checked against them). Elsewhere a negative dim
-    counts as unknown: onnx's own inference writes -1 for some dims it cannot tell."""
-    for what, vi in _value_infos(proto.graph, "main graph"):
-        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if tt is None or not tt.HasField("shape"):
-            continue
-        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
-        if not what.startswith("main graph: input "):
+    counts as unknown: onnx's own inference writes -1 for some dims it cannot tell. Read
+    from the graph once built (its shapes are Python objects by then; nothing is allocated
+    from them before this)."""
+    main = where == "main graph"
+    outputs = {id(v) for v in graph.outputs}
+
+    def check(value: ir.Value, kind: str, strict: bool) -> None:
+        shape = value.shape
+        if shape is None or value.dtype is None:
+            return
+        dims = tuple(d if isinstance(d, int) else None for d in shape)
+        if not strict:
             dims = tuple(None if d is not None and d < 0 else d for d in dims)
-        check_tensor_size(dims, tt.elem_type, what)
+        check_tensor_size(dims, value.dtype.value, f"{where}: {kind} {value.name!r}")
+
+    for v in graph.inputs:
+        check(v, "input", main)
+    for node in graph:
+        for v in node.outputs:
+            check(v, "output" if id(v) in outputs else "value", False)
+        for attr in attrs_of(node):
+            if attr.type in _BODY_ATTRS:
+                for body in ((attr.value,) if attr.type == ir.AttributeType.GRAPH
+                             else attr.value):
+                    _check_value_shapes(body, f"{where} > {node.op_type} {node.name!r}."
+                                              f"{attr.name}")
+    for v in graph.outputs:   # one that is also an input or an initializer
+        if v.producer() is None:
+            check(v, "output", False)
 
 
-def _check_structure(graph: onnx.GraphProto, outer: set[str], where: str, depth: int = 0) -> None:
+def _check_structure(graph: _Graph, outer: set[str]) -> None:
     """Names are assigned once, every input is defined, every output is produced."""
-    if depth > 64:
-        raise InvalidModelError(f"{where}: subgraphs are nested more than 64 deep")
-    for name in (*(v.name for v in (*graph.input, *graph.output, *graph.value_info)),
-                 *(t.name for t in graph.initializer)):
+    where, g = graph.where, graph.proto
+    for name in (*(v.name for v in (*g.input, *g.output, *g.value_info)),
+                 *(t.name for t in g.initializer)):
         if not isinstance(name, str):   # protobuf hands back bytes that are not UTF-8
             raise InvalidModelError(f"{where}: value name {name!r} is not UTF-8 text")
     defined: set[str] = set(outer)
@@ -1105,32 +1177,30 @@ def _check_structure(graph: onnx.GraphProto, outer: set[str], where: str, depth:
         seen[name] = by
         defined.add(name)
 
-    for i in graph.input:
+    for i in g.input:
         define(i.name, "a graph input")
-    for t in graph.initializer:
+    for t in g.initializer:
         if seen.get(t.name, "a graph input") != "a graph input":
             raise InvalidModelError(f"{where}: initializer name {t.name!r} is defined twice")
         seen[t.name] = "an initializer"
         defined.add(t.name)
-    for sp in graph.sparse_initializer:
+    for sp in g.sparse_initializer:
         define(sp.values.name, "a sparse initializer")
-    producers = {o for n in graph.node for o in n.output if o}
-    for k, node in enumerate(graph.node):
-        label = f"node {k} ({node.op_type} {node.name!r})"
-        for name in node.input:
+    producers = {o for n in graph.nodes for o in n.outputs if o}
+    for k, node in enumerate(graph.nodes):
+        for name in node.inputs:
             if name and name not in defined and name not in producers:
                 raise InvalidModelError(
-                    f"{where}: {label} reads {name!r}, which no node, graph input or "
-                    "initializer defines"
+                    f"{where}: node {k} ({node.op_type} {node.name!r}) reads {name!r}, which "
+                    "no node, graph input or initializer defines"
                 )
-        for a in node.attribute:
-            subs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
-            for sg in subs:
-                _check_structure(sg, defined | producers, f"{where} > {node.op_type} "
-                                 f"{node.name!r}.{a.name}", depth + 1)
-        for o in node.output:
-            define(o, label)
-    for o in graph.output:
+        for a in node.attrs:
+            for body in a.bodies:
+                _check_structure(body, defined | producers)
+        for o in node.outputs:
+            if o:
+                define(o, f"node {k} ({node.op_type} {node.name!r})")
+    for o in g.output:
         if o.name not in defined and o.name not in producers:
             raise InvalidModelError(
                 f"{where}: graph output {o.name!r} is not produced by any node, input or "
