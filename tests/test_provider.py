@@ -64,6 +64,27 @@ def test_lookup_picks_newest_since_within_range():
     assert cfg is None and "outside the supported opset range" in why
 
 
+def test_lookup_answers_once_per_view_until_a_config_is_added():
+    calls = []
+    table = OpTable()
+
+    @table.register("Relu", since=6, predicate=lambda n: calls.append(n) or None)
+    def _relu(node, ctx):
+        return np.negative
+
+    view = _model_at("Relu", 17)
+    first = table.lookup(view)
+    assert table.lookup(view) == first and len(calls) == 1   # asked once per view
+    table.lookup(_model_at("Relu", 17))                       # another view: asked again
+    assert len(calls) == 2
+
+    @table.register("Relu", since=14, predicate=lambda n: "declined by the newer config")
+    def _relu14(node, ctx):
+        return np.negative
+
+    assert table.lookup(view) == (None, "declined by the newer config")
+
+
 def test_dtype_and_predicate_declines_have_reasons(table):
     m = chain(["Relu", "LeakyRelu"], opset=17)
     m.graph.node[1].attribute.add(name="alpha", f=-1.0, type=1)

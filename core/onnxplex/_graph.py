@@ -469,7 +469,7 @@ def _dim(d: Any) -> Dim:
 
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
     try:
-        arr = tensor.numpy()
+        arr = tensor.read_array() if isinstance(tensor, _FileTensor) else tensor.numpy()
     except OnnxplexError:
         raise
     except Exception as e:  # noqa: BLE001 - onnx-ir: data and shape disagree, file unreadable
@@ -687,22 +687,40 @@ def _read_split_weights(model: ir.Model, base_dir: str, split: _wire.Split) -> N
         if (not isinstance(t, ir.ExternalTensor) or t.location != split.location
                 or t.offset not in split.offsets):
             continue
-        value.const_value = ir.LazyTensor(
+        value.const_value = _FileTensor(
             _file_reader(path, stamp, t.name, t.offset, tuple(t.shape.numpy()), t.dtype),
             t.dtype, t.shape, name=t.name, doc_string=t.doc_string)
 
 
+class _FileTensor(ir.LazyTensor):
+    """A weight still in the model file. onnx-ir reads it as a tensor, like any LazyTensor;
+    the runtime (:func:`_readonly_array`) reads the array alone, without the tensor wrapper
+    and its checks (a few microseconds a weight, hundreds of weights a session)."""
+
+    __slots__ = ("read_array",)
+
+    def __init__(self, read_array: Callable[[], np.ndarray], dtype: ir.DataType,
+                 shape: ir.Shape, *, name: str, doc_string: str | None) -> None:
+        super().__init__(lambda: ir.Tensor(read_array(), dtype=dtype, name=name), dtype, shape,
+                         name=name, doc_string=doc_string)
+        self.read_array = read_array
+
+
 def _file_reader(path: str, stamp: tuple[int, int, int], name: str, offset: int,
-                 shape: tuple[int, ...], dtype: ir.DataType) -> Callable[[], ir.Tensor]:
-    def read() -> ir.Tensor:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
+                 shape: tuple[int, ...], dtype: ir.DataType) -> Callable[[], np.ndarray]:
+    np_type = dtype.numpy()
+
+    def read() -> np.ndarray:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+        try:
+            st = os.fstat(fd)
             if (st.st_ino, st.st_size, st.st_mtime_ns) != stamp:
                 raise InvalidModelError(
                     f"the model file {path!r} changed after it was loaded; its weight {name!r} "
                     "can no longer be read (load the model again)")
-            arr = _wire.read_tensor(f, offset, shape, dtype.numpy())
-        return ir.Tensor(arr, dtype=dtype, name=name)
+            return _wire.pread_tensor(fd, offset, shape, np_type)
+        finally:
+            os.close(fd)
 
     return read
 

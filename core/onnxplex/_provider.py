@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -248,11 +249,17 @@ class OpTable:
 
     def __init__(self) -> None:
         self._configs: dict[tuple[str, str], list[OpConfig]] = {}
+        # lookup's answer per node view (a session asks for each node when claiming and again
+        # when compiling; the dtype check alone is ~10 us): views are immutable, and the
+        # answers are dropped when a config is added.
+        self._answers: weakref.WeakKeyDictionary[NodeView, tuple[OpConfig | None, str]] = \
+            weakref.WeakKeyDictionary()
 
     def add(self, config: OpConfig) -> OpConfig:
         lst = self._configs.setdefault((config.domain, config.op_type), [])
         lst.append(config)
         lst.sort(key=lambda c: c.since)
+        self._answers.clear()
         return config
 
     def register(self, op_type: str | Iterable[str], *, domain: str = "", since: int = 1,
@@ -282,6 +289,18 @@ class OpTable:
 
     def lookup(self, node: NodeView) -> tuple[OpConfig | None, str]:
         """The config that runs ``node``, or ``(None, reason)``."""
+        try:
+            return self._answers[node]
+        except (KeyError, TypeError):   # (TypeError: a view type without weak references)
+            pass
+        answer = self._lookup(node)
+        try:
+            self._answers[node] = answer
+        except TypeError:
+            pass
+        return answer
+
+    def _lookup(self, node: NodeView) -> tuple[OpConfig | None, str]:
         configs = self._configs.get((node.domain, node.op_type))
         if not configs:
             return None, f"no kernel for {node.qualified_op}"

@@ -202,6 +202,23 @@ def _split(buf: mmap.mmap, size: int, location: str) -> Split | None:
     return Split(b"".join(model), location, frozenset(offsets))
 
 
+def pread_tensor(fd: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Read one tensor's little-endian bytes at ``offset`` of the open file descriptor ``fd``
+    into a new array, with positioned reads (no file object; ``fd``'s offset is unchanged)."""
+    if not hasattr(os, "preadv"):   # (Windows)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return read_tensor(f, offset, shape, dtype)
+    arr = np.empty(shape, dtype=dtype.newbyteorder("<"))
+    view = memoryview(arr).cast("B")
+    got = 0
+    while got < arr.nbytes:
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if not n:
+            raise EOFError(f"the file ends {arr.nbytes - got} bytes early")
+        got += n
+    return arr if arr.dtype.isnative else arr.astype(dtype.newbyteorder("="))
+
+
 def read_tensor(f, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """Read one tensor's little-endian bytes at ``offset`` of the open file ``f`` into a new
     array (numpy allocates it aligned)."""
