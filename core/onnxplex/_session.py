@@ -20,7 +20,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,6 +268,22 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` without a reference to its object: the session's providers keep what it
+    hands them, and a session in no reference cycle is freed, its kernels and packed weights
+    with it, as soon as the last reference to it goes (a cycle would leave hundreds of MB of
+    packed weights to the cyclic collector, whenever it next runs)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = ref()
+        if bound is None:
+            raise InvalidArgumentError("the session this provider context belonged to is gone")
+        return bound(*args, **kwargs)
+
+    return call
+
+
 class InferenceSession:
     """Load a model and run it on an ordered list of execution providers.
 
@@ -391,7 +407,7 @@ class InferenceSession:
     def _instantiate(self, resolved) -> list[ExecutionProvider]:
         ctx = ProviderContext(intra_op_num_threads=int(self._options.intra_op_num_threads),
                               session_config=dict(self._options._config),
-                              compile_graph=self._compile_body)
+                              compile_graph=_weak_method(self._compile_body))
         instances = []
         for name, opts, _ in resolved:
             cls = provider_entry(name).load()
