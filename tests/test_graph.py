@@ -162,12 +162,18 @@ def test_external_data_from_bytes_is_refused(tmp_path):
         onnxplex.load_model(path.read_bytes())
 
 
+@pytest.mark.parametrize("copied", [False, True])
 @pytest.mark.parametrize("weight_is_input", [False, True])
-def test_shape_inference_without_copying_large_weights(weight_is_input):
-    # a weight above the size shape inference is shown (declared only), one below it (a shape)
+def test_shape_inference_without_copying_large_weights(weight_is_input, copied, monkeypatch):
+    # a weight above the size shape inference is shown (declared only), one below it (a shape);
+    # ``copied``: the weights held enough bytes for inference to get a copy without them
     from onnx import numpy_helper
 
+    from onnxplex import _graph
     from onnxplex._graph import _INFER_KEEP_ELEMENTS, load_model
+
+    if copied:
+        monkeypatch.setattr(_graph, "_INFER_COPY_MIN_BYTES", 0)
 
     w = np.arange(64 * (_INFER_KEEP_ELEMENTS // 32), dtype=np.float32).reshape(64, -1)
     inits = [numpy_helper.from_array(w, "w"),

@@ -1243,6 +1243,12 @@ _INFER_KEEP_ELEMENTS = 1024
 """Initializers up to this size stay in the copy that shape inference sees (their values may
 matter: shapes, axes, pads); bigger ones are only declared there, with their type and shape."""
 
+_INFER_COPY_MIN_BYTES = 16 << 20
+"""The copy without the bigger initializers is made only when they hold at least this much:
+onnx's inference serializes the model it gets, and serializing a few MB costs less than
+copying the graph's messages in Python (a file's large weights are cut out before this, see
+:mod:`._wire`; what is left inline is a few MB at most)."""
+
 
 def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.TensorProto],
                                                      set[str]]:
@@ -1254,6 +1260,8 @@ def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.Te
     big = [t for t in g.initializer
            if t.data_location != onnx.TensorProto.EXTERNAL
            and _num_elements(t.dims) > _INFER_KEEP_ELEMENTS]
+    if sum(_expected_nbytes(t) or 0 for t in big) < _INFER_COPY_MIN_BYTES:
+        big = []   # serialized with the model: cheaper than building the copy
     big_names = {t.name for t in big}
     declared = big_names - {i.name for i in g.input}
     light = proto
