@@ -187,10 +187,15 @@ def _split(buf: mmap.mmap, size: int, location: str) -> Split | None:
         graph_at = len(model_parts)
         for gfield, gwire, gfirst, gstart, gend in _fields(buf, vstart, vend):
             cut = None
-            if gfield == _GRAPH_INITIALIZER and gwire == _LEN:
+            if gfield == _GRAPH_INITIALIZER and gwire == _LEN and \
+                    gend - gstart >= SPLIT_MIN_BYTES:   # (smaller ones hold less raw data)
                 cut = _tensor(buf, gstart, gend, location)
             if cut is None:
-                graph_parts.append((gfirst, gend))
+                last = graph_parts[-1] if graph_parts else None
+                if isinstance(last, tuple) and last[1] == gfirst:   # a run of kept fields
+                    graph_parts[-1] = (last[0], gend)
+                else:
+                    graph_parts.append((gfirst, gend))
             else:
                 graph_parts.append(_len_field(_GRAPH_INITIALIZER, cut[0]))
                 offsets.add(cut[1])
