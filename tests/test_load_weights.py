@@ -127,6 +127,25 @@ def test_external_data_and_truncation_are_unchanged(tmp_path):
         load_model(tmp_path / "cut.onnx")
 
 
+def test_weights_cut_out_beside_external_data_of_its_own(tmp_path):
+    """A file whose large weights are cut out and that has external data of its own: the
+    latter still resolves against the model's folder."""
+    weights = _weights()
+    proto = _model(weights)
+    own = proto.graph.initializer[3]   # "small", moved to small.bin by hand
+    (tmp_path / "small.bin").write_bytes(own.raw_data)
+    own.ClearField("raw_data")
+    own.data_location = TensorProto.EXTERNAL
+    own.external_data.add(key="location", value="small.bin")
+    (tmp_path / "m.onnx").write_bytes(proto.SerializeToString())
+    split = _wire.split_weights(str(tmp_path / "m.onnx"), "m.onnx")
+    assert split is not None and len(split.offsets) == 3
+    sess = onnxplex.InferenceSession(str(tmp_path / "m.onnx"))
+    feeds = _feeds()
+    d = sess.run(["d"], feeds)[0]
+    np.testing.assert_allclose(d, feeds["x4"] @ weights["small"], rtol=1e-5)
+
+
 def test_a_model_reached_through_a_symlink_from_another_folder(tmp_path):
     weights = _weights()
     (tmp_path / "real").mkdir()

@@ -643,7 +643,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     (``split``: the weights :func:`._wire.split_weights` cut out of the model file)."""
     walked = _walk(proto)
     _check_versions(proto, walked)
-    _check_tensors(walked, base_dir)
+    external = _check_tensors(walked, base_dir)
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
@@ -654,9 +654,11 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         _check_value_shapes(model.graph)
         _attach_initializers(model, big, declared)
         if base_dir is not None:
-            ir.external_data.set_base_dir(model.graph, base_dir)
             if split is not None:
                 _read_split_weights(model, base_dir, split)
+            if external > (len(split.offsets) if split is not None else 0):
+                # external data of the model's own, beside the weights cut out of its file
+                ir.external_data.set_base_dir(model.graph, base_dir)
         loaded = Model(model, base_dir)
         # loaded.nodes orders the graph: a cycle is refused there, by name
         if list(model.graph) != loaded.nodes or _unsorted_bodies(model.graph):
@@ -1098,11 +1100,13 @@ _RAW_CHECK_BYTES = 16 << 20
 ``raw_data`` on access, so bigger tensors are checked when first read."""
 
 
-def _check_tensors(walked: _Walked, base_dir: str | None) -> None:
+def _check_tensors(walked: _Walked, base_dir: str | None) -> int:
     """Every stored tensor: a known type, a sane shape, and exactly the data its shape needs
     (a tensor whose data does not match would otherwise be padded, or read out of bounds);
-    external data inside the model's folder and within its file."""
+    external data inside the model's folder and within its file. The number of tensors
+    with external data."""
     external = _ExternalFiles(base_dir)
+    count = 0
     for t in walked.tensors():
         what = f"tensor {t.name!r}"
         if _elem_bits(t.data_type) is None and t.data_type != onnx.TensorProto.STRING:
@@ -1114,6 +1118,7 @@ def _check_tensors(walked: _Walked, base_dir: str | None) -> None:
                                         "not support")
         if t.data_location == onnx.TensorProto.EXTERNAL:
             external.check(t)
+            count += 1
             continue
         n = _num_elements(t.dims)
         bits = _elem_bits(t.data_type)
@@ -1138,6 +1143,7 @@ def _check_tensors(walked: _Walked, base_dir: str | None) -> None:
             raise InvalidModelError(
                 f"{what} holds {held}, but its shape {list(t.dims)} needs {n} element(s)"
                 f"{'' if bits is None else f' ({(n * bits + 7) // 8} bytes)'}")
+    return count
 
 
 def _check_value_shapes(graph: ir.Graph, where: str = "main graph") -> None:
