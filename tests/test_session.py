@@ -109,6 +109,19 @@ def test_profiling_writes_ort_format(null_provider, tmp_path):
     assert nodes[0]["args"]["input_type_shape"] == [{"float": [2, 3]}]
     assert {e["ph"] for e in events} == {"X"}
     assert any(e["name"] == "model_run" for e in events)
+    # session creation and its steps, each inside it
+    steps = {e["name"]: e for e in events if e["cat"] == "Session"}
+    init = steps["session_initialization"]
+    for name in ("model_loading", "graph_optimization", "partition_and_compile",
+                 "execution_plan"):
+        e = steps[name]
+        assert init["ts"] <= e["ts"] and e["ts"] + e["dur"] <= init["ts"] + init["dur"] + 1
+    from onnxplex._perf import profile_text, summarize_profile
+
+    summary = summarize_profile(events)
+    assert [r["name"] for r in summary["session_creation"]][1:] == [
+        "model_loading", "graph_optimization", "partition_and_compile", "execution_plan"]
+    assert "session creation:" in profile_text(summary)
 
 
 def test_optimized_model_is_saved(null_provider, tmp_path):

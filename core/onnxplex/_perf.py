@@ -287,9 +287,11 @@ def load_profile(path: str) -> list[dict[str, Any]]:
 
 def summarize_profile(events: Sequence[Mapping[str, Any]], top: int = 10) -> dict[str, Any]:
     """Time per op type, per provider and the slowest nodes, from ``Node`` events (``dur`` in
-    microseconds); ``runs`` counts ``model_run`` events. Sub-events of fused kernels (args
-    ``parent``, see ``onnxplex.Kernel``) are inside their partition's event: they are not
-    counted again, but listed per kernel in ``fused_kernels``."""
+    microseconds); ``runs`` counts ``model_run`` events; ``session_creation`` lists the
+    ``Session`` events of creation (loading, optimization, partition and compile, plan).
+    Sub-events of fused kernels (args ``parent``, see ``onnxplex.Kernel``) are inside their
+    partition's event: they are not counted again, but listed per kernel in
+    ``fused_kernels``."""
     timed = [e for e in events if e.get("cat") == "Node" and e.get("ph", "X") == "X"
              and "dur" in e]
     nodes = [e for e in timed if "parent" not in (e.get("args") or {})]
@@ -317,6 +319,11 @@ def summarize_profile(events: Sequence[Mapping[str, Any]], top: int = 10) -> dic
         out["fused_kernels"] = table(lambda e: f"{args(e).get('provider', '?')}: "
                                                f"{args(e).get('kernel') or args(e).get('op_name')}",
                                      subs)
+    creation = [e for e in events if e.get("cat") == "Session" and "dur" in e
+                and e.get("name") != "model_run"]
+    if creation:   # session_initialization and its steps, in the order they ended
+        out["session_creation"] = [{"name": e["name"], "ms": float(e["dur"]) / 1e3}
+                                   for e in creation]
     return out
 
 
@@ -325,6 +332,9 @@ def profile_text(summary: Mapping[str, Any]) -> str:
     lines = [f"{summary['node_events']} node events over {runs} run(s); node time "
              f"{summary['node_time_us'] / 1e3:.2f} ms"
              + (f" ({summary['node_time_us'] / 1e3 / runs:.3f} ms per run)" if runs else "")]
+    if summary.get("session_creation"):
+        lines.append("\nsession creation:")
+        lines.extend(f"  {r['name']:<48} {r['ms']:>10.2f} ms" for r in summary["session_creation"])
     for title, key in (("per op type", "by_op_type"), ("per provider", "by_provider"),
                        ("slowest nodes", "top_nodes"),
                        ("inside fused partitions, per kernel", "fused_kernels")):

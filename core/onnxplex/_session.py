@@ -268,6 +268,25 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+class _Phase:
+    """Times a step of session creation into the profile (``cat`` ``Session``, nested in
+    ``session_initialization``); ``args`` go into the event."""
+
+    __slots__ = ("_session", "_name", "_t0", "args")
+
+    def __init__(self, session: InferenceSession, name: str) -> None:
+        self._session, self._name, self.args = session, name, {}
+
+    def __enter__(self) -> _Phase:
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self._session._profile_event(self._name, "Session", self._t0,
+                                         time.perf_counter_ns(), self.args)
+
+
 def _weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
     """``method`` without a reference to its object: the session's providers keep what it
     hands them, and a session in no reference cycle is freed, its kernels and packed weights
@@ -314,7 +333,8 @@ class InferenceSession:
 
     def _create(self, path_or_bytes: Any, providers: Sequence[Any] | None,
                 provider_options: Sequence[Mapping[str, Any]] | None) -> None:
-        model = load_model(path_or_bytes)
+        with self._phase("model_loading"):
+            model = load_model(path_or_bytes)
         self._meta = _metadata(model)
         self._inputs = self._describe_inputs(model)
         named = frozenset(d for a in self._inputs for d in a.shape if isinstance(d, str))
@@ -438,16 +458,21 @@ class InferenceSession:
         reload = (None if isinstance(source, Model)
                   else lambda: load_model(source).ir.graph)
         others = [p for p in providers if p.name != DEFAULT_PROVIDER]
-        if level < 2 or not others:  # every level in one run (one rollback snapshot)
-            self._optimizer_reports = optimize(model, level, cpu.compile, reload=reload, **opt)
-        else:
-            # Fusions serve the default CPU provider: nodes another provider claims on the
-            # basic-optimized graph are left alone (onnxruntime applies its level-2 fusions
-            # to CPU-assigned nodes only).
-            self._optimizer_reports = optimize(model, 1, cpu.compile, reload=reload, **opt)
-            protected = self._claimed_by(model, others)
-            self._optimizer_reports += optimize(model, level, cpu.compile, min_level=2,
-                                                protected=protected, **opt)
+        phase = self._phase("graph_optimization")
+        with phase:
+            if level < 2 or not others:  # every level in one run (one rollback snapshot)
+                self._optimizer_reports = optimize(model, level, cpu.compile, reload=reload,
+                                                   **opt)
+            else:
+                # Fusions serve the default CPU provider: nodes another provider claims on
+                # the basic-optimized graph are left alone (onnxruntime applies its level-2
+                # fusions to CPU-assigned nodes only).
+                self._optimizer_reports = optimize(model, 1, cpu.compile, reload=reload, **opt)
+                protected = self._claimed_by(model, others)
+                self._optimizer_reports += optimize(model, level, cpu.compile, min_level=2,
+                                                    protected=protected, **opt)
+            phase.args["passes"] = {r.name: r.changes for r in self._optimizer_reports
+                                    if r.changes}
         if self._options.optimized_model_filepath:
             onnx.save_model(_savable(model.to_proto()), self._options.optimized_model_filepath)
             if any(r.name == "NhwcTransformer" and r.changes for r in self._optimizer_reports):
@@ -461,11 +486,13 @@ class InferenceSession:
 
         self._fallback_off = fallback_off
         self._body_plans: list[tuple[str, PartitionPlan]] = []
-        model, plan, units, active = self._partition_compile(model, providers)
+        with self._phase("partition_and_compile"):
+            model, plan, units, active = self._partition_compile(model, providers)
         self._plan = plan
         self._model = model
         self._active = active
-        self._exec = _executor.build_plan(model, units)
+        with self._phase("execution_plan"):
+            self._exec = _executor.build_plan(model, units)
         self._pool = None
         if self._options.execution_mode == ExecutionMode.ORT_PARALLEL:
             workers = int(self._options.inter_op_num_threads) or (os.cpu_count() or 2)
@@ -670,6 +697,10 @@ class InferenceSession:
         return out
 
     # ---------------------------------------------------------------------------- profiling
+
+    def _phase(self, name: str) -> _Phase:
+        """A step of session creation, recorded as a ``Session`` event when profiling."""
+        return _Phase(self, name)
 
     def _profile_event(self, name: str, cat: str, start: int, end: int,
                        args: dict[str, Any] | None = None) -> None:
