@@ -113,3 +113,19 @@ def test_a_rule_matching_what_another_made_in_the_same_run_still_runs():
         helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]))
     assert _rules.apply_rules(m, fused_matmul_rule_sets()) == 2
     assert [n.op_type for n in m.graph] == ["FusedMatMul"]
+
+
+def test_rules_built_per_call_are_not_kept():
+    """onnxscript builds some rule sets anew per call: what is known of a rule goes with it."""
+    import gc
+
+    from onnxscript.rewriter.ort_fusions.fused_matmul_rule_sets import fused_matmul_rule_sets
+
+    for _ in range(3):
+        _rules.apply_rules(_model(), fused_matmul_rule_sets())
+    gc.collect()
+    before = len(_rules._REQUIRED)
+    for _ in range(5):
+        _rules.apply_rules(_model(), fused_matmul_rule_sets())
+    gc.collect()
+    assert len(_rules._REQUIRED) <= before

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -132,7 +133,8 @@ def _any_gated(model: ir.Model, rules: list[tuple[Any, str | None]],
     return False
 
 
-_REQUIRED: dict[int, tuple[Any, frozenset[str]]] = {}
+# per rule object, for as long as it lives (rule sets built per call come and go)
+_REQUIRED: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def _required_ops(rule: Any) -> frozenset[str]:
@@ -140,9 +142,10 @@ def _required_ops(rule: Any) -> frozenset[str]:
     output nodes through node inputs, and of alternatives (``OrValue``) the op types all of
     them need. Empty when this onnxscript keeps its pattern elsewhere (the rule is then
     always tried)."""
-    hit = _REQUIRED.get(id(rule))
-    if hit is not None and hit[0] is rule:
-        return hit[1]
+    try:
+        return _REQUIRED[rule]
+    except (KeyError, TypeError):   # (TypeError: not weakly referenceable, not kept)
+        pass
     try:
         from onnxscript.rewriter import _pattern_ir as pir
 
@@ -174,5 +177,8 @@ def _required_ops(rule: Any) -> frozenset[str]:
         found = frozenset().union(*(of_node(n) for n in rule._target_pattern.output_nodes))
     except (AttributeError, ImportError, TypeError):
         found = frozenset()
-    _REQUIRED[id(rule)] = (rule, found)   # the rule is kept: its id stays its own
+    try:
+        _REQUIRED[rule] = found
+    except TypeError:
+        pass
     return found
