@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import dataclasses
 import heapq
 import logging
 import threading
@@ -166,7 +165,7 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
     ordered = _order_units(units)
     layout_of: dict[int, str] = {}
     converted: dict[tuple[int, str], int] = {}
-    steps: list[Step] = []
+    steps: list[dict[str, Any]] = []   # Step fields; releases and deps are added below
 
     def read(name: str, layout: str, const: bool) -> int:
         s = slot(name)
@@ -177,8 +176,10 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
         if key not in converted:
             out = slot(f"{name}@{layout}")
             layout_of[out] = layout
-            steps.append(Step(f"{name}->{layout}", "LayoutConversion", "onnxplex", (),
-                              _CONVERTERS[(have, layout)], (s,), (out,), 1, True, (None,)))
+            steps.append(dict(name=f"{name}->{layout}", op_type="LayoutConversion",
+                              provider="onnxplex", node_indices=(),
+                              kernel=_CONVERTERS[(have, layout)], inputs=(s,), outputs=(out,),
+                              required=1, exact=True, checks=(None,)))
             converted[key] = out
         return converted[key]
 
@@ -194,7 +195,7 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
         single = sg.is_single_node
         required = (max((k for k, v in enumerate(sg.outputs) if v is not None), default=-1) + 1)
         checks = tuple(None if v is None else _check_of(v, layout) for v in sg.outputs)
-        steps.append(Step(
+        steps.append(dict(
             name=node.display_name if single else (sg.name or f"{unit.provider}_fused"),
             op_type=node.op_type if single else sg.name or "FusedSubgraph",
             provider=unit.provider, node_indices=unit.node_indices, kernel=unit.kernel,
@@ -208,8 +209,8 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
             constants.setdefault(output_slots[v.name], model.value_info(v.name).const)
 
     constants.update(defaults)
-    steps = _with_releases(steps, set(output_slots.values()) | set(constants))
-    return ExecutionPlan(steps, len(names), input_slots, output_slots, constants, names,
+    plan_steps = _with_releases(steps, set(output_slots.values()) | set(constants))
+    return ExecutionPlan(plan_steps, len(names), input_slots, output_slots, constants, names,
                          frozenset(defaults))
 
 
@@ -260,14 +261,16 @@ def _order_units(units: Sequence[CompiledUnit]) -> list[CompiledUnit]:
     return out
 
 
-def _with_releases(steps: list[Step], keep: set[int]) -> list[Step]:
+def _with_releases(steps: list[dict[str, Any]], keep: set[int]) -> list[Step]:
+    """The steps (their fields) with the slots each one releases (those whose last reader it
+    is, but ``keep``) and the steps it depends on."""
     last: dict[int, int] = {}
     producer: dict[int, int] = {}
     for k, st in enumerate(steps):
-        for s in st.inputs:
+        for s in st["inputs"]:
             if s >= 0:
                 last[s] = k
-        for s in st.outputs:
+        for s in st["outputs"]:
             if s >= 0:
                 producer[s] = k
                 last.setdefault(s, k)   # produced but never read: release right away
@@ -275,11 +278,9 @@ def _with_releases(steps: list[Step], keep: set[int]) -> list[Step]:
     for s, k in last.items():
         if s not in keep:
             release.setdefault(k, []).append(s)
-    out = []
-    for k, st in enumerate(steps):
-        deps = tuple(sorted({producer[s] for s in st.inputs if s in producer}))
-        out.append(dataclasses.replace(st, release=tuple(release.get(k, ())), deps=deps))
-    return out
+    return [Step(**st, release=tuple(release.get(k, ())),
+                 deps=tuple(sorted({producer[s] for s in st["inputs"] if s in producer})))
+            for k, st in enumerate(steps)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -628,8 +628,14 @@ def _attention_mask_index(graph: ir.Graph) -> None:
 @register_pass("FusedMatMul fusion", EXTENDED,
                requires={"MatMul", "FusedMatMul"})
 def _fused_matmul_fusion(ctx: OptimizerContext) -> int:
+    model = ctx.model.ir
+    n = _apply(model, _fused_matmul_rules())
+    return _finish(model, n)
+
+
+@functools.cache
+def _fused_matmul_rules():
+    """onnxscript's FusedMatMul rule set, built once (its function builds it anew per call)."""
     from onnxscript.rewriter.ort_fusions.fused_matmul_rule_sets import fused_matmul_rule_sets
 
-    model = ctx.model.ir
-    n = _apply(model, fused_matmul_rule_sets())
-    return _finish(model, n)
+    return fused_matmul_rule_sets()
