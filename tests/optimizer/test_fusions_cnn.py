@@ -165,6 +165,27 @@ def test_conv_add_becomes_bias(tmp_path, shape, bias):
     assert ops(opt) == ["Conv"] and len(node_of(opt, "Conv").input) == 3
 
 
+def test_fusions_read_no_weight_they_do_not_need(tmp_path, monkeypatch):
+    """A residual Conv -> Add(tensor): the conv's weight (in the model file, read on demand)
+    is not read by the optimizer; the Conv + activation fusion neither."""
+    from onnxplex import _graph, _wire
+
+    w = RNG.standard_normal((64, 64, 3, 3)).astype(np.float32)   # 144 KiB: cut out of the file
+    m = model([helper.make_node("Conv", ["x", "w"], ["cv"], pads=[1, 1, 1, 1]),
+               helper.make_node("Add", ["cv", "x"], ["s"]),
+               helper.make_node("Relu", ["s"], ["y"])],
+              [vi("x", [1, 64, 8, 8])], [vi("y", None)], [init("w", w)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    loaded = _graph.load_model(path)
+    reads = []
+    real = _wire.pread_tensor
+    monkeypatch.setattr(_wire, "pread_tensor", lambda *a: reads.append(a) or real(*a))
+    reports = optimize(loaded, int(GOL.ORT_ENABLE_EXTENDED))
+    assert any(r.name == "Conv + activation -> FusedConv" and r.changes for r in reports)
+    assert reads == []
+
+
 @pytest.mark.parametrize("shape", [(1, 1, 6, 6), (2, 4, 1, 1)])
 def test_conv_add_not_per_channel_not_fused(tmp_path, shape):
     inits = [init("w", RNG.standard_normal((4, 3, 3, 3))), init("c", RNG.standard_normal(shape))]

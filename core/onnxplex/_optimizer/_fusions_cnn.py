@@ -328,11 +328,14 @@ def _conv_add(ctx: OptimizerContext) -> int:
         add = _sole_consumer(y)
         if not _is_onnx(add, "Add") or _dtype(y) != _FLOAT:
             continue
-        w = _const(_input(conv, 1))
         c = _const(_add_other(add, y))
-        if w is None or c is None or c.dtype != np.float32:
+        w = _input(conv, 1)
+        if c is None or c.dtype != np.float32 or not _is_const(w):
             continue
-        vec = _channel_vector(c, w.ndim, w.shape[0])
+        # the weight's shape, not its values (it may be in the file: reading it for every
+        # conv that feeds an Add, residual ones included, was most of this pass)
+        w_shape = tuple(int(d) for d in w.const_value.shape)
+        vec = _channel_vector(c, len(w_shape), w_shape[0])
         if vec is None:
             continue
         old_b = _input(conv, 2)
