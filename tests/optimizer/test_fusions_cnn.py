@@ -186,6 +186,28 @@ def test_fusions_read_no_weight_they_do_not_need(tmp_path, monkeypatch):
     assert reads == []
 
 
+def test_shared_clip_bounds_are_read_once_per_pass(monkeypatch):
+    import onnx_ir as ir
+
+    from onnxplex import _graph
+
+    nodes, x = [], "x"
+    for k in range(3):
+        nodes += [helper.make_node("Conv", [x, "w"], [f"c{k}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Clip", [f"c{k}", "lo", "hi"], [f"r{k}"])]
+        x = f"r{k}"
+    m = model(nodes, [vi("x", [1, 4, 6, 6])], [vi(x, None)],
+              [init("w", RNG.standard_normal((4, 4, 3, 3))), init("lo", 0.0), init("hi", 6.0)])
+    loaded = _graph.load_model(m)
+    reads = []
+    real = ir.serde.TensorProtoTensor.numpy
+    monkeypatch.setattr(ir.serde.TensorProtoTensor, "numpy",
+                        lambda self: reads.append(self.name) or real(self))
+    reports = optimize(loaded, int(GOL.ORT_ENABLE_EXTENDED))
+    assert [r.changes for r in reports if r.name == "Conv + activation -> FusedConv"] == [3]
+    assert reads.count("lo") == 1 and reads.count("hi") == 1
+
+
 @pytest.mark.parametrize("shape", [(1, 1, 6, 6), (2, 4, 1, 1)])
 def test_conv_add_not_per_channel_not_fused(tmp_path, shape):
     inits = [init("w", RNG.standard_normal((4, 3, 3, 3))), init("c", RNG.standard_normal(shape))]

@@ -88,8 +88,23 @@ def _is_const(v: ir.Value | None) -> bool:
 
 def _const(v: ir.Value | None) -> np.ndarray | None:
     """The value of a constant :func:`_is_const` accepts (read: for a weight in the model
-    file, a read of the file), else None."""
-    return v.const_value.numpy() if _is_const(v) else None
+    file, a read of the file), else None. Small ones are read once per pass run (a CNN's
+    35 Clips share their two bounds; onnx-ir reads a proto tensor anew each time)."""
+    if not _is_const(v):
+        return None
+    t = v.const_value
+    memo = getattr(_STATE, "consts", None)
+    if memo is not None:
+        hit = memo.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+    arr = t.numpy()
+    if memo is not None and arr.nbytes <= _MEMO_BYTES:
+        memo[id(t)] = (t, arr)   # the tensor is kept with it: its id stays its own
+    return arr
+
+
+_MEMO_BYTES = 4096
 
 
 def _input(node: ir.Node, i: int) -> ir.Value | None:
@@ -192,10 +207,11 @@ def _counted(fn):
     def run(ctx: OptimizerContext) -> int:
         _STATE.legacy_inputs = ctx.model.ir.ir_version is not None and ctx.model.ir.ir_version < 4
         _STATE.names = None
+        _STATE.consts = {}
         try:
             n = fn(ctx)
         finally:
-            _STATE.names = None
+            _STATE.names = _STATE.consts = None
         if n:
             _cleanup(ctx)
         return n
