@@ -821,21 +821,20 @@ class _Walked(NamedTuple):
     def tensors(self) -> Iterator[onnx.TensorProto]:
         """Every tensor stored in the model: initializers and tensor attributes of the graph,
         of its nested subgraphs and of its model-local functions (and their bodies)."""
-        for nodes in (self.graph.nodes, *self.functions):
+        bodies = [b for nodes in self.functions for n in nodes for a in n.attrs
+                  for b in a.bodies]
+        for nodes in self.functions:
             for n in nodes:
                 for a in n.attrs:
                     yield from a.tensors
-        bodies = [b for nodes in self.functions for n in nodes for a in n.attrs
-                  for b in a.bodies]
         for g in _graphs_from([self.graph, *bodies]):
             yield from g.proto.initializer
             for sp in g.proto.sparse_initializer:
                 yield sp.values
                 yield sp.indices
-            if g is not self.graph:
-                for n in g.nodes:
-                    for a in n.attrs:
-                        yield from a.tensors
+            for n in g.nodes:
+                for a in n.attrs:
+                    yield from a.tensors
 
 
 def _graphs_from(roots: list[_Graph]) -> Iterator[_Graph]:

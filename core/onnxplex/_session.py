@@ -471,8 +471,9 @@ class InferenceSession:
                 protected = self._claimed_by(model, others)
                 self._optimizer_reports += optimize(model, level, cpu.compile, min_level=2,
                                                     protected=protected, **opt)
-            phase.args["passes"] = {r.name: r.changes for r in self._optimizer_reports
-                                    if r.changes}
+            if self._profile is not None:
+                phase.args["passes"] = {r.name: r.changes for r in self._optimizer_reports
+                                        if r.changes}
         if self._options.optimized_model_filepath:
             onnx.save_model(_savable(model.to_proto()), self._options.optimized_model_filepath)
             if any(r.name == "NhwcTransformer" and r.changes for r in self._optimizer_reports):

@@ -16,6 +16,7 @@ reports what is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from dataclasses import dataclass
@@ -209,31 +210,24 @@ def _split(buf: mmap.mmap, size: int, location: str) -> Split | None:
 
 def pread_tensor(fd: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """Read one tensor's little-endian bytes at ``offset`` of the open file descriptor ``fd``
-    into a new array, with positioned reads (no file object; ``fd``'s offset is unchanged)."""
-    if not hasattr(os, "preadv"):   # (Windows)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return read_tensor(f, offset, shape, dtype)
+    into a new array (numpy allocates it aligned), with positioned reads where the platform
+    has them (no file object; ``fd``'s offset is unchanged)."""
     arr = np.empty(shape, dtype=dtype.newbyteorder("<"))
     view = memoryview(arr).cast("B")
-    got = 0
-    while got < arr.nbytes:
-        n = os.preadv(fd, [view[got:]], offset + got)
-        if not n:
-            raise EOFError(f"the file ends {arr.nbytes - got} bytes early")
-        got += n
-    return arr if arr.dtype.isnative else arr.astype(dtype.newbyteorder("="))
+    with contextlib.ExitStack() as stack:
+        if hasattr(os, "preadv"):
+            def read_at(buf: memoryview, pos: int) -> int:
+                return os.preadv(fd, [buf], pos)
+        else:   # (Windows) a file object over the descriptor, seeked
+            f = stack.enter_context(open(fd, "rb", buffering=0, closefd=False))
 
-
-def read_tensor(f, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """Read one tensor's little-endian bytes at ``offset`` of the open file ``f`` into a new
-    array (numpy allocates it aligned)."""
-    arr = np.empty(shape, dtype=dtype.newbyteorder("<"))
-    f.seek(offset)
-    view = memoryview(arr).cast("B")
-    got = 0
-    while got < arr.nbytes:
-        n = f.readinto(view[got:])
-        if not n:
-            raise EOFError(f"the file ends {arr.nbytes - got} bytes early")
-        got += n
+            def read_at(buf: memoryview, pos: int) -> int:
+                f.seek(pos)
+                return f.readinto(buf)
+        got = 0
+        while got < arr.nbytes:
+            n = read_at(view[got:], offset + got)
+            if not n:
+                raise EOFError(f"the file ends {arr.nbytes - got} bytes early")
+            got += n
     return arr if arr.dtype.isnative else arr.astype(dtype.newbyteorder("="))
