@@ -227,10 +227,12 @@ def test_saved_optimized_model_loads_in_onnxruntime(tmp_path, level):
 
 @pytest.mark.parametrize("op, identity, expect", [
     ("Mul", 1.0, ["Relu"]), ("Add", 0.0, ["Relu"]), ("Mul", 2.0, ["Relu", "Mul"]),
+    ("Add", [0.0, 0.0, 0.0, 0.0], ["Relu", "Add"]),
 ])
 def test_no_op_chain_rules_run_only_when_they_can_match(op, identity, expect):
     """The no-op chain pass (onnxscript's rules) runs when the graph has a candidate; its
-    ``applies`` test must never skip one that matches (here: x * 1, x + 0)."""
+    ``applies`` test must never skip one that matches (here: x * 1, x + 0), and skips a zero
+    bias vector (the rules match scalars only: trying them at every bias Add was a cost)."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node(op, ["r", "c"], ["y"])]
     inits = [numpy_helper.from_array(np.array(identity, np.float32), "c")]
     off, on = _same(_model(nodes, [X], [Y], inits), FEED)
