@@ -59,6 +59,17 @@ def test_transformer_encoder_fuses_attention_skip_layer_norm_and_gelu():
     assert sum(ops.values()) < 30   # 96 nodes unoptimized
 
 
+def test_unread_skip_layer_norm_outputs_stay_unnamed():
+    """SkipLayerNormalization's mean and inverse std, read by nothing, are left unnamed so its
+    kernel skips them, and later rule sets (the attention fusion runs after it) must not name
+    them again (onnx-ir's NameFixPass after each set did)."""
+    sess = onnxplex.InferenceSession(transformer_encoder(), providers=["cpu_mlas"])
+    skips = [n for n in sess.model.nodes if n.op_type == "SkipLayerNormalization"]
+    assert len(skips) == 4
+    for node in skips:
+        assert all(out.name == "" for out in node.outputs[1:3]), [o.name for o in node.outputs]
+
+
 def test_erf_gelu():
     nodes = [helper.make_node("Div", ["x", "sqrt2"], ["d"]),
              helper.make_node("Erf", ["d"], ["e"]),

@@ -369,7 +369,8 @@ def _attention_fusion(ctx: OptimizerContext) -> int:
     remove_unused(model)
     _fold_constant_nodes(model.graph)
     _attention_mask_index(model.graph)
-    remove_unused(model)
+    if not mha:   # (else _finish removes what became unused)
+        remove_unused(model)
     return _finish(model, mha)
 
 

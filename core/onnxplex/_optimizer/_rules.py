@@ -3,11 +3,12 @@
 onnxscript's ``RewriteRuleSet`` tries every rule at every node (``try_rewrite`` runs the
 matcher, ~15 us a try even when the op type differs at once): on BERT-base int8 that was
 17,750 tries and most of the optimizer's time. A pattern's match starts at its (first) output
-node, so a rule whose output node has a fixed op type can only match at nodes of that type:
-:func:`apply_rules` wraps each such rule so that other nodes are passed over before the
-matcher runs. Rules whose output op is not a fixed name are tried everywhere, as before.
-A rule set none of whose rules could match (each pattern holds an op type the model has no
-node of) is not run.
+node, so a rule whose output node has a fixed op type can only match at nodes of that type,
+and only where the producers of the node's inputs have the op types the pattern names
+(:func:`_prefilter`). :class:`_Driver` runs a rule set so, with onnxscript's matcher and
+replacement and onnxscript's order of visits; rules whose output op is not a fixed name are
+tried everywhere. A rule set none of whose rules could match (each pattern holds an op type
+the model has no node of) is not run.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import onnx_ir as ir
 
-from .._graph import all_nodes
+from .._graph import _BODY_ATTRS, all_nodes, attrs_of
 
 
 def _root_op(rule: Any) -> str | None:
@@ -84,26 +85,223 @@ def apply_rules(model: ir.Model, rules: Any,
     onnxscript ``fuse_*`` function) to ``model`` with root-op filtering, and only at nodes
     ``gate`` accepts when it is given (a cheap necessary condition for any of the rules to
     match there); the count of rewrites."""
-    from onnxscript.rewriter import RewriteRuleSet
-
     found = list(rules) if isinstance(rules, (list, tuple)) else _rules_of(rules)
     if found is None:  # something else callable: run it as it is
         return int(rules(model) or 0)
     present = _op_types(model)
     rooted = [(r, _root_op(r)) for r in found]
     # A rule whose pattern needs an op type the model lacks cannot match now; when no rule of
-    # the set can, none ever will in this run (only a rewrite brings new op types), and
-    # onnxscript's run, which would still walk the graph several times (constant propagation,
-    # the rule loop, its own dead-node removal), is skipped. Otherwise every rule is tried:
-    # one rewrite may make another rule's op types (Transpose + MatMul -> FusedMatMul, then
-    # FusedMatMul + Div).
+    # the set can, none ever will in this run (only a rewrite brings new op types), and the
+    # run, which would still walk the graph (constant propagation, the rule loop), is skipped.
+    # Otherwise every rule is tried: one rewrite may make another rule's op types
+    # (Transpose + MatMul -> FusedMatMul, then FusedMatMul + Div).
     viable = [(r, op) for r, op in rooted if _required_ops(r) <= present]
     if not viable or (gate is not None and not _any_gated(model, viable, gate)):
         return 0
-    wrapped = [_Rooted(r, op, gate) if op is not None or gate is not None else r
-               for r, op in rooted]
     with _APPLYING:
-        return int(RewriteRuleSet(wrapped).apply_to_model(model) or 0)
+        if any(getattr(r, "as_function", False) for r in found):
+            # (a rule that makes a function of what it matched: onnxscript's own loop)
+            from onnxscript.rewriter import RewriteRuleSet
+
+            wrapped = [_Rooted(r, op, gate) if op is not None or gate is not None else r
+                       for r, op in rooted]
+            return int(RewriteRuleSet(wrapped).apply_to_model(model) or 0)
+        return _Driver(model, rooted, gate).run()
+
+
+class _Driver:
+    """onnxscript's rule loop (``RewriteRuleSet.apply_to_model``), rewrites alike, without its
+    costs where a model has hundreds of nodes and a set a dozen rules: every rule tried at
+    every node, every node's attributes looked through for subgraphs, the whole graph renamed
+    after each set (onnx-ir's ``NameFixPass``, ~1 ms on BERT-base). Here the rules are looked
+    up by the node's op type, a rule's pattern is checked against the node's producers' op
+    types before onnxscript's matcher runs (:func:`_prefilter`), bodies are looked for once,
+    and only the nodes the rewrites made are given unique names.
+
+    As in onnxscript: nodes are visited in graph order, the nodes a rewrite inserts included;
+    at each node the rules are tried in order and the first match is applied; the model's
+    functions are rewritten after the main graph; Constant outputs are propagated first."""
+
+    def __init__(self, model: ir.Model, rooted: list[tuple[Any, str | None]],
+                 gate: Callable[[ir.Node], bool] | None) -> None:
+        self.model = model
+        self.rules = [r for r, _ in rooted]
+        self.gate = gate
+        checked = [(r, op, _prefilter(r)) for r, op in rooted]
+        anywhere = [(r, check) for r, op, check in checked if op is None]
+        # per root op type: its rules and the rules of no fixed root, in the set's order
+        self.by_op: dict[str, list[tuple[Any, Callable[[ir.Node], bool] | None]]] = {
+            op: [(r, check) for r, o, check in checked if o in (op, None)]
+            for op in {op for _, op, _ in checked if op is not None}}
+        self.anywhere = anywhere
+        self.made: list[ir.Node] = []
+
+    def run(self) -> int:
+        from onnxscript.optimizer import basic_constant_propagation
+
+        model = self.model
+        functions = list(model.functions.values())   # not those the rewrites add
+        count = 0
+        for graph in (model.graph, *functions):
+            basic_constant_propagation(graph)
+            count += self._rewrite(graph)
+        if count:
+            if any(not getattr(r, "remove_nodes", True) for r in self.rules):
+                from ._basic import remove_unused
+
+                remove_unused(model)
+            _name_made(model, self.made)
+        return count
+
+    def _rewrite(self, graph: ir.Graph | ir.Function) -> int:
+        for rule in self.rules:
+            if getattr(rule, "graph_pre_visitor", None):
+                rule.graph_pre_visitor()
+        bodies = any(a.type in _BODY_ATTRS for n in graph for a in attrs_of(n))
+        made_here: set[int] = set()
+        count = 0
+        for node in graph:
+            candidates = self.by_op.get(node.op_type, self.anywhere)
+            if candidates and (self.gate is None or self.gate(node)):
+                for rule, check in candidates:
+                    if check is not None and not check(node):
+                        continue
+                    delta = rule.try_rewrite(self.model, graph, node)
+                    if delta is None or not self._replace(graph, node, rule, delta):
+                        continue
+                    made_here.update(id(n) for n in delta.new_nodes)
+                    count += 1
+                    break
+            if bodies or id(node) in made_here:
+                for attr in attrs_of(node):
+                    if attr.type == ir.AttributeType.GRAPH:
+                        count += self._rewrite(attr.value)
+                    elif attr.type == ir.AttributeType.GRAPHS:
+                        for body in attr.value:
+                            count += self._rewrite(body)
+        for rule in self.rules:
+            if getattr(rule, "graph_post_visitor", None):
+                rule.graph_post_visitor()
+        return count
+
+    def _replace(self, graph: ir.Graph | ir.Function, node: ir.Node, rule: Any,
+                 delta: Any) -> bool:
+        """Put ``delta`` (onnxscript's ``ReplacementSubgraph``) in place of what it matched,
+        as onnxscript's loop does; False when it cannot be (initializers into a function)."""
+        from onnx_ir import convenience
+        from onnxscript.optimizer import basic_constant_propagation
+        from onnxscript.rewriter import _rewrite_rule as rr
+
+        if delta.new_initializers:
+            if isinstance(graph, ir.Function):
+                return False
+            for init in delta.new_initializers:
+                graph.initializers[init.name] = init
+        basic_constant_propagation(delta.new_nodes)
+        tag = getattr(rr, "RULE_NAME_TAG", None)
+        if tag and getattr(rule, "name", None):
+            for n in delta.new_nodes:
+                n.metadata_props[tag] = rule.name
+        convenience.replace_nodes_and_values(
+            graph, node, delta.match.nodes if getattr(rule, "remove_nodes", True) else [],
+            delta.new_nodes, delta.match.outputs, delta.new_outputs)
+        merger = getattr(rr, "_default_metadata_merger", None)
+        if merger is not None and getattr(rr, "merge_metadata", False):
+            merger.copy_merged_metadata(delta.match.nodes, delta.new_nodes)
+        self.made.extend(delta.new_nodes)
+        return True
+
+
+def _name_made(model: ir.Model, made: list[ir.Node]) -> None:
+    """Unique names for the nodes the rewrites made and their outputs (onnxscript's builder
+    names them per rewrite, so names repeat across rewrites), where they clash with a name
+    in use or are empty; the model's other names stay as they are. Naming as onnx-ir's
+    ``NameFixPass``: an unnamed node is ``node``, an unnamed value ``v``, a clash gets
+    ``_<n>`` appended."""
+    made_ids = {id(n) for n in made}
+    for root in (model.graph, *model.functions.values()):
+        graphs = list(_graphs_within(root))
+        everything = [n for g in graphs for n in g]
+        ours = [n for n in everything if id(n) in made_ids]
+        if not ours:
+            continue
+        values = {v.name for g in graphs for v in g.inputs}
+        values.update(name for g in graphs if isinstance(g, ir.Graph) for name in g.initializers)
+        nodes: set[str] = set()
+        for n in everything:
+            if id(n) not in made_ids:
+                nodes.add(n.name or "")
+                values.update(v.name for v in n.outputs if v.name)
+        counts: dict[str, int] = {}
+        for n in ours:
+            if not n.name or n.name in nodes:
+                n.name = _unique(n.name or "node", nodes, counts)
+            else:
+                nodes.add(n.name)
+            for v in n.outputs:
+                if not v.name or v.name in values:
+                    v.name = _unique(v.name or "v", values, counts)
+                else:
+                    values.add(v.name)
+
+
+def _graphs_within(graph: ir.Graph | ir.Function) -> Iterator[ir.Graph | ir.Function]:
+    """``graph`` and the subgraph bodies of its nodes, at any depth."""
+    yield graph
+    for node in graph:
+        for attr in attrs_of(node):
+            if attr.type == ir.AttributeType.GRAPH:
+                yield from _graphs_within(attr.value)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for body in attr.value:
+                    yield from _graphs_within(body)
+
+
+def _unique(preferred: str, used: set[str], counts: dict[str, int]) -> str:
+    name = preferred
+    while name in used:
+        counts[preferred] = counts.get(preferred, 0) + 1
+        name = f"{preferred}_{counts[preferred]}"
+    used.add(name)
+    return name
+
+
+def _prefilter(rule: Any) -> Callable[[ir.Node], bool] | None:
+    """A check that ``rule`` may match at a node, from op types alone: the pattern's nodes
+    that compute an input of another must be the producers of that input (same output index,
+    same op type where the pattern fixes one; of alternatives, one must fit). A necessary
+    condition only (onnxscript's matcher decides), and ~1 us where a failing match costs
+    ~10-20 us. None when the pattern is not one this reads (the matcher alone decides)."""
+    try:
+        from onnxscript.rewriter import _pattern_ir as pir
+
+        pattern = rule._target_pattern
+        if len(pattern.output_nodes) != 1:
+            return None
+        root = pattern.output_nodes[0]
+    except (AttributeError, ImportError, TypeError):
+        return None
+
+    def node_fits(p: Any, node: ir.Node) -> bool:
+        ident = p.op_identifier()
+        if ident is not None and isinstance(ident[1], str) and ident[1] != node.op_type:
+            return False
+        if len(node.inputs) > len(p.inputs) and not p.allow_other_inputs:
+            return False
+        return all(value_fits(pv, v) for pv, v in zip(p.inputs, node.inputs))
+
+    def value_fits(pv: Any, v: ir.Value | None) -> bool:
+        if isinstance(pv, pir.NodeOutputPattern):
+            producer = v.producer() if v is not None else None
+            return (producer is not None and v.index() == pv.output_index
+                    and node_fits(pv.producer(), producer))
+        if isinstance(pv, pir.OpIdDispatchOr):
+            return any(value_fits(alt, v) for _, alt in pv._op_to_pattern.values())
+        if isinstance(pv, pir.BacktrackingOr):
+            return any(value_fits(alt, v) for alt in pv._values)
+        return True
+
+    return lambda node: node_fits(root, node)
 
 
 # Rule objects are built once and shared (onnxscript's own at import, ours on first use), and
