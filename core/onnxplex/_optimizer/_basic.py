@@ -90,8 +90,10 @@ def _noop_candidate(node: ir.Node) -> bool:
             t = v.const_value if v is not None else None
             # onnxscript's x * 1, x + 0 patterns match a scalar (rank 0) within a tolerance
             # only; a zero bias vector is left alone (and reading every bias was ~3 ms of
-            # BERT-base int8's session creation).
-            if t is not None and len(t.shape) == 0:
+            # BERT-base int8's session creation). (The value's shape first: a proto tensor
+            # builds its shape anew at each ask.)
+            if t is not None and (v.shape is None or len(v.shape) == 0) \
+                    and len(t.shape) == 0:
                 try:
                     if math.isclose(float(t.numpy()), _IDENTITY_OPERAND[op], rel_tol=1e-5,
                                     abs_tol=1e-8):
