@@ -1014,6 +1014,7 @@ for _name, _bits in (("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2), ("FLOAT6E2M3"
         _SUB_BYTE_BITS[getattr(onnx.TensorProto, _name)] = _bits
 
 
+@functools.cache
 def _elem_bits(elem_type: int) -> int | None:
     """Bits per element of a tensor type (``None``: unknown or variable, e.g. strings)."""
     if elem_type in _SUB_BYTE_BITS:
@@ -1153,15 +1154,30 @@ def _check_value_shapes(graph: ir.Graph, where: str = "main graph") -> None:
     from them before this)."""
     main = where == "main graph"
     outputs = {id(v) for v in graph.outputs}
+    limit_bits = max_tensor_bytes() * 8
 
     def check(value: ir.Value, kind: str, strict: bool) -> None:
-        shape = value.shape
-        if shape is None or value.dtype is None:
+        shape, dtype = value.shape, value.dtype
+        if shape is None or dtype is None:
+            return
+        # A value in bounds passes here without building its message or dims (thousands of
+        # values a model); anything else goes to check_tensor_size, which says what is wrong.
+        n, known, suspect = 1, True, False
+        for d in shape:
+            if not isinstance(d, int):
+                known = False
+            elif d >= 0:
+                n *= d
+            elif strict:
+                suspect = True
+            else:
+                known = False
+        if not suspect and (not known or n * (_elem_bits(dtype.value) or 8) <= limit_bits):
             return
         dims = tuple(d if isinstance(d, int) else None for d in shape)
         if not strict:
             dims = tuple(None if d is not None and d < 0 else d for d in dims)
-        check_tensor_size(dims, value.dtype.value, f"{where}: {kind} {value.name!r}")
+        check_tensor_size(dims, dtype.value, f"{where}: {kind} {value.name!r}")
 
     for v in graph.inputs:
         check(v, "input", main)
