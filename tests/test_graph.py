@@ -200,3 +200,52 @@ def test_shape_inference_without_copying_large_weights(weight_is_input, copied, 
     x = np.ones((3, 64), np.float32)
     feeds = {"x": x, "w": w} if weight_is_input else {"x": x}
     np.testing.assert_allclose(sess.run(None, feeds)[0], (x @ w).reshape(-1, 2, w.shape[1] // 2))
+
+
+def test_value_types_read_as_onnx_ir_reads_them():
+    """load's own reading of ``value_info`` (_graph._deserialize) gives each value the type
+    and shape onnx-ir's deserializer gives it: static, symbolic and unknown dims, no shape,
+    a sequence type and a dim with a denotation (these two through onnx-ir); an initializer
+    listed there keeps its tensor's type and shape; a graph output its declared type."""
+    from onnx_ir.serde import deserialize_model
+
+    from onnxplex._graph import _deserialize
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Cast", ["a"], ["b"], to=7),
+             helper.make_node("Neg", ["a"], ["c"]), helper.make_node("Identity", ["c"], ["d"]),
+             helper.make_node("SequenceConstruct", ["a", "c"], ["s"]),
+             helper.make_node("SequenceAt", ["s", "i"], ["e"]),
+             helper.make_node("Add", ["e", "w"], ["y"])]
+    denoted = helper.make_tensor_value_info("d", f, ["N", 3])
+    denoted.type.tensor_type.shape.dim[0].denotation = "DATA_BATCH"
+    infos = [helper.make_tensor_value_info("a", f, ["N", 3]),
+             helper.make_tensor_value_info("b", TensorProto.INT64, [None, 3]),
+             helper.make_tensor_value_info("c", f, None), denoted,
+             helper.make_tensor_sequence_value_info("s", f, ["N", 3]),
+             helper.make_tensor_value_info("w", f, [7]),   # contradicts its tensor
+             helper.make_tensor_value_info("y", f, [5, 5])]   # the output says ["N", 3]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", f, ["N", 3])],
+                          [helper.make_tensor_value_info("y", f, ["N", 3])],
+                          [numpy_helper.from_array(np.ones(3, np.float32), "w"),
+                           numpy_helper.from_array(np.array(0, np.int64), "i")],
+                          value_info=infos)
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    ours, theirs = onnx.ModelProto(), onnx.ModelProto()
+    ours.CopyFrom(proto)
+    theirs.CopyFrom(proto)
+
+    def described(model):
+        values = {v.name: v for n in model.graph for v in n.outputs}
+        values.update(model.graph.initializers)
+        return {name: (repr(v.type), None if v.shape is None else list(v.shape),
+                       None if v.shape is None
+                       else [v.shape.get_denotation(i) for i in range(len(v.shape))])
+                for name, v in values.items()}
+
+    mine, reference = described(_deserialize(ours)), described(deserialize_model(theirs))
+    assert mine.pop("w") == ("Tensor(FLOAT)", [3], [None])
+    assert reference.pop("w")[1] == [7]
+    assert mine == reference
+    assert mine["d"][2] == ["DATA_BATCH", None] and mine["s"][0].startswith("Sequence")
+    assert mine["y"][1] == ["N", 3] and mine["b"][1] == [None, 3]

@@ -650,7 +650,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     if infer_shapes:
         proto, big, declared = _infer_shapes(proto)
     try:
-        model = ir.serde.deserialize_model(proto)
+        model = _deserialize(proto)
         _check_value_shapes(model.graph)
         _attach_initializers(model, big, declared)
         if base_dir is not None:
@@ -675,6 +675,74 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         raise InvalidModelError(f"the model could not be read into the graph: "
                                 f"{type(e).__name__}: {e}") from e
     return loaded
+
+
+def _deserialize(proto: onnx.ModelProto) -> ir.Model:
+    """``ir.serde.deserialize_model``, with the main graph's ``value_info`` (what shape
+    inference found for every value) read here: onnx-ir reads each entry through a dozen
+    calls (~10 us; thousands of values in a transformer), and torch's exporter also lists
+    every initializer there, whose tensor already tells its type and shape. Tensor types are
+    read in one loop, equal shapes shared (frozen, as onnx-ir makes them); other kinds of
+    types (and entries with denotations or metadata) still go through onnx-ir. Empties the proto's
+    ``value_info`` (the caller's copy, made for loading)."""
+    g = proto.graph
+    skip = {t.name for t in g.initializer}
+    skip.update(v.name for v in g.output)   # (their declared types win, as in onnx-ir)
+    typed: dict[str, tuple[int, tuple[int | str | None, ...] | None]] = {}
+    other: list[onnx.ValueInfoProto] = []
+    for info in g.value_info:
+        name = info.name
+        if name in skip:
+            continue
+        tp = info.type
+        if (tp.WhichOneof("value") != "tensor_type" or info.doc_string or info.metadata_props
+                or tp.denotation):
+            kept = onnx.ValueInfoProto()
+            kept.CopyFrom(info)
+            other.append(kept)
+            continue
+        tt = tp.tensor_type
+        dims: tuple[int | str | None, ...] | None = None
+        if tt.HasField("shape"):
+            read = []
+            for d in tt.shape.dim:
+                if d.denotation:
+                    break
+                which = d.WhichOneof("value")
+                read.append(d.dim_value if which == "dim_value"
+                            else d.dim_param if which == "dim_param" else None)
+            else:
+                dims = tuple(read)
+            if dims is None:   # a denotation: onnx-ir keeps it
+                kept = onnx.ValueInfoProto()
+                kept.CopyFrom(info)
+                other.append(kept)
+                continue
+        typed[name] = (tt.elem_type, dims)
+    g.ClearField("value_info")
+    model = ir.serde.deserialize_model(proto)
+    if not typed and not other:
+        return model
+    types: dict[int, ir.DataType] = {}
+    shapes: dict[tuple[int | str | None, ...], ir.Shape] = {}
+    rest = {info.name: info for info in other}
+    for node in model.graph:
+        for value in node.outputs:
+            found = typed.get(value.name)
+            if found is not None:
+                elem, dims = found
+                if elem not in types:
+                    types[elem] = ir.DataType(elem)
+                value.type = ir.TensorType(types[elem])   # (not shared: Value.dtype's
+                # setter changes the type object in place)
+                if dims is not None:
+                    shape = shapes.get(dims)
+                    if shape is None:
+                        shape = shapes[dims] = ir.Shape(dims, frozen=True)
+                    value.shape = shape
+            elif value.name in rest:
+                ir.serde.deserialize_value_info_proto(rest[value.name], value)
+    return model
 
 
 def _read_split_weights(model: ir.Model, base_dir: str, split: _wire.Split) -> None:
