@@ -597,11 +597,15 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
         return source
     base_dir: str | None = None
     split: _wire.Split | None = None
+    serialized: bytes | None = None   # proto's bytes, for shape inference to parse
     if isinstance(source, onnx.ModelProto):
         proto = onnx.ModelProto()
         proto.CopyFrom(source)
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        proto = _parse(bytes(source), "<bytes>")
+        serialized = bytes(source)
+        proto = _parse(serialized, "<bytes>")
+        if len(serialized) > _INFER_COPY_MIN_BYTES:
+            serialized = None
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         base_dir = os.path.dirname(os.path.abspath(path))
@@ -619,13 +623,16 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
         except OSError as e:
             raise InvalidModelError(f"cannot read model file {path!r}: {e}") from e
         proto = _parse(data, path)
+        if len(data) <= _INFER_COPY_MIN_BYTES:
+            serialized = data   # (a larger one gets a lighter copy for inference)
         del data
     else:
         raise InvalidModelError(
             f"cannot load a model from {type(source).__name__}; "
             "give a path, bytes or an onnx.ModelProto"
         )
-    return load_proto(proto, base_dir, infer_shapes=infer_shapes, split=split)
+    return load_proto(proto, base_dir, infer_shapes=infer_shapes, split=split,
+                      serialized=serialized)
 
 
 def _split_weights(path: str, base_dir: str) -> _wire.Split | None:
@@ -638,9 +645,11 @@ def _split_weights(path: str, base_dir: str) -> _wire.Split | None:
 
 
 def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
-               infer_shapes: bool = True, split: _wire.Split | None = None) -> Model:
+               infer_shapes: bool = True, split: _wire.Split | None = None,
+               serialized: bytes | None = None) -> Model:
     """Validate and load a parsed ModelProto whose external data lives in ``base_dir``
-    (``split``: the weights :func:`._wire.split_weights` cut out of the model file)."""
+    (``split``: the weights :func:`._wire.split_weights` cut out of the model file;
+    ``serialized``: the bytes ``proto`` was parsed from, if at hand)."""
     walked = _walk(proto)
     _check_versions(proto, walked)
     external = _check_tensors(walked, base_dir)
@@ -648,7 +657,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
     if infer_shapes:
-        proto, big, declared = _infer_shapes(proto)
+        proto, big, declared = _infer_shapes(proto, serialized)
     try:
         model = _deserialize(proto)
         _check_value_shapes(model.graph)
@@ -1339,10 +1348,11 @@ copying the graph's messages in Python (a file's large weights are cut out befor
 :mod:`._wire`; what is left inline is a few MB at most)."""
 
 
-def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.TensorProto],
-                                                     set[str]]:
+def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
+                  ) -> tuple[onnx.ModelProto, list[onnx.TensorProto], set[str]]:
     """Shape inference on a copy of ``proto`` without its large weights (onnx's inference
-    serializes the model it gets): returns the inferred copy, the weights it lacks and the names
+    serializes the model it gets; ``serialized``, the bytes ``proto`` was parsed from, spare
+    that when no copy is made): returns the inferred copy, the weights it lacks and the names
     among them that the copy declares as graph inputs (:func:`_attach_initializers` puts them
     back without copying). The caller's proto is not modified."""
     g = proto.graph
@@ -1353,7 +1363,7 @@ def _infer_shapes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[onnx.Te
         big = []   # serialized with the model: cheaper than building the copy
     big_names = {t.name for t in big}
     declared = big_names - {i.name for i in g.input}
-    light = proto
+    light: onnx.ModelProto | bytes = proto if serialized is None or big else serialized
     if big:
         light = onnx.ModelProto()
         _copy_fields(proto, light, skip="graph")
