@@ -101,19 +101,19 @@ def _attr_for_proto(value):
 
 def expand_nodes(model: Model, indices: Iterable[int]) -> tuple[Model, list[str]] | None:
     """A new Model with the given nodes replaced by their function bodies, or None when none
-    of them has a body. Only the main graph is rewritten."""
+    of them has a body. Only the main graph is rewritten (a body's own subgraphs, an If's
+    branches in it say, come along renamed)."""
     bodies = {}
     for i in indices:
         body = function_body(model, model.node_views[i])
-        if body is not None and not any(a.type in (onnx.AttributeProto.GRAPH,
-                                                   onnx.AttributeProto.GRAPHS)
-                                        for n in body.node for a in n.attribute):
+        if body is not None:
             bodies[i] = body
     if not bodies:
         return None
     proto = model.to_proto()
     order = {id(n): k for k, n in enumerate(model.graph)}
     by_position = {order[id(model.nodes[i])]: (i, b) for i, b in bodies.items()}
+    model_opsets = {imp.domain: imp.version for imp in proto.opset_import}
     new_nodes: list[onnx.NodeProto] = []
     done: list[str] = []
     for k, node in enumerate(proto.graph.node):
@@ -123,14 +123,11 @@ def expand_nodes(model: Model, indices: Iterable[int]) -> tuple[Model, list[str]
         i, body = by_position[k]
         view = model.node_views[i]
         body_opsets = {imp.domain: imp.version for imp in body.opset_import}
-        model_opsets = {imp.domain: imp.version for imp in proto.opset_import}
-        for n in _instantiate(body, node, f"{view.display_name}/{body.name}/"):
-            version = body_opsets.get(n.domain)
-            if version is not None and version != model_opsets.get(n.domain, version):
-                # The body was written for another opset: its nodes keep that version.
-                entry = n.metadata_props.add()
-                entry.key, entry.value = OPSET_KEY, str(version)
-            new_nodes.append(n)
+        # Nodes of a body written for another opset keep that version (OPSET_KEY).
+        versions = {domain: str(version) for domain, version in body_opsets.items()
+                    if version != model_opsets.get(domain, version)}
+        new_nodes.extend(_Instance(body, node, f"{view.display_name}/{body.name}/",
+                                   versions).nodes())
         done.append(f"{view.display_name} ({view.qualified_op})")
         for imp in body.opset_import:
             if imp.domain not in {o.domain for o in proto.opset_import}:
@@ -140,39 +137,71 @@ def expand_nodes(model: Model, indices: Iterable[int]) -> tuple[Model, list[str]
     return load_proto(proto, model.base_dir), done
 
 
-def _instantiate(body: onnx.FunctionProto, call: onnx.NodeProto,
-                 prefix: str) -> list[onnx.NodeProto]:
-    rename = {}
-    for formal, actual in zip(body.input, call.input):
-        rename[formal] = actual
-    for formal in body.input[len(call.input):]:
-        rename[formal] = ""
-    for formal, actual in zip(body.output, call.output):
-        rename[formal] = actual or prefix + formal
-    given = {a.name: a for a in call.attribute}
-    defaults = {a.name: a for a in body.attribute_proto}
-    out = []
-    for n in body.node:
+class _Instance:
+    """The nodes of function ``body`` called by ``call``: formal inputs and outputs renamed
+    to the call's, every other name (subgraphs' included: ONNX names do not shadow) given
+    ``prefix``, attribute references resolved from the call's attributes or the body's
+    defaults, and nodes of a domain in ``versions`` marked with that opset."""
+
+    def __init__(self, body: onnx.FunctionProto, call: onnx.NodeProto, prefix: str,
+                 versions: dict[str, str]) -> None:
+        self.body, self.prefix, self.versions = body, prefix, versions
+        self.rename: dict[str, str] = dict(zip(body.input, call.input))
+        for formal in body.input[len(call.input):]:
+            self.rename[formal] = ""
+        for formal, actual in zip(body.output, call.output):
+            self.rename[formal] = actual or prefix + formal
+        self.given = {a.name: a for a in call.attribute}
+        self.defaults = {a.name: a for a in body.attribute_proto}
+
+    def nodes(self) -> list[onnx.NodeProto]:
+        return [self._node(n) for n in self.body.node]
+
+    def _name(self, name: str) -> str:
+        return self.rename.get(name, self.prefix + name) if name else name
+
+    def _node(self, n: onnx.NodeProto) -> onnx.NodeProto:
         node = onnx.NodeProto()
         node.CopyFrom(n)
-        node.name = prefix + (n.name or n.op_type)
+        node.name = self.prefix + (n.name or n.op_type)
         for lst in (node.input, node.output):
             for j, name in enumerate(lst):
-                if name:
-                    lst[j] = rename.get(name, prefix + name)
+                lst[j] = self._name(name)
         attrs = []
         for a in node.attribute:
             if a.ref_attr_name:
-                src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+                src = self.given.get(a.ref_attr_name) or self.defaults.get(a.ref_attr_name)
                 if src is None:
                     continue
                 b = onnx.AttributeProto()
                 b.CopyFrom(src)
                 b.name = a.name
                 attrs.append(b)
-            else:
-                attrs.append(a)
+                continue
+            if a.type == onnx.AttributeProto.GRAPH:
+                self._graph(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    self._graph(g)
+            attrs.append(a)
         del node.attribute[:]
         node.attribute.extend(attrs)
-        out.append(node)
-    return out
+        if node.domain in self.versions or (node.domain == "ai.onnx"
+                                            and "" in self.versions):
+            entry = node.metadata_props.add()
+            entry.key = OPSET_KEY
+            entry.value = self.versions.get(node.domain, self.versions.get(""))
+        return node
+
+    def _graph(self, g: onnx.GraphProto) -> None:
+        """A subgraph of the body, renamed in place."""
+        for v in (*g.input, *g.output, *g.value_info):
+            v.name = self._name(v.name)
+        for t in g.initializer:
+            t.name = self._name(t.name)
+        for st in g.sparse_initializer:
+            st.values.name = self._name(st.values.name)
+            st.indices.name = self._name(st.indices.name)
+        nodes = [self._node(n) for n in g.node]
+        del g.node[:]
+        g.node.extend(nodes)

@@ -1,0 +1,79 @@
+"""Model-local functions are expanded into their call sites (as onnxruntime inlines them),
+subgraphs in their bodies included; results agree with onnxruntime's."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import AttributeProto, TensorProto, helper
+
+import onnxplex
+
+F = TensorProto.FLOAT
+OPSET = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+
+
+def _vi(name, shape=None, elem=F):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _ref(name: str, attr_type: int, to: str) -> AttributeProto:
+    a = AttributeProto()
+    a.name, a.type, a.ref_attr_name = name, attr_type, to
+    return a
+
+
+def _branchy_function() -> onnx.FunctionProto:
+    """F(a; alpha) = If(sum(a) > 0, a * alpha, -relu(a)) + a: the then-branch reads the
+    formal input and the attribute (a reference inside the branch), the else-branch an
+    intermediate of the body."""
+    scale = helper.make_node("Constant", [], ["s"])
+    scale.attribute.append(_ref("value_float", AttributeProto.FLOAT, "alpha"))
+    then_g = helper.make_graph([scale, helper.make_node("Mul", ["a", "s"], ["t"])], "then", [],
+                               [_vi("t")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["e"])], "else", [], [_vi("e")])
+    nodes = [helper.make_node("Relu", ["a"], ["h"]),
+             helper.make_node("ReduceSum", ["a"], ["total"], keepdims=0),
+             helper.make_node("Constant", [], ["zero"], value_float=0.0),
+             helper.make_node("Greater", ["total", "zero"], ["positive"]),
+             helper.make_node("If", ["positive"], ["branch"], then_branch=then_g,
+                              else_branch=else_g),
+             helper.make_node("Add", ["branch", "a"], ["o"])]
+    return helper.make_function("local", "F", ["a"], ["o"], nodes, OPSET[:1],
+                                attributes=["alpha"])
+
+
+def _model() -> onnx.ModelProto:
+    calls = [helper.make_node("F", ["x"], ["y1"], domain="local", alpha=2.0),
+             helper.make_node("F", ["z"], ["y2"], domain="local", alpha=3.0)]
+    g = helper.make_graph(calls, "g", [_vi("x", [2, 3]), _vi("z", [2, 3])],
+                          [_vi("y1", [2, 3]), _vi("y2", [2, 3])])
+    return helper.make_model(g, opset_imports=OPSET, functions=[_branchy_function()],
+                             ir_version=9)
+
+
+def _expected(a: np.ndarray, alpha: float) -> np.ndarray:
+    branch = a * alpha if a.sum() > 0 else -np.maximum(a, 0)
+    return branch + a
+
+
+@pytest.mark.parametrize("signs", [(1, 1), (1, -1), (-1, -1)])
+def test_function_with_an_if_in_its_body_runs_as_onnxruntime_runs_it(signs):
+    model = _model()
+    rng = np.random.default_rng(0)
+    x = (np.abs(rng.standard_normal((2, 3))) * signs[0]).astype(np.float32)
+    z = (np.abs(rng.standard_normal((2, 3))) * signs[1]).astype(np.float32)
+    feed = {"x": x, "z": z}
+    sess = onnxplex.InferenceSession(model.SerializeToString())
+    ours = sess.run(None, feed)
+    theirs = ort.InferenceSession(model.SerializeToString(),
+                                  providers=["CPUExecutionProvider"]).run(None, feed)
+    for mine, ref, want in zip(ours, theirs, (_expected(x, 2.0), _expected(z, 3.0))):
+        np.testing.assert_allclose(mine, want, rtol=1e-6)
+        np.testing.assert_allclose(mine, ref, rtol=1e-6)
+    # both calls were expanded, each with names of its own
+    ifs = [n for n in sess.model.nodes if n.op_type == "If"]
+    assert len(ifs) == 2 and len({n.name for n in ifs}) == 2
+    assert not any(n.domain == "local" for n in sess.model.nodes)
