@@ -155,3 +155,22 @@ def test_prefilter_skips_matcher_runs_not_matches(monkeypatch):
     assert filtered == unfiltered
     assert any(op == "Attention" for op, *_ in filtered)
     assert filtered_runs < unfiltered_runs / 2
+
+
+def test_rules_do_not_keep_the_last_graph_alive():
+    """Matching leaves state on the shared rule objects (the matcher's graph and last match,
+    a class-based rule's check results); once rules have run it is put back, so a dropped
+    session's graph, with its constants, is freed (it stayed until the next rewrite)."""
+    import gc
+    import weakref
+
+    from models import transformer_encoder
+
+    import onnxplex
+
+    sess = onnxplex.InferenceSession(transformer_encoder(), providers=["cpu_mlas"])
+    assert any(n.op_type == "Attention" for n in sess.model.nodes)   # rules did run
+    graph = weakref.ref(sess.model.ir.graph)
+    del sess
+    gc.collect()
+    assert graph() is None
