@@ -324,3 +324,34 @@ def test_remove_unused_keeps_batchnorm_training_outputs_unless_inference(opset, 
     node = model.graph.node(0)
     assert len(node.outputs) == kept
     assert ("training_mode" in node.attributes) == (mode is not None and kept == 3)
+
+
+def test_a_large_fold_of_a_file_weight_is_computed_when_read(tmp_path):
+    """Transpose(W) of a weight in the model file (GPT-2's tied LM head): the folded constant
+    is a tensor that transposes when read, not a copy the graph keeps for the session's
+    life; the session gives the unoptimized one's results. A small fold is still kept."""
+    import onnx_ir as ir
+
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((512, 640)).astype(np.float32), "w")
+    small = numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "s")
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"]),
+             helper.make_node("MatMul", ["x", "wt"], ["y"]),
+             helper.make_node("Transpose", ["s"], ["st"]),
+             helper.make_node("MatMul", ["x4", "st"], ["z"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [3, 640]),
+                       helper.make_tensor_value_info("x4", F, [3, 5])],
+               [Y, helper.make_tensor_value_info("z", F, None)], [w, small])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    feed = {"x": rng.standard_normal((3, 640)).astype(np.float32),
+            "x4": rng.standard_normal((3, 5)).astype(np.float32)}
+    off, on = _sessions(str(path))
+    for a, b in zip(off.run(None, feed), on.run(None, feed)):   # (K = 640: GEMM rounding)
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+    assert "Transpose" not in _ops(on)
+    inits = on.model.ir.graph.initializers
+    assert isinstance(inits["wt"].const_value, ir.LazyTensor)
+    assert not isinstance(inits["st"].const_value, ir.LazyTensor)
+    np.testing.assert_array_equal(inits["wt"].const_value.numpy(),
+                                  numpy_helper.to_array(w).T)

@@ -268,6 +268,14 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
                         for v in node.inputs)
         if all_const:
             view = model.node_view(index)
+            deferred = _deferred_results(node, view, compile_node)
+            if deferred is not None:
+                if sum(_nbytes(t) for t in deferred) > _MAX_FOLDED_BYTES:
+                    continue
+                _replace_with_constants(graph, node, deferred)
+                consts.update(o.name for o in node.outputs if o.name)
+                folded += 1
+                continue
             args = [None if v is None or not v.name else v.const_value.numpy()
                     for v in node.inputs]
             try:
@@ -290,7 +298,7 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
             continue
         if sum(r.nbytes for r in results) > _MAX_FOLDED_BYTES:
             continue
-        _replace_with_constants(graph, node, results)
+        _replace_with_constants(graph, node, [ir.tensor(r) for r in results])
         consts.update(o.name for o in node.outputs if o.name)
         folded += 1
     return folded
@@ -308,15 +316,66 @@ def _static_shape_value(view) -> np.ndarray | None:
     return np.asarray(shape[slice(start, end)], dtype=np.int64)
 
 
-def _replace_with_constants(graph: ir.Graph, node: ir.Node, results) -> None:
+_DEFERRED_FOLD_BYTES = 1 << 20
+"""A folded result at least this large, computed from a weight still in the model file, is
+computed when read, not kept (see :func:`_deferred_results`)."""
+
+
+def _deferred_results(node: ir.Node, view, compile_node: Callable[[Subgraph], Callable]
+                      ) -> list[ir.LazyTensor] | None:
+    """The outputs of an all-constant ``node`` as tensors that run it when read, when one of
+    its inputs is a weight still in the model file (a lazy tensor) and its outputs, of known
+    static shapes and types, hold at least :data:`_DEFERRED_FOLD_BYTES`: the fold then holds
+    no copy of its own (GPT-2's LM head reads the 147 MB embedding transposed; folded eagerly,
+    the graph kept that transpose for the session's life, beside the GEMM's packed copy of
+    it). Each read runs the node again on inputs read again, as its one consumer, the
+    kernel that packs it, reads it once. None: fold it now."""
+    sources = [None if v is None or not v.name else v.const_value for v in node.inputs]
+    if not any(isinstance(t, ir.LazyTensor) for t in sources):
+        return None
+    outs = [o for o in node.outputs if o.name]
+    if len(outs) != len(node.outputs) or any(
+            o.dtype is None or o.dtype == ir.DataType.STRING or o.shape is None
+            or not o.shape.is_static() for o in outs):
+        return None
+    tensors = []
+    for k, out in enumerate(outs):
+        shape, dtype = ir.Shape(out.shape.numpy()), out.dtype
+
+        def run(k: int = k, shape: ir.Shape = shape, dtype: ir.DataType = dtype) -> ir.Tensor:
+            kernel = compile_node(Subgraph(view.display_name, (view,), view.inputs,
+                                           view.outputs))
+            out = kernel(*[None if t is None else t.numpy() for t in sources])
+            arr = np.asarray((out if isinstance(out, tuple) else (out,))[k])
+            if arr.shape != tuple(shape.numpy()) or ir.DataType.from_numpy(arr.dtype) != dtype:
+                raise ValueError(f"folding {view.display_name}: output {k} is "
+                                 f"{arr.dtype}{list(arr.shape)}, not the {dtype} {shape} "
+                                 "shape inference gave it")
+            return ir.tensor(arr)
+
+        tensors.append(ir.LazyTensor(run, dtype, shape))
+    if sum(_nbytes(t) for t in tensors) < _DEFERRED_FOLD_BYTES:
+        return None
+    return tensors
+
+
+def _nbytes(tensor: ir.TensorProtocol) -> float:
+    try:
+        return math.prod(tensor.shape.numpy()) * tensor.dtype.itemsize
+    except TypeError:   # (strings: no fixed width; not counted)
+        return 0
+
+
+def _replace_with_constants(graph: ir.Graph, node: ir.Node,
+                            results: list[ir.TensorProtocol]) -> None:
     new_values = []
-    for out, arr in zip(node.outputs, results):
+    for out, tensor in zip(node.outputs, results):
         if not out.name:
             continue
         name = out.name
-        value = ir.Value(name=name, shape=ir.Shape(arr.shape),
-                         type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)),
-                         const_value=ir.tensor(arr, name=name))
+        tensor.name = name
+        value = ir.Value(name=name, shape=ir.Shape(tensor.shape.numpy()),
+                         type=ir.TensorType(tensor.dtype), const_value=tensor)
         out.replace_all_uses_with(value, replace_graph_outputs=True)
         new_values.append(value)
     graph.remove(node, safe=True)
