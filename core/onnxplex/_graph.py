@@ -692,8 +692,8 @@ def _deserialize(proto: onnx.ModelProto) -> ir.Model:
     calls (~10 us; thousands of values in a transformer), and torch's exporter also lists
     every initializer there, whose tensor already tells its type and shape. Tensor types are
     read in one loop, equal shapes shared (frozen, as onnx-ir makes them); other kinds of
-    types (and entries with denotations or metadata) still go through onnx-ir. Empties the proto's
-    ``value_info`` (the caller's copy, made for loading)."""
+    types (and entries with denotations or metadata) still go through onnx-ir. Empties the
+    proto's ``value_info`` (the caller's copy, made for loading)."""
     g = proto.graph
     skip = {t.name for t in g.initializer}
     skip.update(v.name for v in g.output)   # (their declared types win, as in onnx-ir)
