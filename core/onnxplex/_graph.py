@@ -411,7 +411,7 @@ class Model:
         const: np.ndarray | LazyConst | None = None
         tensor = value.const_value
         if value.name in self.const_names and tensor is not None:
-            const = LazyConst(tensor) if isinstance(tensor, ir.LazyTensor) \
+            const = LazyConst(tensor) if _is_a(tensor, ir.LazyTensor) \
                 else _readonly_array(tensor)
         return make_value_info(value, const)
 
@@ -423,10 +423,15 @@ class Model:
             None if (v is None or not v.name) else self.value_info(v.name) for v in node.inputs
         )
         outs = tuple(None if not v.name else self.value_info(v.name) for v in node.outputs)
-        attrs = MappingProxyType({k: attr_value(a) for k, a in node.attributes.items()})
-        implicit = tuple(self.value_info(n) for n in _captured_names(node))
-        return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs, attrs,
-                        implicit)
+        attrs: dict[str, Any] = {}
+        bodies = False
+        stored = node.attributes
+        for k, a in getattr(stored, "data", stored).items():   # (see attrs_of)
+            attrs[k] = attr_value(a)
+            bodies = bodies or a.type in _BODY_ATTRS
+        implicit = tuple(self.value_info(n) for n in _captured_names(node)) if bodies else ()
+        return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs,
+                        MappingProxyType(attrs), implicit)
 
     def to_proto(self) -> onnx.ModelProto:
         """Serialize back to a ``ModelProto`` (external tensors stay external)."""
@@ -440,11 +445,11 @@ def make_value_info(value: ir.Value, const: np.ndarray | LazyConst | None = None
     kind, elem = "tensor", None
     if typ is None:
         elem = value.dtype.value if value.dtype is not None else None
-    elif isinstance(typ, ir.TensorType):
+    elif _is_a(typ, ir.TensorType):
         elem = typ.dtype.value
-    elif isinstance(typ, ir.SequenceType):
+    elif _is_a(typ, ir.SequenceType):
         kind = "sequence"
-    elif isinstance(typ, ir.OptionalType):
+    elif _is_a(typ, ir.OptionalType):
         kind = "optional"
     else:
         kind = type(typ).__name__.replace("Type", "").lower()
@@ -469,7 +474,7 @@ def _dim(d: Any) -> Dim:
 
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
     try:
-        arr = tensor.read_array() if isinstance(tensor, _FileTensor) else tensor.numpy()
+        arr = tensor.read_array() if _is_a(tensor, _FileTensor) else tensor.numpy()
     except OnnxplexError:
         raise
     except Exception as e:  # noqa: BLE001 - onnx-ir: data and shape disagree, file unreadable
@@ -495,16 +500,28 @@ def _decode_strings(arr: np.ndarray) -> np.ndarray:
 
 def attr_value(attr: ir.Attr) -> Any:
     """An onnx-ir attribute as a plain Python value."""
-    t = attr.type
-    v = attr.value
-    if t == ir.AttributeType.TENSOR:
-        return _readonly_array(v)
-    if t == ir.AttributeType.TENSORS:
-        return tuple(_readonly_array(x) for x in v)
-    if t in (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS,
-             ir.AttributeType.GRAPHS, ir.AttributeType.TYPE_PROTOS):
-        return tuple(v)
-    return v
+    convert = _ATTR_VALUES.get(attr.type)
+    return attr.value if convert is None else convert(attr.value)
+
+
+_ATTR_VALUES: dict[ir.AttributeType, Callable[[Any], Any]] = {
+    ir.AttributeType.TENSOR: lambda v: _readonly_array(v),
+    ir.AttributeType.TENSORS: lambda v: tuple(_readonly_array(x) for x in v),
+    **dict.fromkeys((ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS,
+                     ir.AttributeType.GRAPHS, ir.AttributeType.TYPE_PROTOS), tuple),
+}
+
+
+def _is_a(obj: Any, cls: type) -> bool:
+    """``isinstance(obj, cls)`` for onnx-ir's classes, answered once per type: they are typing
+    protocols underneath, whose ``isinstance`` takes ~1 us when it says no (node views ask a
+    few times a value)."""
+    return _subclass(type(obj), cls)
+
+
+@functools.cache
+def _subclass(kind: type, cls: type) -> bool:
+    return issubclass(kind, cls)
 
 
 def _consumed_names(node: ir.Node) -> Iterator[str]:
