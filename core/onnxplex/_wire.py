@@ -98,7 +98,11 @@ def _fields(buf: mmap.mmap, start: int, end: int):
     pos = start
     while pos < end:
         first = pos
-        key, pos = _varint(buf, pos, end)
+        key = buf[pos]   # (one-byte keys and lengths, the common case, read inline)
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
         if wire == _VARINT:
             _, after = _varint(buf, pos, end)
@@ -107,7 +111,11 @@ def _fields(buf: mmap.mmap, start: int, end: int):
         elif wire == _I32:
             after = pos + 4
         elif wire == _LEN:
-            n, pos = _varint(buf, pos, end)
+            n = buf[pos] if pos < end else 0x80
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _varint(buf, pos, end)
             after = pos + n
         else:   # groups (deprecated) or garbage
             raise _Malformed
@@ -202,10 +210,13 @@ def _split(buf: mmap.mmap, size: int, location: str) -> Split | None:
                 offsets.add(cut[1])
     if not offsets:
         return None
-    graph = b"".join(p if isinstance(p, bytes) else buf[p[0]:p[1]] for p in graph_parts)
-    model = [buf[a:b] for a, b in model_parts]
-    model.insert(graph_at, _len_field(_MODEL_GRAPH, graph))
-    return Split(b"".join(model), location, frozenset(offsets))
+    with memoryview(buf) as view:   # (slices of a view are not copies: one copy, by join)
+        graph = b"".join(p if isinstance(p, bytes) else view[p[0]:p[1]] for p in graph_parts)
+        model: list[bytes | memoryview] = [view[a:b] for a, b in model_parts]
+        model.insert(graph_at, _len_field(_MODEL_GRAPH, graph))
+        data = b"".join(model)
+        del model
+    return Split(data, location, frozenset(offsets))
 
 
 def pread_tensor(fd: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
