@@ -1201,12 +1201,17 @@ def _check_tensors(walked: _Walked, base_dir: str | None) -> int:
     with external data."""
     external = _ExternalFiles(base_dir)
     count = 0
+    limit_bits = max_tensor_bytes() * 8
     for t in walked.tensors():
         what = f"tensor {t.name!r}"
-        if _elem_bits(t.data_type) is None and t.data_type != onnx.TensorProto.STRING:
+        bits = _elem_bits(t.data_type)
+        if bits is None and t.data_type != onnx.TensorProto.STRING:
             raise InvalidModelError(f"{what} has data type {t.data_type}, which is not an ONNX "
                                     "tensor type this onnxplex knows")
-        check_tensor_size(tuple(int(d) for d in t.dims), t.data_type, what)
+        dims = list(t.dims)
+        n = _num_elements(dims)
+        if min(dims, default=0) < 0 or n * (bits or 8) > limit_bits:   # (else in bounds)
+            check_tensor_size(tuple(int(d) for d in dims), t.data_type, what)
         if t.HasField("segment"):
             raise UnsupportedModelError(f"{what} is stored in segments, which onnxplex does "
                                         "not support")
@@ -1214,8 +1219,6 @@ def _check_tensors(walked: _Walked, base_dir: str | None) -> int:
             external.check(t)
             count += 1
             continue
-        n = _num_elements(t.dims)
-        bits = _elem_bits(t.data_type)
         if t.data_type == onnx.TensorProto.STRING:
             ok, held = len(t.string_data) == n, f"{len(t.string_data)} strings"
         elif t.HasField("raw_data"):
