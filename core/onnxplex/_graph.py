@@ -715,43 +715,22 @@ def _deserialize(proto: onnx.ModelProto) -> ir.Model:
     skip = {t.name for t in g.initializer}
     skip.update(v.name for v in g.output)   # (their declared types win, as in onnx-ir)
     typed: dict[str, tuple[int, tuple[int | str | None, ...] | None]] = {}
-    other: list[onnx.ValueInfoProto] = []
+    rest: dict[str, onnx.ValueInfoProto] = {}   # left to onnx-ir
     for info in g.value_info:
-        name = info.name
-        if name in skip:
+        if info.name in skip:
             continue
-        tp = info.type
-        if (tp.WhichOneof("value") != "tensor_type" or info.doc_string or info.metadata_props
-                or tp.denotation):
-            kept = onnx.ValueInfoProto()
+        plain = _plain_tensor_type(info)
+        if plain is None:   # (copied: the proto's list is emptied below)
+            rest[info.name] = kept = onnx.ValueInfoProto()
             kept.CopyFrom(info)
-            other.append(kept)
-            continue
-        tt = tp.tensor_type
-        dims: tuple[int | str | None, ...] | None = None
-        if tt.HasField("shape"):
-            read = []
-            for d in tt.shape.dim:
-                if d.denotation:
-                    break
-                which = d.WhichOneof("value")
-                read.append(d.dim_value if which == "dim_value"
-                            else d.dim_param if which == "dim_param" else None)
-            else:
-                dims = tuple(read)
-            if dims is None:   # a denotation: onnx-ir keeps it
-                kept = onnx.ValueInfoProto()
-                kept.CopyFrom(info)
-                other.append(kept)
-                continue
-        typed[name] = (tt.elem_type, dims)
+        else:
+            typed[info.name] = plain
     g.ClearField("value_info")
     model = ir.serde.deserialize_model(proto)
-    if not typed and not other:
+    if not typed and not rest:
         return model
     types: dict[int, ir.DataType] = {}
     shapes: dict[tuple[int | str | None, ...], ir.Shape] = {}
-    rest = {info.name: info for info in other}
     for node in model.graph:
         for value in node.outputs:
             found = typed.get(value.name)
@@ -769,6 +748,27 @@ def _deserialize(proto: onnx.ModelProto) -> ir.Model:
             elif value.name in rest:
                 ir.serde.deserialize_value_info_proto(rest[value.name], value)
     return model
+
+
+def _plain_tensor_type(info: onnx.ValueInfoProto
+                       ) -> tuple[int, tuple[int | str | None, ...] | None] | None:
+    """(element type, dims or None) of a tensor-typed ``value_info`` entry with nothing else
+    on it; None for anything onnx-ir should read (other types, denotations, metadata, doc)."""
+    tp = info.type
+    if (tp.WhichOneof("value") != "tensor_type" or info.doc_string or info.metadata_props
+            or tp.denotation):
+        return None
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    dims: list[int | str | None] = []
+    for d in tt.shape.dim:
+        if d.denotation:
+            return None
+        which = d.WhichOneof("value")
+        dims.append(d.dim_value if which == "dim_value"
+                    else d.dim_param if which == "dim_param" else None)
+    return tt.elem_type, tuple(dims)
 
 
 def _read_split_weights(model: ir.Model, base_dir: str, split: _wire.Split) -> None:
@@ -837,9 +837,12 @@ def all_nodes(graph: ir.Graph) -> list[ir.Node]:
     (the common case) its own nodes, without onnx-ir's recursive iterator (~2 us a node: a
     session's optimizer walks a MobileNetV2's 100 nodes a dozen times)."""
     nodes = list(graph)
-    if any(a.type in _BODY_ATTRS for n in nodes for a in attrs_of(n)):
-        return list(graph.all_nodes())
-    return nodes
+    return list(graph.all_nodes()) if has_bodies(nodes) else nodes
+
+
+def has_bodies(nodes: Iterable[ir.Node]) -> bool:
+    """Whether one of ``nodes`` holds a subgraph (an If's branches, a Loop's body)."""
+    return any(a.type in _BODY_ATTRS for n in nodes for a in attrs_of(n))
 
 
 def _unsorted_bodies(graph: ir.Graph) -> bool:

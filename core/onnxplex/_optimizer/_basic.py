@@ -266,39 +266,32 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
         all_const = all(v is None or not v.name
                         or (v.name in consts and v.const_value is not None)
                         for v in node.inputs)
+        tensors: list[ir.TensorProtocol] | None = None
         if all_const:
             view = model.node_view(index)
-            deferred = _deferred_results(node, view, compile_node)
-            if deferred is not None:
-                if sum(_nbytes(t) for t in deferred) > _MAX_FOLDED_BYTES:
+            tensors = _deferred_results(node, view, compile_node)
+            if tensors is None:
+                args = [None if t is None else t.numpy() for t in _sources(node)]
+                try:
+                    results = _run_node(view, args, compile_node)[:len(node.outputs)]
+                except Exception as e:  # noqa: BLE001 - leave the node to run normally
+                    logger.debug("not folding %s: %s", view.display_name, e)
                     continue
-                _replace_with_constants(graph, node, deferred)
-                consts.update(o.name for o in node.outputs if o.name)
-                folded += 1
-                continue
-            args = [None if v is None or not v.name else v.const_value.numpy()
-                    for v in node.inputs]
-            try:
-                kernel = compile_node(Subgraph(view.display_name, (view,), view.inputs,
-                                               view.outputs))
-                out = kernel(*args)
-            except Exception as e:  # noqa: BLE001 - leave the node to run normally
-                logger.debug("not folding %s: %s", view.display_name, e)
-                continue
-            results = out if isinstance(out, tuple) else (out,)
-            results = results[:len(node.outputs)]
-            if len(results) < len(node.outputs):
-                continue
+                if len(results) < len(node.outputs):
+                    continue
         elif (node.op_type in ("Shape", "Size")
               and (arr := _static_shape_value(model.node_view(index))) is not None):
             results = (arr,)
         else:
             continue
-        if not all(isinstance(r, np.ndarray) for r in results):
+        if tensors is None:
+            if not all(isinstance(r, np.ndarray) for r in results) \
+                    or sum(r.nbytes for r in results) > _MAX_FOLDED_BYTES:
+                continue
+            tensors = [ir.tensor(r) for r in results]
+        elif sum(_nbytes(t) for t in tensors) > _MAX_FOLDED_BYTES:
             continue
-        if sum(r.nbytes for r in results) > _MAX_FOLDED_BYTES:
-            continue
-        _replace_with_constants(graph, node, [ir.tensor(r) for r in results])
+        _replace_with_constants(graph, node, tensors)
         consts.update(o.name for o in node.outputs if o.name)
         folded += 1
     return folded
@@ -330,23 +323,22 @@ def _deferred_results(node: ir.Node, view, compile_node: Callable[[Subgraph], Ca
     the graph kept that transpose for the session's life, beside the GEMM's packed copy of
     it). Each read runs the node again on inputs read again, as its one consumer, the
     kernel that packs it, reads it once. None: fold it now."""
-    sources = [None if v is None or not v.name else v.const_value for v in node.inputs]
+    sources = _sources(node)
     if not any(isinstance(t, ir.LazyTensor) for t in sources):
         return None
-    outs = [o for o in node.outputs if o.name]
-    if len(outs) != len(node.outputs) or any(
-            o.dtype is None or o.dtype == ir.DataType.STRING or o.shape is None
-            or not o.shape.is_static() for o in outs):
+    outs = list(node.outputs)
+    if any(not o.name or o.dtype is None or o.dtype == ir.DataType.STRING or o.shape is None
+           or not o.shape.is_static() for o in outs):
+        return None
+    if sum(math.prod(o.shape.numpy()) * o.dtype.itemsize for o in outs) < _DEFERRED_FOLD_BYTES:
         return None
     tensors = []
     for k, out in enumerate(outs):
         shape, dtype = ir.Shape(out.shape.numpy()), out.dtype
 
         def run(k: int = k, shape: ir.Shape = shape, dtype: ir.DataType = dtype) -> ir.Tensor:
-            kernel = compile_node(Subgraph(view.display_name, (view,), view.inputs,
-                                           view.outputs))
-            out = kernel(*[None if t is None else t.numpy() for t in sources])
-            arr = np.asarray((out if isinstance(out, tuple) else (out,))[k])
+            args = [None if t is None else t.numpy() for t in sources]
+            arr = np.asarray(_run_node(view, args, compile_node)[k])
             if arr.shape != tuple(shape.numpy()) or ir.DataType.from_numpy(arr.dtype) != dtype:
                 raise ValueError(f"folding {view.display_name}: output {k} is "
                                  f"{arr.dtype}{list(arr.shape)}, not the {dtype} {shape} "
@@ -354,9 +346,21 @@ def _deferred_results(node: ir.Node, view, compile_node: Callable[[Subgraph], Ca
             return ir.tensor(arr)
 
         tensors.append(ir.LazyTensor(run, dtype, shape))
-    if sum(_nbytes(t) for t in tensors) < _DEFERRED_FOLD_BYTES:
-        return None
     return tensors
+
+
+def _sources(node: ir.Node) -> list[ir.TensorProtocol | None]:
+    """The constant tensors an all-constant node reads (None for an omitted input)."""
+    return [None if v is None or not v.name else v.const_value for v in node.inputs]
+
+
+def _run_node(view, args: list[np.ndarray | None],
+              compile_node: Callable[[Subgraph], Callable]) -> tuple:
+    """The outputs of the node of ``view`` on ``args``, by the kernel ``compile_node``
+    builds for it alone."""
+    kernel = compile_node(Subgraph(view.display_name, (view,), view.inputs, view.outputs))
+    out = kernel(*args)
+    return out if isinstance(out, tuple) else (out,)
 
 
 def _nbytes(tensor: ir.TensorProtocol) -> float:

@@ -14,6 +14,7 @@ the model has no node of) is not run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import threading
 import weakref
@@ -22,7 +23,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from .._graph import _BODY_ATTRS, all_nodes, attrs_of
+from .._graph import all_nodes, attrs_of, has_bodies
 
 
 def _root_op(rule: Any) -> str | None:
@@ -191,7 +192,7 @@ class _Driver:
         for rule in self.rules:
             if getattr(rule, "graph_pre_visitor", None):
                 rule.graph_pre_visitor()
-        bodies = any(a.type in _BODY_ATTRS for n in graph for a in attrs_of(n))
+        bodies = has_bodies(graph)
         made_here: set[int] = set()
         count = 0
         for node in graph:
@@ -254,7 +255,7 @@ def _name_made(model: ir.Model, made: list[ir.Node]) -> None:
     ``_<n>`` appended."""
     made_ids = {id(n) for n in made}
     for root in (model.graph, *model.functions.values()):
-        graphs = list(_graphs_within(root))
+        graphs = [root, *root.subgraphs()] if has_bodies(root) else [root]
         everything = [n for g in graphs for n in g]
         ours = [n for n in everything if id(n) in made_ids]
         if not ours:
@@ -277,18 +278,6 @@ def _name_made(model: ir.Model, made: list[ir.Node]) -> None:
                     v.name = _unique(v.name or "v", values, counts)
                 else:
                     values.add(v.name)
-
-
-def _graphs_within(graph: ir.Graph | ir.Function) -> Iterator[ir.Graph | ir.Function]:
-    """``graph`` and the subgraph bodies of its nodes, at any depth."""
-    yield graph
-    for node in graph:
-        for attr in attrs_of(node):
-            if attr.type == ir.AttributeType.GRAPH:
-                yield from _graphs_within(attr.value)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for body in attr.value:
-                    yield from _graphs_within(body)
 
 
 def _unique(preferred: str, used: set[str], counts: dict[str, int]) -> str:
@@ -329,13 +318,27 @@ def _prefilter(rule: Any) -> Callable[[ir.Node], bool] | None:
             producer = v.producer() if v is not None else None
             return (producer is not None and v.index() == pv.output_index
                     and node_fits(pv.producer(), producer))
-        if isinstance(pv, pir.OpIdDispatchOr):
-            return any(value_fits(alt, v) for _, alt in pv._op_to_pattern.values())
-        if isinstance(pv, pir.BacktrackingOr):
-            return any(value_fits(alt, v) for alt in pv._values)
-        return True
+        alternatives = _alternatives(pv)
+        return alternatives is None or any(value_fits(alt, v) for alt in alternatives)
 
     return lambda node: node_fits(root, node)
+
+
+def _alternatives(v: Any) -> list[Any] | None:
+    """The alternatives of an ``OrValue`` pattern (either kind onnxscript has), else None."""
+    pir = _pattern_ir()
+    if isinstance(v, pir.OpIdDispatchOr):
+        return [alt for _, alt in v._op_to_pattern.values()]
+    if isinstance(v, pir.BacktrackingOr):
+        return list(v._values)
+    return None
+
+
+@functools.cache
+def _pattern_ir() -> Any:
+    from onnxscript.rewriter import _pattern_ir as pir
+
+    return pir
 
 
 # Rule objects are built once and shared (onnxscript's own at import, ours on first use), and
@@ -397,13 +400,7 @@ def _required_ops(rule: Any) -> frozenset[str]:
         def of_value(v: Any) -> frozenset[str]:
             if isinstance(v, pir.NodeOutputPattern):
                 return of_node(v.producer())
-            if isinstance(v, pir.OpIdDispatchOr):
-                alternatives = [alt for _, alt in v._op_to_pattern.values()]
-            elif isinstance(v, pir.BacktrackingOr):
-                alternatives = list(v._values)
-            else:
-                return frozenset()
-            sets = [of_value(alt) for alt in alternatives]
+            sets = [of_value(alt) for alt in _alternatives(v) or ()]
             return frozenset.intersection(*sets) if sets else frozenset()
 
         found = frozenset().union(*(of_node(n) for n in rule._target_pattern.output_nodes))
