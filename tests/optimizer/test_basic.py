@@ -113,6 +113,24 @@ def test_common_subexpressions_are_merged():
     assert _ops(on) == ["Relu", "Add"]
 
 
+def test_common_subexpression_prefilter_needs_a_shared_op_and_inputs():
+    import onnx_ir as ir
+
+    from onnxplex._optimizer._basic import _may_have_common_subexpressions
+
+    def graph(*nodes):
+        return ir.serde.deserialize_model(_model(list(nodes), [X], [Y])).graph
+
+    relu = helper.make_node("Relu", ["x"], ["a"])
+    assert not _may_have_common_subexpressions(graph(
+        relu, helper.make_node("Relu", ["a"], ["b"]), helper.make_node("Neg", ["a"], ["y"])))
+    # the same op on the same inputs: a candidate even though the attributes differ
+    assert _may_have_common_subexpressions(graph(
+        helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.1),
+        helper.make_node("LeakyRelu", ["x"], ["b"], alpha=0.2),
+        helper.make_node("Add", ["a", "b"], ["y"])))
+
+
 def test_failing_pass_is_rolled_back_with_a_warning(caplog):
     def broken(ctx):
         ctx.model.graph.remove(list(ctx.model.graph)[0], safe=False)   # damage, then fail

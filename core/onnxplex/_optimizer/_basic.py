@@ -134,9 +134,26 @@ def _noops(ctx: OptimizerContext) -> int:
 
 @register_pass("common-subexpression elimination", BASIC)
 def _cse(ctx: OptimizerContext) -> int:
+    if not _may_have_common_subexpressions(ctx.model.graph):
+        return 0
     before = _count(ctx.model.graph)
     ir_passes.CommonSubexpressionEliminationPass()(ctx.model.ir)
     return before - _count(ctx.model.graph)
+
+
+def _may_have_common_subexpressions(graph: ir.Graph) -> bool:
+    """Whether two nodes of ``graph`` share op, output count and inputs, which onnx-ir's pass
+    needs before it compares attributes (it looks at the main graph only). Without such a
+    pair the pass cannot change anything: ~60 us to tell on MobileNetV2 instead of its
+    ~0.6 ms of attribute keys."""
+    seen = set()
+    for node in graph:
+        key = (node.domain, node.op_type, node.overload, len(node.outputs),
+               tuple(map(id, node.inputs)))
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
 
 
 @register_pass("dead-code elimination", BASIC)
