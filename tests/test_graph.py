@@ -249,3 +249,31 @@ def test_value_types_read_as_onnx_ir_reads_them():
     assert mine == reference
     assert mine["d"][2] == ["DATA_BATCH", None] and mine["s"][0].startswith("Sequence")
     assert mine["y"][1] == ["N", 3] and mine["b"][1] == [None, 3]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64, np.int32,
+                                   np.int16, np.int8, np.uint8, np.bool_])
+def test_stored_constants_read_as_onnx_reads_them(dtype):
+    """Initializers held in the proto as raw bytes (read without onnx-ir's general reader),
+    in typed fields, empty, or scalar: the arrays kernels see are numpy_helper's, read-only."""
+    from onnxplex._graph import load_proto
+
+    rng = np.random.default_rng(0)
+    arrays = {"raw": (rng.standard_normal((3, 4)) * 50).astype(dtype),
+              "scalar": np.array(7, dtype), "empty": np.zeros((0, 2), dtype)}
+    tensors = [numpy_helper.from_array(a, name) for name, a in arrays.items()]
+    typed = helper.make_tensor("typed", tensors[0].data_type, [2, 2],
+                               arrays["raw"].reshape(-1)[:4].tolist())
+    tensors.append(typed)
+    g = helper.make_graph(
+        [helper.make_node("Identity", [t.name], [t.name + "_y"]) for t in tensors], "g", [],
+        [helper.make_tensor_value_info(t.name + "_y", t.data_type, None) for t in tensors],
+        initializer=tensors)
+    model = load_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), None)
+    views = {n.inputs[0].name: n.inputs[0].const for n in model.node_views}
+    for t in tensors:
+        want = numpy_helper.to_array(t)
+        got = views[t.name]
+        assert got.dtype == want.dtype and got.shape == want.shape, t.name
+        np.testing.assert_array_equal(got, want)
+        assert not got.flags.writeable
