@@ -210,6 +210,24 @@ def test_nodes_another_provider_claims_are_left_nchw(caplog):
         unregister_provider("conv_claimer")
 
 
+def test_a_claimed_conv_is_not_fused_with_its_activation():
+    # the fusion rewrites a conv in place when no node is claimed: a claimed one must stay
+    onnxplex.register_provider(ConvClaimer)
+    try:
+        nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["a"], ["b"]),
+                 helper.make_node("Conv", ["b", "w1"], ["y"])]
+        m = model(nodes, [vi("x", [1, 3, 6, 6])], [vi("y", None)],
+                  [init("w0", 4, 3, 3, 3), init("w1", 5, 4, 1, 1)])
+        sess = session(m, providers=["conv_claimer", "cpu_mlas"])
+        steps = [(s.provider, s.op_type) for s in sess._exec.steps]
+        assert steps[0] == ("conv_claimer", "Conv")
+        assert "FusedConv" not in {op for _, op in steps}
+        assert_matches(sess, m, {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)})
+    finally:
+        unregister_provider("conv_claimer")
+
+
 def test_saving_a_channels_last_model_warns(tmp_path, caplog):
     m = mobilenet_block()
     so = onnxplex.SessionOptions()
