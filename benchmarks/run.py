@@ -122,7 +122,9 @@ def peak_rss(engine: str, model: Path, name: str, threads: int) -> float:
 # ---- the run ---------------------------------------------------------------------------------
 
 
-CREATIONS = 5   # session creations per engine, model and thread count (the median is kept)
+# Session creations per engine, model and thread count; the median is kept. A creation takes
+# tens of milliseconds: on a shared machine one busy spell moved the median of five.
+CREATIONS = 9
 
 
 def creation_times(model: Path, threads: int, first: tuple[float, float]) -> tuple[float, float]:
