@@ -195,21 +195,8 @@ def _fuse(graph: ir.Graph, old_nodes: Sequence[ir.Node], domain: str, op_type: s
     if head is not last:
         graph.remove(head)   # (unsafe: its inputs stay attached)
         graph.insert_after(last, head)
-    head.domain, head.op_type, head.overload, head.version = domain, op_type, "", None
-    head.name, head.doc_string = name, None
-    head.metadata_props.clear()   # (as a new node's: an opset of its own would be ai.onnx's)
-    stored = head.attributes   # (mostly the same Attr objects: only changes are written)
-    wanted = {a.name: a for a in attrs}
-    for k in [k for k in stored if k not in wanted]:
-        del stored[k]
-    for k, a in wanted.items():
-        if stored.get(k) is not a:
-            stored[k] = a
-    if len(head.inputs) != len(inputs):
-        head.resize_inputs(len(inputs))
-    for i, (had, v) in enumerate(zip(head.inputs, inputs)):
-        if had is not v:
-            head.replace_input_with(i, v)
+    _rewrite(head, domain, op_type, inputs, attrs)
+    head.overload, head.version, head.name, head.doc_string = "", None, name, None
     y = head.outputs[0]
     if y is not out:
         ir.convenience.replace_all_uses_with(out, y, replace_graph_outputs=True)
@@ -222,6 +209,31 @@ def _fuse(graph: ir.Graph, old_nodes: Sequence[ir.Node], domain: str, op_type: s
         if out.const_value is not None:
             y.const_value = out.const_value
     return head
+
+
+def _rewrite(node: ir.Node, domain: str, op_type: str, inputs: Sequence[ir.Value | None],
+             attrs: Sequence[ir.Attr] | None) -> None:
+    """Make ``node`` an ``op_type`` of ``domain`` reading ``inputs``, with attributes
+    ``attrs`` (``None``: its own), in place. Its metadata goes, as a new node has none (an
+    opset of its own, from a function body, would be ai.onnx's)."""
+    node.domain, node.op_type = domain, op_type
+    node.metadata_props.clear()
+    if attrs is not None:
+        stored = node.attributes
+        wanted = {a.name: a for a in attrs}
+        if [k for k in stored if k in wanted] != [k for k in wanted if k in stored]:
+            for k in list(stored):   # (in the new order, as a new node would list them)
+                del stored[k]
+        for k in [k for k in stored if k not in wanted]:
+            del stored[k]
+        for k, a in wanted.items():   # (mostly the same Attr objects: only changes written)
+            if stored.get(k) is not a:
+                stored[k] = a
+    if len(node.inputs) != len(inputs):
+        node.resize_inputs(len(inputs))
+    for i, (had, v) in enumerate(zip(node.inputs, inputs)):
+        if had is not v:
+            node.replace_input_with(i, v)
 
 
 def _node_name(graph: ir.Graph, base: str) -> str:

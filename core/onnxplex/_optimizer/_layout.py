@@ -50,6 +50,7 @@ from ._fusions_cnn import (
     _input,
     _is_const,
     _is_onnx,
+    _rewrite,
     _same_static_shape,
     _use_ms_domain,
 )
@@ -180,7 +181,7 @@ def _transpose(graph: ir.Graph, src: ir.Value, perm: tuple[int, ...], name: str)
 def _nhwc_transformer(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
     nhwc: dict[ir.Value, ir.Value] = {}     # an NCHW value -> its channels-last twin
-    converted: list[tuple[ir.Node, ir.Node]] = []
+    converted: list[ir.Node] = []
 
     def channels_last(v: ir.Value, before: ir.Node) -> ir.Value:
         twin = nhwc.get(v)
@@ -190,9 +191,14 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             twin = nhwc[v] = t.outputs[0]
         return twin
 
+    # Each converted node is rewritten in place (op, inputs, attributes, name); its output
+    # value becomes the channels-last one once the walk is over (the walk's shape checks
+    # read NCHW shapes), and readers left NCHW get it back through one transpose.
+    renamed: dict[ir.Node, str] = {}
     for node in list(graph):   # the main graph's nodes (bodies keep their layout)
         if id(node) in ctx.protected:
             continue
+        attrs = None   # None: the node's own
         if _convertible(node):
             inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
             inputs[0] = channels_last(inputs[0], node)
@@ -204,16 +210,20 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
         elif _max_pool(node, nhwc):
             inputs = [nhwc[node.inputs[0]]]
             domain, op_type = MS_DOMAIN, "NhwcMaxPool"
+            attrs = _copy_attrs(node, drop=("storage_order",))
         elif _spatial_mean(node, nhwc):
             # ReduceMean over axes (1, 2) of the channels-last value: [N, 1, 1, C], the same
             # memory as the NCHW [N, C, 1, 1] (the transpose back, if any, moves nothing);
             # its axes an input from opset 18, an attribute before
             inputs = [nhwc[node.inputs[0]]]
             domain, op_type = "", "ReduceMean"
+            attrs = [ir.AttrInt64("keepdims", 1)]
             opset = node.version or ctx.model.ir.opset_imports.get("", 1)
             if opset >= 18:
                 inputs.append(_initializer(graph, np.array([1, 2], np.int64),
                                            f"{node.name or 'mean'}_nhwc_axes"))
+            else:
+                attrs.append(ir.AttrInt64s("axes", [1, 2]))
         elif _elementwise(node, nhwc):
             inputs = [v if v is None or (_is_const(v) and _scalar(v)) else channels_last(v, node)
                       for v in node.inputs]
@@ -221,38 +231,31 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
         else:
             continue
         y = node.outputs[0]
-        if op_type == "ReduceMean":
-            attrs = [ir.AttrInt64("keepdims", 1)]
-            if len(inputs) == 1:
-                attrs.append(ir.AttrInt64s("axes", [1, 2]))
-        else:
-            attrs = _copy_attrs(node,
-                                drop=("storage_order",) if op_type == "NhwcMaxPool" else ())
-        new = ir.Node(domain, op_type, inputs, attributes=attrs, num_outputs=1,
-                      version=node.version, name=_fresh(graph, f"{node.name or y.name}/nhwc"))
-        out = new.outputs[0]
-        out.name = _fresh(graph, f"{y.name}_nhwc")
-        out.type = y.type
-        out.shape = _permuted(y, TO_NHWC)
-        graph.insert_before(node, new)
-        nhwc[y] = out
-        converted.append((node, new))
+        node.name = _fresh(graph, f"{node.name or y.name}/nhwc")
+        renamed[node] = _fresh(graph, f"{y.name}_nhwc")
+        _rewrite(node, domain, op_type, inputs, attrs)
+        nhwc[y] = y
+        converted.append(node)
     if not converted:
         return 0
     _use_ms_domain(ctx)
-    # The old nodes go last to first (a later one may read an earlier one's output); an output
-    # still read by a node left NCHW, or a graph output, comes back through one transpose.
-    for old, new in reversed(converted):
-        y = old.outputs[0]
-        for i in range(len(old.inputs)):   # old no longer reads its inputs
-            old.replace_input_with(i, None)
-        graph.remove(old, safe=False)
-        if y.uses() or y.is_graph_output():
-            back = _transpose(graph, new.outputs[0], TO_NCHW, y.name)
-            graph.insert_after(new, back)
-            name = y.name
-            y.name = _fresh(graph, f"{name}_replaced")
-            ir.convenience.replace_all_uses_with(y, back.outputs[0], replace_graph_outputs=True)
-            back.outputs[0].name = name
+    # Last to first, as the transposes back go right behind their nodes: an output read by a
+    # node left NCHW, or a graph output, keeps its name on a transpose back.
+    for node in reversed(converted):
+        y = node.outputs[0]
+        name = y.name
+        readers = [(user, i) for user, i in y.uses() if user not in renamed]
+        y.name, y.shape = renamed[node], _permuted(y, TO_NHWC)
+        if readers or y.is_graph_output():
+            back = _transpose(graph, y, TO_NCHW, name)
+            graph.insert_after(node, back)
+            nchw = back.outputs[0]
+            for user, i in readers:
+                user.replace_input_with(i, nchw)
+            outputs = graph.outputs
+            for k, v in enumerate(outputs):
+                if v is y:
+                    outputs[k] = nchw
+            nchw.name = name
     logger.debug("NhwcTransformer: %d node(s) channels-last", len(converted))
     return len(converted)
