@@ -277,3 +277,45 @@ def test_stored_constants_read_as_onnx_reads_them(dtype):
         assert got.dtype == want.dtype and got.shape == want.shape, t.name
         np.testing.assert_array_equal(got, want)
         assert not got.flags.writeable
+
+
+def _relu_model(**attrs):
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_attributes_an_op_does_not_declare_are_refused_like_onnxruntime():
+    # a misspelt attribute, one of the wrong type, and the same inside an If branch
+    with pytest.raises(InvalidModelError, match=r"attribute 'aplha', which LeakyRelu does not "
+                                                r"have \(opset 17; it has alpha\)"):
+        onnxplex.InferenceSession(_relu_model(aplha=0.2).SerializeToString())
+    with pytest.raises(InvalidModelError, match="attribute 'alpha' is INT, LeakyRelu takes FLOAT"):
+        onnxplex.InferenceSession(_relu_model(alpha=3).SerializeToString())
+    branch = helper.make_graph([helper.make_node("Relu", ["x"], ["z"], alpha=1.0)], "b", [],
+                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    g = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(InvalidModelError, match=r"If ''\.else_branch.*'alpha', which Relu"):
+        onnxplex.InferenceSession(m.SerializeToString())
+    # names starting with "__" are free (onnx's checker and onnxruntime allow them)
+    sess = onnxplex.InferenceSession(_relu_model(alpha=0.5, __note="kept").SerializeToString())
+    np.testing.assert_allclose(sess.run(None, {"x": np.array([-2, 2], np.float32)})[0], [-1, 2])
+
+
+def test_function_body_attributes_are_checked_against_its_opsets():
+    body = [helper.make_node("LeakyRelu", ["a"], ["b"], slope=0.1)]
+    f = helper.make_function("local", "F", ["a"], ["b"], body,
+                             [helper.make_opsetid("", 17)])
+    g = helper.make_graph([helper.make_node("F", ["x"], ["y"], domain="local")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, functions=[f], opset_imports=[helper.make_opsetid("", 17),
+                                                           helper.make_opsetid("local", 1)])
+    with pytest.raises(InvalidModelError, match="function 'F'.*'slope', which LeakyRelu"):
+        onnxplex.InferenceSession(m.SerializeToString())

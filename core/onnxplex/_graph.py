@@ -689,6 +689,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     ``serialized``: the bytes ``proto`` was parsed from, if at hand)."""
     walked = _walk(proto)
     _check_versions(proto, walked)
+    _check_attributes(proto, walked)
     external = _check_tensors(walked, base_dir)
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
@@ -916,6 +917,7 @@ class _Node(NamedTuple):
 
 class _Attr(NamedTuple):
     name: Any
+    kind: int                               # its AttributeProto type
     tensors: tuple[onnx.TensorProto, ...]   # its TENSOR value, or its TENSORS
     bodies: tuple[_Graph, ...]              # its GRAPH value, or its GRAPHS
 
@@ -992,7 +994,7 @@ def _walk_nodes(nodes: Sequence[onnx.NodeProto], where: str, depth: int) -> tupl
             subs = (a.g, *a.graphs) if a.HasField("g") else tuple(a.graphs)
             bodies = tuple(_walk_graph(g, f"{where} > {op} {name!r}.{aname}", depth + 1)
                            for g in subs) if subs else ()
-            attrs.append(_Attr(aname, tensors, bodies))
+            attrs.append(_Attr(aname, a.type, tensors, bodies))
         out.append(_Node(op, node.domain, name, tuple(node.input), tuple(node.output),
                          tuple(attrs)))
     return tuple(out)
@@ -1041,6 +1043,58 @@ def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
                 raise InvalidModelError(
                     f"{g.where}: node {node.name!r} ({node.op_type}) is in domain "
                     f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import)")
+
+
+def _check_attributes(proto: onnx.ModelProto, walked: _Walked) -> None:
+    """A node of an op onnx has a schema for carries only the attributes that schema
+    declares, each of its declared type (onnxruntime refuses the model otherwise: kernels
+    would ignore a misspelt attribute or misread a mistyped one); names starting with ``__``
+    are free, as in onnx's checker. Runs after :func:`_check_versions`."""
+    imports = {("" if i.domain == "ai.onnx" else i.domain): i.version
+               for i in proto.opset_import}
+    scopes = [(imports, g.where, g.nodes) for g in walked.graphs()]
+    for f, nodes in zip(proto.functions, walked.functions):
+        own = {("" if i.domain == "ai.onnx" else i.domain): i.version for i in f.opset_import}
+        scopes.append(({**imports, **own}, f"function {f.name!r}", nodes))
+        scopes.extend(({**imports, **own}, g.where, g.nodes) for n in nodes for a in n.attrs
+                      for g in _graphs_from(list(a.bodies)))
+    for opsets, where, nodes in scopes:
+        for node in nodes:
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            version = opsets.get(domain)
+            if version is None or not node.attrs:
+                continue
+            declared = _declared_attributes(domain, node.op_type, version)
+            if declared is None:
+                continue
+            for a in node.attrs:
+                want = declared.get(a.name)
+                if want is None:
+                    if a.name.startswith("__"):
+                        continue
+                    raise InvalidModelError(
+                        f"{where}: node {node.name!r} ({node.op_type}) has attribute "
+                        f"{a.name!r}, which {node.op_type} does not have (opset {version}; "
+                        f"it has {', '.join(sorted(declared)) or 'none'})")
+                if a.kind and want and a.kind != want:
+                    raise InvalidModelError(
+                        f"{where}: node {node.name!r} ({node.op_type}): attribute {a.name!r} "
+                        f"is {_ATTR_TYPE_NAMES.get(a.kind, a.kind)}, {node.op_type} takes "
+                        f"{_ATTR_TYPE_NAMES.get(want, want)}")
+
+
+_ATTR_TYPE_NAMES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _declared_attributes(domain: str, op_type: str, version: int) -> dict[str, int] | None:
+    """Attribute name -> AttributeProto type of the schema onnx has for the op at that opset
+    (0: any type), or None without a schema."""
+    try:
+        schema = onnx.defs.get_schema(op_type, version, domain)
+    except onnx.defs.SchemaError:
+        return None
+    return {name: int(a.type) for name, a in schema.attributes.items()}
 
 
 class _ExternalFiles:
