@@ -1054,9 +1054,10 @@ def _check_attributes(proto: onnx.ModelProto, walked: _Walked) -> None:
                for i in proto.opset_import}
     scopes = [(imports, g.where, g.nodes) for g in walked.graphs()]
     for f, nodes in zip(proto.functions, walked.functions):
-        own = {("" if i.domain == "ai.onnx" else i.domain): i.version for i in f.opset_import}
-        scopes.append(({**imports, **own}, f"function {f.name!r}", nodes))
-        scopes.extend(({**imports, **own}, g.where, g.nodes) for n in nodes for a in n.attrs
+        opsets = {**imports, **{("" if i.domain == "ai.onnx" else i.domain): i.version
+                                for i in f.opset_import}}
+        scopes.append((opsets, f"function {f.name!r}", nodes))
+        scopes.extend((opsets, g.where, g.nodes) for n in nodes for a in n.attrs
                       for g in _graphs_from(list(a.bodies)))
     for opsets, where, nodes in scopes:
         for node in nodes:
