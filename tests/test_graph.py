@@ -288,8 +288,8 @@ def _relu_model(**attrs):
 
 def test_attributes_an_op_does_not_declare_are_refused_like_onnxruntime():
     # a misspelt attribute, one of the wrong type, and the same inside an If branch
-    with pytest.raises(InvalidModelError, match=r"attribute 'aplha', which LeakyRelu does not "
-                                                r"have \(opset 17; it has alpha\)"):
+    with pytest.raises(InvalidModelError, match=r"\(LeakyRelu, opset 17\) has attribute 'aplha', "
+                                                r"which LeakyRelu does not have \(it has alpha\)"):
         onnxplex.InferenceSession(_relu_model(aplha=0.2).SerializeToString())
     with pytest.raises(InvalidModelError, match="attribute 'alpha' is INT, LeakyRelu takes FLOAT"):
         onnxplex.InferenceSession(_relu_model(alpha=3).SerializeToString())
@@ -319,3 +319,47 @@ def test_function_body_attributes_are_checked_against_its_opsets():
                                                            helper.make_opsetid("local", 1)])
     with pytest.raises(InvalidModelError, match="function 'F'.*'slope', which LeakyRelu"):
         onnxplex.InferenceSession(m.SerializeToString())
+
+
+def _one_node(node, inputs, output_types=(TensorProto.FLOAT,), opset=17):
+    g = helper.make_graph(
+        [node], "g", inputs,
+        [helper.make_tensor_value_info(o, t, None) for o, t in zip(node.output, output_types)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+@pytest.mark.parametrize("node,inputs,message", [
+    (helper.make_node("Relu", ["x", "x"], ["y"]), None,
+     r"\(Relu, opset 17\) has 2 input\(s\); it takes 1$"),
+    (helper.make_node("Conv", ["x"], ["y"]), None, r"has 1 input\(s\); it takes 2 to 3$"),
+    (helper.make_node("Concat", [], ["y"], axis=0), [], r"has 0 input\(s\); it takes 1 or more"),
+    (helper.make_node("Cast", ["x"], ["y"]), None, r"lacks its required attribute\(s\) to$"),
+    (helper.make_node("Add", ["x", "i"], ["y"]), "int",
+     r"inputs are of types its op does not take.*inconsistent type tensor\(int64\)"),
+    (helper.make_node("Relu", ["s"], ["y"]), "str",
+     r"inputs are of types its op does not take.*unsupported type: tensor\(string\)"),
+])
+def test_nodes_that_break_their_schema_are_refused_like_onnxruntime(node, inputs, message):
+    """What onnxruntime refuses when it verifies a node against its schema: input and output
+    counts, required attributes, input types (before, such nodes failed in their kernels)."""
+    vi = helper.make_tensor_value_info
+    given = {None: [vi("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+             "int": [vi("x", TensorProto.FLOAT, [2]), vi("i", TensorProto.INT64, [2])],
+             "str": [vi("s", TensorProto.STRING, [2])]}
+    model = _one_node(node, given[inputs] if not isinstance(inputs, list) else inputs)
+    with pytest.raises(InvalidModelError, match=message):
+        onnxplex.InferenceSession(model)
+    # the same node with its schema kept runs
+    ok = _one_node(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT),
+                   given[None])
+    x = np.ones((1, 1, 3, 3), np.float32)
+    np.testing.assert_array_equal(onnxplex.InferenceSession(ok).run(None, {"x": x})[0], x)
+
+
+def test_an_output_too_many_is_refused():
+    node = helper.make_node("Relu", ["x"], ["y", "z"])
+    model = _one_node(node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      (TensorProto.FLOAT, TensorProto.FLOAT))
+    with pytest.raises(InvalidModelError,
+                       match=r"\(Relu, opset 17\) has 2 output\(s\); it takes 1"):
+        onnxplex.InferenceSession(model)

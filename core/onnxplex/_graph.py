@@ -689,7 +689,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     ``serialized``: the bytes ``proto`` was parsed from, if at hand)."""
     walked = _walk(proto)
     _check_versions(proto, walked)
-    _check_attributes(proto, walked)
+    _check_schemas(proto, walked)
     external = _check_tensors(walked, base_dir)
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
@@ -1045,11 +1045,14 @@ def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
                     f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import)")
 
 
-def _check_attributes(proto: onnx.ModelProto, walked: _Walked) -> None:
-    """A node of an op onnx has a schema for carries only the attributes that schema
-    declares, each of its declared type (onnxruntime refuses the model otherwise: kernels
-    would ignore a misspelt attribute or misread a mistyped one); names starting with ``__``
-    are free, as in onnx's checker. Runs after :func:`_check_versions`."""
+def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
+    """A node of an op onnx has a schema for has as many inputs and outputs as the schema
+    allows (omitted optional ones, named "", count), its required attributes, and only the
+    attributes the schema declares, each of its declared type; names starting with ``__`` are
+    free, as in onnx's checker. onnxruntime refuses a model otherwise; run, such a node failed
+    inside its kernel with a TypeError, or ran with a misspelt attribute ignored. (Input types
+    against the schema's type constraints: shape inference, :func:`_infer_shapes`.) Runs after
+    :func:`_check_versions`."""
     imports = {("" if i.domain == "ai.onnx" else i.domain): i.version
                for i in proto.opset_import}
     scopes = [(imports, g.where, g.nodes) for g in walked.graphs()]
@@ -1063,39 +1066,59 @@ def _check_attributes(proto: onnx.ModelProto, walked: _Walked) -> None:
         for node in nodes:
             domain = "" if node.domain == "ai.onnx" else node.domain
             version = opsets.get(domain)
-            if version is None or not node.attrs:
+            schema = None if version is None else _schema(domain, node.op_type, version)
+            if schema is None:
                 continue
-            declared = _declared_attributes(domain, node.op_type, version)
-            if declared is None:
-                continue
+            what = f"{where}: node {node.name!r} ({node.op_type}, opset {version})"
+            for kind, count, (low, high) in (("inputs", len(node.inputs), schema.inputs),
+                                             ("outputs", len(node.outputs), schema.outputs)):
+                if not low <= count <= high:
+                    allowed = str(low) if low == high else \
+                        f"{low} or more" if high >= _UNBOUNDED else f"{low} to {high}"
+                    raise InvalidModelError(
+                        f"{what} has {count} {kind[:-1]}(s); it takes {allowed}")
+            declared = schema.attributes
             for a in node.attrs:
                 want = declared.get(a.name)
                 if want is None:
                     if a.name.startswith("__"):
                         continue
                     raise InvalidModelError(
-                        f"{where}: node {node.name!r} ({node.op_type}) has attribute "
-                        f"{a.name!r}, which {node.op_type} does not have (opset {version}; "
-                        f"it has {', '.join(sorted(declared)) or 'none'})")
+                        f"{what} has attribute {a.name!r}, which {node.op_type} does not have "
+                        f"(it has {', '.join(sorted(declared)) or 'none'})")
                 if a.kind and want and a.kind != want:
                     raise InvalidModelError(
-                        f"{where}: node {node.name!r} ({node.op_type}): attribute {a.name!r} "
-                        f"is {_ATTR_TYPE_NAMES.get(a.kind, a.kind)}, {node.op_type} takes "
-                        f"{_ATTR_TYPE_NAMES.get(want, want)}")
+                        f"{what}: attribute {a.name!r} is {_ATTR_TYPE_NAMES.get(a.kind, a.kind)}, "
+                        f"{node.op_type} takes {_ATTR_TYPE_NAMES.get(want, want)}")
+            if schema.required:
+                missing = schema.required - {a.name for a in node.attrs}
+                if missing:
+                    raise InvalidModelError(
+                        f"{what} lacks its required attribute(s) {', '.join(sorted(missing))}")
 
 
 _ATTR_TYPE_NAMES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}
+_UNBOUNDED = 1 << 30   # onnx's schemas say 2**31 - 1 for "any number"
+
+
+class _Schema(NamedTuple):
+    attributes: dict[str, int]   # name -> AttributeProto type (0: any)
+    required: frozenset[str]
+    inputs: tuple[int, int]      # (fewest, most)
+    outputs: tuple[int, int]
 
 
 @functools.lru_cache(maxsize=4096)
-def _declared_attributes(domain: str, op_type: str, version: int) -> dict[str, int] | None:
-    """Attribute name -> AttributeProto type of the schema onnx has for the op at that opset
-    (0: any type), or None without a schema."""
+def _schema(domain: str, op_type: str, version: int) -> _Schema | None:
+    """What the load checks need of the schema onnx has for the op at that opset, or None
+    without one."""
     try:
         schema = onnx.defs.get_schema(op_type, version, domain)
     except onnx.defs.SchemaError:
         return None
-    return {name: int(a.type) for name, a in schema.attributes.items()}
+    return _Schema({name: int(a.type) for name, a in schema.attributes.items()},
+                   frozenset(name for name, a in schema.attributes.items() if a.required),
+                   (schema.min_input, schema.max_input), (schema.min_output, schema.max_output))
 
 
 class _ExternalFiles:
@@ -1472,14 +1495,17 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
             for t in big if t.name in declared)
     try:
         # Strict first: only strict mode reports declared shapes or types that contradict
-        # what the nodes compute; other strict failures (ops without a schema, say) retry
-        # leniently below.
-        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=True,
+        # what the nodes compute, and inputs of types an op does not take; other strict
+        # failures (ops without a schema, say) retry leniently below.
+        light = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True,
                                                   data_prop=True)
     except Exception as e:  # noqa: BLE001 - onnx raises InferenceError, sometimes others
         if any(c in str(e) for c in _INCONSISTENT):
             raise InvalidModelError(
                 f"the model's declared shapes or types contradict its nodes: {e}") from e
+        if any(c in str(e) for c in _MISTYPED):
+            raise InvalidModelError(f"a node's inputs are of types its op does not take "
+                                    f"(onnxruntime refuses it too): {e}") from e
         try:
             light = onnx.shape_inference.infer_shapes(light, check_type=False,
                                                       strict_mode=False, data_prop=True)
@@ -1491,6 +1517,11 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
 
 _INCONSISTENT = ("Inferred shape and existing shape differ",
                  "Inferred elem type differs from existing elem type")
+_MISTYPED = ("typestr: ", "has inconsistent type")
+"""onnx's type-constraint messages (``check_type``) about a node's inputs: one of a type
+outside the op's constraint, or two bound to one type variable with different types (as
+onnxruntime refuses them). An output type onnx's inference derives outside the constraint
+(LayerNormalization's Mean for stash_type double, say) is left to the lenient retry."""
 """Strict shape-inference messages that mean the model contradicts its own declarations.
 (Inputs declared with shapes an op cannot combine, such as non-broadcasting ones, still load:
 providers may decline such nodes with a reason, and running them is a kernel error.)"""
