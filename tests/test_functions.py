@@ -77,3 +77,28 @@ def test_function_with_an_if_in_its_body_runs_as_onnxruntime_runs_it(signs):
     ifs = [n for n in sess.model.nodes if n.op_type == "If"]
     assert len(ifs) == 2 and len({n.name for n in ifs}) == 2
     assert not any(n.domain == "local" for n in sess.model.nodes)
+
+
+def test_a_node_keeps_its_own_opset_through_loading_and_the_layout_pass():
+    """A Clip-6 (bounds as attributes) in a model of opset 17, marked with its own opset as an
+    expanded function body's nodes are (and as a saved optimized model keeps them): the load
+    checks it against Clip-6's schema, the layout pass rewrites it channels-last in place and
+    it stays a Clip-6 (read at opset 17, its bounds would be inputs it does not have)."""
+    from onnxplex._graph import OPSET_KEY
+
+    clip = helper.make_node("Clip", ["c"], ["y"], min=0.0, max=0.5)
+    helper.set_metadata_props(clip, {OPSET_KEY: "6"})
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"]), clip, helper.make_node("Neg", ["c"], ["z"])],
+        "g", [_vi("x", [1, 3, 5, 5])], [_vi("y"), _vi("z")],
+        initializer=[onnx.numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    assert {"NhwcFusedConv", "Clip"} <= {s.op_type for s in sess._exec.steps}
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    y, z = sess.run(None, {"x": x})
+    c = np.einsum("nchw,mc->nmhw", x, w[:, :, 0, 0])
+    np.testing.assert_allclose(y, np.clip(c, 0.0, 0.5), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z, -c, rtol=1e-5, atol=1e-6)

@@ -291,7 +291,8 @@ def test_attributes_an_op_does_not_declare_are_refused_like_onnxruntime():
     with pytest.raises(InvalidModelError, match=r"\(LeakyRelu, opset 17\) has attribute 'aplha', "
                                                 r"which LeakyRelu does not have \(it has alpha\)"):
         onnxplex.InferenceSession(_relu_model(aplha=0.2).SerializeToString())
-    with pytest.raises(InvalidModelError, match="attribute 'alpha' is INT, LeakyRelu takes FLOAT"):
+    with pytest.raises(InvalidModelError,
+                       match="has attribute 'alpha' of type INT; LeakyRelu takes FLOAT"):
         onnxplex.InferenceSession(_relu_model(alpha=3).SerializeToString())
     branch = helper.make_graph([helper.make_node("Relu", ["x"], ["z"], alpha=1.0)], "b", [],
                                [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])

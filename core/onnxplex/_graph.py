@@ -913,6 +913,7 @@ class _Node(NamedTuple):
     inputs: tuple[Any, ...]
     outputs: tuple[Any, ...]
     attrs: tuple[_Attr, ...]
+    proto: onnx.NodeProto
 
 
 class _Attr(NamedTuple):
@@ -996,7 +997,7 @@ def _walk_nodes(nodes: Sequence[onnx.NodeProto], where: str, depth: int) -> tupl
                            for g in subs) if subs else ()
             attrs.append(_Attr(aname, a.type, tensors, bodies))
         out.append(_Node(op, node.domain, name, tuple(node.input), tuple(node.output),
-                         tuple(attrs)))
+                         tuple(attrs), node))
     return tuple(out)
 
 
@@ -1066,35 +1067,47 @@ def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
         for node in nodes:
             domain = "" if node.domain == "ai.onnx" else node.domain
             version = opsets.get(domain)
-            schema = None if version is None else _schema(domain, node.op_type, version)
-            if schema is None:
+            wrong = None if version is None else _schema_violation(node, domain, version)
+            if wrong is not None:
+                # a node of a function body written for another opset keeps that opset
+                # (OPSET_KEY, read only here: torch's exporter gives every node metadata)
+                own = next((e.value for e in node.proto.metadata_props if e.key == OPSET_KEY),
+                           None)
+                if own is not None and own.isdigit() and int(own) != version:
+                    version = int(own)
+                    wrong = _schema_violation(node, domain, version)
+            if wrong is not None:
+                raise InvalidModelError(
+                    f"{where}: node {node.name!r} ({node.op_type}, opset {version}) {wrong}")
+
+
+def _schema_violation(node: _Node, domain: str, version: int) -> str | None:
+    """How ``node`` breaks the schema of its op at ``version``, or None."""
+    schema = _schema(domain, node.op_type, version)
+    if schema is None:
+        return None
+    for kind, count, (low, high) in (("input", len(node.inputs), schema.inputs),
+                                     ("output", len(node.outputs), schema.outputs)):
+        if not low <= count <= high:
+            allowed = str(low) if low == high else \
+                f"{low} or more" if high >= _UNBOUNDED else f"{low} to {high}"
+            return f"has {count} {kind}(s); it takes {allowed}"
+    declared = schema.attributes
+    for a in node.attrs:
+        want = declared.get(a.name)
+        if want is None:
+            if a.name.startswith("__"):
                 continue
-            what = f"{where}: node {node.name!r} ({node.op_type}, opset {version})"
-            for kind, count, (low, high) in (("inputs", len(node.inputs), schema.inputs),
-                                             ("outputs", len(node.outputs), schema.outputs)):
-                if not low <= count <= high:
-                    allowed = str(low) if low == high else \
-                        f"{low} or more" if high >= _UNBOUNDED else f"{low} to {high}"
-                    raise InvalidModelError(
-                        f"{what} has {count} {kind[:-1]}(s); it takes {allowed}")
-            declared = schema.attributes
-            for a in node.attrs:
-                want = declared.get(a.name)
-                if want is None:
-                    if a.name.startswith("__"):
-                        continue
-                    raise InvalidModelError(
-                        f"{what} has attribute {a.name!r}, which {node.op_type} does not have "
-                        f"(it has {', '.join(sorted(declared)) or 'none'})")
-                if a.kind and want and a.kind != want:
-                    raise InvalidModelError(
-                        f"{what}: attribute {a.name!r} is {_ATTR_TYPE_NAMES.get(a.kind, a.kind)}, "
-                        f"{node.op_type} takes {_ATTR_TYPE_NAMES.get(want, want)}")
-            if schema.required:
-                missing = schema.required - {a.name for a in node.attrs}
-                if missing:
-                    raise InvalidModelError(
-                        f"{what} lacks its required attribute(s) {', '.join(sorted(missing))}")
+            return (f"has attribute {a.name!r}, which {node.op_type} does not have "
+                    f"(it has {', '.join(sorted(declared)) or 'none'})")
+        if a.kind and want and a.kind != want:
+            return (f"has attribute {a.name!r} of type {_ATTR_TYPE_NAMES.get(a.kind, a.kind)}; "
+                    f"{node.op_type} takes {_ATTR_TYPE_NAMES.get(want, want)}")
+    if schema.required:
+        missing = schema.required - {a.name for a in node.attrs}
+        if missing:
+            return f"lacks its required attribute(s) {', '.join(sorted(missing))}"
+    return None
 
 
 _ATTR_TYPE_NAMES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}

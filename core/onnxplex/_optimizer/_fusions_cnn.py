@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from .._graph import all_nodes, attrs_of
+from .._graph import OPSET_KEY, all_nodes, attrs_of
 from . import OptimizerContext, register_pass
 from ._basic import remove_unused
 
@@ -214,10 +214,15 @@ def _fuse(graph: ir.Graph, old_nodes: Sequence[ir.Node], domain: str, op_type: s
 def _rewrite(node: ir.Node, domain: str, op_type: str, inputs: Sequence[ir.Value | None],
              attrs: Sequence[ir.Attr] | None) -> None:
     """Make ``node`` an ``op_type`` of ``domain`` reading ``inputs``, with attributes
-    ``attrs`` (``None``: its own), in place. Its metadata goes, as a new node has none (an
-    opset of its own, from a function body, would be ai.onnx's)."""
+    ``attrs`` (``None``: its own), in place. Its metadata goes, as a new node has none, but
+    for an opset of its own (a function body's, :data:`OPSET_KEY`) while it stays the same op
+    (the layout pass's elementwise nodes: a Clip-6 read at opset 17 would lose its bounds)."""
+    meta = node.metadata_props
+    own = meta.get(OPSET_KEY) if (domain, op_type) == (node.domain, node.op_type) else None
     node.domain, node.op_type = domain, op_type
-    node.metadata_props.clear()
+    meta.clear()
+    if own is not None:
+        meta[OPSET_KEY] = own
     if attrs is not None:
         stored = node.attributes
         wanted = {a.name: a for a in attrs}
