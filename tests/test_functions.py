@@ -102,3 +102,35 @@ def test_a_node_keeps_its_own_opset_through_loading_and_the_layout_pass():
     c = np.einsum("nchw,mc->nmhw", x, w[:, :, 0, 0])
     np.testing.assert_allclose(y, np.clip(c, 0.0, 0.5), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(z, -c, rtol=1e-5, atol=1e-6)
+
+
+def test_expanded_function_bodies_are_optimized():
+    """A model-local function no provider claims is expanded into the graph at partition
+    time; its body's conv and activation are then fused and go channels-last, as the graph's
+    own would (onnxruntime runs its level-2 fusions after inlining functions too). Its
+    opset-6 Clip (bounds as attributes) fuses with its bounds."""
+    body = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Clip", ["c"], ["y"], min=0.0, max=0.5)]
+    f = helper.make_function("local", "ConvClip", ["x", "w"], ["y"], body,
+                             [helper.make_opsetid("", 6)])
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("ConvClip", ["x", "w"], ["t"], domain="local"),
+         helper.make_node("Neg", ["t"], ["y"])], "g",
+        [_vi("x", [1, 3, 6, 6])], [_vi("y")], initializer=[onnx.numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, functions=[f], opset_imports=OPSET)
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    ops = [s.op_type for s in sess._exec.steps]
+    assert "NhwcFusedConv" in ops and "Clip" not in ops and "Conv" not in ops, ops
+    assert any(r.name == "Conv + activation -> FusedConv" and r.changes
+               for r in sess._optimizer_reports)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    # (onnxruntime refuses the model: it reads the body's Clip at the model's opset)
+    so = onnxplex.SessionOptions()
+    so.graph_optimization_level = onnxplex.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = onnxplex.InferenceSession(m.SerializeToString(), so)
+    assert [s.op_type for s in plain._exec.steps] == ["Conv", "Clip", "Neg"]
+    y = sess.run(None, {"x": x})[0]
+    np.testing.assert_allclose(y, plain.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    assert y.min() >= -0.5 and y.max() <= 0 and (y < -0.25).any() and (y > -0.25).any()

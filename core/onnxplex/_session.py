@@ -42,7 +42,7 @@ from ._errors import (
 from ._functions import expand_nodes
 from ._graph import Model, Subgraph, ValueInfo, load_model
 from ._iobinding import IOBinding
-from ._optimizer import optimize
+from ._optimizer import PassReport, optimize
 from ._ortcompat import ORT_EXECUTION_PROVIDERS, ProviderNames, ProviderOptionsByName
 from ._ortvalue import OrtValue
 from ._partition import PartitionPlan, partition
@@ -458,19 +458,23 @@ class InferenceSession:
         reload = (None if isinstance(source, Model)
                   else lambda: load_model(source).ir.graph)
         others = [p for p in providers if p.name != DEFAULT_PROVIDER]
+
+        def optimize_model(model: Model, reload: Callable[[], Any] | None) -> list[PassReport]:
+            if level < 2 or not others:  # every level in one run (one rollback snapshot)
+                return optimize(model, level, cpu.compile, reload=reload, **opt)
+            # Fusions serve the default CPU provider: nodes another provider claims on the
+            # basic-optimized graph are left alone (onnxruntime applies its level-2 fusions
+            # to CPU-assigned nodes only).
+            reports = optimize(model, 1, cpu.compile, reload=reload, **opt)
+            protected = InferenceSession._claimed_by(model, others)   # (no self: no cycle)
+            return reports + optimize(model, level, cpu.compile, min_level=2,
+                                      protected=protected, **opt)
+
+        # (again after function bodies are expanded into the graph, see _partition_compile)
+        self._optimize_model = optimize_model
         phase = self._phase("graph_optimization")
         with phase:
-            if level < 2 or not others:  # every level in one run (one rollback snapshot)
-                self._optimizer_reports = optimize(model, level, cpu.compile, reload=reload,
-                                                   **opt)
-            else:
-                # Fusions serve the default CPU provider: nodes another provider claims on
-                # the basic-optimized graph are left alone (onnxruntime applies its level-2
-                # fusions to CPU-assigned nodes only).
-                self._optimizer_reports = optimize(model, 1, cpu.compile, reload=reload, **opt)
-                protected = self._claimed_by(model, others)
-                self._optimizer_reports += optimize(model, level, cpu.compile, min_level=2,
-                                                    protected=protected, **opt)
+            self._optimizer_reports = optimize_model(model, reload)
             if self._profile is not None:
                 phase.args["passes"] = {r.name: r.changes for r in self._optimizer_reports
                                         if r.changes}
@@ -543,6 +547,9 @@ class InferenceSession:
                 model, done = expanded
                 notes.append("expanded into their function bodies: " + ", ".join(done))
                 logger.info(notes[-1])
+                # The bodies' nodes are new to the optimizer: their fusions and layout run
+                # now (onnxruntime's level-2 transformers run after it inlines functions).
+                self._optimizer_reports += self._optimize_model(model, None)
                 continue
             self._model, self._active = model, active  # bodies compiled below see these
             try:
