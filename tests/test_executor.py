@@ -55,6 +55,8 @@ class _Faulty(onnxplex.ExecutionProvider):
                 return x.astype(np.float64)
             if mode == "shape":
                 return x[:1]
+            if mode == "narrow" and x.shape[0] == 4:   # a wrong width, for batches of 4 only
+                return np.maximum(x, 0)[:, :1]
             if mode == "count":
                 return ()
             return np.maximum(x, 0)
@@ -74,6 +76,20 @@ def test_kernel_error_names_node_op_provider_and_session_survives(faulty):
     with pytest.raises(onnxplex.KernelExecutionError,
                        match=r"node 'A' \(Relu\) on provider faulty failed: ValueError: negative"):
         sess.run(None, {"x": -np.ones((2, 3), np.float32)})
+    assert sess.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 3)
+
+
+def test_outputs_with_symbolic_dims_are_checked_on_every_run(faulty):
+    """A shape that passed is remembered per output (one comparison on later runs); another
+    batch size is checked again, and a wrong fixed dim is caught after good runs."""
+    sess = onnxplex.InferenceSession(chain(["Relu", "Sigmoid"], shape=("batch", 3)),
+                                     providers=[("faulty", {"mode": "narrow"}), "cpu_mlas"])
+    for n in (2, 2, 5):
+        assert sess.run(None, {"x": np.ones((n, 3), np.float32)})[0].shape == (n, 3)
+    with pytest.raises(onnxplex.KernelExecutionError,
+                       match=r"node 'A' \(Relu\) on provider faulty: output 0 has shape "
+                             r"\[4, 1\], declared \['batch', 3\]"):
+        sess.run(None, {"x": np.ones((4, 3), np.float32)})
     assert sess.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 3)
 
 
