@@ -104,7 +104,7 @@ def test_a_node_keeps_its_own_opset_through_loading_and_the_layout_pass():
     np.testing.assert_allclose(z, -c, rtol=1e-5, atol=1e-6)
 
 
-def test_expanded_function_bodies_are_optimized():
+def test_expanded_function_bodies_are_optimized(tmp_path):
     """A model-local function no provider claims is expanded into the graph at partition
     time; its body's conv and activation are then fused and go channels-last, as the graph's
     own would (onnxruntime runs its level-2 fusions after inlining functions too). Its
@@ -134,3 +134,12 @@ def test_expanded_function_bodies_are_optimized():
     y = sess.run(None, {"x": x})[0]
     np.testing.assert_allclose(y, plain.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
     assert y.min() >= -0.5 and y.max() <= 0 and (y < -0.25).any() and (y > -0.25).any()
+    # a saved optimized model is the graph as run: the body expanded and fused
+    so = onnxplex.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    onnxplex.InferenceSession(m.SerializeToString(), so)
+    saved = onnx.load(so.optimized_model_filepath)
+    assert [n.op_type for n in saved.graph.node] == ["Transpose", "NhwcFusedConv", "Neg",
+                                                       "Transpose"]
+    again = onnxplex.InferenceSession(so.optimized_model_filepath)
+    np.testing.assert_allclose(again.run(None, {"x": x})[0], y, rtol=1e-6, atol=1e-6)

@@ -478,7 +478,14 @@ class InferenceSession:
             if self._profile is not None:
                 phase.args["passes"] = {r.name: r.changes for r in self._optimizer_reports
                                         if r.changes}
-        if self._options.optimized_model_filepath:
+        self._fallback_off = fallback_off
+        self._body_plans: list[tuple[str, PartitionPlan]] = []
+        with self._phase("partition_and_compile"):
+            model, plan, units, active = self._partition_compile(model, providers)
+        self._plan = plan
+        self._model = model
+        self._active = active
+        if self._options.optimized_model_filepath:   # (after function bodies are expanded)
             onnx.save_model(_savable(model.to_proto()), self._options.optimized_model_filepath)
             if any(r.name == "NhwcTransformer" and r.changes for r in self._optimizer_reports):
                 # as onnxruntime warns when it saves NCHWc nodes
@@ -489,13 +496,6 @@ class InferenceSession:
                     "float32 kernel for them; save at ORT_ENABLE_EXTENDED for a portable model",
                     self._options.optimized_model_filepath)
 
-        self._fallback_off = fallback_off
-        self._body_plans: list[tuple[str, PartitionPlan]] = []
-        with self._phase("partition_and_compile"):
-            model, plan, units, active = self._partition_compile(model, providers)
-        self._plan = plan
-        self._model = model
-        self._active = active
         with self._phase("execution_plan"):
             self._exec = _executor.build_plan(model, units)
         self._pool = None
