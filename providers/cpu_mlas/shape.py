@@ -324,11 +324,23 @@ def make_concat(node: NodeView, ctx: ProviderContext) -> Kernel:
     return kernel
 
 
-def _split_sizes(dim: int, split: list[int] | None, n: int) -> list[int]:
+def _split_sizes(dim: int, split: list[int] | None, n: int, even: bool) -> list[int]:
+    """The sizes of ``n`` parts of a dimension of ``dim``: ``split`` when given (one size an
+    output, summing to ``dim``), else equal parts (``even``: they must be, before opset 18;
+    from 18 the last may be smaller). Anything else is an error, as in onnxruntime (numpy
+    would hand the remainder to the last part)."""
     if split is not None:
+        if len(split) != n or any(s < 0 for s in split) or sum(split) != dim:
+            raise ValueError(f"Split: sizes {split} do not split a dimension of {dim} into "
+                             f"{n} output(s)")
         return split
+    if even and dim % n:
+        raise ValueError(f"Split: a dimension of {dim} does not split evenly into {n} outputs")
     chunk = -(-dim // n)
-    return [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    last = dim - chunk * (n - 1)
+    if last < 0:
+        raise ValueError(f"Split: a dimension of {dim} cannot make {n} outputs")
+    return [chunk] * (n - 1) + [last]
 
 
 @op("Split", since=1)
@@ -345,10 +357,11 @@ def make_split(node: NodeView, ctx: ProviderContext) -> Kernel:
         dynamic = split is None
     else:
         dynamic = False
+    even = node.opset < 18   # (18: num_outputs, the last part may be smaller)
 
     def kernel(x: np.ndarray, s: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         a = norm_axis(axis, x.ndim)
-        sizes = _split_sizes(x.shape[a], int_list(s) if dynamic else split, n_out)
+        sizes = _split_sizes(x.shape[a], int_list(s) if dynamic else split, n_out, even)
         bounds = np.cumsum(sizes[:-1]).tolist()
         return tuple(np.split(x, bounds, axis=a))
 

@@ -228,6 +228,37 @@ def test_split_uneven_num_outputs():
     check("Split", [rand(7, 2)], 3, opset=18, num_outputs=3, axis=0)
 
 
+@pytest.mark.parametrize("opset,ins,attrs", [
+    (13, [np.ones(4, np.float32), np.array([1, 1], np.int64)], {}),   # sizes sum to 2, not 4
+    (13, [np.ones(4, np.float32), np.array([1, 2, 1], np.int64)], {}),   # 3 sizes, 2 outputs
+    (11, [np.ones(4, np.float32)], {"split": [3, 3]}),
+    (13, [np.ones(5, np.float32)], {}),   # not even (before opset 18, parts must be equal)
+])
+def test_split_sizes_that_do_not_fit_are_errors_like_onnxruntime(opset, ins, attrs):
+    """numpy's split gave the remainder to the last output (two outputs of 1 and 3 for sizes
+    [1, 1] of 4); onnxruntime fails such a node, at load where its shape inference sees the
+    sizes, else when it runs, and so does onnxplex (here: when it runs)."""
+    import onnxruntime as ort
+
+    import onnxplex
+
+    names = ["x", "s"][:len(ins)]
+    node = helper.make_node("Split", names, ["a", "b"], axis=0, **attrs)
+    g = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT if n == "x" else TensorProto.INT64,
+                                       list(v.shape)) for n, v in zip(names, ins)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("a", "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    model = model.SerializeToString()
+    feeds = dict(zip(names, ins))
+    errors = ort.capi.onnxruntime_pybind11_state
+    with pytest.raises((errors.Fail, errors.InvalidArgument, errors.RuntimeException)):
+        ort.InferenceSession(model).run(None, feeds)
+    with pytest.raises(onnxplex.KernelExecutionError, match="Split: "):
+        onnxplex.InferenceSession(model).run(None, feeds)
+
+
 SLICES = [
     ((0,), (2,), None, None), ((1, 0), (-1, 100), (0, 1), None),
     ((-1,), (-1000,), (1,), (-1,)), ((5,), (0,), (2,), (-2,)), ((0, 0), (3, 4), (-1, -2), (2, 3)),
