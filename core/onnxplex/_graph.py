@@ -1054,12 +1054,10 @@ def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
     inside its kernel with a TypeError, or ran with a misspelt attribute ignored. (Input types
     against the schema's type constraints: shape inference, :func:`_infer_shapes`.) Runs after
     :func:`_check_versions`."""
-    imports = {("" if i.domain == "ai.onnx" else i.domain): i.version
-               for i in proto.opset_import}
+    imports = _opset_versions(proto.opset_import)
     scopes = [(imports, g.where, g.nodes) for g in walked.graphs()]
     for f, nodes in zip(proto.functions, walked.functions):
-        opsets = {**imports, **{("" if i.domain == "ai.onnx" else i.domain): i.version
-                                for i in f.opset_import}}
+        opsets = {**imports, **_opset_versions(f.opset_import)}
         scopes.append((opsets, f"function {f.name!r}", nodes))
         scopes.extend((opsets, g.where, g.nodes) for n in nodes for a in n.attrs
                       for g in _graphs_from(list(a.bodies)))
@@ -1079,6 +1077,11 @@ def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
             if wrong is not None:
                 raise InvalidModelError(
                     f"{where}: node {node.name!r} ({node.op_type}, opset {version}) {wrong}")
+
+
+def _opset_versions(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
+    """Domain ("" for ai.onnx) -> imported opset version."""
+    return {("" if i.domain == "ai.onnx" else i.domain): i.version for i in imports}
 
 
 def _schema_violation(node: _Node, domain: str, version: int) -> str | None:
@@ -1530,14 +1533,14 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
 
 _INCONSISTENT = ("Inferred shape and existing shape differ",
                  "Inferred elem type differs from existing elem type")
+"""Strict shape-inference messages that mean the model contradicts its own declarations.
+(Inputs declared with shapes an op cannot combine, such as non-broadcasting ones, still load:
+providers may decline such nodes with a reason, and running them is a kernel error.)"""
 _MISTYPED = ("typestr: ", "has inconsistent type")
 """onnx's type-constraint messages (``check_type``) about a node's inputs: one of a type
 outside the op's constraint, or two bound to one type variable with different types (as
 onnxruntime refuses them). An output type onnx's inference derives outside the constraint
 (LayerNormalization's Mean for stash_type double, say) is left to the lenient retry."""
-"""Strict shape-inference messages that mean the model contradicts its own declarations.
-(Inputs declared with shapes an op cannot combine, such as non-broadcasting ones, still load:
-providers may decline such nodes with a reason, and running them is a kernel error.)"""
 
 
 def _attach_initializers(model: ir.Model, tensors: list[onnx.TensorProto],
