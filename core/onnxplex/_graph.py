@@ -32,7 +32,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from . import _wire
+from . import _maptype, _wire
 from ._dtypes import np_dtype
 from ._errors import (
     ExternalDataError,
@@ -451,6 +451,8 @@ def make_value_info(value: ir.Value, const: np.ndarray | LazyConst | None = None
         kind = "sequence"
     elif _is_a(typ, ir.OptionalType):
         kind = "optional"
+    elif isinstance(typ, _maptype.MapType):
+        kind = "map"
     else:
         kind = type(typ).__name__.replace("Type", "").lower()
     if elem == 0:  # TensorProto.UNDEFINED: inference could not tell
@@ -687,6 +689,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     """Validate and load a parsed ModelProto whose external data lives in ``base_dir``
     (``split``: the weights :func:`._wire.split_weights` cut out of the model file;
     ``serialized``: the bytes ``proto`` was parsed from, if at hand)."""
+    _maptype.install()
     walked = _walk(proto)
     _check_versions(proto, walked)
     _check_schemas(proto, walked)

@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 
 from . import _executor
-from ._dtypes import array_type_name, np_dtype, type_string
+from ._dtypes import array_type_name, elem_type_name, np_dtype, type_string
 from ._errors import (
     CompileError,
     InvalidArgumentError,
@@ -249,6 +249,8 @@ def _ort_type(typ: Any) -> str:
         return f"seq({_ort_type(typ.elem_type)})"
     if kind == "OptionalType":
         return f"optional({_ort_type(typ.elem_type)})"
+    if kind == "MapType":
+        return f"map({elem_type_name(typ.key_type.value)},{_ort_type(typ.value_type)})"
     return kind.replace("Type", "").lower()
 
 
