@@ -53,6 +53,11 @@ def cancellation(cancelled: Callable[[], bool] | None) -> Iterator[None]:
         _CANCELLED.reset(token)
 
 
+def no_cancellation_set() -> bool:
+    """True when no run on this thread has a cancellation check to hand to nested bodies."""
+    return _CANCELLED.get() is None
+
+
 def _check_cancelled(cancelled: Callable[[], bool] | None, step: Step | None) -> None:
     if cancelled is not None and cancelled():
         where = f" before node '{step.name}' ({step.op_type})" if step is not None else ""
