@@ -364,3 +364,36 @@ def test_an_output_too_many_is_refused():
     with pytest.raises(InvalidModelError,
                        match=r"\(Relu, opset 17\) has 2 output\(s\); it takes 1"):
         onnxplex.InferenceSession(model)
+
+
+def test_long_numeric_attributes_read_as_onnx_ir_reads_them():
+    """Lists of 32 or more ints/floats go through numpy (onnxplex._fast_attrs); the values,
+    their Python types and the saved model are those of onnx-ir's own reader."""
+    import math
+
+    import onnx_ir as ir
+    from onnx import helper
+
+    from onnxplex._graph import load_model
+
+    floats = [0.1 * i for i in range(40)] + [float("nan"), -0.0, float("inf"), 1e-45, 3.4e38]
+    ints = [-(2 ** 63), 2 ** 63 - 1, *range(-20, 20)]
+    node = helper.make_node("Foo", ["x"], ["y"], domain="custom", f=floats, i=ints,
+                            short=[1, 2], s=[str(k) for k in range(40)])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [1])],
+                          [helper.make_tensor_value_info("y", 1, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("custom", 1)])
+    ours = load_model(m).graph[0].attributes
+    assert getattr(ir.serde._deserialize_attribute, "_onnxplex_wrapped", False)
+    for a in node.attribute:
+        got = ours[a.name].value
+        plain = (tuple(a.floats) if a.type == a.FLOATS else tuple(a.ints) if a.type == a.INTS
+                 else None)
+        if plain is not None:
+            assert len(got) == len(plain)
+            assert all(type(v) is type(w) and (v == w or (math.isnan(v) and math.isnan(w)))
+                       and math.copysign(1, v) == math.copysign(1, w)
+                       for v, w in zip(got, plain)), a.name
+    assert load_model(m).to_proto().graph.node[0].SerializeToString() == \
+        m.graph.node[0].SerializeToString()

@@ -32,7 +32,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from . import _maptype, _wire
+from . import _fast_attrs, _maptype, _wire
 from ._dtypes import np_dtype
 from ._errors import (
     ExternalDataError,
@@ -690,6 +690,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     (``split``: the weights :func:`._wire.split_weights` cut out of the model file;
     ``serialized``: the bytes ``proto`` was parsed from, if at hand)."""
     _maptype.install()
+    _fast_attrs.install()
     walked = _walk(proto)
     _check_versions(proto, walked)
     _check_schemas(proto, walked)

@@ -106,19 +106,20 @@ def _write_type(original, type_proto: onnx.TypeProto, from_: Any) -> None:
     serde.serialize_type_into(type_proto.map_type.value_type, from_.value_type)
 
 
-def _wrap(name: str, handler) -> None:
+def wrap_serde(name: str, handler) -> None:
+    """Replace ``onnx_ir.serde.<name>`` by ``handler(original, *args)`` (once)."""
     original = getattr(serde, name)
-    if getattr(original, "_onnxplex_maps", False):
+    if getattr(original, "_onnxplex_wrapped", False):
         return
     wrapper = functools.update_wrapper(lambda *a: handler(original, *a), original)
-    wrapper._onnxplex_maps = True
+    wrapper._onnxplex_wrapped = True
     setattr(serde, name, wrapper)
 
 
 @functools.cache
 def install() -> None:
     """Teach onnx-ir's serde map types (idempotent; done when :mod:`onnxplex` loads a graph)."""
-    _wrap("deserialize_type_proto_for_type", _read_type)
-    _wrap("deserialize_type_proto_for_shape", _read_shape)
-    _wrap("serialize_type_into", _write_type)
+    wrap_serde("deserialize_type_proto_for_type", _read_type)
+    wrap_serde("deserialize_type_proto_for_shape", _read_shape)
+    wrap_serde("serialize_type_into", _write_type)
 
