@@ -200,11 +200,16 @@ def _cell_batch(r: dict, batch: int) -> str:
     if b is None:
         return "-"
     unit, k = ("us", 1e3) if batch == 1 else ("ms", 1.0)
-    return (f"{b['ratio']:.2f} ({b['onnxplex_ms'] * k:.{0 if k > 1 else 2}f} / "
-            f"{b['onnxruntime_ms'] * k:.{0 if k > 1 else 2}f} {unit})")
+    ours, theirs = _num(b["onnxplex_ms"] * k), _num(b["onnxruntime_ms"] * k)
+    return f"{b['ratio']:.2f} ({ours} / {theirs} {unit})"
 
 
-def _md(text: str, limit: int = 90) -> str:
+def _num(v: float) -> str:
+    """Three significant digits, no exponent."""
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def _md(text: str, limit: int = 140) -> str:
     text = text if len(text) <= limit else text[: limit - 3] + "..."
     return text.replace("|", "\\|")
 
