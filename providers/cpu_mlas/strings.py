@@ -1,4 +1,5 @@
-"""String ops: StringNormalizer, StringConcat, StringSplit, RegexFullMatch, TfIdfVectorizer.
+"""String ops: StringNormalizer, StringConcat, StringSplit, RegexFullMatch, TfIdfVectorizer and
+com.microsoft Tokenizer.
 
 Strings are object arrays of Python ``str``; constant string initializers may reach a kernel as
 numpy bytes arrays, which :func:`str_guard` decodes.
@@ -6,6 +7,7 @@ numpy bytes arrays, which :func:`str_guard` decodes.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from collections.abc import Callable
@@ -15,6 +17,7 @@ import numpy as np
 from onnxplex import NodeView, ProviderContext
 
 from ._np_helpers import str_guard
+from ._re2_syntax import Re2Pattern
 from ._registry import op
 
 Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
@@ -41,34 +44,77 @@ def _object_result(r: object, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-_lower = np.frompyfunc(str.lower, 1, 1)
-_upper = np.frompyfunc(str.upper, 1, 1)
+# StringNormalizer changes case one code point at a time with the C++ locale's
+# std::tolower/std::toupper (simple case mapping): "ß" stays "ß" in upper case, "İ" becomes
+# "i", a final "Σ" becomes "σ". Python's str.lower/upper apply the full mapping (and the
+# final-sigma rule), so the strings where they differ go through the per-character path.
+_ASCII_LOCALES = frozenset({"C", "POSIX"})   # their ctype facets map ASCII letters only
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+_ASCII_UPPER = {c + 32: c for c in range(ord("A"), ord("Z") + 1)}
+_LOWER_SPECIAL = {"\u0130": "i", "\u03a3": "\u03c3"}   # full mapping / context differ
+
+
+def _lower_char(c: str) -> str:
+    return _LOWER_SPECIAL.get(c) or c.lower()
+
+
+def _upper_char(c: str) -> str:
+    u = c.upper()
+    if len(u) == 1:
+        return u
+    t = c.title()   # e.g. U+1F80: the full upper case is two letters, the simple one is U+1F88
+    return t if len(t) == 1 else c
+
+
+def _simple_lower(s: str) -> str:
+    if s.isascii() or ("\u0130" not in s and "\u03a3" not in s):
+        return s.lower()
+    return "".join(map(_lower_char, s))
+
+
+def _simple_upper(s: str) -> str:
+    u = s.upper()
+    return u if len(u) == len(s) else "".join(map(_upper_char, s))
+
+
+def _case_changer(action: str, locale: str) -> Callable[[str], str]:
+    if locale in _ASCII_LOCALES:
+        table = _ASCII_LOWER if action == "LOWER" else _ASCII_UPPER
+        return lambda s: s.translate(table)
+    return _simple_lower if action == "LOWER" else _simple_upper
 
 
 @op("StringNormalizer", since=10)
 def make_string_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
-    action = _text(node.attr("case_change_action", "NONE")).upper()
-    if action not in ("NONE", "LOWER", "UPPER"):
-        raise ValueError(f"StringNormalizer: unknown case_change_action {action!r}")
+    action = _text(node.attr("case_change_action", "NONE"))
+    if action not in ("NONE", "LOWER", "UPPER"):   # case-sensitive, as in onnxruntime
+        raise ValueError(f"StringNormalizer: attribute 'case_change_action' must be NONE, "
+                         f"LOWER or UPPER, got {action!r}")
     sensitive = bool(node.attr("is_case_sensitive", 0))
+    # onnxruntime's default is en_US.UTF-8 (and it fails where that locale is not installed);
+    # any locale but C/POSIX maps case as a UTF-8 locale does
+    locale = _text(node.attr("locale", "en_US.UTF-8"))
     stops = [_text(w) for w in (node.attr("stopwords") or ())]
-    stopset = frozenset(stops if sensitive else (w.lower() for w in stops))
-    change = {"LOWER": _lower, "UPPER": _upper}.get(action)
+    fold = None if sensitive else _case_changer("LOWER", locale)   # compared in lower case
+    stopset = frozenset(stops if fold is None else map(fold, stops))
+    change = None if action == "NONE" else _case_changer(action, locale)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         x = _strings(x)
-        if x.ndim == 2 and x.shape[0] != 1 or x.ndim not in (1, 2):
-            raise ValueError(f"StringNormalizer: input must be [C] or [1, C], got {x.shape}")
-        flat = x.reshape(-1)
-        if stopset and flat.size:
-            keys = flat if sensitive else _lower(flat)
-            flat = flat[~np.isin(keys.astype(object), list(stopset))]
-        if change is not None and flat.size:
-            flat = change(flat).astype(object)
-        if flat.size == 0 and x.size:
-            flat = np.array([""], dtype=object)  # everything was a stopword: one empty string
-        flat = flat.astype(object)
-        return flat.reshape(1, -1) if x.ndim == 2 else flat
+        if not (x.ndim == 1 or x.ndim == 2 and x.shape[0] == 1) or x.size == 0:
+            raise ValueError(f"StringNormalizer: input must be [C] or [1, C] with C > 0, "
+                             f"got {x.shape}")
+        values = x.reshape(-1).tolist()
+        if stopset:
+            keys = values if fold is None else map(fold, values)
+            values = [v for v, k in zip(values, keys, strict=True) if k not in stopset]
+        if change is not None:
+            values = list(map(change, values))
+        if not values:
+            values = [""]  # everything was a stopword: one empty string
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out.reshape(1, -1) if x.ndim == 2 else out
 
     return kernel
 
@@ -137,65 +183,318 @@ def make_regex_full_match(node: NodeView, ctx: ProviderContext) -> Kernel:
     return kernel
 
 
-@op("TfIdfVectorizer", since=9)
-def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
-    mode = _text(node.attr("mode", "TF")).upper()
-    if mode not in ("TF", "IDF", "TFIDF"):
-        raise ValueError(f"TfIdfVectorizer: unknown mode {mode!r}")
-    min_n = int(node.attr("min_gram_length"))
-    max_n = int(node.attr("max_gram_length"))
-    max_skip = int(node.attr("max_skip_count", 0))
-    counts = [int(c) for c in node.attr("ngram_counts")]
-    indexes = np.asarray(node.attr("ngram_indexes"), dtype=np.int64).reshape(-1)
-    weights = node.attr("weights")
-    weights = None if weights is None or len(weights) == 0 else np.asarray(weights, np.float32)
-    pool_ints = node.attr("pool_int64s")
-    pool_strs = node.attr("pool_strings")
-    is_str = pool_ints is None or len(pool_ints) == 0
-    pool = [_text(s) for s in pool_strs] if is_str else [int(v) for v in pool_ints]
-    out_size = int(indexes.max()) + 1 if indexes.size else 0
+# --------------------------------------------------------------------------------------------
+# com.microsoft::Tokenizer (onnxruntime's contrib_ops/cpu/tokenizer.cc)
+# --------------------------------------------------------------------------------------------
 
-    # n-gram (a tuple of pool items) -> output column, for sizes in [min_n, max_n]
-    table: dict[tuple, int] = {}
-    ngram_no = 0
-    for size, start in enumerate(counts, start=1):
-        end = counts[size] if size < len(counts) else len(pool)
-        for pos in range(start, end - size + 1, size):
-            if min_n <= size <= max_n:
-                table.setdefault(tuple(pool[pos:pos + size]), int(indexes[ngram_no]))
-            ngram_no += 1
-    sizes = sorted({len(k) for k in table})
+MS = "com.microsoft"
+_START_TEXT, _END_TEXT = "\x02", "\x03"
 
-    def count_row(row: list, freq: np.ndarray) -> None:
-        c = len(row)
-        for n in sizes:
-            # unigrams are counted once: skipping does not change them
-            for skip in range(1, (max_skip + 2) if n > 1 else 2):
-                span = skip * (n - 1)
-                for s in range(c - span):
-                    col = table.get(tuple(row[s:s + span + 1:skip]))
-                    if col is not None:
-                        freq[col] += 1
+
+def _split_by(sep: Re2Pattern, text: str, min_chars: int) -> list[str]:
+    """The pieces of ``text`` between the leftmost-longest matches of ``sep`` that have at least
+    ``min_chars`` characters. As in onnxruntime, an empty match also consumes the character
+    after it (so a separator that can match nothing eats the text around it)."""
+    if sep.simple and sep.never_empty:
+        return [t for t in sep.regex.split(text) if len(t) >= min_chars]
+    out, start, n = [], 0, len(text)
+    while start <= n:
+        m = sep.search(text, start)
+        if m is None:
+            if n - start >= min_chars:
+                out.append(text[start:])
+            break
+        at, end = m
+        if at - start >= min_chars:
+            out.append(text[start:at])
+        start = end if end > at else at + 1
+    return out
+
+
+def _find_tokens(exp: Re2Pattern, text: str, min_chars: int) -> list[str]:
+    """The leftmost-longest matches of ``exp`` of at least ``min_chars`` characters; after a
+    shorter one the search resumes one character past its start, as in onnxruntime."""
+    if exp.simple and exp.never_empty and min_chars == 1:
+        return exp.regex.findall(text)   # no capturing groups: whole matches
+    out, start, n = [], 0, len(text)
+    while start <= n:
+        m = exp.search(text, start)
+        if m is None:
+            break
+        at, end = m
+        if end - at >= min_chars:
+            out.append(text[at:end])
+            start = end
+        else:
+            start = at + 1
+    return out
+
+
+def _required(node: NodeView, name: str) -> object:
+    value = node.attr(name)
+    if value is None:
+        raise ValueError(f"{node.op_type}: attribute {name!r} is required")
+    return value
+
+
+@op("Tokenizer", domain=MS, since=1)
+def make_tokenizer(node: NodeView, ctx: ProviderContext) -> Kernel:
+    """Each string -> its tokens, padded with ``pad_value`` to the longest row: [C] -> [C, T],
+    [N, C] -> [N, C, T]; with ``mark`` each row is framed by 0x02 ... 0x03 (before the padding).
+    ``separators`` (RE2 patterns applied one after the other, ``[""]`` for characters) or else
+    ``tokenexp`` (an RE2 pattern the tokens match, ``"."`` for characters). Tokens shorter than
+    ``mincharnum`` characters are dropped. When no row has a token, T is 0 (no marks)."""
+    mark = bool(int(_required(node, "mark")))
+    pad = _text(_required(node, "pad_value"))
+    min_chars = int(_required(node, "mincharnum"))
+    if min_chars <= 0:
+        raise ValueError(f"Tokenizer: attribute 'mincharnum' must be positive, got {min_chars}")
+    seps = node.attr("separators")
+    tokenexp = node.attr("tokenexp")
+    if seps is not None:   # separators win over tokenexp, as in onnxruntime
+        seps = [_text(v) for v in seps]
+        if not seps:
+            raise ValueError("Tokenizer: attribute 'separators' must not be empty")
+        by_char = seps == [""]
+    elif tokenexp is not None:
+        tokenexp = _text(tokenexp)
+        if not tokenexp:
+            raise ValueError("Tokenizer: attribute 'tokenexp' must not be empty")
+        by_char = tokenexp == "."
+    else:
+        raise ValueError("Tokenizer: one of the attributes 'separators' or 'tokenexp' is required")
+    if by_char and min_chars > 1:
+        raise ValueError(f"Tokenizer: attribute 'mincharnum' ({min_chars}) must be 1 when "
+                         "splitting into characters")
+
+    if by_char:
+        tokenize: Callable[[str], list[str]] = list   # every character, "\n" included
+    elif seps is not None:
+        patterns = [Re2Pattern(sep, "Tokenizer: attribute 'separators'") for sep in seps]
+
+        def tokenize(text: str) -> list[str]:
+            row = [text]
+            for sep in patterns:
+                row = [t for piece in row for t in _split_by(sep, piece, min_chars)]
+            return row
+    else:
+        exp = Re2Pattern(tokenexp, "Tokenizer: attribute 'tokenexp'")
+
+        def tokenize(text: str) -> list[str]:
+            return _find_tokens(exp, text, min_chars)
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        if is_str:
+        x = _strings(x)
+        if x.ndim not in (1, 2):
+            raise ValueError(f"Tokenizer: input must be [C] or [N, C], got {x.shape}")
+        if x.size == 0:   # onnxruntime: [N, 0] for [N, 0] (and [0, 0] for [0, C]); [0] for [0]
+            return np.empty(x.shape[:1] + (0,) if x.ndim == 2 else (0,), dtype=object)
+        rows = list(map(tokenize, x.reshape(-1).tolist()))
+        width = max(map(len, rows))
+        if width == 0:
+            return np.empty(x.shape + (0,), dtype=object)
+        flat: list[str] = []
+        for row in rows:
+            if mark:
+                flat.append(_START_TEXT)
+                flat += row
+                flat.append(_END_TEXT)
+            else:
+                flat += row
+            flat += [pad] * (width - len(row))
+        out = np.empty(len(flat), dtype=object)
+        out[:] = flat
+        return out.reshape(x.shape + (width + 2 * mark,))
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# TfIdfVectorizer
+# --------------------------------------------------------------------------------------------
+
+
+class _NgramPool:
+    """The pool's n-grams of the sizes counted, as a trie over vocabulary ids for numpy.
+
+    Tokens are numbered 0..V-1 (``vocab``); a 1-gram's trie node is its token id, and the node
+    of an n-gram's (n+1)-item extension is ``children[parent * V + token]`` (``keys`` sorted,
+    ``child`` aligned). ``column[node]`` is the output column of the n-gram ending there (-1
+    for a prefix only)."""
+
+    def __init__(self, grams: list[tuple[tuple, int]]) -> None:
+        self.vocab: dict = {}
+        for gram, _ in grams:
+            for item in gram:
+                self.vocab.setdefault(item, len(self.vocab))
+        v = self.V = max(len(self.vocab), 1)
+        edges: dict[int, int] = {}
+        column = [-1] * len(self.vocab)
+        for gram, col in grams:
+            node = self.vocab[gram[0]]
+            for item in gram[1:]:
+                key = node * v + self.vocab[item]
+                node = edges.setdefault(key, len(column))
+                if node == len(column):
+                    column.append(-1)
+            column[node] = col
+        keys = np.fromiter(edges.keys(), dtype=np.int64, count=len(edges))
+        order = np.argsort(keys)
+        self.keys = keys[order]
+        self.child = np.fromiter(edges.values(), dtype=np.int64, count=len(edges))[order]
+        self.column = np.asarray(column, dtype=np.int64)
+        if all(isinstance(k, int) for k in self.vocab):   # int pools: map inputs with numpy
+            self.int_items = np.fromiter(self.vocab.keys(), dtype=np.int64, count=len(self.vocab))
+            self.int_order = np.argsort(self.int_items)
+        else:
+            self.int_items = None
+
+    def ids(self, x: np.ndarray) -> np.ndarray:
+        """Vocabulary ids of the items of ``x`` (-1 for items in no counted n-gram)."""
+        if x.dtype == object:
+            get = self.vocab.get
+            flat = x.reshape(-1).tolist()
+            return np.fromiter(map(get, flat, itertools.repeat(-1)), dtype=np.int64,
+                               count=len(flat)).reshape(x.shape)
+        if self.int_items is None or not self.int_items.size:
+            return np.full(x.shape, -1, dtype=np.int64)   # a string pool never matches ints
+        sorted_items = self.int_items[self.int_order]
+        at = np.minimum(np.searchsorted(sorted_items, x), sorted_items.size - 1)
+        return np.where(sorted_items[at] == x, self.int_order[at], -1)
+
+    def extend(self, node: np.ndarray, token: np.ndarray) -> np.ndarray:
+        """The trie node after ``node`` then ``token``, elementwise (-1 where there is none)."""
+        key = node * self.V + token
+        key[(node < 0) | (token < 0)] = -1
+        if not self.keys.size:
+            return np.full(key.shape, -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
+        return np.where(self.keys[at] == key, self.child[at], -1)
+
+
+def _tfidf_pool(node: NodeView, min_n: int, max_n: int) -> tuple[list[tuple[tuple, int]], int]:
+    """The pool's (n-gram, output column) pairs for sizes min_n..max_n, and the output size;
+    checked as onnxruntime checks them."""
+    counts = [int(c) for c in _required(node, "ngram_counts")]
+    indexes = [int(i) for i in _required(node, "ngram_indexes")]
+    if not counts:
+        raise ValueError("TfIdfVectorizer: attribute 'ngram_counts' must not be empty")
+    if max_n > len(counts):
+        raise ValueError(f"TfIdfVectorizer: attribute 'max_gram_length' ({max_n}) exceeds the "
+                         f"{len(counts)} sizes in 'ngram_counts'")
+    if not indexes or min(indexes) < 0:
+        raise ValueError("TfIdfVectorizer: attribute 'ngram_indexes' must be non-empty and "
+                         "non-negative")
+    pool_strings = node.attr("pool_strings")
+    if pool_strings is not None:   # pool_strings wins over pool_int64s, as in onnxruntime
+        pool: list = [_text(v) for v in pool_strings]
+        which = "pool_strings"
+    else:
+        pool = [int(v) for v in node.attr("pool_int64s") or ()]
+        which = "pool_int64s"
+    if not pool:
+        raise ValueError("TfIdfVectorizer: a non-empty 'pool_strings' or 'pool_int64s' is required")
+    grams: list[tuple[tuple, int]] = []
+    ngram_id = 0
+    for size, begin in enumerate(counts, start=1):
+        end = counts[size] if size < len(counts) else len(pool)
+        if not 0 <= begin <= end <= len(pool) or (end - begin) % size:
+            raise ValueError(f"TfIdfVectorizer: attribute 'ngram_counts' {counts} does not "
+                             f"split the {len(pool)} items of '{which}' into whole {size}-grams")
+        n_grams = (end - begin) // size
+        if ngram_id + n_grams > len(indexes):
+            raise ValueError(f"TfIdfVectorizer: attribute 'ngram_indexes' has {len(indexes)} "
+                             f"values, fewer than the n-grams in '{which}'")
+        if min_n <= size <= max_n:
+            seen = set()
+            for k in range(n_grams):
+                gram = tuple(pool[begin + k * size:begin + (k + 1) * size])
+                if gram in seen:
+                    raise ValueError(f"TfIdfVectorizer: '{which}' holds the {size}-gram {gram} "
+                                     "twice")
+                seen.add(gram)
+                grams.append((gram, indexes[ngram_id + k]))
+        ngram_id += n_grams
+    return grams, max(indexes) + 1
+
+
+@op("TfIdfVectorizer", since=9)
+def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
+    """Counts of the pool's n-grams (sizes min..max, gaps of up to ``max_skip_count`` items
+    between their items) in each row of a [C] or [B, C] input: [out] or [B, out] float32.
+    As in onnxruntime: 1-grams are counted once whatever the skip; ``weights[i]`` weighs
+    output column i (IDF: (count > 0) * w, TFIDF: count * w)."""
+    mode = _text(_required(node, "mode"))
+    if mode not in ("TF", "IDF", "TFIDF"):   # case-sensitive, as in onnxruntime
+        raise ValueError(f"TfIdfVectorizer: attribute 'mode' must be TF, IDF or TFIDF, "
+                         f"got {mode!r}")
+    min_n = int(_required(node, "min_gram_length"))
+    max_n = int(_required(node, "max_gram_length"))
+    max_skip = int(_required(node, "max_skip_count"))
+    if min_n <= 0 or max_n < min_n:
+        raise ValueError(f"TfIdfVectorizer: attributes 'min_gram_length' ({min_n}) and "
+                         f"'max_gram_length' ({max_n}) need 0 < min <= max")
+    if max_skip < 0:
+        raise ValueError(f"TfIdfVectorizer: attribute 'max_skip_count' must be non-negative, "
+                         f"got {max_skip}")
+    grams, out_size = _tfidf_pool(node, min_n, max_n)
+    weights = node.attr("weights")
+    weights = None if weights is None or len(weights) == 0 else np.asarray(weights, np.float32)
+    n_indexes = len(node.attr("ngram_indexes"))
+    if weights is not None and weights.size != n_indexes:
+        raise ValueError(f"TfIdfVectorizer: attribute 'weights' has {weights.size} values, "
+                         f"'ngram_indexes' {n_indexes}")
+    if weights is not None and mode != "TF":
+        if weights.size < out_size:   # onnxruntime would read past the weights
+            raise ValueError(f"TfIdfVectorizer: attribute 'weights' ({weights.size} values) "
+                             f"does not cover the {out_size} output columns")
+        weights = weights[:out_size]
+    pool = _NgramPool(grams)
+    first_multi = max(min_n, 2)   # 1-grams are counted in a pass of their own
+
+    def counts(ids: np.ndarray) -> np.ndarray:
+        """[B, C] vocabulary ids -> [B, out_size] n-gram counts."""
+        b, c = ids.shape
+        row_base = (np.arange(b, dtype=np.int64) * out_size)[:, None]
+        found = []
+        if min_n == 1:
+            cols = np.where(ids >= 0, pool.column[np.maximum(ids, 0)], -1)
+            found.append((row_base + cols)[cols >= 0])
+        for skip in range(1, max_skip + 2) if max_n >= 2 else ():
+            node_ids = ids   # node_ids[:, s]: the trie node of the n-gram starting at s
+            for n in range(2, max_n + 1):
+                span = skip * (n - 1)
+                if span >= c:
+                    break
+                node_ids = pool.extend(node_ids[:, :c - span], ids[:, span:])
+                if n >= first_multi:
+                    cols = np.where(node_ids >= 0, pool.column[np.maximum(node_ids, 0)], -1)
+                    found.append((row_base + cols)[cols >= 0])
+                if not (node_ids >= 0).any():
+                    break
+        flat = np.concatenate(found) if found else np.empty(0, np.int64)
+        return np.bincount(flat, minlength=b * out_size).reshape(b, out_size)
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        if x.dtype.kind in "OSU":
             x = _strings(x)
-        if x.ndim > 2:
-            raise ValueError(f"TfIdfVectorizer: input must be [C] or [B, C], got {x.shape}")
+        elif x.dtype not in (np.int32, np.int64):
+            raise ValueError(f"TfIdfVectorizer: input must be string, int32 or int64, got {x.dtype}")
+        if x.ndim > 2 or (x.ndim == 2 and x.shape[0] == 0):
+            raise ValueError(f"TfIdfVectorizer: input must be [C] or [B, C] with B > 0, "
+                             f"got {x.shape}")
         rows = x.reshape(1, -1) if x.ndim < 2 else x
-        freq = np.zeros((rows.shape[0], out_size), dtype=np.int64)
-        if table:
-            values = rows.tolist()
-            for b, row in enumerate(values):
-                count_row(row, freq[b])
-        if mode == "TF":
+        freq = counts(pool.ids(rows)) if rows.size else np.zeros((rows.shape[0], out_size),
+                                                                 np.int64)
+        if mode == "TF" or (mode == "TFIDF" and weights is None):
             y = freq.astype(np.float32)
         elif mode == "IDF":
-            y = (np.broadcast_to(weights, freq.shape) if weights is not None
-                 else np.ones(freq.shape, np.float32)) * (freq > 0)
+            y = (freq > 0).astype(np.float32)
+            if weights is not None:
+                y *= weights
         else:
-            y = freq * weights if weights is not None else freq
-        y = np.asarray(y, dtype=np.float32)
+            y = freq.astype(np.float32) * weights
         return y if x.ndim == 2 else y.reshape(out_size)
 
     return kernel
