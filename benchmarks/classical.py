@@ -145,7 +145,11 @@ def bench(z: zoo.ZooModel, threads: int, runs: int, budget: float) -> dict[str, 
         if batch > z.max_batch:
             continue
         feeds = z.feeds(batch)
-        expected = theirs.run(None, feeds)
+        try:
+            expected = theirs.run(None, feeds)
+        except Exception as e:  # noqa: BLE001
+            row["status"] = f"onnxruntime run at batch {batch}: {_error(e)}"
+            continue
         try:
             got = ours.run(None, feeds)
         except Exception as e:  # noqa: BLE001
@@ -166,7 +170,7 @@ def bench(z: zoo.ZooModel, threads: int, runs: int, budget: float) -> dict[str, 
 # ---- the report ------------------------------------------------------------------------------
 
 def _geo(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+    return math.exp(sum(map(math.log, values)) / len(values))
 
 
 def summary(rows: list[dict]) -> dict[str, Any]:
@@ -190,8 +194,8 @@ def summary(rows: list[dict]) -> dict[str, Any]:
     for which in ("create", *map(str, BATCHES)):
         for scope, ok_only in (("ran", False), ("matched", True)):
             v = ratios(which, ok_only)
-            res[f"{which}_{scope}"] = {"geomean": _geo(v), "worst": max(v, default=float("nan")),
-                                       "n": len(v)}
+            res[f"{which}_{scope}"] = {"geomean": _geo(v) if v else None,
+                                       "worst": max(v) if v else None, "n": len(v)}
     return res
 
 
@@ -233,9 +237,13 @@ def table(rows: list[dict], s: dict[str, Any], machine: str, threads: int) -> st
     for which, label in (("create", "session creation"), ("1", "batch 1"),
                          ("1000", "batch 1000")):
         ran, ok = s[f"{which}_ran"], s[f"{which}_matched"]
+        if not ran["n"]:
+            lines.append(f"Geometric mean ratio, {label}: no model ran.")
+            continue
         lines.append(f"Geometric mean ratio, {label}: **{ran['geomean']:.2f}** over the "
                      f"{ran['n']} models that ran (worst {ran['worst']:.2f}); "
-                     f"{ok['geomean']:.2f} over the {ok['n']} that match.")
+                     + (f"{ok['geomean']:.2f} over the {ok['n']} that match."
+                        if ok["n"] else "none matches."))
     return "\n".join(lines)
 
 
