@@ -319,8 +319,8 @@ class _NgramPool:
 
     Tokens are numbered 0..V-1 (``vocab``); a 1-gram's trie node is its token id, and the node
     of an n-gram's (n+1)-item extension is ``children[parent * V + token]`` (``keys`` sorted,
-    ``child`` aligned). ``column[node]`` is the output column of the n-gram ending there (-1
-    for a prefix only)."""
+    ``child`` aligned). ``gram[node]`` is the id (position in ngram_indexes) of the n-gram
+    ending there (-1 for a prefix only)."""
 
     def __init__(self, grams: list[tuple[tuple, int]]) -> None:
         self.vocab: dict = {}
@@ -329,20 +329,20 @@ class _NgramPool:
                 self.vocab.setdefault(item, len(self.vocab))
         v = self.V = max(len(self.vocab), 1)
         edges: dict[int, int] = {}
-        column = [-1] * len(self.vocab)
-        for gram, col in grams:
+        gram_of = [-1] * len(self.vocab)
+        for gram, gram_id in grams:
             node = self.vocab[gram[0]]
             for item in gram[1:]:
                 key = node * v + self.vocab[item]
-                node = edges.setdefault(key, len(column))
-                if node == len(column):
-                    column.append(-1)
-            column[node] = col
+                node = edges.setdefault(key, len(gram_of))
+                if node == len(gram_of):
+                    gram_of.append(-1)
+            gram_of[node] = gram_id
         keys = np.fromiter(edges.keys(), dtype=np.int64, count=len(edges))
         order = np.argsort(keys)
         self.keys = keys[order]
         self.child = np.fromiter(edges.values(), dtype=np.int64, count=len(edges))[order]
-        self.column = np.asarray(column, dtype=np.int64)
+        self.gram = np.asarray(gram_of, dtype=np.int64)
         if all(isinstance(k, int) for k in self.vocab):   # int pools: map inputs with numpy
             self.int_items = np.fromiter(self.vocab.keys(), dtype=np.int64, count=len(self.vocab))
             self.int_order = np.argsort(self.int_items)
@@ -372,9 +372,9 @@ class _NgramPool:
         return np.where(self.keys[at] == key, self.child[at], -1)
 
 
-def _tfidf_pool(node: NodeView, min_n: int, max_n: int) -> tuple[list[tuple[tuple, int]], int]:
-    """The pool's (n-gram, output column) pairs for sizes min_n..max_n, and the output size;
-    checked as onnxruntime checks them."""
+def _tfidf_pool(node: NodeView, min_n: int, max_n: int) -> list[tuple[tuple, int]]:
+    """The pool's (n-gram, n-gram id) pairs for sizes min_n..max_n, checked as onnxruntime
+    checks them (the id indexes ngram_indexes and weights)."""
     counts = [int(c) for c in _required(node, "ngram_counts")]
     indexes = [int(i) for i in _required(node, "ngram_indexes")]
     if not counts:
@@ -413,17 +413,19 @@ def _tfidf_pool(node: NodeView, min_n: int, max_n: int) -> tuple[list[tuple[tupl
                     raise ValueError(f"TfIdfVectorizer: '{which}' holds the {size}-gram {gram} "
                                      "twice")
                 seen.add(gram)
-                grams.append((gram, indexes[ngram_id + k]))
+                grams.append((gram, ngram_id + k))
         ngram_id += n_grams
-    return grams, max(indexes) + 1
+    return grams
 
 
 @op("TfIdfVectorizer", since=9)
 def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     """Counts of the pool's n-grams (sizes min..max, gaps of up to ``max_skip_count`` items
     between their items) in each row of a [C] or [B, C] input: [out] or [B, out] float32.
-    As in onnxruntime: 1-grams are counted once whatever the skip; ``weights[i]`` weighs
-    output column i (IDF: (count > 0) * w, TFIDF: count * w)."""
+    As in onnxruntime (1.2x): 1-grams are counted once whatever the skip; ``weights[k]`` weighs
+    n-gram k; a column sums its n-grams' counts (TF) or weighted counts (TFIDF); in IDF mode it
+    is the weight of the n-gram found last (skip by skip, position by position, shortest
+    first) among those that share the column, or 1 without weights."""
     mode = _text(_required(node, "mode"))
     if mode not in ("TF", "IDF", "TFIDF"):   # case-sensitive, as in onnxruntime
         raise ValueError(f"TfIdfVectorizer: attribute 'mode' must be TF, IDF or TFIDF, "
@@ -437,29 +439,40 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     if max_skip < 0:
         raise ValueError(f"TfIdfVectorizer: attribute 'max_skip_count' must be non-negative, "
                          f"got {max_skip}")
-    grams, out_size = _tfidf_pool(node, min_n, max_n)
+    grams = _tfidf_pool(node, min_n, max_n)
+    indexes = np.asarray(node.attr("ngram_indexes"), dtype=np.int64)
+    out_size = int(indexes.max()) + 1
     weights = node.attr("weights")
     weights = None if weights is None or len(weights) == 0 else np.asarray(weights, np.float32)
-    n_indexes = len(node.attr("ngram_indexes"))
-    if weights is not None and weights.size != n_indexes:
+    if weights is not None and weights.size != indexes.size:
         raise ValueError(f"TfIdfVectorizer: attribute 'weights' has {weights.size} values, "
-                         f"'ngram_indexes' {n_indexes}")
-    if weights is not None and mode != "TF":
-        if weights.size < out_size:   # onnxruntime would read past the weights
-            raise ValueError(f"TfIdfVectorizer: attribute 'weights' ({weights.size} values) "
-                             f"does not cover the {out_size} output columns")
-        weights = weights[:out_size]
+                         f"'ngram_indexes' {indexes.size}")
+    if mode == "TF" or (mode == "TFIDF" and weights is None):
+        weights = None   # plain counts
     pool = _NgramPool(grams)
     first_multi = max(min_n, 2)   # 1-grams are counted in a pass of their own
+    used_columns = indexes[[gram_id for _, gram_id in grams]]
+    # IDF where n-grams share a column: which was found last decides, so events carry an order
+    ordered = mode == "IDF" and weights is not None and (
+        np.unique(used_columns).size < used_columns.size)
 
-    def counts(ids: np.ndarray) -> np.ndarray:
-        """[B, C] vocabulary ids -> [B, out_size] n-gram counts."""
+    def events(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """For every n-gram found in [B, C] vocabulary ids: its flat output index (row * out +
+        column), its id, and (``ordered``) onnxruntime's order of finding it."""
         b, c = ids.shape
-        row_base = (np.arange(b, dtype=np.int64) * out_size)[:, None]
-        found = []
+        flats, gram_ids, keys = [], [], []
+
+        def found(node_ids: np.ndarray, skip: int, n: int) -> None:
+            g = np.where(node_ids >= 0, pool.gram[np.maximum(node_ids, 0)], -1)
+            rows, starts = np.nonzero(g >= 0)
+            g = g[rows, starts]
+            flats.append(rows * out_size + indexes[g])
+            gram_ids.append(g)
+            if ordered:   # skip by skip, then position by position, then shortest first
+                keys.append(((skip - 1) * c + starts) * max_n + (n - 1))
+
         if min_n == 1:
-            cols = np.where(ids >= 0, pool.column[np.maximum(ids, 0)], -1)
-            found.append((row_base + cols)[cols >= 0])
+            found(ids, 1, 1)
         for skip in range(1, max_skip + 2) if max_n >= 2 else ():
             node_ids = ids   # node_ids[:, s]: the trie node of the n-gram starting at s
             for n in range(2, max_n + 1):
@@ -468,12 +481,29 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
                     break
                 node_ids = pool.extend(node_ids[:, :c - span], ids[:, span:])
                 if n >= first_multi:
-                    cols = np.where(node_ids >= 0, pool.column[np.maximum(node_ids, 0)], -1)
-                    found.append((row_base + cols)[cols >= 0])
+                    found(node_ids, skip, n)
                 if not (node_ids >= 0).any():
                     break
-        flat = np.concatenate(found) if found else np.empty(0, np.int64)
-        return np.bincount(flat, minlength=b * out_size).reshape(b, out_size)
+        empty = np.empty(0, np.int64)
+        cat = (lambda parts: np.concatenate(parts) if parts else empty)  # noqa: E731
+        return cat(flats), cat(gram_ids), cat(keys) if ordered else None
+
+    def weigh(b: int, flat: np.ndarray, gram_ids: np.ndarray, keys: np.ndarray | None):
+        size = b * out_size
+        if mode != "IDF":   # TF, TFIDF: sums of counts or of weights
+            w = None if weights is None else weights[gram_ids].astype(np.float64)
+            return np.bincount(flat, weights=w, minlength=size).astype(np.float32)
+        y = np.zeros(size, np.float32)
+        if weights is None:
+            y[flat] = 1.0
+        elif keys is None:   # one n-gram per column: its weight where found
+            y[flat] = weights[gram_ids]
+        elif flat.size:      # the last found per column
+            order = np.lexsort((keys, flat))
+            flat, gram_ids = flat[order], gram_ids[order]
+            last = np.append(flat[1:] != flat[:-1], True)
+            y[flat[last]] = weights[gram_ids[last]]
+        return y
 
     def kernel(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
@@ -485,16 +515,10 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
             raise ValueError(f"TfIdfVectorizer: input must be [C] or [B, C] with B > 0, "
                              f"got {x.shape}")
         rows = x.reshape(1, -1) if x.ndim < 2 else x
-        freq = counts(pool.ids(rows)) if rows.size else np.zeros((rows.shape[0], out_size),
-                                                                 np.int64)
-        if mode == "TF" or (mode == "TFIDF" and weights is None):
-            y = freq.astype(np.float32)
-        elif mode == "IDF":
-            y = (freq > 0).astype(np.float32)
-            if weights is not None:
-                y *= weights
+        if rows.size:
+            y = weigh(rows.shape[0], *events(pool.ids(rows)))
         else:
-            y = freq.astype(np.float32) * weights
-        return y if x.ndim == 2 else y.reshape(out_size)
+            y = np.zeros(rows.shape[0] * out_size, np.float32)
+        return y.reshape(rows.shape[0], out_size) if x.ndim == 2 else y.reshape(out_size)
 
     return kernel
