@@ -26,7 +26,7 @@ from ._registry import OPS
 _KERNEL_MODULES = (
     "elementwise", "cast", "shape", "reduce", "misc",
     "nn", "normalization", "spatial", "linalg", "quant",
-    "sequence", "strings", "ml", "random_ops", "extra",
+    "sequence", "strings", "ml", "ml_linear", "ml_maps", "random_ops", "extra",
     "rnn", "attention", "signal", "vision",
     "control_flow", "contrib", "contrib_transformer",
 )

@@ -35,22 +35,27 @@ def _str_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:
 
 
 class _Lookup:
-    """Vectorised dictionary lookup: sorted keys + searchsorted (NaN keys match NaN inputs)."""
+    """Vectorised dictionary lookup: sorted keys + searchsorted (NaN keys match NaN inputs).
 
-    def __init__(self, keys: np.ndarray, values: np.ndarray, default: Any) -> None:
+    A repeated key keeps its last value (``first=False``: a map assigned in order, as
+    onnxruntime's LabelEncoder-1 and CategoryMapper build theirs) or its first
+    (``first=True``: onnxruntime's LabelEncoder 2 and 4 ``emplace`` their pairs)."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray, default: Any, *,
+                 first: bool = False) -> None:
         self.is_str = keys.dtype == object
         self.nan_value = None
         if keys.dtype.kind == "f":
             nan = np.isnan(keys)
             if nan.any():
-                self.nan_value = values[np.flatnonzero(nan)[-1]]
+                self.nan_value = values[np.flatnonzero(nan)[0 if first else -1]]
             keys, values = keys[~nan], values[~nan]
-        # with duplicate keys the last one wins, as in a dict built in order
-        rev_keys, rev_vals = keys[::-1], values[::-1]
-        _, first = np.unique(rev_keys, return_index=True)
-        order = np.argsort(rev_keys[first], kind="stable")
-        self.keys = rev_keys[first][order]
-        self.values = rev_vals[first][order]
+        if not first:
+            keys, values = keys[::-1], values[::-1]
+        _, pick = np.unique(keys, return_index=True)
+        order = np.argsort(keys[pick], kind="stable")
+        self.keys = keys[pick][order]
+        self.values = values[pick][order]
         self.default = default
 
     def __call__(self, x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
@@ -109,7 +114,7 @@ def make_label_encoder(node: NodeView, ctx: ProviderContext) -> Kernel:
     else:
         default = int(node.attr("default_int64", -1))
     out_dtype = np.dtype(object) if vkind == "s" else values.dtype
-    lookup = _Lookup(keys, values, default)
+    lookup = _Lookup(keys, values, default, first=True)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if lookup.is_str:
@@ -159,9 +164,14 @@ def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel
 
 @op("Binarizer", domain=ML, since=1)
 def make_binarizer(node: NodeView, ctx: ProviderContext) -> Kernel:
+    """1 where x > threshold, else 0, in x's type; a NaN input is an error, as in
+    onnxruntime."""
     threshold = float(node.attr("threshold", 0.0))
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if x.dtype.kind == "f" and np.isnan(x).any():
+            k = int(np.flatnonzero(np.isnan(x.reshape(-1)))[0])
+            raise ValueError(f"Binarizer: input element {k} is NaN")
         return (x > x.dtype.type(threshold)).astype(x.dtype)
 
     return kernel
