@@ -53,6 +53,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   f"max={v.max():.6g} mean={v.mean():.6g}"
                   + (f" argmax={int(v.reshape(v.shape[0], -1).argmax(-1)[0])}"
                      if v.ndim >= 1 and v.shape[0] else ""))
+        elif isinstance(value, (list, dict)):   # a sequence or a map (ZipMap's list of dicts)
+            print(f"output {arg.name}: {arg.type} with {len(value)} "
+                  f"{'item' if isinstance(value, dict) else 'element'}(s)")
         else:
             print(f"output {arg.name}: {type(value).__name__}")
     if args.save:

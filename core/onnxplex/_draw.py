@@ -83,7 +83,7 @@ class GraphPicture:
     title: str
     plan: PartitionPlan
     nodes: list[PictureNode]
-    edges: list[tuple[str, str, str]]          # (from key, to key, value names)
+    edges: list[tuple[str, str, str]]          # (from key, to key, values with their types)
     colors: dict[str, str] = field(default_factory=dict)
     _layout: Layout | None = field(default=None, repr=False)
     _ops: dict[str, PictureNode] | None = field(default=None, repr=False)
@@ -146,7 +146,8 @@ class GraphPicture:
             if src is not None:
                 edges.setdefault((src, f"out:{out.name}"), []).append(out.name)
         order = {n.key: k for k, n in enumerate(nodes)}
-        edge_list = sorted(((a, b, ", ".join(v)) for (a, b), v in edges.items()),
+        edge_list = sorted(((a, b, ", ".join(_value_text(model, n) for n in v))
+                            for (a, b), v in edges.items()),
                            key=lambda e: (order[e[0]], order[e[1]]))
         return cls(title, plan, nodes, edge_list, provider_colors(plan.providers))
 
@@ -397,15 +398,15 @@ def _info(model: Model, name: str) -> ValueInfo | None:
         return None
 
 
-def _type_text(info: ValueInfo | None) -> str:
-    if info is None:
-        return ""
-    from ._dtypes import elem_type_name
+def _value_text(model: Model, name: str) -> str:
+    """An edge's hover text for one value: ``z: seq(map(int64,tensor(float)))``."""
+    text = _type_text(_info(model, name))
+    return f"{name}: {text}" if text else name
 
-    t = elem_type_name(info.elem_type) if info.elem_type is not None else info.kind
-    if info.shape is None:
-        return t
-    return f"{t}[{','.join('?' if d is None else str(d) for d in info.shape)}]"
+
+def _type_text(info: ValueInfo | None) -> str:
+    """``float[N,3]``, ``seq(map(int64,tensor(float)))``; '' for a value nothing knows."""
+    return "" if info is None else info.describe()
 
 
 def _short_name(name: str, op_type: str, index: int, limit: int = 24) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["np_dtype", "onnx_elem_type", "type_string", "elem_type_name", "array_type_name"]
+__all__ = ["np_dtype", "onnx_elem_type", "type_string", "elem_type_name", "array_type_name",
+           "ort_type_string"]
 
 _NAME_BY_ELEM = {v: k.lower() for k, v in onnx.TensorProto.DataType.items()}
 # ORT spells a few type strings its own way.
@@ -66,3 +69,21 @@ def array_type_name(arr: np.ndarray) -> str:
 def type_string(elem_type: int) -> str:
     """ORT's ``NodeArg.type`` string for a tensor: ``'tensor(float)'``."""
     return f"tensor({elem_type_name(elem_type)})"
+
+
+def ort_type_string(typ: Any) -> str:
+    """onnxruntime's spelling of an onnx-ir type (``NodeArg.type``): ``tensor(float)``,
+    ``seq(map(int64,tensor(float)))``, ``map(string,tensor(float))``,
+    ``optional(tensor(int64))``, ``sparse_tensor(float)``."""
+    kind = type(typ).__name__
+    if kind == "TensorType":
+        return type_string(typ.dtype.value)
+    if kind == "SparseTensorType":
+        return f"sparse_{type_string(typ.dtype.value)}"
+    if kind == "SequenceType":
+        return f"seq({ort_type_string(typ.elem_type)})"
+    if kind == "OptionalType":
+        return f"optional({ort_type_string(typ.elem_type)})"
+    if kind == "MapType":
+        return f"map({elem_type_name(typ.key_type.value)},{ort_type_string(typ.value_type)})"
+    return kind.replace("Type", "").lower()

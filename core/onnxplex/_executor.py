@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ._dtypes import elem_type_name, np_dtype
+from . import _maptype
+from ._dtypes import elem_type_name, np_dtype, ort_type_string
 from ._errors import KernelExecutionError, OnnxplexError, RunCancelledError
 from ._graph import Model, Subgraph, ValueInfo
 
@@ -225,7 +226,10 @@ def _check_of(v: ValueInfo, layout: str) -> tuple:
     numpy's) and a one-item list holding a shape known to agree with the declared one (the
     declared shape itself when every dim is an int, else the last shape that passed): a run
     whose output has that shape pays one tuple comparison (a MobileNetV2 with a symbolic batch
-    dim compared dim by dim, ~1.5 us a node)."""
+    dim compared dim by dim, ~1.5 us a node). For a sequence, map or optional, ``dtype`` is
+    the value's conformer instead (see :func:`_conformer`)."""
+    if v.kind != "tensor":
+        return (v.elem_type, None, v.kind, _conformer(v.kind, v.ir_type), None)
     shape = v.shape
     if shape is not None and layout == "NHWC" and len(shape) == 4:
         shape = (shape[0], shape[2], shape[3], shape[1])
@@ -355,8 +359,11 @@ def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> S
         if isinstance(value, np.generic):
             value = np.asarray(value)
         chk = step.checks[k]
-        if chk is not None and chk[2] == "tensor":
-            _check_tensor(step, k, value, chk)
+        if chk is not None:
+            if chk[2] == "tensor":
+                _check_tensor(step, k, value, chk)
+            else:
+                value = _check_structured(step, k, value, chk)
         slots[s] = value
     return result
 
@@ -385,6 +392,84 @@ def _check_tensor(step: Step, k: int, value: Any, chk: tuple) -> None:
                 f"has shape {list(got)}, declared {list(shape)}",
                 provider=step.provider, node=step.name, op_type=step.op_type)
     accepted[0] = got   # (concurrent runs may swap it: each shape put there passed)
+
+
+class _Mismatch(Exception):
+    """What is wrong with a kernel's sequence, map or optional output (its message)."""
+
+
+def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
+    """A function checking a kernel's ``kind`` output against its declared type ``typ`` (None
+    when unknown: the kind only) and returning it as onnxruntime's Python API returns such a
+    value: a list (of arrays of the element type, or of maps), a dict of Python scalars (a map
+    whose first item is not converted whole, see :func:`_maptype.plain_map`), None or the
+    value for an optional. Raises :class:`_Mismatch`."""
+    name = type(typ).__name__
+    if kind == "optional" or name == "OptionalType":
+        inner = _conformer(_KINDS.get(type(typ.elem_type).__name__, "any"), typ.elem_type) \
+            if name == "OptionalType" else None
+        return (lambda v: v if v is None or inner is None else inner(v))
+    if kind == "map":
+        if name != "MapType":
+            return _want(dict, "a dict (map)", lambda v: v)
+        return _want(dict, "a dict (map)", lambda v: v if _maptype.plain_map(v, typ)
+                     else _as_map(v, typ))
+    if kind == "sequence":
+        elem = typ.elem_type if name == "SequenceType" else None
+        elem_name = type(elem).__name__
+        if elem_name == "MapType":
+            def each(v: list) -> list:
+                for k, m in enumerate(v):
+                    if type(m) is not dict:
+                        raise _Mismatch(f"element {k} is {type(m).__name__}, expected a dict "
+                                        f"({ort_type_string(elem)})")
+                return v if all(_maptype.plain_map(m, elem) for m in v) \
+                    else [_as_map(m, elem) for m in v]
+            return _want(list, "a list (sequence)", each)
+        if elem_name == "TensorType":
+            try:
+                dtype = np_dtype(elem.dtype.value)
+            except KeyError:
+                dtype = None
+
+            def arrays(v: list) -> list:
+                for k, a in enumerate(v):
+                    if not isinstance(a, np.ndarray) or (dtype is not None and a.dtype != dtype):
+                        got = a.dtype if isinstance(a, np.ndarray) else type(a).__name__
+                        raise _Mismatch(f"element {k} is {got}, expected an array of "
+                                        f"{ort_type_string(elem)}")
+                return v
+            return _want(list, "a list (sequence)", arrays)
+        return _want(list, "a list (sequence)", lambda v: v)
+    return lambda v: v
+
+
+_KINDS = {"TensorType": "tensor", "SequenceType": "sequence", "MapType": "map",
+          "OptionalType": "optional"}
+
+
+def _want(cls: type, what: str, then: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def conform(value: Any) -> Any:
+        if not isinstance(value, cls):
+            raise _Mismatch(f"is {type(value).__name__}, expected {what}")
+        return then(value)
+    return conform
+
+
+def _as_map(value: dict, typ: Any) -> dict:
+    try:
+        return _maptype.map_value(value, typ, sort=False)
+    except ValueError as e:
+        raise _Mismatch(str(e)) from None
+
+
+def _check_structured(step: Step, k: int, value: Any, chk: tuple) -> Any:
+    try:
+        return chk[3](value)
+    except _Mismatch as e:
+        raise KernelExecutionError(
+            f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} {e}",
+            provider=step.provider, node=step.name, op_type=step.op_type) from None
 
 
 def run_sequential(plan: ExecutionPlan, slots: list[Any], *,

@@ -1,38 +1,151 @@
-"""Random inputs from a session's declared input shapes (CLI, optimizer verification)."""
+"""Feeds: a run's inputs checked and converted against the declared types, and random inputs
+from a session's declared input shapes (CLI, optimizer verification).
+
+Values are as onnxruntime's Python API takes them: a numpy array for a tensor, a list (or
+tuple) for a sequence, a ``dict`` for a map, ``None`` for an empty optional. A map is
+converted to a new ``dict`` of Python values, keys ascending (onnxruntime holds maps as
+``std::map``): ``int`` keys for an integer key type, ``str`` for ``string``; ``float`` values
+for a floating value type (rounded to float32 for ``tensor(float)``, as onnxruntime stores
+them), ``int`` for an integer one, ``str`` for ``string``, ``bool`` for ``bool``.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ._dtypes import np_dtype
-from ._graph import check_tensor_size
+from ._dtypes import np_dtype, ort_type_string, type_string
+from ._errors import InvalidFeedError
+from ._graph import ValueInfo, check_tensor_size
+from ._maptype import map_value
 
-__all__ = ["random_feeds"]
+__all__ = ["random_feeds", "tensor_feed", "structured_feed"]
 
 
-def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, np.ndarray]:
-    """Random inputs from the declared shapes (symbolic/unknown dims become ``dim``); raises
+def tensor_feed(name: str, value: Any, elem_type: int | None) -> np.ndarray:
+    """``value`` as a C-contiguous array of ``elem_type``'s dtype (a str array becomes an
+    object array, a non-native byte order is accepted, as in onnxruntime); raises
+    :class:`InvalidFeedError` naming ``name`` for another dtype. Shapes are not checked."""
+    try:
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise InvalidFeedError(f"input {name}: cannot be read as an array "
+                               f"({type(value).__name__}): {e}") from None
+    if elem_type is not None:
+        want = np_dtype(elem_type)
+        if arr.dtype != want and arr.dtype.newbyteorder("=") == want:
+            arr = arr.astype(want)   # non-native byte order: accepted, as onnxruntime
+        if arr.dtype != want and not (want == np.dtype(object) and arr.dtype.kind == "U"):
+            raise InvalidFeedError(f"input {name}: expected dtype {type_string(elem_type)} "
+                                   f"({want}), got {arr.dtype}")
+        if want == np.dtype(object) and arr.dtype.kind == "U":
+            arr = arr.astype(object)
+    if not arr.flags.c_contiguous:
+        # Kernels see C-contiguous tensors, as onnxruntime's do (it copies too): the results
+        # do not depend on the caller's strides.
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def structured_feed(info: ValueInfo, value: Any) -> Any:
+    """A feed for a sequence, map or optional input, checked against its declared type and
+    converted (see the module's docstring); raises :class:`InvalidFeedError` naming the input
+    (and the element or key at fault)."""
+    if info.ir_type is None:
+        return value     # (a type nothing declared: taken as it is)
+    return _convert(repr(info.name), value, info.ir_type)
+
+
+def _convert(where: str, value: Any, typ: Any) -> Any:
+    kind = type(typ).__name__
+    if kind == "TensorType":
+        if not isinstance(value, (np.ndarray, np.generic)):
+            raise InvalidFeedError(f"input {where}: expected a numpy array "
+                                   f"({ort_type_string(typ)}), got {type(value).__name__}")
+        return tensor_feed(where, value, typ.dtype.value)
+    if kind == "SequenceType":
+        if not isinstance(value, (list, tuple)):
+            raise InvalidFeedError(
+                f"input {where}: expected a list for {ort_type_string(typ)}, got "
+                f"{type(value).__name__}")
+        elem = typ.elem_type
+        return [_convert(f"{where}[{k}]", v, elem) for k, v in enumerate(value)]
+    if kind == "OptionalType":
+        return None if value is None else _convert(where, value, typ.elem_type)
+    if kind == "MapType":
+        try:
+            return map_value(value, typ, sort=True)
+        except ValueError as e:
+            raise InvalidFeedError(f"input {where}: {e}") from None
+    return value
+
+
+def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, Any]:
+    """Random inputs from the declared types and shapes (symbolic/unknown dims become ``dim``):
+    arrays, and for a sequence input a list of one element, for a map a dict (the keys of the
+    vocabulary of a DictVectorizer reading it, else three keys); raises
     :class:`onnxplex.TensorSizeError` for an input too large to allocate."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for arg in session.get_inputs():
         info = session._input_infos[arg.name]
+        if info.kind != "tensor":
+            feeds[arg.name] = _random_value(rng, info.ir_type, _map_keys(session, arg.name), dim)
+            continue
         shape = [d if isinstance(d, int) else dim for d in (info.shape or ())]
         # declared static dims were checked at load; with symbolic dims filled in, check again
         check_tensor_size(shape, info.elem_type, f"random input {arg.name!r}")
-        dt = np_dtype(info.elem_type) if info.elem_type is not None else np.dtype(np.float32)
-        if dt.kind == "f" or dt.name in ("bfloat16",) or "float8" in dt.name:
-            arr = rng.standard_normal(shape).astype(dt)
-        elif dt.kind in "iu":
-            arr = rng.integers(0, _index_bound(session, arg.name, 8), size=shape).astype(dt)
-        elif dt.kind == "b":
-            arr = rng.integers(0, 2, size=shape).astype(bool)
-        elif dt == np.dtype(object):
-            arr = np.full(shape, "a", dtype=object)
-        else:
-            arr = np.zeros(shape, dt)
-        feeds[arg.name] = arr
+        feeds[arg.name] = _random_array(rng, shape, info.elem_type,
+                                        _index_bound(session, arg.name, 8))
     return feeds
+
+
+def _random_array(rng: np.random.Generator, shape: list[int], elem_type: int | None,
+                  bound: int) -> np.ndarray:
+    dt = np_dtype(elem_type) if elem_type is not None else np.dtype(np.float32)
+    if dt.kind == "f" or dt.name in ("bfloat16",) or "float8" in dt.name:
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind in "iu":
+        return rng.integers(0, bound, size=shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dt == np.dtype(object):
+        return np.full(shape, "a", dtype=object)
+    return np.zeros(shape, dt)
+
+
+def _random_value(rng: np.random.Generator, typ: Any, keys: list | None, dim: int) -> Any:
+    """A random value of a (nested) sequence, map or optional type."""
+    kind = type(typ).__name__
+    if kind == "TensorType":
+        return _random_array(rng, [dim], typ.dtype.value, 8)
+    if kind == "SequenceType":
+        return [_random_value(rng, typ.elem_type, keys, dim)]
+    if kind == "OptionalType":
+        return _random_value(rng, typ.elem_type, keys, dim)
+    if kind == "MapType":
+        if keys is None:
+            keys = ["a", "b", "c"] if typ.key_type.name == "STRING" else [0, 1, 2]
+        vt = typ.value_type
+        if type(vt).__name__ != "TensorType":
+            return {k: _random_value(rng, vt, None, dim) for k in keys}
+        return map_value(dict(zip(keys, _random_array(rng, [len(keys)], vt.dtype.value, 8)
+                                  .tolist())), typ, sort=True)
+    return None
+
+
+def _map_keys(session, name: str) -> list | None:
+    """The vocabulary of a DictVectorizer reading input ``name``, if one does."""
+    model = session.model
+    for i in model.consumer_indices.get(name, ()):
+        node = model.node_views[i]
+        if node.op_type == "DictVectorizer" and node.domain == "ai.onnx.ml":
+            for attr in ("string_vocabulary", "int64_vocabulary"):
+                vocab = node.attr(attr)
+                if vocab is not None and len(vocab):
+                    return list(dict.fromkeys(vocab))
+    return None
 
 
 def _index_bound(session, name: str, default: int) -> int:

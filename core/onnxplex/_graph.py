@@ -33,7 +33,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from . import _fast_attrs, _maptype, _wire
-from ._dtypes import np_dtype
+from ._dtypes import elem_type_name, np_dtype, ort_type_string, type_string
 from ._errors import (
     ExternalDataError,
     InvalidModelError,
@@ -91,6 +91,11 @@ class ValueInfo:
     ``const`` is asked for and stays in memory only while something holds the array: a kernel
     that prepacks it should not keep the original (see ``prepacked_inputs`` in
     docs/writing-a-provider.md).
+
+    ``kind`` is ``"tensor"``, ``"sequence"``, ``"map"`` or ``"optional"``; for the last three
+    ``ir_type`` holds the whole onnx-ir type (a sequence's element type, a map's key and value
+    types: :class:`onnxplex._maptype.MapType`) and :attr:`type_string` spells it as
+    onnxruntime does (``seq(map(int64,tensor(float)))``).
     """
 
     name: str
@@ -98,6 +103,26 @@ class ValueInfo:
     shape: tuple[Dim, ...] | None
     kind: str = "tensor"
     stored: np.ndarray | LazyConst | None = field(default=None, repr=False)
+    ir_type: Any = field(default=None, repr=False)
+
+    @property
+    def type_string(self) -> str:
+        """onnxruntime's ``NodeArg.type``: ``tensor(float)``, ``seq(map(int64,tensor(float)))``,
+        ``map(string,tensor(float))``; the bare kind when the type is not known."""
+        if self.kind == "tensor":
+            return type_string(self.elem_type) if self.elem_type is not None \
+                else "tensor(undefined)"
+        return ort_type_string(self.ir_type) if self.ir_type is not None else self.kind
+
+    def describe(self) -> str:
+        """Short text for reports and pictures: ``float[N,3]`` for a tensor (``?`` for an
+        unknown dim or rank), the type string for a sequence, map or optional."""
+        if self.kind != "tensor":
+            return self.type_string
+        t = elem_type_name(self.elem_type) if self.elem_type is not None else self.kind
+        if self.shape is None:
+            return f"{t}[?]"
+        return f"{t}[{','.join('?' if d is None else str(d) for d in self.shape)}]"
 
     @property
     def const(self) -> np.ndarray | None:
@@ -173,13 +198,7 @@ class NodeView:
         """``'Conv(float[1,3,224,224], float[64,3,7,7]) -> float[1,64,112,112]'``-style text."""
 
         def fmt(v: ValueInfo | None) -> str:
-            if v is None:
-                return "-"
-            from ._dtypes import elem_type_name
-
-            t = elem_type_name(v.elem_type) if v.elem_type is not None else v.kind
-            s = "?" if v.shape is None else ",".join("?" if d is None else str(d) for d in v.shape)
-            return f"{t}[{s}]"
+            return "-" if v is None else v.describe()
 
         ins = ", ".join(fmt(v) for v in self.inputs)
         outs = ", ".join(fmt(v) for v in self.outputs)
@@ -464,7 +483,7 @@ def make_value_info(value: ir.Value, const: np.ndarray | LazyConst | None = None
         shape = tuple(int(d) for d in const.shape)
     elif value.shape is not None:
         shape = tuple(_dim(d) for d in value.shape)
-    return ValueInfo(value.name, elem, shape, kind, const)
+    return ValueInfo(value.name, elem, shape, kind, const, None if kind == "tensor" else typ)
 
 
 def _dim(d: Any) -> Dim:

@@ -41,6 +41,12 @@ class IOBinding:
     def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
         """Bind input ``name`` to an array (referenced, not copied)."""
         self._check_input(name)
+        kind = self._session._input_type(name)
+        if not kind.startswith("tensor("):
+            raise InvalidArgumentError(
+                f"IOBinding.bind_cpu_input({name!r}): the input is {kind}; only tensors can be "
+                "bound to arrays, as in onnxruntime (bind an OrtValue a run returned with "
+                "bind_ortvalue_input, or pass the value to run())")
         self._inputs[name] = arr_on_cpu if isinstance(arr_on_cpu, np.ndarray) \
             else np.asarray(arr_on_cpu)
 
@@ -77,6 +83,7 @@ class IOBinding:
         if buffer_ptr is None:
             self._outputs[name] = None
             return
+        self._check_tensor_output(name, what)
         if element_type is None or shape is None:
             raise InvalidArgumentError(f"{what}: element_type and shape are needed with "
                                        "buffer_ptr (pre-allocated memory)")
@@ -87,6 +94,7 @@ class IOBinding:
         fills (its shape and dtype must match the output's)."""
         what = f"IOBinding.bind_ortvalue_output({name!r})"
         self._check_output(name)
+        self._check_tensor_output(name, what)
         _unwrap(ortvalue, what)
         if not ortvalue.is_tensor():
             raise InvalidArgumentError(f"{what}: only tensors can receive outputs")
@@ -103,11 +111,12 @@ class IOBinding:
         return list(self._results)
 
     def copy_outputs_to_cpu(self) -> list[Any]:
-        """Copies of the last run's outputs as numpy arrays (lists for sequences)."""
+        """Copies of the last run's outputs as numpy arrays (lists for sequences, dicts for
+        maps)."""
         out = []
         for ov in self._results:
             v = ov._value
-            out.append(v.copy() if isinstance(v, np.ndarray) else
+            out.append(v.copy() if isinstance(v, (np.ndarray, dict)) else
                        [x.copy() for x in v] if isinstance(v, list) else v)
         return out
 
@@ -146,6 +155,13 @@ class IOBinding:
         if name not in known:
             raise InvalidArgumentError(f"IOBinding: unknown input name {name!r}; the model's "
                                        f"inputs are {[a.name for a in self._session.get_inputs()]}")
+
+    def _check_tensor_output(self, name: str, what: str) -> None:
+        kind = next(a.type for a in self._session.get_outputs() if a.name == name)
+        if not kind.startswith("tensor("):
+            raise InvalidArgumentError(
+                f"{what}: the output is {kind}; only tensor outputs can be written into bound "
+                f"memory (bind it with bind_output({name!r}) to let the run make it)")
 
     def _check_output(self, name: str) -> None:
         known = [a.name for a in self._session.get_outputs()]

@@ -19,13 +19,17 @@ onnxruntime's Python API takes and returns them.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir import serde
 
-__all__ = ["MapType", "install"]
+from ._dtypes import ort_type_string
+
+__all__ = ["MapType", "install", "map_value", "plain_map"]
 
 # The key types the ONNX spec allows for maps.
 KEY_TYPES = frozenset({
@@ -123,3 +127,100 @@ def install() -> None:
     wrap_serde("deserialize_type_proto_for_shape", _read_shape)
     wrap_serde("serialize_type_into", _write_type)
 
+
+
+# --------------------------------------------------------------------------------------------
+# Map values at run time
+# --------------------------------------------------------------------------------------------
+
+# The Python type of a map's keys and of its scalar values, as onnxruntime's Python API
+# returns them, by numpy kind ("O": string).
+_PY_TYPE = {"i": int, "u": int, "f": float, "b": bool, "O": str}
+# What a value of each kind may be given as.
+_ACCEPTED: dict[str, tuple[type, ...]] = {
+    "f": (int, float, np.integer, np.floating, np.bool_),
+    "i": (int, np.integer, np.bool_), "u": (int, np.integer, np.bool_),
+    "b": (bool, np.bool_), "O": (str,),
+}
+_WANTS = {"f": "number", "i": "int", "u": "int", "b": "bool", "O": "str"}
+
+
+@functools.cache
+def _kind(elem: ir.DataType) -> tuple[np.dtype, str]:
+    dtype = np.dtype(elem.numpy())
+    kind = "O" if elem == ir.DataType.STRING else dtype.kind if dtype.kind in "iub" else "f"
+    return dtype, kind
+
+
+def plain_map(value: dict, typ: MapType) -> bool:
+    """Whether ``value``'s keys and scalar values have the Python types onnxruntime returns
+    (judged by its first item: a kernel builds a map's items alike); an empty map is."""
+    for k, v in value.items():
+        vt = typ.value_type
+        if not isinstance(vt, ir.TensorType):
+            return True
+        return type(k) is _PY_TYPE[_kind(typ.key_type)[1]] and \
+            type(v) is _PY_TYPE[_kind(vt.dtype)[1]]
+    return True
+
+
+def map_value(value: Any, typ: MapType, *, sort: bool) -> dict:
+    """``value`` (a mapping) as a new dict of Python values of ``typ``: ``int`` keys for an
+    integer key type, ``str`` for ``string``; ``float`` values for a floating value type
+    (rounded to float32 for ``tensor(float)``, as onnxruntime stores them; beyond its range,
+    inf), ``int`` for an integer type, ``str``, ``bool``; a 0-d array counts as its scalar.
+    Keys ascending when ``sort`` (onnxruntime's maps are ``std::map``). Raises ValueError
+    saying what does not fit (a key or value of another kind, an integer out of range)."""
+    name = ort_type_string(typ)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a dict for {name}, got {type(value).__name__}")
+    keys = sorted(value) if sort else list(value)
+    values = [value[k] for k in keys]
+    _, key_kind = _kind(typ.key_type)
+    if key_kind == "O":
+        for k in keys:
+            if not isinstance(k, str):
+                raise ValueError(f"{name} needs str keys, got the {type(k).__name__} key {k!r}")
+        keys = [k if type(k) is str else str(k) for k in keys]   # (numpy's str_ too)
+    else:
+        lo, hi = _int_range(typ.key_type)
+        for k in keys:
+            if not isinstance(k, (int, np.integer)) or not lo <= k <= hi:
+                what = "out of range" if isinstance(k, (int, np.integer)) else "not an int"
+                raise ValueError(f"{name} needs int keys of {typ.key_type.name.lower()}, the "
+                                 f"{type(k).__name__} key {k!r} is {what}")
+        keys = [int(k) for k in keys]
+    vt = typ.value_type
+    if not isinstance(vt, ir.TensorType):
+        return dict(zip(keys, values))
+    return dict(zip(keys, _scalars(keys, values, vt.dtype, name)))
+
+
+def _int_range(elem: ir.DataType) -> tuple[int, int]:
+    info = np.iinfo(np.dtype(elem.numpy()))
+    return int(info.min), int(info.max)
+
+
+def _scalars(keys: list, values: list, elem: ir.DataType, name: str) -> list:
+    dtype, kind = _kind(elem)
+    accepted = _ACCEPTED[kind]
+    values = [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v for v in values]
+    for k, v in zip(keys, values):
+        if not isinstance(v, accepted):
+            raise ValueError(f"{name} needs {_WANTS[kind]} values, the value of key {k!r} is "
+                             f"{type(v).__name__} ({v!r:.40})")
+    if kind in "fb":
+        try:
+            with np.errstate(all="ignore"):   # (beyond float32's range: inf, as in ORT)
+                return np.array(values, dtype).tolist()
+        except OverflowError as e:   # (an int beyond any float)
+            raise ValueError(f"{name}: {e}") from None
+    if kind in "iu":
+        lo, hi = _int_range(elem)
+        out = [int(v) for v in values]
+        for k, v in zip(keys, out):
+            if not lo <= v <= hi:
+                raise ValueError(f"the value {v} of key {k!r} is out of the range of {name}'s "
+                                 "values")
+        return out
+    return [str(v) for v in values]

@@ -1,7 +1,9 @@
 """``OrtValue``: onnxruntime's value handle, on the CPU only.
 
 An onnxplex ``OrtValue`` wraps the Python value a kernel reads or returns: a numpy array for a
-tensor, a list of arrays for a sequence, ``None`` for an empty optional. Built from a numpy
+tensor, a list of arrays for a sequence, a dict for a map (a list of dicts for a sequence of
+maps, ZipMap's output), ``None`` for an empty optional. As in onnxruntime, only a run makes a
+map value (``run_with_ort_values``, an IOBinding's outputs), and it can be fed back. Built from a numpy
 array it shares the array's memory, as onnxruntime's does on the CPU (a non-contiguous array is
 copied once into a contiguous one, as onnxruntime does); ``numpy()`` returns that array, not a
 copy. Any device other than ``'cpu'`` is an :class:`InvalidArgumentError`.
@@ -193,7 +195,12 @@ class OrtValue:
         return isinstance(self._value, np.ndarray)
 
     def is_tensor_sequence(self) -> bool:
-        return isinstance(self._value, list)
+        """True for a sequence of tensors (False for a sequence of maps, as onnxruntime)."""
+        if not isinstance(self._value, list):
+            return False
+        if self._type is not None:
+            return self._type.startswith("seq(tensor(")
+        return all(isinstance(v, np.ndarray) for v in self._value)
 
     def is_sparse_tensor(self) -> bool:
         """Always False: onnxplex has no sparse tensors."""

@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 
 from . import _executor
-from ._dtypes import array_type_name, elem_type_name, np_dtype, type_string
+from ._dtypes import array_type_name, np_dtype
 from ._errors import (
     CompileError,
     InvalidArgumentError,
@@ -39,6 +39,7 @@ from ._errors import (
     PartitionError,
     ProviderError,
 )
+from ._feeds import structured_feed, tensor_feed
 from ._functions import expand_nodes
 from ._graph import Model, Subgraph, ValueInfo, load_model
 from ._iobinding import IOBinding
@@ -219,39 +220,19 @@ def get_device() -> str:
     return "CPU"
 
 
-def _node_arg(info: ValueInfo, ir_type: Any = None,
-              declared: frozenset[str] = frozenset()) -> NodeArg:
+def _node_arg(info: ValueInfo, declared: frozenset[str] = frozenset()) -> NodeArg:
     """``declared``: the symbolic dims the model's inputs name; other ``unk__N`` names were
     made up by onnx shape inference and show as ``None`` (unknown), as in onnxruntime."""
     if info.kind == "tensor":
-        typ = type_string(info.elem_type) if info.elem_type is not None else "tensor(undefined)"
         shape = [] if info.shape is None else [
             None if isinstance(d, str) and d not in declared and _INFERRED_DIM.fullmatch(d)
             else d for d in info.shape]
     else:  # onnxruntime gives sequences, maps and optionals no shape
-        typ = _ort_type(ir_type) if ir_type is not None else info.kind
         shape = []
-    return NodeArg(info.name, typ, shape)
+    return NodeArg(info.name, info.type_string, shape)
 
 
 _INFERRED_DIM = re.compile(r"unk__\d+")
-
-
-def _ort_type(typ: Any) -> str:
-    """onnxruntime's spelling of an onnx-ir type: ``seq(tensor(float))``,
-    ``optional(tensor(int64))``, ``sparse_tensor(float)``."""
-    kind = type(typ).__name__
-    if kind == "TensorType":
-        return type_string(typ.dtype.value)
-    if kind == "SparseTensorType":
-        return f"sparse_{type_string(typ.dtype.value)}"
-    if kind == "SequenceType":
-        return f"seq({_ort_type(typ.elem_type)})"
-    if kind == "OptionalType":
-        return f"optional({_ort_type(typ.elem_type)})"
-    if kind == "MapType":
-        return f"map({elem_type_name(typ.key_type.value)},{_ort_type(typ.value_type)})"
-    return kind.replace("Type", "").lower()
 
 
 @contextlib.contextmanager
@@ -340,8 +321,7 @@ class InferenceSession:
         self._meta = _metadata(model)
         self._inputs = self._describe_inputs(model)
         named = frozenset(d for a in self._inputs for d in a.shape if isinstance(d, str))
-        self._outputs = [_node_arg(model.value_info(v.name), v.type, named)
-                         for v in model.graph.outputs]
+        self._outputs = [_node_arg(model.value_info(v.name), named) for v in model.graph.outputs]
         self._input_infos = {a.name: model.value_info(a.name) for a in self._inputs}
         self._quick_feeds = _quick_feed_checks(self._input_infos)
         self._overridable = [_node_arg(model.value_info(v.name)) for v in model.graph.inputs
@@ -352,10 +332,9 @@ class InferenceSession:
     # ----------------------------------------------------------------------------- building
 
     def _describe_inputs(self, model: Model) -> list[NodeArg]:
-        types = {v.name: v.type for v in model.graph.inputs}
         named = frozenset(d.value for v in model.graph.inputs for d in (v.shape or ())
                           if isinstance(getattr(d, "value", None), str))
-        return [_node_arg(model.value_info(n), types.get(n), named) for n in model.input_names]
+        return [_node_arg(model.value_info(n), named) for n in model.input_names]
 
     def _resolve_providers(self, providers, provider_options) -> list[tuple[str, dict, bool]]:
         """-> [(canonical name, options, explicitly requested)] in priority order."""
@@ -676,28 +655,13 @@ class InferenceSession:
                 raise InvalidFeedError(
                     f"unknown input name {name!r}; the model's inputs are "
                     f"{[a.name for a in self._inputs]}")
-            if info.kind != "tensor":
-                out[name] = value
+            if info.kind != "tensor":   # a sequence, map or optional
+                out[name] = structured_feed(info, value)
                 continue
-            try:
-                arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-            except (ValueError, TypeError) as e:
-                raise InvalidFeedError(f"input {name!r}: cannot be read as an array "
-                                       f"({type(value).__name__}): {e}") from None
-            if info.elem_type is not None:
-                want = np_dtype(info.elem_type)
-                if arr.dtype != want and arr.dtype.newbyteorder("=") == want:
-                    arr = arr.astype(want)   # non-native byte order: accepted, as onnxruntime
-                if arr.dtype != want and not (want == np.dtype(object) and arr.dtype.kind == "U"):
-                    raise InvalidFeedError(
-                        f"input {name!r}: expected dtype {type_string(info.elem_type)} "
-                        f"({want}), got {arr.dtype}")
-                if want == np.dtype(object) and arr.dtype.kind == "U":
-                    arr = arr.astype(object)
-            if not arr.flags.c_contiguous:
-                # Kernels see C-contiguous tensors, as onnxruntime's do (it copies too): the
-                # results do not depend on the caller's strides.
-                arr = np.ascontiguousarray(arr)
+            if isinstance(value, Mapping):   # (numpy would make a 0-d object array of it)
+                raise InvalidFeedError(f"input {name!r}: expected a numpy array for "
+                                       f"{info.type_string}, got {type(value).__name__}")
+            arr = tensor_feed(repr(name), value, info.elem_type)
             if info.shape is not None:
                 if arr.ndim != len(info.shape):
                     raise InvalidFeedError(
@@ -821,6 +785,11 @@ class InferenceSession:
 
     def _bindable_inputs(self) -> set[str]:
         return set(self._input_infos) | set(self._exec.input_slots)
+
+    def _input_type(self, name: str) -> str:
+        """A bindable input's type string (``tensor(float)``, ``map(string,tensor(float))``)."""
+        info = self._input_infos.get(name) or self._model.value_info(name)
+        return info.type_string
 
     def set_providers(self, providers: Sequence[Any] | None = None,
                       provider_options: Sequence[Mapping[str, Any]] | None = None) -> None:
