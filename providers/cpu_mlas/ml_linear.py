@@ -42,41 +42,50 @@ _KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
 
 
 class _SvmKernel:
-    """K(x, v) for every row x and support vector v: [N, V] float64. RBF distances come from
-    one GEMM (|x|^2 + |v|^2 - 2 x.v in float64, so no float32 cancellation)."""
+    """K(x, v) for every row x and support vector v: [N, V] float32, as onnxruntime's.
+
+    RBF distances come from one float64 GEMM (|x|^2 + |v|^2 - 2 x.v: no float32
+    cancellation) and are exponentiated in float32 (float64 exp costs four times as much);
+    the other kernels are a float32 GEMM and float32 element-wise work, as in onnxruntime."""
 
     def __init__(self, node: NodeView, vectors: np.ndarray) -> None:
         self.kind = mc.enum_attr(node, "kernel_type", "LINEAR", _KERNELS)
-        params = mc.floats(node, "kernel_params").astype(np.float64)
+        params = mc.floats(node, "kernel_params")
         if params.size and params.size < 3:
             raise ValueError(f"{node.op_type}: attribute 'kernel_params' needs gamma, coef0 "
                              f"and degree, got {params.size} values")
-        self.gamma, self.coef0, self.degree = (params[:3].tolist() if params.size
-                                               else (0.0, 0.0, 0.0))
+        gamma, coef0, degree = params[:3].tolist() if params.size else (0.0, 0.0, 0.0)
+        self.gamma, self.coef0, self.degree = F32(gamma), F32(coef0), F32(degree)
         v = np.asarray(vectors, dtype=np.float64)                    # [V, F]
         if self.kind == "RBF":
             # -gamma |x - v|^2 = x.(2 gamma v) - gamma |v|^2 - gamma |x|^2
-            self.vt = np.ascontiguousarray(v.T * (2.0 * self.gamma))
-            self.bias = -self.gamma * np.einsum("ij,ij->i", v, v)
+            self.gamma_d = float(gamma)
+            self.vt = np.ascontiguousarray(v.T * (2.0 * gamma))
+            self.bias = -gamma * np.einsum("ij,ij->i", v, v)
         else:
-            self.vt = np.ascontiguousarray(v.T)
+            self.vt = np.ascontiguousarray(v.T, dtype=F32)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        xd = x.astype(np.float64)
-        k = xd @ self.vt
+        """``x`` is float32 [N, F]."""
         if self.kind == "RBF":
+            xd = x.astype(np.float64)
+            k = xd @ self.vt
             k += self.bias
-            k -= (self.gamma * np.einsum("ij,ij->i", xd, xd))[:, None]
-            np.minimum(k, 0.0, out=k)
-            return np.exp(k, out=k)
+            k -= (self.gamma_d * np.einsum("ij,ij->i", xd, xd))[:, None]
+            # floored at -87: no subnormal results (slow), and exp(-87) < 2e-38 is 0 to a sum
+            np.maximum(k, -87.0, out=k)
+            return np.exp(k, dtype=F32)
+        k = x @ self.vt
         if self.kind == "LINEAR":
             return k
         k *= self.gamma
         k += self.coef0
         if self.kind == "SIGMOID":
             return np.tanh(k, out=k)
-        if self.degree == 2.0:
+        if self.degree == 2:
             return np.square(k, out=k)
+        if self.degree == 3:
+            return k * k * k
         return np.power(k, self.degree, out=k)
 
 
@@ -124,41 +133,46 @@ class _Coupling:
                               prob_b.tolist()))
         self.pa, self.pb = prob_a, prob_b
         self.eps = F32(0.005 / c)
+        self.eps_f = float(self.eps)
         self.diag = np.arange(c)
 
     def __call__(self, dec: np.ndarray) -> np.ndarray:
         if dec.shape[0] <= _SCALAR_ROWS:
             return np.array([self._row(d) for d in dec.tolist()], F32).reshape(-1, self.c)
-        rp = _pair_probabilities(dec.astype(F32), self.pa, self.pb)
-        n, c = rp.shape[0], self.c
-        r = np.zeros((n, c, c), F32)
-        r[:, self.i, self.j] = rp
-        r[:, self.j, self.i] = F32(1) - rp
-        q = -(r * r.transpose(0, 2, 1))
-        q[:, self.diag, self.diag] = np.einsum("nji,nji->ni", r, r)
-        p = np.full((n, c), F32(1.0 / c), F32)
+        # class-major layout ([C, C, N], [C, N]): every operation runs along N, contiguous
+        rp = _pair_probabilities(dec, self.pa, self.pb).T
+        c, n = self.c, rp.shape[1]
+        r = np.zeros((c, c, n), F32)
+        r[self.i, self.j] = rp
+        r[self.j, self.i] = F32(1) - rp
+        q = -(r * r.transpose(1, 0, 2))
+        q[self.diag, self.diag] = (r * r).sum(axis=0)
+        p = np.full((c, n), F32(1.0 / c), F32)
         rows = np.arange(n)
         qa, pa = q, p.copy()
         for _ in range(100):
-            qp = np.einsum("nij,nj->ni", qa, pa)
-            pqp = np.einsum("ni,ni->n", pa, qp)
-            done = np.abs(qp - pqp[:, None]).max(axis=1) < self.eps
+            qp = (qa * pa).sum(axis=1)
+            pqp = (pa * qp).sum(axis=0)
+            done = np.abs(qp - pqp).max(axis=0) < self.eps
             if done.any():
-                p[rows[done]] = pa[done]
+                p[:, rows[done]] = pa[:, done]
                 keep = ~done
-                rows, qa, pa, qp, pqp = rows[keep], qa[keep], pa[keep], qp[keep], pqp[keep]
+                rows, qa, pa, qp, pqp = (rows[keep], qa[:, :, keep], pa[:, keep], qp[:, keep],
+                                         pqp[keep])
                 if rows.size == 0:
-                    return p
+                    break
             for i in range(c):
-                qii = qa[:, i, i]
-                diff = (pqp - qp[:, i]) / qii
-                pa[:, i] += diff
+                qii = qa[i, i]
+                diff = (pqp - qp[i]) / qii
+                pa[i] += diff
                 one = F32(1) + diff
-                pqp = (pqp + diff * (diff * qii + F32(2) * qp[:, i])) / one / one
-                qp = (qp + diff[:, None] * qa[:, i, :]) / one[:, None]
-                pa /= one[:, None]
-        p[rows] = pa
-        return p
+                pqp = (pqp + diff * (diff * qii + F32(2) * qp[i])) / one / one
+                qp += diff * qa[i]
+                qp /= one
+                pa /= one
+        else:
+            p[:, rows] = pa
+        return np.ascontiguousarray(p.T)
 
     def _row(self, dec: list[float]) -> list[float]:
         c = self.c
@@ -167,29 +181,32 @@ class _Coupling:
             v = _pair_probability(d * a + b)
             r[i][j] = v
             r[j][i] = 1.0 - v
-        q = [[-r[j][i] * r[i][j] for j in range(c)] for i in range(c)]
+        rt = list(zip(*r))
+        q = [[-a * b for a, b in zip(rti, ri)] for rti, ri in zip(rt, r)]
         for i in range(c):
-            q[i][i] = sum(r[j][i] * r[j][i] for j in range(c))
+            q[i][i] = sum(map(mul, rt[i], rt[i]))
         p = [1.0 / c] * c
-        eps = float(self.eps)
+        eps = self.eps_f
         for _ in range(100):
             qp = [sum(map(mul, qi, p)) for qi in q]
             pqp = sum(map(mul, p, qp))
-            if max(abs(v - pqp) for v in qp) < eps:
+            if max(qp) - pqp < eps and pqp - min(qp) < eps:
                 break
-            # one sweep; p and qp are kept as p * s and qp * s, so that each step's division
-            # of both by (1 + diff) is one product into s
+            # one sweep. Each step divides p and Qp by (1 + diff): p is kept as p * s, with
+            # the divisions multiplied into s; the step needs only the i-th entry of Qp,
+            # qp[i] + sum_k<i ds_k Q[k][i] (Q is symmetric), scaled by s
             s = 1.0
+            ds: list[float] = []
             for i in range(c):
                 qi = q[i]
                 qii = qi[i]
-                qpi = qp[i] / s
+                qpi = (qp[i] + sum(map(mul, ds, qi))) / s
                 diff = (pqp - qpi) / qii
                 one = 1.0 + diff
-                pqp = (pqp + diff * (diff * qii + 2.0 * qpi)) / one / one
-                ds = diff * s
-                p[i] += ds
-                qp = [a + ds * b for a, b in zip(qp, qi)]
+                pqp = (pqp + diff * (diff * qii + 2.0 * qpi)) / (one * one)
+                d = diff * s
+                p[i] += d
+                ds.append(d)
                 s *= one
             p = [a / s for a in p]
         return p
@@ -198,6 +215,33 @@ class _Coupling:
 # --------------------------------------------------------------------------------------------
 # SVMClassifier
 # --------------------------------------------------------------------------------------------
+
+# up to this many class pairs the winner of each sign pattern is tabulated
+_TABLE_PAIRS = 16
+
+
+class _VoteWinner:
+    """The label each row's one-vs-one votes elect (the first class of the most votes), from
+    the [N, P] signs of its decision values: up to 16 pairs (7 classes) through a table of
+    all 2^P sign patterns, so a call is one product and one lookup."""
+
+    def __init__(self, labels: np.ndarray, vote_diff: np.ndarray, vote_base: np.ndarray) -> None:
+        n_pairs = vote_diff.shape[0]
+        self.diff, self.base, self.labels = vote_diff, vote_base, labels
+        self.table = None
+        if n_pairs <= _TABLE_PAIRS:
+            self.powers = np.left_shift(1, np.arange(n_pairs, dtype=np.int64))
+            codes = np.arange(1 << n_pairs, dtype=np.int64)
+            signs = (codes[:, None] >> np.arange(n_pairs)) & 1
+            self.table = labels[(signs @ vote_diff + vote_base).argmax(axis=1)]
+
+    def __call__(self, pos: np.ndarray) -> np.ndarray:
+        if self.table is not None:
+            return self.table[pos @ self.powers]
+        votes = pos @ self.diff
+        votes += self.base
+        return self.labels[votes.argmax(axis=1)]
+
 
 
 @op("SVMClassifier", domain=ML, since=1)
@@ -248,24 +292,21 @@ def make_svm_classifier(node: NodeView, ctx: ProviderContext) -> Kernel:
     # decision values of the one-vs-one pairs as one product: dec = K @ w + rho, where pair
     # (i, j)'s column holds class i's vectors' coefficients of row j-1 and class j's of row i
     start = np.concatenate([[0], np.cumsum(per_class)])
-    w = np.zeros((n_vectors, max(n_pairs, 1)), np.float64)
-    # votes = (dec > 0) @ vote_diff + vote_base: a pair votes for i when dec > 0, else for j
-    vote_diff = np.zeros((max(n_pairs, 1), n_classes), np.float64)
-    vote_base = np.zeros(n_classes, np.float64)
-    pair = 0
-    for i in range(n_classes - 1):
-        for j in range(i + 1, n_classes):
-            si, sj = slice(start[i], start[i + 1]), slice(start[j], start[j + 1])
-            w[si, pair] = coef[j - 1, si]
-            w[sj, pair] = coef[i, sj]
-            vote_diff[pair, i] += 1.0
-            vote_diff[pair, j] -= 1.0
-            vote_base[j] += 1.0
-            pair += 1
-    w = w[:, :n_pairs]
-    vote_diff = vote_diff[:n_pairs]
+    w = np.zeros((n_vectors, n_pairs), np.float64)     # summed in double, as onnxruntime
+    # a pair votes for i when its decision value is > 0, else for j: votes = pos @ vote_diff +
+    # vote_base, pos the [N, P] signs
+    vote_diff = np.zeros((n_pairs, n_classes), np.int64)
+    vote_base = np.zeros(n_classes, np.int64)
+    for pair, (i, j) in enumerate(zip(*np.triu_indices(n_classes, 1))):
+        si, sj = slice(start[i], start[i + 1]), slice(start[j], start[j + 1])
+        w[si, pair] = coef[j - 1, si]
+        w[sj, pair] = coef[i, sj]
+        vote_diff[pair, i] += 1
+        vote_diff[pair, j] -= 1
+        vote_base[j] += 1
     rho_d = rho[:n_pairs].astype(np.float64)
     pa, pb = prob_a[:n_pairs], prob_b[:n_pairs]
+    winner = _VoteWinner(labels, vote_diff, vote_base)
     coupling = _Coupling(n_classes, pa, pb) if have_proba else None
     # two classes without probabilities: [-s, s] (LOGISTIC: [logistic(-s), logistic(s)]),
     # else [1 - s, s] untransformed, as onnxruntime 1.32 writes them
@@ -276,16 +317,14 @@ def make_svm_classifier(node: NodeView, ctx: ProviderContext) -> Kernel:
         _check_features(xf, n_features, name)
         dec = kern(xf) @ w
         dec += rho_d
-        votes = (dec > 0) @ vote_diff
-        votes += vote_base
-        label = labels[votes.argmax(axis=1)]
-        dec32 = dec.astype(F32)
+        label = winner(dec > 0)
+        dec = dec.astype(F32)
         if coupling is not None:
             scores = mc.transform_scores(coupling(dec), post)
         elif n_classes > 2:
-            scores = mc.transform_scores(dec32, post)
+            scores = mc.transform_scores(dec, post)
         elif n_classes == 2:
-            scores = mc.one_score(dec32[:, 0], post, binary_second)
+            scores = mc.one_score(dec[:, 0], post, binary_second)
         else:   # one class: onnxruntime writes no score
             scores = np.zeros((xf.shape[0], 2), F32)
         return label, scores
@@ -338,12 +377,12 @@ def make_svm_regressor(node: NodeView, ctx: ProviderContext) -> Kernel:
     """onnxruntime ignores ``post_transform`` here, and so does this kernel; ``one_class``
     maps the score to +1 (> 0) or -1."""
     name = "SVMRegressor"
-    coefs = mc.floats(node, "coefficients", required=True).astype(np.float64)
+    coefs = mc.floats(node, "coefficients", required=True)
     rho = mc.floats(node, "rho", required=True)
     mc.post_transform(node)   # validated, not applied (as in onnxruntime)
     n_sv = int(node.attr("n_supports", 0))
     one_class = bool(node.attr("one_class", 0))
-    bias = np.float64(rho[0])
+    bias = rho[0]
     if n_sv > 0:
         sv = mc.floats(node, "support_vectors")
         if sv.size == 0 or sv.size % n_sv:
@@ -363,12 +402,11 @@ def make_svm_regressor(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(x: np.ndarray) -> np.ndarray:
         xf = mc.as_float32_2d(x, name)
         _check_features(xf, n_features, name)
-        k = kern(xf) if kern is not None else xf.astype(np.float64)
-        y = k @ w
+        y = (kern(xf) if kern is not None else xf) @ w
         y += bias
         if one_class:
             return np.where(y > 0, F32(1), F32(-1))
-        return y.astype(F32)
+        return y
 
     return kernel
 
@@ -475,22 +513,27 @@ def make_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     norm = mc.enum_attr(node, "norm", "MAX", ("MAX", "L1", "L2"))
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        shape = x.shape
         xr = _rows(x, "Normalizer")
-        xf = xr.astype(F32)
+        xf = xr if xr.dtype == F32 else xr.astype(F32)
+        if xf.shape[1] == 0:
+            return xf.reshape(x.shape)
         if norm == "MAX":
-            d = xf.max(axis=1, keepdims=True) if xf.shape[1] else np.zeros((xf.shape[0], 1), F32)
-            y = xf / np.where(d == 0, F32(1), d)
-        elif norm == "L1":
-            d = np.abs(xr).astype(F32).sum(axis=1, keepdims=True, dtype=F32)
-            y = xf / np.where(d == 0, F32(1), d)
+            d = mc.row_max(xf)
+        elif norm == "L1":      # abs in the input type, then float: the same as this
+            d = mc.row_sum(np.abs(xf))
         else:
-            sq = (xr * xr).astype(F32)
-            d = sq.sum(axis=1, keepdims=True, dtype=F32)
-            y = np.sqrt(sq / np.where(d == 0, F32(1), d))
-            np.negative(y, out=y, where=xr < 0)
-            y = np.where(d == 0, xf, y)
-        return y.reshape(shape)
+            sq = xf * xf if xr.dtype == F32 else (xr * xr).astype(F32)
+            d = mc.row_sum(sq)
+        zero = None if d.all() else (d == 0)     # such rows are copied
+        if zero is not None:
+            d = np.where(zero, F32(1), d)
+        if norm != "L2":
+            return (xf / d).reshape(x.shape)
+        y = np.sqrt(sq / d)
+        np.copysign(y, xf, out=y)
+        if zero is not None:
+            y = np.where(zero, xf, y)
+        return y.reshape(x.shape)
 
     return kernel
 

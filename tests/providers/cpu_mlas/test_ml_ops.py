@@ -245,6 +245,24 @@ def test_svm_classifier_liblinear(labels, coefs, n_classes):
         check_classifier("SVMClassifier", xx, OPSETS[k], attrs)
 
 
+def test_svm_classifier_many_classes():
+    """8 classes (28 pairs): votes counted rather than looked up in a sign table."""
+    rng = np.random.default_rng(8)
+    per_class = [2, 3, 1, 2, 2, 3, 1, 2]
+    attrs = svc_attrs(rng, "RBF", 5, True, "int")
+    n_vec, n_pairs = sum(per_class), 28
+    attrs.update(vectors_per_class=per_class, classlabels_ints=list(range(8)),
+                 support_vectors=rng.standard_normal(n_vec * 5).tolist(),
+                 coefficients=rng.standard_normal(7 * n_vec).tolist(),
+                 rho=(rng.standard_normal(n_pairs) * 0.3).tolist(),
+                 prob_a=(-rng.uniform(0.5, 3.0, n_pairs)).tolist(),
+                 prob_b=rng.uniform(-0.3, 0.3, n_pairs).tolist())
+    x = rng.standard_normal((30, 5)).astype(np.float32)
+    check_classifier("SVMClassifier", x, 3, attrs, rtol=1e-4, atol=1e-5)
+    del attrs["prob_a"], attrs["prob_b"]
+    check_classifier("SVMClassifier", x, 3, attrs, rtol=1e-4, atol=1e-5)
+
+
 def test_svm_classifier_one_class_label():
     rng = np.random.default_rng(3)
     attrs = svc_attrs(rng, "RBF", 2, False, "int")
@@ -390,6 +408,7 @@ def test_linear_classifier(post, n_classes, labels):
             attrs["coefficients"] = (np.abs(attrs["coefficients"]) * 0.02).tolist()
             attrs["intercepts"] = [0.5] * n_classes
         check_classifier("LinearClassifier", x, OPSETS[k], attrs)
+        check_classifier("LinearClassifier", x[:1], OPSETS[k], attrs)     # one row
 
 
 def test_linear_classifier_opsets_and_vector_input():
@@ -447,8 +466,11 @@ def test_linear_regressor(post, targets, intercepts):
 @pytest.mark.parametrize("dtype", list(NUMERIC))
 def test_normalizer(norm, dtype):
     rng = np.random.default_rng(1)
-    x = numeric_input(rng, dtype, (6, 5))
+    x = numeric_input(rng, dtype, (12, 5))   # > 8 rows: maxima column by column
     x[2] = 0                                   # a zero row is copied
+    if dtype == np.float32:
+        x[4, :2] = 1e-30                        # squares underflow: L2 copies the row
+        x[4, 2:] = 0
     x[3] = -np.abs(x[3]) - 1                   # a negative max
     for k, opset in enumerate(OPSETS):
         xx = x if k % 2 else x[1]              # rank 2 and rank 1
