@@ -32,7 +32,7 @@ def _strings(a: np.ndarray) -> np.ndarray:
     a = str_guard(a)
     if a.dtype != object:
         return a.astype(object)
-    if a.size and any(isinstance(v, bytes) for v in a.flat):
+    if a.size and bytes in set(map(type, a.ravel().tolist())):   # one C pass over the types
         return np.frompyfunc(_text, 1, 1)(a).astype(object).reshape(a.shape)
     return a
 
@@ -314,13 +314,22 @@ def make_tokenizer(node: NodeView, ctx: ProviderContext) -> Kernel:
 # --------------------------------------------------------------------------------------------
 
 
-class _NgramPool:
-    """The pool's n-grams of the sizes counted, as a trie over vocabulary ids for numpy.
+# A trie whose (parents x tokens) table has at most this many entries is walked through a dense
+# table (char n-grams: a few dozen tokens); a larger one (word n-grams) through searchsorted.
+_DENSE_TRIE_ENTRIES = 1 << 21
 
-    Tokens are numbered 0..V-1 (``vocab``); a 1-gram's trie node is its token id, and the node
-    of an n-gram's (n+1)-item extension is ``children[parent * V + token]`` (``keys`` sorted,
-    ``child`` aligned). ``gram[node]`` is the id (position in ngram_indexes) of the n-gram
-    ending there (-1 for a prefix only)."""
+
+class _NgramPool:
+    """The pool's n-grams of the sizes counted, as a trie over vocabulary ids.
+
+    Tokens are numbered 0..V-1 (``vocab``; a string pool's tokens are also keyed by their UTF-8
+    bytes, so inputs need no decoding); a 1-gram's trie node is its token id, and the node of
+    an n-gram's (n+1)-item extension is ``edges[parent * V + token]``. ``gram_of[node]`` is the
+    id (position in ngram_indexes) of the n-gram ending there (-1 for a prefix only).
+
+    The numpy side works on ids shifted by one, 0 standing for "none" (an unknown token, no
+    such n-gram), so that no step needs a mask: ``gram1[node + 1]``, and the child of a shifted
+    node and token is found from the node's row among the nodes that have children."""
 
     def __init__(self, grams: list[tuple[tuple, int]]) -> None:
         self.vocab: dict = {}
@@ -328,48 +337,78 @@ class _NgramPool:
             for item in gram:
                 self.vocab.setdefault(item, len(self.vocab))
         v = self.V = max(len(self.vocab), 1)
-        edges: dict[int, int] = {}
+        self.edges: dict[int, int] = {}
         gram_of = [-1] * len(self.vocab)
         for gram, gram_id in grams:
             node = self.vocab[gram[0]]
             for item in gram[1:]:
-                key = node * v + self.vocab[item]
-                node = edges.setdefault(key, len(gram_of))
+                node = self.edges.setdefault(node * v + self.vocab[item], len(gram_of))
                 if node == len(gram_of):
                     gram_of.append(-1)
             gram_of[node] = gram_id
-        keys = np.fromiter(edges.keys(), dtype=np.int64, count=len(edges))
-        order = np.argsort(keys)
-        self.keys = keys[order]
-        self.child = np.fromiter(edges.values(), dtype=np.int64, count=len(edges))[order]
-        self.gram = np.asarray(gram_of, dtype=np.int64)
-        if all(isinstance(k, int) for k in self.vocab):   # int pools: map inputs with numpy
-            self.int_items = np.fromiter(self.vocab.keys(), dtype=np.int64, count=len(self.vocab))
-            self.int_order = np.argsort(self.int_items)
+        self.gram_of = gram_of
+        self.gram1 = np.asarray([-1] + gram_of, dtype=np.int64)
+        parents = sorted({key // v for key in self.edges})
+        self.row1 = np.zeros(len(gram_of) + 1, dtype=np.int64)   # shifted node -> parent row
+        self.row1[np.asarray(parents, dtype=np.int64) + 1] = np.arange(1, len(parents) + 1)
+        width = self.width = v + 1
+        keys = np.fromiter((self.row1[k // v + 1] * width + k % v + 1 for k in self.edges),
+                           dtype=np.int64, count=len(self.edges))
+        children = np.fromiter(self.edges.values(), dtype=np.int64, count=len(self.edges)) + 1
+        if (len(parents) + 1) * width <= _DENSE_TRIE_ENTRIES:
+            self.table = np.zeros((len(parents) + 1) * width, dtype=np.int64)
+            self.table[keys] = children
         else:
-            self.int_items = None
+            self.table = None
+            order = np.argsort(keys)
+            self.keys = np.append(keys[order], np.iinfo(np.int64).max)   # a sentinel at the end
+            self.child = np.append(children[order], 0)
+        self.int_sorted = self.char_lut = None
+        if all(isinstance(k, int) for k in self.vocab):   # int pools: map inputs with numpy
+            items = np.fromiter(self.vocab.keys(), dtype=np.int64, count=len(self.vocab))
+            self.int_order = np.argsort(items)
+            self.int_sorted = items[self.int_order]
+        else:
+            self.vocab.update({k.encode(): i for k, i in list(self.vocab.items())})
+            chars = {k: i for k, i in self.vocab.items() if isinstance(k, str) and len(k) == 1}
+            if chars:   # single-character tokens (char analyzers) map by code point
+                self.char_lut = np.zeros(max(map(ord, chars)) + 2, dtype=np.int64)
+                self.char_lut[[ord(k) for k in chars]] = np.asarray(list(chars.values())) + 1
 
-    def ids(self, x: np.ndarray) -> np.ndarray:
-        """Vocabulary ids of the items of ``x`` (-1 for items in no counted n-gram)."""
+    def ids1(self, x: np.ndarray) -> np.ndarray:
+        """Shifted vocabulary ids of the items of ``x`` (0 for items in no counted n-gram)."""
         if x.dtype == object:
-            get = self.vocab.get
             flat = x.reshape(-1).tolist()
-            return np.fromiter(map(get, flat, itertools.repeat(-1)), dtype=np.int64,
-                               count=len(flat)).reshape(x.shape)
-        if self.int_items is None or not self.int_items.size:
-            return np.full(x.shape, -1, dtype=np.int64)   # a string pool never matches ints
-        sorted_items = self.int_items[self.int_order]
-        at = np.minimum(np.searchsorted(sorted_items, x), sorted_items.size - 1)
-        return np.where(sorted_items[at] == x, self.int_order[at], -1)
+            cps = self._code_points(flat)
+            if cps is not None:
+                return self.char_lut[np.minimum(cps, self.char_lut.size - 1)].reshape(x.shape)
+            return np.fromiter(map(self.vocab.get, flat, itertools.repeat(-1)), dtype=np.int64,
+                               count=len(flat)).reshape(x.shape) + 1
+        if self.int_sorted is None:
+            return np.zeros(x.shape, dtype=np.int64)   # a string pool never matches ints
+        at = np.minimum(np.searchsorted(self.int_sorted, x), self.int_sorted.size - 1)
+        return np.where(self.int_sorted[at] == x, self.int_order[at] + 1, 0)
 
-    def extend(self, node: np.ndarray, token: np.ndarray) -> np.ndarray:
-        """The trie node after ``node`` then ``token``, elementwise (-1 where there is none)."""
-        key = node * self.V + token
-        key[(node < 0) | (token < 0)] = -1
-        if not self.keys.size:
-            return np.full(key.shape, -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
-        return np.where(self.keys[at] == key, self.child[at], -1)
+    def _code_points(self, flat: list) -> np.ndarray | None:
+        """The code points of ``flat`` when the pool has one-character tokens and every item is
+        a one-character str (else None)."""
+        if self.char_lut is None or flat.count(""):
+            return None
+        try:
+            joined = "".join(flat)
+        except TypeError:   # bytes among them
+            return None
+        if len(joined) != len(flat):   # no empty item, so some item is longer
+            return None
+        return np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+
+    def extend1(self, node1: np.ndarray, token1: np.ndarray) -> np.ndarray:
+        """The shifted trie node after shifted ``node1`` then ``token1``, elementwise."""
+        key = self.row1[node1] * self.width + token1   # row 0 / token 0: never an edge
+        if self.table is not None:
+            return self.table[key]
+        at = np.searchsorted(self.keys, key)
+        return np.where(self.keys[at] == key, self.child[at], 0)
 
 
 def _tfidf_pool(node: NodeView, min_n: int, max_n: int) -> list[tuple[tuple, int]]:
@@ -418,6 +457,11 @@ def _tfidf_pool(node: NodeView, min_n: int, max_n: int) -> list[tuple[tuple, int
     return grams
 
 
+# Inputs of up to this many items are counted by a Python loop (numpy's per-call overhead
+# dominates there: batch 1 of a few dozen tokens), larger ones with numpy.
+_SMALL_TFIDF_INPUT = 100
+
+
 @op("TfIdfVectorizer", since=9)
 def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     """Counts of the pool's n-grams (sizes min..max, gaps of up to ``max_skip_count`` items
@@ -450,75 +494,116 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     if mode == "TF" or (mode == "TFIDF" and weights is None):
         weights = None   # plain counts
     pool = _NgramPool(grams)
-    first_multi = max(min_n, 2)   # 1-grams are counted in a pass of their own
     used_columns = indexes[[gram_id for _, gram_id in grams]]
     # IDF where n-grams share a column: which was found last decides, so events carry an order
     ordered = mode == "IDF" and weights is not None and (
         np.unique(used_columns).size < used_columns.size)
 
-    def events(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """For every n-gram found in [B, C] vocabulary ids: its flat output index (row * out +
-        column), its id, and (``ordered``) onnxruntime's order of finding it."""
-        b, c = ids.shape
+    def events(ids1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """For every n-gram found in [B, C] shifted vocabulary ids: its flat output index (row *
+        out + column), its id, and (``ordered``) onnxruntime's order of finding it."""
+        c = ids1.shape[1]
         flats, gram_ids, keys = [], [], []
 
-        def found(node_ids: np.ndarray, skip: int, n: int) -> None:
-            g = np.where(node_ids >= 0, pool.gram[np.maximum(node_ids, 0)], -1)
-            rows, starts = np.nonzero(g >= 0)
-            g = g[rows, starts]
+        def found(node1: np.ndarray, skip: int, n: int) -> None:
+            g = pool.gram1[node1].ravel()
+            at = np.flatnonzero(g >= 0)
+            g = g[at]
+            rows, starts = np.divmod(at, node1.shape[1])
             flats.append(rows * out_size + indexes[g])
             gram_ids.append(g)
             if ordered:   # skip by skip, then position by position, then shortest first
                 keys.append(((skip - 1) * c + starts) * max_n + (n - 1))
 
         if min_n == 1:
-            found(ids, 1, 1)
+            found(ids1, 1, 1)
         for skip in range(1, max_skip + 2) if max_n >= 2 else ():
-            node_ids = ids   # node_ids[:, s]: the trie node of the n-gram starting at s
+            node1 = ids1   # node1[:, s]: the (shifted) trie node of the n-gram starting at s
             for n in range(2, max_n + 1):
                 span = skip * (n - 1)
                 if span >= c:
                     break
-                node_ids = pool.extend(node_ids[:, :c - span], ids[:, span:])
-                if n >= first_multi:
-                    found(node_ids, skip, n)
-                if not (node_ids >= 0).any():
+                node1 = pool.extend1(node1[:, :c - span], ids1[:, span:])
+                if n >= min_n:
+                    found(node1, skip, n)
+                if not node1.any():
                     break
         empty = np.empty(0, np.int64)
         cat = (lambda parts: np.concatenate(parts) if parts else empty)  # noqa: E731
         return cat(flats), cat(gram_ids), cat(keys) if ordered else None
 
-    def weigh(b: int, flat: np.ndarray, gram_ids: np.ndarray, keys: np.ndarray | None):
-        size = b * out_size
-        if mode != "IDF":   # TF, TFIDF: sums of counts or of weights
-            w = None if weights is None else weights[gram_ids].astype(np.float64)
-            return np.bincount(flat, weights=w, minlength=size).astype(np.float32)
-        y = np.zeros(size, np.float32)
-        if weights is None:
-            y[flat] = 1.0
-        elif keys is None:   # one n-gram per column: its weight where found
-            y[flat] = weights[gram_ids]
-        elif flat.size:      # the last found per column
+    def weigh(b: int, flat: np.ndarray, gram_ids: np.ndarray,
+              keys: np.ndarray | None) -> np.ndarray:
+        y = np.zeros(b * out_size, np.float32)   # most of it stays zero: written sparsely
+        if not flat.size:
+            return y
+        if mode != "IDF":   # counts or sums of weights, accumulated in float32 as onnxruntime
+            np.add.at(y, flat, np.float32(1) if weights is None else weights[gram_ids])
+        elif keys is None:  # one n-gram per column (or no weights): its weight where found
+            y[flat] = 1.0 if weights is None else weights[gram_ids]
+        else:               # several: the weight of the one found last
             order = np.lexsort((keys, flat))
             flat, gram_ids = flat[order], gram_ids[order]
             last = np.append(flat[1:] != flat[:-1], True)
             y[flat[last]] = weights[gram_ids[last]]
         return y
 
+    indexes_list = indexes.tolist()
+    weights_list = None if weights is None else weights.tolist()
+    gram_of, edges, vocab_get, v = pool.gram_of, pool.edges, pool.vocab.get, pool.V
+
+    def small(rows: list[list]) -> np.ndarray:
+        """onnxruntime's loop itself, in Python, for a few dozen items."""
+        y = np.zeros((len(rows), out_size), np.float32)
+        edge = edges.get
+        idf = mode == "IDF"
+        for r, row in enumerate(rows):
+            ids = [vocab_get(t, -1) for t in row]
+            c, acc, first_size = len(ids), {}, min_n
+            found: list[int] = []   # n-gram ids, in onnxruntime's order
+            for skip in range(1, max_skip + 2):
+                for s in range(c - skip * (first_size - 1)):
+                    node = ids[s]
+                    if node < 0:
+                        continue
+                    if first_size == 1 and gram_of[node] >= 0:
+                        found.append(gram_of[node])
+                    pos, n = s + skip, 2
+                    while n <= max_n and pos < c:
+                        tok = ids[pos]
+                        node = edge(node * v + tok, -1) if tok >= 0 else -1
+                        if node < 0:
+                            break
+                        if n >= first_size and gram_of[node] >= 0:
+                            found.append(gram_of[node])
+                        pos += skip
+                        n += 1
+                if first_size == 1:   # 1-grams are counted in the first pass only
+                    first_size = 2
+                    if first_size > max_n:
+                        break
+            for g in found:
+                col = indexes_list[g]
+                w = 1.0 if weights_list is None else weights_list[g]
+                acc[col] = w if idf else acc.get(col, 0.0) + w
+            if acc:
+                y[r, list(acc)] = list(acc.values())
+        return y
+
     def kernel(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
-        if x.dtype.kind in "OSU":
+        if x.dtype.kind in "SU":
             x = _strings(x)
-        elif x.dtype not in (np.int32, np.int64):
+        elif x.dtype != object and x.dtype not in (np.int32, np.int64):
             raise ValueError(f"TfIdfVectorizer: input must be string, int32 or int64, got {x.dtype}")
         if x.ndim > 2 or (x.ndim == 2 and x.shape[0] == 0):
             raise ValueError(f"TfIdfVectorizer: input must be [C] or [B, C] with B > 0, "
                              f"got {x.shape}")
         rows = x.reshape(1, -1) if x.ndim < 2 else x
-        if rows.size:
-            y = weigh(rows.shape[0], *events(pool.ids(rows)))
+        if rows.size <= _SMALL_TFIDF_INPUT:
+            y = small(rows.tolist())
         else:
-            y = np.zeros(rows.shape[0] * out_size, np.float32)
-        return y.reshape(rows.shape[0], out_size) if x.ndim == 2 else y.reshape(out_size)
+            y = weigh(rows.shape[0], *events(pool.ids1(rows))).reshape(rows.shape[0], out_size)
+        return y if x.ndim == 2 else y.reshape(out_size)
 
     return kernel

@@ -257,6 +257,28 @@ def test_string_normalizer_bad_inputs_and_attributes():
 # --------------------------------------------------------------------------------------------
 
 
+# Small inputs are counted by a Python loop, larger ones with numpy, walking the n-gram trie
+# through a dense table (small vocabularies) or sorted keys: each case runs all three.
+TFIDF_PATHS = {"python": {"_SMALL_TFIDF_INPUT": 10**9},
+               "numpy-dense": {"_SMALL_TFIDF_INPUT": 0},
+               "numpy-sorted": {"_SMALL_TFIDF_INPUT": 0, "_DENSE_TRIE_ENTRIES": 0}}
+
+
+def check_tfidf(x: np.ndarray, **attrs) -> None:
+    from onnxplex.providers.cpu_mlas import strings
+
+    want = ort_node("TfIdfVectorizer", x, TP.FLOAT, **attrs)
+    for path, settings in TFIDF_PATHS.items():
+        with pytest.MonkeyPatch.context() as mp:
+            for name, value in settings.items():
+                mp.setattr(strings, name, value)
+            (got,) = ours("TfIdfVectorizer", [x], opset=17, **attrs)
+        try:
+            assert_same([got], [want])
+        except AssertionError as e:
+            raise AssertionError(f"{path} path: {e}") from None
+
+
 def random_pool(rng: np.random.Generator, words: list, sizes: tuple[int, ...], per_size: int):
     """ngram_counts, pool and a permutation for ngram_indexes: per_size distinct n-grams of each
     size (n-grams of the words, so that inputs drawn from them hit)."""
@@ -289,8 +311,8 @@ def test_tfidf_random_pools(kind, mode, grams, skip, weighted):
     extra = ["unknown", "w99"] if kind == "str" else [0, 99]
     docs = rng.choice(np.array(words + extra, dtype=object if kind == "str" else kind),
                       (4, 15))
-    check_node("TfIdfVectorizer", docs, TP.FLOAT, **attrs)
-    check_node("TfIdfVectorizer", docs[1], TP.FLOAT, **attrs)
+    check_tfidf(docs, **attrs)
+    check_tfidf(docs[1], **attrs)
 
 
 @pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
@@ -305,9 +327,23 @@ def test_tfidf_shared_and_sparse_columns(mode, weighted):
         attrs["weights"] = [1.0, 2.0, 4.0, 8.0, 16.0]
     for row in (["a", "b", "c", "a", "x", "b", "c"], ["b", "a"], ["c", "a"], ["a", "c", "b"],
                 ["b", "x", "a", "b"], ["x"]):
-        check_node("TfIdfVectorizer", S(*row), TP.FLOAT, **attrs)
+        check_tfidf(S(*row), **attrs)
     docs = S("a", "b", "c", "a", "b", "a", "c", "b").reshape(2, 4)
-    check_node("TfIdfVectorizer", docs, TP.FLOAT, **attrs)
+    check_tfidf(docs, **attrs)
+
+
+@pytest.mark.parametrize("mode", ["TF", "TFIDF"])
+def test_tfidf_characters(mode):
+    """One-character tokens (char analyzers) are mapped by code point; a longer or empty token
+    among them takes the general path."""
+    chars = ["a", "b", " ", "é", "\U0001f600", "\n"]
+    attrs = dict(mode=mode, min_gram_length=1, max_gram_length=3, max_skip_count=0,
+                 ngram_counts=[0, 6, 12], ngram_indexes=list(range(10)),
+                 pool_strings=chars + ["a", "b", " ", "é", "\U0001f600", "a", "a", "b", " "],
+                 weights=[0.5, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    text = list("ab é\U0001f600a\nzab ab")
+    for row in (text, text + ["ab"], text + [""], ["\U0001f601"] * 3):
+        check_tfidf(S(*row).reshape(1, -1), **attrs)
 
 
 def test_tfidf_empty_rows_and_scalar():
@@ -315,7 +351,7 @@ def test_tfidf_empty_rows_and_scalar():
                  ngram_counts=[0, 2], ngram_indexes=[1, 0, 2], pool_int64s=[4, 5, 4, 5],
                  weights=[0.5, 2.0, 3.0])
     for x in (np.zeros((3, 0), np.int64), np.zeros(0, np.int64), np.array(4, np.int64)):
-        check_node("TfIdfVectorizer", x, TP.FLOAT, **attrs)
+        check_tfidf(x, **attrs)
 
 
 @pytest.mark.parametrize("change,match", [
