@@ -526,3 +526,18 @@ def test_saved_optimized_model_keeps_map_types(maps_provider, tmp_path):
         assert [(x.name, x.type) for x in a] == [(x.name, x.type) for x in b]
     assert _typed(ort.run(None, feed)[0]) == _typed(again.run(None, feed)[0]) == \
         _typed(first) == _typed([{3: 2.5, 7: 0.0}])
+
+
+def test_serde_wrappers_take_keyword_arguments():
+    """onnxscript calls ``serialize_type_into(proto, from_=...)``: the wrapped functions keep
+    the originals' keyword arguments (for map and for other types)."""
+    from onnxplex import _maptype
+
+    _maptype.install()
+    t = onnx.TypeProto()
+    ir.serde.serialize_type_into(t, from_=MapType(ir.DataType.INT64,
+                                                  ir.TensorType(ir.DataType.FLOAT)))
+    assert t.map_type.key_type == I64 and t.map_type.value_type.tensor_type.elem_type == F
+    t = onnx.TypeProto()
+    ir.serde.serialize_type_into(t, from_=ir.TensorType(ir.DataType.FLOAT))
+    assert t.tensor_type.elem_type == F

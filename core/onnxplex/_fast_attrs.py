@@ -28,14 +28,14 @@ _LISTS = {
 }
 
 
-def _read_attribute(original, proto: onnx.AttributeProto, *args):
+def _read_attribute(original, proto: onnx.AttributeProto, *args, **kwargs):
     kind = _LISTS.get(proto.type)
     if kind is None or proto.ref_attr_name:
-        return original(proto, *args)
+        return original(proto, *args, **kwargs)
     cls, field = kind
     values = getattr(proto, field)
     if len(values) < _MIN_LEN:
-        return original(proto, *args)
+        return original(proto, *args, **kwargs)
     attr = cls(proto.name, (), doc_string=proto.doc_string or None)
     attr._value = tuple(np.array(values).tolist())   # (the value onnx-ir's __init__ makes)
     return attr

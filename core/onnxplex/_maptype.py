@@ -115,7 +115,7 @@ def wrap_serde(name: str, handler) -> None:
     original = getattr(serde, name)
     if getattr(original, "_onnxplex_wrapped", False):
         return
-    wrapper = functools.update_wrapper(lambda *a: handler(original, *a), original)
+    wrapper = functools.update_wrapper(lambda *a, **kw: handler(original, *a, **kw), original)
     wrapper._onnxplex_wrapped = True
     setattr(serde, name, wrapper)
 
