@@ -3,10 +3,10 @@ LinearClassifier, LinearRegressor, Normalizer, Scaler, Imputer (all ai.onnx.ml o
 only version of each).
 
 Numerics follow onnxruntime's CPU kernels (``core/providers/cpu/ml``): classifiers and
-regressors cast their input to float32 and score in float32 (SVM kernel values and decision
-sums are computed here in float64 and rounded, which is at least as accurate); labels come
-from the raw scores (SVMs: from the one-vs-one votes) before the post-transform; ties go to
-the first class. Everything the attributes decide (matrices, label tables, the vote and
+regressors cast their input to float32 and score in float32 (RBF distances are taken in
+float64 and SVM decision values summed in float64, as onnxruntime sums them); labels come from
+the raw scores (SVMs: from the one-vs-one votes) before the post-transform; ties go to the
+first class. Everything the attributes decide (matrices, label tables, the vote and
 pairwise-coupling layouts) is prepared in the factory; a call is a few numpy operations.
 """
 
@@ -89,13 +89,12 @@ class _SvmKernel:
         return np.power(k, self.degree, out=k)
 
 
-# up to this many rows the probabilities are computed row by row in Python floats
-_SCALAR_ROWS = 8
-
-
 # --------------------------------------------------------------------------------------------
 # Pairwise coupling (libsvm's multiclass_probability, as onnxruntime runs it)
 # --------------------------------------------------------------------------------------------
+
+# up to this many rows the probabilities are computed row by row in Python floats
+_SCALAR_ROWS = 8
 
 
 def _pair_probabilities(dec: np.ndarray, prob_a: np.ndarray, prob_b: np.ndarray
@@ -262,6 +261,7 @@ def make_svm_classifier(node: NodeView, ctx: ProviderContext) -> Kernel:
     per_class = mc.ints(node, "vectors_per_class")
     n_vectors = int(per_class.sum()) if per_class.size else 0
     all_positive = bool((coefs >= 0).all())
+    mc.enum_attr(node, "kernel_type", "LINEAR", _KERNELS)
 
     if n_vectors == 0:
         return _linear_svc(node, labels, coefs, rho, post, have_proba, all_positive)
@@ -395,6 +395,7 @@ def make_svm_regressor(node: NodeView, ctx: ProviderContext) -> Kernel:
         kern = _SvmKernel(node, sv.reshape(n_sv, n_features))
         w = coefs[:n_sv].reshape(n_sv, 1)
     else:
+        mc.enum_attr(node, "kernel_type", "LINEAR", _KERNELS)   # validated; linear here
         n_features = coefs.size
         kern = None
         w = coefs.reshape(n_features, 1)
