@@ -356,7 +356,7 @@ class _NgramPool:
                            dtype=np.int64, count=len(self.edges))
         children = np.fromiter(self.edges.values(), dtype=np.int64, count=len(self.edges)) + 1
         if (len(parents) + 1) * width <= _DENSE_TRIE_ENTRIES:
-            self.table = np.zeros((len(parents) + 1) * width, dtype=np.int64)
+            self.table = np.zeros((len(parents) + 1) * width, dtype=np.int32)   # <= 8 MB
             self.table[keys] = children
         else:
             self.table = None
@@ -364,7 +364,7 @@ class _NgramPool:
             self.keys = np.append(keys[order], np.iinfo(np.int64).max)   # a sentinel at the end
             self.child = np.append(children[order], 0)
         self.int_sorted = self.char_lut = None
-        if all(isinstance(k, int) for k in self.vocab):   # int pools: map inputs with numpy
+        if self.vocab and all(isinstance(k, int) for k in self.vocab):   # int pools: numpy
             items = np.fromiter(self.vocab.keys(), dtype=np.int64, count=len(self.vocab))
             self.int_order = np.argsort(items)
             self.int_sorted = items[self.int_order]

@@ -354,6 +354,16 @@ def test_tfidf_empty_rows_and_scalar():
         check_tfidf(x, **attrs)
 
 
+@pytest.mark.parametrize("kind", ["str", "int64"])
+def test_tfidf_no_ngram_of_the_counted_sizes(kind):
+    pool = ["a", "b", "c"] if kind == "str" else [1, 2, 3]
+    attrs = dict(mode="TF", min_gram_length=2, max_gram_length=2, max_skip_count=0,
+                 ngram_counts=[0, 3], ngram_indexes=[0, 1, 2])
+    attrs["pool_strings" if kind == "str" else "pool_int64s"] = pool
+    x = np.array(pool * 40, dtype=object if kind == "str" else np.int64).reshape(2, -1)
+    check_tfidf(x, **attrs)
+
+
 @pytest.mark.parametrize("change,match", [
     ({"mode": "tf"}, "mode"),
     ({"min_gram_length": 0}, "min_gram_length"),
