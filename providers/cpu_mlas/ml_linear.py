@@ -104,14 +104,7 @@ def _pair_probabilities(dec: np.ndarray, prob_a: np.ndarray, prob_b: np.ndarray
     return np.clip(p, F32(1e-7), F32(1) - F32(1e-7))
 
 
-def _pair_probability(v: float) -> float:
-    """1 - logistic(v), clamped, in Python floats."""
-    if v >= 0:
-        e = math.exp(-v)
-        p = e / (1.0 + e)
-    else:
-        p = 1.0 / (1.0 + math.exp(v))
-    return min(max(p, 1e-7), 1.0 - 1e-7)
+_ONE_MINUS = 1.0 - 1e-7
 
 
 class _Coupling:
@@ -175,15 +168,20 @@ class _Coupling:
 
     def _row(self, dec: list[float]) -> list[float]:
         c = self.c
-        r = [[0.0] * c for _ in range(c)]
+        # Q[i][j] = -r_ji r_ij, Q[i][i] = sum_j r_ji^2, from r_ij = v, r_ji = 1 - v (i < j)
+        q = [[0.0] * c for _ in range(c)]
         for (i, j, a, b), d in zip(self.pairs, dec):
-            v = _pair_probability(d * a + b)
-            r[i][j] = v
-            r[j][i] = 1.0 - v
-        rt = list(zip(*r))
-        q = [[-a * b for a, b in zip(rti, ri)] for rti, ri in zip(rt, r)]
-        for i in range(c):
-            q[i][i] = sum(map(mul, rt[i], rt[i]))
+            v = d * a + b
+            if v >= 0:
+                e = math.exp(-v)
+                v = e / (1.0 + e)
+            else:
+                v = 1.0 / (1.0 + math.exp(v))
+            v = 1e-7 if v < 1e-7 else (_ONE_MINUS if v > _ONE_MINUS else v)
+            w = 1.0 - v
+            q[i][j] = q[j][i] = -v * w
+            q[i][i] += w * w
+            q[j][j] += v * v
         p = [1.0 / c] * c
         eps = self.eps_f
         for _ in range(100):

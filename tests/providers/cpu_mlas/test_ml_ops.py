@@ -326,6 +326,7 @@ def sklearn_svcs():
 def test_svc_probabilities_match_sklearn_and_onnxruntime(sklearn_svcs):
     for svc, m, x, want in sklearn_svcs:
         names = [o.name for o in m.graph.output]
+        by_path = []
         for rows in (x, x[:3]):                  # numpy and row-by-row couplings
             got = dict(zip(names, plex_run(m, rows)))
             ref = dict(zip(names, ort_run(m, rows)))
@@ -333,6 +334,8 @@ def test_svc_probabilities_match_sklearn_and_onnxruntime(sklearn_svcs):
             np.testing.assert_allclose(probs, want[:len(rows)], atol=1e-5)
             np.testing.assert_allclose(probs, ref["probabilities"], atol=1e-5)
             assert got["label"].tolist() == ref["label"].tolist()
+            by_path.append(probs[:3])
+        np.testing.assert_allclose(by_path[0], by_path[1], atol=1e-6)
 
 
 def test_onnx_reference_svc_probabilities_are_wrong(sklearn_svcs):
