@@ -419,11 +419,14 @@ def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
         elem_name = type(elem).__name__
         if elem_name == "MapType":
             def each(v: list) -> list:
-                for k, m in enumerate(v):
-                    if type(m) is not dict:
-                        raise _Mismatch(f"element {k} is {type(m).__name__}, expected a dict "
-                                        f"({ort_type_string(elem)})")
-                return v if all(_maptype.plain_map(m, elem) for m in v) \
+                # every element a dict (the set of their types: ~45 us for ZipMap's 1000 rows,
+                # half an all() loop's time); Python keys and values judged by the first
+                # map's first item (a kernel builds its maps alike)
+                if not {dict}.issuperset(map(type, v)):
+                    k, m = next((k, m) for k, m in enumerate(v) if type(m) is not dict)
+                    raise _Mismatch(f"element {k} is {type(m).__name__}, expected a dict "
+                                    f"({ort_type_string(elem)})")
+                return v if not v or _maptype.plain_map(v[0], elem) \
                     else [_as_map(m, elem) for m in v]
             return _want(list, "a list (sequence)", each)
         if elem_name == "TensorType":

@@ -171,56 +171,66 @@ def map_value(value: Any, typ: MapType, *, sort: bool) -> dict:
     inf), ``int`` for an integer type, ``str``, ``bool``; a 0-d array counts as its scalar.
     Keys ascending when ``sort`` (onnxruntime's maps are ``std::map``). Raises ValueError
     saying what does not fit (a key or value of another kind, an integer out of range)."""
-    name = ort_type_string(typ)
     if not isinstance(value, Mapping):
-        raise ValueError(f"expected a dict for {name}, got {type(value).__name__}")
+        raise ValueError(f"expected a dict for {ort_type_string(typ)}, got "
+                         f"{type(value).__name__}")
     keys = sorted(value) if sort else list(value)
     values = [value[k] for k in keys]
-    _, key_kind = _kind(typ.key_type)
-    if key_kind == "O":
-        for k in keys:
-            if not isinstance(k, str):
-                raise ValueError(f"{name} needs str keys, got the {type(k).__name__} key {k!r}")
-        keys = [k if type(k) is str else str(k) for k in keys]   # (numpy's str_ too)
+    if _kind(typ.key_type)[1] == "O":
+        if not all(type(k) is str for k in keys):   # (the common case in one pass)
+            for k in keys:
+                if not isinstance(k, str):
+                    raise ValueError(f"{ort_type_string(typ)} needs str keys, got the "
+                                     f"{type(k).__name__} key {k!r}")
+            keys = [str(k) for k in keys]   # (numpy's str_)
     else:
         lo, hi = _int_range(typ.key_type)
-        for k in keys:
-            if not isinstance(k, (int, np.integer)) or not lo <= k <= hi:
-                what = "out of range" if isinstance(k, (int, np.integer)) else "not an int"
-                raise ValueError(f"{name} needs int keys of {typ.key_type.name.lower()}, the "
-                                 f"{type(k).__name__} key {k!r} is {what}")
-        keys = [int(k) for k in keys]
+        if not (all(type(k) is int for k in keys) and (not keys or lo <= min(keys)
+                                                        and max(keys) <= hi)):
+            for k in keys:
+                if not isinstance(k, (int, np.integer)) or not lo <= k <= hi:
+                    what = "out of range" if isinstance(k, (int, np.integer)) else "not an int"
+                    raise ValueError(f"{ort_type_string(typ)} needs int keys of "
+                                     f"{typ.key_type.name.lower()}, the {type(k).__name__} "
+                                     f"key {k!r} is {what}")
+            keys = [int(k) for k in keys]
     vt = typ.value_type
     if not isinstance(vt, ir.TensorType):
         return dict(zip(keys, values))
-    return dict(zip(keys, _scalars(keys, values, vt.dtype, name)))
+    return dict(zip(keys, _scalars(keys, values, vt.dtype, typ)))
 
 
+@functools.cache
 def _int_range(elem: ir.DataType) -> tuple[int, int]:
     info = np.iinfo(np.dtype(elem.numpy()))
     return int(info.min), int(info.max)
 
 
-def _scalars(keys: list, values: list, elem: ir.DataType, name: str) -> list:
+def _scalars(keys: list, values: list, elem: ir.DataType, typ: MapType) -> list:
     dtype, kind = _kind(elem)
-    accepted = _ACCEPTED[kind]
-    values = [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v for v in values]
-    for k, v in zip(keys, values):
-        if not isinstance(v, accepted):
-            raise ValueError(f"{name} needs {_WANTS[kind]} values, the value of key {k!r} is "
-                             f"{type(v).__name__} ({v!r:.40})")
+    py = _PY_TYPE[kind]
+    if all(type(v) is py for v in values):   # (the common case, checked in one pass)
+        if kind in "Ob" or dtype == np.float64:
+            return values   # (as they are: a Python float is a double)
+    else:
+        accepted = _ACCEPTED[kind]
+        values = [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v for v in values]
+        for k, v in zip(keys, values):
+            if not isinstance(v, accepted):
+                raise ValueError(f"{ort_type_string(typ)} needs {_WANTS[kind]} values, the "
+                                 f"value of key {k!r} is {type(v).__name__} ({v!r:.40})")
     if kind in "fb":
         try:
             with np.errstate(all="ignore"):   # (beyond float32's range: inf, as in ORT)
                 return np.array(values, dtype).tolist()
         except OverflowError as e:   # (an int beyond any float)
-            raise ValueError(f"{name}: {e}") from None
+            raise ValueError(f"{ort_type_string(typ)}: {e}") from None
     if kind in "iu":
         lo, hi = _int_range(elem)
         out = [int(v) for v in values]
-        for k, v in zip(keys, out):
-            if not lo <= v <= hi:
-                raise ValueError(f"the value {v} of key {k!r} is out of the range of {name}'s "
-                                 "values")
+        if out and not lo <= min(out) <= max(out) <= hi:
+            k, v = next((k, v) for k, v in zip(keys, out) if not lo <= v <= hi)
+            raise ValueError(f"the value {v} of key {k!r} is out of the range of "
+                             f"{ort_type_string(typ)}'s values")
         return out
     return [str(v) for v in values]

@@ -60,7 +60,11 @@ class Kernel(Protocol):
     Inputs arrive positionally in :attr:`Subgraph.inputs` order (``None`` for an omitted
     optional input). Several outputs are returned as a ``tuple``; a single output may be
     returned bare. Values are numpy arrays for tensors, Python lists of arrays for sequences,
-    and ``None`` for an empty optional.
+    ``dict`` s for maps (``list`` s of dicts for sequences of maps, ZipMap's output) and
+    ``None`` for an empty optional. A map arrives with Python keys and values (``int`` or
+    ``str`` keys; ``float``, ``int`` or ``str`` values), keys ascending, as onnxruntime holds
+    it; a map a kernel returns should be the same (the executor converts one whose first item
+    holds numpy scalars, at a cost).
 
     Profiling hook (optional): a kernel that runs several ops (a fused partition) may also
     define ``profiled(emit, *inputs)``, which the executor calls instead of ``kernel(*inputs)``
