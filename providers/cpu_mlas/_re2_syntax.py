@@ -24,6 +24,7 @@ with ``μ``...); RE2's limits on program size are not enforced.
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 
@@ -32,6 +33,8 @@ try:  # the parse tree tells which patterns leftmost-first already matches longe
     from re import _parser as _sre_parse
 except ImportError:  # pragma: no cover - other Pythons: every pattern takes the exact path
     _sre_c = _sre_parse = None
+
+logger = logging.getLogger(__name__)
 
 _MAX_CP = 0x10FFFF
 Ranges = list[tuple[int, int]]
@@ -212,7 +215,10 @@ class _Translator:
         m = re.match(r"([A-Za-z-]*)([:)])", rest)
         if m is None:
             raise self.fail(f"invalid or unsupported group (?{rest[:2]}")
-        py, multiline = self.flags(m.group(1), top.multiline)
+        if m.group(0) == ":":   # (?:re)
+            py, multiline = "", top.multiline
+        else:
+            py, multiline = self.flags(m.group(1), top.multiline)
         self.i += 1 + m.end()
         if m.group(2) == ":":   # (?flags:re)
             self.frames.append(_Frame(multiline))
@@ -404,6 +410,8 @@ class Re2Pattern:
         else:  # pragma: no cover
             self.simple, self.never_empty = False, False
         if not self.simple:
+            logger.debug("%s: %r may match shorter leftmost-first than leftmost-longest; its "
+                         "matches are lengthened one end at a time (slower)", what, pattern)
             # A match of the pattern from p that ends exactly at e, with the text after e
             # still there for $ and \b to look at: match(text, p, e + 1) against the first,
             # match(text, p) against the second for e == len(text).
