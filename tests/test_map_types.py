@@ -306,7 +306,8 @@ def test_sequence_of_maps_feed():
                        match=r"input 'm'\[1\]: map\(int64,tensor\(float\)\) needs int keys"):
         sess.run(None, {"m": [{1: 1.0}, {"a": 1.0}]})
     with pytest.raises(onnxplex.InvalidFeedError,
-                       match=r"input 'm': expected a list for seq\(map\(int64,tensor\(float\)\)\), got dict"):
+                       match=r"input 'm': expected a list for "
+                             r"seq\(map\(int64,tensor\(float\)\)\), got dict"):
         sess.run(None, {"m": {1: 1.0}})
 
 
@@ -440,7 +441,8 @@ def test_io_binding_with_maps(maps_provider):
     sess.run_with_iobinding(binding)
     assert binding.get_outputs()[0].data_type() == "seq(map(int64,tensor(float)))"
     copied = binding.copy_outputs_to_cpu()[0]
-    assert copied == [{0: 1.0, 1: 1.0, 2: 1.0}] and copied[0] is not binding.get_outputs()[0]._value[0]
+    assert copied == [{0: 1.0, 1: 1.0, 2: 1.0}]
+    assert copied[0] is not binding.get_outputs()[0]._value[0]
     with pytest.raises(onnxplex.InvalidArgumentError, match="the output is seq"):
         binding.bind_ortvalue_output("z", onnxplex.OrtValue.ortvalue_from_numpy(np.ones(3)))
     dv = _plex(_dictvec(STR, F, ["a"]), maps_provider).io_binding()

@@ -402,8 +402,9 @@ def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
     """A function checking a kernel's ``kind`` output against its declared type ``typ`` (None
     when unknown: the kind only) and returning it as onnxruntime's Python API returns such a
     value: a list (of arrays of the element type, or of maps), a dict of Python scalars (a map
-    whose first item is not converted whole, see :func:`_maptype.plain_map`), None or the
-    value for an optional. Raises :class:`_Mismatch`."""
+    whose first item holds other types, numpy scalars, is converted whole: see
+    :func:`_maptype.plain_map`), None or the value for an optional. Raises
+    :class:`_Mismatch`."""
     name = type(typ).__name__
     if kind == "optional" or name == "OptionalType":
         inner = _conformer(_KINDS.get(type(typ.elem_type).__name__, "any"), typ.elem_type) \

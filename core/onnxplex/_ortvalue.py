@@ -3,10 +3,10 @@
 An onnxplex ``OrtValue`` wraps the Python value a kernel reads or returns: a numpy array for a
 tensor, a list of arrays for a sequence, a dict for a map (a list of dicts for a sequence of
 maps, ZipMap's output), ``None`` for an empty optional. As in onnxruntime, only a run makes a
-map value (``run_with_ort_values``, an IOBinding's outputs), and it can be fed back. Built from a numpy
-array it shares the array's memory, as onnxruntime's does on the CPU (a non-contiguous array is
-copied once into a contiguous one, as onnxruntime does); ``numpy()`` returns that array, not a
-copy. Any device other than ``'cpu'`` is an :class:`InvalidArgumentError`.
+map value (``run_with_ort_values``, an IOBinding's outputs), and it can be fed back. Built from
+a numpy array it shares the array's memory, as onnxruntime's does on the CPU (a non-contiguous
+array is copied once into a contiguous one, as onnxruntime does); ``numpy()`` returns that
+array, not a copy. Any device other than ``'cpu'`` is an :class:`InvalidArgumentError`.
 """
 
 from __future__ import annotations
