@@ -214,8 +214,8 @@ def _post_transform(kind: int, y: np.ndarray) -> np.ndarray:
     raise ValueError(f"TreeEnsemble: unknown post_transform {kind}")
 
 
-@op("TreeEnsemble", domain=ML, since=5)
 def make_tree_ensemble(node: NodeView, ctx: ProviderContext) -> Kernel:
+    """TreeEnsemble on numpy: ml_trees.py's kernel when the native module is not built."""
     modes = _ints(node, "nodes_modes")
     n_nodes = modes.size
     feats = _ints(node, "nodes_featureids")

@@ -5,7 +5,8 @@
 #include "bind_util.h"
 
 namespace onnxplex::mlas::bind {
-void register_conv(py::module_& m);  // register_conv.cpp
+void register_conv(py::module_& m);   // register_conv.cpp
+void register_trees(py::module_& m);  // register_trees.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -15,4 +16,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_qgemm(m);   // PackedB, pack_b, qgemm_i32, qgemm_f32, dynamic_qgemm_f32
   register_conv(m);    // dwconv_f32, bias_act_f32
   register_sgemm(m);   // SgemmPacked, sgemm_pack_a/b, sgemm
+  register_trees(m);   // TreeEnsemble, tree_ensemble
 }

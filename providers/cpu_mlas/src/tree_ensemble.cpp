@@ -1,0 +1,664 @@
+// The tree-ensemble evaluator: layout, the lockstep walk, onnxruntime's aggregation and post
+// transforms, the split over threads.
+#include "tree_ensemble.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "parallel.h"
+
+namespace onnxplex::mlas {
+
+namespace {
+
+// A laid-out interior node. A child index >= 0 is an interior node, < 0 the leaf ~index.
+template <typename T>
+struct Node {
+  T value;          // threshold
+  int32_t feature;  // the column compared
+  int32_t next[2];  // the true child, the false child
+};
+
+// Per laid-out node, for the walk that reads them (mixed comparisons, or NaN directions).
+constexpr uint8_t kCmpMask = 3;
+constexpr uint8_t kNanTrue = 4;
+constexpr int kModeMixed = 3;
+
+// Walkers stepping together: enough independent chains of loads to hide their latency.
+constexpr int kWalkers = 8;
+// Rows whose scores one pass over the trees accumulates (each tree's nodes are read once per
+// block; the block's scores stay in L1).
+constexpr size_t kBlockRows = 128;
+// Below this many node steps (rows times the trees' summed depth) one thread does it all: a
+// hand-over to the pool costs about what ~10 us of walking does.
+constexpr size_t kMinParallelSteps = 40000;
+// A row-parallel task has at least this many rows; fewer rows split the trees instead.
+constexpr size_t kMinTaskRows = 16;
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kSqrt2 = 1.41421356237309504880;
+
+// onnxruntime's ml_common.h, in float as there.
+inline float ort_logistic(float v) {
+  const float e = 1 / (1 + std::exp(-std::abs(v)));
+  return v < 0 ? 1 - e : e;
+}
+
+inline float ort_erfinv(float x) {
+  const float sgn = x < 0 ? -1.0f : 1.0f;
+  x = (1 - x) * (1 + x);
+  const float lg = std::log(x);
+  const float v = 2 / (static_cast<float>(kPi) * 0.147f) + 0.5f * lg;
+  const float v2 = 1 / (0.147f) * lg;
+  const float v3 = -v + std::sqrt(v * v - v2);
+  return sgn * std::sqrt(v3);
+}
+
+inline float ort_probit(float v) { return static_cast<float>(kSqrt2) * ort_erfinv(2 * v - 1); }
+
+// A score as onnxruntime reads it: 0 for a class or target no tree wrote (has_score unset).
+template <typename T>
+inline T scored(T s, uint8_t h) {
+  return h ? s : T(0);
+}
+
+template <int kMode, bool kNan, typename T>
+inline int32_t step(const Node<T>* nodes, const uint8_t* flags, const T* x, int32_t i) {
+  const Node<T>& n = nodes[i];
+  const T v = x[n.feature];
+  bool c;
+  if constexpr (kMode == static_cast<int>(TreeCmp::kLeq)) {
+    c = v <= n.value;
+  } else if constexpr (kMode == static_cast<int>(TreeCmp::kLt)) {
+    c = v < n.value;
+  } else if constexpr (kMode == static_cast<int>(TreeCmp::kEq)) {
+    c = v == n.value;
+  } else {
+    const uint8_t f = flags[i] & kCmpMask;
+    c = ((f == 0) & (v <= n.value)) | ((f == 1) & (v < n.value)) | ((f == 2) & (v == n.value));
+  }
+  if constexpr (kNan) c = c | (((flags[i] & kNanTrue) != 0) & std::isnan(v));
+  const int32_t t = n.next[0], e = n.next[1];
+  return c ? t : e;
+}
+
+// Walks jobs [0, n_jobs): job(j, start, x) gives job j's start (a node, or ~leaf) and row;
+// out[j] receives the leaf it ends on. kWalkers walkers step in turn without branching on the
+// comparison; one that reaches a leaf takes the next job at once (walks of different depths
+// do not wait for each other). A walker out of jobs parks on `sink`, a node that is its own
+// child both ways, reading column 0 of `sink_x`.
+template <int kMode, bool kNan, typename T, typename Job>
+inline void walk(const Node<T>* nodes, const uint8_t* flags, int32_t sink, const T* sink_x,
+                 size_t n_jobs, const Job& job, int32_t* out) {
+  int32_t w[kWalkers];
+  const T* xr[kWalkers];
+  size_t slot[kWalkers];
+  size_t next = 0;
+  int live = 0;
+  auto fill = [&](int k) {
+    while (next < n_jobs) {
+      const size_t j = next++;
+      int32_t start;
+      const T* xp;
+      job(j, start, xp);
+      if (start < 0) {
+        out[j] = ~start;
+        continue;
+      }
+      w[k] = start;
+      xr[k] = xp;
+      slot[k] = j;
+      return true;
+    }
+    w[k] = sink;
+    xr[k] = sink_x;
+    return false;
+  };
+  for (int k = 0; k < kWalkers; ++k) live += fill(k);
+  while (live > 0) {
+    for (int k = 0; k < kWalkers; ++k) {
+      const int32_t nx = step<kMode, kNan>(nodes, flags, xr[k], w[k]);
+      if (nx >= 0) {
+        w[k] = nx;
+      } else {
+        out[slot[k]] = ~nx;
+        if (!fill(k)) --live;
+      }
+    }
+  }
+}
+
+template <typename T, typename O>
+class Ensemble final : public TreeEnsemble {
+ public:
+  explicit Ensemble(const TreeEnsembleDesc& d);
+  void run(const void* x, size_t rows, size_t cols, void* scores, int64_t* labels,
+           size_t threads) const override;
+
+ private:
+  bool has_nan(const T* x, size_t cols, size_t r0, size_t r1) const;
+  // Rows [r0, r1): scored block by block, finalized into z / labels.
+  void rows_range(const T* x, size_t cols, size_t r0, size_t r1, O* z, int64_t* labels) const;
+  // Scores of rows [r0, r1) into s / h (n_targets_ a row), trees in order.
+  template <int kMode, bool kNan>
+  void block(const T* x, size_t cols, size_t r0, size_t r1, T* s, uint8_t* h) const;
+  // One row's leaves in trees [t0, t1), into leaves[t - t0].
+  template <int kMode, bool kNan>
+  void row_leaves(const T* xr, size_t t0, size_t t1, int32_t* leaves) const;
+  void leaves_range(const T* x, size_t cols, size_t rows, size_t t0, size_t t1,
+                    int32_t* leaves) const;
+  void add_leaf(int32_t leaf, T* s, uint8_t* h) const;
+  void finalize(T* s, uint8_t* h, O* z, int64_t* label) const;
+  void write_scores(T* s, uint8_t* h, size_t n, O* z) const;
+  void write_binary1(T s0, uint8_t h0, int add, O* z) const;
+
+  std::vector<Node<T>> nodes_;  // interior nodes, each tree's in preorder; then the sink
+  std::vector<uint8_t> flags_;  // per node: comparison | kNanTrue
+  int32_t sink_ = 0;
+  std::vector<int32_t> roots_;  // per tree: its root (a node, or ~leaf)
+  std::vector<T> leaf_value_;   // per leaf: its single-target value
+  std::vector<int32_t> leaf_start_, wtarget_;  // per leaf: its weights (several targets)
+  std::vector<T> wvalue_;
+  std::vector<T> base_;
+  std::vector<int64_t> labels_;
+  int mode_ = 0;            // the comparison of every interior node, or kModeMixed
+  bool nan_flags_ = false;  // some node sends NaN to its true child
+  bool single_ = false;     // one target of a regressor: the leaf's value is all it adds
+  size_t sum_depth_ = 0;    // the trees' depths summed (a row's work, in steps)
+  TreeAggregate agg_ = TreeAggregate::kSum;
+  TreePost post_ = TreePost::kNone;
+  bool binary_case_ = false, all_positive_ = true;
+};
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+template <typename T, typename O>
+Ensemble<T, O>::Ensemble(const TreeEnsembleDesc& d) {
+  const size_t n = d.n_nodes;
+  if (n >= static_cast<size_t>(std::numeric_limits<int32_t>::max())) bad("too many tree nodes");
+  if (d.n_targets == 0) bad("n_targets must be positive");
+  if (d.classifier && (d.n_targets < 2 || d.class_labels == nullptr)) {
+    bad("a classifier needs at least two class labels");
+  }
+  if (static_cast<unsigned>(d.aggregate) > 3) bad("unknown aggregate_function");
+  if (static_cast<unsigned>(d.post) > 4) bad("unknown post_transform");
+  if (d.n_features > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    bad("feature ids out of range");
+  }
+  n_targets_ = d.n_targets;
+  n_features_ = d.n_features;
+  n_trees_ = d.n_roots;
+  in_double_ = sizeof(T) == sizeof(double);
+  out_double_ = sizeof(O) == sizeof(double);
+  classifier_ = d.classifier;
+  agg_ = d.aggregate;
+  post_ = d.post;
+  binary_case_ = d.binary_case;
+  all_positive_ = d.weights_all_positive;
+  single_ = !d.classifier && d.n_targets == 1;
+  base_.assign(d.base, d.base + d.n_base);
+  if (d.classifier) labels_.assign(d.class_labels, d.class_labels + d.n_targets);
+
+  // The description, checked.
+  const int64_t n64 = static_cast<int64_t>(n);
+  const auto leaf = [&](int64_t i) { return d.cmp[i] == static_cast<uint8_t>(TreeCmp::kLeaf); };
+  if (d.weight_start[0] != 0) bad("weights must start at 0");
+  for (size_t i = 0; i < n; ++i) {
+    if (d.cmp[i] > static_cast<uint8_t>(TreeCmp::kLeaf)) bad("unknown node comparison");
+    if (d.weight_start[i + 1] < d.weight_start[i]) bad("weight offsets must not decrease");
+    if (leaf(static_cast<int64_t>(i))) continue;
+    if (d.feature[i] < 0 || d.feature[i] >= static_cast<int64_t>(d.n_features)) {
+      bad("nodes_featureids: feature " + std::to_string(d.feature[i]) + " out of range");
+    }
+    for (const int64_t c : {d.true_child[i], d.false_child[i]}) {
+      if (c < 0 || c >= n64 || c == static_cast<int64_t>(i)) {
+        bad("node " + std::to_string(i) + ": child " + std::to_string(c) + " out of range");
+      }
+    }
+  }
+  for (size_t w = 0; w < static_cast<size_t>(d.weight_start[n]); ++w) {
+    if (d.weight_target[w] < 0 || d.weight_target[w] >= static_cast<int64_t>(d.n_targets)) {
+      bad("a weight's target or class id is out of range");
+    }
+  }
+  for (size_t r = 0; r < d.n_roots; ++r) {
+    if (d.roots[r] < 0 || d.roots[r] >= n64) bad("a tree root is out of range");
+  }
+
+  // Layout: interior nodes in preorder from each root (true child first), leaves numbered as
+  // met; a node met again (from another branch or root) keeps its place. A node met again
+  // while its subtree is being walked closes a cycle.
+  std::vector<int32_t> new_id(n, -1), depth_of(n, 0), order;
+  std::vector<uint8_t> state(n, 0);  // 0 unseen, 1 on the path, 2 done
+  std::vector<std::pair<int32_t, bool>> stack;
+  int32_t n_interior = 0, n_leaves = 0;
+  for (size_t r = 0; r < d.n_roots; ++r) {
+    stack.emplace_back(static_cast<int32_t>(d.roots[r]), false);
+    while (!stack.empty()) {
+      const auto [u, leaving] = stack.back();
+      stack.pop_back();
+      if (leaving) {
+        state[u] = 2;
+        depth_of[u] = 1 + std::max(depth_of[d.true_child[u]], depth_of[d.false_child[u]]);
+        continue;
+      }
+      if (state[u] == 2) continue;
+      if (state[u] == 1) bad("nodes_truenodeids / nodes_falsenodeids form a cycle");
+      order.push_back(u);
+      if (leaf(u)) {
+        state[u] = 2;
+        new_id[u] = ~n_leaves++;
+        continue;
+      }
+      state[u] = 1;
+      new_id[u] = n_interior++;
+      stack.emplace_back(u, true);
+      stack.emplace_back(static_cast<int32_t>(d.false_child[u]), false);
+      stack.emplace_back(static_cast<int32_t>(d.true_child[u]), false);
+    }
+  }
+
+  nodes_.resize(static_cast<size_t>(n_interior) + 1);
+  flags_.assign(nodes_.size(), 0);
+  leaf_value_.resize(static_cast<size_t>(n_leaves));
+  leaf_start_.assign(static_cast<size_t>(n_leaves) + 1, 0);
+  int mode = -1;
+  for (const int32_t u : order) {
+    const int32_t j = new_id[u];
+    if (j < 0) {  // a leaf: its weights, in the order given
+      const auto l = static_cast<size_t>(~j);
+      leaf_value_[l] = static_cast<T>(d.value[u]);
+      for (int64_t w = d.weight_start[u]; w < d.weight_start[u + 1]; ++w) {
+        wtarget_.push_back(static_cast<int32_t>(d.weight_target[w]));
+        wvalue_.push_back(static_cast<T>(d.weight_value[w]));
+      }
+      leaf_start_[l + 1] = static_cast<int32_t>(wtarget_.size());
+      continue;
+    }
+    Node<T>& nd = nodes_[static_cast<size_t>(j)];
+    nd.value = static_cast<T>(d.value[u]);
+    nd.feature = static_cast<int32_t>(d.feature[u]);
+    nd.next[0] = new_id[d.true_child[u]];
+    nd.next[1] = new_id[d.false_child[u]];
+    flags_[static_cast<size_t>(j)] = static_cast<uint8_t>(d.cmp[u] | (d.nan_true[u] ? kNanTrue : 0));
+    nan_flags_ = nan_flags_ || d.nan_true[u];
+    mode = mode == -1 || mode == d.cmp[u] ? d.cmp[u] : kModeMixed;
+  }
+  mode_ = mode == -1 ? 0 : mode;
+  // The sink: an idle walker's node, its own child both ways.
+  sink_ = n_interior;
+  nodes_[static_cast<size_t>(sink_)] = Node<T>{T(0), 0, {sink_, sink_}};
+
+  roots_.resize(d.n_roots);
+  for (size_t r = 0; r < d.n_roots; ++r) {
+    roots_[r] = new_id[d.roots[r]];
+    sum_depth_ += static_cast<size_t>(depth_of[d.roots[r]]);
+  }
+}
+
+template <typename T, typename O>
+bool Ensemble<T, O>::has_nan(const T* x, size_t cols, size_t r0, size_t r1) const {
+  bool any = false;
+  for (const T* p = x + r0 * cols; p < x + r1 * cols; ++p) any |= *p != *p;
+  return any;
+}
+
+template <typename T, typename O>
+void Ensemble<T, O>::add_leaf(int32_t leaf, T* s, uint8_t* h) const {
+  if (single_) {
+    const T v = leaf_value_[static_cast<size_t>(leaf)];
+    switch (agg_) {
+      case TreeAggregate::kMin:
+        if (!h[0] || v < s[0]) s[0] = v;
+        h[0] = 1;
+        break;
+      case TreeAggregate::kMax:
+        if (!h[0] || v > s[0]) s[0] = v;
+        h[0] = 1;
+        break;
+      default:
+        s[0] += v;
+    }
+    return;
+  }
+  for (int32_t w = leaf_start_[leaf]; w < leaf_start_[leaf + 1]; ++w) {
+    const int32_t t = wtarget_[w];
+    const T v = wvalue_[w];
+    switch (agg_) {
+      case TreeAggregate::kMin:
+        if (!h[t] || v < s[t]) s[t] = v;
+        break;
+      case TreeAggregate::kMax:
+        if (!h[t] || v > s[t]) s[t] = v;
+        break;
+      default:
+        s[t] += v;
+    }
+    h[t] = 1;
+  }
+}
+
+template <typename T, typename O>
+template <int kMode, bool kNan>
+void Ensemble<T, O>::row_leaves(const T* xr, size_t t0, size_t t1, int32_t* leaves) const {
+  static const T zero[1] = {T(0)};
+  walk<kMode, kNan>(nodes_.data(), flags_.data(), sink_, zero, t1 - t0,
+                    [&](size_t j, int32_t& start, const T*& xp) {
+                      start = roots_[t0 + j];
+                      xp = xr;
+                    }, leaves);
+}
+
+template <typename T, typename O>
+template <int kMode, bool kNan>
+void Ensemble<T, O>::block(const T* x, size_t cols, size_t r0, size_t r1, T* s,
+                           uint8_t* h) const {
+  static const T zero[1] = {T(0)};
+  const size_t nr = r1 - r0, ns = n_targets_;
+  int32_t leaves[kBlockRows];
+  if (nr < kWalkers) {
+    // A few rows: each walks the trees, kBlockRows at a time.
+    for (size_t r = 0; r < nr; ++r) {
+      for (size_t g = 0; g < n_trees_; g += kBlockRows) {
+        const size_t e = std::min(g + kBlockRows, n_trees_);
+        row_leaves<kMode, kNan>(x + (r0 + r) * cols, g, e, leaves);
+        for (size_t t = g; t < e; ++t) add_leaf(leaves[t - g], s + r * ns, h + r * ns);
+      }
+    }
+    return;
+  }
+  // Many rows: the block's rows through one tree, tree after tree.
+  const T* xb = x + r0 * cols;
+  for (size_t t = 0; t < n_trees_; ++t) {
+    const int32_t root = roots_[t];
+    walk<kMode, kNan>(nodes_.data(), flags_.data(), sink_, zero, nr,
+                      [&](size_t j, int32_t& start, const T*& xp) {
+                        start = root;
+                        xp = xb + j * cols;
+                      }, leaves);
+    for (size_t r = 0; r < nr; ++r) add_leaf(leaves[r], s + r * ns, h + r * ns);
+  }
+}
+
+#define ONNXPLEX_TREE_DISPATCH(call_nan, call_plain)                 \
+  switch (mode_) {                                                  \
+    case 0:                                                         \
+      if (nan) call_nan(0); else call_plain(0);                     \
+      break;                                                        \
+    case 1:                                                         \
+      if (nan) call_nan(1); else call_plain(1);                     \
+      break;                                                        \
+    case 2:                                                         \
+      if (nan) call_nan(2); else call_plain(2);                     \
+      break;                                                        \
+    default:                                                        \
+      if (nan) call_nan(kModeMixed); else call_plain(kModeMixed);   \
+  }
+
+template <typename T, typename O>
+void Ensemble<T, O>::rows_range(const T* x, size_t cols, size_t r0, size_t r1, O* z,
+                                int64_t* labels) const {
+  const size_t ns = n_targets_;
+  std::vector<T> s(std::min(kBlockRows, r1 - r0) * ns);
+  std::vector<uint8_t> h(s.size());
+  for (size_t b = r0; b < r1; b += kBlockRows) {
+    const size_t e = std::min(b + kBlockRows, r1);
+    std::fill(s.begin(), s.end(), T(0));
+    std::fill(h.begin(), h.end(), uint8_t(0));
+    const bool nan = nan_flags_ && has_nan(x, cols, b, e);
+#define ONNXPLEX_TREE_BLOCK_NAN(M) block<M, true>(x, cols, b, e, s.data(), h.data())
+#define ONNXPLEX_TREE_BLOCK(M) block<M, false>(x, cols, b, e, s.data(), h.data())
+    ONNXPLEX_TREE_DISPATCH(ONNXPLEX_TREE_BLOCK_NAN, ONNXPLEX_TREE_BLOCK)
+#undef ONNXPLEX_TREE_BLOCK_NAN
+#undef ONNXPLEX_TREE_BLOCK
+    for (size_t r = b; r < e; ++r) {
+      finalize(s.data() + (r - b) * ns, h.data() + (r - b) * ns, z + r * n_targets_,
+               labels ? labels + r : nullptr);
+    }
+  }
+}
+
+template <typename T, typename O>
+void Ensemble<T, O>::leaves_range(const T* x, size_t cols, size_t rows, size_t t0, size_t t1,
+                                  int32_t* leaves) const {
+  for (size_t r = 0; r < rows; ++r) {
+    const bool nan = nan_flags_ && has_nan(x, cols, r, r + 1);
+    int32_t* out = leaves + r * n_trees_ + t0;
+#define ONNXPLEX_TREE_ROW_NAN(M) row_leaves<M, true>(x + r * cols, t0, t1, out)
+#define ONNXPLEX_TREE_ROW(M) row_leaves<M, false>(x + r * cols, t0, t1, out)
+    ONNXPLEX_TREE_DISPATCH(ONNXPLEX_TREE_ROW_NAN, ONNXPLEX_TREE_ROW)
+#undef ONNXPLEX_TREE_ROW_NAN
+#undef ONNXPLEX_TREE_ROW
+  }
+}
+
+#undef ONNXPLEX_TREE_DISPATCH
+
+template <typename T, typename O>
+void Ensemble<T, O>::run(const void* xv, size_t rows, size_t cols, void* zv, int64_t* labels,
+                         size_t threads) const {
+  if (cols < n_features_) {
+    throw std::invalid_argument("the trees read feature " + std::to_string(n_features_ - 1) +
+                                " but the input has " + std::to_string(cols) + " columns");
+  }
+  if (rows == 0) return;
+  const T* x = static_cast<const T*>(xv);
+  O* z = static_cast<O*>(zv);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const size_t steps = rows * std::max(sum_depth_, n_trees_);
+  if (threads > 1 && steps >= kMinParallelSteps && n_trees_ > 1) {
+    if (rows >= threads * kMinTaskRows) {
+      const size_t tasks = std::min(rows / kMinTaskRows, threads * 4);
+      parallel_for(tasks, threads, [&](size_t t) {
+        rows_range(x, cols, rows * t / tasks, rows * (t + 1) / tasks, z, labels);
+      });
+      return;
+    }
+    // Few rows: the trees are split, leaves gathered, then summed in tree order as one thread
+    // would.
+    const size_t tasks = std::min(n_trees_, threads);
+    std::vector<int32_t> leaves(rows * n_trees_);
+    parallel_for(tasks, threads, [&](size_t t) {
+      leaves_range(x, cols, rows, n_trees_ * t / tasks, n_trees_ * (t + 1) / tasks,
+                   leaves.data());
+    });
+    const size_t ns = n_targets_;
+    std::vector<T> s(ns);
+    std::vector<uint8_t> h(ns);
+    for (size_t r = 0; r < rows; ++r) {
+      std::fill(s.begin(), s.end(), T(0));
+      std::fill(h.begin(), h.end(), uint8_t(0));
+      for (size_t t = 0; t < n_trees_; ++t) add_leaf(leaves[r * n_trees_ + t], s.data(), h.data());
+      finalize(s.data(), h.data(), z + r * n_targets_, labels ? labels + r : nullptr);
+    }
+    return;
+  }
+  rows_range(x, cols, 0, rows, z, labels);
+}
+
+template <typename T, typename O>
+void Ensemble<T, O>::write_scores(T* s, uint8_t* h, size_t n, O* z) const {
+  switch (post_) {
+    case TreePost::kProbit:
+      for (size_t i = 0; i < n; ++i) z[i] = static_cast<O>(ort_probit(static_cast<float>(scored(s[i], h[i]))));
+      return;
+    case TreePost::kLogistic:
+      for (size_t i = 0; i < n; ++i) z[i] = static_cast<O>(ort_logistic(static_cast<float>(scored(s[i], h[i]))));
+      return;
+    case TreePost::kSoftmax:
+    case TreePost::kSoftmaxZero: {
+      float vmax = -std::numeric_limits<float>::max();
+      for (size_t i = 0; i < n; ++i) vmax = std::max(vmax, static_cast<float>(scored(s[i], h[i])));
+      float sum = 0.f;
+      if (post_ == TreePost::kSoftmax) {
+        for (size_t i = 0; i < n; ++i) {
+          const float e = std::exp(static_cast<float>(scored(s[i], h[i])) - vmax);
+          s[i] = static_cast<T>(e);
+          sum += e;
+        }
+        for (size_t i = 0; i < n; ++i) z[i] = static_cast<O>(static_cast<float>(s[i]) / sum);
+        return;
+      }
+      // Values within 1e-7 of zero are scaled rather than exponentiated: zeros stay zero.
+      const float exp_neg_max = std::exp(-vmax);
+      for (size_t i = 0; i < n; ++i) {
+        const T v = scored(s[i], h[i]);
+        const float f = static_cast<float>(v);
+        if (f > 0.0000001f || f < -0.0000001f) {
+          const float e = std::exp(f - vmax);
+          s[i] = static_cast<T>(e);
+          sum += e;
+        } else {
+          s[i] = v * static_cast<T>(exp_neg_max);
+        }
+      }
+      for (size_t i = 0; i < n; ++i) z[i] = static_cast<O>(s[i] / static_cast<T>(sum));
+      return;
+    }
+    default:
+      for (size_t i = 0; i < n; ++i) z[i] = static_cast<O>(scored(s[i], h[i]));
+  }
+}
+
+// onnxruntime's two columns from one score (write_scores' "binary case"): `add` says how the
+// second column is made.
+template <typename T, typename O>
+void Ensemble<T, O>::write_binary1(T s0, uint8_t h0, int add, O* z) const {
+  const T v = scored(s0, h0);
+  if (post_ == TreePost::kProbit) {
+    z[0] = static_cast<O>(ort_probit(static_cast<float>(v)));
+    z[1] = O(0);  // onnxruntime leaves it unwritten
+    return;
+  }
+  switch (add) {
+    case 0:
+    case 1: {  // all weights positive: the score is the positive class's probability
+      const T p = post_ == TreePost::kLogistic
+                      ? static_cast<T>(ort_logistic(static_cast<float>(v))) : v;
+      z[0] = static_cast<O>(T(1) - p);
+      z[1] = static_cast<O>(p);
+      return;
+    }
+    case 2:
+    case 3:  // mixed weights: a margin
+      if (post_ == TreePost::kLogistic) {
+        z[0] = static_cast<O>(ort_logistic(static_cast<float>(-v)));
+        z[1] = static_cast<O>(ort_logistic(static_cast<float>(v)));
+      } else {
+        z[0] = static_cast<O>(-v);
+        z[1] = static_cast<O>(v);
+      }
+      return;
+    default:
+      z[0] = static_cast<O>(v);
+      z[1] = O(0);  // onnxruntime leaves it unwritten
+  }
+}
+
+template <typename T, typename O>
+void Ensemble<T, O>::finalize(T* s, uint8_t* h, O* z, int64_t* label) const {
+  const size_t n = n_targets_, nb = base_.size();
+  if (!classifier_) {
+    if (n == 1) {
+      const T origin = nb == 1 ? base_[0] : T(0);
+      T v = s[0];
+      switch (agg_) {
+        case TreeAggregate::kSum:
+          v += origin;
+          break;
+        case TreeAggregate::kAverage:
+          v /= static_cast<T>(n_trees_);
+          v += origin;
+          break;
+        default:
+          v = h[0] ? v + origin : origin;
+      }
+      z[0] = post_ == TreePost::kProbit ? static_cast<O>(ort_probit(static_cast<float>(v)))
+                                        : static_cast<O>(v);
+      return;
+    }
+    const bool use = nb == n;
+    for (size_t i = 0; i < n; ++i) {
+      switch (agg_) {
+        case TreeAggregate::kSum:
+          if (use) s[i] = s[i] + base_[i];
+          break;
+        case TreeAggregate::kAverage:
+          s[i] = use ? s[i] / static_cast<T>(n_trees_) + base_[i]
+                     : s[i] / static_cast<T>(n_trees_);
+          break;
+        default:
+          s[i] = (use ? base_[i] : T(0)) + scored(s[i], h[i]);
+      }
+    }
+    write_scores(s, h, n, z);
+    return;
+  }
+  if (n > 2) {
+    for (size_t k = 0; k < nb; ++k) {
+      s[k] = h[k] ? s[k] + base_[k] : base_[k];
+      h[k] = 1;
+    }
+    ptrdiff_t best = -1;
+    T best_score = 0;
+    for (size_t k = 0; k < n; ++k) {
+      if (h[k] && (best == -1 || s[k] > best_score)) {
+        best = static_cast<ptrdiff_t>(k);
+        best_score = s[k];
+      }
+    }
+    *label = labels_[best < 0 ? 0 : static_cast<size_t>(best)];
+    write_scores(s, h, n, z);
+    return;
+  }
+  // Two classes: onnxruntime's TreeAggregatorClassifier::FinalizeScores, quirks included.
+  int add = -1;
+  size_t size = 2;
+  if (nb == 2) {
+    if (h[1]) {
+      s[1] = base_[1] + s[0];
+      s[0] = -s[1];
+    } else {
+      s[1] += base_[1];
+      s[0] += base_[0];
+    }
+  } else if (nb == 1) {
+    s[0] += base_[0];
+    if (!h[1]) size = 1;
+  } else if (nb == 0) {
+    add = 3;
+    if (!h[1]) size = 1;
+  }
+  const T pos = size == 2 && h[1] ? s[1] : scored(s[0], h[0]);
+  if (binary_case_) {
+    const bool positive = all_positive_ ? pos > T(0.5) : pos > T(0);
+    add = all_positive_ ? (positive ? 0 : 1) : (positive ? 2 : 3);
+    *label = labels_[positive ? 1 : 0];
+  } else {
+    *label = pos > T(0) ? 1 : 0;  // onnxruntime's positive_label_ / negative_label_
+  }
+  if (size == 2) {
+    write_scores(s, h, 2, z);
+  } else {
+    write_binary1(s[0], h[0], add, z);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<TreeEnsemble> make_tree_ensemble(const TreeEnsembleDesc& d, bool in_double,
+                                                 bool out_double) {
+  if (!in_double && out_double) bad("a float ensemble writes float");
+  if (!in_double) return std::make_unique<Ensemble<float, float>>(d);
+  if (!out_double) return std::make_unique<Ensemble<double, float>>(d);
+  return std::make_unique<Ensemble<double, double>>(d);
+}
+
+}  // namespace onnxplex::mlas

@@ -1,0 +1,93 @@
+// Tree-ensemble evaluation for ai.onnx.ml TreeEnsembleClassifier / TreeEnsembleRegressor
+// (ml opsets 1 and 3) and TreeEnsemble (ml opset 5), with onnxruntime's numerics. Knows nothing
+// about Python.
+//
+// The caller (providers/cpu_mlas/ml_trees.py) resolves the ONNX attributes into one node list:
+// each node an interior comparison or a leaf, children as indices into the list, every
+// comparison reduced to x <= t, x < t or x == t (GTE and GT take < and <= with their children
+// swapped and their NaN direction flipped, NEQ == with its children swapped), BRANCH_MEMBER
+// unrolled into a chain of equalities.
+// make_tree_ensemble checks the description again (indices in range, no cycles) and lays it out
+// for the walk: each tree's interior nodes in preorder, the true child next to its parent, 16
+// bytes a node (float; 24 double), a child index < 0 naming a leaf (~index), the leaves' values
+// and weights apart.
+//
+// The walk: eight walkers (eight rows through one tree, or one row through eight trees) step in
+// turn without branching on the comparisons (a conditional move picks the child); a walker
+// that reaches a leaf takes the next row or tree at once, so walks of different depths do not
+// wait for each other. Rows with a NaN take a variant that honours each node's NaN direction,
+// and only when some node sends NaN to its true child.
+//
+// Sums and the post transforms are onnxruntime's: sums in the threshold type (float for
+// float and integer inputs, double for double), tree by tree in the order of the roots (the
+// same bits at every thread count), base values, averages, the binary-classifier rules and the
+// float-precision LOGISTIC / SOFTMAX / SOFTMAX_ZERO / PROBIT of its ml_common.h, including what
+// a class or target no tree scored reads as (0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace onnxplex::mlas {
+
+// A node's comparison after the caller's rewriting: the true child is taken when it holds.
+enum class TreeCmp : uint8_t { kLeq = 0, kLt = 1, kEq = 2, kLeaf = 3 };
+// onnxruntime's numbering (ml_common.h), not the ONNX opset-5 one.
+enum class TreeAggregate : uint8_t { kAverage = 0, kSum = 1, kMin = 2, kMax = 3 };
+enum class TreePost : uint8_t { kNone = 0, kLogistic = 1, kSoftmax = 2, kSoftmaxZero = 3,
+                                kProbit = 4 };
+
+struct TreeEnsembleDesc {
+  size_t n_nodes = 0;
+  const uint8_t* cmp = nullptr;          // [n_nodes] TreeCmp
+  const uint8_t* nan_true = nullptr;     // [n_nodes] a NaN takes the true child
+  const int64_t* feature = nullptr;      // [n_nodes] column of an interior node
+  const double* value = nullptr;         // [n_nodes] interior: threshold; leaf: its value
+                                         // when there is one target (first weight, else the
+                                         // node's own value, as onnxruntime)
+  const int64_t* true_child = nullptr;   // [n_nodes] (interior nodes only)
+  const int64_t* false_child = nullptr;  // [n_nodes]
+  const int64_t* weight_start = nullptr;  // [n_nodes + 1] each node's weights (leaves only)
+  const int64_t* weight_target = nullptr;
+  const double* weight_value = nullptr;
+  size_t n_roots = 0;
+  const int64_t* roots = nullptr;        // the trees, in summation order
+  size_t n_targets = 1;                  // targets, or classes of a classifier
+  TreeAggregate aggregate = TreeAggregate::kSum;
+  TreePost post = TreePost::kNone;
+  size_t n_base = 0;
+  const double* base = nullptr;
+  bool classifier = false;
+  bool binary_case = false;           // two classes and one class id in the weights
+  bool weights_all_positive = true;
+  const int64_t* class_labels = nullptr;  // [n_targets] the label written for each class
+  size_t n_features = 0;                  // columns the input must have at least
+};
+
+class TreeEnsemble {
+ public:
+  virtual ~TreeEnsemble() = default;
+  // Scores of x [rows, cols] (C-contiguous, of the input type: float, or double when built
+  // with in_double) into scores [rows, n_targets] (the output type) and, for a classifier,
+  // labels [rows]. Throws std::invalid_argument when cols < n_features(). threads 0 = all.
+  virtual void run(const void* x, size_t rows, size_t cols, void* scores, int64_t* labels,
+                   size_t threads) const = 0;
+  size_t n_targets() const { return n_targets_; }
+  size_t n_features() const { return n_features_; }
+  size_t n_trees() const { return n_trees_; }
+  bool in_double() const { return in_double_; }
+  bool out_double() const { return out_double_; }
+  bool classifier() const { return classifier_; }
+
+ protected:
+  size_t n_targets_ = 0, n_features_ = 0, n_trees_ = 0;
+  bool in_double_ = false, out_double_ = false, classifier_ = false;
+};
+
+// Throws std::invalid_argument, naming what is wrong, for a description that does not hold
+// (an index out of range, a cycle, an unknown code).
+std::unique_ptr<TreeEnsemble> make_tree_ensemble(const TreeEnsembleDesc& d, bool in_double,
+                                                 bool out_double);
+
+}  // namespace onnxplex::mlas
