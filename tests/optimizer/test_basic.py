@@ -373,3 +373,20 @@ def test_a_large_fold_of_a_file_weight_is_computed_when_read(tmp_path):
     assert not isinstance(inits["st"].const_value, ir.LazyTensor)
     np.testing.assert_array_equal(inits["wt"].const_value.numpy(),
                                   numpy_helper.to_array(w).T)
+
+
+def test_cast_to_its_own_type_is_removed_without_the_rewriter():
+    """skl2onnx casts every classifier's int64 label to int64: the Cast becomes an Identity
+    and goes, the graph output keeping its name (a Cast to another type stays)."""
+    nodes = [helper.make_node("ArgMax", ["x"], ["label"], axis=1, keepdims=0),
+             helper.make_node("Cast", ["label"], ["y"], to=TensorProto.INT64),
+             helper.make_node("Cast", ["label"], ["z"], to=TensorProto.INT32)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
+               [helper.make_tensor_value_info("y", TensorProto.INT64, None),
+                helper.make_tensor_value_info("z", TensorProto.INT32, None)])
+    feed = {"x": np.array([[0, 2, 1], [3, 1, 0]], np.float32)}
+    off, on = _same(m, feed)
+    assert _ops(on) == ["ArgMax", "Cast"]
+    assert [o.name for o in on.get_outputs()] == ["y", "z"]
+    y, z = on.run(None, feed)
+    assert y.dtype == np.int64 and z.dtype == np.int32 and y.tolist() == [1, 0]
