@@ -496,7 +496,14 @@ def test_qdq_groups(tmp_path, activation_type, per_channel):
     np.testing.assert_allclose(got, want, atol=1e-2 * scale)
     ref = ort.InferenceSession(opt.SerializeToString(), providers=["CPUExecutionProvider"]
                                ).run(None, feeds)[0]
-    np.testing.assert_allclose(got, ref, atol=1e-2 * scale)
+    # The same integer graph in onnxruntime: each of the five requantizations may round a
+    # value the other way (onnxruntime requantizes in fixed point on some CPUs, onnxplex in
+    # float), so the output may differ by a couple of its quantization steps (found on an
+    # AVX-512/VNNI EPYC, where one logit was two steps off with the code of b117a59 too).
+    last = opt.graph.node[-1]
+    out_step = float(next(numpy_helper.to_array(t) for t in opt.graph.initializer
+                          if t.name == last.input[1]))
+    np.testing.assert_allclose(got, ref, atol=max(1e-2 * scale, 2 * out_step + 1e-6))
 
 
 def test_qdq_relu_dropped_before_quantize_with_min_zero_point(tmp_path):
