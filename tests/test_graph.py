@@ -368,7 +368,8 @@ def test_an_output_too_many_is_refused():
 
 def test_long_numeric_attributes_read_as_onnx_ir_reads_them():
     """Lists of 32 or more ints/floats go through numpy (onnxplex._fast_attrs); the values,
-    their Python types and the saved model are those of onnx-ir's own reader."""
+    their Python types and the saved model are those of onnx-ir's own reader, and
+    NodeView.attr_array hands kernels the array."""
     import math
 
     import onnx_ir as ir
@@ -397,3 +398,17 @@ def test_long_numeric_attributes_read_as_onnx_ir_reads_them():
                        for v, w in zip(got, plain)), a.name
     assert load_model(m).to_proto().graph.node[0].SerializeToString() == \
         m.graph.node[0].SerializeToString()
+    # kernels read long lists as arrays, without the tuple being built
+    loaded = load_model(m)
+    view = loaded.node_views[0]
+    arr = view.attr_array("i")
+    assert arr.dtype == np.int64 and arr.tolist() == ints and not arr.flags.writeable
+    f32 = view.attr_array("f")
+    assert f32.dtype == np.float32
+    np.testing.assert_array_equal(f32, np.asarray(floats, np.float32))
+    assert loaded.graph[0].attributes["i"]._value is None   # (not built by attr_array)
+    assert view.attr("i") == tuple(ints)
+    np.testing.assert_array_equal(np.array(view.attrs["f"]), np.array(ours["f"].value))
+    assert view.attr_array("short").dtype == np.int64   # short lists: the same dtypes
+    assert view.attr_array("short", np.float64).dtype == np.float64
+    assert view.attr_array("missing") is None

@@ -1,13 +1,18 @@
-"""Long numeric attributes read at numpy's speed.
+"""Long numeric attributes read at numpy's speed, and kept as arrays.
 
 onnx-ir builds an ``INTS`` or ``FLOATS`` attribute by converting every element in a Python
 generator (``tuple(int(v) for v in proto.ints)``, ~0.3 us an element). Most models carry short
 lists, but tree ensembles converted from scikit-learn, LightGBM or XGBoost carry a dozen
-lists of one entry per tree node: a 100-tree random forest holds over a million numbers, and
-reading them was ~0.5 s of its session creation, 3x onnxruntime's whole creation. Here a list
-of ``_MIN_LEN`` elements or more goes through numpy instead (protobuf's repeated fields hand
-numpy their buffer: ~65 ns an element for the same tuple of Python ints or floats, the float32
-values exactly as the generator reads them). Everything else goes to onnx-ir unchanged.
+lists of one entry per tree node (a 100-tree random forest holds over a million numbers) and
+SVMs their support vectors and coefficients: reading them was most of such a session's
+creation, and kernels then turned the tuples back into arrays.
+
+Here a list of ``_MIN_LEN`` elements or more becomes an :class:`ArrayAttr`: the values in a
+read-only numpy array (protobuf's repeated fields hand numpy their buffer: ~1 ns an element),
+and the tuple of Python ints or floats onnx-ir's attributes hold built only when something
+reads ``.value`` (a rewrite rule, saving the model, a kernel asking ``NodeView.attr``).
+Kernels read the array with :meth:`onnxplex.NodeView.attr_array`. Everything else goes to
+onnx-ir unchanged.
 """
 
 from __future__ import annotations
@@ -23,22 +28,40 @@ from ._maptype import wrap_serde
 _MIN_LEN = 32   # (below it the generator is as fast)
 
 _LISTS = {
-    onnx.AttributeProto.INTS: (ir.AttrInt64s, "ints"),
-    onnx.AttributeProto.FLOATS: (ir.AttrFloat32s, "floats"),
+    onnx.AttributeProto.INTS: (ir.AttributeType.INTS, "ints", np.int64),
+    onnx.AttributeProto.FLOATS: (ir.AttributeType.FLOATS, "floats", np.float32),
 }
+
+
+class ArrayAttr(ir.Attr):
+    """An ``INTS``/``FLOATS`` attribute whose values are kept in a read-only numpy array
+    (``array``); ``value`` is the same tuple an onnx-ir attribute holds, built on first use."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, name: str, type: ir.AttributeType, array: np.ndarray, *,
+                 doc_string: str | None = None) -> None:
+        super().__init__(name, type, None, doc_string=doc_string)
+        array.flags.writeable = False
+        self.array = array
+
+    @property
+    def value(self) -> tuple:
+        if self._value is None:
+            self._value = tuple(self.array.tolist())
+        return self._value
 
 
 def _read_attribute(original, proto: onnx.AttributeProto, *args, **kwargs):
     kind = _LISTS.get(proto.type)
     if kind is None or proto.ref_attr_name:
         return original(proto, *args, **kwargs)
-    cls, field = kind
+    attr_type, field, dtype = kind
     values = getattr(proto, field)
     if len(values) < _MIN_LEN:
         return original(proto, *args, **kwargs)
-    attr = cls(proto.name, (), doc_string=proto.doc_string or None)
-    attr._value = tuple(np.array(values).tolist())   # (the value onnx-ir's __init__ makes)
-    return attr
+    return ArrayAttr(proto.name, attr_type, np.array(values, dtype=dtype),
+                     doc_string=proto.doc_string or None)
 
 
 @functools.cache

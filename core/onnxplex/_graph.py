@@ -155,6 +155,9 @@ class ValueInfo:
         return tuple(self.shape)  # type: ignore[arg-type]
 
 
+_NO_ARRAYS: Mapping[str, np.ndarray] = MappingProxyType({})
+
+
 @dataclass(frozen=True, eq=False)
 class NodeView:
     """A read-only description of one node, as providers and kernels see it.
@@ -177,6 +180,8 @@ class NodeView:
     implicit_inputs: tuple[ValueInfo, ...] = ()
     """Outer-scope values read inside this node's subgraphs (If/Loop/Scan bodies). Kernels of
     single nodes receive them after the explicit inputs, in this order."""
+    arrays: Mapping[str, np.ndarray] = field(default_factory=lambda: _NO_ARRAYS, repr=False)
+    """Long INTS/FLOATS attributes as loaded: read-only arrays (see :meth:`attr_array`)."""
 
     @property
     def display_name(self) -> str:
@@ -189,6 +194,30 @@ class NodeView:
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
+
+    def attr_array(self, name: str, dtype: Any = None) -> np.ndarray | None:
+        """A list or tensor attribute as a read-only numpy array, ``None`` when absent: INTS
+        as int64, FLOATS as float32 (their precision in the file), ``dtype`` converting.
+        Long lists come as loaded, without the tuple of Python numbers ``attr`` gives (a
+        tree ensemble's node lists, an SVM's support vectors: reading those through tuples
+        was most of such a kernel's build)."""
+        arr = self.arrays.get(name)
+        if arr is None:
+            value = self.attrs.get(name)
+            if value is None:
+                return None
+            if isinstance(value, tuple):
+                kind = np.int64 if value and all(type(v) is int for v in value) else \
+                    np.float32
+                arr = np.asarray(value, dtype=dtype or kind)
+            else:
+                arr = np.asarray(value)
+        if dtype is not None and arr.dtype != dtype:
+            arr = arr.astype(dtype)
+        if arr.flags.writeable:
+            arr = arr.view()
+            arr.flags.writeable = False
+        return arr
 
     def input(self, i: int) -> ValueInfo | None:
         """The ``i``-th input, or ``None`` when it is omitted or beyond the node's inputs."""
@@ -443,14 +472,23 @@ class Model:
         )
         outs = tuple(None if not v.name else self.value_info(v.name) for v in node.outputs)
         attrs: dict[str, Any] = {}
+        arrays: dict[str, np.ndarray] | None = None
         bodies = False
         stored = node.attributes
         for k, a in getattr(stored, "data", stored).items():   # (see attrs_of)
+            if a.__class__ is _fast_attrs.ArrayAttr:
+                attrs[k] = a   # (its tuple is built when asked for, see _Attrs)
+                arrays = arrays or {}
+                arrays[k] = a.array
+                continue
             attrs[k] = attr_value(a)
             bodies = bodies or a.type in _BODY_ATTRS
         implicit = tuple(self.value_info(n) for n in _captured_names(node)) if bodies else ()
+        if arrays is None:
+            return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs,
+                            MappingProxyType(attrs), implicit)
         return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs,
-                        MappingProxyType(attrs), implicit)
+                        _Attrs(attrs), implicit, MappingProxyType(arrays))
 
     def to_proto(self) -> onnx.ModelProto:
         """Serialize back to a ``ModelProto`` (external tensors stay external)."""
@@ -537,6 +575,31 @@ def _decode_strings(arr: np.ndarray) -> np.ndarray:
     out = np.empty(len(flat), dtype=object)
     out[:] = flat
     return out.reshape(arr.shape)
+
+
+class _Attrs(Mapping):
+    """:attr:`NodeView.attrs` of a node with long INTS/FLOATS attributes: each of those is a
+    tuple of Python numbers when first read (kernels that read the array never build it)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getitem__(self, name: str) -> Any:
+        value = self._values[name]
+        if value.__class__ is _fast_attrs.ArrayAttr:
+            value = self._values[name] = value.value   # (a race builds the same tuple)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(f'{k!r}: ...' for k in self._values)}}}"
 
 
 def attr_value(attr: ir.Attr) -> Any:
@@ -738,7 +801,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
             loaded.reindex()
         for node in loaded.nodes:   # attribute values are read (and may fail) here, not later
             for a in attrs_of(node):
-                attr_value(a)
+                if a.__class__ is not _fast_attrs.ArrayAttr:   # (read: it cannot fail)
+                    attr_value(a)
     except InvalidModelError:
         raise
     except Exception as e:  # noqa: BLE001 - onnx-ir raises assorted errors on malformed protos

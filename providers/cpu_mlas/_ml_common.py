@@ -50,17 +50,17 @@ def post_transform(node: NodeView) -> int:
 
 def floats(node: NodeView, name: str, *, required: bool = False) -> np.ndarray:
     """A FLOATS attribute as a float32 vector (empty when absent and not required)."""
-    v = node.attr(name)
-    if v is None or (required and len(v) == 0):
+    v = node.attr_array(name, F32)   # (a long list as loaded: no tuple of Python floats)
+    if v is None or (required and v.size == 0):
         if required:
             raise ValueError(f"{node.op_type}: attribute {name!r} is required")
         return np.zeros(0, F32)
-    return np.asarray(v, dtype=F32).reshape(-1)
+    return v.reshape(-1)
 
 
 def ints(node: NodeView, name: str) -> np.ndarray:
-    v = node.attr(name)
-    return np.zeros(0, np.int64) if v is None else np.asarray(v, np.int64).reshape(-1)
+    v = node.attr_array(name, np.int64)
+    return np.zeros(0, np.int64) if v is None else v.reshape(-1)
 
 
 def strings(node: NodeView, name: str) -> list[str]:
