@@ -859,3 +859,15 @@ def test_sklearn_models_through_the_session():
                                                                          FloatTensorType([1])))])
     d = {"c": 4.0, "a": 0.5, "q": 1.0}
     same(plex_run(m, d), ort_run(m, d))
+
+
+@pytest.mark.parametrize("keys", [[7], ["b", "a'\"\\n", "c"], list(range(70))])
+def test_zipmap_row_dicts_match_dict_zip(keys):
+    """ZipMap's generated row builder (one column, string keys that would break code if they
+    were written into it, and the dict(zip()) path past 64 columns)."""
+    from onnxplex.providers.cpu_mlas.ml_maps import _row_dicts
+
+    rows = np.arange(3 * len(keys), dtype=np.float32).reshape(3, -1).tolist()
+    got = _row_dicts(keys)(rows)
+    assert got == [dict(zip(keys, r)) for r in rows]
+    assert [list(d) for d in got] == [keys] * 3   # key order kept
