@@ -868,6 +868,6 @@ def test_zipmap_row_dicts_match_dict_zip(keys):
     from onnxplex.providers.cpu_mlas.ml_maps import _row_dicts
 
     rows = np.arange(3 * len(keys), dtype=np.float32).reshape(3, -1).tolist()
-    got = _row_dicts(keys)(rows)
+    got = _row_dicts(keys)(*np.array(rows).T.tolist())
     assert got == [dict(zip(keys, r)) for r in rows]
     assert [list(d) for d in got] == [keys] * 3   # key order kept
