@@ -18,7 +18,6 @@ specification: ``post_transform`` 1 is SOFTMAX and 2 LOGISTIC (onnxruntime 1.32 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,21 +75,21 @@ class _Trees:
     weights_all_positive: bool = True
     class_labels: np.ndarray | None = None
 
-    def build(self, op: str) -> Any:
-        """The native ensemble; the checks it makes (cycles) raise a ValueError naming ``op``."""
+    def build(self, op: str, threads: int, class_names: Sequence[str] | None) -> Any:
+        """The native ensemble (its ``run(x)`` the kernel); the checks it makes (cycles) raise
+        a ValueError naming ``op``."""
         try:
-            return self._build()
+            return _native.native().tree_ensemble(
+                self.cmp, self.nan_true, self.feature, self.value, self.true_child,
+                self.false_child, self.weight_start, self.weight_target, self.weight_value,
+                self.roots, self.n_targets, self.aggregate, self.post, self.base,
+                classifier=self.classifier, binary_case=self.binary_case,
+                weights_all_positive=self.weights_all_positive,
+                class_labels=self.class_labels, class_names=class_names,
+                n_features=self.n_features, in_double=self.in_double,
+                out_double=self.out_double, threads=threads)
         except ValueError as e:
             raise ValueError(f"{op}: {e}") from None
-
-    def _build(self) -> Any:
-        return _native.native().tree_ensemble(
-            self.cmp, self.nan_true, self.feature, self.value, self.true_child,
-            self.false_child, self.weight_start, self.weight_target, self.weight_value,
-            self.roots, self.n_targets, self.aggregate, self.post, self.base,
-            classifier=self.classifier, binary_case=self.binary_case,
-            weights_all_positive=self.weights_all_positive, class_labels=self.class_labels,
-            n_features=self.n_features, in_double=self.in_double, out_double=self.out_double)
 
 
 class _Attrs:
@@ -440,29 +439,22 @@ def _input_double(node: NodeView) -> bool | None:
 
 
 def _kernel(op: str, resolve: Callable[[bool], _Trees], double: bool | None, threads: int,
-            class_names: np.ndarray | None) -> Kernel:
-    """The per-call function: the native run (labels mapped to strings for string classes).
-    With the input type unknown, an ensemble is built per input type on first use."""
+            class_names: Sequence[str] | None) -> Kernel:
+    """The per-call function: the native ensemble's ``run`` itself (it allocates the outputs
+    and maps string labels). With the input type unknown, an ensemble is built per input type
+    on first use."""
     if double is not None:
-        run = functools.partial(resolve(double).build(op).run, threads=threads)
-    else:
-        built: dict[bool, Any] = {}
+        return resolve(double).build(op, threads, class_names).run
+    built: dict[bool, Any] = {}
 
-        def run(x: np.ndarray) -> Any:
-            d = x.dtype == np.float64
-            ens = built.get(d)
-            if ens is None:
-                ens = built.setdefault(d, resolve(d).build(op))
-            return ens.run(x, threads)
+    def run(x: np.ndarray) -> Any:
+        d = x.dtype == np.float64
+        ens = built.get(d)
+        if ens is None:
+            ens = built.setdefault(d, resolve(d).build(op, threads, class_names))
+        return ens.run(x)
 
-    if class_names is None:
-        return run
-
-    def kernel(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        labels, scores = run(x)
-        return class_names[labels], scores
-
-    return kernel
+    return run
 
 
 def _needs_native(node: NodeView) -> str | None:
@@ -478,7 +470,7 @@ def _make_v3(node: NodeView, ctx: ProviderContext, classifier: bool) -> Kernel:
     trees = _v3_trees(a, classifier, bool(double))
     names = None
     if classifier and node.attr("classlabels_strings"):
-        names = np.array([_text(s) for s in node.attr("classlabels_strings")], dtype=object)
+        names = tuple(_text(s) for s in node.attr("classlabels_strings"))
 
     def resolve(d: bool) -> _Trees:
         if d == bool(double):

@@ -25,46 +25,83 @@ Arr<T> arr(const py::object& a, const char* what, py::ssize_t size) {
   return v;
 }
 
-py::object run(const TreeEnsemble& e, const py::array& x_in, size_t threads) {
-  if (x_in.ndim() != 1 && x_in.ndim() != 2) {
-    throw py::value_error("a tree ensemble's input must have rank 1 or 2, not " +
-                          std::to_string(x_in.ndim()));
+// Below this many node steps the walk runs holding the GIL (releasing and taking it back
+// costs more than the walk of a small model at batch 1).
+constexpr size_t kKeepGilSteps = 4096;
+
+// The ensemble as Python holds it: with the thread count of its session and, for string
+// classes, the label objects (a run then returns them; one call does it all).
+struct PyTreeEnsemble {
+  std::shared_ptr<TreeEnsemble> e;
+  size_t threads = 0;
+  py::object names = py::none();  // a tuple of the class label strings, or None
+
+  py::object run(const py::array& x_in, py::ssize_t threads_in) const {
+    if (x_in.ndim() != 1 && x_in.ndim() != 2) {
+      throw py::value_error("a tree ensemble's input must have rank 1 or 2, not " +
+                            std::to_string(x_in.ndim()));
+    }
+    py::array x = e->in_double() ? py::array(Arr<double>::ensure(x_in))
+                                 : py::array(Arr<float>::ensure(x_in));
+    if (!x) throw py::type_error("a tree ensemble's input must be numeric");
+    const size_t rows = x.ndim() == 1 ? 1 : static_cast<size_t>(x.shape(0));
+    const size_t cols = static_cast<size_t>(x.shape(x.ndim() - 1));
+    const auto n_rows = static_cast<py::ssize_t>(rows);
+    const auto n_out = static_cast<py::ssize_t>(e->n_targets());
+    py::array scores = e->out_double() ? py::array(py::array_t<double>({n_rows, n_out}))
+                                       : py::array(py::array_t<float>({n_rows, n_out}));
+    py::array_t<int64_t> labels;
+    if (e->classifier()) labels = py::array_t<int64_t>(n_rows);
+    const void* xp = x.data();
+    void* zp = scores.mutable_data();
+    int64_t* lp = e->classifier() ? labels.mutable_data() : nullptr;
+    const size_t t = threads_in < 0 ? threads : static_cast<size_t>(threads_in);
+    if (rows * e->steps_per_row() < kKeepGilSteps) {
+      e->run(xp, rows, cols, zp, lp, t);
+    } else {
+      py::gil_scoped_release release;
+      e->run(xp, rows, cols, zp, lp, t);
+    }
+    if (!e->classifier()) return std::move(scores);
+    if (names.is_none()) return py::make_tuple(labels, scores);
+    // string classes: the label objects themselves, in an object array
+    const auto tuple = py::reinterpret_borrow<py::tuple>(names);
+    // numpy.empty: an object array (of None) numpy owns and lets us write
+    static const auto* empty = new py::object(py::module_::import("numpy").attr("empty"));
+    py::array out = (*empty)(n_rows, "O");
+    auto** slot = static_cast<PyObject**>(out.mutable_data());
+    const auto n_names = static_cast<int64_t>(tuple.size());
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t k = lp[r];
+      if (k < 0 || k >= n_names) throw py::value_error("a class index is out of range");
+      PyObject* o = PyTuple_GET_ITEM(tuple.ptr(), static_cast<py::ssize_t>(k));
+      Py_INCREF(o);
+      Py_XDECREF(slot[r]);
+      slot[r] = o;
+    }
+    return py::make_tuple(out, scores);
   }
-  py::array x = e.in_double() ? py::array(Arr<double>::ensure(x_in))
-                              : py::array(Arr<float>::ensure(x_in));
-  if (!x) throw py::type_error("a tree ensemble's input must be numeric");
-  const size_t rows = x.ndim() == 1 ? 1 : static_cast<size_t>(x.shape(0));
-  const size_t cols = static_cast<size_t>(x.shape(x.ndim() - 1));
-  const auto n_rows = static_cast<py::ssize_t>(rows);
-  const auto n_out = static_cast<py::ssize_t>(e.n_targets());
-  py::array scores = e.out_double() ? py::array(py::array_t<double>({n_rows, n_out}))
-                                    : py::array(py::array_t<float>({n_rows, n_out}));
-  py::array_t<int64_t> labels;
-  if (e.classifier()) labels = py::array_t<int64_t>(n_rows);
-  const void* xp = x.data();
-  void* zp = scores.mutable_data();
-  int64_t* lp = e.classifier() ? labels.mutable_data() : nullptr;
-  {
-    py::gil_scoped_release release;
-    e.run(xp, rows, cols, zp, lp, threads);
-  }
-  if (e.classifier()) return py::make_tuple(labels, scores);
-  return std::move(scores);
-}
+};
+
 
 }  // namespace
 
 void register_trees(py::module_& m) {
-  py::class_<TreeEnsemble, std::shared_ptr<TreeEnsemble>>(
+  py::class_<PyTreeEnsemble>(
       m, "TreeEnsemble",
       "A tree ensemble laid out for evaluation (immutable; run it from any thread).")
-      .def("run", &run, py::arg("x"), py::arg("threads") = 0,
+      .def("run", &PyTreeEnsemble::run, py::arg("x"), py::arg("threads") = -1,
            "Scores of x [N, F] (or [F], one row), cast to the ensemble's input type: an "
            "array [N, n_targets] (float32, or float64 for an ensemble built with "
-           "out_double), and before it for a classifier the labels [N] (int64).")
-      .def_property_readonly("n_targets", &TreeEnsemble::n_targets)
-      .def_property_readonly("n_features", &TreeEnsemble::n_features)
-      .def_property_readonly("n_trees", &TreeEnsemble::n_trees);
+           "out_double), and before it for a classifier the labels [N] (int64, or the class "
+           "names' objects when built with them). threads -1: the ensemble's own.")
+      .def_property_readonly("n_targets", [](const PyTreeEnsemble& p) {
+        return p.e->n_targets();
+      })
+      .def_property_readonly("n_features", [](const PyTreeEnsemble& p) {
+        return p.e->n_features();
+      })
+      .def_property_readonly("n_trees", [](const PyTreeEnsemble& p) { return p.e->n_trees(); });
 
   m.def("tree_ensemble", [](const py::object& cmp_in, const py::object& nan_true_in,
                             const py::object& feature_in, const py::object& value_in,
@@ -74,7 +111,8 @@ void register_trees(py::module_& m) {
                             size_t n_targets, int aggregate, int post,
                             const py::object& base_in, bool classifier, bool binary_case,
                             bool weights_all_positive, const py::object& labels_in,
-                            size_t n_features, bool in_double, bool out_double) {
+                            const py::object& names_in, size_t n_features, bool in_double,
+                            bool out_double, size_t threads) {
     const auto cmp = arr<uint8_t>(cmp_in, "cmp", -1);
     const py::ssize_t n = cmp.size();
     const auto nan_true = arr<uint8_t>(nan_true_in, "nan_true", n);
@@ -91,8 +129,22 @@ void register_trees(py::module_& m) {
     const auto roots = arr<int64_t>(roots_in, "roots", -1);
     const auto base = arr<double>(base_in, "base", -1);
     Arr<int64_t> labels;
-    if (classifier) labels = arr<int64_t>(labels_in, "class_labels",
-                                          static_cast<py::ssize_t>(n_targets));
+    if (classifier) {
+      labels = arr<int64_t>(labels_in, "class_labels", static_cast<py::ssize_t>(n_targets));
+    }
+    PyTreeEnsemble out;
+    if (!names_in.is_none()) {
+      py::tuple names = py::tuple(names_in);
+      if (!classifier || names.size() != n_targets) {
+        throw py::value_error("class_names: one name a class of a classifier");
+      }
+      for (size_t k = 0; k < n_targets; ++k) {
+        if (labels.at(static_cast<py::ssize_t>(k)) != static_cast<int64_t>(k)) {
+          throw py::value_error("with class_names, class_labels must be 0, 1, ...");
+        }
+      }
+      out.names = names;
+    }
     if (aggregate < 0 || aggregate > 3) throw py::value_error("aggregate must be 0..3");
     if (post < 0 || post > 4) throw py::value_error("post must be 0..4");
     TreeEnsembleDesc d;
@@ -118,21 +170,24 @@ void register_trees(py::module_& m) {
     d.weights_all_positive = weights_all_positive;
     d.class_labels = classifier ? labels.data() : nullptr;
     d.n_features = n_features;
-    std::shared_ptr<TreeEnsemble> e = make_tree_ensemble(d, in_double, out_double);
-    return e;
+    out.e = make_tree_ensemble(d, in_double, out_double);
+    out.threads = threads;
+    return out;
   }, py::arg("cmp"), py::arg("nan_true"), py::arg("feature"), py::arg("value"),
      py::arg("true_child"), py::arg("false_child"), py::arg("weight_start"),
      py::arg("weight_target"), py::arg("weight_value"), py::arg("roots"),
      py::arg("n_targets"), py::arg("aggregate"), py::arg("post"), py::arg("base"),
      py::arg("classifier") = false, py::arg("binary_case") = false,
      py::arg("weights_all_positive") = true, py::arg("class_labels") = py::none(),
-     py::arg("n_features") = 0, py::arg("in_double") = false, py::arg("out_double") = false,
+     py::arg("class_names") = py::none(), py::arg("n_features") = 0,
+     py::arg("in_double") = false, py::arg("out_double") = false, py::arg("threads") = 0,
      "A TreeEnsemble from a resolved node list (see tree_ensemble.h): per node its comparison "
      "(0 <=, 1 <, 2 ==, 3 leaf), NaN direction, feature, threshold (a leaf: its single-target "
      "value), children; the leaves' weights (CSR over the nodes); the roots in summation "
      "order; onnxruntime's aggregate (0 AVERAGE 1 SUM 2 MIN 3 MAX) and post transform (0 NONE "
-     "1 LOGISTIC 2 SOFTMAX 3 SOFTMAX_ZERO 4 PROBIT) codes. Raises ValueError on an index out "
-     "of range or a cycle.");
+     "1 LOGISTIC 2 SOFTMAX 3 SOFTMAX_ZERO 4 PROBIT) codes; class_names (a classifier's label "
+     "strings, class_labels then 0, 1, ...) returned in place of the indices; threads the "
+     "run's default (0 = all). Raises ValueError on an index out of range or a cycle.");
 }
 
 }  // namespace onnxplex::mlas::bind

@@ -76,12 +76,14 @@ class TreeEnsemble {
   size_t n_targets() const { return n_targets_; }
   size_t n_features() const { return n_features_; }
   size_t n_trees() const { return n_trees_; }
+  // A row's work in node steps (the trees' depths summed; at least one a tree).
+  size_t steps_per_row() const { return steps_per_row_; }
   bool in_double() const { return in_double_; }
   bool out_double() const { return out_double_; }
   bool classifier() const { return classifier_; }
 
  protected:
-  size_t n_targets_ = 0, n_features_ = 0, n_trees_ = 0;
+  size_t n_targets_ = 0, n_features_ = 0, n_trees_ = 0, steps_per_row_ = 0;
   bool in_double_ = false, out_double_ = false, classifier_ = false;
 };
 

@@ -52,7 +52,8 @@ class Forest:
     def __init__(self, seed: int, n_trees: int = 4, depth: int = 4, n_features: int = 4,
                  modes=("BRANCH_LEQ",), n_targets: int = 1, weights=(1, 1), member=False,
                  weight_sign: str = "mixed", missing: float = 0.3, targets=None,
-                 weightless: float = 0.0, grid: float = GRID, thin: bool = False) -> None:
+                 weightless: float = 0.0, grid: float = GRID, thin: bool = False,
+                 full: float = 0.0) -> None:
         self.rng = rng = np.random.default_rng(seed)
         self.grid = grid
         self.n_features, self.n_targets = n_features, n_targets
@@ -60,11 +61,13 @@ class Forest:
         self.trees: list[list[dict]] = []
         for _ in range(n_trees):
             nodes: list[dict] = []
+            complete = rng.random() < full  # every leaf at `depth`
 
             def grow(d: int, leaf: bool = False) -> int:
                 i = len(nodes)
                 nodes.append({})
-                if leaf or d == depth or (d > 0 and not thin and rng.random() < 0.25):
+                if leaf or d == depth or (d > 0 and not (thin or complete)
+                                          and rng.random() < 0.25):
                     k = 0 if rng.random() < weightless else int(rng.integers(*weights, endpoint=True))
                     w = rng.standard_normal(k).astype(np.float32)
                     if weight_sign == "pos":
@@ -271,7 +274,8 @@ def test_regressor_aggregates_base_values(aggregate, n_targets, dtype):
     # several weights a leaf (the single-target path takes the first), some leaves without
     # any (one target: the leaf's nodes_values counts), base values, untouched targets
     fr = Forest(20 + AGGREGATES.index(aggregate), n_trees=6, modes=MODES, n_targets=n_targets,
-                weights=(1, 3), weightless=0.2, targets=range(max(n_targets - 1, 1)))
+                weights=(1, 3), weightless=0.2, targets=range(max(n_targets - 1, 1)),
+                full=0.5)
     x = fr.x(64, dtype)
     for base in ([], [0.25 * (k + 1) for k in range(n_targets)]):
         attrs = fr.v3(False) | {"aggregate_function": aggregate}
@@ -481,14 +485,15 @@ def test_member_sets_compare_by_equality():
 
 # ---- batches and threads ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("rows, n_trees, depth, thin", [(1, 60, 9, False), (2000, 60, 9, False),
-                                                      (3, 250, 60, True)])
-def test_batches_and_threads(rows, n_trees, depth, thin):
+@pytest.mark.parametrize("rows, n_trees, depth, thin, full", [
+    (1, 60, 9, False, 0.0), (2000, 60, 9, False, 0.0), (3, 250, 60, True, 0.0),
+    (1, 40, 5, False, 1.0), (500, 40, 5, False, 1.0), (300, 40, 5, False, 0.5)])
+def test_batches_and_threads(rows, n_trees, depth, thin, full):
     """Batch 1, a large batch (rows split over two threads) and a few rows through many deep
-    trees (trees split over two threads): onnxruntime's scores, and the same bits at one
-    thread."""
+    trees (trees split over two threads), with trees whose leaves are all at one depth
+    (walked in lockstep) or not: onnxruntime's scores, and the same bits at one thread."""
     fr = Forest(120 + rows, n_trees=n_trees, depth=depth, n_features=12, modes=["BRANCH_LT"],
-                n_targets=3, missing=0.5, thin=thin)
+                n_targets=3, missing=0.5, thin=thin, full=full)
     x = fr.x(rows, nan=0.02)
     for op, attrs in (("TreeEnsembleRegressor", fr.v3(False)),
                       ("TreeEnsembleClassifier", fr.v3(True) | {
