@@ -102,17 +102,28 @@ class _Attrs:
     def error(self, name: str, msg: str) -> ValueError:
         return ValueError(f"{self.op}: {name}: {msg}")
 
-    def present(self, name: str) -> bool:
+    def _array(self, name: str) -> tuple[np.ndarray | None, bool]:
+        """The attribute's values as an array (``None`` when absent; long lists as loaded,
+        see ``NodeView.attr_array``), and whether it is a tensor attribute."""
+        arr = self.node.arrays.get(name)
+        if arr is not None:
+            return arr, False
         v = self.node.attr(name)
-        return v is not None and np.size(v) > 0
+        if v is None or isinstance(v, np.ndarray):
+            return v, v is not None
+        return self.node.attr_array(name), False
+
+    def present(self, name: str) -> bool:
+        v, _ = self._array(name)
+        return v is not None and v.size > 0
 
     def ints(self, name: str, n: int | None = None, *, required: bool = False) -> np.ndarray:
-        v = self.node.attr(name)
-        if v is None or np.size(v) == 0:
+        v, _ = self._array(name)
+        if v is None or v.size == 0:
             if required and n != 0:
                 raise self.error(name, "is required")
             return np.zeros(0, np.int64)
-        a = np.asarray(v, dtype=np.int64).reshape(-1)
+        a = v.astype(np.int64, copy=False).reshape(-1)
         if n is not None and a.size != n:
             raise self.error(name, f"has {a.size} entries, expected {n}")
         return a
@@ -121,15 +132,14 @@ class _Attrs:
                ) -> tuple[np.ndarray, bool]:
         """A FLOATS attribute, or a float/double tensor one, as float64; and whether it is a
         double tensor."""
-        v = self.node.attr(name)
-        if v is None or np.size(v) == 0:
+        a, tensor = self._array(name)
+        if a is None or a.size == 0:
             if required and n != 0:
                 raise self.error(name, "is required")
             return np.zeros(0), False
-        a = np.asarray(v)
-        if isinstance(v, np.ndarray) and a.dtype.kind != "f":
+        if tensor and a.dtype.kind != "f":
             raise self.error(name, f"must be a float or double tensor, not {a.dtype}")
-        double = isinstance(v, np.ndarray) and a.dtype == np.float64
+        double = tensor and a.dtype == np.float64
         a = a.astype(np.float64).reshape(-1)
         if n is not None and a.size != n:
             raise self.error(name, f"has {a.size} entries, expected {n}")
@@ -193,10 +203,13 @@ def _pair_keys(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarra
 def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
     modes_s = a.node.attr("nodes_modes") or ()
     n = len(modes_s)
-    try:
-        modes = np.array([_MODES[_text(s)] for s in modes_s], dtype=np.int64)
-    except KeyError as e:
-        raise a.error("nodes_modes", f"unknown mode {e.args[0]!r}") from None
+    try:   # (one C-level map over tens of thousands of names; bytes only from odd files)
+        modes = np.fromiter(map(_MODES.__getitem__, modes_s), dtype=np.int64, count=n)
+    except KeyError:
+        try:
+            modes = np.array([_MODES[_text(s)] for s in modes_s], dtype=np.int64)
+        except KeyError as e:
+            raise a.error("nodes_modes", f"unknown mode {e.args[0]!r}") from None
     tree_ids = a.ints("nodes_treeids", n, required=True)
     node_ids = a.ints("nodes_nodeids", n, required=True)
     feats = a.ints("nodes_featureids", n, required=True)
