@@ -38,11 +38,10 @@ constexpr int kWalkers = 8;
 // Rows whose scores one pass over the trees accumulates (each tree's nodes are read once per
 // block; the block's scores stay in L1).
 constexpr size_t kBlockRows = 128;
-// Below this many node steps (rows times the trees' summed depth) one thread does it all: a
-// hand-over to the pool costs about what ~10 us of walking does.
-constexpr size_t kMinParallelSteps = 40000;
-// A row-parallel task has at least this many rows; fewer rows split the trees instead.
-constexpr size_t kMinTaskRows = 16;
+// Below this many node steps (rows times the trees' summed depth) one thread does it all: the
+// hand-over to the pool costs about what a few microseconds of walking do (measured on two
+// threads: 8 rows of a 100-tree depth-10 forest, 8000 steps, 28 -> 20 us).
+constexpr size_t kMinParallelSteps = 5000;
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kSqrt2 = 1.41421356237309504880;
@@ -183,6 +182,13 @@ class Ensemble final : public TreeEnsemble {
   // One row's leaves in trees [t0, t1), into leaves[t - t0].
   template <int kMode, bool kNan>
   void row_leaves(const T* xr, size_t t0, size_t t1, int32_t* leaves) const;
+  // The leaves of rows [r0, r1) (at most kBlockRows) in tree t, into leaves[r - r0].
+  template <int kMode, bool kNan>
+  void tree_leaves(size_t t, const T* x, size_t cols, size_t r0, size_t r1,
+                   int32_t* leaves) const;
+  template <int kMode, bool kNan>
+  void leaves_block(const T* x, size_t cols, size_t r0, size_t r1, size_t t0, size_t t1,
+                    int32_t* leaves) const;
   void leaves_range(const T* x, size_t cols, size_t rows, size_t t0, size_t t1,
                     int32_t* leaves) const;
   void add_leaf(int32_t leaf, T* s, uint8_t* h) const;
@@ -411,9 +417,37 @@ void Ensemble<T, O>::row_leaves(const T* xr, size_t t0, size_t t1, int32_t* leav
 
 template <typename T, typename O>
 template <int kMode, bool kNan>
+void Ensemble<T, O>::tree_leaves(size_t t, const T* x, size_t cols, size_t r0, size_t r1,
+                                 int32_t* leaves) const {
+  static const T zero[1] = {T(0)};
+  const size_t nr = r1 - r0;
+  const T* xb = x + r0 * cols;
+  const int32_t root = roots_[t];
+  if (uniform_[t] < 0) {
+    walk<kMode, kNan>(nodes_.data(), flags_.data(), sink_, zero, nr,
+                      [&](size_t j, int32_t& start, const T*& xp) {
+                        start = root;
+                        xp = xb + j * cols;
+                      }, leaves);
+    return;
+  }
+  const T* xs[kWalkers];
+  for (size_t g = 0; g < nr; g += kWalkers) {
+    const int count = static_cast<int>(std::min<size_t>(kWalkers, nr - g));
+    int32_t* idx = leaves + g;
+    for (int k = 0; k < count; ++k) {
+      xs[k] = xb + (g + static_cast<size_t>(k)) * cols;
+      idx[k] = root;
+    }
+    walk_fixed<kMode, kNan, kWalkers>(nodes_.data(), flags_.data(), xs, idx, count, uniform_[t]);
+    for (int k = 0; k < count; ++k) idx[k] = ~idx[k];
+  }
+}
+
+template <typename T, typename O>
+template <int kMode, bool kNan>
 void Ensemble<T, O>::block(const T* x, size_t cols, size_t r0, size_t r1, T* s,
                            uint8_t* h) const {
-  static const T zero[1] = {T(0)};
   const size_t nr = r1 - r0, ns = n_targets_;
   int32_t leaves[kBlockRows];
   if (nr < kWalkers) {
@@ -428,35 +462,33 @@ void Ensemble<T, O>::block(const T* x, size_t cols, size_t r0, size_t r1, T* s,
     return;
   }
   // Many rows: the block's rows through one tree, tree after tree.
-  const T* xb = x + r0 * cols;
   const bool sums = single_ && (agg_ == TreeAggregate::kSum || agg_ == TreeAggregate::kAverage);
   for (size_t t = 0; t < n_trees_; ++t) {
-    const int32_t root = roots_[t];
-    if (uniform_[t] >= 0) {
-      const T* xs[kWalkers];
-      for (size_t g = 0; g < nr; g += kWalkers) {
-        const int count = static_cast<int>(std::min<size_t>(kWalkers, nr - g));
-        int32_t* idx = leaves + g;
-        for (int k = 0; k < count; ++k) {
-          xs[k] = xb + (g + static_cast<size_t>(k)) * cols;
-          idx[k] = root;
-        }
-        walk_fixed<kMode, kNan, kWalkers>(nodes_.data(), flags_.data(), xs, idx, count,
-                                          uniform_[t]);
-        for (int k = 0; k < count; ++k) idx[k] = ~idx[k];
-      }
-    } else {
-      walk<kMode, kNan>(nodes_.data(), flags_.data(), sink_, zero, nr,
-                               [&](size_t j, int32_t& start, const T*& xp) {
-                                 start = root;
-                                 xp = xb + j * cols;
-                               }, leaves);
-    }
+    tree_leaves<kMode, kNan>(t, x, cols, r0, r1, leaves);
     if (sums) {
       for (size_t r = 0; r < nr; ++r) s[r] += leaf_value_[static_cast<size_t>(leaves[r])];
     } else {
       for (size_t r = 0; r < nr; ++r) add_leaf(leaves[r], s + r * ns, h + r * ns);
     }
+  }
+}
+
+// The leaves of rows [r0, r1) (at most kBlockRows) in trees [t0, t1), into
+// leaves[r * n_trees_ + t].
+template <typename T, typename O>
+template <int kMode, bool kNan>
+void Ensemble<T, O>::leaves_block(const T* x, size_t cols, size_t r0, size_t r1, size_t t0,
+                                  size_t t1, int32_t* leaves) const {
+  if (r1 - r0 < kWalkers) {
+    for (size_t r = r0; r < r1; ++r) {
+      row_leaves<kMode, kNan>(x + r * cols, t0, t1, leaves + r * n_trees_ + t0);
+    }
+    return;
+  }
+  int32_t buf[kBlockRows];
+  for (size_t t = t0; t < t1; ++t) {
+    tree_leaves<kMode, kNan>(t, x, cols, r0, r1, buf);
+    for (size_t r = r0; r < r1; ++r) leaves[r * n_trees_ + t] = buf[r - r0];
   }
 }
 
@@ -501,14 +533,14 @@ void Ensemble<T, O>::rows_range(const T* x, size_t cols, size_t r0, size_t r1, O
 template <typename T, typename O>
 void Ensemble<T, O>::leaves_range(const T* x, size_t cols, size_t rows, size_t t0, size_t t1,
                                   int32_t* leaves) const {
-  for (size_t r = 0; r < rows; ++r) {
-    const bool nan = nan_flags_ && has_nan(x, cols, r, r + 1);
-    int32_t* out = leaves + r * n_trees_ + t0;
-#define ONNXPLEX_TREE_ROW_NAN(M) row_leaves<M, true>(x + r * cols, t0, t1, out)
-#define ONNXPLEX_TREE_ROW(M) row_leaves<M, false>(x + r * cols, t0, t1, out)
-    ONNXPLEX_TREE_DISPATCH(ONNXPLEX_TREE_ROW_NAN, ONNXPLEX_TREE_ROW)
-#undef ONNXPLEX_TREE_ROW_NAN
-#undef ONNXPLEX_TREE_ROW
+  for (size_t b = 0; b < rows; b += kBlockRows) {
+    const size_t e = std::min(b + kBlockRows, rows);
+    const bool nan = nan_flags_ && has_nan(x, cols, b, e);
+#define ONNXPLEX_TREE_LEAVES_NAN(M) leaves_block<M, true>(x, cols, b, e, t0, t1, leaves)
+#define ONNXPLEX_TREE_LEAVES(M) leaves_block<M, false>(x, cols, b, e, t0, t1, leaves)
+    ONNXPLEX_TREE_DISPATCH(ONNXPLEX_TREE_LEAVES_NAN, ONNXPLEX_TREE_LEAVES)
+#undef ONNXPLEX_TREE_LEAVES_NAN
+#undef ONNXPLEX_TREE_LEAVES
   }
 }
 
@@ -527,30 +559,36 @@ void Ensemble<T, O>::run(const void* xv, size_t rows, size_t cols, void* zv, int
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const size_t steps = rows * steps_per_row_;
   if (threads > 1 && steps >= kMinParallelSteps && n_trees_ > 1) {
-    if (rows >= threads * kMinTaskRows) {
-      const size_t tasks = std::min(rows / kMinTaskRows, threads * 4);
+    if (rows >= threads * kBlockRows) {
+      // Rows split in tasks of whole blocks (a task reads the model once a block, as one
+      // thread would), a few tasks a thread for balance.
+      const size_t per = std::max(kBlockRows, (rows + threads * 4 - 1) / (threads * 4));
+      const size_t tasks = (rows + per - 1) / per;
       parallel_for(tasks, threads, [&](size_t t) {
-        rows_range(x, cols, rows * t / tasks, rows * (t + 1) / tasks, z, labels);
+        rows_range(x, cols, t * per, std::min(rows, (t + 1) * per), z, labels);
       });
       return;
     }
-    // Few rows: the trees are split, leaves gathered, then summed in tree order as one thread
-    // would.
+    // Fewer rows: the trees split (each thread reads its part of the model), the leaves
+    // gathered; then each row summed in tree order, as one thread would, rows split.
     const size_t tasks = std::min(n_trees_, threads);
     std::vector<int32_t> leaves(rows * n_trees_);
     parallel_for(tasks, threads, [&](size_t t) {
       leaves_range(x, cols, rows, n_trees_ * t / tasks, n_trees_ * (t + 1) / tasks,
                    leaves.data());
     });
-    const size_t ns = n_targets_;
-    std::vector<T> s(ns);
-    std::vector<uint8_t> h(ns);
-    for (size_t r = 0; r < rows; ++r) {
-      std::fill(s.begin(), s.end(), T(0));
-      std::fill(h.begin(), h.end(), uint8_t(0));
-      for (size_t t = 0; t < n_trees_; ++t) add_leaf(leaves[r * n_trees_ + t], s.data(), h.data());
-      finalize(s.data(), h.data(), z + r * n_targets_, labels ? labels + r : nullptr);
-    }
+    const size_t row_tasks = std::min(rows, threads);
+    parallel_for(row_tasks, threads, [&](size_t t) {
+      const size_t ns = n_targets_;
+      std::vector<T> s(ns);
+      std::vector<uint8_t> h(ns);
+      for (size_t r = rows * t / row_tasks; r < rows * (t + 1) / row_tasks; ++r) {
+        std::fill(s.begin(), s.end(), T(0));
+        std::fill(h.begin(), h.end(), uint8_t(0));
+        for (size_t j = 0; j < n_trees_; ++j) add_leaf(leaves[r * n_trees_ + j], s.data(), h.data());
+        finalize(s.data(), h.data(), z + r * n_targets_, labels ? labels + r : nullptr);
+      }
+    });
     return;
   }
   rows_range(x, cols, 0, rows, z, labels);

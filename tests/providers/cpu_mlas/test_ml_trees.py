@@ -487,11 +487,13 @@ def test_member_sets_compare_by_equality():
 
 @pytest.mark.parametrize("rows, n_trees, depth, thin, full", [
     (1, 60, 9, False, 0.0), (2000, 60, 9, False, 0.0), (3, 250, 60, True, 0.0),
-    (1, 40, 5, False, 1.0), (500, 40, 5, False, 1.0), (300, 40, 5, False, 0.5)])
+    (1, 40, 5, False, 1.0), (500, 40, 5, False, 1.0), (300, 40, 5, False, 0.5),
+    (100, 60, 9, False, 0.5)])
 def test_batches_and_threads(rows, n_trees, depth, thin, full):
-    """Batch 1, a large batch (rows split over two threads) and a few rows through many deep
-    trees (trees split over two threads), with trees whose leaves are all at one depth
-    (walked in lockstep) or not: onnxruntime's scores, and the same bits at one thread."""
+    """Batch 1, large batches (rows split over two threads), fewer rows (trees split over two
+    threads; a few rows through many deep trees walk row by row), trees whose leaves are all
+    at one depth (walked in lockstep) or not: onnxruntime's scores, and the same bits at one
+    thread."""
     fr = Forest(120 + rows, n_trees=n_trees, depth=depth, n_features=12, modes=["BRANCH_LT"],
                 n_targets=3, missing=0.5, thin=thin, full=full)
     x = fr.x(rows, nan=0.02)
