@@ -190,14 +190,58 @@ def _csr(owner: np.ndarray, n: int, *columns: np.ndarray) -> tuple[np.ndarray, .
 # --------------------------------------------------------------------------------------------
 
 
-def _pair_keys(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-    """One int64 key per (tree id, node id), comparable across the given arrays."""
-    trees = np.concatenate([p[0] for p in pairs])
-    nodes = np.concatenate([p[1] for p in pairs])
-    _, ti = np.unique(trees, return_inverse=True)
-    nu, ni = np.unique(nodes, return_inverse=True)
-    keys = ti.astype(np.int64).reshape(-1) * max(len(nu), 1) + ni.reshape(-1)
-    return np.split(keys, np.cumsum([len(p[0]) for p in pairs])[:-1])
+def _node_finder(a: _Attrs, tree_ids: np.ndarray, node_ids: np.ndarray
+                 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``find(trees, nodes)``: the index of each (tree id, node id) among the nodes, -1 where
+    there is none (``trees`` may be ``tree_ids`` itself: each node's own tree). A node given
+    twice is an error."""
+    n = tree_ids.size
+    if n == 0:
+        return lambda t, k: np.full(k.size, -1, np.int64)
+    starts = np.flatnonzero(np.r_[True, tree_ids[1:] != tree_ids[:-1]])
+    run_trees = tree_ids[starts]
+    lengths = np.diff(np.r_[starts, n])
+    own_start = np.repeat(starts, lengths)
+    if (np.unique(run_trees).size == run_trees.size
+            and np.array_equal(node_ids, np.arange(n) - own_start)):
+        # What converters write: each tree's nodes together, numbered 0, 1, ... in order: a
+        # node's index is its tree's first plus its id.
+        order = np.argsort(run_trees)
+        sorted_trees = run_trees[order]
+        own_length = np.repeat(lengths, lengths)
+
+        def find_in_runs(t: np.ndarray, k: np.ndarray) -> np.ndarray:
+            if t is tree_ids:  # the nodes' own trees
+                first, length = own_start, own_length
+            else:
+                pos = np.minimum(np.searchsorted(sorted_trees, t), sorted_trees.size - 1)
+                run = order[pos]
+                first, length = starts[run], np.where(sorted_trees[pos] == t, lengths[run], 0)
+            return np.where((k >= 0) & (k < length), first + k, -1)
+
+        return find_in_runs
+    # Any order, any ids: one int64 key a (tree, node) pair, sorted.
+    _, tree_rank = np.unique(tree_ids, return_inverse=True)
+    ids, node_rank = np.unique(node_ids, return_inverse=True)
+    keys = tree_rank.reshape(-1).astype(np.int64) * ids.size + node_rank.reshape(-1)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    dup = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
+    if dup.size:
+        i = order[dup[0]]
+        raise a.error("nodes_nodeids", f"node {node_ids[i]} of tree {tree_ids[i]} is given "
+                      "twice")
+    sorted_trees = np.unique(tree_ids)
+
+    def find_sorted(t: np.ndarray, k: np.ndarray) -> np.ndarray:
+        ti = np.minimum(np.searchsorted(sorted_trees, t), sorted_trees.size - 1)
+        ki = np.minimum(np.searchsorted(ids, k), ids.size - 1)
+        key = ti.astype(np.int64) * ids.size + ki
+        pos = np.minimum(np.searchsorted(sorted_keys, key), n - 1)
+        found = (sorted_trees[ti] == t) & (ids[ki] == k) & (sorted_keys[pos] == key)
+        return np.where(found, order[pos], -1)
+
+    return find_sorted
 
 
 def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
@@ -238,24 +282,8 @@ def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
     if w_values.size != m:
         raise a.error(f"{prefix}_weights", f"has {w_values.size} entries, expected {m}")
 
-    node_keys, t_keys, f_keys, w_keys = _pair_keys(
-        [(tree_ids, node_ids), (tree_ids, t_ids), (tree_ids, f_ids), (w_trees, w_nodes)])
-    order = np.argsort(node_keys, kind="stable")
-    sorted_keys = node_keys[order]
-    dup = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
-    if dup.size:
-        i = order[dup[0]]
-        raise a.error("nodes_nodeids", f"node {node_ids[i]} of tree {tree_ids[i]} is given "
-                      "twice")
-
-    def find(keys: np.ndarray) -> np.ndarray:
-        """Node index of each key, -1 where there is none."""
-        if n == 0:
-            return np.full(keys.size, -1, np.int64)
-        pos = np.minimum(np.searchsorted(sorted_keys, keys), n - 1)
-        return np.where(sorted_keys[pos] == keys, order[pos], -1)
-
-    t_child, f_child = find(t_keys), find(f_keys)
+    find = _node_finder(a, tree_ids, node_ids)
+    t_child, f_child = find(tree_ids, t_ids), find(tree_ids, f_ids)
     for name, child, ids in (("nodes_truenodeids", t_child, t_ids),
                              ("nodes_falsenodeids", f_child, f_ids)):
         bad = np.flatnonzero(interior & ((child < 0) | (child == np.arange(n))))
@@ -267,7 +295,7 @@ def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
     t_child[~interior] = 0
     f_child[~interior] = 0
 
-    owner = find(w_keys)
+    owner = find(w_trees, w_nodes)
     if (owner < 0).any():
         k = int(np.flatnonzero(owner < 0)[0])
         raise a.error(f"{prefix}_nodeids", f"node {w_nodes[k]} of tree {w_trees[k]} does not "
