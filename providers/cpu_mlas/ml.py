@@ -151,12 +151,15 @@ def make_label_encoder_v1(node: NodeView, ctx: ProviderContext) -> Kernel:
 @op("ArrayFeatureExtractor", domain=ML, since=1)
 def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
-        idx = indices.reshape(-1).astype(np.int64)
+        idx = indices.reshape(-1).astype(np.int64, copy=False)
         n = x.shape[-1] if x.ndim else 0
-        if ((idx < 0) | (idx >= n)).any():
+        try:   # (numpy refuses indices >= n; negative ones it would wrap: refused here)
+            if idx.size and idx.min() < 0:
+                raise IndexError
+            out = np.take(x, idx, axis=-1)
+        except IndexError:
             raise IndexError(f"ArrayFeatureExtractor: indices {idx.tolist()} out of range "
-                             f"for the last dimension ({n})")
-        out = np.take(x, idx, axis=-1)
+                             f"for the last dimension ({n})") from None
         return out.reshape(1, idx.size) if x.ndim == 1 else out
 
     return kernel

@@ -143,8 +143,9 @@ def test_array_feature_extractor(shape, dtype):
     m = _model("ArrayFeatureExtractor", x, out, 1, extra_inputs=(idx,))
     want = _ort(m, x, idx) if dtype is not object else _ref(m, x, idx)
     _same(_ours(m, x, idx), want)
-    with pytest.raises(IndexError):
-        _ours(m, x, np.array([5], np.int64))
+    for bad in ([5], [-1], [0, 7]):   # past the end, negative (numpy would wrap it), mixed
+        with pytest.raises(IndexError, match="out of range"):
+            _ours(m, x, np.array(bad, np.int64))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
