@@ -46,6 +46,8 @@ _POSTS = {"NONE": 0, "LOGISTIC": 1, "SOFTMAX": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4
 # TreeEnsemble (opset 5) post_transform: NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT.
 _POSTS_V5 = (0, 2, 1, 3, 4)
 
+_MAX_FEATURE = 2**31 - 1  # feature ids are int32 in the native ensemble
+
 Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
 
 
@@ -170,9 +172,15 @@ def _rewrite(modes: np.ndarray, missing: np.ndarray, t: np.ndarray, f: np.ndarra
     with their children swapped; GTE and GT flip their NaN direction too (a NaN fails every
     comparison but NEQ, which the swap makes go to its true child already)."""
     swap = _SWAP[modes]
-    nan = missing.astype(bool)
+    nan = missing == 1  # (onnxruntime tests for 1: any other value is 0)
     nan = np.where((modes == 2) | (modes == 3), ~nan, nan) & (modes != 5) & (modes != _LEAF)
     return (_CMP[modes], nan.astype(np.uint8), np.where(swap, f, t), np.where(swap, t, f))
+
+
+def _check_features(a: _Attrs, feats: np.ndarray) -> None:
+    if feats.size and (feats.min() < 0 or feats.max() >= _MAX_FEATURE):
+        bad = feats[(feats < 0) | (feats >= _MAX_FEATURE)][0]
+        raise a.error("nodes_featureids", f"feature id {bad} out of range")
 
 
 def _csr(owner: np.ndarray, n: int, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -270,8 +278,7 @@ def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
         raise a.error("nodes_hitrates", "nodes_hitrates and nodes_hitrates_as_tensor are both "
                       "given")
     interior = modes != _LEAF
-    if (feats[interior] < 0).any():
-        raise a.error("nodes_featureids", f"negative feature id {feats[interior].min()}")
+    _check_features(a, feats[interior | (feats > 0)])  # (a leaf's counts, as onnxruntime's)
 
     prefix = "class" if classifier else "target"
     w_trees = a.ints(f"{prefix}_treeids")
@@ -403,8 +410,7 @@ def _v5_trees(a: _Attrs, in_double: bool) -> _Trees:
         raise a.error("n_targets", "is required and must be positive")
     if ((leaf_t < 0) | (leaf_t >= n_targets)).any():
         raise a.error("leaf_targetids", f"ids must be in [0, {n_targets})")
-    if (feats < 0).any():
-        raise a.error("nodes_featureids", f"negative feature id {feats.min()}")
+    _check_features(a, feats)
     for name, ids, leaf in (("nodes_truenodeids", t_ids, t_leaf),
                             ("nodes_falsenodeids", f_ids, f_leaf)):
         bad = (ids < 0) | np.where(leaf, ids >= n_leaves, ids >= n)

@@ -542,6 +542,8 @@ X3 = np.zeros((2, 3), np.float32)
     (dict(nodes_modes=["BRANCH_LEQ"] * 3 + ["BRANCH_LEQ", "LEAF", "LEAF"],
           nodes_truenodeids=[1, 2, 0, 1, 0, 0], nodes_falsenodeids=[2, 0, 1, 2, 0, 0]), "cycle"),
     (dict(nodes_featureids=[-1, 0, 0, 1, 0, 0]), "nodes_featureids"),
+    (dict(nodes_featureids=[2**40, 0, 0, 1, 0, 0]), "nodes_featureids"),
+    (dict(nodes_featureids=[0, 2**33, 0, 1, 0, 0]), "nodes_featureids"),
     (dict(target_ids=[0, 0, 0, 1]), "target_ids"),
     (dict(target_nodeids=[1, 2, 1, 9]), "target_nodeids"),
     (dict(target_weights=[0.1, 0.2]), "target_weights"),
@@ -591,6 +593,14 @@ def test_bad_tree_ensemble_attributes():
                nodes_falsenodeids=[0, 0], nodes_falseleafs=[1, 1], leaf_targetids=[0],
                leaf_weights=t([1.0], "w"), tree_roots=[0], n_targets=1)
     assert "cycle" in build_error(model("TreeEnsemble", x, 5, **cyc))
+
+
+def test_missing_value_flags_other_than_one_are_zero():
+    # onnxruntime tests nodes_missing_value_tracks_true for 1 exactly
+    x = np.array([[np.nan, np.nan, 0.0], [0.1, -1.0, 0.0]], np.float32)
+    for flags in ([1, 0, 0, 1, 0, 0], [2, 0, 0, -1, 0, 0]):
+        check(model("TreeEnsembleRegressor", x, 3,
+                    **_small(nodes_missing_value_tracks_true=flags)), x)
 
 
 def test_too_few_input_columns_is_a_run_time_error():
