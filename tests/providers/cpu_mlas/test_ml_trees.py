@@ -14,6 +14,8 @@ a ValueError naming the attribute when the kernel is built.
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -610,6 +612,35 @@ def test_too_few_input_columns_is_a_run_time_error():
     with pytest.raises(ValueError, match="feature 1 .* 1 columns"):
         kernel(np.zeros((4, 1), np.float32))
     assert kernel(np.zeros((4, 2), np.float32)).shape == (4, 1)
+
+
+def test_without_the_native_module(tmp_path):
+    """ONNXPLEX_MLAS_NATIVE=0: the opset-1/3 ops are declined to the onnx reference fallback,
+    TreeEnsemble runs on the numpy walker; both still answer."""
+    fr = Forest(150, n_trees=3, n_targets=2)
+    x = fr.x(20, nan=0)
+    paths = []
+    for op, opset, attrs in (("TreeEnsembleRegressor", 3, fr.v3(False)),
+                             ("TreeEnsemble", 5, fr.v5(np.float32))):
+        path = tmp_path / f"{op}.onnx"
+        path.write_bytes(model(op, x, opset, **attrs))
+        paths.append(str(path))
+    np.save(tmp_path / "x.npy", x)
+    code = (
+        "import sys, numpy as np, onnxplex\n"
+        "from onnxplex.providers.cpu_mlas import _native\n"
+        "assert _native.native() is None\n"
+        "x = np.load(sys.argv[1])\n"
+        "for i, p in enumerate(sys.argv[2:]):\n"
+        "    s = onnxplex.InferenceSession(p, providers=['cpu_mlas'])\n"
+        "    np.save(sys.argv[1][:-4] + f'_{i}.npy', s.run(None, {'x': x})[0])\n")
+    env = {**os.environ, "ONNXPLEX_MLAS_NATIVE": "0"}
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.npy"), *paths], env=env,
+                   check=True, timeout=120)
+    for i, path in enumerate(paths):
+        got = np.load(tmp_path / f"x_{i}.npy")
+        np.testing.assert_allclose(got, theirs(Path(path).read_bytes(), x)[0], rtol=1e-5,
+                                   atol=1e-6)
 
 
 # ---- converter output ------------------------------------------------------------------------
