@@ -343,7 +343,8 @@ def test_classifier_binary(ids, signs, n_base, post):
 @pytest.mark.parametrize("n_classes", [3, 5])
 def test_classifier_multiclass(n_classes, labels, base, post):
     fr = Forest(60 + n_classes, n_trees=6, modes=MODES, n_targets=n_classes, weights=(1, 3),
-                targets=range(n_classes - 1), weight_sign="pos" if post == "PROBIT" else "mixed")
+                targets=range(n_classes - 1), weight_sign="pos" if post == "PROBIT" else "mixed",
+                weightless=0.1)
     x = fr.x(80)
     attrs = fr.v3(True) | {"post_transform": post}
     if labels == "int":
@@ -595,6 +596,21 @@ def test_bad_tree_ensemble_attributes():
                nodes_falsenodeids=[0, 0], nodes_falseleafs=[1, 1], leaf_targetids=[0],
                leaf_weights=t([1.0], "w"), tree_roots=[0], n_targets=1)
     assert "cycle" in build_error(model("TreeEnsemble", x, 5, **cyc))
+
+
+def test_odd_layouts_as_onnxruntime():
+    """A tree's nodes in two runs of nodes_treeids count as two trees (onnxruntime starts a
+    tree wherever the id changes: AVERAGE divides by 3 here); weights on an interior node are
+    ignored (old onnxmltools wrote some)."""
+    x = np.array([[0.2, -1, 0], [0.9, 1, 0], [0.7, -1, 0]], np.float32)
+    runs = dict(nodes_treeids=[0, 0, 1, 1, 1, 0], nodes_nodeids=[0, 1, 0, 1, 2, 2],
+                nodes_modes=["BRANCH_LEQ", "LEAF", "BRANCH_LEQ", "LEAF", "LEAF", "LEAF"],
+                nodes_featureids=[0, 0, 1, 0, 0, 0], nodes_truenodeids=[1, 0, 1, 0, 0, 0],
+                nodes_falsenodeids=[2, 0, 2, 0, 0, 0], aggregate_function="AVERAGE")
+    check(model("TreeEnsembleRegressor", x, 3, **_small(**runs)), x)
+    interior = _small(target_treeids=[0, 0, 1, 1, 0], target_nodeids=[1, 2, 1, 2, 0],
+                      target_ids=[0, 0, 0, 0, 0], target_weights=[0.1, 0.2, 0.3, 0.4, 100.0])
+    check(model("TreeEnsembleRegressor", x, 3, **interior), x)
 
 
 def test_missing_value_flags_other_than_one_are_zero():
