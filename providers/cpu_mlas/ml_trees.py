@@ -2,18 +2,23 @@
 src/tree_ensemble.h): TreeEnsembleClassifier and TreeEnsembleRegressor (ml opsets 1 and 3) and
 TreeEnsemble (ml opset 5), with onnxruntime's numerics.
 
-The kernel factory reads and checks the attributes once (numpy), resolves them into one node
-list (children as indices, leaves' weights gathered, every comparison reduced to ``<=``, ``<``
-or ``==`` by swapping children, BRANCH_MEMBER unrolled into equalities) and builds the native
-ensemble; a run is one native call that allocates the outputs. Without the native module the
-opset-1/3 ops are declined (the onnx reference fallback runs them) and TreeEnsemble keeps the
-numpy walker of ``ml.py``.
+The kernel factory reads and checks the attributes once (numpy; a bad one is a ValueError
+naming it), resolves them into one node list (children as indices, leaves' weights gathered,
+every comparison reduced to ``<=``, ``<`` or ``==`` by swapping children, BRANCH_MEMBER
+unrolled into equalities) and builds the native ensemble, which checks the indices again and
+refuses cycles. The kernel is the ensemble's ``run`` itself: one native call that allocates the
+outputs (and hands back string labels). Without the native module the opset-1/3 ops are
+declined (the onnx reference fallback runs them) and TreeEnsemble keeps the numpy walker of
+``ml.py``.
 
 Types as onnxruntime's: thresholds, leaf weights and sums in float for float and integer inputs
 (integers compared as float), in double for double inputs; also in double here for a float
 input given a double ``*_as_tensor`` attribute, which onnxruntime refuses. Opset-1/3 outputs
-are float; TreeEnsemble's have the input's type. Mode codes of TreeEnsemble follow the ONNX
-specification: ``post_transform`` 1 is SOFTMAX and 2 LOGISTIC (onnxruntime 1.32 swaps the two).
+are float; TreeEnsemble's have the input's type. Where onnxruntime 1.32 departs from the ONNX
+specification the specification is followed: TreeEnsemble's ``post_transform`` 1 is SOFTMAX
+and 2 LOGISTIC (onnxruntime swaps them), BRANCH_MEMBER tests equality (onnxruntime casts x to
+int32 for some sets: 1.5 is in {-1, 1, 2, 3, 4} there), and an input vector is one row of all
+its features (onnxruntime reads one feature of it).
 """
 
 from __future__ import annotations
