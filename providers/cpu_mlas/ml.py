@@ -212,8 +212,8 @@ def _post_transform(kind: int, y: np.ndarray) -> np.ndarray:
         s = e.sum(axis=1, keepdims=True)
         return np.divide(e, s, out=np.zeros_like(e), where=s != 0)
     if kind == 4:  # PROBIT
-        from scipy.special import erfinv  # noqa: PLC0415 - only PROBIT needs scipy
-        return math.sqrt(2.0) * erfinv(2.0 * y - 1.0)
+        from ._ml_common import probit   # (onnxruntime's ErfInv; scipy is no dependency)
+        return probit(y).astype(y.dtype, copy=False)
     raise ValueError(f"TreeEnsemble: unknown post_transform {kind}")
 
 
@@ -310,6 +310,10 @@ def make_tree_ensemble(node: NodeView, ctx: ProviderContext) -> Kernel:
         else:
             out = np.full((n, n_targets), np.finfo(x.dtype).min, dtype=x.dtype)
             np.maximum.at(out, (rows, tgt), w)
+        if agg in (2, 3):   # a target no tree scored is 0, as in onnxruntime
+            scored = np.zeros((n, n_targets), dtype=bool)
+            scored[rows, tgt] = True
+            out[~scored] = 0
         return _post_transform(post, out).astype(x.dtype, copy=False)
 
     return kernel
