@@ -496,10 +496,11 @@ def test_qdq_groups(tmp_path, activation_type, per_channel):
     np.testing.assert_allclose(got, want, atol=1e-2 * scale)
     ref = ort.InferenceSession(opt.SerializeToString(), providers=["CPUExecutionProvider"]
                                ).run(None, feeds)[0]
-    # The same integer graph in onnxruntime: each of the five requantizations may round a
-    # value the other way (onnxruntime requantizes in fixed point on some CPUs, onnxplex in
-    # float), so the output may differ by a couple of its quantization steps (found on an
-    # AVX-512/VNNI EPYC, where one logit was two steps off with the code of b117a59 too).
+    # The same integer graph in onnxruntime: on a CPU without VNNI onnxruntime's u8s8 kernel
+    # saturates its 16-bit pair sums (onnxplex's is exact), and each of the five
+    # requantizations may then round a value the other way, so the output may differ by a
+    # couple of its quantization steps (found on an AVX2-only EPYC, where one logit was two
+    # steps off with the code of b117a59 too).
     last = opt.graph.node[-1]
     out_step = float(next(numpy_helper.to_array(t) for t in opt.graph.initializer
                           if t.name == last.input[1]))
