@@ -31,8 +31,11 @@ def _models(only: set[str] | None) -> dict[str, tuple[bytes, np.ndarray]]:
     from onnxmltools.convert.common.data_types import FloatTensorType
     from skl2onnx import to_onnx
     from sklearn.datasets import make_classification, make_regression
-    from sklearn.ensemble import (GradientBoostingRegressor, RandomForestClassifier,
-                                  RandomForestRegressor)
+    from sklearn.ensemble import (
+        GradientBoostingRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
 
     xr, yr = make_regression(5000, N_FEATURES, n_informative=12, noise=5.0, random_state=0)
     xc, yc = make_classification(5000, N_FEATURES, n_informative=12, random_state=0)

@@ -484,11 +484,9 @@ class Model:
             attrs[k] = attr_value(a)
             bodies = bodies or a.type in _BODY_ATTRS
         implicit = tuple(self.value_info(n) for n in _captured_names(node)) if bodies else ()
-        if arrays is None:
-            return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs,
-                            MappingProxyType(attrs), implicit)
         return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs,
-                        _Attrs(attrs), implicit, MappingProxyType(arrays))
+                        MappingProxyType(attrs) if arrays is None else _Attrs(attrs), implicit,
+                        _NO_ARRAYS if arrays is None else MappingProxyType(arrays))
 
     def to_proto(self) -> onnx.ModelProto:
         """Serialize back to a ``ModelProto`` (external tensors stay external)."""

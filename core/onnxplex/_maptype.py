@@ -128,7 +128,6 @@ def install() -> None:
     wrap_serde("serialize_type_into", _write_type)
 
 
-
 # --------------------------------------------------------------------------------------------
 # Map values at run time
 # --------------------------------------------------------------------------------------------
@@ -155,13 +154,12 @@ def _kind(elem: ir.DataType) -> tuple[np.dtype, str]:
 def plain_map(value: dict, typ: MapType) -> bool:
     """Whether ``value``'s keys and scalar values have the Python types onnxruntime returns
     (judged by its first item: a kernel builds a map's items alike); an empty map is."""
-    for k, v in value.items():
-        vt = typ.value_type
-        if not isinstance(vt, ir.TensorType):
-            return True
-        return type(k) is _PY_TYPE[_kind(typ.key_type)[1]] and \
-            type(v) is _PY_TYPE[_kind(vt.dtype)[1]]
-    return True
+    vt = typ.value_type
+    if not value or not isinstance(vt, ir.TensorType):
+        return True
+    k, v = next(iter(value.items()))
+    return type(k) is _PY_TYPE[_kind(typ.key_type)[1]] and \
+        type(v) is _PY_TYPE[_kind(vt.dtype)[1]]
 
 
 def map_value(value: Any, typ: MapType, *, sort: bool) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,16 +9,14 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._ml_common import probit
+from ._ml_common import text as _text
 from ._np_helpers import str_guard
 from ._registry import op
 
 ML = "ai.onnx.ml"
 
 Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
-
-
-def _text(v: object) -> str:
-    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
 
 
 def _str_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:
@@ -212,7 +209,6 @@ def _post_transform(kind: int, y: np.ndarray) -> np.ndarray:
         s = e.sum(axis=1, keepdims=True)
         return np.divide(e, s, out=np.zeros_like(e), where=s != 0)
     if kind == 4:  # PROBIT
-        from ._ml_common import probit   # (onnxruntime's ErfInv; scipy is no dependency)
         return probit(y).astype(y.dtype, copy=False)
     raise ValueError(f"TreeEnsemble: unknown post_transform {kind}")
 

@@ -106,7 +106,7 @@ def make_dict_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
             raise TypeError(f"DictVectorizer: input must be a dict, got {type(d).__name__}")
         dtype = declared if declared is not None else _value_dtype(d)
         out = np.zeros(size + 1, dtype)      # the extra slot takes keys outside the vocabulary
-        if dtype == object:
+        if out.dtype.kind == "O":
             out[:] = ""
         if d:
             out[[get(k, size) for k in d]] = list(d.values())
@@ -160,7 +160,7 @@ def _stoll(s: str) -> int:
 
 def _f32_to_string(v: float) -> str:
     """std::to_string(float): printf's %f of the float's value."""
-    return "%f" % float(F32(v))
+    return f"{float(F32(v)):f}"
 
 
 _CASTS = {

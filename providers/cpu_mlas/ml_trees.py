@@ -33,6 +33,7 @@ from onnx import TensorProto
 from onnxplex import NodeView, ProviderContext
 
 from . import _native
+from ._ml_common import text as _text
 from ._registry import op
 
 ML = "ai.onnx.ml"
@@ -165,10 +166,6 @@ class _Attrs:
         if s not in table:
             raise self.error(name, f"unknown value {s!r} (one of {', '.join(table)})")
         return table[s]
-
-
-def _text(v: object) -> str:
-    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
 
 
 def _rewrite(modes: np.ndarray, missing: np.ndarray, t: np.ndarray, f: np.ndarray
@@ -340,8 +337,9 @@ def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
     base, base_double = a.either("base_values")
     if classifier:
         if (base.size > 2) if n_targets == 2 else base.size not in (0, n_targets):
+            takes = "1 or 2" if n_targets == 2 else n_targets
             raise a.error("base_values", f"has {base.size} values; a classifier of "
-                          f"{n_targets} classes takes 0, {'1 or 2' if n_targets == 2 else n_targets}")
+                          f"{n_targets} classes takes 0, {takes}")
     elif base.size not in (0, n_targets):
         raise a.error("base_values", f"has {base.size} values, expected 0 or {n_targets}")
 

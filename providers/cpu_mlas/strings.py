@@ -595,7 +595,8 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
         if x.dtype.kind in "SU":
             x = _strings(x)
         elif x.dtype != object and x.dtype not in (np.int32, np.int64):
-            raise ValueError(f"TfIdfVectorizer: input must be string, int32 or int64, got {x.dtype}")
+            raise ValueError(f"TfIdfVectorizer: input must be string, int32 or int64, got "
+                             f"{x.dtype}")
         if x.ndim > 2 or (x.ndim == 2 and x.shape[0] == 0):
             raise ValueError(f"TfIdfVectorizer: input must be [C] or [B, C] with B > 0, "
                              f"got {x.shape}")

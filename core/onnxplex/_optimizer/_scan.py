@@ -29,15 +29,13 @@ batched body outputs. Each element is computed by the same ops in the same order
 
 from __future__ import annotations
 
-import logging
+from typing import NamedTuple
 
 import numpy as np
 import onnx_ir as ir
 
 from . import OptimizerContext, register_pass
 from ._basic import BASIC, remove_unused
-
-logger = logging.getLogger(__name__)
 
 _ELEMENTWISE = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Abs", "Neg", "Sqrt", "Exp", "Log",
@@ -76,12 +74,11 @@ def _vectorize_scans(ctx: OptimizerContext) -> int:
     return changes
 
 
-class _Plan:
-    __slots__ = ("body", "n_state", "ranks", "batched")
-
-    def __init__(self, body: ir.Graph, n_state: int, ranks: dict[ir.Value, int],
-                 batched: set[ir.Value]) -> None:
-        self.body, self.n_state, self.ranks, self.batched = body, n_state, ranks, batched
+class _Plan(NamedTuple):
+    body: ir.Graph
+    n_state: int
+    ranks: dict[ir.Value, int]      # per-iteration rank of every value the body reads or makes
+    batched: set[ir.Value]          # the values that depend on a scan input
 
 
 def _rank(value: ir.Value | None) -> int | None:
@@ -96,7 +93,12 @@ def _const_ints(value: ir.Value | None) -> list[int] | None:
     return [int(v) for v in np.asarray(value.const_value.numpy()).reshape(-1)]
 
 
-def _reduce_axes(node: ir.Node, opset: int) -> tuple[list[int] | None, bool]:
+def _flag(node: ir.Node, name: str, default: int) -> int:
+    attr = node.attributes.get(name)
+    return default if attr is None else int(attr.value)
+
+
+def _reduce_axes(node: ir.Node) -> tuple[list[int] | None, bool]:
     """(axes, given) of a reduction: axes from the attribute or the constant second input;
     ``None`` when they are not constant."""
     attr = node.attributes.get("axes")
@@ -163,34 +165,25 @@ def _plan(scan: ir.Node, opset: int) -> _Plan | None:
         if op in _ELEMENTWISE:
             if len(node.outputs) != 1:
                 return None
-            data = [v for i, v in enumerate(node.inputs)
-                    if v is not None and i not in _NON_DATA_INPUTS.get(op, ())]
-            if any(v in batched for i, v in enumerate(node.inputs)
-                   if v is not None and i in _NON_DATA_INPUTS.get(op, ())):
+            skip = _NON_DATA_INPUTS.get(op, ())
+            data = [v for i, v in enumerate(node.inputs) if v is not None and i not in skip]
+            if any(node.inputs[i] in batched for i in skip if i < len(node.inputs)):
                 return None   # (a per-iteration clip bound)
             out_rank = max(ranks[v] for v in data)
         elif op in _REDUCTIONS:
             if len(node.outputs) != 1:
                 return None
-            axes, known = _reduce_axes(node, opset)
+            axes, known = _reduce_axes(node)   # (constant: never batched)
             if not known:
                 return None
             r = ranks[node.inputs[0]]
-            keep = int(node.attributes["keepdims"].value) if "keepdims" in node.attributes \
-                else 1
-            noop = "noop_with_empty_axes" in node.attributes and \
-                int(node.attributes["noop_with_empty_axes"].value) == 1
-            if not axes:
-                reduced = 0 if noop else r
-            else:
-                norm = {a % r if r else 0 for a in axes}
-                if any(not -r <= a < r for a in axes):
-                    return None
-                reduced = len(norm)
-            out_rank = r if keep else r - reduced
-            if node.inputs[0] not in batched and len(node.inputs) > 1 and \
-                    node.inputs[1] in batched:
+            if any(not -r <= a < r for a in axes):
                 return None
+            if axes:
+                reduced = len({a % r for a in axes})
+            else:
+                reduced = 0 if _flag(node, "noop_with_empty_axes", 0) else r
+            out_rank = r if _flag(node, "keepdims", 1) else r - reduced
         else:
             return None
         out = node.outputs[0]
@@ -292,11 +285,9 @@ def _apply(graph: ir.Graph, scan: ir.Node, plan: _Plan, opset: int) -> None:
 
 def _shift_axes(graph: ir.Graph, node: ir.Node, rank: int, opset: int, fresh) -> None:
     """A reduction of a batched value: its axes one further (the iteration axis is first)."""
-    axes, _ = _reduce_axes(node, opset)
-    noop = "noop_with_empty_axes" in node.attributes and \
-        int(node.attributes["noop_with_empty_axes"].value) == 1
+    axes, _ = _reduce_axes(node)
     if not axes:
-        if noop:
+        if _flag(node, "noop_with_empty_axes", 0):
             return
         axes = list(range(rank))   # all of an iteration's axes, not the iteration axis
     shifted = [(a % rank) + 1 for a in axes]
