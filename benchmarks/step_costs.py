@@ -1,0 +1,105 @@
+"""Where a small batch's time goes: each step of a model's execution plan timed on its own.
+
+    python benchmarks/step_costs.py MODEL [--batch 1] [--runs 400] [--top 0]
+
+``MODEL`` is a name of ``benchmarks/classical_zoo.py`` (see ``--list``) or a path to an
+``.onnx`` file whose inputs are all float tensors (random normal feeds, symbolic dimensions
+set to ``--batch``). The session is created with the default providers; then, ``--runs``
+times, the plan's steps run in order as the executor runs them, each timed twice: its kernel
+called alone, and the executor's step call around it (``_executor._call``: argument
+gathering, the kernel, the output checks). Prints the median of each per step, their sums,
+and the session's whole ``run`` beside them: the gap between the step sums and the run is the
+session's per-run cost (feed checks, slots, outputs). Absolute microseconds on a shared machine
+only compare with each other inside one run of this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def _feeds(name: str, batch: int):
+    path = Path(name)
+    if path.suffix == ".onnx" and path.exists():
+        import onnx
+        model = onnx.load(path)
+        rng = np.random.default_rng(0)
+        init = {i.name for i in model.graph.initializer}
+        feeds = {}
+        for vi in model.graph.input:
+            if vi.name in init:
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") else batch
+                    for d in vi.type.tensor_type.shape.dim]
+            feeds[vi.name] = rng.standard_normal(dims).astype(np.float32)
+        return model.SerializeToString(), feeds
+    import classical_zoo as zoo
+    m = zoo.build(name)
+    return m.bytes, m.feeds(min(batch, m.max_batch))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model", nargs="?")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--runs", type=int, default=400)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--top", type=int, default=0, help="only the N costliest steps")
+    p.add_argument("--list", action="store_true", help="the zoo's model names")
+    a = p.parse_args(argv)
+    if a.list or not a.model:
+        import classical_zoo as zoo
+        print("\n".join(zoo.model_names()))
+        return 0
+
+    import onnxplex
+    from onnxplex import _executor
+
+    blob, feeds = _feeds(a.model, a.batch)
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = a.threads
+    sess = onnxplex.InferenceSession(blob, so)
+    sess.run(None, feeds)
+    plan = sess._exec
+    costs: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    whole = []
+    for _ in range(a.runs):
+        t0 = time.perf_counter_ns()
+        sess.run(None, feeds)
+        whole.append(time.perf_counter_ns() - t0)
+        slots = _executor.feed_slots(plan, sess._validate_feeds(feeds))
+        with np.errstate(all="ignore"):
+            for k, st in enumerate(plan.steps):
+                args = [None if s < 0 else slots[s] for s in st.inputs]
+                t0 = time.perf_counter_ns()
+                st.kernel(*args)
+                t1 = time.perf_counter_ns()
+                _executor._call(st, slots)
+                costs[k].append((t1 - t0, time.perf_counter_ns() - t1))
+    rows = []
+    for k, st in enumerate(plan.steps):
+        kern = statistics.median(c[0] for c in costs[k]) / 1e3
+        call = statistics.median(c[1] for c in costs[k]) / 1e3
+        rows.append((kern, call, st))
+    shown = sorted(rows, key=lambda r: -r[1])[:a.top] if a.top else rows
+    print(f"{'kernel us':>10} {'step us':>9}  op (provider) name")
+    for kern, call, st in shown:
+        print(f"{kern:10.2f} {call:9.2f}  {st.op_type} ({st.provider}) {st.name}")
+    print(f"{sum(r[0] for r in rows):10.2f} {sum(r[1] for r in rows):9.2f}  "
+          f"sum over {len(rows)} steps; session.run median "
+          f"{statistics.median(whole) / 1e3:.2f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
