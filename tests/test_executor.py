@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphs import chain
+from graphs import chain, diamond_abc
 
 import onnxplex
 from onnxplex import _executor
@@ -104,3 +104,95 @@ def test_wrong_kernel_outputs_are_caught(faulty, mode, message):
     with pytest.raises(onnxplex.KernelExecutionError, match=message) as e:
         sess.run(None, {"x": np.ones((2, 3), np.float32)})
     assert e.value.provider == "faulty" and e.value.node == "A"
+
+
+# ---- the compiled plan (a plain run: no cancellation, no profiling) --------------------------
+
+
+class _Probe(onnxplex.ExecutionProvider):
+    """Claims every node; its kernels apply the node's op with numpy and note, per call, the
+    intermediates still alive (weak references to every array a kernel returned)."""
+
+    name = "probe"
+    option_specs = {"mode": onnxplex.Option("plain", str)}
+    OPS = {"Relu": lambda x: np.maximum(x, 0), "Neg": np.negative, "Abs": np.abs,
+           "Sigmoid": lambda x: 1 / (1 + np.exp(-x)), "Tanh": np.tanh, "Exp": np.exp}
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.made: list = []
+        self.alive: list[int] = []
+
+    def get_capability(self, graph):
+        return onnxplex.Capability(tuple(onnxplex.NodeGroup((n.index,)) for n in graph.nodes))
+
+    def compile(self, subgraph):
+        import weakref
+        fn, mode = self.OPS[subgraph.nodes[0].op_type], self.options["mode"]
+
+        def kernel(x):
+            self.alive.append(sum(r() is not None for r in self.made))
+            y = fn(x)
+            if mode == "scalar":   # a numpy scalar: kept as a 0-d array
+                return y.reshape(-1)[0]
+            if mode == "tuple":    # one output as a 1-tuple
+                return (y,)
+            self.made.append(weakref.ref(y))
+            return y
+
+        return kernel
+
+
+@pytest.fixture
+def probe():
+    onnxplex.register_provider(_Probe)
+    yield
+    onnxplex._plugins.unregister_provider("probe")
+
+
+def test_compiled_plan_releases_intermediates(probe):
+    sess = onnxplex.InferenceSession(chain(["Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp"]),
+                                     providers=["probe"])
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    (y,) = sess.run(None, {"x": x})
+    prov = sess._providers[0]
+    # each kernel sees at most its own input alive among the intermediates (the one before
+    # was dropped when its reader returned), never the chain
+    assert max(prov.alive) <= 1
+    assert sess._exec._runner is not None
+    np.testing.assert_allclose(y, np.exp(np.abs(-np.tanh(1 / (1 + np.exp(-np.maximum(x, 0)))))),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["scalar", "tuple"])
+def test_compiled_plan_settles_unusual_returns(probe, mode):
+    shape = () if mode == "scalar" else (2, 3)
+    sess = onnxplex.InferenceSession(chain(["Relu", "Neg"], shape=shape),
+                                     providers=[("probe", {"mode": mode})])
+    x = np.full(shape, 2.0, np.float32)
+    (y,) = sess.run(None, {"x": x})
+    assert type(y) is np.ndarray and y.shape == shape and (y == -2).all()
+
+
+def test_compiled_plan_matches_the_step_loop():
+    """Same outputs as the step-by-step loop (which profiling and cancellation take), and the
+    same intermediates released."""
+    sess = onnxplex.InferenceSession(diamond_abc())
+    plan = sess._exec
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    slots_a = _executor.feed_slots(plan, {"x": x})
+    slots_b = _executor.feed_slots(plan, {"x": x})
+    _executor.run_sequential(plan, slots_a)                           # compiled
+    _executor.run_sequential(plan, slots_b, cancelled=lambda: False)  # step loop
+    out = plan.output_slots["y"]
+    np.testing.assert_array_equal(slots_a[out], slots_b[out])
+    assert [v is None for v in slots_a] == [v is None for v in slots_b]
+
+
+def test_compiled_plan_error_names_the_step(faulty):
+    sess = onnxplex.InferenceSession(chain(["Tanh", "Relu", "Sigmoid"]),
+                                     providers=["faulty", "cpu_mlas"])
+    with pytest.raises(onnxplex.KernelExecutionError,
+                       match=r"node 'B' \(Relu\) on provider faulty failed: ValueError") as e:
+        sess.run(None, {"x": -np.ones((2, 3), np.float32)})
+    assert e.value.node == "B" and isinstance(e.value.__cause__, ValueError)

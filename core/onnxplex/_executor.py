@@ -95,12 +95,21 @@ class ExecutionPlan:
     constants: dict[int, Any]
     slot_names: list[str] = field(default_factory=list)
     overridable: frozenset[int] = frozenset()   # initializers a feed may replace
+    _runner: Callable[[list[Any]], None] | None = field(default=None, repr=False, compare=False)
 
     def initial_slots(self) -> list[Any]:
         slots: list[Any] = [None] * self.num_slots
         for s, v in self.constants.items():
             slots[s] = v
         return slots
+
+    def runner(self) -> Callable[[list[Any]], None]:
+        """The plan compiled to one function of the slots (see :func:`compile_sequential`),
+        built on the first call: a run without cancellation or profiling takes it."""
+        run = self._runner
+        if run is None:
+            run = self._runner = compile_sequential(self)
+        return run
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,19 +341,32 @@ def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> S
             result = step.kernel(*args)
         else:
             result = profiled(sub_event_emitter(step, record), *args)
-    except OnnxplexError as e:
-        if isinstance(e, (KernelExecutionError, RunCancelledError)):
-            raise   # already attributed (a nested body's node), or a cancelled nested run
-        raise KernelExecutionError(
-            f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: {e}",
-            provider=step.provider, node=step.name, op_type=step.op_type) from e
     except (Exception, SystemExit) as e:  # noqa: BLE001 - reported with its node; a kernel's
         # sys.exit() must not end the caller's process
-        raise KernelExecutionError(
-            f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: "
-            f"{type(e).__name__}: {e}", provider=step.provider, node=step.name,
-            op_type=step.op_type) from e
-    if not isinstance(result, tuple):   # a tuple holds several outputs; a list is a sequence
+        _raise_failure(step, e)
+    for s, value in zip(step.outputs, _settle(step, result)):
+        if s >= 0:
+            slots[s] = value
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _raise_failure(step: Step, e: BaseException) -> None:
+    """Raise ``e`` (a kernel's exception) as a :class:`KernelExecutionError` naming ``step``;
+    one already attributed (a nested body's node, an output check) or a cancelled nested run
+    goes on as it is."""
+    if isinstance(e, (KernelExecutionError, RunCancelledError)):
+        raise e
+    detail = str(e) if isinstance(e, OnnxplexError) else f"{type(e).__name__}: {e}"
+    raise KernelExecutionError(
+        f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: {detail}",
+        provider=step.provider, node=step.name, op_type=step.op_type) from e
+
+
+def _settle(step: Step, result: Any) -> list[Any]:
+    """The values of ``step``'s outputs from what its kernel returned (a tuple holds several
+    outputs; a list is a sequence), each checked against its declaration (see
+    :func:`_checked`); None for an output nobody reads."""
+    if not isinstance(result, tuple):
         result = (result,)
     n = len(result)
     if n < step.required or (step.exact and n != len(step.outputs)):
@@ -352,20 +374,22 @@ def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> S
             f"node '{step.name}' ({step.op_type}) on provider {step.provider} returned {n} "
             f"output(s), expected {len(step.outputs) if step.exact else step.required}",
             provider=step.provider, node=step.name, op_type=step.op_type)
-    for k, s in enumerate(step.outputs):
-        if s < 0:
-            continue
-        value = result[k]
-        if isinstance(value, np.generic):
-            value = np.asarray(value)
-        chk = step.checks[k]
-        if chk is not None:
-            if chk[2] == "tensor":
-                _check_tensor(step, k, value, chk)
-            else:
-                value = _check_structured(step, k, value, chk)
-        slots[s] = value
-    return result
+    return [None if s < 0 else _checked(step, k, result[k]) for k, s in enumerate(step.outputs)]
+
+
+def _checked(step: Step, k: int, value: Any) -> Any:
+    """Output ``k`` of ``step`` as the plan keeps it: a numpy scalar made a 0-d array, a
+    tensor checked against its declared dtype and shape, a sequence, map or optional
+    conformed to its declared type; raises :class:`KernelExecutionError` naming the step."""
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
+    chk = step.checks[k]
+    if chk is not None:
+        if chk[2] == "tensor":
+            _check_tensor(step, k, value, chk)
+        else:
+            value = _check_structured(step, k, value, chk)
+    return value
 
 
 def _check_tensor(step: Step, k: int, value: Any, chk: tuple) -> None:
@@ -479,6 +503,9 @@ def _check_structured(step: Step, k: int, value: Any, chk: tuple) -> Any:
 def run_sequential(plan: ExecutionPlan, slots: list[Any], *,
                    cancelled: Callable[[], bool] | None = None,
                    record: StepRecorder | None = None) -> None:
+    if cancelled is None and record is None:
+        (plan._runner or plan.runner())(slots)
+        return
     for step in plan.steps:
         _check_cancelled(cancelled, step)
         if record is None:
@@ -490,6 +517,110 @@ def run_sequential(plan: ExecutionPlan, slots: list[Any], *,
             record(step, t0, time.perf_counter_ns(), args, outs)
         for s in step.release:
             slots[s] = None
+
+
+def compile_sequential(plan: ExecutionPlan) -> Callable[[list[Any]], None]:
+    """The plan as one function ``run(slots)``: what :func:`run_sequential` does without
+    cancellation or profiling, at a fraction of its cost per step (~0.5 us against ~2.5 us on
+    a 2-core EPYC).
+
+    Each step becomes a closure specialised by its count of inputs and outputs (see
+    :func:`_step_function`) holding its kernel, slots and checks; ``run`` calls them in order
+    and attributes an exception to the step that raised it as :func:`_call` does. (Generating
+    the whole plan as Python source ran each step in ~0.3 us, but ``compile`` took 20-90 us
+    per step: 1.5 ms for a 16-node pipeline, more than the runs it would save.)"""
+    steps = plan.steps
+    calls = tuple(_step_function(st) for st in steps)
+
+    def run(slots: list[Any]) -> None:
+        i = 0
+        try:
+            for call in calls:
+                call(slots)
+                i += 1
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a kernel's sys.exit() included
+            _raise_failure(steps[i], e)
+
+    return run
+
+
+def _step_function(step: Step) -> Callable[[list[Any]], None]:
+    """``call(slots)``: read the step's inputs, call its kernel, store its outputs and release
+    the slots whose last reader it is. An output passes as it is when it is a numpy array of
+    the declared dtype (by identity) and of the shape last accepted for it (the common case:
+    two comparisons); anything else (a tuple of the wrong length, a numpy scalar, a sequence
+    or map, a new shape) goes through the checks :func:`_call` makes (:func:`_settle`,
+    :func:`_checked`), which raise the same errors."""
+    kernel, ins, outs, release = step.kernel, step.inputs, step.outputs, step.release
+    ndarray = np.ndarray
+
+    def test(k: int) -> tuple[bool, list | None, Any]:
+        """Output k's inline test: (settle always, accepted-shape cell or None for any shape,
+        dtype or None for any dtype)."""
+        chk = step.checks[k]
+        if chk is None:
+            return False, None, None   # undeclared: any array (a numpy scalar is converted)
+        if chk[2] != "tensor":
+            return True, None, None     # a sequence, map or optional: conformed
+        return False, chk[4], chk[3]
+
+    if any(s < 0 for s in ins) or len(ins) > 3:
+        def read(slots: list[Any]) -> Any:
+            return kernel(*[None if s < 0 else slots[s] for s in ins])
+    elif len(ins) == 0:
+        def read(slots: list[Any]) -> Any:
+            return kernel()
+    elif len(ins) == 1:
+        (a,) = ins
+
+        def read(slots: list[Any]) -> Any:
+            return kernel(slots[a])
+    elif len(ins) == 2:
+        a, b = ins
+
+        def read(slots: list[Any]) -> Any:
+            return kernel(slots[a], slots[b])
+    else:
+        a, b, c = ins
+
+        def read(slots: list[Any]) -> Any:
+            return kernel(slots[a], slots[b], slots[c])
+
+    if len(outs) == 1 and outs[0] >= 0 and not test(0)[0]:
+        (o,) = outs
+        _, cell, dtype = test(0)
+
+        def call(slots: list[Any]) -> None:
+            r = read(slots)
+            if type(r) is ndarray and (cell is None or r.shape == cell[0]) and (
+                    dtype is None or r.dtype is dtype):
+                slots[o] = r
+            else:
+                slots[o] = _settle(step, r)[0]
+            for s in release:
+                slots[s] = None
+    else:
+        n = len(outs)
+        used = tuple((k, s, *test(k)) for k, s in enumerate(outs) if s >= 0)
+
+        def call(slots: list[Any]) -> None:
+            r = read(slots)
+            if type(r) is tuple and len(r) == n:
+                for k, s, settle, cell, dtype in used:
+                    v = r[k]
+                    if settle or type(v) is not ndarray or (
+                            cell is not None and v.shape != cell[0]) or (
+                            dtype is not None and v.dtype is not dtype):
+                        v = _checked(step, k, v)
+                    slots[s] = v
+            else:
+                r = _settle(step, r)
+                for k, s, *_ in used:
+                    slots[s] = r[k]
+            for s in release:
+                slots[s] = None
+
+    return call
 
 
 def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor, *,
@@ -595,7 +726,10 @@ class GraphRunner:
         slots = self.plan.initial_slots()
         for s, v in zip(self._in_slots, values):
             slots[s] = v
-        run_sequential(self.plan, slots, cancelled=cancelled)
+        if cancelled is None:
+            (self.plan._runner or self.plan.runner())(slots)
+        else:
+            run_sequential(self.plan, slots, cancelled=cancelled)
         return [slots[s] for s in self._out_slots]
 
 

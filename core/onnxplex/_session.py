@@ -616,10 +616,10 @@ class InferenceSession:
                 and _executor.no_cancellation_set():
             # The common case in the fewest calls (a one-node model's run is ~10 us; each
             # Python call layer here is ~0.1-0.2 us): floating-point warnings off (they are
-            # results, as in onnxruntime), the steps in order.
+            # results, as in onnxruntime), the plan's compiled function (the steps in order).
             token = _ERRSTATE_VAR.set(_IGNORE_ALL)
             try:
-                _executor.run_sequential(plan, slots)
+                (plan._runner or plan.runner())(slots)
             finally:
                 _ERRSTATE_VAR.reset(token)
             return [_owned(slots[out_slots[n]], feeds) for n in names]
