@@ -104,13 +104,13 @@ def norm_axes(axes: Iterable[int], rank: int) -> tuple[int, ...]:
 
 def trunc_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Integer division rounding toward zero (C semantics), in ``a``'s dtype."""
-    q = np.floor_divide(a, b)
-    if a.dtype.kind == "i":
-        # floor differs from trunc when the remainder is nonzero and the signs differ
-        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
-        if fix.any():
-            q = q + fix.astype(q.dtype)
-    return q
+    if a.dtype.kind != "i":
+        return np.floor_divide(a, b)
+    # a - fmod(a, b) (fmod: C's remainder, with a's sign) is a multiple of b of at most a's
+    # magnitude, so its floor division is exact: trunc(a / b) in three ufunc passes. (x / 0
+    # is 0, as numpy's floor_divide gives it.)
+    r = np.fmod(a, b)
+    return np.floor_divide(np.subtract(a, r), b)
 
 
 _UINT_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -123,10 +123,11 @@ def select(cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     numpy's ``where`` branches per element, which costs ~4 ns/element on irregular masks;
     large irregular selections use a branch-free bit blend instead (same result, bit for bit).
     """
+    if cond.size < _SELECT_MIN_SIZE:
+        return np.where(cond, x, y)  # (an ndarray, 0-d included)
     x, y = np.asarray(x), np.asarray(y)
     ut = _UINT_BY_SIZE.get(x.dtype.itemsize)
-    if (ut is None or x.dtype != y.dtype or x.dtype == object or cond.size < _SELECT_MIN_SIZE
-            or not cond.flags.c_contiguous):
+    if ut is None or x.dtype != y.dtype or x.dtype == object or not cond.flags.c_contiguous:
         return as_array(np.where(cond, x, y))
     flat = cond.reshape(-1)
     if np.count_nonzero(flat[1:] != flat[:-1]) * 64 < flat.size:

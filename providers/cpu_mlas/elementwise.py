@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
+_F16_LIKE = LOW_PRECISION_FLOATS | {_F16}
 
 Kernel = Callable[..., np.ndarray]
 
@@ -121,6 +122,36 @@ def erf(x: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+def _in_dtype(node: NodeView, i: int = 0) -> np.dtype | None:
+    """The declared numpy dtype of input ``i`` (``None`` when omitted or unknown)."""
+    v = node.input(i)
+    return None if v is None else v.dtype
+
+
+def _ranked(node: NodeView, *inputs: int) -> bool:
+    """Whether one of ``inputs`` has a known rank of at least 1: the (broadcast) result is
+    then never 0-d, so a ufunc's result is an array (0-d operands give a numpy scalar)."""
+    for i in inputs:
+        v = node.input(i)
+        if v is not None and v.rank is not None and v.rank >= 1:
+            return True
+    return False
+
+
+def _arrays(fn: Callable[..., np.ndarray]) -> Kernel:
+    """``fn`` with its result as an ndarray (for kernels whose operands may all be 0-d)."""
+
+    def kernel(*xs: np.ndarray) -> np.ndarray:
+        r = fn(*xs)
+        return r if type(r) is np.ndarray else np.asarray(r)
+
+    return kernel
+
+
+# Kernels run under the session's ``np.errstate(all="ignore")`` (floating-point warnings are
+# results, as in onnxruntime): they do not enter it again (~1.4 us a call).
+
+
 def _float_op(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
     """Wrap a float function: float16 and ml_dtypes floats computed in float32, rounded once.
 
@@ -131,26 +162,44 @@ def _float_op(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
         if x.ndim == 0:
             return kernel(x.reshape(1)).reshape(())
         dt = x.dtype
-        with np.errstate(all="ignore"):
-            if dt == _F16 or dt in LOW_PRECISION_FLOATS:
-                return as_array(fn(x.astype(np.float32))).astype(dt)
-            return as_array(fn(x))
+        if dt in _F16_LIKE:
+            return as_array(fn(x.astype(np.float32))).astype(dt)
+        return as_array(fn(x))
 
     return kernel
 
 
-def _native_op(fn: Callable[[np.ndarray], np.ndarray], quiet: bool = False) -> Kernel:
+def _float_kernel(node: NodeView, fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    """:func:`_float_op`'s kernel for ``node``, or ``fn`` itself when the input's declared
+    dtype needs no float32 detour and its rank is at least 1 (the per-call checks then have
+    nothing to decide)."""
+    dt = _in_dtype(node)
+    if dt is not None and dt not in _F16_LIKE:
+        if _ranked(node, 0):
+            return fn
+        if isinstance(fn, np.ufunc):
+            return _arrays(fn)
+    return _float_op(fn)
+
+
+def _native_op(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
     """Wrap a ufunc that numpy runs natively on every dtype but the ml_dtypes floats."""
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if x.dtype in LOW_PRECISION_FLOATS:
             return as_array(fn(x.astype(np.float32))).astype(x.dtype)
-        if quiet:
-            with np.errstate(all="ignore"):
-                return as_array(fn(x))
         return as_array(fn(x))
 
     return kernel
+
+
+def _native_kernel(node: NodeView, fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    """:func:`_native_op`'s kernel for ``node``, or ``fn`` itself (made to return arrays
+    when the input may be 0-d) when the input's declared dtype is numpy's own."""
+    dt = _in_dtype(node)
+    if dt is None or dt in LOW_PRECISION_FLOATS:
+        return _native_op(fn)
+    return fn if _ranked(node, 0) else _arrays(fn)
 
 
 def _legacy_broadcast(node: NodeView) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -168,8 +217,16 @@ def _legacy_broadcast(node: NodeView) -> Callable[[np.ndarray, np.ndarray], np.n
 
 
 def _binary(node: NodeView, fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
-            quiet: bool = False) -> Kernel:
+            by_dtype: Callable[[np.dtype], Callable[[np.ndarray, np.ndarray], np.ndarray]]
+            | None = None) -> Kernel:
+    """A broadcasting binary kernel: ``fn`` itself (``by_dtype(A's dtype)`` when given) when
+    A's declared dtype is numpy's own and there is no legacy broadcast to apply, so a call is
+    one ufunc call; else a kernel that aligns B and computes ml_dtypes floats in float32."""
     align = _legacy_broadcast(node)
+    dt = _in_dtype(node, 0)
+    if align is None and dt is not None and dt not in LOW_PRECISION_FLOATS:
+        f = fn if by_dtype is None else by_dtype(dt)
+        return f if _ranked(node, 0, 1) else _arrays(f)
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if align is not None:
@@ -177,9 +234,6 @@ def _binary(node: NodeView, fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
         if a.dtype in LOW_PRECISION_FLOATS:
             dt = a.dtype
             return as_array(fn(a.astype(np.float32), b.astype(np.float32))).astype(dt)
-        if quiet:
-            with np.errstate(all="ignore"):
-                return as_array(fn(a, b))
         return as_array(fn(a, b))
 
     return kernel
@@ -221,11 +275,9 @@ _UNARY: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray], bool]] = {
 
 def _register_unary(name: str, since: int, fn: Callable[[np.ndarray], np.ndarray],
                     via_f32: bool) -> None:
-    kernel = _float_op(fn) if via_f32 else _native_op(fn)
-
     @op(name, since=since)
     def make(node: NodeView, ctx: ProviderContext) -> Kernel:
-        return kernel
+        return _float_kernel(node, fn) if via_f32 else _native_kernel(node, fn)
 
 
 for _name, (_since, _fn, _via) in _UNARY.items():
@@ -234,7 +286,7 @@ for _name, (_since, _fn, _via) in _UNARY.items():
 
 @op("IsNaN", since=9)
 def make_isnan(node: NodeView, ctx: ProviderContext) -> Kernel:
-    return _native_op(np.isnan)
+    return _native_kernel(node, np.isnan)
 
 
 @op("IsInf", since=10)
@@ -270,6 +322,19 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     out *= half
     out += half
     return out
+
+
+def _sigmoid_f32(x: np.ndarray) -> np.ndarray:
+    """:func:`_sigmoid` for float32 with its constant as a 0-d array (a numpy scalar operand
+    costs ~0.5 us more a ufunc call; the results are the same)."""
+    out = np.multiply(x, _HALF32_0D)
+    np.tanh(out, out=out)
+    out *= _HALF32_0D
+    out += _HALF32_0D
+    return out
+
+
+_HALF32_0D = np.asarray(0.5, np.float32)
 
 
 def _gelu_erf(x: np.ndarray) -> np.ndarray:
@@ -369,25 +434,27 @@ def _gelu_kernel(erf_form: bool) -> Callable[..., np.ndarray]:
                          else np.ascontiguousarray(bias), y, coeffs, clamp,
                          threads=intra_threads())
             return y
-        with np.errstate(all="ignore"):
-            if bias is None:
-                src = np.ascontiguousarray(x).reshape(x.shape)  # 0-d stays 0-d
-                return _gelu_blocks(src, np.empty(x.shape, _F32), erf_form)
-            s = np.add(x, bias)  # a fresh array: worked in place
-            return _gelu_blocks(s, s, erf_form)
+        if bias is None:
+            src = np.ascontiguousarray(x).reshape(x.shape)  # 0-d stays 0-d
+            return _gelu_blocks(src, np.empty(x.shape, _F32), erf_form)
+        s = np.add(x, bias)  # a fresh array: worked in place
+        return _gelu_blocks(s, s, erf_form)
 
     return kernel
 
 
-def _simple(name: str, since: int, fn: Callable[[np.ndarray], np.ndarray]) -> None:
-    kernel = _float_op(fn)
+def _simple(name: str, since: int, fn: Callable[[np.ndarray], np.ndarray],
+            f32: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+    """Register ``fn`` (``f32`` instead for a declared float32 input) as op ``name``."""
 
     @op(name, since=since)
     def make(node: NodeView, ctx: ProviderContext) -> Kernel:
-        return kernel
+        if f32 is not None and _in_dtype(node) == _F32:
+            return _float_kernel(node, f32)
+        return _float_kernel(node, fn)
 
 
-_simple("Sigmoid", 1, _sigmoid)
+_simple("Sigmoid", 1, _sigmoid, _sigmoid_f32)
 _simple("Softsign", 1, lambda x: x / (np.absolute(x) + 1))
 def _softplus(x: np.ndarray) -> np.ndarray:
     """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), overflow-free."""
@@ -418,6 +485,12 @@ _simple("HardSwish", 14, lambda x: x * np.clip(x * x.dtype.type(1 / 6) + 0.5, 0,
 
 @op("Relu", since=1)
 def make_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    dt = _in_dtype(node)
+    if dt is not None and dt not in LOW_PRECISION_FLOATS:
+        zero = np.zeros((), dt)  # (a 0-d array: a numpy scalar operand costs ~1 us more)
+        if _ranked(node, 0):
+            return lambda x: np.maximum(x, zero)
+        return _arrays(lambda x: np.maximum(x, zero))
     return _native_op(lambda x: np.maximum(x, x.dtype.type(0)))
 
 
@@ -425,8 +498,8 @@ def make_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
 def make_leaky_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
     alpha = float(node.attr("alpha", 0.01))
     if 0.0 <= alpha <= 1.0:
-        return _float_op(lambda x: np.maximum(x, x * alpha))
-    return _float_op(lambda x: _pos_neg(x, np.minimum(x, 0) * alpha))
+        return _float_kernel(node, lambda x: np.maximum(x, x * alpha))
+    return _float_kernel(node, lambda x: _pos_neg(x, np.minimum(x, 0) * alpha))
 
 
 def _pos_neg(x: np.ndarray, neg: np.ndarray, scale: float = 1.0) -> np.ndarray:
@@ -460,28 +533,28 @@ def make_prelu(node: NodeView, ctx: ProviderContext) -> Kernel:
 @op("Elu", since=1)
 def make_elu(node: NodeView, ctx: ProviderContext) -> Kernel:
     alpha = float(node.attr("alpha", 1.0))
-    return _float_op(lambda x: _pos_neg(x, np.expm1(np.minimum(x, 0)) * alpha))
+    return _float_kernel(node, lambda x: _pos_neg(x, np.expm1(np.minimum(x, 0)) * alpha))
 
 
 @op("Selu", since=1)
 def make_selu(node: NodeView, ctx: ProviderContext) -> Kernel:
     alpha = float(node.attr("alpha", 1.67326319217681884765625))
     gamma = float(node.attr("gamma", 1.05070102214813232421875))
-    return _float_op(
-        lambda x: _pos_neg(x, np.expm1(np.minimum(x, 0)) * (alpha * gamma), gamma))
+    return _float_kernel(
+        node, lambda x: _pos_neg(x, np.expm1(np.minimum(x, 0)) * (alpha * gamma), gamma))
 
 
 @op("Celu", since=12)
 def make_celu(node: NodeView, ctx: ProviderContext) -> Kernel:
     alpha = float(node.attr("alpha", 1.0))
-    return _float_op(
-        lambda x: _pos_neg(x, np.expm1(np.minimum(x, 0) / x.dtype.type(alpha)) * alpha))
+    return _float_kernel(
+        node, lambda x: _pos_neg(x, np.expm1(np.minimum(x, 0) / x.dtype.type(alpha)) * alpha))
 
 
 @op("ThresholdedRelu", since=10)
 def make_thresholded_relu(node: NodeView, ctx: ProviderContext) -> Kernel:
     alpha = float(node.attr("alpha", 1.0))
-    return _float_op(lambda x: select(x > alpha, x, x.dtype.type(0)))
+    return _float_kernel(node, lambda x: select(x > alpha, x, x.dtype.type(0)))
 
 
 @op("HardSigmoid", since=1)
@@ -494,7 +567,7 @@ def make_hard_sigmoid(node: NodeView, ctx: ProviderContext) -> Kernel:
         t += x.dtype.type(beta)
         return np.clip(t, 0, 1, out=t)
 
-    return _float_op(fn)
+    return _float_kernel(node, fn)
 
 
 @op("Gelu", since=20)
@@ -527,7 +600,8 @@ def make_clip_attrs(node: NodeView, ctx: ProviderContext) -> Kernel:
     hi = node.attr("max")
     lo = None if lo is None else float(lo)
     hi = None if hi is None else float(hi)
-    return _float_op(lambda x: x if lo is None and hi is None else np.clip(x, lo, hi))
+    return _float_kernel(node,
+                         lambda x: x if lo is None and hi is None else np.clip(x, lo, hi))
 
 
 @op("Clip", since=11)
@@ -564,10 +638,18 @@ def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b)
 
 
+def _divide_for(dt: np.dtype) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    if dt.kind == "i":
+        return trunc_divide
+    if dt.kind == "u":
+        return np.floor_divide  # (floor is trunc for unsigned)
+    return np.divide if dt.kind in "fc" else _divide
+
+
 @op("Div", since=1)
 @op("Div", since=7)
 def make_div(node: NodeView, ctx: ProviderContext) -> Kernel:
-    return _binary(node, _divide, quiet=True)
+    return _binary(node, _divide, _divide_for)
 
 
 def _int_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -586,15 +668,27 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.power(x, y)
 
 
+def _cube(x: np.ndarray) -> np.ndarray:
+    t = np.multiply(x, x)
+    return np.multiply(t, x, out=t) if t.ndim else t * x
+
+
+# x ** c for a constant scalar float c, with float x (ml_dtypes floats excepted)
 _POW_SPECIAL: dict[float, Callable[[np.ndarray], np.ndarray]] = {
-    1.0: lambda x: x.copy(), 2.0: lambda x: x * x, 3.0: lambda x: x * x * x, 0.5: np.sqrt,
+    1.0: lambda x: x.copy(), 2.0: lambda x: np.multiply(x, x), 3.0: _cube, 0.5: np.sqrt,
 }
 
 
 @op("Pow", since=1)
 @op("Pow", since=7)
 def make_pow(node: NodeView, ctx: ProviderContext) -> Kernel:
-    generic = _binary(node, _pow, quiet=True)
+    dx, dy = _in_dtype(node, 0), _in_dtype(node, 1)
+    if dx is not None and dx.kind in "fc" and dx not in LOW_PRECISION_FLOATS \
+            and dy is not None and _legacy_broadcast(node) is None:
+        fn = np.power if dy == dx else lambda x, y: np.power(x, y).astype(dx, copy=False)
+    else:
+        fn = _pow
+    generic = _binary(node, fn)
     y = const_input(node, 1)
     x_info = node.input(0)
     if (y is None or y.size != 1 or y.dtype.kind != "f" or x_info is None
@@ -604,6 +698,10 @@ def make_pow(node: NodeView, ctx: ProviderContext) -> Kernel:
     if special is None:
         return generic
     fast = special
+    if dx is not None and dx.kind == "f" and dx not in LOW_PRECISION_FLOATS:
+        if x_info.rank >= 1:
+            return lambda x, e: fast(x)
+        return _arrays(lambda x, e: fast(x))
 
     def kernel(x: np.ndarray, e: np.ndarray) -> np.ndarray:
         if x.dtype.kind == "f" and x.dtype not in LOW_PRECISION_FLOATS:
@@ -617,7 +715,7 @@ def make_pow(node: NodeView, ctx: ProviderContext) -> Kernel:
 @op("Mod", since=28)  # float fmod=0 allowed (floor semantics)
 def make_mod(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = np.fmod if node.attr("fmod", 0) else np.mod
-    return _binary(node, fn, quiet=True)
+    return _binary(node, fn)
 
 
 @op("BitShift", since=11)
@@ -648,6 +746,10 @@ _COMPARE = {"Equal": np.equal, "Less": np.less, "Greater": np.greater,
 def make_compare(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = _COMPARE[node.op_type]
     align = _legacy_broadcast(node)
+    da, db = _in_dtype(node, 0), _in_dtype(node, 1)
+    if (align is None and da is not None and db is not None and da not in LOW_PRECISION_FLOATS
+            and da.kind not in "SUO" and db.kind not in "SUO"):
+        return fn if _ranked(node, 0, 1) else _arrays(fn)
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if align is not None:
@@ -663,6 +765,9 @@ def make_compare(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 @op("Where", since=9)
 def make_where(node: NodeView, ctx: ProviderContext) -> Kernel:
+    dx, dy = _in_dtype(node, 1), _in_dtype(node, 2)
+    if dx is not None and dy is not None and dx.kind not in "SUO" and dy.kind not in "SUO":
+        return select
     return lambda c, x, y: select(c, str_guard(x), str_guard(y))
 
 
@@ -676,6 +781,10 @@ def make_where(node: NodeView, ctx: ProviderContext) -> Kernel:
 def make_variadic(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = {"Sum": np.add, "Mean": np.add, "Max": np.maximum, "Min": np.minimum}[node.op_type]
     mean = node.op_type == "Mean"
+    dt0 = _in_dtype(node, 0)
+    if (not mean and len(node.inputs) == 2 and dt0 is not None
+            and dt0 not in LOW_PRECISION_FLOATS and _in_dtype(node, 1) == dt0):
+        return fn if _ranked(node, 0, 1) else _arrays(fn)
 
     def kernel(*xs: np.ndarray) -> np.ndarray:
         if len(xs) == 1:
