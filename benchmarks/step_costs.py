@@ -6,8 +6,8 @@
 ``.onnx`` file whose inputs are all float tensors (random normal feeds, symbolic dimensions
 set to ``--batch``). The session is created with the default providers; then, ``--runs``
 times, the plan's steps run in order as the executor runs them, each timed twice: its kernel
-called alone, and the executor's step call around it (``_executor._call``: argument
-gathering, the kernel, the output checks). Prints the median of each per step, their sums,
+called alone, and the executor's step call around it (the step's function in the compiled
+plan: argument gathering, the kernel, the output checks, releases). Prints the median of each per step, their sums,
 and the session's whole ``run`` beside them: the gap between the step sums and the run is the
 session's per-run cost (feed checks, slots, outputs). Absolute microseconds on a shared machine
 only compare with each other inside one run of this script.
@@ -71,6 +71,7 @@ def main(argv=None) -> int:
     sess = onnxplex.InferenceSession(blob, so)
     sess.run(None, feeds)
     plan = sess._exec
+    calls = [_executor._step_function(st) for st in plan.steps]
     costs: dict[int, list[tuple[int, int]]] = defaultdict(list)
     whole = []
     for _ in range(a.runs):
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter_ns()
                 st.kernel(*args)
                 t1 = time.perf_counter_ns()
-                _executor._call(st, slots)
+                calls[k](slots)
                 costs[k].append((t1 - t0, time.perf_counter_ns() - t1))
     rows = []
     for k, st in enumerate(plan.steps):

@@ -215,3 +215,40 @@ def test_a_dropped_session_is_freed_without_the_cyclic_collector():
     finally:
         if was:
             gc.enable()
+
+
+@pytest.mark.parametrize("op", ["Identity", "Reshape", "Flatten", "Squeeze"])
+def test_outputs_never_alias_a_feed(op):
+    """Kernels may return a feed or a view of it (a reshape); the caller gets its own copy,
+    whichever way the output came to share the feed's memory."""
+    inputs = ["x", "shape"] if op == "Reshape" else ["x"]
+    node = helper.make_node(op, inputs, ["y"], **({"axis": 0} if op == "Flatten" else {}))
+    shape = onnx.numpy_helper.from_array(np.array([6], np.int64), "shape")
+    out_shape = {"Identity": [2, 3], "Reshape": [6], "Flatten": [1, 6], "Squeeze": [2, 3]}[op]
+    g = helper.make_graph([node], "alias",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                         [1, 2, 3] if op == "Squeeze" else
+                                                         [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+                          initializer=[shape] if op == "Reshape" else [])
+    sess = onnxplex.InferenceSession(helper.make_model(g, opset_imports=[
+        helper.make_opsetid("", 17)]))
+    x = np.arange(6, dtype=np.float32).reshape([1, 2, 3] if op == "Squeeze" else [2, 3])
+    for _ in range(2):   # (the second run takes the plan's settled fast path)
+        (y,) = sess.run(None, {"x": x})
+        assert not np.shares_memory(x, y) and y.flags.writeable
+        assert y.reshape(-1).tolist() == list(range(6))
+
+
+def test_object_array_feeds_a_string_input_as_is_and_str_arrays_convert():
+    node = helper.make_node("Identity", ["s"], ["y"])
+    g = helper.make_graph([node], "s", [helper.make_tensor_value_info("s", TensorProto.STRING,
+                                                                      [None, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.STRING, [None, 2])])
+    sess = onnxplex.InferenceSession(helper.make_model(g, opset_imports=[
+        helper.make_opsetid("", 17)]))
+    for feed in (np.array([["a", "b"]], dtype=object), np.array([["a", "b"]])):
+        (y,) = sess.run(None, {"s": feed})
+        assert y.dtype == object and y.tolist() == [["a", "b"]]
+    with pytest.raises(onnxplex.InvalidFeedError, match="rank 2"):
+        sess.run(None, {"s": np.array(["a", "b"], dtype=object)})

@@ -900,9 +900,8 @@ def _quick_feed_checks(infos: Mapping[str, ValueInfo]
             continue
         if any(isinstance(d, str) and uses[d] > 1 for d in info.shape):
             continue
-        want = np_dtype(info.elem_type)
-        if want == np.dtype(object):
-            continue   # (str arrays are converted)
+        want = np_dtype(info.elem_type)   # (a string input: an object array passes as
+        # tensor_feed takes it; a str array's dtype differs and takes the full path)
         static = tuple((a, d) for a, d in enumerate(info.shape) if isinstance(d, int))
         quick[name] = (want, len(info.shape), static)
     return quick
@@ -928,8 +927,11 @@ def _owned(value: Any, feeds: Mapping[str, Any]) -> Any:
     or a view of one) or that may alias a feed (kernels may return views)."""
     if not isinstance(value, np.ndarray):
         return value
-    if not value.flags.writeable or any(
-            isinstance(f, np.ndarray) and np.may_share_memory(value, f) for f in feeds.values()):
+    if not value.flags.writeable:
+        return value.copy()
+    if value.base is None:   # owns its memory: shared with a feed only if it is one
+        return value.copy() if any(f is value for f in feeds.values()) else value
+    if any(isinstance(f, np.ndarray) and np.may_share_memory(value, f) for f in feeds.values()):
         return value.copy()
     return value
 
