@@ -7,10 +7,11 @@
 set to ``--batch``). The session is created with the default providers; then, ``--runs``
 times, the plan's steps run in order as the executor runs them, each timed twice: its kernel
 called alone, and the executor's step call around it (the step's function in the compiled
-plan: argument gathering, the kernel, the output checks, releases). Prints the median of each per step, their sums,
-and the session's whole ``run`` beside them: the gap between the step sums and the run is the
-session's per-run cost (feed checks, slots, outputs). Absolute microseconds on a shared machine
-only compare with each other inside one run of this script.
+plan: argument gathering, the kernel, the output checks, releases). Prints the median of each
+per step, their sums, and the session's whole ``run`` beside them: the gap between the step
+sums and the run is the session's per-run cost (feed checks, slots, outputs) and the cold
+caches of a run that calls each kernel once. Absolute microseconds on a shared machine only
+compare with each other inside one run of this script.
 """
 
 from __future__ import annotations
