@@ -21,6 +21,7 @@ import numpy as np
 from onnxplex import NodeView, ProviderContext
 
 from . import _ml_common as mc
+from . import _native
 from ._registry import op
 
 ML = "ai.onnx.ml"
@@ -58,6 +59,7 @@ class _SvmKernel:
             raise ValueError(f"{node.op_type}: attribute 'kernel_params' needs gamma, coef0 "
                              f"and degree, got {params.size} values")
         gamma, coef0, degree = params[:3].tolist() if params.size else (0.0, 0.0, 0.0)
+        self.gamma_raw = gamma
         self.gamma, self.coef0, self.degree = F32(gamma), F32(coef0), F32(degree)
         v = np.asarray(vectors, dtype=np.float64)                    # [V, F]
         if self.kind == "RBF":
@@ -312,8 +314,24 @@ def make_svm_classifier(node: NodeView, ctx: ProviderContext) -> Kernel:
     # two classes without probabilities: [-s, s] (LOGISTIC: [logistic(-s), logistic(s)]),
     # else [1 - s, s] untransformed, as onnxruntime 1.32 writes them
     binary_second = "negate" if post in (mc.NONE, mc.LOGISTIC) else "complement"
+    # the native evaluator (every batch size): pair (i, j) sums class i's vectors with
+    # coefficient row j - 1 and class j's with row i
+    segs = [(int(start[k]), int(per_class[k]), int(row * n_vectors + start[k]))
+            for i, j in zip(*np.triu_indices(n_classes, 1)) for k, row in ((i, j - 1), (j, i))]
+    native = _native_svm(kern, sv, n_features, coef.reshape(-1), segs, 2, rho_d, n_classes,
+                         pa if have_proba else None, pb if have_proba else None, ctx)
+
+    def scores_of(dec: np.ndarray, n: int) -> np.ndarray:
+        if coupling is not None or n_classes > 2:
+            return mc.transform_scores(dec, post)
+        if n_classes == 2:
+            return mc.one_score(dec[:, 0], post, binary_second)
+        return np.zeros((n, 2), F32)     # one class: onnxruntime writes no score
 
     def kernel(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if native is not None:
+            index, dec = native(x)
+            return labels[index], scores_of(dec, index.shape[0])
         xf = mc.as_float32_2d(x, name)
         _check_features(xf, n_features, name)
         dec = kern(xf).dot(w)
@@ -321,16 +339,36 @@ def make_svm_classifier(node: NodeView, ctx: ProviderContext) -> Kernel:
         label = winner(dec > 0)
         dec = dec.astype(F32)
         if coupling is not None:
-            scores = mc.transform_scores(coupling(dec), post)
-        elif n_classes > 2:
-            scores = mc.transform_scores(dec, post)
-        elif n_classes == 2:
-            scores = mc.one_score(dec[:, 0], post, binary_second)
-        else:   # one class: onnxruntime writes no score
-            scores = np.zeros((xf.shape[0], 2), F32)
-        return label, scores
+            dec = coupling(dec)
+        return label, scores_of(dec, xf.shape[0])
 
     return kernel
+
+
+def _native_svm(kern: _SvmKernel, sv: np.ndarray, n_features: int, coefs: np.ndarray,
+                segs: list[tuple[int, int, int]], segs_per_output: int, bias: np.ndarray,
+                n_classes: int, prob_a: np.ndarray | None, prob_b: np.ndarray | None,
+                ctx: ProviderContext) -> Callable[[np.ndarray], object] | None:
+    """The native evaluator's ``run`` (svm.h), None without the native module: ``segs`` are
+    (first vector, count, offset into ``coefs``), ``segs_per_output`` of them an output.
+
+    With support vectors the native evaluator serves every batch size: one call without
+    temporaries at batch 1 (~2 us against ~60-100 us of numpy calls), and at batch 1000 it is
+    faster than the numpy products too (threaded over rows, a vectorised float exp)."""
+    mod = _native.native()
+    if mod is None or not hasattr(mod, "svm") or not segs:
+        return None
+    start, count, off = (np.array(c, np.int64).reshape(-1) for c in zip(*segs))
+    empty = np.zeros(0, F32)
+    model = mod.svm(
+        np.ascontiguousarray(sv, F32), n_features, _KERNELS.index(kern.kind),
+        float(kern.gamma_raw), float(kern.coef0), float(kern.degree),
+        np.ascontiguousarray(coefs, F32), start, count, off,
+        np.arange(0, len(segs) + 1, segs_per_output, dtype=np.int64),
+        np.asarray(bias, np.float64).reshape(-1), n_classes,
+        empty if prob_a is None else prob_a, empty if prob_b is None else prob_b,
+        _native.threads(ctx.intra_op_num_threads))
+    return model.run
 
 
 def _linear_svc(node: NodeView, labels: np.ndarray, coefs: np.ndarray, rho: np.ndarray,
@@ -395,17 +433,22 @@ def make_svm_regressor(node: NodeView, ctx: ProviderContext) -> Kernel:
         n_features = sv.size // n_sv
         kern = _SvmKernel(node, sv.reshape(n_sv, n_features))
         w = coefs[:n_sv].reshape(n_sv, 1)
+        native = _native_svm(kern, sv, n_features, coefs[:n_sv], [(0, n_sv, 0)], 1,
+                             rho[:1].astype(np.float64), 0, None, None, ctx)
     else:
         mc.enum_attr(node, "kernel_type", "LINEAR", _KERNELS)   # validated; linear here
         n_features = coefs.size
-        kern = None
+        kern = native = None
         w = coefs.reshape(n_features, 1)
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        xf = mc.as_float32_2d(x, name)
-        _check_features(xf, n_features, name)
-        y = (kern(xf) if kern is not None else xf).dot(w)
-        y += bias
+        if native is not None:
+            y = native(x)
+        else:
+            xf = mc.as_float32_2d(x, name)
+            _check_features(xf, n_features, name)
+            y = (kern(xf) if kern is not None else xf).dot(w)
+            y += bias
         if one_class:
             return np.where(y > 0, F32(1), F32(-1))
         return y

@@ -1,10 +1,13 @@
-// Bindings of the tree-ensemble evaluator: the description's arrays checked for size, the
-// input cast to the ensemble's type, outputs allocated here, GIL released around the walk.
+// Bindings of the ai.onnx.ml evaluators: the tree ensemble (the description's arrays checked
+// for size, the input cast to the ensemble's type, outputs allocated here, GIL released around
+// the walk) and the SVM (svm.h; built once per kernel, run on float32 rows).
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "bind_util.h"
+#include "svm.h"
 #include "tree_ensemble.h"
 
 namespace onnxplex::mlas::bind {
@@ -84,9 +87,102 @@ struct PyTreeEnsemble {
 };
 
 
+// Below this many multiply-adds of kernel evaluation the SVM runs holding the GIL.
+constexpr size_t kKeepGilSvm = 1 << 16;
+
+struct PySvm {
+  std::shared_ptr<SvmModel> m;
+  size_t threads = 0;
+
+  // x: float32 [N, F] (or [F]). A classifier returns (label indices int64 [N], scores float32
+  // [N, n_scores]); a regressor the scores.
+  py::object run(const py::array& x_in) const {
+    const Arr<float> x = Arr<float>::ensure(x_in);
+    if (!x) throw py::type_error("an SVM's input must be numeric");
+    if (x.ndim() != 1 && x.ndim() != 2) {
+      throw py::value_error("an SVM's input must have rank 1 or 2");
+    }
+    const size_t rows = x.ndim() == 1 ? 1 : static_cast<size_t>(x.shape(0));
+    const size_t cols = static_cast<size_t>(x.shape(x.ndim() - 1));
+    if (cols != m->n_features) {
+      throw py::value_error("input has " + std::to_string(cols) + " features, the model " +
+                            "expects " + std::to_string(m->n_features));
+    }
+    const auto n_rows = static_cast<py::ssize_t>(rows);
+    py::array_t<float> scores({n_rows, static_cast<py::ssize_t>(m->n_scores())});
+    const bool classifier = m->n_classes > 0;
+    py::array_t<int64_t> labels(classifier ? n_rows : 0);
+    const float* xp = x.data();
+    float* sp = scores.mutable_data();
+    int64_t* lp = classifier ? labels.mutable_data() : nullptr;
+    if (rows * m->n_vectors * m->n_features < kKeepGilSvm) {
+      m->run(xp, rows, sp, lp, 1);
+    } else {
+      py::gil_scoped_release release;
+      m->run(xp, rows, sp, lp, threads);
+    }
+    if (!classifier) return std::move(scores);
+    return py::make_tuple(labels, scores);
+  }
+};
+
+template <typename T>
+std::vector<T> values(const py::object& a, const char* what) {
+  const auto v = arr<T>(a, what, -1);
+  return std::vector<T>(v.data(), v.data() + v.size());
+}
+
 }  // namespace
 
 void register_trees(py::module_& m) {
+  py::class_<PySvm>(m, "Svm", "An SVM laid out for evaluation (svm.h; immutable).")
+      .def("run", &PySvm::run, py::arg("x"),
+           "Rows of x float32 [N, F] (or [F]): a classifier's (label indices int64 [N], scores "
+           "float32 [N, S]), S the pairs' decision values or, with prob_a, the coupled class "
+           "probabilities; a regressor's outputs [N, P] float32.");
+
+  m.def("svm", [](const py::object& vectors_in, size_t n_features, int kind, double gamma,
+                  double coef0, double degree, const py::object& coefs_in,
+                  const py::object& seg_start_in, const py::object& seg_count_in,
+                  const py::object& seg_coef_in, const py::object& out_begin_in,
+                  const py::object& bias_in, size_t n_classes, const py::object& prob_a_in,
+                  const py::object& prob_b_in, size_t threads) {
+    if (kind < 0 || kind > 3) throw py::value_error("kind must be 0..3");
+    if (n_features == 0) throw py::value_error("n_features must be > 0");
+    auto s = std::make_shared<SvmModel>();
+    s->kind = static_cast<SvmKernel>(kind);
+    s->gamma = gamma;
+    s->coef0 = coef0;
+    s->degree = degree;
+    s->vectors = values<float>(vectors_in, "vectors");
+    s->n_features = n_features;
+    s->n_vectors = s->vectors.size() / n_features;
+    s->coefs = values<float>(coefs_in, "coefs");
+    s->seg_start = values<int64_t>(seg_start_in, "seg_start");
+    s->seg_count = values<int64_t>(seg_count_in, "seg_count");
+    s->seg_coef = values<int64_t>(seg_coef_in, "seg_coef");
+    s->out_begin = values<int64_t>(out_begin_in, "out_begin");
+    s->bias = values<double>(bias_in, "bias");
+    s->n_classes = n_classes;
+    s->prob_a = values<float>(prob_a_in, "prob_a");
+    s->prob_b = values<float>(prob_b_in, "prob_b");
+    try {
+      s->check();
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+    return PySvm{s, threads};
+  }, py::arg("vectors"), py::arg("n_features"), py::arg("kind"), py::arg("gamma"),
+     py::arg("coef0"), py::arg("degree"), py::arg("coefs"), py::arg("seg_start"),
+     py::arg("seg_count"), py::arg("seg_coef"), py::arg("out_begin"), py::arg("bias"),
+     py::arg("n_classes"), py::arg("prob_a"), py::arg("prob_b"), py::arg("threads") = 0,
+     "An Svm (see svm.h): support vectors [V * F] float32, the kernel (0 LINEAR 1 POLY 2 RBF "
+     "3 SIGMOID) and its gamma, coef0, degree; each output's sum over the kernel values as "
+     "segments (start vector, count, offset into coefs; out_begin [P + 1] the outputs' "
+     "segments) plus bias [P]; n_classes > 0 a classifier of one-vs-one pairs (P = C(C-1)/2), "
+     "prob_a/prob_b (empty or [P]) its Platt parameters; threads for a large run (0: all). "
+     "Raises ValueError on bad layout.");
+
   py::class_<PyTreeEnsemble>(
       m, "TreeEnsemble",
       "A tree ensemble laid out for evaluation (immutable; run it from any thread).")
