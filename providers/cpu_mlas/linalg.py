@@ -5,6 +5,15 @@ to float32 for half-precision models); half-precision products run in float32 an
 back, as numpy has no BLAS for float16. GEMMs go through :func:`._blas.matmul`, which splits
 them over the intra-op pool (the BLAS itself is single-threaded); Gemm's constant C is added
 per chunk, while the chunk is still in cache.
+
+Small products (a classical model's layer at batch 1) cost mostly the calls around them:
+the native GEMM's ~1.9 us, :func:`._blas.matmul`'s split 5-10 us, where ``np.dot`` on a
+prepared weight is ~0.9 us and each in-place numpy pass ~1 us. So a constant weight of at most
+``_GEMV_MAX_WEIGHT`` elements also keeps a C-ordered numpy copy (transposed, alpha folded,
+compute dtype), and a product of fewer than ``_SMALL_MACS`` multiply-adds, or of one row
+(OpenBLAS's gemv beats the native 12-row tile), runs as ``np.dot`` on it, C (beta folded)
+added in place. Where the native GEMM would fuse C and Relu into its one call, it keeps the
+small products; np.dot then takes only single rows of larger weights.
 """
 
 from __future__ import annotations
@@ -24,6 +33,25 @@ logger = logging.getLogger(__name__)
 
 _INTS = frozenset({TP.INT32, TP.INT64, TP.UINT32, TP.UINT64})
 _EINSUM_T = FLOATS | _INTS | {TP.INT8, TP.INT16, TP.UINT8, TP.UINT16}
+
+# Below this many multiply-adds (M * K * N) a product runs as np.dot (measured against the
+# native GEMM: dot/native 0.5-1.0 below it, 1.0-2.5 at 64k-260k with M >= 2).
+_SMALL_MACS = _blas.SMALL_MACS
+# A constant weight of at most this many elements keeps a numpy copy beside its packed layout
+# (the cost: at most 1 MiB of float32 per weight), for small and single-row products.
+_GEMV_MAX_WEIGHT = 1 << 18
+# From this many weight elements on, np.dot plus in-place bias and Relu passes beat the native
+# GEMM's fused epilogue on a single row (1 x 128 x 128: 4.0 vs 3.4 us; 1 x 256 x 256: 7.8 vs
+# 10.4; 1 x 512 x 512: 26 vs 26-63).
+_GEMV_MIN_WEIGHT = 1 << 14
+
+
+def _dot_weight(b: np.ndarray | None) -> np.ndarray | None:
+    """A C-ordered copy of a prepared constant 2-D weight for ``np.dot``, or None when it is
+    absent, empty or larger than ``_GEMV_MAX_WEIGHT``."""
+    if b is None or b.ndim != 2 or b.size == 0 or b.size > _GEMV_MAX_WEIGHT:
+        return None
+    return np.ascontiguousarray(b)
 
 
 def _matmul_packed(a: np.ndarray, w: _blas.PackedWeight, bias: np.ndarray | None = None,
@@ -63,8 +91,8 @@ def make_gemm(node: NodeView, ctx: ProviderContext):
 
 
 def gemm_kernel(node: NodeView, relu: bool = False):
-    """Gemm's kernel, and whether it applies ``relu`` (max(y, 0)) itself: the native GEMM
-    does in its epilogue when asked (FusedGemm with Relu); otherwise the caller must."""
+    """Gemm's kernel, and whether it applies ``relu`` (max(y, 0)) itself: it does on every
+    path when asked (FusedGemm with Relu; the native GEMM in its epilogue)."""
     alpha = float(node.attr("alpha", 1.0))
     beta = float(node.attr("beta", 1.0))
     trans_a = int(node.attr("transA", 0)) == 1
@@ -95,15 +123,42 @@ def gemm_kernel(node: NodeView, relu: bool = False):
             native_bias = np.ascontiguousarray(c_packed.reshape(n))
         else:
             native_b = None
+    # Small and single-row products: np.dot on a numpy copy of B (float: alpha is folded in),
+    # then C added in place (the constant one with beta folded in) and Relu. The native GEMM
+    # adds C and clamps in its one call (~1.9 us on a tiny product, np.dot ~0.9 and each
+    # in-place pass ~1): with such an epilogue it keeps all but single rows of a weight of at
+    # least _GEMV_MIN_WEIGHT elements, where OpenBLAS's gemv beats its 12-row tile.
+    if native_b is not None and (native_bias is not None or relu):
+        small_macs = 0
+        gemv = b_packed is not None and b_packed.size >= _GEMV_MIN_WEIGHT
+    else:
+        small_macs, gemv = _SMALL_MACS, True
+    b_dot = _dot_weight(b_packed) if is_float and (gemv or small_macs) else None
+    kn = 0 if b_dot is None else b_dot.size
+    add_c = c_info is not None and beta != 0.0
+    c_dot = c_packed if add_c else None
     if native_b is not None:
         b_packed = None  # the packed copy serves every run
+    lo = 0.0 if relu else -np.inf
 
     def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         out_dtype = a.dtype
         a_ = to_compute(a)
         a_ = a_.T if trans_a else a_
+        if b_dot is not None:
+            m = a_.shape[0]
+            if (m == 1 and gemv) or m * kn < small_macs:
+                y = np.dot(a_, b_dot)
+                if c_dot is not None:
+                    y += c_dot
+                elif add_c and c is not None:
+                    cc = to_compute(c)
+                    y += cc * cc.dtype.type(beta) if beta != 1.0 else cc
+                if relu:
+                    np.maximum(y, 0, out=y)
+                return y if y.dtype == out_dtype else y.astype(out_dtype)
         if native_b is not None:  # (T is float32, or a half type computed in float32)
-            y = _blas.gemm(a_, native_b, bias=native_bias, lo=0.0 if relu else -np.inf)
+            y = _blas.gemm(a_, native_b, bias=native_bias, lo=lo)
             return y.astype(out_dtype, copy=False)
         if b_packed is not None:
             b_ = b_packed
@@ -113,11 +168,14 @@ def gemm_kernel(node: NodeView, relu: bool = False):
         m, n = a_.shape[0], b_.shape[1]
         bias = None
         if (c is not None and c_packed is not None and (alpha_folded or alpha == 1.0)
-                and np.result_type(a_, b_).kind == "f"):
+                and np.result_type(a_, b_).kind == "f"
+                and m * n * a_.shape[1] >= _SMALL_MACS):
             bias = np.broadcast_to(c_packed, (m, n))  # added per chunk, cache-hot
         y = _blas.matmul(a_, b_, epilogue=None if bias is None else (
             lambda o, r, cols: np.add(o, bias[r, cols], out=o)))
         if bias is not None:
+            if relu:
+                np.maximum(y, 0, out=y)
             return y.astype(out_dtype, copy=False)
         if y.dtype.kind != "f":  # integer Gemm: scale exactly when alpha/beta are 1
             if alpha != 1.0 or (c is not None and beta not in (0.0, 1.0)):
@@ -136,11 +194,12 @@ def gemm_kernel(node: NodeView, relu: bool = False):
             else:
                 cc = to_compute(c)
                 y += cc * cc.dtype.type(beta) if beta != 1.0 else cc
+        if relu:
+            np.maximum(y, 0, out=y)
         return y.astype(out_dtype, copy=False)
 
     # the packed B (and the bias taken from C) serve every run: B is not read again
-    return prepacked(kernel, *((1,) if native_b is not None else ())), \
-        relu and native_b is not None
+    return prepacked(kernel, *((1,) if native_b is not None else ())), relu
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,10 +215,22 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
     b_info = node.input(1)
     b_packed = to_compute(b_info.const) if b_info is not None and b_info.is_const else None
     native_b = _blas.pack_weight(b_packed) if b_packed is not None else None
+    # Small and single-row products against a constant 2-D B: np.dot on a numpy copy.
+    b_dot = _dot_weight(b_packed)
+    k_dot, kn = (0, 0) if b_dot is None else (b_dot.shape[0], b_dot.size)
     if native_b is not None:
         b_packed = None  # the packed copy serves every run
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if b_dot is not None and a.ndim and a.shape[-1] == k_dot:
+            m = a.size // k_dot
+            if m <= 1 or m * kn < _SMALL_MACS:
+                a_ = to_compute(a)
+                if a.ndim <= 2:
+                    y = np.dot(a_, b_dot)  # 1-D a: [K] @ [K, N] is [N], as MatMul's
+                else:
+                    y = np.dot(a_.reshape(m, k_dot), b_dot).reshape(a.shape[:-1] + (-1,))
+                return y if y.dtype == a.dtype else y.astype(a.dtype)
         if native_b is not None:
             a_ = to_compute(a)
             y = _matmul_packed(a_[None] if a.ndim == 1 else a_, native_b)
