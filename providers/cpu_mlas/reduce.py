@@ -13,11 +13,20 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
-from ._np_helpers import as_array, const_input, int_list, norm_axes, trunc_divide, upcast_float
+from ._np_helpers import (
+    LOW_PRECISION_FLOATS,
+    as_array,
+    const_input,
+    int_list,
+    norm_axes,
+    trunc_divide,
+    upcast_float,
+)
 from ._registry import op
 
 logger = logging.getLogger(__name__)
@@ -48,6 +57,8 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> int:
 
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_GEMV_MIN_SIZE = 4096
+"""Float sums of fewer elements than this stay in numpy (no BLAS plan)."""
 
 
 def _sum(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
@@ -136,7 +147,7 @@ def _gemv_plan(shape: tuple[int, ...], dtype: np.dtype, ax: Sequence[int], keep:
     SqueezeNet, turns that into differences of 1e-3.)"""
     size = math.prod(shape)
     a = sorted(ax)
-    if size < 4096 or not a or a != list(range(a[0], a[-1] + 1)):
+    if size < _GEMV_MIN_SIZE or not a or a != list(range(a[0], a[-1] + 1)):
         return None
     first, last = a[0], a[-1] + 1
     if not middle and first != 0 and last != len(shape):
@@ -159,32 +170,140 @@ def _gemv(x: np.ndarray, plan: tuple) -> np.ndarray:
     return r.reshape(out)
 
 
+_DIRECT_WIDE: dict[np.dtype, np.dtype | None] = {
+    np.dtype(np.float32): None, np.dtype(np.float64): None,
+    np.dtype(np.float16): np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16): np.dtype(np.float32),
+}
+"""Input dtypes the direct path (:func:`_direct_reduce`) takes, and the type each computes in."""
+
+_SUM_LIKE = frozenset({"ReduceSum", "ReduceMean", "ReduceL1", "ReduceSumSquare", "ReduceL2",
+                       "ReduceLogSum"})
+"""Reductions whose large float inputs go through a BLAS sum (:func:`_gemv_plan`): below
+``_GEMV_MIN_SIZE`` elements (no plan is made there) they take the direct path."""
+
+
+def _direct_reduce(kind: str, keep: bool) -> Callable[[np.ndarray, Any], np.ndarray]:
+    """``fn(x, axis)``: the reduction of a float32/float64 ``x`` with no empty reduced axis
+    over ``axis`` (an int, a tuple of normalized axes, or None for all) straight through the
+    ufuncs, without the general path's axis checks, widening and dtype arguments: each numpy
+    call is ~1-3 us on a batch-1 tensor, most of such a kernel's time. Same values as the
+    general path (float sums of ``x``'s dtype are ``add.reduce``), but for a ReduceLogSumExp
+    of up to ``_LOGADDEXP_MAX`` elements, within an ulp of them; the result is an ndarray or,
+    for a full reduction without keepdims, a numpy scalar."""
+    add, maximum = np.add.reduce, np.maximum.reduce
+    if kind == "ReduceSum":
+        return lambda x, ax: add(x, ax, None, None, keep)
+    if kind == "ReduceMean":
+        def mean(x: np.ndarray, ax: Any) -> np.ndarray:
+            s = add(x, ax, None, None, keep)
+            return s / (x.size // s.size)   # the sum divided, as numpy and onnxruntime round
+        return mean
+    if kind == "ReduceMax":
+        return lambda x, ax: maximum(x, ax, None, None, keep)
+    if kind == "ReduceMin":
+        return lambda x, ax: np.minimum.reduce(x, ax, None, None, keep)
+    if kind == "ReduceProd":
+        return lambda x, ax: np.multiply.reduce(x, ax, None, None, keep)
+    if kind == "ReduceL1":
+        return lambda x, ax: add(np.abs(x), ax, None, None, keep)
+    if kind == "ReduceSumSquare":
+        return lambda x, ax: add(x * x, ax, None, None, keep)
+    if kind == "ReduceL2":
+        return lambda x, ax: np.sqrt(add(x * x, ax, None, None, keep))
+    if kind == "ReduceLogSum":
+        return lambda x, ax: np.log(add(x, ax, None, None, keep))
+    if kind != "ReduceLogSumExp":  # pragma: no cover - registration lists the kinds
+        raise ValueError(kind)
+
+    def log_sum_exp(x: np.ndarray, ax: Any) -> np.ndarray:
+        if x.size <= _LOGADDEXP_MAX:
+            # one call: numpy's log-add in float64 (~60 ns an element), rounded once to x's
+            # type: within an ulp of the shifted sum, and infinities need no care (-inf for
+            # a row of -inf, inf for one with +inf)
+            return np.logaddexp.reduce(x, ax, _F64, None, keep).astype(x.dtype, copy=False)
+        # the max shift clamped to the finite range: a row of -inf gives exp(-inf) = 0 and
+        # log(0) + m = -inf, one with +inf gives inf, as the general path's zeroed shift does
+        low, high = _FLOAT_RANGE[x.dtype]
+        m = maximum(x, ax, None, None, True, low)
+        np.minimum(m, high, out=m)
+        e = np.subtract(x, m)
+        np.exp(e, out=e)
+        if e.size < _GEMV_MIN_SIZE:
+            s = add(e, ax, None, None, keep)
+        else:   # a BLAS sum over leading or trailing axes (e is contiguous)
+            s = _sum(e, _axes_tuple(ax, e.ndim), keep)
+        r = np.log(s)
+        r += m if keep else m.reshape(s.shape)
+        return r
+
+    return log_sum_exp
+
+
+_LOGADDEXP_MAX = 64
+"""Inputs up to this many elements take ReduceLogSumExp as one ``logaddexp`` reduction."""
+_F64 = np.dtype(np.float64)
+
+_FLOAT_RANGE = {np.dtype(t): (np.array(-np.finfo(t).max, t), np.array(np.finfo(t).max, t))
+                for t in (np.float32, np.float64)}
+"""The finite range of float32 and float64, as 0-d arrays (a ufunc converts a numpy scalar
+operand to an array on each call)."""
+
+
+def _axes_tuple(ax: Any, rank: int) -> tuple[int, ...]:
+    if ax is None:
+        return tuple(range(rank))
+    return (ax,) if isinstance(ax, int) else ax
+
+
 def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kernel:
-    """The kernel for constant axes. Float32/float64 sums and means (a CNN's global pooling,
-    attention's statistics) of a contiguous tensor are one BLAS product with a vector made
-    once per input shape (:func:`_gemv_plan`); others go straight to the sum, their axes
-    normalized once per rank. In a model every numpy call is out of cache: the general path's
-    Python (axis checks, widening, an errstate) cost ~70 us a call, against ~15 us in a loop
-    of its own; a channels-last global pooling's ``np.ones`` alone ~25 us."""
-    if kind not in ("ReduceSum", "ReduceMean") or axes is None:
-        return lambda x, *_: _run(kind, x, axes, keep)
+    """The kernel for constant axes (None: all). Float inputs with no empty reduced axis take
+    :func:`_direct_reduce`, their axes normalized once per rank (a single axis as an int,
+    which numpy's reduce takes faster than a tuple); the sum-like reductions only below
+    ``_GEMV_MIN_SIZE`` elements. Larger float32/float64 sums and means (a CNN's global
+    pooling, attention's statistics) of a contiguous tensor are one BLAS product with a vector
+    made once per input shape (:func:`_gemv_plan`); others go to the general path. In a model
+    every numpy call is out of cache: the general path's Python (axis checks, widening, an
+    errstate) cost ~70 us a call, against ~15 us in a loop of its own; a channels-last global
+    pooling's ``np.ones`` alone ~25 us."""
+    direct = _direct_reduce(kind, keep)
+    f16_exact = kind in ("ReduceMax", "ReduceMin")   # float16 max/min: no widening
+    direct_max = _GEMV_MIN_SIZE if kind in _SUM_LIKE else math.inf
+    by_rank: dict[int, tuple[Any, tuple[int, ...]]] = {}
+    blas = kind in ("ReduceSum", "ReduceMean") and axes is not None
     mean = kind == "ReduceMean"
-    normalized: dict[int, tuple[int, ...]] = {}
     plans: dict[tuple[tuple[int, ...], np.dtype], Any] = {}
 
+    def rank_axes(ndim: int) -> tuple[Any, tuple[int, ...]]:
+        """The axes for a rank: as numpy's reduce takes them fastest (one as an int, all as
+        None) and as a tuple; repeated or out-of-range axes raise here, as on the general
+        path."""
+        ax = tuple(range(ndim)) if axes is None else norm_axes(axes, ndim)
+        fast = None if axes is None else ax[0] if len(ax) == 1 else ax
+        info = by_rank[ndim] = (fast, ax)
+        return info
+
     def kernel(x: np.ndarray, *_: object) -> np.ndarray:
-        if x.dtype not in _BLAS_FLOATS:
+        dt = x.dtype
+        if dt in _DIRECT_WIDE and 0 < x.size < direct_max:
+            ndim = x.ndim
+            ax = (by_rank[ndim] if ndim in by_rank else rank_axes(ndim))[0]
+            wide = _DIRECT_WIDE[dt]
+            if wide is None or (f16_exact and dt == np.float16):
+                r = direct(x, ax)
+                return r if type(r) is np.ndarray else np.asarray(r)
+            r = direct(x.astype(wide), ax)
+            return r.astype(dt) if type(r) is np.ndarray else np.asarray(r, dt)
+        if not blas or dt not in _BLAS_FLOATS:
             return _run(kind, x, axes, keep)
-        ax = normalized.get(x.ndim)
-        if ax is None:   # (repeated or out-of-range axes raise here, as on the general path)
-            ax = normalized[x.ndim] = norm_axes(axes, x.ndim)
+        ndim = x.ndim
+        ax = (by_rank[ndim] if ndim in by_rank else rank_axes(ndim))[1]
         if x.flags.c_contiguous:
-            key = (x.shape, x.dtype)
+            key = (x.shape, dt)
             plan = plans.get(key, False)
             if plan is False:
                 if len(plans) >= _PLANS_KEPT:
                     plans.clear()
-                plan = plans[key] = _gemv_plan(x.shape, x.dtype, ax, keep)
+                plan = plans[key] = _gemv_plan(x.shape, dt, ax, keep)
             if plan is not None:
                 r = _gemv(x, plan)
                 if mean:   # the sum divided, as numpy's mean and onnxruntime round it
@@ -238,23 +357,41 @@ for _name, _since in _AXES_INPUT_SINCE.items():
 # --------------------------------------------------------------------------------------------
 
 
+_INTP_IS_INT64 = np.dtype(np.intp) == np.int64
+
+
 @op(["ArgMax", "ArgMin"], since=1)
 @op(["ArgMax", "ArgMin"], since=11)
 @op(["ArgMax", "ArgMin"], since=12)
 def make_arg(node: NodeView, ctx: ProviderContext) -> Kernel:
-    fn = np.argmax if node.op_type == "ArgMax" else np.argmin
+    """ArgMax/ArgMin as the array method (numpy's ``np.argmax`` wrapper costs ~3 us a call on
+    a batch-1 tensor, the method ~0.3): the axis is normalized once per rank, and
+    select_last_index reads the axis reversed through a view (a slice made once per rank)
+    instead of ``np.flip``. Half and the ml_dtypes floats compare in float32, as before."""
+    amax = node.op_type == "ArgMax"
     axis = int(node.attr("axis", 0))
     keep = bool(node.attr("keepdims", 1))
     last = bool(node.attr("select_last_index", 0))
+    by_rank: dict[int, tuple[int, tuple[slice, ...]]] = {}
+
+    def rank_axis(ndim: int) -> tuple[int, tuple[slice, ...]]:
+        a = norm_axes([axis], ndim)[0]
+        info = by_rank[ndim] = (a, (slice(None),) * a + (slice(None, None, -1),))
+        return info
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        a = norm_axes([axis], x.ndim)[0]
-        if upcast_float(x.dtype) is not None and x.dtype != np.float16:
+        ndim = x.ndim
+        a, flip = by_rank[ndim] if ndim in by_rank else rank_axis(ndim)
+        if x.dtype in LOW_PRECISION_FLOATS:
             x = x.astype(np.float32)
         if last:
-            r = (x.shape[a] - 1) - fn(np.flip(x, a), axis=a, keepdims=keep)
+            r = x[flip].argmax(a, None, keepdims=keep) if amax else \
+                x[flip].argmin(a, None, keepdims=keep)
+            r = np.subtract(x.shape[a] - 1, r)
         else:
-            r = fn(x, axis=a, keepdims=keep)
-        return as_array(r).astype(np.int64, copy=False)
+            r = x.argmax(a, None, keepdims=keep) if amax else x.argmin(a, None, keepdims=keep)
+        if type(r) is not np.ndarray:
+            return np.asarray(r, np.int64)
+        return r if _INTP_IS_INT64 else r.astype(np.int64)
 
     return kernel

@@ -1,0 +1,180 @@
+"""The small-input paths of cpu_mlas's reductions and ArgMax/ArgMin (batch-1 tensors of
+converted scikit-learn models): the same values as the general paths and as onnxruntime, edge
+cases included (non-finite inputs, keepdims=0, negative and multiple axes, select_last_index
+ties, half floats)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from onnxplex.providers.cpu_mlas import reduce
+
+from ._oracle import check, ours
+
+RNG = np.random.default_rng(7)
+
+REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+SMALL_SHAPES = [(1, 3), (1, 20), (1, 4), (3, 1), (2, 3, 4), (7,)]
+INF = np.inf
+
+
+def _sample(kind: str, shape, dtype=np.float32) -> np.ndarray:
+    x = RNG.uniform(-2, 2, size=shape)
+    if kind == "ReduceLogSum":
+        x = np.abs(x) + 0.1
+    return x.astype(dtype)
+
+
+def _axes_cases(ndim: int):
+    cases = [None, [-1], [0]]
+    if ndim > 1:
+        cases += [[ndim - 1], [0, -1], list(range(ndim))]
+    return cases
+
+
+@pytest.mark.parametrize("kind", REDUCE)
+@pytest.mark.parametrize("shape", SMALL_SHAPES)
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+def test_direct_path_matches_general_path_bit_for_bit(kind, shape, keep, dtype):
+    """The constant-axes kernel's direct path gives the general path's values, dtype and
+    shape exactly (a full reduction without keepdims: a 0-d ndarray); ReduceLogSumExp's
+    one-call float64 log-add within an ulp of them."""
+    x = _sample(kind, shape, dtype)
+    for axes in _axes_cases(len(shape)):
+        got = reduce._constant_axes_kernel(kind, axes, keep)(x)
+        with np.errstate(all="ignore"):
+            want = reduce._run(kind, x, axes, keep)
+        assert type(got) is np.ndarray
+        assert got.dtype == want.dtype == x.dtype and got.shape == want.shape, (axes, keep)
+        if kind == "ReduceLogSumExp":   # (the shifted sum's error is absolute, ~ulp(1))
+            eps = float(ml_dtypes.finfo(dtype).eps)
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                       rtol=eps, atol=4 * eps,
+                                       err_msg=f"axes={axes} keep={keep}")
+            ref = np.log(np.exp(x.astype(np.float64)).sum(
+                axis=None if axes is None else tuple(axes), keepdims=keep))
+            np.testing.assert_allclose(got.astype(np.float64), ref, rtol=eps, atol=4 * eps)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"axes={axes} keep={keep}")
+
+
+@pytest.mark.parametrize("kind", REDUCE)
+@pytest.mark.parametrize("shape", [(1, 3), (1, 20), (2, 3, 4)])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_small_reduce_against_onnxruntime(kind, shape, keepdims):
+    x = _sample(kind, shape)
+    for axes in ([1], [-1], [0, -1]):
+        check(kind, [x, np.array(axes, np.int64)], opset=18, keepdims=keepdims,
+              const_inputs=[1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceL2",
+                                  "ReduceLogSumExp", "ReduceSumSquare"])
+def test_small_reduce_float16_against_onnxruntime(kind):
+    x = _sample(kind, (1, 20), np.float16)
+    check(kind, [x, np.array([1], np.int64)], opset=18, keepdims=0, const_inputs=[1],
+          rtol=2e-3, atol=2e-3)
+
+
+def test_reduce_sum_scalar_result_and_empty_axis():
+    (y,) = ours("ReduceSum", [np.ones((1, 3), np.float32)], opset=13, keepdims=0)
+    assert type(y) is np.ndarray and y.shape == () and y == 3
+    # an empty reduced axis takes the general path: the reduction's identity
+    x = np.zeros((1, 0), np.float32)
+    for kind in REDUCE:
+        check(kind, [x, np.array([1], np.int64)], opset=18, const_inputs=[1])
+
+
+# --------------------------------------------------------------------------------------------
+# ReduceLogSumExp with non-finite inputs
+# --------------------------------------------------------------------------------------------
+
+NONFINITE_ROWS = np.array([
+    [1.0, 2.0, 3.0],
+    [-INF, -INF, -INF],     # log(0) = -inf
+    [-INF, 0.0, 1.0],
+    [INF, 1.0, 2.0],        # inf
+    [INF, -INF, 0.0],
+    [np.nan, 1.0, INF],     # nan
+    [-3e38, -3e38, -INF],   # huge finite values next to the clamped shift
+    [3e38, 3e38, 1.0],      # exp(0) + exp(0): log(2) + 3e38 = 3e38
+])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("keep", [False, True])
+def test_log_sum_exp_nonfinite_rows(dtype, keep):
+    with np.errstate(all="ignore"):
+        x = NONFINITE_ROWS.astype(dtype)   # (float16: the +-3e38 become +-inf)
+        got = reduce._constant_axes_kernel("ReduceLogSumExp", [1], keep)(x)
+        want = reduce._run("ReduceLogSumExp", x, [1], keep)
+        m = np.max(x.astype(np.float64), axis=1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        ref = (np.log(np.exp(x.astype(np.float64) - m).sum(1, keepdims=True)) + m)
+    assert got.dtype == dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=float(np.finfo(dtype).eps))
+    np.testing.assert_allclose(got.reshape(-1).astype(np.float64), ref.reshape(-1),
+                               rtol=1e-3)
+    # past the one-call size the shifted sum: the general path's values exactly
+    xl = np.tile(x, (1, 30))
+    with np.errstate(all="ignore"):
+        got = reduce._constant_axes_kernel("ReduceLogSumExp", [1], keep)(xl)
+        want = reduce._run("ReduceLogSumExp", xl, [1], keep)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_log_sum_exp_neg_inf_against_onnxruntime():
+    x = np.array([[-INF, -INF, -INF], [-INF, 0.0, 1.0], [2.0, -1.0, 0.5]], np.float32)
+    check("ReduceLogSumExp", [x, np.array([1], np.int64)], opset=18, keepdims=0,
+          const_inputs=[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("axes", [[-1], [0], [1, 2]])
+def test_log_sum_exp_large_takes_blas_sum(axes):
+    """At or above the direct path's size the exp sum goes through BLAS: same values."""
+    x = RNG.standard_normal((8, 32, 64)).astype(np.float32) * 10
+    x[0, 0, :] = -INF
+    got = reduce._constant_axes_kernel("ReduceLogSumExp", axes, False)(x)
+    with np.errstate(all="ignore"):
+        want = reduce._run("ReduceLogSumExp", x, axes, False)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    assert got.shape == want.shape and got.dtype == np.float32
+
+
+# --------------------------------------------------------------------------------------------
+# ArgMax / ArgMin
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("shape", [(1, 3), (1, 20), (4,), (2, 3, 4)])
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("last", [0, 1])
+def test_small_arg_ties(name, shape, axis, keepdims, last):
+    x = RNG.integers(0, 2, size=shape).astype(np.float32)  # ties
+    (y,) = check(name, [x], opset=13, axis=axis, keepdims=keepdims, select_last_index=last)
+    assert type(y) is np.ndarray and y.dtype == np.int64
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("last", [0, 1])
+def test_small_arg_half_floats(dtype, last):
+    x = np.array([[1.0, 3.0, 3.0, -2.0], [0.5, 0.5, -1.0, 0.5]]).astype(dtype)
+    for name, fn in (("ArgMax", np.argmax), ("ArgMin", np.argmin)):
+        (y,) = ours(name, [x], opset=13, axis=1, keepdims=0, select_last_index=last)
+        xf = x.astype(np.float32)
+        want = 3 - fn(xf[:, ::-1], axis=1) if last else fn(xf, axis=1)
+        np.testing.assert_array_equal(y, want)
+        assert y.dtype == np.int64
+
+
+def test_small_arg_nan_is_the_maximum_as_before():
+    x = np.array([[1.0, np.nan, 2.0, np.nan]], np.float32)
+    assert ours("ArgMax", [x], opset=13, axis=1)[0].tolist() == [[1]]
+    assert ours("ArgMax", [x], opset=13, axis=1, select_last_index=1)[0].tolist() == [[3]]
