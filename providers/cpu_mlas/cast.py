@@ -98,8 +98,7 @@ def _to_small_int(x: np.ndarray, dtype: np.dtype, bits: int, signed: bool) -> np
         v = x.astype(np.int64)
     else:
         v = _round_half_away(x.astype(np.float32) if x.dtype in LOW_PRECISION_FLOATS else x)
-        with np.errstate(invalid="ignore"):
-            v = v.astype(np.int64)  # NaN/inf give INT64_MIN, whose low bits are 0, as in ORT
+        v = v.astype(np.int64)  # NaN/inf give INT64_MIN, whose low bits are 0, as in ORT
     mask = (1 << bits) - 1
     v = v & mask
     if signed:
@@ -155,12 +154,33 @@ def _cast_fn(to: int, saturate: bool, round_mode: str) -> Callable[[np.ndarray],
             x = x.astype(np.float32)
             if x.dtype == target:
                 return x
-        with np.errstate(all="ignore"):
-            if clip is not None and x.dtype.kind == "f":
-                x = np.clip(x, clip[0], clip[1])
-            return x.astype(target)
+        # (under the session's errstate(all="ignore"): NaN/inf to int casts do not warn)
+        if clip is not None and x.dtype.kind == "f":
+            x = np.clip(x, clip[0], clip[1])
+        return x.astype(target)
 
     return cast
+
+
+def _plain_cast(to: int, src: np.dtype | None, saturate: bool) -> Kernel | None:
+    """The kernel for a cast decided at build time from the input's declared dtype ``src``:
+    the input itself when the types agree, one ``astype`` when :func:`_cast_fn`'s per-call
+    path would come down to it (numeric to numeric, no float8 saturation, int4/int2 or e8m0
+    target, no ml_dtypes-float source going anywhere but float32); ``None`` otherwise."""
+    if src is None or src.kind in "OSU" or to == TensorProto.STRING \
+            or to in _SMALL_INTS or to == _E8M0:
+        return None
+    try:
+        target = np_dtype(to)
+    except KeyError:
+        return None
+    if src == target:
+        return lambda x, *_: x
+    if to in _FLOAT8_SATURATING and saturate and src.kind == "f":
+        return None
+    if src in LOW_PRECISION_FLOATS and target != np.float32:
+        return None
+    return lambda x, *_: x.astype(target)
 
 
 def _str_attr(node: NodeView, name: str, default: str) -> str:
@@ -176,7 +196,12 @@ def make_cast(node: NodeView, ctx: ProviderContext) -> Kernel:
     to = node.attr("to")
     if isinstance(to, str):  # opset 1 spelled the type as a string ("FLOAT")
         to = TensorProto.DataType.Value(to.upper())
-    fn = _cast_fn(int(to), bool(node.attr("saturate", 1)), _str_attr(node, "round_mode", "up"))
+    saturate = bool(node.attr("saturate", 1))
+    inp = node.input(0)
+    plain = _plain_cast(int(to), None if inp is None else inp.dtype, saturate)
+    if plain is not None:
+        return plain
+    fn = _cast_fn(int(to), saturate, _str_attr(node, "round_mode", "up"))
     return lambda x: as_array(fn(x))
 
 
@@ -188,6 +213,10 @@ def make_cast_like(node: NodeView, ctx: ProviderContext) -> Kernel:
     round_mode = _str_attr(node, "round_mode", "up")
     target = node.input(1)
     if target is not None and target.elem_type:
+        inp = node.input(0)
+        plain = _plain_cast(int(target.elem_type), None if inp is None else inp.dtype, saturate)
+        if plain is not None:
+            return plain
         fn = _cast_fn(int(target.elem_type), saturate, round_mode)
         return lambda x, like: as_array(fn(x))
 
