@@ -49,7 +49,8 @@ from ._native import native
 logger = logging.getLogger(__name__)
 
 __all__ = ["get_blas_threads", "set_blas_threads", "configure_threads", "intra_threads",
-           "parallel_for", "split", "matmul", "PackedWeight", "pack_weight", "gemm"]
+           "native_threads", "parallel_for", "split", "matmul", "PackedWeight", "pack_weight",
+           "gemm"]
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads_64_",
             "openblas_set_num_threads64_", "openblas_set_num_threads")
@@ -198,6 +199,14 @@ def configure_threads(intra_op_num_threads: int) -> None:
 def intra_threads() -> int:
     """Threads :func:`parallel_for` may use (the caller included)."""
     return _POOL.size
+
+
+def native_threads(intra_op_num_threads: int) -> int:
+    """A session's thread count as a native call's ``threads`` argument: the setting, or for
+    0 the CPUs this process may run on. Not 0 itself: the native pool resolves 0 through
+    std::thread::hardware_concurrency on every call, which glibc answers by reading /sys
+    (a 1 x 10 x 32 qgemm_i32: 17.8 us with threads=0, 1.3 with 2)."""
+    return intra_op_num_threads if intra_op_num_threads > 0 else _default_threads()
 
 
 def parallel_for(n: int, fn: Callable[[int], None]) -> None:

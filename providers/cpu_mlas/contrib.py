@@ -23,6 +23,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext, prepacked
 
+from . import _blas
 from ._native import native
 from ._registry import op
 from .elementwise import _sigmoid, _softplus
@@ -255,7 +256,7 @@ def make_matmul_integer_to_float(node: NodeView, ctx: ProviderContext):
     native_b = native_pack_b(bi.const, None if zi is None else zi.const) \
         if bi is not None and bi.is_const and (zi is None or zi.is_const) else None
     packed = _pack_b(node, 1, 5) if native_b is None else None
-    threads = ctx.intra_op_num_threads
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
 
     def kernel(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
         nb = native_b if native_b is not None or packed is not None else \
@@ -305,7 +306,7 @@ def make_dynamic_quantize_matmul(node: NodeView, ctx: ProviderContext):
     bias_info = node.input(4)
     bias_c = None if bias_info is None or not bias_info.is_const else \
         np.asarray(bias_info.const, _F32)
-    threads = ctx.intra_op_num_threads
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
 
     def kernel(a, b, b_scale, b_zero_point=None, bias=None):
         bias_v = None if bias is None else (bias_c if bias_c is not None else

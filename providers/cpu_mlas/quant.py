@@ -132,7 +132,7 @@ def make_matmul_integer(node: NodeView, ctx: ProviderContext):
     b_info, bzp_info = node.input(1), node.input(3)
     packed = None
     native_b = None
-    threads = ctx.intra_op_num_threads
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
     if b_info is not None and b_info.is_const and (bzp_info is None or bzp_info.is_const):
         bzp = None if bzp_info is None else bzp_info.const
         native_b = native_pack_b(b_info.const, bzp)

@@ -243,3 +243,47 @@ def test_thresholds_are_consistent():
     assert SIZES["gemv"][1] * SIZES["gemv"][2] >= linalg._GEMV_MIN_WEIGHT
     m, k, n = SIZES["large"]
     assert m * k * n >= linalg._SMALL_MACS
+
+
+# --------------------------------------------------------------------------------------------
+# Quantized MatMul-family kernels: never threads=0 to the native GEMM
+# --------------------------------------------------------------------------------------------
+
+
+def test_native_threads_resolves_zero():
+    assert _blas.native_threads(3) == 3
+    assert _blas.native_threads(0) >= 1
+
+
+@pytest.mark.skipif(_blas._sgemm_module() is None, reason="the native module is not available")
+def test_quantized_matmuls_pass_a_resolved_thread_count(monkeypatch):
+    """The native pool resolves threads=0 per call by reading /sys (~17 us on a tiny GEMM)."""
+    nat = _blas._sgemm_module()
+    seen = []
+
+    def spy(name):
+        real = getattr(nat, name)
+
+        def call(*args):
+            seen.append((name, args[-1]))
+            return real(*args)
+
+        monkeypatch.setattr(nat, name, call)
+
+    for name in ("qgemm_i32", "qgemm_f32", "dynamic_qgemm_f32"):
+        spy(name)
+    a = RNG.integers(0, 255, (2, 10)).astype(np.uint8)
+    b = RNG.integers(-127, 127, (10, 6)).astype(np.int8)
+    want = (a.astype(np.int64) - 3) @ b
+    (y,) = ours("MatMulInteger", [a, b, np.uint8(3), np.int8(0)], opset=13,
+                const_inputs=[1, 2, 3])
+    np.testing.assert_array_equal(y, want)
+    (y,) = ours("MatMulIntegerToFloat", [a, b, np.float32(0.5), np.float32(0.25), np.uint8(3),
+                                         np.int8(0)], domain=MS, const_inputs=[1, 2, 3, 4, 5])
+    np.testing.assert_allclose(y, want * 0.125, **TOL)
+    x = rand(2, 10)
+    (y,) = ours("DynamicQuantizeMatMul", [x, b, np.float32(0.02), np.int8(0)], domain=MS,
+                const_inputs=[1, 2, 3])
+    np.testing.assert_allclose(y, x @ (b * np.float32(0.02)), rtol=0.05, atol=0.05)
+    assert [n for n, _ in seen] == ["qgemm_i32", "qgemm_f32", "dynamic_qgemm_f32"]
+    assert all(t >= 1 for _, t in seen)
