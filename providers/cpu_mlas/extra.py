@@ -259,24 +259,46 @@ def make_swish(node: NodeView, ctx: ProviderContext) -> Kernel:
     return kernel
 
 
-def _one_hot_max(x2: np.ndarray, axis: int) -> np.ndarray:
+_IOTAS_KEPT = 16
+"""Axis lengths and ranks a Hardmax kernel keeps a position vector for."""
+_ONE_HOT_COMPARE_MAX = 8192
+"""Hardmax compares the argmax with the positions up to this many elements."""
+
+
+def _one_hot_max(x2: np.ndarray, axis: int, iotas: dict) -> np.ndarray:
+    """1 at the first maximum along ``axis``, else 0: for small inputs the argmax compared
+    with the positions along the axis (``iotas`` keeps them per axis length and rank), three
+    numpy calls where zeros and ``put_along_axis`` (a Python function) cost ~15 us on a
+    batch-1 tensor."""
     keys = x2.astype(np.float32) if x2.dtype in LOW_PRECISION_FLOATS else x2
-    out = np.zeros(x2.shape, dtype=x2.dtype)
-    if x2.size:
-        idx = np.expand_dims(np.argmax(keys, axis=axis), axis)
-        np.put_along_axis(out, idx, out.dtype.type(1), axis=axis)
-    return out
+    if not x2.size or x2.size > _ONE_HOT_COMPARE_MAX:
+        # large: writing the ones into zeros beats a full-size comparison and cast
+        out = np.zeros(x2.shape, dtype=x2.dtype)
+        if x2.size:
+            idx = keys.argmax(axis, None, keepdims=True)
+            np.put_along_axis(out, idx, out.dtype.type(1), axis=axis)
+        return out
+    key = (x2.shape[axis], x2.ndim - axis)
+    iota = iotas.get(key)
+    if iota is None:
+        if len(iotas) >= _IOTAS_KEPT:
+            iotas.clear()
+        iota = iotas[key] = np.arange(key[0]).reshape((-1,) + (1,) * (key[1] - 1))
+    return np.equal(keys.argmax(axis, None, keepdims=True), iota).astype(x2.dtype)
 
 
 @op("Hardmax", since=1)
 @op("Hardmax", since=11)
 def make_hardmax_v1(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis0 = int(node.attr("axis", 1))
+    iotas: dict[tuple[int, int], np.ndarray] = {}
 
     def kernel(x: np.ndarray) -> np.ndarray:
         a = norm_axis(axis0, x.ndim) if x.ndim else 0
+        if a == x.ndim - 1:
+            return _one_hot_max(x, a, iotas)
         rows = math.prod(x.shape[:a])
-        return _one_hot_max(x.reshape(rows, -1), 1).reshape(x.shape)
+        return _one_hot_max(x.reshape(rows, -1), 1, iotas).reshape(x.shape)
 
     return kernel
 
@@ -284,9 +306,10 @@ def make_hardmax_v1(node: NodeView, ctx: ProviderContext) -> Kernel:
 @op("Hardmax", since=13)
 def make_hardmax(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis0 = int(node.attr("axis", -1))
+    iotas: dict[tuple[int, int], np.ndarray] = {}
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        return _one_hot_max(x, norm_axis(axis0, x.ndim))
+        return _one_hot_max(x, norm_axis(axis0, x.ndim), iotas)
 
     return kernel
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto as TP
 
@@ -286,13 +287,58 @@ def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
     return e.astype(x.dtype, copy=False)
 
 
+_SMALL_SOFTMAX = 1024
+"""Inputs of at most this many elements take :func:`_softmax_small`: numpy's per-row
+reductions cost little over a few rows, and the BLAS path's extra passes (range checks, a
+vector of ones, a cast) are most of a batch-1 softmax's time."""
+
+_SMALL_COMPUTE = {
+    np.dtype(np.float32): None, np.dtype(np.float64): None,
+    np.dtype(np.float16): np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16): np.dtype(np.float32),
+}
+"""The types the small path takes (Softmax's), and the type each computes in."""
+
+
+def _softmax_small(x: np.ndarray, axis: int, last: bool, log: bool) -> np.ndarray:
+    """(Log)Softmax of a small non-empty float32/float64 ``x`` over ``axis`` in six ufunc
+    calls: the max shift, exp, the row sums and the scaling (by the reciprocal over the last
+    axis, as :func:`_softmax_rows` scales, else a division, as :func:`_softmax` does). Same
+    values as those paths' shifted branch; a row whose max is not finite gives NaN there too."""
+    e = np.subtract(x, np.maximum.reduce(x, axis, None, None, True))
+    if log:
+        s = np.add.reduce(np.exp(e), axis, None, None, True)
+        e -= np.log(s, out=s)
+        return e
+    np.exp(e, out=e)
+    s = np.add.reduce(e, axis, None, None, True)
+    if last:
+        e *= np.reciprocal(s, out=s)
+    else:
+        e /= s
+    return e
+
+
 def _softmax_factory(log: bool, coerce_2d: bool):
     def make(node: NodeView, ctx: ProviderContext):
         axis = int(node.attr("axis", 1 if coerce_2d else -1))
 
         def kernel(x: np.ndarray) -> np.ndarray:
-            ax = axis + x.ndim if axis < 0 else axis
-            if coerce_2d and ax != x.ndim - 1 and x.ndim > 1:
+            ndim = x.ndim
+            ax = axis + ndim if axis < 0 else axis
+            dt = x.dtype
+            if 0 < x.size <= _SMALL_SOFTMAX and dt in _SMALL_COMPUTE and 0 <= ax < ndim:
+                last = ax == ndim - 1
+                xs = x
+                if coerce_2d and not last:   # opset < 13: softmax over the axes from `axis` on
+                    xs = x.reshape(math.prod(x.shape[:ax]), -1)
+                    last, ax = True, 1
+                wide = _SMALL_COMPUTE[dt]
+                if wide is None:
+                    y = _softmax_small(xs, ax, last, log)
+                else:
+                    y = _softmax_small(xs.astype(wide), ax, last, log).astype(dt)
+                return y if xs is x else y.reshape(x.shape)
+            if coerce_2d and ax != ndim - 1 and ndim > 1:
                 # opset < 13: the input is flattened to 2-D at `axis`
                 x2 = x.reshape(math.prod(x.shape[:ax]), -1)
                 return _softmax(x2, 1, log).reshape(x.shape)

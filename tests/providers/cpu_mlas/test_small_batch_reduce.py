@@ -1,7 +1,7 @@
-"""The small-input paths of cpu_mlas's reductions and ArgMax/ArgMin (batch-1 tensors of
-converted scikit-learn models): the same values as the general paths and as onnxruntime, edge
-cases included (non-finite inputs, keepdims=0, negative and multiple axes, select_last_index
-ties, half floats)."""
+"""The small-input paths of cpu_mlas's reductions, ArgMax/ArgMin, Softmax/LogSoftmax and
+Hardmax (batch-1 tensors of converted scikit-learn models): the same values as the general
+paths and as onnxruntime, edge cases included (non-finite inputs, keepdims=0, negative and
+multiple axes, select_last_index ties, half floats)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from onnxplex.providers.cpu_mlas import reduce
+from onnxplex.providers.cpu_mlas import normalization, reduce
 
 from ._oracle import check, ours
 
@@ -178,3 +178,51 @@ def test_small_arg_nan_is_the_maximum_as_before():
     x = np.array([[1.0, np.nan, 2.0, np.nan]], np.float32)
     assert ours("ArgMax", [x], opset=13, axis=1)[0].tolist() == [[1]]
     assert ours("ArgMax", [x], opset=13, axis=1, select_last_index=1)[0].tolist() == [[3]]
+
+
+# --------------------------------------------------------------------------------------------
+# Softmax / LogSoftmax / Hardmax
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape", [(1, 3), (1, 20), (2, 3, 4), (5,)])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_small_softmax_against_onnxruntime(op_type, shape, opset):
+    x = RNG.standard_normal(shape).astype(np.float32) * 3
+    for axis in range(-len(shape), len(shape)):
+        check(op_type, [x], opset=opset, axis=axis, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_small_softmax_dtypes(op_type, dtype):
+    x = (RNG.standard_normal((2, 7)) * 3).astype(dtype)
+    (y,) = check(op_type, [x], opset=13, rtol=2e-3 if dtype == np.float16 else 1e-7,
+                 atol=2e-3 if dtype == np.float16 else 1e-7)
+    assert y.dtype == dtype
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_small_softmax_matches_the_large_paths_shifted_branch(log):
+    """Rows with -inf (outside the unshifted range): the small path gives the large path's
+    values, a row of -inf NaN on both."""
+    x = np.array([[-INF, 1.0, 2.0, 3.0], [-INF, -INF, -INF, -INF], [0.0, 0.0, -INF, 90.0]],
+                 np.float32)
+    with np.errstate(all="ignore"):
+        got = normalization._softmax_small(x, 1, True, log)
+        want = normalization._softmax(x, 1, log)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+        assert np.isnan(got[1]).all()
+        got0 = normalization._softmax_small(x[:, :3], 0, False, log)
+        want0 = normalization._softmax(x[:, :3], 0, log)
+        np.testing.assert_allclose(got0, want0, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize("shape", [(1, 3), (1, 20), (2, 3, 4), (64, 256)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_hardmax_small_and_large(opset, shape, dtype):
+    x = RNG.integers(0, 3, size=shape).astype(dtype)  # ties: the first maximum
+    for axis in (-1, 0):
+        check("Hardmax", [x], opset=opset, axis=axis, oracle="ort")
