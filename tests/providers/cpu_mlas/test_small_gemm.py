@@ -237,6 +237,18 @@ def test_blas_matmul_small_product_is_one_dot_with_the_epilogue():
     assert y.flags.c_contiguous and seen == [(slice(None), slice(None))]
 
 
+@pytest.mark.parametrize("sa,sb", [((2, 3, 10), (2, 10, 4)), ((2, 3, 10), (10, 4)),
+                                   ((3, 10), (2, 10, 4)), ((2, 1, 3, 10), (2, 5, 10, 4)),
+                                   ((2, 40, 24), (2, 24, 36))])
+def test_blas_matmul_batched_small_and_not(sa, sb):
+    a, b = rand(*sa), rand(*sb)
+    y = _blas.matmul(a, b)
+    np.testing.assert_allclose(y, np.matmul(a, b), **TOL)
+    assert y.flags.c_contiguous
+    (y,) = ours("MatMul", [a, b], opset=13)
+    np.testing.assert_allclose(y, np.matmul(a, b), **TOL)
+
+
 def test_thresholds_are_consistent():
     assert linalg._SMALL_MACS == _blas.SMALL_MACS
     assert linalg._GEMV_MIN_WEIGHT <= linalg._GEMV_MAX_WEIGHT
