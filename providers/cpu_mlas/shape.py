@@ -37,6 +37,22 @@ def _rank(node: NodeView, i: int = 0) -> int | None:
     return None if v is None else v.rank
 
 
+def _dims(node: NodeView, i: int = 0) -> tuple | None:
+    """Input ``i``'s declared shape (dims are ints, names or ``None``), ``None`` if unknown."""
+    v = node.input(i)
+    return None if v is None else v.shape
+
+
+def _not_strings(node: NodeView, *inputs: int) -> bool:
+    """Whether each of ``inputs`` has a declared dtype that is not a string (no str_guard)."""
+    for i in inputs:
+        v = node.input(i)
+        dt = None if v is None else v.dtype
+        if dt is None or dt.kind in "OSU":
+            return False
+    return True
+
+
 # --------------------------------------------------------------------------------------------
 # Reshape family
 # --------------------------------------------------------------------------------------------
@@ -56,11 +72,19 @@ def make_reshape(node: NodeView, ctx: ProviderContext) -> Kernel:
     allowzero = bool(node.attr("allowzero", 0))
     shape = int_list(node.attr("shape")) if node.opset < 5 else int_list(const_input(node, 1))
     if shape is not None:
+        dims = _dims(node)
+        if not allowzero and 0 in shape and dims is not None and len(dims) >= len(shape):
+            # a 0 copies the input's dim: a known one now, else one read per call
+            shape = [dims[i] if s == 0 and type(dims[i]) is int else s
+                     for i, s in enumerate(shape)]
         if allowzero or 0 not in shape:
             fixed = tuple(shape)
-            return lambda x, *_: x.reshape(fixed)
+            return lambda x, s=None: x.reshape(fixed)
+        if shape[0] == 0 and 0 not in shape[1:]:
+            rest = tuple(shape[1:])   # ([0, -1], [0, k, ...]: the batch dim kept)
+            return lambda x, s=None: x.reshape((x.shape[0], *rest))
         const = shape
-        return lambda x, *_: x.reshape(_reshape_target(x.shape, const, False))
+        return lambda x, s=None: x.reshape(_reshape_target(x.shape, const, False))
 
     def kernel(x: np.ndarray, s: np.ndarray) -> np.ndarray:
         return x.reshape(_reshape_target(x.shape, s.tolist(), allowzero))
@@ -72,6 +96,20 @@ def make_reshape(node: NodeView, ctx: ProviderContext) -> Kernel:
 @op("Flatten", since=11)  # negative axis
 def make_flatten(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis = int(node.attr("axis", 1))
+    dims = _dims(node)
+    a = None if dims is None else axis + len(dims) if axis < 0 else axis
+    if a is not None and 0 <= a <= len(dims):
+        if a == 1 and len(dims) == 2:
+            return lambda x: x   # (already [N, M])
+        inner = dims[a:]
+        if all(type(d) is int for d in inner):
+            n_in = math.prod(inner)
+            if a == 1:
+                return lambda x: x.reshape(x.shape[0], n_in)
+            if a == 0:
+                return lambda x: x.reshape(1, n_in)
+            return lambda x: x.reshape(math.prod(x.shape[:a]), n_in)
+        return lambda x: x.reshape(math.prod(x.shape[:a]), math.prod(x.shape[a:]))
 
     def kernel(x: np.ndarray) -> np.ndarray:
         a = axis + x.ndim if axis < 0 else axis
@@ -98,7 +136,17 @@ def make_squeeze(node: NodeView, ctx: ProviderContext) -> Kernel:
             return np.squeeze(x)
         return np.squeeze(x, axis=norm_axes(ax, x.ndim)) if ax else x
 
+    rank = _rank(node)
+    if static and axes and rank is not None:
+        try:
+            fixed = norm_axes(axes, rank)
+        except ValueError:
+            fixed = None   # (raised per call, as before)
+        if fixed is not None:
+            return lambda x, a=None: x.squeeze(fixed)
     if static:
+        if not axes and axes is not None:
+            return lambda x, a=None: x
         return lambda x, *_: squeeze(x, axes)
     return lambda x, a=None: squeeze(x, None if a is None else int_list(a))
 
@@ -115,6 +163,16 @@ def _unsqueeze_shape(shape: tuple[int, ...], axes: Sequence[int]) -> list[int]:
 @op("Unsqueeze", since=13)
 def make_unsqueeze(node: NodeView, ctx: ProviderContext) -> Kernel:
     axes = int_list(node.attr("axes")) if node.opset < 13 else int_list(const_input(node, 1))
+    rank = _rank(node)
+    if axes is not None and rank is not None:
+        try:
+            pos = set(norm_axes(axes, rank + len(axes)))
+        except ValueError:
+            pos = None   # (raised per call, as before)
+        if pos is not None:
+            # x[:, None, ...]: a view with 1s inserted, no shape built per call
+            index = tuple(None if i in pos else slice(None) for i in range(rank + len(axes)))
+            return lambda x, a=None: x[index]
     if axes is not None:
         fixed = axes
         return lambda x, *_: x.reshape(_unsqueeze_shape(x.shape, fixed))
@@ -314,6 +372,13 @@ def make_dropout(node: NodeView, ctx: ProviderContext) -> Kernel:
 @op("Concat", since=4)
 def make_concat(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis = int(node.attr("axis", 1))
+    n = len(node.inputs)
+    rank = next((r for r in map(lambda i: _rank(node, i), range(n)) if r is not None), None)
+    if rank is not None and _not_strings(node, *range(n)) and -rank <= axis < max(rank, 1):
+        if n == 1:
+            return lambda x: x   # (one input: the output is it)
+        a = norm_axis(axis, rank)
+        return lambda *xs: np.concatenate(xs, a)
 
     def kernel(*xs: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, xs[0].ndim)
@@ -424,6 +489,24 @@ def _fix_negative(idx: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
 @op("Gather", since=11)  # negative indices
 def make_gather(node: NodeView, ctx: ProviderContext) -> Kernel:
     axis = int(node.attr("axis", 0))
+    rank, idx_rank = _rank(node), _rank(node, 1)
+    if rank is not None and -rank <= axis < max(rank, 1):
+        a = norm_axis(axis, rank)
+        if not _not_strings(node, 0):   # (strings, a constant's as bytes; or no dtype)
+            return lambda x, idx: as_array(str_guard(x).take(idx, a))
+        const = const_input(node, 1)
+        if const is not None and const.ndim == 0 and rank >= 2 and const.dtype.kind in "iu":
+            # one index: basic indexing, a view (numpy's IndexError names an index out of
+            # range, negative ones count from the end as in ONNX)
+            at = (slice(None),) * a + (int(const),)
+            return lambda x, i=None: x[at]
+        if const is not None:
+            if rank - 1 + const.ndim >= 1:
+                return lambda x, i=None: x.take(const, a)
+            return lambda x, i=None: as_array(x.take(const, a))  # (a 0-d result)
+        if idx_rank is not None and rank - 1 + idx_rank >= 1:
+            return lambda x, idx: x.take(idx, a)
+        return lambda x, idx: as_array(x.take(idx, a))
 
     def kernel(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, x.ndim)

@@ -57,6 +57,8 @@ def _both(op_type: str, inputs, rtol: float = 0.0, **kw):
         assert g.dtype == w.dtype and g.shape == w.shape
         if g.dtype == object:
             assert g.tolist() == w.tolist()
+        elif g.dtype.kind == "V":   # (ml_dtypes: NaN compares unequal to itself there)
+            assert g.tobytes() == w.tobytes()
         elif rtol:
             np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol)
         else:
@@ -190,3 +192,215 @@ def test_sum_two_inputs_and_mean():
     check("Sum", [a, b])
     _both("Mean", [a, b])
     check("Mean", [a, b])
+
+
+# --------------------------------------------------------------------------------------------
+# Cast / CastLike
+# --------------------------------------------------------------------------------------------
+
+_CAST_TYPES = [np.float32, np.float64, np.float16, np.int8, np.int32, np.int64, np.uint8,
+               np.uint64, np.bool_, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn,
+               ml_dtypes.float8_e5m2, ml_dtypes.int4, ml_dtypes.uint4]
+
+
+def _cast_source(dtype, shape=(1, 7)):
+    vals = np.array([-300.7, -2.5, -0.4, 0.0, 1.5, 2.5, 460.0])
+    x = np.resize(vals, shape)
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return x > 0
+    if dt.kind in "iu" or dt in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)):
+        lo, hi = (0, 7) if dt.kind == "u" or dt == np.dtype(ml_dtypes.uint4) else (-7, 7)
+        return np.clip(np.trunc(x), lo, hi).astype(dtype)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("src", _CAST_TYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("dst", _CAST_TYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("saturate", [1, 0])
+def test_cast_typed_matches_per_call(src, dst, saturate):
+    from onnxplex._dtypes import onnx_elem_type
+    x = _cast_source(src)
+    (got,) = _both("Cast", [x], to=onnx_elem_type(np.dtype(dst)), saturate=saturate)
+    assert got.dtype == np.dtype(dst)
+    (like,) = _both("CastLike", [x, np.zeros(1, dst)], const_inputs=(1,), saturate=saturate)
+    np.testing.assert_array_equal(like.view(np.uint8), got.view(np.uint8))
+
+
+@pytest.mark.parametrize("shape", [(), (1, 3)], ids=str)
+def test_cast_small_and_scalar(shape):
+    x = np.asarray(RNG.standard_normal(shape) * 100, dtype=np.float32)
+    (y,) = _both("Cast", [x], to=7)
+    assert type(y) is np.ndarray and y.shape == shape
+    check("Cast", [x], to=7)
+    (same,) = ours("Cast", [x], to=1)
+    assert same is x or np.array_equal(same, x)
+
+
+def test_cast_nan_inf_to_int_and_float8_saturation():
+    x = np.array([[np.nan, np.inf, -np.inf, 1e6, -1e6, 3.7]], np.float32)
+    _both("Cast", [x], to=6)
+    _both("Cast", [x], to=2)
+    (sat,) = _both("Cast", [x], to=17, saturate=1)   # FLOAT8E4M3FN
+    assert float(sat.astype(np.float32)[0, 3]) == 448.0
+    (wrap,) = _both("Cast", [x], to=17, saturate=0)
+    assert np.isnan(wrap.astype(np.float32)[0, 3])
+
+
+def test_cast_strings_both_ways_unchanged():
+    x = np.array([["1.5", "-7.9", "NaN"]], dtype=object)
+    (f,) = _both("Cast", [x], to=1)
+    np.testing.assert_array_equal(f, np.array([[1.5, -7.9, np.nan]], np.float32))
+    (i,) = _both("Cast", [np.array([["7.9", "-3"]], dtype=object)], to=7)
+    np.testing.assert_array_equal(i, [[7, -3]])
+    (s,) = _both("Cast", [np.array([[1.5, np.inf]], np.float32)], to=8)
+    assert s.tolist() == [["1.5", "INF"]]
+
+
+# --------------------------------------------------------------------------------------------
+# Shape ops
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("x_shape,target,allowzero", [
+    ((1, 20), [-1, 1], 0), ((1, 20), [0, -1], 0), ((3, 4, 5), [0, 0, -1], 0),
+    ((3, 4, 5), [-1, 0, 5], 0), ((0, 6), [0, 6], 1), ((2, 3), [6], 1), ((), [1, 1], 0),
+    ((1, 3), [3], 0), ((2, 3), [0, 3, 1], 0), ((2, 3, 4), [2, 0, 4], 0)])
+def test_reshape_typed(x_shape, target, allowzero):
+    x = np.asarray(RNG.standard_normal(x_shape), dtype=np.float32)
+    s = np.array(target, np.int64)
+    (y,) = _both("Reshape", [x, s], const_inputs=(1,), allowzero=allowzero)
+    if 0 not in x_shape:
+        check("Reshape", [x, s], const_inputs=(1,), allowzero=allowzero)
+    assert np.shares_memory(y, x) or x.size == 0
+
+
+@pytest.mark.parametrize("shape", [(1, 20), (1, 2, 3), (1, 2, 3, 4), (5,), (), (0, 3)], ids=str)
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, -2])
+def test_flatten_typed(shape, axis):
+    x = np.asarray(RNG.standard_normal(shape), dtype=np.float32)
+    if not -len(shape) <= axis <= len(shape):
+        with pytest.raises(ValueError):
+            _kernel("Flatten", [x], axis=axis)[0](x)
+        return
+    (y,) = _both("Flatten", [x], axis=axis)
+    a = axis + len(shape) if axis < 0 else axis
+    assert y.shape == (int(np.prod(shape[:a])), int(np.prod(shape[a:])))
+    if x.size:
+        check("Flatten", [x], axis=axis, opset=13)
+
+
+@pytest.mark.parametrize("shape,axes", [((1, 1, 3), [1]), ((1, 1, 3), [-2, 0]), ((1, 3), None),
+                                        ((1,), [0])], ids=str)
+def test_squeeze_typed(shape, axes):
+    x = np.asarray(RNG.standard_normal(shape), dtype=np.float32)
+    inputs = [x] if axes is None else [x, np.array(axes, np.int64)]
+    _both("Squeeze", inputs, const_inputs=(1,))
+    check("Squeeze", inputs, const_inputs=(1,), opset=13)
+
+
+def test_squeeze_of_a_non_1_dim_raises():
+    x = f32(1, 3)
+    for typed in (True, False):
+        k, args = _kernel("Squeeze", [x, np.array([1], np.int64)], const_inputs=(1,),
+                          typed=typed)
+        with pytest.raises(ValueError):
+            k(*args)
+
+
+@pytest.mark.parametrize("shape,axes", [((1, 3), [1]), ((1, 3), [-1, 0]), ((), [0]),
+                                        ((2, 3), [0, 3]), ((4,), [-1])], ids=str)
+def test_unsqueeze_typed(shape, axes):
+    x = np.asarray(RNG.standard_normal(shape), dtype=np.float32)
+    a = np.array(axes, np.int64)
+    (y,) = _both("Unsqueeze", [x, a], const_inputs=(1,))
+    assert np.shares_memory(y, x)
+    check("Unsqueeze", [x, a], const_inputs=(1,), opset=13)
+    (y11,) = _both("Unsqueeze", [x], opset=11, axes=axes)
+    assert y11.shape == y.shape
+
+
+def test_unsqueeze_duplicate_axes_raise():
+    x = f32(1, 3)
+    for typed in (True, False):
+        k, args = _kernel("Unsqueeze", [x, np.array([1, 1], np.int64)], const_inputs=(1,),
+                          typed=typed)
+        with pytest.raises(ValueError):
+            k(*args)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_concat_typed(axis, n, dtype):
+    xs = [np.asarray(RNG.standard_normal((1, 2 + k)) > 0, dtype=dtype) if axis in (1, -1)
+          else np.asarray(RNG.standard_normal((1 + k, 3)) > 0, dtype=dtype) for k in range(n)]
+    _both("Concat", xs, axis=axis)
+    check("Concat", xs, axis=axis, opset=13)
+
+
+def test_concat_strings_and_bad_axis():
+    xs = [np.array([["a", "b"]], dtype=object), np.array([["c"]], dtype=object)]
+    (y,) = _both("Concat", xs, axis=1)
+    assert y.tolist() == [["a", "b", "c"]]
+    for typed in (True, False):
+        k, args = _kernel("Concat", [f32(1, 2), f32(1, 2)], axis=2, typed=typed)
+        with pytest.raises(ValueError, match="out of range"):
+            k(*args)
+
+
+@pytest.mark.parametrize("x_shape", [(1, 5), (4, 5), (5,), (2, 5, 3)], ids=str)
+@pytest.mark.parametrize("idx", [0, 4, -1, -5, [0, 3, -1], [[1, -2], [0, 0]], []], ids=str)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("const", [(), (1,)], ids=["var", "const"])
+def test_gather_typed(x_shape, idx, axis, const):
+    if not -len(x_shape) <= axis < len(x_shape):
+        return
+    x = np.asarray(RNG.standard_normal(x_shape), dtype=np.float32)
+    dim = x_shape[axis]
+    i = np.array(idx, np.int64)
+    if i.size and (i.max() >= dim or i.min() < -dim):
+        return
+    (y,) = _both("Gather", [x, i], const_inputs=const, axis=axis)
+    np.testing.assert_array_equal(y, np.take(x, i, axis=axis))
+    check("Gather", [x, i], const_inputs=const, axis=axis, opset=13)
+
+
+@pytest.mark.parametrize("idx", [5, -6, [0, 5], [-6]], ids=str)
+@pytest.mark.parametrize("const", [(), (1,)], ids=["var", "const"])
+@pytest.mark.parametrize("typed", [True, False])
+def test_gather_out_of_range_raises(idx, const, typed):
+    x = f32(2, 5)
+    k, args = _kernel("Gather", [x, np.array(idx, np.int64)], const_inputs=const, axis=1,
+                      typed=typed)
+    with pytest.raises(IndexError, match="out of bounds"):
+        k(*args)
+
+
+def test_gather_int32_indices_and_strings():
+    x = f32(1, 6)
+    i = np.array([5, -6, 2], np.int32)
+    _both("Gather", [x, i], const_inputs=(1,), axis=1)
+    check("Gather", [x, i], const_inputs=(1,), axis=1, opset=13)
+    s = np.array([["a", "b", "c"]], dtype=object)
+    (y,) = _both("Gather", [s, np.array([2, 0], np.int64)], axis=1)
+    assert y.tolist() == [["c", "a"]]
+
+
+def test_concat_rank_from_a_later_input_and_single_input():
+    xs = [f32(1, 2), f32(1, 3), f32(1, 1)]
+    m = node_model("Concat", xs, axis=-1)
+    del m.graph.input[0].type.tensor_type.shape.dim[:]   # first input: rank unknown
+    m.graph.input[0].type.tensor_type.ClearField("shape")
+    node = load_model(m).node_views[0]
+    assert node.inputs[0].rank is None and node.inputs[1].rank == 2
+    kernel = CpuMlasProvider.op_table.lookup(node)[0].factory(node, ProviderContext())
+    np.testing.assert_array_equal(kernel(*xs), np.concatenate(xs, 1))
+    (one,) = _both("Concat", [xs[1]], axis=0)
+    np.testing.assert_array_equal(one, xs[1])
+
+
+def test_gather_from_a_string_constant():
+    table = np.array(["a", "bc", "d"], dtype=object)
+    (y,) = ours("Gather", [table, np.array([[2, -3]], np.int64)], const_inputs=(0,), axis=0)
+    assert y.dtype == object and y.tolist() == [["d", "a"]]
