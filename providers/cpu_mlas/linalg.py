@@ -32,6 +32,7 @@ from .nn import FLOATS, to_compute
 logger = logging.getLogger(__name__)
 
 _INTS = frozenset({TP.INT32, TP.INT64, TP.UINT32, TP.UINT64})
+_F32 = np.dtype(np.float32)
 _EINSUM_T = FLOATS | _INTS | {TP.INT8, TP.INT16, TP.UINT8, TP.UINT16}
 
 # Below this many multiply-adds (M * K * N) a product runs as np.dot (measured against the
@@ -158,8 +159,8 @@ def gemm_kernel(node: NodeView, relu: bool = False):
                     np.maximum(y, 0, out=y)
                 return y if y.dtype == out_dtype else y.astype(out_dtype)
         if native_b is not None:  # (T is float32, or a half type computed in float32)
-            y = _blas.gemm(a_, native_b, bias=native_bias, lo=lo)
-            return y.astype(out_dtype, copy=False)
+            y = _blas.gemm(a_, native_b, None, native_bias, lo)
+            return y if out_dtype == _F32 else y.astype(out_dtype)
         if b_packed is not None:
             b_ = b_packed
         else:
@@ -234,7 +235,8 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
         if native_b is not None:
             a_ = to_compute(a)
             y = _matmul_packed(a_[None] if a.ndim == 1 else a_, native_b)
-            return (y[0] if a.ndim == 1 else y).astype(a.dtype, copy=False)
+            y = y[0] if a.ndim == 1 else y
+            return y if a.dtype == _F32 else y.astype(a.dtype)
         y = _matmul(to_compute(a), b_packed if b_packed is not None else to_compute(b))
         return y.astype(a.dtype, copy=False)
 
