@@ -390,3 +390,22 @@ def test_cast_to_its_own_type_is_removed_without_the_rewriter():
     assert [o.name for o in on.get_outputs()] == ["y", "z"]
     y, z = on.run(None, feed)
     assert y.dtype == np.int64 and z.dtype == np.int32 and y.tolist() == [1, 0]
+
+
+def test_folding_inf_and_nan_results_warns_nothing():
+    """A folded Div by zero and Log(0) give inf/-inf/NaN as a run would, without numpy's
+    RuntimeWarning at session creation (kernels leave the error state to their caller)."""
+    import warnings
+    zero = numpy_helper.from_array(np.array([0.0, 1.0, 0.0], np.float32), "z")
+    nodes = [helper.make_node("Div", ["z", "z"], ["q"]),
+             helper.make_node("Log", ["z"], ["l"]),
+             helper.make_node("Add", ["x", "q"], ["a"]),
+             helper.make_node("Add", ["a", "l"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, [3])],
+                   [helper.make_tensor_value_info("y", F, [3])], [zero])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sess = onnxplex.InferenceSession(model, providers=["cpu_mlas"])
+        (y,) = sess.run(None, {"x": np.ones(3, np.float32)})
+    assert _ops(sess) == ["Add", "Add"]
+    assert np.isnan(y[0]) and y[1] == 2 and np.isnan(y[2])
