@@ -59,8 +59,8 @@ _GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads
 
 # Below this many multiply-adds per chunk, waking a worker costs more than it saves.
 _MIN_CHUNK_MACS = 4 << 20
-# Below this many multiply-adds a product is one np.dot / np.matmul: the split's bookkeeping
-# (5-10 us for 2-D, ~16 us with batch axes) costs more than the product (~1-3 us here).
+# Below this many multiply-adds a product is one np.dot / np.matmul, even where computing it
+# transposed would be faster (the split's bookkeeping, 5-16 us, would cost more).
 SMALL_MACS = 1 << 15
 # Chunks per thread: a late worker then costs at most a fraction of the call.
 _CHUNKS_PER_THREAD = 2
@@ -239,21 +239,22 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     the larger of M and N; slices of C-ordered matrices keep BLAS-compatible strides, so no
     chunk copies. ``epilogue(out_chunk, rows, cols)`` runs on each chunk right after its GEMM
     (cache-hot), in place. A 2-D product with few rows and many columns is computed
-    transposed (see ``_WIDE_RATIO``); one of fewer than ``SMALL_MACS`` multiply-adds, with no
-    ``out``, is one ``np.dot``/``np.matmul``. Returns ``out`` (a new C-ordered array when
-    None)."""
+    transposed (see ``_WIDE_RATIO``). With no ``out``, a product of fewer than ``SMALL_MACS``
+    multiply-adds, or one that would not be split (and is not computed transposed), is one
+    ``np.dot``/``np.matmul``. Returns ``out`` (a new C-ordered array when None)."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    if out is None and (a.ndim == 2 or b.ndim == 2 or a.shape[:-2] == b.shape[:-2]) \
-            and a.size * n < SMALL_MACS and b.size * m < SMALL_MACS:
-        # a small product (the batch axes of one operand, if any, are the product's)
-        y = np.dot(a, b) if a.ndim == 2 and b.ndim == 2 else np.matmul(a, b)
-        if epilogue is not None:
-            epilogue(y, slice(None), slice(None))
-        return y
-    if (a.ndim == 2 and b.ndim == 2 and m * _WIDE_RATIO <= n
-            and 2 <= m <= _WIDE_MAX_ROWS and a.dtype == b.dtype
-            and (out is None or out.flags.c_contiguous)):
+    wide = (a.ndim == 2 and b.ndim == 2 and m * _WIDE_RATIO <= n
+            and 2 <= m <= _WIDE_MAX_ROWS and a.dtype == b.dtype)
+    if out is None and (a.ndim == 2 or b.ndim == 2 or a.shape[:-2] == b.shape[:-2]):
+        # the batch axes of one operand, if any, are the product's
+        work = max(a.size * n, b.size * m)
+        if work < SMALL_MACS or (not wide and len(split(max(m, n), work, 16)) == 1):
+            y = np.dot(a, b) if a.ndim == 2 and b.ndim == 2 else np.matmul(a, b)
+            if epilogue is not None:
+                epilogue(y, slice(None), slice(None))
+            return y
+    if wide and (out is None or out.flags.c_contiguous):
         # Few rows, many columns (a batch through a Linear layer): OpenBLAS is much faster
         # on the transposed problem (0.67 vs 1.02 ms for 32x1024 @ 1024x1024); transposing
         # the small result back is cheap, and so is one epilogue pass over it.

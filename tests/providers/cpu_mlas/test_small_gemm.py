@@ -237,6 +237,29 @@ def test_blas_matmul_small_product_is_one_dot_with_the_epilogue():
     assert y.flags.c_contiguous and seen == [(slice(None), slice(None))]
 
 
+def test_blas_matmul_product_the_split_would_not_split_is_one_call(monkeypatch):
+    a, b, bias = rand(100, 64), rand(64, 64), rand(64)
+    seen = []
+
+    def add(o, r, c):
+        seen.append((r, c))
+        np.add(o, bias[c], out=o)
+
+    size = _blas.intra_threads()
+    _blas.configure_threads(2)
+    try:
+        y = _blas.matmul(a, b, epilogue=add)  # 409600 multiply-adds: one chunk
+        np.testing.assert_allclose(y, a @ b + bias, **TOL)
+        assert y.flags.c_contiguous and seen == [(slice(None), slice(None))]
+        seen.clear()
+        monkeypatch.setattr(_blas, "_MIN_CHUNK_MACS", 1)
+        y = _blas.matmul(a, b, epilogue=add)  # now split: one epilogue call per chunk
+        np.testing.assert_allclose(y, a @ b + bias, **TOL)
+        assert len(seen) > 1
+    finally:
+        _blas.configure_threads(size)
+
+
 @pytest.mark.parametrize("sa,sb", [((2, 3, 10), (2, 10, 4)), ((2, 3, 10), (10, 4)),
                                    ((3, 10), (2, 10, 4)), ((2, 1, 3, 10), (2, 5, 10, 4)),
                                    ((2, 40, 24), (2, 24, 36))])
