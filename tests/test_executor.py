@@ -196,3 +196,22 @@ def test_compiled_plan_error_names_the_step(faulty):
                        match=r"node 'B' \(Relu\) on provider faulty failed: ValueError") as e:
         sess.run(None, {"x": -np.ones((2, 3), np.float32)})
     assert e.value.node == "B" and isinstance(e.value.__cause__, ValueError)
+
+
+def test_plan_constants_carry_numpy_canonical_dtypes():
+    """onnx-ir's arrays are little-endian ``<f4``: equal to numpy's float32 but another dtype
+    object, which a ufunc's result inherits. The plan holds its constants as views with the
+    canonical dtype, so outputs computed from them pass the plan's identity test."""
+    from onnx import TensorProto, helper, numpy_helper
+    c = numpy_helper.from_array(np.arange(3, dtype=np.float32), "c")
+    g = helper.make_graph([helper.make_node("Add", ["c", "x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+                          initializer=[c])
+    sess = onnxplex.InferenceSession(helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", 17)]), providers=["cpu_mlas"])
+    plan = sess._exec
+    for v in plan.constants.values():
+        assert v.dtype is np.dtype(v.dtype.type) and not v.flags.writeable
+    (y,) = sess.run(None, {"x": np.ones(3, np.float32)})
+    assert y.dtype is np.dtype(np.float32) and y.tolist() == [1, 2, 3]

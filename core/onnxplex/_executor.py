@@ -169,13 +169,13 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
             continue
         info = model.value_info(name)
         if info.is_const:
-            constants[slot(name)] = info.const
+            constants[slot(name)] = _native_dtype(info.const)
     # Overridable initializers (also graph inputs) default to their stored value.
     defaults = {}
     for name in model.overridable:
         init = graph.initializers[name]
         if init.const_value is not None:
-            defaults[input_slots[name]] = init.const_value.numpy()
+            defaults[input_slots[name]] = _native_dtype(init.const_value.numpy())
 
     ordered = _order_units(units)
     layout_of: dict[int, str] = {}
@@ -227,6 +227,18 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
     plan_steps = _with_releases(steps, set(output_slots.values()) | set(constants))
     return ExecutionPlan(plan_steps, len(names), input_slots, output_slots, constants, names,
                          frozenset(defaults))
+
+
+def _native_dtype(value: Any) -> Any:
+    """A constant array as a view with numpy's canonical dtype object: onnx-ir hands out
+    little-endian arrays whose dtype (``<f4``) equals but is not numpy's ``float32``, and a
+    ufunc's result takes its first operand's dtype object, so every output computed from a
+    constant would fail the plan's dtype-identity test (see :func:`_step_function`)."""
+    if isinstance(value, np.ndarray) and value.dtype.isnative and value.dtype.kind in "biufc":
+        canonical = np.dtype(value.dtype.type)
+        if value.dtype is not canonical:
+            return value.view(canonical)
+    return value
 
 
 def _check_of(v: ValueInfo, layout: str) -> tuple:
@@ -547,10 +559,10 @@ def compile_sequential(plan: ExecutionPlan) -> Callable[[list[Any]], None]:
 def _step_function(step: Step) -> Callable[[list[Any]], None]:
     """``call(slots)``: read the step's inputs, call its kernel, store its outputs and release
     the slots whose last reader it is. An output passes as it is when it is a numpy array of
-    the declared dtype (by identity) and of the shape last accepted for it (the common case:
-    two comparisons); anything else (a tuple of the wrong length, a numpy scalar, a sequence
-    or map, a new shape) goes through the checks :func:`_call` makes (:func:`_settle`,
-    :func:`_checked`), which raise the same errors."""
+    the declared dtype (the same dtype object, the common case, or an equal one) and of the
+    shape last accepted for it; anything else (a tuple of the wrong length, a numpy scalar, a
+    sequence or map, a new shape) goes through the checks :func:`_call` makes
+    (:func:`_settle`, :func:`_checked`), which raise the same errors."""
     kernel, ins, outs, release = step.kernel, step.inputs, step.outputs, step.release
     ndarray = np.ndarray
 
@@ -593,7 +605,7 @@ def _step_function(step: Step) -> Callable[[list[Any]], None]:
         def call(slots: list[Any]) -> None:
             r = read(slots)
             if type(r) is ndarray and (cell is None or r.shape == cell[0]) and (
-                    dtype is None or r.dtype is dtype):
+                    dtype is None or r.dtype is dtype or r.dtype == dtype):
                 slots[o] = r
             else:
                 slots[o] = _settle(step, r)[0]
@@ -610,7 +622,7 @@ def _step_function(step: Step) -> Callable[[list[Any]], None]:
                     v = r[k]
                     if settle or type(v) is not ndarray or (
                             cell is not None and v.shape != cell[0]) or (
-                            dtype is not None and v.dtype is not dtype):
+                            dtype is not None and v.dtype != dtype):
                         v = _checked(step, k, v)
                     slots[s] = v
             else:
