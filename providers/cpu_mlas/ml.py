@@ -31,8 +31,13 @@ def _str_array(values: Sequence[Any] | np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+# up to this many input values a lookup goes through a dict
+SMALL_LOOKUP = 32
+
+
 class _Lookup:
-    """Vectorised dictionary lookup: sorted keys + searchsorted (NaN keys match NaN inputs).
+    """Vectorised dictionary lookup: sorted keys + searchsorted (NaN keys match NaN inputs);
+    up to SMALL_LOOKUP values through a dict of the same pairs.
 
     A repeated key keeps its last value (``first=False``: a map assigned in order, as
     onnxruntime's LabelEncoder-1 and CategoryMapper build theirs) or its first
@@ -54,8 +59,27 @@ class _Lookup:
         self.keys = keys[pick][order]
         self.values = values[pick][order]
         self.default = default
+        # a few values are looked up in a dict of Python keys (searchsorted on a handful of
+        # values, objects above all, costs more than the whole lookup)
+        self.table = dict(zip(self.keys.tolist(), self.values.tolist()))
+        self.get = self.table.get
+
+    def small(self, x: np.ndarray) -> list[Any]:
+        """The values of x's elements (at most SMALL_LOOKUP) as a flat list of Python values,
+        by the dict; x is cast to the keys' type as the vectorised lookup casts it."""
+        flat = x.reshape(-1)
+        if not self.is_str and flat.dtype != self.keys.dtype:
+            flat = flat.astype(self.keys.dtype)
+        get, default = self.get, self.default
+        items = flat.tolist()
+        out = [get(v, default) for v in items]
+        if self.nan_value is not None and flat.dtype.kind == "f":
+            out = [self.nan_value if v != v else r for v, r in zip(items, out)]
+        return out
 
     def __call__(self, x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+        if x.size <= SMALL_LOOKUP:
+            return np.array(self.small(x), dtype=out_dtype).reshape(x.shape)
         out = np.empty(x.shape, dtype=out_dtype)
         out[...] = self.default
         if x.size == 0:
@@ -151,7 +175,8 @@ def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel
         idx = indices.reshape(-1).astype(np.int64, copy=False)
         n = x.shape[-1] if x.ndim else 0
         try:   # (numpy refuses indices >= n; negative ones it would wrap: refused here)
-            if idx.size and idx.min() < 0:
+            # a few indices: their minimum in Python (numpy's min costs ~3 us on any size)
+            if idx.size and (min(idx.tolist()) if idx.size <= 64 else idx.min()) < 0:
                 raise IndexError
             out = np.take(x, idx, axis=-1)
         except IndexError:

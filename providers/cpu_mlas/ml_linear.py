@@ -556,8 +556,16 @@ def make_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     """Rows divided by their max, L1 or L2 norm in float32 (a row whose norm is 0 is copied);
     L2 squares in the input type first, as onnxruntime does."""
     norm = mc.enum_attr(node, "norm", "MAX", ("MAX", "L1", "L2"))
+    one = _normalize_row[norm]
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if x.dtype == F32 and 0 < x.size <= _ROW_VALUES and (x.ndim == 1 or x.shape[0] == 1):
+            row = x.reshape(-1).tolist()
+            t = sum(row)
+            if t - t == 0:     # all finite (a NaN or an infinity makes t - t NaN)
+                y = one(row)
+                if y is not None:
+                    return np.array(y, F32).reshape(x.shape)
         xr = _rows(x, "Normalizer")
         xf = xr if xr.dtype == F32 else xr.astype(F32)
         if xf.shape[1] == 0:
@@ -581,6 +589,38 @@ def make_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
         return y.reshape(x.shape)
 
     return kernel
+
+
+# a float32 row of at most this many finite values is normalised in Python floats: the norm
+# in double (onnxruntime: float32), each value rounded to float32 once at the end. None where
+# float32 sums or squares could overflow or underflow (the numpy path then runs)
+_ROW_VALUES = 64
+_F32_SAFE = (1e-20, 1e37)     # (a value whose float32 square underflows is then < 1e-9)
+
+
+def _max_row(row: list[float]) -> list[float] | None:
+    d = max(row)
+    return row if d == 0 else [v / d for v in row]
+
+
+def _l1_row(row: list[float]) -> list[float] | None:
+    d = sum(map(abs, row))
+    if d > _F32_SAFE[1]:
+        return None
+    return row if d == 0 else [v / d for v in row]
+
+
+def _l2_row(row: list[float]) -> list[float] | None:
+    d = sum(v * v for v in row)
+    if d == 0:
+        return row
+    if not _F32_SAFE[0] < d < _F32_SAFE[1]:
+        return None
+    d = math.sqrt(d)
+    return [v / d for v in row]
+
+
+_normalize_row = {"MAX": _max_row, "L1": _l1_row, "L2": _l2_row}
 
 
 def _per_feature(values: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -612,6 +652,10 @@ def make_scaler(node: NodeView, ctx: ProviderContext) -> Kernel:
     n = scale.size
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if x.dtype == F32 and x.ndim == 2 and x.shape[1] == n:    # the usual call
+            y = x - offset
+            y *= scale
+            return y
         stride = _stride(x, name)
         if n != stride and n != 1:
             raise ValueError(f"{name}: 'scale' and 'offset' must have one value per feature "
@@ -640,8 +684,13 @@ def make_imputer(node: NodeView, ctx: ProviderContext) -> Kernel:
                          "'imputed_value_int64s' must be given")
     rep_f = F32(node.attr("replaced_value_float", 0.0))
     rep_i = np.int64(node.attr("replaced_value_int64", 0))
+    nan_f = bool(np.isnan(rep_f))
+    fill_f32 = imp_f if imp_f.size else None     # a float32 [N, F] input's fill values
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if (fill_f32 is not None and x.dtype == F32 and x.ndim == 2
+                and x.shape[1] == fill_f32.size):    # the usual call
+            return np.where(np.isnan(x) if nan_f else x == rep_f, fill_f32, x)
         is_float = x.dtype.kind == "f"
         values = imp_f if is_float else imp_i
         if values.size == 0:

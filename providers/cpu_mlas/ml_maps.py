@@ -22,7 +22,7 @@ from onnxplex import NodeView, ProviderContext
 from . import _ml_common as mc
 from ._np_helpers import str_guard
 from ._registry import op
-from .ml import _Lookup
+from .ml import SMALL_LOOKUP, _Lookup
 
 ML = "ai.onnx.ml"
 F32 = np.float32
@@ -260,9 +260,25 @@ def make_one_hot_encoder(node: NodeView, ctx: ProviderContext) -> Kernel:
     by_str = _Lookup(mc.obj_array(cats_s) if cats_s else empty_s, pos[:len(cats_s)], -1)
     i64 = np.dtype(np.int64)
 
+    def small(x: np.ndarray) -> np.ndarray:
+        # a few values: their categories by the lookups' dicts, the rows as one list
+        if x.dtype.kind in "OSU":
+            idx = by_str.small(str_guard(x))
+        else:
+            idx = by_int.small(x.astype(np.int64) if x.dtype.kind == "f" else x)
+        if not zeros and -1 in idx:
+            raise ValueError("OneHotEncoder: unknown category and zeros = 0")
+        flat = [0.0] * (len(idx) * n_cats)
+        for r, k in enumerate(idx):
+            if k >= 0:
+                flat[r * n_cats + k] = 1.0
+        return np.array(flat, F32).reshape(*x.shape, n_cats)
+
     def kernel(x: np.ndarray) -> np.ndarray:
         if x.ndim > 2:
             raise ValueError(f"OneHotEncoder: input must have rank <= 2, got shape {x.shape}")
+        if x.size <= SMALL_LOOKUP:
+            return small(x)
         if x.dtype.kind in "OSU":
             idx = by_str(str_guard(x), i64)
         else:

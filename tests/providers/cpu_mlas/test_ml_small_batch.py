@@ -147,3 +147,125 @@ def test_svm_opsets(svm_path):
     x = rng.standard_normal((1, 5)).astype(np.float32)
     for opset in OPSETS:
         check_classifier("SVMClassifier", x, opset, attrs, rtol=1e-4, atol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Lookups, OneHotEncoder, Normalizer, Scaler, Imputer: the small-input paths (dicts, one row in
+# Python floats, the usual float32 call) against onnxruntime, and the general paths again with
+# the small ones turned off
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def general_paths(monkeypatch):
+    """The vectorised paths for every input size."""
+    from onnxplex.providers.cpu_mlas import ml, ml_maps
+    monkeypatch.setattr(ml, "SMALL_LOOKUP", -1)
+    monkeypatch.setattr(ml_maps, "SMALL_LOOKUP", -1)
+    monkeypatch.setattr(ml_linear, "_ROW_VALUES", 0)
+
+
+def _ops_tests():
+    from . import test_ml_ops as t
+    return [
+        *[(t.test_label_encoder, (o,)) for o in OPSETS],
+        *[(t.test_category_mapper, (o,)) for o in OPSETS],
+        *[(t.test_one_hot_encoder, (d, z)) for d in (np.int64, np.float32, np.int32, object)
+          for z in (0, 1)],
+        (t.test_one_hot_encoder_float_unknown_with_zeros_0, ()),
+        *[(t.test_array_feature_extractor, (d,)) for d in (np.float32, np.int64, object)],
+        *[(t.test_normalizer, (n, d)) for n in ("MAX", "L1", "L2")
+          for d in (np.float32, np.float64, np.int64)],
+        *[(t.test_scaler, (d, p)) for d in (np.float32, np.float64) for p in (True, False)],
+        *[(t.test_imputer_floats, (r, p)) for r in ("nan", "zero") for p in (True, False)],
+        (t.test_imputer_int64s, (True,)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_ops_tests())))
+def test_general_paths_still_match(general_paths, case):
+    fn, args = _ops_tests()[case]
+    fn(*args)
+
+
+@pytest.mark.parametrize("size", [1, 5, 32, 33, 200])
+def test_lookups_small_and_large_inputs(size):
+    """LabelEncoder (strings -> int64, floats with a NaN key -> strings), CategoryMapper and
+    OneHotEncoder on inputs either side of SMALL_LOOKUP, unknown values included."""
+    rng = np.random.default_rng(size)
+    words = np.array(["a", "b", "c", "zz", "q", ""], dtype=object)
+    xs = words[rng.integers(0, words.size, size)]
+    m = model("LabelEncoder", [("x", TP.STRING)], [("y", TP.INT64)], 2,
+              keys_strings=["a", "b", "c", ""], values_int64s=[3, 1, 2, 9], default_int64=-5)
+    check(m, xs)
+    m = model("CategoryMapper", [("x", TP.STRING)], [("y", TP.INT64)], 1,
+              cats_strings=["a", "b", "c"], cats_int64s=[3, 1, 2], default_int64=-5)
+    check(m, xs.reshape(1, -1))
+    xf = np.array([0.5, 1.5, np.nan, -0.0, 7.0], np.float32)[rng.integers(0, 5, size)]
+    from onnx import numpy_helper
+    m = model("LabelEncoder", [("x", TP.FLOAT)], [("y", TP.STRING)], 4,
+              keys_tensor=numpy_helper.from_array(np.array([0.5, np.nan, 0.0], np.float32), "k"),
+              values_strings=["h", "n", "z"], default_string="?")
+    got = ours(m, xf)[0]
+    want = np.where(np.isnan(xf), "n", np.where(xf == 0.5, "h", np.where(xf == 0, "z", "?")))
+    assert got.dtype == object and got.tolist() == want.tolist()
+    for zeros in (1, 0):
+        m = model("OneHotEncoder", [("x", TP.STRING)], [("y", TP.FLOAT)], 1,
+                  cats_strings=["a", "b", "c", "zz", "q", ""], zeros=zeros)
+        check(m, xs.reshape(-1, 1))
+        xi = rng.integers(0, 4, (size, 1)).astype(np.int64)
+        m = model("OneHotEncoder", [("x", TP.INT64)], [("y", TP.FLOAT)], 1,
+                  cats_int64s=[0, 1, 2, 3], zeros=zeros)
+        check(m, xi)
+    m = model("OneHotEncoder", [("x", TP.STRING)], [("y", TP.FLOAT)], 1,
+              cats_strings=["a", "b"], zeros=0)
+    with pytest.raises(ValueError, match="zeros"):
+        ours(m, xs.reshape(-1, 1)[:max(size, 6)] if size > 5 else words)
+
+
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_normalizer_one_row_edges(norm):
+    """One float32 row: in Python floats unless a value is not finite or float32 sums or
+    squares could overflow or underflow; every case as onnxruntime has it."""
+    m = model("Normalizer", [("x", TP.FLOAT)], [("y", TP.FLOAT)], 1, norm=norm)
+    rows = [[1.0, -2.0, 3.5, 0.0], [0.0] * 4, [-1.0, -2.0, -0.5, -3.0], [3e38, 1e38, 1.0, 2.0],
+            [1e-25, 2e-25, 0.0, 0.0], [1e-12, 3e-12, 1.0, 2.0], [np.inf, 1.0, 2.0, 3.0],
+            [1.0, -np.inf, 2.0, 3.0], [np.nan, 1.0, 2.0, 3.0], [2.0, np.nan, 5.0, 1.0],
+            [1e20, 1.0, -1e19, 0.5]]
+    for r in rows:
+        if norm == "MAX" and np.isnan(r).any():
+            continue     # onnxruntime's max skips a NaN, numpy's (the general path) does not
+        x = np.array([r], np.float32)
+        for xx in (x, x[0]):
+            got = ours(m, xx)[0]
+            want = ort_run_float(m, xx)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True,
+                                       err_msg=str(r))
+    x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+    check(m, x)
+    check(m, np.random.default_rng(0).standard_normal((1, 65)).astype(np.float32))
+
+
+def ort_run_float(m, x):
+    from .test_ml_ops import ort_run
+    return ort_run(m, x)[0]
+
+
+def test_scaler_and_imputer_usual_and_other_calls():
+    rng = np.random.default_rng(3)
+    sc = model("Scaler", [("x", TP.FLOAT)], [("y", TP.FLOAT)], 1, offset=[0.5, -1.0, 2.0],
+               scale=[2.0, 0.5, -1.5])
+    for x in (rng.standard_normal((1, 3)), rng.standard_normal((50, 3)),
+              rng.standard_normal(3)):
+        check(sc, x.astype(np.float32))
+    with pytest.raises(ValueError, match="scale"):
+        ours(sc, np.zeros((1, 4), np.float32))
+    for rep in (float("nan"), 0.0):
+        im = model("Imputer", [("x", TP.FLOAT)], [("y", TP.FLOAT)], 1,
+                   imputed_value_floats=[1.5, -2.0, 3.0], replaced_value_float=rep)
+        x = np.array([[np.nan, 0.0, 1.0], [2.0, np.nan, 0.0]], np.float32)
+        for xx in (x, x[:1], x[0], np.repeat(x, 20, axis=0)):
+            check(im, xx)
+        one = model("Imputer", [("x", TP.FLOAT)], [("y", TP.FLOAT)], 1,
+                    imputed_value_floats=[9.0], replaced_value_float=rep)
+        check(one, x)
