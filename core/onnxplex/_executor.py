@@ -449,23 +449,26 @@ def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
     if kind == "map":
         if name != "MapType":
             return _want(dict, "a dict (map)", lambda v: v)
-        return _want(dict, "a dict (map)", lambda v: v if _maptype.plain_map(v, typ)
-                     else _as_map(v, typ))
+        plain = _plain_map_test(typ)
+        return _want(dict, "a dict (map)", lambda v: v if plain(v) else _as_map(v, typ))
     if kind == "sequence":
         elem = typ.elem_type if name == "SequenceType" else None
         elem_name = type(elem).__name__
         if elem_name == "MapType":
-            def each(v: list) -> list:
-                # every element a dict (the set of their types: ~45 us for ZipMap's 1000 rows,
-                # half an all() loop's time); Python keys and values judged by the first
-                # map's first item (a kernel builds its maps alike)
+            plain = _plain_map_test(elem)
+
+            def maps(v: Any) -> list:
+                # a list of dicts (the set of their types: ~45 us for ZipMap's 1000 rows, half
+                # an all() loop's time); Python keys and values judged by the first map's
+                # first item (a kernel builds its maps alike)
+                if not isinstance(v, list):
+                    raise _Mismatch(f"is {type(v).__name__}, expected a list (sequence)")
                 if not {dict}.issuperset(map(type, v)):
                     k, m = next((k, m) for k, m in enumerate(v) if type(m) is not dict)
                     raise _Mismatch(f"element {k} is {type(m).__name__}, expected a dict "
                                     f"({ort_type_string(elem)})")
-                return v if not v or _maptype.plain_map(v[0], elem) \
-                    else [_as_map(m, elem) for m in v]
-            return _want(list, "a list (sequence)", each)
+                return v if not v or plain(v[0]) else [_as_map(m, elem) for m in v]
+            return maps
         if elem_name == "TensorType":
             try:
                 dtype = np_dtype(elem.dtype.value)
@@ -482,6 +485,23 @@ def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
             return _want(list, "a list (sequence)", arrays)
         return _want(list, "a list (sequence)", lambda v: v)
     return lambda v: v
+
+
+def _plain_map_test(typ: Any) -> Callable[[dict], bool]:
+    """:func:`_maptype.plain_map` for maps of ``typ`` with the Python types looked up once:
+    whether a map's first key and value have the types onnxruntime returns."""
+    vt = typ.value_type
+    if type(vt).__name__ != "TensorType":
+        return lambda m: True
+    key_type = _maptype._PY_TYPE[_maptype._kind(typ.key_type)[1]]
+    value_type = _maptype._PY_TYPE[_maptype._kind(vt.dtype)[1]]
+
+    def plain(m: dict) -> bool:
+        for k, v in m.items():
+            return type(k) is key_type and type(v) is value_type
+        return True   # (empty)
+
+    return plain
 
 
 _KINDS = {"TensorType": "tensor", "SequenceType": "sequence", "MapType": "map",
