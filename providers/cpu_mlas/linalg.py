@@ -11,9 +11,10 @@ the native GEMM's ~1.9 us, :func:`._blas.matmul`'s split 5-10 us, where ``np.dot
 prepared weight is ~0.9 us and each in-place numpy pass ~1 us. So a constant weight of at most
 ``_GEMV_MAX_WEIGHT`` elements also keeps a C-ordered numpy copy (transposed, alpha folded,
 compute dtype), and a product of fewer than ``_SMALL_MACS`` multiply-adds, or of one row
-(OpenBLAS's gemv beats the native 12-row tile), runs as ``np.dot`` on it, C (beta folded)
-added in place. Where the native GEMM would fuse C and Relu into its one call, it keeps the
-small products; np.dot then takes only single rows of larger weights.
+(OpenBLAS's gemv beats the native 12-row tile), or against a single-column weight, runs as
+``np.dot`` on it, C (beta folded) added in place. Where the native GEMM would fuse C and Relu
+into its one call, it keeps the small products; np.dot then takes only single rows of larger
+weights and single-column products of at least ``_COLUMN_MIN_MACS``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ _GEMV_MAX_WEIGHT = 1 << 18
 # GEMM's fused epilogue on a single row (1 x 128 x 128: 4.0 vs 3.4 us; 1 x 256 x 256: 7.8 vs
 # 10.4; 1 x 512 x 512: 26 vs 26-63).
 _GEMV_MIN_WEIGHT = 1 << 14
+# A single-column weight (N = 1: X @ w, a gemv on A's side) runs as np.dot on up to this many
+# multiply-adds (what the split leaves unsplit): the native GEMM fills 1 of its tile's 32
+# columns (M = 1000, K = 10: 11.9 vs 4.9 us with a bias; M = 10000: 158 vs 32). Where the
+# native GEMM would fuse C or Relu, from _COLUMN_MIN_MACS on (M = 64, K = 32 with bias and
+# Relu: native 2.9, np.dot and two passes 3.3; M = 256, K = 32: 5.9 vs 4.2).
+_COLUMN_MAX_MACS = 2 * _blas._MIN_CHUNK_MACS
+_COLUMN_MIN_MACS = 1 << 12
 
 
 def _dot_weight(b: np.ndarray | None) -> np.ndarray | None:
@@ -120,7 +128,7 @@ def gemm_kernel(node: NodeView, relu: bool = False):
     if native_b is not None and c_info is not None and beta != 0.0:
         n = native_b.shape[1]
         if c_packed is not None and c_packed.dtype == np.float32 and c_packed.size == n \
-                and (c_packed.ndim == 1 or c_packed.shape[-1] == n):
+                and (c_packed.ndim <= 1 or c_packed.shape[-1] == n):
             native_bias = np.ascontiguousarray(c_packed.reshape(n))
         else:
             native_b = None
@@ -128,13 +136,17 @@ def gemm_kernel(node: NodeView, relu: bool = False):
     # then C added in place (the constant one with beta folded in) and Relu. The native GEMM
     # adds C and clamps in its one call (~1.9 us on a tiny product, np.dot ~0.9 and each
     # in-place pass ~1): with such an epilogue it keeps all but single rows of a weight of at
-    # least _GEMV_MIN_WEIGHT elements, where OpenBLAS's gemv beats its 12-row tile.
+    # least _GEMV_MIN_WEIGHT elements, where OpenBLAS's gemv beats its 12-row tile, and
+    # single-column products (N = 1) of at least _COLUMN_MIN_MACS.
+    column = b_packed is not None and b_packed.ndim == 2 and b_packed.shape[1] == 1
     if native_b is not None and (native_bias is not None or relu):
         small_macs = 0
         gemv = b_packed is not None and b_packed.size >= _GEMV_MIN_WEIGHT
+        col_lo, col_hi = (_COLUMN_MIN_MACS, _COLUMN_MAX_MACS) if column else (0, 0)
     else:
         small_macs, gemv = _SMALL_MACS, True
-    b_dot = _dot_weight(b_packed) if is_float and (gemv or small_macs) else None
+        col_lo, col_hi = (0, _COLUMN_MAX_MACS) if column else (0, 0)
+    b_dot = _dot_weight(b_packed) if is_float and (gemv or small_macs or col_hi) else None
     kn = 0 if b_dot is None else b_dot.size
     add_c = c_info is not None and beta != 0.0
     c_dot = c_packed if add_c else None
@@ -148,7 +160,7 @@ def gemm_kernel(node: NodeView, relu: bool = False):
         a_ = a_.T if trans_a else a_
         if b_dot is not None:
             m = a_.shape[0]
-            if (m == 1 and gemv) or m * kn < small_macs:
+            if (m == 1 and gemv) or m * kn < small_macs or col_lo <= m * kn < col_hi:
                 y = np.dot(a_, b_dot)
                 if c_dot is not None:
                     y += c_dot
@@ -219,13 +231,14 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
     # Small and single-row products against a constant 2-D B: np.dot on a numpy copy.
     b_dot = _dot_weight(b_packed)
     k_dot, kn = (0, 0) if b_dot is None else (b_dot.shape[0], b_dot.size)
+    col_hi = _COLUMN_MAX_MACS if b_dot is not None and b_dot.shape[1] == 1 else 0
     if native_b is not None:
         b_packed = None  # the packed copy serves every run
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if b_dot is not None and a.ndim and a.shape[-1] == k_dot:
             m = a.size // k_dot
-            if m <= 1 or m * kn < _SMALL_MACS:
+            if m <= 1 or m * kn < _SMALL_MACS or m * kn < col_hi:
                 a_ = to_compute(a)
                 if a.ndim <= 2:
                     y = np.dot(a_, b_dot)  # 1-D a: [K] @ [K, N] is [N], as MatMul's

@@ -16,8 +16,10 @@ MS = "com.microsoft"
 RNG = np.random.default_rng(11)
 TOL = dict(rtol=1e-4, atol=1e-4)
 
-# (M, K, N): tiny, one row, one row of a weight above _GEMV_MIN_WEIGHT, above _SMALL_MACS
-SIZES = {"tiny": (3, 4, 5), "row": (1, 10, 32), "gemv": (1, 128, 160), "large": (64, 32, 48)}
+# (M, K, N): tiny, one row, one row of a weight above _GEMV_MIN_WEIGHT, one column above
+# _SMALL_MACS, above _SMALL_MACS
+SIZES = {"tiny": (3, 4, 5), "row": (1, 10, 32), "gemv": (1, 128, 160), "column": (1700, 20, 1),
+         "large": (64, 32, 48)}
 C_KINDS = ["none", "n", "1n", "mn", "m1", "scalar"]  # C absent, [N], [1, N], [M, N], ...
 ALPHA_BETA = [(1.0, 1.0), (-2.0, 0.5), (0.5, 0.0)]
 
@@ -202,8 +204,12 @@ def test_small_products_run_as_np_dot(calls):
     run_gemm("Gemm", 1, 128, 160)  # a single row of a larger weight: gemv
     run_gemm("FusedGemm", 1, 128, 160)
     run_gemm("Gemm", 1, 10, 32, const=(1,))  # C at run time
+    run_gemm("Gemm", 1700, 20, 1)  # a single column: gemv on A's side
+    run_gemm("FusedGemm", 300, 20, 1)
+    run_gemm("Gemm", 5000, 10, 1, c_kind="none")
     (y,) = ours("MatMul", [rand(1, 10), rand(10, 4)], opset=13, const_inputs=[1])
     (y,) = ours("MatMul", [rand(2, 3, 10), rand(10, 4)], opset=13, const_inputs=[1])
+    (y,) = ours("MatMul", [rand(50, 100, 10), rand(10, 1)], opset=13, const_inputs=[1])
     assert calls == []
 
 
@@ -221,7 +227,8 @@ def test_native_epilogue_keeps_tiny_products(calls):
     run_gemm("Gemm", 1, 10, 32)
     run_gemm("FusedGemm", 1, 10, 32)
     run_gemm("FusedGemm", 4, 10, 32)
-    assert calls == ["gemm"] * 3
+    run_gemm("FusedGemm", 4, 10, 1)  # a single column below _COLUMN_MIN_MACS
+    assert calls == ["gemm"] * 4
 
 
 def test_blas_matmul_small_product_is_one_dot_with_the_epilogue():
@@ -276,6 +283,9 @@ def test_thresholds_are_consistent():
     assert linalg._SMALL_MACS == _blas.SMALL_MACS
     assert linalg._GEMV_MIN_WEIGHT <= linalg._GEMV_MAX_WEIGHT
     assert SIZES["gemv"][1] * SIZES["gemv"][2] >= linalg._GEMV_MIN_WEIGHT
+    m, k, n = SIZES["column"]
+    assert linalg._SMALL_MACS <= m * k * n < linalg._COLUMN_MAX_MACS and n == 1
+    assert 4 * 10 < linalg._COLUMN_MIN_MACS <= 300 * 20
     m, k, n = SIZES["large"]
     assert m * k * n >= linalg._SMALL_MACS
 
