@@ -631,6 +631,14 @@ def _step_function(step: Step) -> Callable[[list[Any]], None]:
                 slots[o] = _settle(step, r)[0]
             for s in release:
                 slots[s] = None
+    elif len(outs) == 1 and outs[0] >= 0:   # a sequence, map or optional: conformed
+        (o,) = outs
+
+        def call(slots: list[Any]) -> None:
+            r = read(slots)
+            slots[o] = _settle(step, r)[0] if type(r) is tuple else _checked(step, 0, r)
+            for s in release:
+                slots[s] = None
     else:
         n = len(outs)
         used = tuple((k, s, *test(k)) for k, s in enumerate(outs) if s >= 0)
