@@ -230,7 +230,8 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
     native_b = _blas.pack_weight(b_packed) if b_packed is not None else None
     # Small and single-row products against a constant 2-D B: np.dot on a numpy copy.
     b_dot = _dot_weight(b_packed)
-    k_dot, kn = (0, 0) if b_dot is None else (b_dot.shape[0], b_dot.size)
+    k_dot, n_dot = (0, 0) if b_dot is None else b_dot.shape
+    kn = k_dot * n_dot
     col_hi = _COLUMN_MAX_MACS if b_dot is not None and b_dot.shape[1] == 1 else 0
     if native_b is not None:
         b_packed = None  # the packed copy serves every run
@@ -243,7 +244,7 @@ def make_matmul(node: NodeView, ctx: ProviderContext):
                 if a.ndim <= 2:
                     y = np.dot(a_, b_dot)  # 1-D a: [K] @ [K, N] is [N], as MatMul's
                 else:
-                    y = np.dot(a_.reshape(m, k_dot), b_dot).reshape(a.shape[:-1] + (-1,))
+                    y = np.dot(a_.reshape(m, k_dot), b_dot).reshape(a.shape[:-1] + (n_dot,))
                 return y if y.dtype == a.dtype else y.astype(a.dtype)
         if native_b is not None:
             a_ = to_compute(a)

@@ -122,7 +122,7 @@ def test_gemm_integer_small(shape, dtype, alpha, beta):
     np.testing.assert_array_equal(y, want)
 
 
-MATMUL_A = [(10,), (1, 10), (3, 10), (2, 3, 10), (1, 1, 10), (0, 10)]
+MATMUL_A = [(10,), (1, 10), (3, 10), (2, 3, 10), (1, 1, 10), (0, 10), (0, 3, 10), (2, 0, 10)]
 
 
 @pytest.mark.parametrize("n", [4, 32, 1024])
