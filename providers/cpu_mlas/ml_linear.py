@@ -498,17 +498,47 @@ def make_linear_classifier(node: NodeView, ctx: ProviderContext) -> Kernel:
     elif labels.size < n_classes:
         raise ValueError(f"{name}: {labels.size} class labels for {n_classes} classes")
 
+    small, small_post = _small_linear(coef_t, intercepts, post if n_classes > 1 else mc.NONE)
+
     def kernel(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        xf = mc.as_float32_2d(x, name)
-        _check_features(xf, n_features, name)
-        s = xf.dot(coef_t)
-        s += intercepts
-        if n_classes == 1:
-            col = s[:, 0]
-            return two[(col > 0).view(np.int8)], mc.one_score(col, post, second)
-        return labels[s.argmax(axis=1)], mc.transform_scores(s, post)
+        if small is not None and (x.ndim == 1 or x.ndim == 2 and x.shape[0] <= _SMALL_ROWS):
+            best, s = small(x)
+            if n_classes > 1:
+                return labels[best], mc.transform_scores(s, small_post)
+        else:
+            xf = mc.as_float32_2d(x, name)
+            _check_features(xf, n_features, name)
+            s = xf.dot(coef_t)
+            s += intercepts
+            if n_classes > 1:
+                return labels[s.argmax(axis=1)], mc.transform_scores(s, post)
+        col = s[:, 0]
+        return two[(col > 0).view(np.int8)], mc.one_score(col, post, second)
 
     return kernel
+
+
+# up to this many rows a linear model is scored by the native small-batch routine (linear.h:
+# one call for the product, intercepts, first best index and LOGISTIC/SOFTMAX); more rows are
+# numpy products (BLAS)
+_SMALL_ROWS = 16
+_NATIVE_POST = {mc.NONE: 0, mc.LOGISTIC: 1, mc.SOFTMAX: 2}
+
+
+def _small_linear(coef_t: np.ndarray, bias: np.ndarray | None, post: int
+                  ) -> tuple[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None, int]:
+    """The native small-batch scorer of coefficients ``coef_t`` [F, n_out] and ``bias`` (None:
+    zeros), applying ``post`` when it can (NONE, LOGISTIC, SOFTMAX), and the transform left to
+    apply to its scores (``post`` or NONE); (None, post) without the native module."""
+    mod = _native.native()
+    if mod is None or not hasattr(mod, "linear") or coef_t.shape[1] == 0:
+        return None, post
+    n_out = coef_t.shape[1]
+    b = np.zeros(n_out, F32) if bias is None else bias
+    code = _NATIVE_POST.get(post)
+    lin = mod.linear(np.ascontiguousarray(coef_t.T, F32), np.asarray(b, F32),
+                     0 if code is None else code)
+    return lin.run, (post if code is None else mc.NONE)
 
 
 @op("LinearRegressor", domain=ML, since=1)
@@ -524,12 +554,19 @@ def make_linear_regressor(node: NodeView, ctx: ProviderContext) -> Kernel:
     n_features = coef_t.shape[0]
     bias = intercepts if intercepts.size == targets else None
 
+    small, small_post = _small_linear(coef_t, bias, post if targets > 1 else mc.NONE)
+
     def kernel(x: np.ndarray) -> np.ndarray:
-        xf = mc.as_float32_2d(x, name)
-        _check_features(xf, n_features, name)
-        y = xf.dot(coef_t)
-        if bias is not None:
-            y += bias
+        if small is not None and (x.ndim == 1 or x.ndim == 2 and x.shape[0] <= _SMALL_ROWS):
+            y = small(x)[1]
+            if targets > 1:
+                return mc.transform_scores(y, small_post)
+        else:
+            xf = mc.as_float32_2d(x, name)
+            _check_features(xf, n_features, name)
+            y = xf.dot(coef_t)
+            if bias is not None:
+                y += bias
         if targets == 1:
             return mc.one_score(y[:, 0], post, None) if post == mc.PROBIT else y
         return mc.transform_scores(y, post)

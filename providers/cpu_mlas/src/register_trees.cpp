@@ -1,12 +1,14 @@
 // Bindings of the ai.onnx.ml evaluators: the tree ensemble (the description's arrays checked
 // for size, the input cast to the ensemble's type, outputs allocated here, GIL released around
-// the walk) and the SVM (svm.h; built once per kernel, run on float32 rows).
+// the walk), the SVM (svm.h) and the small-batch linear scores (linear.h), both built once per
+// kernel and run on float32 rows.
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bind_util.h"
+#include "linear.h"
 #include "svm.h"
 #include "tree_ensemble.h"
 
@@ -87,6 +89,20 @@ struct PyTreeEnsemble {
 };
 
 
+// The rows of x, a float32 [N, F] or [F] array of n_features columns (errors name `what`).
+size_t float_rows(const Arr<float>& x, size_t n_features, const char* what) {
+  if (!x) throw py::type_error(std::string(what) + "'s input must be numeric");
+  if (x.ndim() != 1 && x.ndim() != 2) {
+    throw py::value_error(std::string(what) + "'s input must have rank 1 or 2");
+  }
+  const size_t cols = static_cast<size_t>(x.shape(x.ndim() - 1));
+  if (cols != n_features) {
+    throw py::value_error("input has " + std::to_string(cols) + " features, the model " +
+                          "expects " + std::to_string(n_features));
+  }
+  return x.ndim() == 1 ? 1 : static_cast<size_t>(x.shape(0));
+}
+
 // Below this many multiply-adds of kernel evaluation the SVM runs holding the GIL.
 constexpr size_t kKeepGilSvm = 1 << 16;
 
@@ -98,16 +114,7 @@ struct PySvm {
   // [N, n_scores]); a regressor the scores.
   py::object run(const py::array& x_in) const {
     const Arr<float> x = Arr<float>::ensure(x_in);
-    if (!x) throw py::type_error("an SVM's input must be numeric");
-    if (x.ndim() != 1 && x.ndim() != 2) {
-      throw py::value_error("an SVM's input must have rank 1 or 2");
-    }
-    const size_t rows = x.ndim() == 1 ? 1 : static_cast<size_t>(x.shape(0));
-    const size_t cols = static_cast<size_t>(x.shape(x.ndim() - 1));
-    if (cols != m->n_features) {
-      throw py::value_error("input has " + std::to_string(cols) + " features, the model " +
-                            "expects " + std::to_string(m->n_features));
-    }
+    const size_t rows = float_rows(x, m->n_features, "an SVM");
     const auto n_rows = static_cast<py::ssize_t>(rows);
     py::array_t<float> scores({n_rows, static_cast<py::ssize_t>(m->n_scores())});
     const bool classifier = m->n_classes > 0;
@@ -126,6 +133,21 @@ struct PySvm {
   }
 };
 
+struct PyLinear {
+  std::shared_ptr<LinearModel> m;
+
+  // x: float32 [N, F] (or [F]) -> (best int64 [N], scores float32 [N, n_out]).
+  py::tuple run(const py::array& x_in) const {
+    const Arr<float> x = Arr<float>::ensure(x_in);
+    const size_t rows = float_rows(x, m->n_features, "a linear model");
+    const auto n_rows = static_cast<py::ssize_t>(rows);
+    py::array_t<float> scores({n_rows, static_cast<py::ssize_t>(m->n_out)});
+    py::array_t<int64_t> best(n_rows);
+    m->run(x.data(), rows, scores.mutable_data(), best.mutable_data());
+    return py::make_tuple(best, scores);
+  }
+};
+
 template <typename T>
 std::vector<T> values(const py::object& a, const char* what) {
   const auto v = arr<T>(a, what, -1);
@@ -135,6 +157,27 @@ std::vector<T> values(const py::object& a, const char* what) {
 }  // namespace
 
 void register_trees(py::module_& m) {
+  py::class_<PyLinear>(m, "Linear", "Linear scores for small batches (linear.h; immutable).")
+      .def("run", &PyLinear::run, py::arg("x"),
+           "Rows of x float32 [N, F] (or [F]): (index of each row's first best raw score, "
+           "int64 [N]; scores x W^T + b after the post transform, float32 [N, n_out]).");
+
+  m.def("linear", [](const py::object& w_in, const py::object& b_in, int post) {
+    if (post < 0 || post > 2) throw py::value_error("post must be 0..2");
+    auto l = std::make_shared<LinearModel>();
+    l->b = values<float>(b_in, "intercepts");
+    l->w = values<float>(w_in, "coefficients");
+    l->n_out = l->b.size();
+    if (l->n_out == 0 || l->w.size() % l->n_out) {
+      throw py::value_error("coefficients must hold n_out = len(intercepts) rows");
+    }
+    l->n_features = l->w.size() / l->n_out;
+    l->post = static_cast<LinearPost>(post);
+    return PyLinear{l};
+  }, py::arg("coefficients"), py::arg("intercepts"), py::arg("post") = 0,
+     "A Linear from coefficients [n_out * F] (row-major, one row an output) and intercepts "
+     "[n_out]; post 0 NONE, 1 LOGISTIC, 2 SOFTMAX (onnxruntime's float transforms).");
+
   py::class_<PySvm>(m, "Svm", "An SVM laid out for evaluation (svm.h; immutable).")
       .def("run", &PySvm::run, py::arg("x"),
            "Rows of x float32 [N, F] (or [F]): a classifier's (label indices int64 [N], scores "
