@@ -296,8 +296,11 @@ def test_thresholds_are_consistent():
 
 
 def test_native_threads_resolves_zero():
+    from onnxplex.providers.cpu_mlas import _native
     assert _blas.native_threads(3) == 3
     assert _blas.native_threads(0) >= 1
+    # (what the tree, linear and SVM kernels hand their native calls)
+    assert _native.threads(0) == _blas.native_threads(0) and _native.threads(2) == 2
 
 
 @pytest.mark.skipif(_blas._sgemm_module() is None, reason="the native module is not available")
