@@ -631,7 +631,7 @@ def make_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
 # a float32 row of at most this many finite values is normalised in Python floats: the norm
 # in double (onnxruntime: float32), each value rounded to float32 once at the end. None where
 # float32 sums or squares could overflow or underflow (the numpy path then runs)
-_ROW_VALUES = 64
+_ROW_VALUES = 32
 _F32_SAFE = (1e-20, 1e37)     # (a value whose float32 square underflows is then < 1e-9)
 
 

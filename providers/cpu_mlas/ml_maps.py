@@ -44,6 +44,7 @@ def make_zipmap(node: NodeView, ctx: ProviderContext) -> Kernel:
     keys = sorted(last)
     cols = np.array([last[k] for k in keys], np.intp)
     reorder = not np.array_equal(cols, np.arange(n))
+    cols_list = cols.tolist()
 
     def kernel(x: np.ndarray) -> list[dict]:
         if x.ndim == 1:
@@ -52,6 +53,9 @@ def make_zipmap(node: NodeView, ctx: ProviderContext) -> Kernel:
             raise ValueError(f"ZipMap: input must have rank 1 or 2, got shape {x.shape}")
         if x.shape[1] != n:
             raise ValueError(f"ZipMap: input has {x.shape[1]} columns for {n} class labels")
+        if x.shape[0] == 1:     # one row: its Python floats straight into one dict
+            row = x[0].tolist()
+            return [dict(zip(keys, [row[c] for c in cols_list] if reorder else row))]
         # column by column: C lists of N Python floats (a row-wise tolist makes N inner lists;
         # float32 -> float64 -> float is the float32 -> float onnxruntime returns, exactly)
         return build(*(x[:, cols] if reorder else x).T.astype(np.float64).tolist())
