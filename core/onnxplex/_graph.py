@@ -355,19 +355,41 @@ class Model:
         if structure:
             self._order: tuple[list[ir.Node], dict[str, int], dict[str, list[int]]] | None \
                 = None
-        inits = set(self.graph.initializers)
-        listed = {v.name for v in self.graph.inputs}
-        # Before IR 4 every initializer had to be listed as a graph input, and such inputs are
-        # constants; from IR 4 on, an initializer that is also an input is a default value a
-        # feed may override (onnxruntime's rule).
-        overridable = inits & listed if self.ir.ir_version >= 4 else set()
-        self.overridable: frozenset[str] = frozenset(overridable)
-        self.const_names: frozenset[str] = frozenset(inits - overridable)
-        self.input_names: tuple[str, ...] = tuple(v.name for v in self.graph.inputs
-                                                  if v.name not in inits) + self.outer_names
+        # (the names below too are computed when next read: passes reindex a dozen times)
+        self._names: tuple[frozenset[str], frozenset[str], tuple[str, ...]] | None = None
         self._value_infos: dict[str, ValueInfo] = {}
         self._node_views: list[NodeView] | None = None
         self._op_types: frozenset[str] | None = None
+
+    def _named(self) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+        if self._names is None:
+            graph = self.graph
+            inits = set(graph.initializers)
+            listed = {v.name for v in graph.inputs}
+            # Before IR 4 every initializer had to be listed as a graph input, and such
+            # inputs are constants; from IR 4 on, an initializer that is also an input is a
+            # default value a feed may override (onnxruntime's rule).
+            overridable = inits & listed if self.ir.ir_version >= 4 else set()
+            self._names = (frozenset(overridable), frozenset(inits - overridable),
+                           tuple(v.name for v in graph.inputs if v.name not in inits)
+                           + self.outer_names)
+        return self._names
+
+    @property
+    def overridable(self) -> frozenset[str]:
+        """Initializers that are also graph inputs (IR 4 on): defaults a feed may override."""
+        return self._named()[0]
+
+    @property
+    def const_names(self) -> frozenset[str]:
+        """Initializers that are constants (not overridable)."""
+        return self._named()[1]
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The inputs a run is fed: graph inputs that are not initializers, then the
+        outer-scope values a body reads (:attr:`outer_names`)."""
+        return self._named()[2]
 
     def order(self) -> None:
         """Compute the node order and indexes now, if the graph changed since (a cycle is
@@ -417,7 +439,9 @@ class Model:
     @property
     def node_views(self) -> list[NodeView]:
         if self._node_views is None:
-            self._node_views = [self._make_node_view(i, n) for i, n in enumerate(self.nodes)]
+            opsets = self.opsets
+            self._node_views = [self._make_node_view(i, n, opsets)
+                                for i, n in enumerate(self.nodes)]
         return self._node_views
 
     def node_view(self, index: int) -> NodeView:
@@ -425,13 +449,22 @@ class Model:
         that looks at a few nodes between reindexes)."""
         if self._node_views is not None:
             return self._node_views[index]
-        return self._make_node_view(index, self.nodes[index])
+        return self._make_node_view(index, self.nodes[index], self.opsets)
 
     def value_info(self, name: str) -> ValueInfo:
         info = self._value_infos.get(name)
         if info is None:
             info = self._make_value_info(self._find_value(name))
             self._value_infos[name] = info
+        return info
+
+    def _info_of(self, value: ir.Value) -> ValueInfo:
+        """:meth:`value_info` of a value a node of this graph reads or writes, given the value
+        itself (the one :meth:`_find_value` finds by its name: onnx-ir links a node to the
+        values it reads), without the search by name."""
+        info = self._value_infos.get(value.name)
+        if info is None:
+            info = self._value_infos[value.name] = self._make_value_info(value)
         return info
 
     def _find_value(self, name: str) -> ir.Value:
@@ -463,14 +496,14 @@ class Model:
                 else _readonly_array(tensor)
         return make_value_info(value, const)
 
-    def _make_node_view(self, index: int, node: ir.Node) -> NodeView:
+    def _make_node_view(self, index: int, node: ir.Node, opsets: Mapping[str, int]
+                        ) -> NodeView:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         own = node.metadata_props.get(OPSET_KEY)
-        opset = int(own) if own else self.opsets.get(domain, 1)
-        ins = tuple(
-            None if (v is None or not v.name) else self.value_info(v.name) for v in node.inputs
-        )
-        outs = tuple(None if not v.name else self.value_info(v.name) for v in node.outputs)
+        opset = int(own) if own else opsets.get(domain, 1)
+        info = self._info_of
+        ins = tuple(None if (v is None or not v.name) else info(v) for v in node.inputs)
+        outs = tuple(None if not v.name else info(v) for v in node.outputs)
         attrs: dict[str, Any] = {}
         arrays: dict[str, np.ndarray] | None = None
         bodies = False
@@ -539,17 +572,36 @@ _RAW_TYPES = {int(t): np.dtype(d).newbyteorder("<") for t, d in (
     (onnx.TensorProto.BOOL, np.bool_))}
 
 
+# Types stored element by element in a typed field of the proto (as skl2onnx and onnx's
+# helpers write small tensors): (field, numpy type), read as onnx-ir reads them.
+_FIELD_TYPES = {int(t): (f, np.dtype(d)) for t, f, d in (
+    (onnx.TensorProto.FLOAT, "float_data", np.float32),
+    (onnx.TensorProto.DOUBLE, "double_data", np.float64),
+    (onnx.TensorProto.INT64, "int64_data", np.int64),
+    (onnx.TensorProto.INT32, "int32_data", np.int32))}
+
+
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
     if type(tensor) is ir.serde.TensorProtoTensor:
         # the common case (a model's small weights, biases and shapes) without onnx-ir's
         # general reader: half its ~6 us a tensor
         proto = tensor.raw
-        dtype = _RAW_TYPES.get(proto.data_type)
-        if dtype is not None and proto.data_location != onnx.TensorProto.EXTERNAL:
-            raw = proto.raw_data
-            dims = tuple(proto.dims)
-            if raw and len(raw) == dtype.itemsize * _num_elements(dims):
-                return np.frombuffer(raw, dtype).reshape(dims)
+        kind = proto.data_type
+        if proto.data_location != onnx.TensorProto.EXTERNAL:
+            dtype = _RAW_TYPES.get(kind)
+            if dtype is not None and proto.HasField("raw_data"):
+                raw = proto.raw_data
+                dims = tuple(proto.dims)
+                if raw and len(raw) == dtype.itemsize * _num_elements(dims):
+                    return np.frombuffer(raw, dtype).reshape(dims)
+            elif kind in _FIELD_TYPES:
+                name, np_type = _FIELD_TYPES[kind]
+                values = getattr(proto, name)
+                dims = tuple(proto.dims)
+                if values and len(values) == _num_elements(dims):
+                    arr = np.array(values, np_type).reshape(dims)
+                    arr.flags.writeable = False
+                    return arr
     try:
         arr = tensor.read_array() if _is_a(tensor, _FileTensor) else tensor.numpy()
     except OnnxplexError:
@@ -672,6 +724,14 @@ def _topological_order(graph: ir.Graph,
         for o in n.outputs:
             if o.name:
                 producer[o.name] = i
+    # Files list their nodes in order (ONNX asks for it): then that order is the answer
+    # (Kahn's below, smallest index first, returns it too), found in one walk.
+    for i, n in enumerate(nodes):
+        names = consumed[id(n)] if consumed is not None else _consumed_names(n)
+        if any(producer.get(name, -1) >= i for name in names):
+            break
+    else:
+        return nodes
     deps: list[set[int]] = []
     users: list[list[int]] = [[] for _ in nodes]
     for i, n in enumerate(nodes):
@@ -792,7 +852,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
                 ir.external_data.set_base_dir(model.graph, base_dir)
         loaded = Model(model, base_dir)
         # loaded.nodes orders the graph: a cycle is refused there, by name
-        if list(model.graph) != loaded.nodes or _unsorted_bodies(model.graph):
+        bodies = any(a.bodies for n in walked.graph.nodes for a in n.attrs)
+        if list(model.graph) != loaded.nodes or (bodies and _unsorted_bodies(model.graph)):
             # ONNX wants nodes in topological order and onnx-ir's passes rely on it; a
             # file that lists them otherwise is put in order (onnxruntime accepts such files)
             model.graph.sort()

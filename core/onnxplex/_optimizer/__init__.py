@@ -201,23 +201,41 @@ def _run_optimistically(model: Model, ctx: OptimizerContext, passes: list[Pass],
 _MODULES = ("_basic", "_scan", "_fusions_cnn", "_fusions_transformer", "_layout")
 
 
+_loaded = False
+
+
 def _load_passes() -> None:
+    global _loaded
+    if _loaded:   # (importing the modules again is a dictionary lookup each, per session)
+        return
     import importlib
 
     for name in _MODULES:
         importlib.import_module(f"{__name__}.{name}")
+    _loaded = True
+
+
+_order_cache: tuple[tuple[Pass, ...], list[Pass]] | None = None
 
 
 def _ordered() -> list[Pass]:
     """By level, then by module (_MODULES order), then by registration: whatever the import
-    order was, basic passes run before fusions and CNN fusions before transformer ones."""
+    order was, basic passes run before fusions and CNN fusions before transformer ones.
+    (Sorted again only when the registered passes changed.)"""
+    global _order_cache
+    registered = tuple(PASSES)
+    if _order_cache is not None and _order_cache[0] == registered:
+        return list(_order_cache[1])
+
     def key(item: tuple[int, Pass]) -> tuple[int, int, int]:
         k, p = item
         module = getattr(p.run, "__module__", "").rsplit(".", 1)[-1]
         rank = _MODULES.index(module) if module in _MODULES else len(_MODULES)
         return (p.level, rank, k)
 
-    return [p for _, p in sorted(enumerate(PASSES), key=key)]
+    ordered = [p for _, p in sorted(enumerate(registered), key=key)]
+    _order_cache = (registered, ordered)
+    return list(ordered)
 
 
 def pass_names() -> list[str]:

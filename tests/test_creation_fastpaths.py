@@ -1,0 +1,101 @@
+"""Shortcuts session creation takes must give what the general paths give."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper
+
+from onnxplex import _graph
+from onnxplex._graph import _readonly_array, _topological_order, load_model
+from onnxplex._optimizer import PASSES, Pass, _ordered
+
+
+@pytest.mark.parametrize("kind, values", [
+    (TensorProto.FLOAT, [1.5, -2.25, 3.0, 0.1, 7.0, 8.0]),
+    (TensorProto.DOUBLE, [1.5, -2.25, 3.0, 0.1, 7.0, 8.0]),
+    (TensorProto.INT64, [1, -2, 3, 2**40, 5, 6]),
+    (TensorProto.INT32, [1, -2, 3, 2**30, 5, 6]),
+])
+@pytest.mark.parametrize("raw", [False, True])
+def test_readonly_array_matches_onnx_ir(kind, values, raw):
+    if raw:
+        arr = np.array(values, helper.tensor_dtype_to_np_dtype(kind)).reshape(2, 3)
+        proto = onnx.numpy_helper.from_array(arr, "t")
+    else:
+        proto = helper.make_tensor("t", kind, [2, 3], values)
+    tensor = ir.serde.TensorProtoTensor(proto)
+    got = _readonly_array(tensor)
+    want = tensor.numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert not got.flags.writeable
+
+
+def test_readonly_array_wrong_length_still_refused():
+    proto = helper.make_tensor("t", TensorProto.INT64, [2], [1, 2])
+    proto.dims[:] = [3]   # 2 values for 3 elements
+    with pytest.raises(_graph.InvalidModelError, match="cannot be read"):
+        _readonly_array(ir.serde.TensorProtoTensor(proto))
+
+
+def _chain(order: list[int]) -> onnx.ModelProto:
+    """Relu chain x -> a0 -> a1 -> a2 -> y with its nodes listed in ``order``."""
+    names = ["x", "a0", "a1", "a2", "y"]
+    nodes = [helper.make_node("Relu", [names[i]], [names[i + 1]], name=f"n{i}") for i in range(4)]
+    graph = helper.make_graph([nodes[i] for i in order], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3], [3, 2, 1, 0], [1, 0, 3, 2]])
+def test_topological_order(order):
+    model = ir.serde.deserialize_model(_chain(order))
+    got = [n.name for n in _topological_order(model.graph)]
+    assert got == ["n0", "n1", "n2", "n3"]
+
+
+def test_topological_order_self_loop_is_a_cycle():
+    model = ir.serde.deserialize_model(_chain([0, 1, 2, 3]))
+    node = list(model.graph)[1]
+    node.replace_input_with(0, node.outputs[0])
+    with pytest.raises(_graph.InvalidModelError, match="cycle"):
+        _topological_order(model.graph)
+
+
+def test_names_follow_reindex():
+    weights = helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])
+    bias = helper.make_tensor("b", TensorProto.FLOAT, [2], [0.5, 0.5])
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], [weights, bias])
+    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert model.overridable == {"b"} and model.const_names == {"w"}
+    assert model.input_names == ("x",)
+    del model.graph.initializers["w"]
+    model.reindex(structure=False)
+    assert model.const_names == frozenset() and model.overridable == {"b"}
+    # node views see the same value descriptions as value_info by name
+    for view in model.node_views:
+        for v in (*view.inputs, *view.outputs):
+            assert v is model.value_info(v.name)
+
+
+def test_pass_order_follows_registration():
+    before = _ordered()
+    extra = Pass("test-only pass", 1, lambda ctx: 0)
+    PASSES.append(extra)
+    try:
+        after = _ordered()
+        assert [p for p in after if p is not extra] == before
+        # (a level-1 pass of no known module: after the basic passes, before the fusions)
+        assert all(p.level <= 1 for p in after[:after.index(extra)])
+        assert all(p.level > 1 for p in after[after.index(extra) + 1:])
+    finally:
+        PASSES.remove(extra)
+    assert _ordered() == before
