@@ -593,16 +593,16 @@ def make_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     """Rows divided by their max, L1 or L2 norm in float32 (a row whose norm is 0 is copied);
     L2 squares in the input type first, as onnxruntime does."""
     norm = mc.enum_attr(node, "norm", "MAX", ("MAX", "L1", "L2"))
-    one = _normalize_row[norm]
+    row_norm = _row_norm[norm]
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if x.dtype == F32 and 0 < x.size <= _ROW_VALUES and (x.ndim == 1 or x.shape[0] == 1):
             row = x.reshape(-1).tolist()
             t = sum(row)
             if t - t == 0:     # all finite (a NaN or an infinity makes t - t NaN)
-                y = one(row)
-                if y is not None:
-                    return np.array(y, F32).reshape(x.shape)
+                d = row_norm(row)
+                if d is not None:
+                    return x.copy() if d == 0 else x / F32(d)
         xr = _rows(x, "Normalizer")
         xf = xr if xr.dtype == F32 else xr.astype(F32)
         if xf.shape[1] == 0:
@@ -628,36 +628,30 @@ def make_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     return kernel
 
 
-# a float32 row of at most this many finite values is normalised in Python floats: the norm
-# in double (onnxruntime: float32), each value rounded to float32 once at the end. None where
-# float32 sums or squares could overflow or underflow (the numpy path then runs)
-_ROW_VALUES = 32
+# a float32 row of at most this many finite values takes its norm in Python floats (double;
+# onnxruntime sums in float32) and one numpy division by it as a float32. None where float32
+# sums or squares could overflow or underflow (the numpy path then runs)
+_ROW_VALUES = 64
 _F32_SAFE = (1e-20, 1e37)     # (a value whose float32 square underflows is then < 1e-9)
 
 
-def _max_row(row: list[float]) -> list[float] | None:
-    d = max(row)
-    return row if d == 0 else [v / d for v in row]
+def _max_norm(row: list[float]) -> float | None:
+    return max(row)
 
 
-def _l1_row(row: list[float]) -> list[float] | None:
+def _l1_norm(row: list[float]) -> float | None:
     d = sum(map(abs, row))
-    if d > _F32_SAFE[1]:
-        return None
-    return row if d == 0 else [v / d for v in row]
+    return None if d > _F32_SAFE[1] else d
 
 
-def _l2_row(row: list[float]) -> list[float] | None:
-    d = sum(v * v for v in row)
+def _l2_norm(row: list[float]) -> float | None:
+    d = sum(map(mul, row, row))
     if d == 0:
-        return row
-    if not _F32_SAFE[0] < d < _F32_SAFE[1]:
-        return None
-    d = math.sqrt(d)
-    return [v / d for v in row]
+        return 0.0
+    return math.sqrt(d) if _F32_SAFE[0] < d < _F32_SAFE[1] else None
 
 
-_normalize_row = {"MAX": _max_row, "L1": _l1_row, "L2": _l2_row}
+_row_norm = {"MAX": _max_norm, "L1": _l1_norm, "L2": _l2_norm}
 
 
 def _per_feature(values: np.ndarray, x: np.ndarray) -> np.ndarray:

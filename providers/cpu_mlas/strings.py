@@ -553,8 +553,9 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     gram_of, edges, vocab_get, v = pool.gram_of, pool.edges, pool.vocab.get, pool.V
 
     def small(rows: list[list]) -> np.ndarray:
-        """onnxruntime's loop itself, in Python, for a few dozen items."""
-        y = np.zeros((len(rows), out_size), np.float32)
+        """onnxruntime's loop itself, in Python, for a few dozen items; the rows are one list
+        of Python floats until the end (a fancy assignment per row costs more)."""
+        y = [0.0] * (len(rows) * out_size)
         edge = edges.get
         idf = mode == "IDF"
         for r, row in enumerate(rows):
@@ -586,9 +587,10 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
                 col = indexes_list[g]
                 w = 1.0 if weights_list is None else weights_list[g]
                 acc[col] = w if idf else acc.get(col, 0.0) + w
-            if acc:
-                y[r, list(acc)] = list(acc.values())
-        return y
+            base = r * out_size
+            for col, w in acc.items():
+                y[base + col] = w
+        return np.array(y, np.float32).reshape(len(rows), out_size)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
