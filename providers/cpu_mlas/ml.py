@@ -178,7 +178,7 @@ def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel
             # a few indices: their minimum in Python (numpy's min costs ~3 us on any size)
             if idx.size and (min(idx.tolist()) if idx.size <= 64 else idx.min()) < 0:
                 raise IndexError
-            out = np.take(x, idx, axis=-1)
+            out = x.take(idx, axis=-1)
         except IndexError:
             raise IndexError(f"ArrayFeatureExtractor: indices {idx.tolist()} out of range "
                              f"for the last dimension ({n})") from None
