@@ -104,11 +104,19 @@ def make_dict_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
             first[key] = k
     declared = node.outputs[0].dtype if node.outputs and node.outputs[0] is not None else None
     get = first.get
+    copies = list(zip(copies_src, copies_dst))
 
     def kernel(d: dict) -> np.ndarray:
         if not isinstance(d, dict):
             raise TypeError(f"DictVectorizer: input must be a dict, got {type(d).__name__}")
         dtype = declared if declared is not None else _value_dtype(d)
+        if size <= _SMALL_VOCABULARY and dtype.kind != "O":   # the row as one list
+            row: list[Any] = [0] * (size + 1)    # the extra slot takes keys outside it
+            for k, v in d.items():
+                row[get(k, size)] = v
+            for src, dst in copies:
+                row[dst] = row[src]
+            return np.array(row[:size], dtype).reshape(1, size)
         out = np.zeros(size + 1, dtype)      # the extra slot takes keys outside the vocabulary
         if out.dtype.kind == "O":
             out[:] = ""
@@ -119,6 +127,11 @@ def make_dict_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
         return out[:size].reshape(1, size)
 
     return kernel
+
+
+# up to this many vocabulary entries DictVectorizer builds its row as a list (a fancy
+# assignment into a numpy row costs more)
+_SMALL_VOCABULARY = 64
 
 
 def _value_dtype(d: dict) -> np.dtype:

@@ -162,6 +162,7 @@ def general_paths(monkeypatch):
     from onnxplex.providers.cpu_mlas import ml, ml_maps
     monkeypatch.setattr(ml, "SMALL_LOOKUP", -1)
     monkeypatch.setattr(ml_maps, "SMALL_LOOKUP", -1)
+    monkeypatch.setattr(ml_maps, "_SMALL_VOCABULARY", -1)
     monkeypatch.setattr(ml_linear, "_ROW_VALUES", 0)
     monkeypatch.setattr(ml_linear, "_small_linear", lambda coef_t, bias, post: (None, post))
 
@@ -184,6 +185,7 @@ def _ops_tests():
                                                               "SOFTMAX_ZERO", "PROBIT")
           for c, lab in ((1, None), (2, "int"), (3, "str"))],
         (t.test_linear_classifier_opsets_and_vector_input, ()),
+        *[(t.test_dict_vectorizer, (c,)) for c in range(len(t._DV_CASES))],
         (t.test_linear_classifier_ties_go_to_the_first_class, ()),
         *[(t.test_linear_regressor, (p, n, i)) for p in ("NONE", "SOFTMAX", "PROBIT")
           for n, i in ((1, True), (3, False), (2, "mismatched"))],
