@@ -99,3 +99,34 @@ def test_pass_order_follows_registration():
     finally:
         PASSES.remove(extra)
     assert _ordered() == before
+
+
+@pytest.mark.parametrize("values", [
+    ["BRANCH_LEQ", "LEAF"] * 40,
+    ["ünïcode", "", "a,b", "x y"] * 10,
+    ["nul\0inside"] + ["LEAF"] * 40,
+    ["short", "list"],
+])
+def test_long_strings_attribute_as_onnx_ir_reads_it(values):
+    from onnxplex import _fast_attrs
+
+    attr = helper.make_attribute("modes", values)
+    _fast_attrs.install()
+    got = ir.serde.deserialize_attribute(attr)
+    assert got.type == ir.AttributeType.STRINGS
+    assert got.value == tuple(values)
+
+
+def test_long_strings_attribute_not_utf8_still_refused():
+    attr = helper.make_attribute("modes", [b"\xff\xfe"] + [b"LEAF"] * 40)
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml",
+                            keys_strings=[b"a"] * 41, values_int64s=list(range(41)))
+    node.attribute[0].CopyFrom(attr)
+    node.attribute[0].name = "keys_strings"
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.STRING, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 2)])
+    with pytest.raises(_graph.InvalidModelError):
+        load_model(model.SerializeToString())

@@ -217,12 +217,22 @@ class _UnitGraph:
     """Reachability over the graph with already-fused groups contracted."""
 
     def __init__(self, model: Model) -> None:
-        self.succ = _successors(model)
+        self._model = model
+        self._succ: list[list[int]] | None = None
         self.unit_of: dict[int, tuple[int, ...]] = {}
+
+    @property
+    def succ(self) -> list[list[int]]:
+        """Successors by node, computed at the first fused claim (per-node claims, most
+        sessions' only kind, never need them)."""
+        if self._succ is None:
+            self._succ = _successors(self._model)
+        return self._succ
 
     def creates_cycle(self, group: Sequence[int]) -> bool:
         members = set(group)
-        stack = [w for v in group for w in self.succ[v] if w not in members]
+        succ = self.succ
+        stack = [w for v in group for w in succ[v] if w not in members]
         seen: set[int] = set()
         while stack:
             v = stack.pop()
@@ -231,7 +241,7 @@ class _UnitGraph:
             seen.add(v)
             if v in members:
                 return True
-            nxt = list(self.succ[v])
+            nxt = list(succ[v])
             unit = self.unit_of.get(v)
             if unit is not None:  # entering a fused unit lets a path leave from any member
                 nxt.extend(u for u in unit if u not in seen)

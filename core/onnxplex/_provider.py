@@ -147,7 +147,11 @@ class NodeGroup:
     group runs), by node index; given as a mapping, kept as sorted ``(index, note)`` pairs."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", tuple(int(i) for i in self.nodes))
+        nodes = self.nodes
+        if type(nodes) is not tuple or not all(type(i) is int for i in nodes):
+            object.__setattr__(self, "nodes", tuple(int(i) for i in nodes))
+        if self.node_notes == ():   # (the common case: a tuple of plain ints, no notes)
+            return
         notes = self.node_notes.items() if isinstance(self.node_notes, Mapping) \
             else self.node_notes
         object.__setattr__(self, "node_notes",
