@@ -1134,14 +1134,30 @@ def _walk_nodes(nodes: Sequence[onnx.NodeProto], where: str, depth: int) -> tupl
         op, name = node.op_type, node.name
         attrs = []
         for a in node.attribute:
-            aname = a.name
-            tensors: tuple[onnx.TensorProto, ...] = tuple(a.tensors)
-            if a.type == tensor or a.HasField("t"):
-                tensors = (a.t, *tensors)   # a TENSOR attribute without one: an empty tensor
-            subs = (a.g, *a.graphs) if a.HasField("g") else tuple(a.graphs)
-            bodies = tuple(_walk_graph(g, f"{where} > {op} {name!r}.{aname}", depth + 1)
-                           for g in subs) if subs else ()
-            attrs.append(_Attr(aname, a.type, tensors, bodies))
+            # The fields set, in one call (asking for each field by name was ~4 us an
+            # attribute): whatever the type says, every tensor and graph it holds is seen.
+            aname, kind, one, many, g, graphs = "", 0, None, (), None, ()
+            for fd, value in a.ListFields():
+                which = fd.name
+                if which == "name":
+                    aname = value
+                elif which == "type":
+                    kind = value
+                elif which == "t":
+                    one = value
+                elif which == "tensors":
+                    many = tuple(value)
+                elif which == "g":
+                    g = value
+                elif which == "graphs":
+                    graphs = tuple(value)
+            if one is None and kind == tensor:
+                one = a.t   # a TENSOR attribute without one: an empty tensor
+            tensors: tuple[onnx.TensorProto, ...] = many if one is None else (one, *many)
+            subs = graphs if g is None else (g, *graphs)
+            bodies = tuple(_walk_graph(body, f"{where} > {op} {name!r}.{aname}", depth + 1)
+                           for body in subs) if subs else ()
+            attrs.append(_Attr(aname, kind, tensors, bodies))
         out.append(_Node(op, node.domain, name, tuple(node.input), tuple(node.output),
                          tuple(attrs), node))
     return tuple(out)
