@@ -321,6 +321,9 @@ def _softmax_small(x: np.ndarray, axis: int, last: bool, log: bool) -> np.ndarra
 def _softmax_factory(log: bool, coerce_2d: bool):
     def make(node: NodeView, ctx: ProviderContext):
         axis = int(node.attr("axis", 1 if coerce_2d else -1))
+        nat = native()
+        rows = getattr(nat, "softmax_f32", None)   # (a build without it: numpy below)
+        f32 = np.dtype(np.float32)
 
         def kernel(x: np.ndarray) -> np.ndarray:
             ndim = x.ndim
@@ -332,6 +335,9 @@ def _softmax_factory(log: bool, coerce_2d: bool):
                 if coerce_2d and not last:   # opset < 13: softmax over the axes from `axis` on
                     xs = x.reshape(math.prod(x.shape[:ax]), -1)
                     last, ax = True, 1
+                if last and dt == f32 and rows is not None and xs.flags.c_contiguous:
+                    y = rows(xs, log)   # one native call: ~1 us against ~7 for the ufuncs
+                    return y if xs is x else y.reshape(x.shape)
                 wide = _SMALL_COMPUTE[dt]
                 if wide is None:
                     y = _softmax_small(xs, ax, last, log)

@@ -15,6 +15,7 @@
 #include "gelu.h"
 #include "layernorm.h"
 #include "parallel.h"
+#include "softmax.h"
 
 namespace onnxplex::mlas::bind {
 
@@ -307,6 +308,22 @@ void register_conv(py::module_& m) {
      py::arg("pads"),
      "2-D max pooling of x [C, H, W] into y [C, Ho, Wo] (written): begin pads (top, left), "
      "padding never wins, NaN propagates.");
+
+  m.def("softmax_f32", [](const py::array& x_in, bool log) {
+    if (!py::isinstance<F32>(x_in) || x_in.ndim() < 1) {
+      throw py::type_error("x must be a C-contiguous float32 array of rank >= 1");
+    }
+    const F32 x = x_in.cast<F32>();
+    const auto cols = static_cast<size_t>(x.shape(x.ndim() - 1));
+    F32 y(shape_of(x));
+    if (cols != 0) {
+      softmax_rows_f32(x.data(), y.mutable_data(), static_cast<size_t>(x.size()) / cols, cols,
+                       log);
+    }
+    return y;
+  }, py::arg("x"), py::arg("log"),
+     "(Log)Softmax of x over its last axis, in a new array: meant for small inputs (no threads, "
+     "the GIL held); a row whose max is not finite or that holds a NaN is NaN.");
 
   m.def("gelu_f32", [](const py::array& x_in, const py::object& b_in, py::array& y_in,
                        const py::array& coeffs_in, float clamp, size_t threads) {

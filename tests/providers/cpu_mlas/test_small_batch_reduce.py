@@ -219,6 +219,45 @@ def test_small_softmax_matches_the_large_paths_shifted_branch(log):
         np.testing.assert_allclose(got0, want0, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_native_small_softmax_matches_the_ufunc_path(log):
+    """The native row kernel (float32, last axis, C-contiguous) against the ufunc path on
+    random rows and on rows with -inf, +inf and NaN: the same values within float32 rounding
+    (its sum is in double), a row whose max is not finite or that holds a NaN NaN on both."""
+    from onnxplex.providers.cpu_mlas._native import native
+    nat = native()
+    if nat is None or not hasattr(nat, "softmax_f32"):
+        pytest.skip("the native module is not built")
+    rows = [RNG.standard_normal(c).astype(np.float32) * 5 for c in (1, 2, 3, 10, 257)]
+    special = [[-INF, 1.0, 2.0], [-INF, -INF, -INF], [0.0, INF, 1.0], [1.0, np.nan, 2.0],
+               [88.0, 89.0, -100.0]]
+    for r in rows + [np.array(v, np.float32) for v in special]:
+        for x in (r[None, :], np.stack([r, r[::-1]]), r):
+            with np.errstate(all="ignore"):
+                want = normalization._softmax_small(x, x.ndim - 1, True, log)
+            got = nat.softmax_f32(np.ascontiguousarray(x), log)
+            assert got.shape == x.shape and got.dtype == np.float32
+            np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7, equal_nan=True)
+
+
+def test_native_small_softmax_is_the_kernels_path(monkeypatch):
+    """A float32 small Softmax over the last axis calls the native row kernel (a Fortran-
+    ordered input and another axis take the ufuncs), all as onnxruntime gives them."""
+    from onnxplex.providers.cpu_mlas._native import native
+    nat = native()
+    if nat is None or not hasattr(nat, "softmax_f32"):
+        pytest.skip("the native module is not built")
+    calls = []
+    real = nat.softmax_f32
+    monkeypatch.setattr(nat, "softmax_f32", lambda x, log: calls.append(x.shape) or real(x, log))
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    check("Softmax", [x], opset=13, axis=-1, rtol=1e-5, atol=1e-6)
+    assert calls == [(3, 5)]
+    check("Softmax", [np.asfortranarray(x)], opset=13, axis=-1, rtol=1e-5, atol=1e-6)
+    check("LogSoftmax", [x], opset=13, axis=0, rtol=1e-5, atol=1e-6)
+    assert calls == [(3, 5)]
+
+
 @pytest.mark.parametrize("opset", [11, 13])
 @pytest.mark.parametrize("shape", [(1, 3), (1, 20), (2, 3, 4), (64, 256)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
