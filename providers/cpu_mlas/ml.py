@@ -171,6 +171,22 @@ def make_label_encoder_v1(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 @op("ArrayFeatureExtractor", domain=ML, since=1)
 def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel:
+    const = node.inputs[1].const if len(node.inputs) > 1 and node.inputs[1] is not None \
+        else None
+    if const is not None:   # constant column indices (skl2onnx's ColumnTransformer): checked
+        # once; a run whose input has the columns takes them at once
+        fixed = np.asarray(const).reshape(-1).astype(np.int64)
+        if fixed.size and fixed.min() >= 0:
+            size, top = fixed.size, int(fixed.max())
+
+            def take_fixed(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+                if x.ndim and x.shape[-1] > top:
+                    out = x.take(fixed, axis=-1)
+                    return out.reshape(1, size) if x.ndim == 1 else out
+                return kernel(x, indices)   # (the error, named as below)
+
+            return take_fixed
+
     def kernel(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
         idx = indices.reshape(-1).astype(np.int64, copy=False)
         n = x.shape[-1] if x.ndim else 0

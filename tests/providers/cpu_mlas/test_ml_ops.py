@@ -671,6 +671,36 @@ def test_array_feature_extractor(dtype):
         check(m, x, idx)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, object])
+def test_array_feature_extractor_constant_indices(dtype):
+    """Constant column indices (ColumnTransformer's conversions) are checked once; inputs of
+    each rank give onnxruntime's result, an input narrower than the largest index and a
+    negative index are errors in both."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(1)
+    for idx in ([2, 0, 2], [1], [-1]):
+        i = numpy_helper.from_array(np.array(idx, np.int64), "i")
+        for shape in ((4,), (1, 3), (5, 3), (2, 1, 4), (1, 2)):
+            x = rng.integers(0, 9, shape).astype(dtype)
+            if dtype is object:
+                x = x.astype(str).astype(object)
+            m = model("ArrayFeatureExtractor", [("x", elem_of(x)), ("i", TP.INT64)],
+                      [("y", elem_of(x))], 1)
+            m.graph.initializer.append(i)
+            try:
+                want = ort_run(m, x)[0]
+            except Exception:   # noqa: BLE001 - onnxruntime's out-of-range error
+                want = None
+            sess = onnxplex.InferenceSession(m.SerializeToString())
+            if want is None:
+                with pytest.raises(onnxplex.KernelExecutionError, match="out of range"):
+                    sess.run(None, {"x": x})
+                continue
+            got = sess.run(None, {"x": x})[0]
+            assert got.shape == want.shape and got.tolist() == want.tolist(), (idx, shape)
+
+
 def test_binarizer():
     x = np.array([[-1.0, 0.5, 0.5001], [2.0, 0.0, 0.49]], np.float32)
     for opset in OPSETS:
