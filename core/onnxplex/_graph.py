@@ -355,8 +355,11 @@ class Model:
         if structure:
             self._order: tuple[list[ir.Node], dict[str, int], dict[str, list[int]]] | None \
                 = None
-        # (the names below too are computed when next read: passes reindex a dozen times)
+        # (the names below too are computed when next read: passes reindex a dozen times;
+        # once read, they are plain attributes until the next reindex)
         self._names: tuple[frozenset[str], frozenset[str], tuple[str, ...]] | None = None
+        for name in ("overridable", "const_names", "input_names"):
+            self.__dict__.pop(name, None)
         self._value_infos: dict[str, ValueInfo] = {}
         self._node_views: list[NodeView] | None = None
         self._op_types: frozenset[str] | None = None
@@ -375,17 +378,17 @@ class Model:
                            + self.outer_names)
         return self._names
 
-    @property
+    @functools.cached_property
     def overridable(self) -> frozenset[str]:
         """Initializers that are also graph inputs (IR 4 on): defaults a feed may override."""
         return self._named()[0]
 
-    @property
+    @functools.cached_property
     def const_names(self) -> frozenset[str]:
         """Initializers that are constants (not overridable)."""
         return self._named()[1]
 
-    @property
+    @functools.cached_property
     def input_names(self) -> tuple[str, ...]:
         """The inputs a run is fed: graph inputs that are not initializers, then the
         outer-scope values a body reads (:attr:`outer_names`)."""
