@@ -63,10 +63,11 @@ _POSIX = {
 }
 _SIMPLE_ESCAPES = {"a": 7, "f": 12, "t": 9, "n": 10, "r": 13, "v": 11}
 _FLAG_LETTERS = "imsU"
+_FLAG_ASCII, _FLAG_DOTALL = int(re.ASCII), int(re.DOTALL)
 _MAX_REPEAT = 1000
 
 
-def _complement(ranges: Ranges) -> Ranges:
+def complement_ranges(ranges: Ranges) -> Ranges:
     out, lo = [], 0
     for a, b in sorted(ranges):
         if a > lo:
@@ -333,7 +334,7 @@ class _Translator:
                 if posix.group(2) not in _POSIX:
                     raise self.fail(f"invalid character class [:{posix.group(2)}:]")
                 cls = _POSIX[posix.group(2)]
-                ranges += _complement(cls) if posix.group(1) else cls
+                ranges += complement_ranges(cls) if posix.group(1) else cls
                 self.i += posix.end()
                 continue
             lo = self.class_char()
@@ -363,7 +364,7 @@ class _Translator:
         self.i += 1
         if c.lower() in _PERL:
             cls = _PERL[c.lower()]
-            return _complement(cls) if c.isupper() else list(cls)
+            return complement_ranges(cls) if c.isupper() else list(cls)
         if c in "pP":
             raise self.fail(f"Unicode classes \\{c} are not supported by onnxplex")
         return self.literal_escape(c)
@@ -393,6 +394,99 @@ def _first_is_longest(items) -> bool:
     return True
 
 
+def _merge(ranges: Ranges) -> Ranges:
+    out: Ranges = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+_WORD = _merge(_PERL["w"])
+
+
+def _one_char(item, dotall: bool) -> Ranges | None:
+    """The code points one parse-tree item matches when it matches exactly one character."""
+    c = _sre_c
+    op_, av = item
+    if op_ is c.LITERAL:
+        return [(av, av)]
+    if op_ is c.NOT_LITERAL:
+        return complement_ranges([(av, av)])
+    if op_ is c.ANY:
+        return [(0, _MAX_CP)] if dotall else complement_ranges([(10, 10)])
+    if op_ is c.IN:
+        negated, ranges = False, []
+        for k, (iop, iav) in enumerate(av):
+            if iop is c.NEGATE and k == 0:
+                negated = True
+            elif iop is c.LITERAL:
+                ranges.append((iav, iav))
+            elif iop is c.RANGE:
+                ranges.append(iav)
+            else:   # categories, case-folded ranges...
+                return None
+        ranges = _merge(ranges)
+        return complement_ranges(ranges) if negated else ranges
+    if op_ is c.SUBPATTERN:
+        _, add, rm, sub = av
+        if (add | rm) & ~(_FLAG_ASCII | _FLAG_DOTALL) or len(sub) != 1:
+            return None
+        return _one_char(sub[0], bool((dotall or add & _FLAG_DOTALL) and not rm & _FLAG_DOTALL))
+    return None
+
+
+def _is_boundary(item) -> bool:
+    """``(?a:\\b)``, the translation of RE2's ``\\b``."""
+    c = _sre_c
+    op_, av = item
+    if op_ is c.SUBPATTERN and av[1] == _FLAG_ASCII and not av[2] and len(av[3]) == 1:
+        op_, av = av[3][0]
+    return op_ is c.AT and av is c.AT_BOUNDARY
+
+
+def _char_runs(tree) -> tuple[Ranges, int, bool] | None:
+    """``(ranges, shortest, single)`` when the leftmost-longest matches of a pattern, searched
+    one after the other, are exactly the maximal runs of characters of one class (``ranges``)
+    of at least ``shortest`` characters (``single``: each character of the class alone):
+    ``C``, ``C+``, ``CC+``, ``C{n,}``..., and ``\\b`` at either end when C is ``\\w``. None for
+    any other pattern."""
+    c = _sre_c
+    if tree.state.flags & ~(re.UNICODE | re.ASCII):
+        return None
+    items = list(tree)
+    bounded = False
+    while items and _is_boundary(items[0]):
+        items.pop(0)
+        bounded = True
+    while items and _is_boundary(items[-1]):
+        items.pop()
+        bounded = True
+    if not items:
+        return None
+    ranges, shortest, runs = None, 0, False
+    for op_, av in items:
+        if op_ is c.MAX_REPEAT:
+            lo, hi, sub = av
+            if hi is not c.MAXREPEAT or lo < 1 or len(sub) != 1:
+                return None
+            cls, runs = _one_char(sub[0], False), True
+            shortest += lo
+        else:
+            cls = _one_char((op_, av), False)
+            shortest += 1
+        if cls is None or (ranges is not None and cls != ranges):
+            return None
+        ranges = cls
+    if not runs:   # C alone: each character; CC... (a fixed length) is not a run
+        return (ranges, 1, True) if shortest == 1 and not bounded else None
+    if bounded and ranges != _WORD:   # \b is where a \w run starts and ends
+        return None
+    return ranges, shortest, False
+
+
 class Re2Pattern:
     """A compiled RE2 pattern searched with leftmost-longest semantics (RE2's longest_match)."""
 
@@ -403,12 +497,15 @@ class Re2Pattern:
             self.regex = re.compile(py)
         except re.error as e:
             raise ValueError(f"{what}: cannot use the RE2 pattern {pattern!r}: {e}") from None
+        # char_runs: (ranges, shortest, single) when the matches are runs of one character
+        # class (see _char_runs), which a native tokenizer finds without a regex
         if _sre_parse is not None:
             tree = _sre_parse.parse(py)
             self.simple = _first_is_longest(tree)
             self.never_empty = tree.getwidth()[0] > 0
+            self.char_runs = _char_runs(tree)
         else:  # pragma: no cover
-            self.simple, self.never_empty = False, False
+            self.simple, self.never_empty, self.char_runs = False, False, None
         if not self.simple:
             logger.debug("%s: %r may match shorter leftmost-first than leftmost-longest; its "
                          "matches are lengthened one end at a time (slower)", what, pattern)

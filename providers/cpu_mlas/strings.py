@@ -16,8 +16,9 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from . import _native
 from ._np_helpers import str_guard
-from ._re2_syntax import Re2Pattern
+from ._re2_syntax import Re2Pattern, complement_ranges
 from ._registry import op
 
 Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...]"]
@@ -267,10 +268,18 @@ def make_tokenizer(node: NodeView, ctx: ProviderContext) -> Kernel:
         raise ValueError(f"Tokenizer: attribute 'mincharnum' ({min_chars}) must be 1 when "
                          "splitting into characters")
 
+    # (ranges, shortest, single) when the tokens are the runs of one character class
+    runs: tuple[list[tuple[int, int]], int, bool] | None = None
     if by_char:
         tokenize: Callable[[str], list[str]] = list   # every character, "\n" included
+        runs = ([(0, 0x10FFFF)], 1, True)
     elif seps is not None:
         patterns = [Re2Pattern(sep, "Tokenizer: attribute 'separators'") for sep in seps]
+        if all(p.char_runs is not None and p.char_runs[1] == 1 for p in patterns):
+            # each separator matches one character of a class (or a run of them): the pieces
+            # of at least mincharnum characters left by splitting on one after the other are
+            # the runs of the characters none of them matches
+            runs = (complement_ranges([r for p in patterns for r in p.char_runs[0]]), 1, False)
 
         def tokenize(text: str) -> list[str]:
             row = [text]
@@ -279,9 +288,14 @@ def make_tokenizer(node: NodeView, ctx: ProviderContext) -> Kernel:
             return row
     else:
         exp = Re2Pattern(tokenexp, "Tokenizer: attribute 'tokenexp'")
+        runs = exp.char_runs
 
         def tokenize(text: str) -> list[str]:
             return _find_tokens(exp, text, min_chars)
+
+    char_runs = getattr(_native.native(), "CharRuns", None)
+    native_runs = None if runs is None or char_runs is None else char_runs(
+        runs[0], runs[2], max(runs[1], min_chars), mark, pad)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         x = _strings(x)
@@ -289,6 +303,9 @@ def make_tokenizer(node: NodeView, ctx: ProviderContext) -> Kernel:
             raise ValueError(f"Tokenizer: input must be [C] or [N, C], got {x.shape}")
         if x.size == 0:   # onnxruntime: [N, 0] for [N, 0] (and [0, 0] for [0, C]); [0] for [0]
             return np.empty(x.shape[:1] + (0,) if x.ndim == 2 else (0,), dtype=object)
+        if native_runs is not None:   # one native pass writes the padded [N, T] tokens
+            tokens = native_runs(x.reshape(-1))
+            return tokens.reshape(x.shape + tokens.shape[1:])
         rows = list(map(tokenize, x.reshape(-1).tolist()))
         width = max(map(len, rows))
         if width == 0:
@@ -550,6 +567,11 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
 
     indexes_list = indexes.tolist()
     weights_list = None if weights is None else weights.tolist()
+    ngram_counter = getattr(_native.native(), "NgramCounter", None)
+    # the native counter runs `small`'s loop on every row (items looked up in pool.vocab)
+    counter = None if ngram_counter is None else ngram_counter(
+        pool.vocab, pool.gram_of, pool.edges, pool.V, indexes_list, weights_list or [],
+        ("TF", "IDF", "TFIDF").index(mode), min_n, max_n, max_skip, out_size)
     gram_of, edges, vocab_get, v = pool.gram_of, pool.edges, pool.vocab.get, pool.V
 
     def small(rows: list[list]) -> np.ndarray:
@@ -603,7 +625,9 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
             raise ValueError(f"TfIdfVectorizer: input must be [C] or [B, C] with B > 0, "
                              f"got {x.shape}")
         rows = x.reshape(1, -1) if x.ndim < 2 else x
-        if rows.size <= _SMALL_TFIDF_INPUT:
+        if counter is not None:
+            y = counter(rows)
+        elif rows.size <= _SMALL_TFIDF_INPUT:
             y = small(rows.tolist())
         else:
             y = weigh(rows.shape[0], *events(pool.ids1(rows))).reshape(rows.shape[0], out_size)

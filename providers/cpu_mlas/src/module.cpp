@@ -7,6 +7,7 @@
 namespace onnxplex::mlas::bind {
 void register_conv(py::module_& m);   // register_conv.cpp
 void register_trees(py::module_& m);  // register_trees.cpp
+void register_text(py::module_& m);   // register_text.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -17,4 +18,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_conv(m);    // dwconv_f32, bias_act_f32
   register_sgemm(m);   // SgemmPacked, sgemm_pack_a/b, sgemm
   register_trees(m);   // TreeEnsemble, tree_ensemble
+  register_text(m);    // CharRuns (Tokenizer), NgramCounter (TfIdfVectorizer)
 }

@@ -4,6 +4,7 @@ end to end through an onnxplex session on cpu_mlas."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import warnings
 
@@ -15,6 +16,8 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 import onnxplex
+from onnxplex.providers.cpu_mlas import _native
+from onnxplex.providers.cpu_mlas._re2_syntax import Re2Pattern
 
 from ._oracle import assert_same, ours
 
@@ -46,13 +49,46 @@ def ort_node(op_type: str, x: np.ndarray, out_type: int, domain: str = "",
     return sess.run(None, {"x": x})[0]
 
 
+# The Tokenizer's character-class runs and TfIdfVectorizer's counts have native kernels
+# (register_text.cpp); tests run both them and the Python / numpy paths.
+NATIVE = _native.native() is not None and hasattr(_native.native(), "CharRuns")
+
+
+@contextlib.contextmanager
+def without_native():
+    """Kernels built inside take the Python / numpy paths."""
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ONNXPLEX_MLAS_NATIVE", "0")
+            _native.native.cache_clear()
+            yield
+    finally:
+        _native.native.cache_clear()
+
+
+def ours_all_paths(op_type: str, x: np.ndarray, **kw) -> list[tuple[str, np.ndarray]]:
+    """cpu_mlas's output with the native module (when built) and without it."""
+    (got,) = ours(op_type, [x], **kw)
+    out = [("native" if NATIVE else "python", got)]
+    if NATIVE:
+        with without_native():
+            (got,) = ours(op_type, [x], **kw)
+        out.append(("python", got))
+    return out
+
+
 def check_node(op_type: str, x: np.ndarray, out_type: int, domain: str = "",
                **attrs) -> np.ndarray:
-    """cpu_mlas's kernel and onnxruntime on one node: same dtype, shape and values."""
-    (got,) = ours(op_type, [x], domain=domain, opset=17, **attrs)
+    """cpu_mlas's kernel (native and Python paths) and onnxruntime on one node: same dtype,
+    shape and values."""
     want = ort_node(op_type, x, out_type, domain, **attrs)
-    assert_same([got], [want])
-    return got
+    outs = ours_all_paths(op_type, x, domain=domain, opset=17, **attrs)
+    for path, got in outs:
+        try:
+            assert_same([got], [want])
+        except AssertionError as e:
+            raise AssertionError(f"{path} path: {e}") from None
+    return outs[0][1]
 
 
 def both_refuse(op_type: str, x: np.ndarray, out_type: int, domain: str = "",
@@ -178,8 +214,8 @@ def test_tokenizer_random_patterns(seed):
                 with pytest.raises(ValueError, match="Tokenizer: attribute"):
                     ours("Tokenizer", [texts], domain=MS, opset=17, **attrs)
                 continue
-            (got,) = ours("Tokenizer", [texts], domain=MS, opset=17, **attrs)
-            assert_same([got], [want])
+            for _, got in ours_all_paths("Tokenizer", texts, domain=MS, opset=17, **attrs):
+                assert_same([got], [want])
 
 
 def test_tokenizer_marks_and_padding():
@@ -231,6 +267,74 @@ def test_tokenizer_missing_attributes():
         attrs = {k: v for k, v in tok(separators=[" "]).items() if k != name}
         with pytest.raises(ValueError, match=name):
             ours("Tokenizer", [S("a")], domain=MS, opset=17, **attrs)
+
+
+# Tokens that are runs of one character class take a native scan (no regex): what decides it
+W = [(48, 57), (65, 90), (95, 95), (97, 122)]
+
+
+@pytest.mark.parametrize("pattern,runs", [
+    ("[a-zA-Z0-9_]+", (W, 1, False)),
+    ("\\w+", (W, 1, False)),
+    ("\\w{3,}", (W, 3, False)),
+    ("\\b\\w\\w+\\b", (W, 2, False)),
+    ("\\b\\w+", (W, 1, False)),
+    ("\\s+", ([(9, 10), (12, 13), (32, 32)], 1, False)),
+    ("\\S+", ([(0, 8), (11, 11), (14, 31), (33, 0x10FFFF)], 1, False)),
+    ("[^ ]+", ([(0, 31), (33, 0x10FFFF)], 1, False)),
+    (".", ([(0, 9), (11, 0x10FFFF)], 1, True)),
+    ("(?s:.)+", ([(0, 0x10FFFF)], 1, False)),
+    ("[.]", ([(46, 46)], 1, True)),
+    ("\\?", ([(63, 63)], 1, True)),
+    ("[[:alpha:]é]+", ([(65, 90), (97, 122), (233, 233)], 1, False)),
+    ("\\w\\w", None), ("\\b[a-z]+\\b", None), ("\\b\\w", None), ("a+b+", None),
+    ("a*", None), ("(?i)a+", None), ("[a-z]{2,5}", None), ("ab", None), ("ab|c", None),
+    ("a|b", ([(97, 98)], 1, True)),   # one character either way
+])
+def test_char_runs_patterns(pattern, runs):
+    assert Re2Pattern(pattern, "t").char_runs == runs
+
+
+RUN_TEXTS = S("Hello, wörld_1! x", "", "  ", "ab\x00cd\x02e\x03", "Straße ÉTÉ été naïve",
+              "\u4e2d\u6587 \u03a9mega\u2003tab\tnl\nv\vff\fcr\r\u00a0nb", "a\U0001f600bb 😀",
+              "x", "ab-cd (ef) [gh] i@j 'k' \"l\"", "aa bbb cccc ddddd")
+
+
+@pytest.mark.parametrize("attrs", [
+    tok(tokenexp="[a-zA-Z0-9_]+"),
+    tok(tokenexp="[a-zA-Z0-9_]+", mark=1, pad_value="<p>"),
+    tok(tokenexp="[a-zA-Z0-9_]+", mincharnum=3),
+    tok(tokenexp="\\b\\w\\w+\\b"),
+    tok(tokenexp="\\b\\w\\w+\\b", mincharnum=4),
+    tok(tokenexp="\\w{3,}", mark=1),
+    tok(tokenexp="\\S+"),
+    tok(tokenexp="[^ ]+", mincharnum=2),
+    tok(tokenexp=".+"),
+    tok(tokenexp="(?s:.)+", mark=1),
+    tok(tokenexp="[a-zé\\x{4e2d}-\\x{9fff}\\x{1f600}]+"),
+    tok(tokenexp="[^a-z ]"),
+    tok(tokenexp="[a-z]", mincharnum=2),
+    tok(tokenexp="."),
+    tok(tokenexp=".", mark=1, pad_value=""),
+    tok(separators=[""], mark=1),
+    tok(separators=SKL_SEPARATORS),
+    tok(separators=SKL_SEPARATORS, mincharnum=3, mark=1),
+    tok(separators=["\\s+", "[.,!?]"]),
+    tok(separators=["\\s", "\\x{3a9}", "\\x{1f600}"], mark=1),
+    tok(separators=["é"]),
+], ids=lambda a: ",".join(f"{k}={v!r}"[:30] for k, v in a.items()))
+@pytest.mark.parametrize("shape", [(10,), (2, 5), (10, 1)])
+def test_tokenizer_character_runs(attrs, shape):
+    """The native scan of character-class runs: every kind of str (ASCII, Latin-1, BMP,
+    astral), empty and all-separator strings, marks, padding, mincharnum."""
+    x = RUN_TEXTS.reshape(shape)
+    y = check_node("Tokenizer", x, TP.STRING, MS, **attrs)
+    assert y.shape[:-1] == shape
+
+
+def test_tokenizer_character_runs_non_contiguous():
+    x = RUN_TEXTS.reshape(2, 5)[:, ::2]
+    check_node("Tokenizer", x, TP.STRING, MS, **tok(tokenexp="\\w+"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,6 +408,7 @@ def test_string_normalizer_bad_inputs_and_attributes():
 
 # Small inputs are counted by a Python loop, larger ones with numpy, walking the n-gram trie
 # through a dense table (small vocabularies) or sorted keys: each case runs all three.
+# The native counter (when built) does every size.
 TFIDF_PATHS = {"python": {"_SMALL_TFIDF_INPUT": 10**9},
                "numpy-dense": {"_SMALL_TFIDF_INPUT": 0},
                "numpy-sorted": {"_SMALL_TFIDF_INPUT": 0, "_DENSE_TRIE_ENTRIES": 0}}
@@ -313,11 +418,15 @@ def check_tfidf(x: np.ndarray, **attrs) -> None:
     from onnxplex.providers.cpu_mlas import strings
 
     want = ort_node("TfIdfVectorizer", x, TP.FLOAT, **attrs)
-    for path, settings in TFIDF_PATHS.items():
-        with pytest.MonkeyPatch.context() as mp:
-            for name, value in settings.items():
-                mp.setattr(strings, name, value)
+    paths = dict(TFIDF_PATHS, native=None) if NATIVE else TFIDF_PATHS
+    for path, settings in paths.items():
+        if settings is None:
             (got,) = ours("TfIdfVectorizer", [x], opset=17, **attrs)
+        else:
+            with without_native(), pytest.MonkeyPatch.context() as mp:
+                for name, value in settings.items():
+                    mp.setattr(strings, name, value)
+                (got,) = ours("TfIdfVectorizer", [x], opset=17, **attrs)
         try:
             assert_same([got], [want])
         except AssertionError as e:
@@ -389,6 +498,22 @@ def test_tfidf_characters(mode):
     text = list("ab é\U0001f600a\nzab ab")
     for row in (text, text + ["ab"], text + [""], ["\U0001f601"] * 3):
         check_tfidf(S(*row).reshape(1, -1), **attrs)
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+def test_tfidf_unicode_words(mode):
+    """Words of every str kind (ASCII, Latin-1, BMP, astral), long ones, the empty string,
+    a padding value; a batch large enough for the numpy paths."""
+    words = ["ab", "été", "\u4e2d\u6587", "\U0001f600x", "", "#", "a" * 40, "b" * 17, "Ab",
+             "e\u0301t\u00e9"]
+    rng = np.random.default_rng(7)
+    counts, pool, perm = random_pool(rng, words, (1, 2), 8)
+    attrs = dict(mode=mode, min_gram_length=1, max_gram_length=2, max_skip_count=1,
+                 ngram_counts=counts, ngram_indexes=perm.tolist(), pool_strings=pool,
+                 weights=rng.uniform(0.1, 3.0, perm.size).astype(np.float32).tolist())
+    docs = rng.choice(np.array(words + ["zz", "\U0001f601x", "a" * 39], dtype=object), (30, 9))
+    check_tfidf(docs, **attrs)
+    check_tfidf(docs[:1], **attrs)
 
 
 def test_tfidf_empty_rows_and_scalar():
