@@ -10,6 +10,7 @@ onnxruntime's CPU kernels (``core/providers/cpu/ml``).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -68,10 +69,19 @@ def _row_dicts(keys: list) -> Callable[..., list[dict]]:
     """A function turning C columns (lists of N numbers) into N dicts {keys[j]: column_j[i]}:
     for up to 64 columns a comprehension with a dict display written for C
     (``{k0: r0, k1: r1}``, 3-4x faster than ``dict(zip(keys, row))``); only the column count
-    goes into the generated code, the keys are bound as arguments."""
+    goes into the generated code (made once per count, see :func:`_row_maker`), the keys are
+    bound as arguments."""
     n = len(keys)
     if not 0 < n <= 64:
         return lambda *columns: [dict(zip(keys, row)) for row in zip(*columns)]
+    return _row_maker(n)(*keys)
+
+
+@functools.cache
+def _row_maker(n: int) -> Callable[..., Callable[..., list[dict]]]:
+    """``make(k0, ..., k{n-1})`` returning the comprehension over n columns; generated and
+    compiled once per column count in a process (compile() took ~0.3-1 ms, paid by every
+    session of a classifier before), at most 64 of them."""
     ks = ", ".join(f"k{j}" for j in range(n))
     cs = ", ".join(f"c{j}" for j in range(n))
     rs = ", ".join(f"r{j}" for j in range(n))
@@ -80,7 +90,7 @@ def _row_dicts(keys: list) -> Callable[..., list[dict]]:
             f"    return lambda {cs}: [{{{body}}} for {rs}, in zip({cs})]\n")
     namespace: dict[str, Any] = {}
     exec(compile(code, "<ZipMap rows>", "exec"), namespace)  # noqa: S102 - integers only
-    return namespace["make"](*keys)
+    return namespace["make"]
 
 
 # --------------------------------------------------------------------------------------------

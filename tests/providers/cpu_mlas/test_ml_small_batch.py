@@ -318,3 +318,15 @@ def test_linear_classifier_nan_scores_and_bad_rows():
     for bad in (np.zeros((2, 5), np.float32), np.zeros((1, 2, 4), np.float32)):
         with pytest.raises(ValueError):
             ours(m, bad)
+
+
+def test_zipmap_row_code_is_shared_by_column_count_not_labels():
+    """The generated row builder is made once per column count; two label sets of one size
+    (strings and ints) still get their own keys."""
+    from onnxplex.providers.cpu_mlas import ml_maps
+    a = ml_maps._row_dicts(["x", "y", "z"])
+    b = ml_maps._row_dicts([7, 8, 9])
+    cols = ([0.5, 1.5], [2.5, 3.5], [4.5, 5.5])
+    assert a(*cols) == [{"x": 0.5, "y": 2.5, "z": 4.5}, {"x": 1.5, "y": 3.5, "z": 5.5}]
+    assert b(*cols) == [{7: 0.5, 8: 2.5, 9: 4.5}, {7: 1.5, 8: 3.5, 9: 5.5}]
+    assert ml_maps._row_maker(3) is ml_maps._row_maker(3)
