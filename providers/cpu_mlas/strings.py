@@ -298,14 +298,18 @@ def make_tokenizer(node: NodeView, ctx: ProviderContext) -> Kernel:
         runs[0], runs[2], max(runs[1], min_chars), mark, pad)
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if native_runs is not None and x.dtype == object and x.size and 0 < x.ndim < 3:
+            try:   # one native pass writes the padded [N, T] tokens
+                return native_runs(x)
+            except TypeError:   # an item is not a str: decoded (bytes) or refused below
+                pass
         x = _strings(x)
         if x.ndim not in (1, 2):
             raise ValueError(f"Tokenizer: input must be [C] or [N, C], got {x.shape}")
         if x.size == 0:   # onnxruntime: [N, 0] for [N, 0] (and [0, 0] for [0, C]); [0] for [0]
             return np.empty(x.shape[:1] + (0,) if x.ndim == 2 else (0,), dtype=object)
-        if native_runs is not None:   # one native pass writes the padded [N, T] tokens
-            tokens = native_runs(x.reshape(-1))
-            return tokens.reshape(x.shape + tokens.shape[1:])
+        if native_runs is not None:
+            return native_runs(x)
         rows = list(map(tokenize, x.reshape(-1).tolist()))
         width = max(map(len, rows))
         if width == 0:

@@ -29,10 +29,14 @@ namespace onnxplex::mlas::bind {
 
 namespace {
 
-// numpy.empty(shape, "O"): an object array of None that numpy owns and lets us write.
-py::array empty_objects(py::ssize_t rows, py::ssize_t cols) {
+// numpy.empty(x.shape + (cols,), "O"): an object array of None that numpy owns and lets us
+// write.
+py::array empty_objects(const py::array& x, py::ssize_t cols) {
   static const auto* empty = new py::object(py::module_::import("numpy").attr("empty"));
-  return (*empty)(py::make_tuple(rows, cols), "O");
+  py::tuple shape(x.ndim() + 1);
+  for (py::ssize_t d = 0; d < x.ndim(); ++d) shape[d] = py::int_(x.shape(d));
+  shape[x.ndim()] = py::int_(cols);
+  return (*empty)(shape, "O");
 }
 
 // A C-contiguous object array's items (a copy of the array when it is not contiguous).
@@ -57,6 +61,82 @@ inline void put(PyObject** slot, PyObject* obj) {
   Py_XDECREF(old);
 }
 
+// A cheap hash of a str's code units, 8 bytes at a time (tokens are short).
+inline uint64_t hash_units(const char* data, size_t len, uint32_t kind) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(len) << 2 | kind);
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, data + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+  }
+  if (i < len) {  // the last 1-7 bytes, shifted in (a short memcpy to the stack and a wide
+    uint64_t w = 0;   // load back stall on store forwarding)
+    for (size_t j = i; j < len; ++j) {
+      w |= static_cast<uint64_t>(static_cast<unsigned char>(data[j])) << (8 * (j - i));
+    }
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+  }
+  h *= 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 29);
+}
+
+// The tokens a CharRuns made from 1-byte (ASCII / Latin-1) text, by content: a repeated token
+// is the same str object again, no allocation (text repeats its words). At most kMaxEntries
+// tokens of at most kMaxLen characters are kept (references held until the tokenizer goes).
+class TokenCache {
+ public:
+  static constexpr size_t kMaxEntries = 1 << 14, kMaxLen = 32;
+
+  // A new reference to s[start:end] (s a 1-byte str), or nullptr with a Python error set.
+  PyObject* get(PyObject* s, py::ssize_t start, py::ssize_t end) {
+    const auto len = static_cast<size_t>(end - start);
+    if (len < 2 || len > kMaxLen) return PyUnicode_Substring(s, start, end);
+    const char* p = reinterpret_cast<const char*>(PyUnicode_1BYTE_DATA(s)) + start;
+    const uint64_t h = hash_units(p, len, 1);
+    size_t at = 0;
+    if (!slots_.empty()) {
+      const size_t mask = slots_.size() - 1;
+      for (at = h & mask; slots_[at] >= 0; at = (at + 1) & mask) {
+        const Entry& e = entries_[static_cast<size_t>(slots_[at])];
+        if (e.hash == h && static_cast<size_t>(PyUnicode_GET_LENGTH(e.obj.ptr())) == len &&
+            std::memcmp(PyUnicode_1BYTE_DATA(e.obj.ptr()), p, len) == 0) {
+          return Py_NewRef(e.obj.ptr());
+        }
+      }
+    }
+    // (no Python code runs between the probe above and the insert below)
+    PyObject* tok = PyUnicode_Substring(s, start, end);
+    if (tok == nullptr || entries_.size() >= kMaxEntries) return tok;
+    entries_.push_back({h, py::reinterpret_borrow<py::object>(tok)});
+    if (entries_.size() * 2 > slots_.size()) {
+      slots_.assign(std::max<size_t>(1024, slots_.size() * 2), -1);
+      for (size_t e = 0; e < entries_.size(); ++e) insert(e);
+    } else {
+      slots_[at] = static_cast<int32_t>(entries_.size() - 1);
+    }
+    return tok;
+  }
+
+ private:
+  struct Entry {
+    uint64_t hash;
+    py::object obj;
+  };
+
+  void insert(size_t e) {
+    const size_t mask = slots_.size() - 1;
+    size_t at = entries_[e].hash & mask;
+    while (slots_[at] >= 0) at = (at + 1) & mask;
+    slots_[at] = static_cast<int32_t>(e);
+  }
+
+  std::vector<Entry> entries_;
+  std::vector<int32_t> slots_;  // entry index or -1; a power of two, at most half full
+};
+
 class CharRuns {
  public:
   CharRuns(const std::vector<std::pair<uint32_t, uint32_t>>& ranges, bool single,
@@ -74,8 +154,9 @@ class CharRuns {
     end_ = py::reinterpret_steal<py::object>(PyUnicode_FromOrdinal(0x03));
   }
 
-  // x: an object array of str (any shape) -> [x.size, T] tokens, padded; T is 0 when no item
-  // has a token (no marks then), else the most tokens of an item (+ 2 with marks).
+  // x: an object array of str (any shape) -> x.shape + [T] tokens, padded; T is 0 when no item
+  // has a token (no marks then), else the most tokens of an item (+ 2 with marks). A TypeError
+  // for an item that is not a str.
   py::array call(const py::array& x_in) const {
     const py::array x = object_items(x_in, "Tokenizer input");
     const auto n = static_cast<size_t>(x.size());
@@ -102,9 +183,9 @@ class CharRuns {
       counts[i] = spans.size() - before;
       width = std::max(width, counts[i]);
     }
-    if (width == 0) return empty_objects(static_cast<py::ssize_t>(n), 0);
+    if (width == 0) return empty_objects(x, 0);
     const size_t cols = width + (mark_ ? 2 : 0);
-    py::array out = empty_objects(static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(cols));
+    py::array out = empty_objects(x, static_cast<py::ssize_t>(cols));
     auto** slot = static_cast<PyObject**>(out.mutable_data());
     PyObject* pad = pad_.ptr();
     size_t k = 0;
@@ -114,7 +195,9 @@ class CharRuns {
       size_t j = 0;
       if (mark_) put(row + j++, Py_NewRef(start_.ptr()));
       for (size_t t = 0; t < counts[i]; ++t, ++k) {
-        PyObject* tok = PyUnicode_Substring(s, spans[k].first, spans[k].second);
+        PyObject* tok = PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND
+                            ? cache_.get(s, spans[k].first, spans[k].second)
+                            : PyUnicode_Substring(s, spans[k].first, spans[k].second);
         if (tok == nullptr) throw py::error_already_set();
         put(row + j++, tok);
       }
@@ -159,6 +242,7 @@ class CharRuns {
   bool mark_;
   py::str pad_;
   py::object start_, end_;
+  mutable TokenCache cache_;  // (its calls run no Python code: safe across re-entry)
 };
 
 // A set of strs (their canonical code units and kind) -> ids: open addressing, a cheap hash of
@@ -191,28 +275,10 @@ class StrTable {
   };
 
   static Key key_of(PyObject* s) {
-    Key k;
-    k.kind = static_cast<uint32_t>(PyUnicode_KIND(s));
-    k.len = static_cast<uint32_t>(k.kind * static_cast<size_t>(PyUnicode_GET_LENGTH(s)));
-    k.data = static_cast<const char*>(PyUnicode_DATA(s));
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(k.len) << 2 | k.kind);
-    size_t i = 0;
-    for (; i + 8 <= k.len; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, k.data + i, 8);
-      h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-      h ^= h >> 32;
-    }
-    if (i < k.len) {  // the last 1-7 bytes (shifted in: a short memcpy to the stack and a
-      uint64_t w = 0;   // wide load back stall on store forwarding)
-      for (size_t j = i; j < k.len; ++j) {
-        w |= static_cast<uint64_t>(static_cast<unsigned char>(k.data[j])) << (8 * (j - i));
-      }
-      h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-      h ^= h >> 32;
-    }
-    h *= 0xC4CEB9FE1A85EC53ull;
-    return {k.data, k.len, k.kind, h ^ (h >> 29)};
+    const auto kind = static_cast<uint32_t>(PyUnicode_KIND(s));
+    const auto len = static_cast<uint32_t>(kind * static_cast<size_t>(PyUnicode_GET_LENGTH(s)));
+    const auto* data = static_cast<const char*>(PyUnicode_DATA(s));
+    return {data, len, kind, hash_units(data, len, kind)};
   }
 
   int32_t find(const Key& k) const {
@@ -408,7 +474,7 @@ void register_text(py::module_& m) {
            "class is a token, else each maximal run of them; runs shorter than min_chars are "
            "dropped; mark frames each row with U+0002 ... U+0003; pad fills the rows.")
       .def("__call__", &CharRuns::call, py::arg("x"),
-           "An object array of str -> [x.size, T] tokens (T 0 when none has a token).");
+           "An object array of str -> x.shape + [T] tokens (T 0 when none has a token).");
   py::class_<NgramCounter>(m, "NgramCounter", "TfIdfVectorizer's n-gram counts (immutable).")
       .def(py::init<py::dict, std::vector<int32_t>, const py::dict&, int64_t,
                     std::vector<int64_t>, std::vector<float>, int, int, int, int, int64_t>(),

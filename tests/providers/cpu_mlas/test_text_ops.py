@@ -337,6 +337,29 @@ def test_tokenizer_character_runs_non_contiguous():
     check_node("Tokenizer", x, TP.STRING, MS, **tok(tokenexp="\\w+"))
 
 
+def test_tokenizer_character_runs_reused_kernel():
+    """One session run on several inputs: the native scan reuses the str objects of tokens it
+    made before (up to a bound: more distinct tokens than it keeps, long ones)."""
+    model = node_model("Tokenizer", S("a"), TP.STRING, MS, **tok(tokenexp="[a-z0-9]+"))
+    sess = onnxplex.InferenceSession(model.SerializeToString(), providers=["cpu_mlas"])
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    many = " ".join(f"w{i}" for i in rng.permutation(20000))
+    for texts in (S("ab cd ab", "cd ab", "x" * 40 + " ab"), S(many[:50000], many[50000:]),
+                  S("ab cd ab", "été ab cd", "x" * 40 + " ab"), S(many[::-1], "w1 w2 w3")):
+        got = sess.run(None, {"x": texts})[0]
+        want = ref.run(None, {"x": texts})[0]
+        assert_same([got], [want])
+
+
+def test_tokenizer_character_runs_bytes_items():
+    """bytes among the items (constant initializers) are decoded first."""
+    x = np.array([b"ab cd", "\u00e9t\u00e9 x".encode()], dtype=object)
+    for _, got in ours_all_paths("Tokenizer", x, domain=MS, opset=17,
+                                 **tok(tokenexp="[a-z]+")):
+        assert got.tolist() == [["ab", "cd"], ["t", "x"]]
+
+
 # --------------------------------------------------------------------------------------------
 # StringNormalizer
 # --------------------------------------------------------------------------------------------
