@@ -99,8 +99,19 @@ def make_string_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     fold = None if sensitive else _case_changer("LOWER", locale)   # compared in lower case
     stopset = frozenset(stops if fold is None else map(fold, stops))
     change = None if action == "NONE" else _case_changer(action, locale)
+    # no stopwords, a case change: ASCII strs natively (both mappings agree there)
+    case_map = getattr(_native.native(), "case_map", None)
+    if stopset or change is None:
+        case_map = None
+    upper = action == "UPPER"
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if case_map is not None and x.dtype == object and x.size and (
+                x.ndim == 1 or x.ndim == 2 and x.shape[0] == 1):
+            try:
+                return case_map(x, upper, change)
+            except TypeError:   # an item is not a str: decoded (bytes) or refused below
+                pass
         x = _strings(x)
         if not (x.ndim == 1 or x.ndim == 2 and x.shape[0] == 1) or x.size == 0:
             raise ValueError(f"StringNormalizer: input must be [C] or [1, C] with C > 0, "

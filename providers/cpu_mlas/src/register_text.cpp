@@ -1,6 +1,7 @@
 // Text kernels that work on the Python objects themselves (str items of object arrays), so
 // they live with the bindings rather than in mlas_core:
 //
+// * case_map: StringNormalizer's LOWER / UPPER on ASCII strs (others call back to Python).
 // * CharRuns: com.microsoft Tokenizer when every token is a run of characters of one class
 //   (strings.py / _re2_syntax.py decide: tokenexp "[a-zA-Z0-9_]+", "\w+", "\S+", "\b\w\w+\b",
 //   "." by characters, separators that each match one character of a class). One call
@@ -461,6 +462,47 @@ class NgramCounter {
   int64_t out_size_;
 };
 
+// StringNormalizer's case change: ASCII strs here (unchanged ones are the same object
+// again), any other item through `other` (a Python function of one str). A TypeError for an
+// item that is not a str.
+py::array case_map(const py::array& x_in, bool upper, const py::function& other) {
+  const py::array x = object_items(x_in, "StringNormalizer input");
+  static const auto* empty = new py::object(py::module_::import("numpy").attr("empty"));
+  py::tuple shape(x.ndim());
+  for (py::ssize_t d = 0; d < x.ndim(); ++d) shape[d] = py::int_(x.shape(d));
+  py::array out = (*empty)(shape, "O");
+  const auto n = static_cast<size_t>(x.size());
+  auto* const* items = static_cast<PyObject* const*>(x.data());
+  auto** slot = static_cast<PyObject**>(out.mutable_data());
+  const unsigned char lo = upper ? 'a' : 'A';
+  for (size_t i = 0; i < n; ++i) {
+    PyObject* s = items[i];
+    if (!ready_str(s)) throw py::type_error("StringNormalizer input items must be str");
+    PyObject* r = nullptr;
+    if (PyUnicode_CheckExact(s) && PyUnicode_IS_ASCII(s)) {
+      const auto* p = static_cast<const unsigned char*>(PyUnicode_DATA(s));
+      const py::ssize_t len = PyUnicode_GET_LENGTH(s);
+      py::ssize_t k = 0;
+      while (k < len && static_cast<unsigned char>(p[k] - lo) >= 26) ++k;
+      if (k == len) {
+        r = Py_NewRef(s);
+      } else {
+        r = PyUnicode_New(len, 127);
+        if (r == nullptr) throw py::error_already_set();
+        auto* q = static_cast<unsigned char*>(PyUnicode_DATA(r));
+        std::memcpy(q, p, static_cast<size_t>(len));
+        for (; k < len; ++k) {
+          if (static_cast<unsigned char>(q[k] - lo) < 26) q[k] ^= 0x20;
+        }
+      }
+    } else {
+      r = other(py::handle(s)).release().ptr();
+    }
+    put(slot + i, r);
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_text(py::module_& m) {
@@ -475,6 +517,9 @@ void register_text(py::module_& m) {
            "dropped; mark frames each row with U+0002 ... U+0003; pad fills the rows.")
       .def("__call__", &CharRuns::call, py::arg("x"),
            "An object array of str -> x.shape + [T] tokens (T 0 when none has a token).");
+  m.def("case_map", &case_map, py::arg("x"), py::arg("upper"), py::arg("other"),
+        "An object array of str -> its items in lower (upper) case, same shape: ASCII strs "
+        "here (unchanged ones not copied), the others by other(item).");
   py::class_<NgramCounter>(m, "NgramCounter", "TfIdfVectorizer's n-gram counts (immutable).")
       .def(py::init<py::dict, std::vector<int32_t>, const py::dict&, int64_t,
                     std::vector<int64_t>, std::vector<float>, int, int, int, int, int64_t>(),

@@ -414,6 +414,24 @@ def test_string_normalizer_all_removed(two_d):
     assert y.ravel().tolist() == [""]
 
 
+@pytest.mark.parametrize("action", ["LOWER", "UPPER"])
+@pytest.mark.parametrize("locale", [UTF8, "C"])
+def test_string_normalizer_ascii_and_other_items(action, locale):
+    """No stopwords: ASCII strs are mapped natively (changed or not), the others in Python;
+    bytes items (constant initializers) are decoded first."""
+    texts = ("already lower", "MiXeD 123_!", "UPPER", "", "\x7f\x00@[`{", "Été", "ΣΑΣ",
+             "İx", "ß", "a\U0001f600B")
+    if _locale_works(UTF8) or locale == "C":
+        check_node("StringNormalizer", S(*texts), TP.STRING, case_change_action=action,
+                   locale=locale)
+    x = np.array([b"Ab", "c\u00c9".encode()], dtype=object)
+    for _, got in ours_all_paths("StringNormalizer", x, opset=17, case_change_action=action,
+                                 locale=locale):
+        want = {("LOWER", UTF8): ["ab", "cé"], ("UPPER", UTF8): ["AB", "CÉ"],
+                ("LOWER", "C"): ["ab", "cÉ"], ("UPPER", "C"): ["AB", "CÉ"]}[action, locale]
+        assert got.tolist() == want
+
+
 def test_string_normalizer_bad_inputs_and_attributes():
     both_refuse("StringNormalizer", S("a"), TP.STRING, match="case_change_action",
                 case_change_action="lower")
