@@ -315,6 +315,9 @@ class StrTable {
 
 enum class Weighting { kTF = 0, kIDF = 1, kTFIDF = 2 };
 
+// Outputs of at least this many floats (1 MB) are allocated zeroed by numpy.zeros.
+constexpr size_t kCallocFloats = size_t{1} << 18;
+
 class NgramCounter {
  public:
   // vocab: item (str, bytes or int) -> token id 0..V-1; gram_of[node]: the n-gram id ending
@@ -349,9 +352,18 @@ class NgramCounter {
     if (x_in.ndim() != 2) throw py::value_error("NgramCounter: input must be [B, C]");
     const auto b = static_cast<size_t>(x_in.shape(0));
     const auto c = static_cast<size_t>(x_in.shape(1));
-    py::array_t<float> y({static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(out_size_)});
+    const py::ssize_t shape[2] = {static_cast<py::ssize_t>(b),
+                                  static_cast<py::ssize_t>(out_size_)};
+    const size_t total = b * static_cast<size_t>(out_size_);
+    py::array_t<float> y;
+    if (total >= kCallocFloats) {  // numpy.zeros: calloc'd pages come zeroed, written once
+      static const auto* zeros = new py::object(py::module_::import("numpy").attr("zeros"));
+      y = (*zeros)(py::make_tuple(shape[0], shape[1]), "float32");
+    } else {  // (calling numpy.zeros costs ~1.5 us more than this)
+      y = py::array_t<float>({shape[0], shape[1]});
+      std::fill(y.mutable_data(), y.mutable_data() + total, 0.0f);
+    }
     float* yp = y.mutable_data();
-    std::fill(yp, yp + b * static_cast<size_t>(out_size_), 0.0f);
     // per call, not members: a lookup may run Python code (an item's __eq__), which may run
     // this kernel again
     Scratch sc(c, static_cast<size_t>(out_size_));
