@@ -306,7 +306,7 @@ def make_tokenizer(node: NodeView, ctx: ProviderContext) -> Kernel:
 
     char_runs = getattr(_native.native(), "CharRuns", None)
     native_runs = None if runs is None or char_runs is None else char_runs(
-        runs[0], runs[2], max(runs[1], min_chars), mark, pad)
+        runs[0], runs[2], max(runs[1], min_chars), mark, pad).run
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if native_runs is not None and x.dtype == object and x.size and 0 < x.ndim < 3:
@@ -586,7 +586,7 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     # the native counter runs `small`'s loop on every row (items looked up in pool.vocab)
     counter = None if ngram_counter is None else ngram_counter(
         pool.vocab, pool.gram_of, pool.edges, pool.V, indexes_list, weights_list or [],
-        ("TF", "IDF", "TFIDF").index(mode), min_n, max_n, max_skip, out_size)
+        ("TF", "IDF", "TFIDF").index(mode), min_n, max_n, max_skip, out_size).run
     gram_of, edges, vocab_get, v = pool.gram_of, pool.edges, pool.vocab.get, pool.V
 
     def small(rows: list[list]) -> np.ndarray:
@@ -630,6 +630,8 @@ def make_tfidf_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
         return np.array(y, np.float32).reshape(len(rows), out_size)
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if counter is not None and x.ndim == 2 and x.shape[0] and x.dtype == object:
+            return counter(x)   # the tokens of a Tokenizer
         x = np.asarray(x)
         if x.dtype.kind in "SU":
             x = _strings(x)

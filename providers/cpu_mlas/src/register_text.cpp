@@ -30,19 +30,20 @@ namespace onnxplex::mlas::bind {
 
 namespace {
 
-// numpy.empty(x.shape + (cols,), "O"): an object array of None that numpy owns and lets us
-// write.
-py::array empty_objects(const py::array& x, py::ssize_t cols) {
-  static const auto* empty = new py::object(py::module_::import("numpy").attr("empty"));
-  py::tuple shape(x.ndim() + 1);
-  for (py::ssize_t d = 0; d < x.ndim(); ++d) shape[d] = py::int_(x.shape(d));
-  shape[x.ndim()] = py::int_(cols);
-  return (*empty)(shape, "O");
+// A new object array of x's shape (+ [cols] when cols >= 0). numpy zero-fills a new object
+// array's memory: its items are NULL, not None, until written (every caller writes them all;
+// put() releases NULL as nothing).
+py::array new_objects(const py::array& x, py::ssize_t cols = -1) {
+  static const auto* object = new py::dtype("O");
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  if (cols >= 0) shape.push_back(cols);
+  return py::array(*object, shape);
 }
 
 // A C-contiguous object array's items (a copy of the array when it is not contiguous).
 py::array object_items(const py::array& x, const char* what) {
   if (x.dtype().kind() != 'O') throw py::type_error(std::string(what) + " must be an object array");
+  if (x.flags() & py::array::c_style) return x;
   return py::array::ensure(x, py::array::c_style);
 }
 
@@ -184,9 +185,9 @@ class CharRuns {
       counts[i] = spans.size() - before;
       width = std::max(width, counts[i]);
     }
-    if (width == 0) return empty_objects(x, 0);
+    if (width == 0) return new_objects(x, 0);
     const size_t cols = width + (mark_ ? 2 : 0);
-    py::array out = empty_objects(x, static_cast<py::ssize_t>(cols));
+    py::array out = new_objects(x, static_cast<py::ssize_t>(cols));
     auto** slot = static_cast<PyObject**>(out.mutable_data());
     PyObject* pad = pad_.ptr();
     size_t k = 0;
@@ -412,7 +413,10 @@ class NgramCounter {
   }
 
   struct Scratch {
-    Scratch(size_t c, size_t out) : ids(c), acc(out, 0.0), seen(out, 0) {}
+    Scratch(size_t c, size_t out) : ids(c), acc(out, 0.0), seen(out, 0) {
+      found.reserve(2 * c);
+      touched.reserve(c);
+    }
     std::vector<int32_t> ids, found;
     std::vector<double> acc;  // a row's sums by column
     std::vector<char> seen;
@@ -479,10 +483,7 @@ class NgramCounter {
 // item that is not a str.
 py::array case_map(const py::array& x_in, bool upper, const py::function& other) {
   const py::array x = object_items(x_in, "StringNormalizer input");
-  static const auto* empty = new py::object(py::module_::import("numpy").attr("empty"));
-  py::tuple shape(x.ndim());
-  for (py::ssize_t d = 0; d < x.ndim(); ++d) shape[d] = py::int_(x.shape(d));
-  py::array out = (*empty)(shape, "O");
+  py::array out = new_objects(x);
   const auto n = static_cast<size_t>(x.size());
   auto* const* items = static_cast<PyObject* const*>(x.data());
   auto** slot = static_cast<PyObject**>(out.mutable_data());
@@ -527,7 +528,7 @@ void register_text(py::module_& m) {
            "ranges: the class's code point ranges (lo, hi); single: each character of the "
            "class is a token, else each maximal run of them; runs shorter than min_chars are "
            "dropped; mark frames each row with U+0002 ... U+0003; pad fills the rows.")
-      .def("__call__", &CharRuns::call, py::arg("x"),
+      .def("run", &CharRuns::call, py::arg("x"),
            "An object array of str -> x.shape + [T] tokens (T 0 when none has a token).");
   m.def("case_map", &case_map, py::arg("x"), py::arg("upper"), py::arg("other"),
         "An object array of str -> its items in lower (upper) case, same shape: ASCII strs "
@@ -538,7 +539,7 @@ void register_text(py::module_& m) {
            py::arg("vocab"), py::arg("gram_of"), py::arg("edges"), py::arg("v"),
            py::arg("indexes"), py::arg("weights"), py::arg("mode"), py::arg("min_n"),
            py::arg("max_n"), py::arg("max_skip"), py::arg("out_size"))
-      .def("__call__", &NgramCounter::call, py::arg("x"),
+      .def("run", &NgramCounter::call, py::arg("x"),
            "[B, C] items (object, int32 or int64) -> [B, out] float32.");
 }
 
