@@ -14,6 +14,12 @@ onnxplex / onnxruntime (below 1 is faster), with the medians in ms. Outputs are 
 first (rtol 1e-4, atol 1e-5). onnxruntime's StringNormalizer gets locale C.UTF-8 (its default,
 en_US.UTF-8, is often not installed; the case mapping is the same). The machine is shared:
 only the ratios mean anything.
+
+cpu_mlas runs these nodes natively when ``_mlas_native`` is built (StringNormalizer's case
+change of ASCII strs, the Tokenizer's character-class runs, TfIdfVectorizer's counts; see
+providers/cpu_mlas/src/register_text.cpp); ``ONNXPLEX_MLAS_NATIVE=0`` times the Python /
+numpy paths instead. The TF-IDF model's "whole model" rows also hold its IDF Mul and L2
+Normalizer over the dense [B, max_features] output, most of its time at batch 1000.
 """
 
 from __future__ import annotations
