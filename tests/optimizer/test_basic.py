@@ -245,18 +245,19 @@ def test_saved_optimized_model_loads_in_onnxruntime(tmp_path, level):
 
 @pytest.mark.parametrize("op, identity, expect", [
     ("Mul", 1.0, ["Relu"]), ("Add", 0.0, ["Relu"]), ("Mul", 2.0, ["Relu", "Mul"]),
-    ("Add", [0.0, 0.0, 0.0, 0.0], ["Relu", "Add"]),
+    ("Add", [0.0, 0.0, 0.0, 0.0], ["Relu"]), ("Add", [0.0, 0.0, 0.0, 1.0], ["Relu", "Add"]),
 ])
 def test_no_op_chain_rules_run_only_when_they_can_match(op, identity, expect):
-    """The no-op chain pass (onnxscript's rules) runs when the graph has a candidate; its
-    ``applies`` test must never skip one that matches (here: x * 1, x + 0), and skips a zero
-    bias vector (the rules match scalars only: trying them at every bias Add was a cost)."""
+    """The no-op chain pass runs when the graph has a candidate; its ``applies`` test must
+    never skip one that matches (here: x * 1, x + 0, x + a small zero vector) and skips the
+    rest (x * 2, a bias that is not all zero: onnxscript's rules match scalars only, and
+    trying them at every bias Add was a cost)."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node(op, ["r", "c"], ["y"])]
     inits = [numpy_helper.from_array(np.array(identity, np.float32), "c")]
     off, on = _same(_model(nodes, [X], [Y], inits), FEED)
     assert _ops(on) == expect
     report = {r.name: r for r in on._optimizer_reports}["no-op chains"]
-    assert (report.seconds > 0) == (identity in (0.0, 1.0))
+    assert (report.seconds > 0) == (expect == ["Relu"])
 
 
 def test_a_cnn_session_does_not_load_the_rewriter():
@@ -409,3 +410,35 @@ def test_folding_inf_and_nan_results_warns_nothing():
         (y,) = sess.run(None, {"x": np.ones(3, np.float32)})
     assert _ops(sess) == ["Add", "Add"]
     assert np.isnan(y[0]) and y[1] == 2 and np.isnan(y[2])
+
+
+@pytest.mark.parametrize("op, const, side, removed", [
+    ("Add", np.zeros((1, 3), np.float32), 1, True),    # skl2onnx's BernoulliNB zero row
+    ("Add", np.zeros((1, 3), np.float32), 0, True),    # 0 + x
+    ("Sub", np.zeros(3, np.float32), 1, True),
+    ("Mul", np.ones((1, 3), np.float32), 0, True),     # 1 * x
+    ("Mul", np.ones((1, 1, 3), np.float32), 0, False),  # raises x's rank
+    ("Div", np.ones((2, 3), np.float32), 1, True),     # dims match x's: no broadcast
+    ("Sub", np.zeros(3, np.float32), 0, False),        # 0 - x is -x
+    ("Div", np.ones(3, np.float32), 0, False),         # 1 / x
+    ("Add", np.zeros((2, 2, 3), np.float32), 1, False),  # broadcasts x to a higher rank
+    ("Add", np.zeros((2, 3), np.float32), 1, False),   # x's dim 0 symbolic: 2 not known
+    ("Add", np.array([0, 0, 1e-7], np.float32), 1, False),
+    ("Mul", np.ones(65, np.float32), 1, False),        # larger than the rule reads
+])
+def test_neutral_constant_operands_are_removed(op, const, side, removed):
+    """x + 0, x - 0, x * 1, x / 1 with a small constant tensor become nothing when the
+    constant cannot change x's shape or type by broadcasting (onnxruntime's NoopElimination);
+    anything else stays, and every case gives the unoptimized session's values."""
+    n = const.shape[-1]
+    shape = [2, n]
+    declared = ["N", n] if const.shape == (2, 3) and not removed else shape
+    ins = ["x", "c"] if side == 1 else ["c", "x"]
+    nodes = [helper.make_node("Relu", ["x0"], ["x"]), helper.make_node(op, ins, ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x0", F, declared)],
+                   [helper.make_tensor_value_info("y", F, None)],
+                   [numpy_helper.from_array(const, "c")])
+    feed = {"x0": np.random.default_rng(0).standard_normal(shape).astype(np.float32) + 2}
+    off, on = _same(model, feed)
+    assert _ops(on) == (["Relu"] if removed else ["Relu", op])
+    assert on.run(None, feed)[0].shape == off.run(None, feed)[0].shape

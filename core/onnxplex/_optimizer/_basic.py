@@ -86,6 +86,8 @@ def _noop_candidate(node: ir.Node) -> bool:
             return perm is None or list(perm.value) == sorted(perm.value)
         return False
     if op in _IDENTITY_OPERAND:
+        if _neutral_operand(node) is not None:
+            return True
         for v in node.inputs:
             t = v.const_value if v is not None else None
             # onnxscript's x * 1, x + 0 patterns match a scalar (rank 0) within a tolerance
@@ -115,7 +117,14 @@ def _noop_chains(ctx: OptimizerContext) -> int:
     for n in all_nodes(ctx.model.graph):
         if not _noop_candidate(n):
             continue
-        if _same_type_cast(n):
+        keep = _neutral_operand(n) if n.op_type in _IDENTITY_OPERAND else None
+        if keep is not None:   # x + 0, x * 1 ... by a small constant tensor: Identity(x)
+            n.op_type = "Identity"
+            n.attributes.clear()
+            n.resize_inputs(1)
+            n.replace_input_with(0, keep)
+            same_type += 1
+        elif _same_type_cast(n):
             n.op_type = "Identity"
             n.attributes.clear()
             same_type += 1
@@ -140,6 +149,44 @@ def _noop_chains(ctx: OptimizerContext) -> int:
         return same_type
     return same_type + apply_rules(ctx.model.ir, chosen,
                                    gate=lambda node: id(node) in candidates)
+
+
+_NEUTRAL_MAX_ELEMENTS = 64
+"""The largest constant operand :func:`_neutral_operand` reads (a bias of a transformer layer
+is not worth reading at every session creation; skl2onnx's zero rows of Naive Bayes are)."""
+
+
+def _neutral_operand(node: ir.Node) -> ir.Value | None:
+    """The other input when ``node`` (Add, Sub, Mul, Div) has a constant operand of at most
+    :data:`_NEUTRAL_MAX_ELEMENTS` elements, all of the op's neutral value (0 added, 0
+    subtracted, 1 multiplied, a divisor of 1), that cannot change the other input's shape
+    or type by broadcasting: its rank is at most the other's, each of its dims is 1 or the
+    other's (known) dim, and the two element types agree. None otherwise. (As onnxruntime's
+    NoopElimination: x + 0 gives +0.0 for x = -0.0, Identity keeps -0.0.)"""
+    if len(node.inputs) != 2 or len(node.outputs) != 1 or node.attributes:
+        return None
+    neutral = _IDENTITY_OPERAND[node.op_type]
+    sides = (1,) if node.op_type in ("Sub", "Div") else (1, 0)
+    for k in sides:
+        c, x = node.inputs[k], node.inputs[1 - k]
+        if c is None or x is None or c.const_value is None or not c.is_initializer():
+            continue
+        t = c.const_value
+        dims = tuple(t.shape)
+        if math.prod(dims) > _NEUTRAL_MAX_ELEMENTS or x.shape is None or x.dtype is None \
+                or t.dtype != x.dtype or not _plain_tensor(x):
+            continue
+        xdims = tuple(x.shape)
+        if len(dims) > len(xdims) or any(
+                d != 1 and d != xd for d, xd in zip(reversed(dims), reversed(xdims))):
+            continue   # (a symbolic dim of x against a constant dim above 1: not known)
+        try:
+            values = t.numpy()
+        except Exception:  # noqa: BLE001 - unreadable: left to the kernels to report
+            continue
+        if values.size and values.dtype.kind in "biuf" and bool(np.all(values == neutral)):
+            return x
+    return None
 
 
 def _same_type_cast(node: ir.Node) -> bool:
