@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from .._graph import OPSET_KEY, all_nodes, attrs_of
 from . import OptimizerContext, register_pass
-from ._basic import remove_unused
+from ._basic import ir_tensor, remove_unused
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def _initializer(graph: ir.Graph, arr: np.ndarray, hint: str) -> ir.Value:
     name = _fresh(graph, hint)
     value = ir.Value(name=name, shape=ir.Shape(arr.shape),
                      type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)),
-                     const_value=ir.tensor(arr, name=name))
+                     const_value=ir_tensor(arr, name))
     graph.register_initializer(value)
     return value
 

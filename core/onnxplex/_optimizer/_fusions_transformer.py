@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from .._graph import Model, all_nodes
 from . import OptimizerContext, register_pass
-from ._basic import remove_unused
+from ._basic import ir_tensor, remove_unused
 from ._rules import apply_rules
 
 logger = logging.getLogger(__name__)
@@ -501,7 +501,7 @@ def _fold_constant_nodes(graph: ir.Graph) -> None:
                     continue
             else:
                 arr = node.attributes["value"].value.numpy()
-            tensor = ir.tensor(arr, name=name)
+            tensor = ir_tensor(arr, name)
         else:
             if any(v is not None and v.name in graph.inputs for v in node.inputs):
                 continue
@@ -512,7 +512,7 @@ def _fold_constant_nodes(graph: ir.Graph) -> None:
                 parts = [_const(v) for v in node.inputs]
                 if any(p is None for p in parts):
                     continue
-                tensor = ir.tensor(np.concatenate(parts, axis=axis), name=name)
+                tensor = ir_tensor(np.concatenate(parts, axis=axis), name)
         value = ir.Value(name=name, shape=ir.Shape(tensor.shape),
                          type=ir.TensorType(tensor.dtype), const_value=tensor)
         out.replace_all_uses_with(value, replace_graph_outputs=True)

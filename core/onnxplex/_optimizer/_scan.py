@@ -35,7 +35,7 @@ import numpy as np
 import onnx_ir as ir
 
 from . import OptimizerContext, register_pass
-from ._basic import BASIC, remove_unused
+from ._basic import BASIC, ir_tensor, remove_unused
 
 _ELEMENTWISE = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Abs", "Neg", "Sqrt", "Exp", "Log",
@@ -199,7 +199,7 @@ def _plan(scan: ir.Node, opset: int) -> _Plan | None:
 
 
 def _const(graph: ir.Graph, name: str, values: list[int]) -> ir.Value:
-    tensor = ir.tensor(np.asarray(values, dtype=np.int64), name=name)
+    tensor = ir_tensor(np.asarray(values, dtype=np.int64), name)
     value = ir.Value(name=name, shape=ir.Shape([len(values)]),
                      type=ir.TensorType(ir.DataType.INT64), const_value=tensor)
     graph.register_initializer(value)
