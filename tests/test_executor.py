@@ -200,8 +200,9 @@ def test_compiled_plan_error_names_the_step(faulty):
 
 def test_plan_constants_carry_numpy_canonical_dtypes():
     """onnx-ir's arrays are little-endian ``<f4``: equal to numpy's float32 but another dtype
-    object, which a ufunc's result inherits. The plan holds its constants as views with the
-    canonical dtype, so outputs computed from them pass the plan's identity test."""
+    object, which a ufunc's result inherits. Constants are read as views with the canonical
+    dtype (what the plan holds and kernels capture), so outputs computed from them pass the
+    plan's identity test."""
     from onnx import TensorProto, helper, numpy_helper
     c = numpy_helper.from_array(np.arange(3, dtype=np.float32), "c")
     g = helper.make_graph([helper.make_node("Add", ["c", "x"], ["y"])], "g",

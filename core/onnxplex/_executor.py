@@ -27,7 +27,7 @@ import numpy as np
 from . import _maptype
 from ._dtypes import elem_type_name, np_dtype, ort_type_string
 from ._errors import KernelExecutionError, OnnxplexError, RunCancelledError
-from ._graph import Model, Subgraph, ValueInfo
+from ._graph import Model, Subgraph, ValueInfo, canonical_dtype
 
 __all__ = ["Step", "ExecutionPlan", "build_plan", "RunCancelled", "GraphRunner"]
 
@@ -169,13 +169,13 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
             continue
         info = model.value_info(name)
         if info.is_const:
-            constants[slot(name)] = _native_dtype(info.const)
+            constants[slot(name)] = info.const
     # Overridable initializers (also graph inputs) default to their stored value.
     defaults = {}
     for name in model.overridable:
         init = graph.initializers[name]
         if init.const_value is not None:
-            defaults[input_slots[name]] = _native_dtype(init.const_value.numpy())
+            defaults[input_slots[name]] = canonical_dtype(init.const_value.numpy())
 
     ordered = _order_units(units)
     layout_of: dict[int, str] = {}
@@ -227,18 +227,6 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
     plan_steps = _with_releases(steps, set(output_slots.values()) | set(constants))
     return ExecutionPlan(plan_steps, len(names), input_slots, output_slots, constants, names,
                          frozenset(defaults))
-
-
-def _native_dtype(value: Any) -> Any:
-    """A constant array as a view with numpy's canonical dtype object: onnx-ir hands out
-    little-endian arrays whose dtype (``<f4``) equals but is not numpy's ``float32``, and a
-    ufunc's result takes its first operand's dtype object, so every output computed from a
-    constant would fail the plan's dtype-identity test (see :func:`_step_function`)."""
-    if isinstance(value, np.ndarray) and value.dtype.isnative and value.dtype.kind in "biufc":
-        canonical = np.dtype(value.dtype.type)
-        if value.dtype is not canonical:
-            return value.view(canonical)
-    return value
 
 
 def _check_of(v: ValueInfo, layout: str) -> tuple:
@@ -439,7 +427,7 @@ def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
     when unknown: the kind only) and returning it as onnxruntime's Python API returns such a
     value: a list (of arrays of the element type, or of maps), a dict of Python scalars (a map
     whose first item holds other types, numpy scalars, is converted whole: see
-    :func:`_maptype.plain_map`), None or the value for an optional. Raises
+    :func:`_maptype.plain_map_test`), None or the value for an optional. Raises
     :class:`_Mismatch`."""
     name = type(typ).__name__
     if kind == "optional" or name == "OptionalType":
@@ -449,13 +437,13 @@ def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
     if kind == "map":
         if name != "MapType":
             return _want(dict, "a dict (map)", lambda v: v)
-        plain = _plain_map_test(typ)
+        plain = _maptype.plain_map_test(typ)
         return _want(dict, "a dict (map)", lambda v: v if plain(v) else _as_map(v, typ))
     if kind == "sequence":
         elem = typ.elem_type if name == "SequenceType" else None
         elem_name = type(elem).__name__
         if elem_name == "MapType":
-            plain = _plain_map_test(elem)
+            plain = _maptype.plain_map_test(elem)
 
             def maps(v: Any) -> list:
                 # a list of dicts (the set of their types: ~45 us for ZipMap's 1000 rows, half
@@ -485,23 +473,6 @@ def _conformer(kind: str, typ: Any) -> Callable[[Any], Any]:
             return _want(list, "a list (sequence)", arrays)
         return _want(list, "a list (sequence)", lambda v: v)
     return lambda v: v
-
-
-def _plain_map_test(typ: Any) -> Callable[[dict], bool]:
-    """:func:`_maptype.plain_map` for maps of ``typ`` with the Python types looked up once:
-    whether a map's first key and value have the types onnxruntime returns."""
-    vt = typ.value_type
-    if type(vt).__name__ != "TensorType":
-        return lambda m: True
-    key_type = _maptype._PY_TYPE[_maptype._kind(typ.key_type)[1]]
-    value_type = _maptype._PY_TYPE[_maptype._kind(vt.dtype)[1]]
-
-    def plain(m: dict) -> bool:
-        for k, v in m.items():
-            return type(k) is key_type and type(v) is value_type
-        return True   # (empty)
-
-    return plain
 
 
 _KINDS = {"TensorType": "tensor", "SequenceType": "sequence", "MapType": "map",

@@ -596,7 +596,7 @@ def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
                 raw = proto.raw_data
                 dims = tuple(proto.dims)
                 if raw and len(raw) == dtype.itemsize * _num_elements(dims):
-                    return np.frombuffer(raw, dtype).reshape(dims)
+                    return canonical_dtype(np.frombuffer(raw, dtype).reshape(dims))
             elif kind in _FIELD_TYPES:
                 name, np_type = _FIELD_TYPES[kind]
                 values = getattr(proto, name)
@@ -618,6 +618,19 @@ def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
     if arr.flags.writeable:
         arr = arr.view()
         arr.flags.writeable = False
+    return canonical_dtype(arr)
+
+
+def canonical_dtype(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a view with numpy's own dtype object for its type: ONNX's little-endian
+    data read as ``<f4`` equals but is not numpy's ``float32`` object, and a ufunc's result
+    takes its first operand's dtype object, so every output computed from a constant would
+    fail the executor's dtype-identity test (see ``_executor._step_function``). Other arrays
+    (non-native byte order, strings, the ml_dtypes floats) are returned as they are."""
+    if arr.dtype.isnative and arr.dtype.kind in "biufc":
+        canonical = np.dtype(arr.dtype.type)
+        if arr.dtype is not canonical:
+            return arr.view(canonical)
     return arr
 
 

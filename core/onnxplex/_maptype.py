@@ -19,7 +19,7 @@ onnxruntime's Python API takes and returns them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from onnx_ir import serde
 
 from ._dtypes import ort_type_string
 
-__all__ = ["MapType", "install", "map_value", "plain_map"]
+__all__ = ["MapType", "install", "map_value", "plain_map_test"]
 
 # The key types the ONNX spec allows for maps.
 KEY_TYPES = frozenset({
@@ -152,15 +152,22 @@ def _kind(elem: ir.DataType) -> tuple[np.dtype, str]:
     return dtype, kind
 
 
-def plain_map(value: dict, typ: MapType) -> bool:
-    """Whether ``value``'s keys and scalar values have the Python types onnxruntime returns
-    (judged by its first item: a kernel builds a map's items alike); an empty map is."""
+def plain_map_test(typ: MapType) -> Callable[[dict], bool]:
+    """A test of maps of ``typ``: whether a map's keys and scalar values have the Python types
+    onnxruntime returns (judged by its first item: a kernel builds a map's items alike; an
+    empty map passes), with the types looked up once."""
     vt = typ.value_type
-    if not value or not isinstance(vt, ir.TensorType):
-        return True
-    k, v = next(iter(value.items()))
-    return type(k) is _PY_TYPE[_kind(typ.key_type)[1]] and \
-        type(v) is _PY_TYPE[_kind(vt.dtype)[1]]
+    if not isinstance(vt, ir.TensorType):
+        return lambda m: True
+    key_type = _PY_TYPE[_kind(typ.key_type)[1]]
+    value_type = _PY_TYPE[_kind(vt.dtype)[1]]
+
+    def plain(m: dict) -> bool:
+        for k, v in m.items():
+            return type(k) is key_type and type(v) is value_type
+        return True   # (empty)
+
+    return plain
 
 
 def map_value(value: Any, typ: MapType, *, sort: bool) -> dict:
