@@ -5,13 +5,14 @@
 ``MODEL`` is a name of ``benchmarks/classical_zoo.py`` (see ``--list``) or a path to an
 ``.onnx`` file whose inputs are all float tensors (random normal feeds, symbolic dimensions
 set to ``--batch``). The session is created with the default providers; then, ``--runs``
-times, the plan's steps run in order as the executor runs them, each timed twice: its kernel
-called alone, and the executor's step call around it (the step's function in the compiled
-plan: argument gathering, the kernel, the output checks, releases). Prints the median of each
-per step, their sums, and the session's whole ``run`` beside them: the gap between the step
-sums and the run is the session's per-run cost (feed checks, slots, outputs) and the cold
-caches of a run that calls each kernel once. Absolute microseconds on a shared machine only
-compare with each other inside one run of this script.
+times, the plan's steps run in order, each timed three times: its kernel called alone; the
+step as a plain run calls it (its function in the compiled plan: argument gathering, the
+kernel, the output checks, releases); and, as "loop", the step as the step-by-step loop of a
+profiled or cancellable run calls it (``_executor._call``). Prints the median of each per
+step, their sums, and the session's whole ``run`` beside them: the gap between the step sums
+and the run is the session's per-run cost (feed checks, slots, outputs) and the cold caches
+of a run that calls each kernel once. Absolute microseconds on a shared machine only compare
+with each other inside one run of this script.
 """
 
 from __future__ import annotations
@@ -86,19 +87,19 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter_ns()
                 st.kernel(*args)
                 t1 = time.perf_counter_ns()
+                _executor._call(st, slots)   # (before the step function, which releases)
+                t2 = time.perf_counter_ns()
                 calls[k](slots)
-                costs[k].append((t1 - t0, time.perf_counter_ns() - t1))
+                costs[k].append((t1 - t0, time.perf_counter_ns() - t2, t2 - t1))
     rows = []
     for k, st in enumerate(plan.steps):
-        kern = statistics.median(c[0] for c in costs[k]) / 1e3
-        call = statistics.median(c[1] for c in costs[k]) / 1e3
-        rows.append((kern, call, st))
+        rows.append((*(statistics.median(c[j] for c in costs[k]) / 1e3 for j in range(3)), st))
     shown = sorted(rows, key=lambda r: -r[1])[:a.top] if a.top else rows
-    print(f"{'kernel us':>10} {'step us':>9}  op (provider) name")
-    for kern, call, st in shown:
-        print(f"{kern:10.2f} {call:9.2f}  {st.op_type} ({st.provider}) {st.name}")
-    print(f"{sum(r[0] for r in rows):10.2f} {sum(r[1] for r in rows):9.2f}  "
-          f"sum over {len(rows)} steps; session.run median "
+    print(f"{'kernel us':>10} {'step us':>9} {'loop us':>9}  op (provider) name")
+    for kern, call, loop, st in shown:
+        print(f"{kern:10.2f} {call:9.2f} {loop:9.2f}  {st.op_type} ({st.provider}) {st.name}")
+    print(f"{sum(r[0] for r in rows):10.2f} {sum(r[1] for r in rows):9.2f} "
+          f"{sum(r[2] for r in rows):9.2f}  sum over {len(rows)} steps; session.run median "
           f"{statistics.median(whole) / 1e3:.2f} us")
     return 0
 
