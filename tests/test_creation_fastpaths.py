@@ -130,3 +130,94 @@ def test_long_strings_attribute_not_utf8_still_refused():
                                                     helper.make_opsetid("ai.onnx.ml", 2)])
     with pytest.raises(_graph.InvalidModelError):
         load_model(model.SerializeToString())
+
+
+def _trees(n_trees: int, depth: int, rng) -> dict[str, list]:
+    """Full binary trees as a tree ensemble's ``nodes_*`` lists, and its leaves' ids."""
+    a: dict[str, list] = {k: [] for k in ("treeids", "nodeids", "featureids", "values",
+                                          "modes", "truenodeids", "falsenodeids")}
+    leaves = []
+    inner = 2 ** depth - 1
+    for t in range(n_trees):
+        for i in range(2 * inner + 1):
+            leaf = i >= inner
+            a["treeids"].append(t)
+            a["nodeids"].append(i)
+            a["featureids"].append(0 if leaf else int(rng.integers(4)))
+            a["values"].append(0.0 if leaf else float(rng.standard_normal()))
+            a["modes"].append("LEAF" if leaf else "BRANCH_LEQ")
+            a["truenodeids"].append(0 if leaf else 2 * i + 1)
+            a["falsenodeids"].append(0 if leaf else 2 * i + 2)
+            if leaf:
+                leaves.append((t, i))
+    return {f"nodes_{k}": v for k, v in a.items()} | {"leaves": leaves}
+
+
+def _payload_model(op: str, ml_opset: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    outs = [helper.make_tensor_value_info("label", TensorProto.UNDEFINED, None),
+            helper.make_tensor_value_info("scores", TensorProto.UNDEFINED, None)]
+    if op.startswith("TreeEnsemble"):
+        attrs = _trees(40, 5, rng)
+        leaves = attrs.pop("leaves")
+        prefix = "class" if op.endswith("Classifier") else "target"
+        attrs |= {f"{prefix}_treeids": [t for t, _ in leaves for _ in range(3)],
+                  f"{prefix}_nodeids": [i for _, i in leaves for _ in range(3)],
+                  f"{prefix}_ids": [k for _ in leaves for k in range(3)],
+                  f"{prefix}_weights": rng.standard_normal(3 * len(leaves)).tolist()}
+        attrs |= ({"classlabels_int64s": [0, 1, 2]} if prefix == "class" else {"n_targets": 3})
+    elif op.startswith("SVM"):
+        attrs = {"support_vectors": rng.standard_normal(4 * 1200).tolist(),
+                 "kernel_type": "RBF", "kernel_params": [0.5, 0.0, 3.0]}
+        if op == "SVMClassifier":
+            attrs |= {"coefficients": rng.standard_normal(1200).tolist(), "rho": [0.1],
+                      "vectors_per_class": [600, 600], "classlabels_ints": [0, 1]}
+        else:
+            attrs |= {"coefficients": rng.standard_normal(1200).tolist(), "rho": [0.1],
+                      "n_supports": 1200}
+    else:   # Linear*: 4 features, many targets / classes
+        attrs = {"coefficients": rng.standard_normal(4 * 1100).tolist(),
+                 "intercepts": rng.standard_normal(1100).tolist()}
+        if op == "LinearClassifier":
+            attrs["classlabels_ints"] = list(range(1100))
+        else:
+            attrs["targets"] = 1100
+    two = op.endswith("Classifier")
+    node = helper.make_node(op, ["x"], ["label", "scores"] if two else ["scores"],
+                            domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "g", [x], outs if two else outs[1:])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("ai.onnx.ml", ml_opset)])
+
+
+@pytest.mark.parametrize("op, ml_opset", [
+    ("TreeEnsembleClassifier", 1), ("TreeEnsembleClassifier", 3),
+    ("TreeEnsembleRegressor", 1), ("TreeEnsembleRegressor", 3),
+    ("SVMClassifier", 1), ("SVMRegressor", 1), ("LinearClassifier", 1), ("LinearRegressor", 1),
+])
+def test_inference_without_payload_finds_what_whole_inference_finds(op, ml_opset):
+    """Shape inference leaves the long ai.onnx.ml lists out (_graph._PAYLOAD): the types and
+    shapes it finds must be those of inference over the whole model, and the model loaded
+    keeps every value of those lists."""
+    proto = _payload_model(op, ml_opset)
+    assert _graph._payload(proto.graph), "the model should be big enough to be stripped"
+    want = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True,
+                                             data_prop=True)
+    mine = onnx.ModelProto()
+    mine.CopyFrom(proto)
+    got, big, declared = _graph._infer_shapes(mine, mine.SerializeToString())
+    assert got is mine and not big and not declared
+    assert list(got.graph.value_info) == list(want.graph.value_info)
+    assert list(got.graph.output) == list(want.graph.output)
+    assert got.graph.output[-1].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert list(got.graph.node) == list(proto.graph.node)   # payload untouched
+    model = load_model(proto.SerializeToString())
+    node = model.nodes[0]
+    for a in proto.graph.node[0].attribute:
+        if a.name in _graph._PAYLOAD[op]:
+            got_values = node.attributes[a.name].value
+            want_values = onnx.helper.get_attribute_value(a)
+            if a.type == onnx.AttributeProto.STRINGS:
+                want_values = [v.decode() for v in want_values]
+            np.testing.assert_array_equal(np.asarray(got_values), np.asarray(want_values))

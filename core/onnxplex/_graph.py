@@ -1639,10 +1639,10 @@ def _check_structure(graph: _Graph, outer: set[str]) -> None:
             )
 
 
-def _copy_fields(src, dst, skip: str) -> None:
-    """Copy every set field of protobuf message ``src`` into ``dst`` except ``skip``."""
+def _copy_fields(src, dst, skip: tuple[str, ...]) -> None:
+    """Copy every set field of protobuf message ``src`` into ``dst`` except those in ``skip``."""
     for fd, value in src.ListFields():
-        if fd.name == skip:
+        if fd.name in skip:
             continue
         if fd.is_repeated:
             getattr(dst, fd.name).extend(value)
@@ -1663,13 +1663,89 @@ copying the graph's messages in Python (a file's large weights are cut out befor
 :mod:`._wire`; what is left inline is a few MB at most)."""
 
 
+_NODES = ("nodes_falsenodeids", "nodes_featureids", "nodes_hitrates",
+          "nodes_missing_value_tracks_true", "nodes_modes", "nodes_nodeids", "nodes_treeids",
+          "nodes_truenodeids", "nodes_values")
+_PAYLOAD: dict[str, frozenset[str]] = {
+    "TreeEnsembleClassifier": frozenset(
+        _NODES + ("class_ids", "class_nodeids", "class_treeids", "class_weights")),
+    "TreeEnsembleRegressor": frozenset(
+        _NODES + ("target_ids", "target_nodeids", "target_treeids", "target_weights")),
+    "SVMClassifier": frozenset({"support_vectors", "coefficients"}),
+    "SVMRegressor": frozenset({"support_vectors", "coefficients"}),
+    "LinearClassifier": frozenset({"coefficients"}),
+    "LinearRegressor": frozenset({"coefficients"}),
+}
+"""ai.onnx.ml list attributes whose values no onnx inference function reads, by op type (at
+every opset up to ai.onnx.ml 5; onnx 1.23's ``traditionalml/defs.cc``, ``old.cc``): tree
+ensembles test only whether ``nodes_values``, ``class_weights``... are present and read
+``classlabels_*`` and ``n_targets``; LinearClassifier reads ``intercepts`` and the labels; the
+SVMs the labels. They are the bulk of a converted model (a 100-tree forest: ~1 MB), which
+shape inference would otherwise serialize, parse in C++, serialize again and hand back to be
+parsed a second time in Python: the copy inference sees has them emptied (the attribute stays,
+so presence checks hold) and they are copied back into its result.
+``tests/test_graph_loading.py`` checks on converted models that inference finds the same."""
+
+_PAYLOAD_MIN_ELEMENTS = 4096
+"""Payload lists are left out of inference's copy only when together they hold this many."""
+
+
+def _payload(g: onnx.GraphProto) -> dict[int, frozenset[str]]:
+    """Main-graph node index -> its payload attributes' names (see :data:`_PAYLOAD`); empty
+    when they are too few to be worth it, or when a node holds a subgraph (inference's
+    results are then taken whole)."""
+    found: dict[int, frozenset[str]] = {}
+    total = 0
+    for i, node in enumerate(g.node):
+        names = _PAYLOAD.get(node.op_type) if node.domain == "ai.onnx.ml" else None
+        for a in node.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                return {}
+            if names is not None and a.name in names and not a.ref_attr_name:
+                total += len(a.ints) + len(a.floats) + len(a.strings)
+        if names is not None:
+            found[i] = names
+    return found if total >= _PAYLOAD_MIN_ELEMENTS else {}
+
+
+def _light_copy(proto: onnx.ModelProto, big_names: set[str], declared: set[str],
+                big: list[onnx.TensorProto], payload: dict[int, frozenset[str]]
+                ) -> onnx.ModelProto:
+    """``proto`` for shape inference: the initializers named in ``big_names`` only declared
+    (as graph inputs, for those in ``declared``), payload attributes present but empty."""
+    g = proto.graph
+    light = onnx.ModelProto()
+    _copy_fields(proto, light, skip=("graph",))
+    lg = light.graph
+    _copy_fields(g, lg, skip=("initializer", "node"))
+    lg.initializer.extend(t for t in g.initializer if t.name not in big_names)
+    for i, node in enumerate(g.node):
+        names = payload.get(i)
+        if names is None:
+            lg.node.append(node)
+            continue
+        copy = lg.node.add()
+        _copy_fields(node, copy, skip=("attribute",))
+        for a in node.attribute:
+            if a.name in names and not a.ref_attr_name:
+                copy.attribute.add(name=a.name, type=a.type)
+            else:
+                copy.attribute.append(a)
+    lg.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                    for t in big if t.name in declared)
+    return light
+
+
 def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
                   ) -> tuple[onnx.ModelProto, list[onnx.TensorProto], set[str]]:
     """Shape inference on a copy of ``proto`` without its large weights (onnx's inference
     serializes the model it gets; ``serialized``, the bytes ``proto`` was parsed from, spare
     that when no copy is made): returns the inferred copy, the weights it lacks and the names
     among them that the copy declares as graph inputs (:func:`_attach_initializers` puts them
-    back without copying). The caller's proto is not modified."""
+    back without copying). When the copy also leaves out ai.onnx.ml payload attributes
+    (:data:`_PAYLOAD`), what inference found (``value_info``, the outputs' types) is put into
+    ``proto`` instead, which is returned: parsing the inferred model back would cost as much
+    as the first parse. The caller's proto is not modified otherwise."""
     g = proto.graph
     big = [t for t in g.initializer
            if t.data_location != onnx.TensorProto.EXTERNAL
@@ -1678,15 +1754,10 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
         big = []   # serialized with the model: cheaper than building the copy
     big_names = {t.name for t in big}
     declared = big_names - {i.name for i in g.input}
-    light: onnx.ModelProto | bytes = proto if serialized is None or big else serialized
-    if big:
-        light = onnx.ModelProto()
-        _copy_fields(proto, light, skip="graph")
-        _copy_fields(g, light.graph, skip="initializer")
-        light.graph.initializer.extend(t for t in g.initializer if t.name not in big_names)
-        light.graph.input.extend(
-            onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-            for t in big if t.name in declared)
+    payload = _payload(g)
+    light: onnx.ModelProto | bytes = proto if serialized is None else serialized
+    if big or payload:
+        light = _light_copy(proto, big_names, declared, big, payload)
     try:
         # Strict first: only strict mode reports declared shapes or types that contradict
         # what the nodes compute, and inputs of types an op does not take; other strict
@@ -1706,6 +1777,12 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
         except Exception as e2:  # noqa: BLE001 - inference is advisory; kernels see real shapes
             logger.warning("onnx shape inference failed, continuing without it: %s", e2)
             return proto, [], set()
+    if payload:
+        g.ClearField("value_info")
+        g.value_info.extend(light.graph.value_info)
+        for mine, found in zip(g.output, light.graph.output):
+            mine.type.CopyFrom(found.type)
+        return proto, [], set()   # (its weights never left it)
     return light, big, declared
 
 
