@@ -305,6 +305,18 @@ def _sgemm_module() -> Any | None:
     return nat
 
 
+def native_sgemm() -> Callable[..., np.ndarray] | None:
+    """The native GEMM's binding, ``sgemm(x, packed, out, bias, side, lo, hi, accumulate,
+    threads)`` as :func:`gemm` calls it, for a kernel that calls it directly; None without it."""
+    nat = _sgemm_module()
+    return None if nat is None else nat.sgemm
+
+
+def pool() -> _Pool:
+    """The intra-op pool (its ``size``: the threads a native call should use)."""
+    return _POOL
+
+
 class PackedWeight:
     """A constant float32 operand laid out once for the native GEMM: the right operand
     ``B [K, N]`` of ``x @ B`` (``left=False``) or the left operand ``A [M, K]`` of ``A @ x``
