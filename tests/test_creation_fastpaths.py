@@ -221,3 +221,98 @@ def test_inference_without_payload_finds_what_whole_inference_finds(op, ml_opset
             if a.type == onnx.AttributeProto.STRINGS:
                 want_values = [v.decode() for v in want_values]
             np.testing.assert_array_equal(np.asarray(got_values), np.asarray(want_values))
+
+
+_MODE_TABLE = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "LEAF": 7, "": 9,
+               "a_key_longer_than_sixteen_bytes": 11}
+
+
+@pytest.mark.parametrize("values", [
+    ["BRANCH_LEQ", "LEAF"] * 1100,                      # read off the wire: a StringsAttr
+    ["BRANCH_LEQ", "", "LEAF", "x" * 127] * 600,
+    ["Jan", "LEAF"] * 1100,                             # the strings' key byte in a value
+    ["x" * 128] + ["LEAF"] * 2100,                      # a two-byte length
+    ["ünïcode", "LEAF"] * 1100,
+    ["nul\0inside"] + ["LEAF"] * 2100,
+])
+def test_wire_strings_attribute_as_onnx_ir_reads_it(values):
+    from onnxplex import _fast_attrs
+
+    _fast_attrs.install()
+    attr = helper.make_attribute("modes", values, doc_string="d")
+    got = ir.serde.deserialize_attribute(attr)
+    want = ir.Attr("modes", ir.AttributeType.STRINGS, values, doc_string="d")
+    assert got.type == want.type and got.doc_string == "d"
+    assert got.value == want.value and type(got.value) is tuple
+    simple = all(v.isascii() and "\0" not in v and "J" not in v and len(v) < 128
+                 for v in values)
+    assert isinstance(got, _fast_attrs.StringsAttr) == simple
+    # saved back as it was read
+    assert ir.serde.serialize_attribute(got).strings == attr.strings
+
+
+def test_wire_strings_attribute_not_utf8_still_refused(monkeypatch):
+    from onnxplex import _fast_attrs
+
+    monkeypatch.setattr(_fast_attrs, "_WIRE_MIN", 32)   # its 41 values read off the wire
+    test_long_strings_attribute_not_utf8_still_refused()
+
+
+@pytest.mark.parametrize("n", [3, 40, 2100, 9000])
+@pytest.mark.parametrize("wire", [False, True])
+def test_string_codes_match_a_lookup_an_element(n, wire):
+    from onnxplex import _fast_attrs
+
+    _fast_attrs.install()
+    rng = np.random.default_rng(n)
+    pool = [*_MODE_TABLE, "BRANCH_LEQX", "BRANCH_L", "LEA", "a_key_longer_than_sixteen_bytez",
+            "LEAF" + "\0"]
+    if not wire:
+        pool += ["ünï", "J"]
+    values = [pool[i] for i in rng.integers(0, len(pool) - (not wire), n)]
+    if wire:
+        values = ir.serde.deserialize_attribute(helper.make_attribute("m", values)).value
+    got = _fast_attrs.string_codes(tuple(values) if not wire else values, _MODE_TABLE)
+    want = [_MODE_TABLE.get(v, -1) for v in values]
+    assert got.dtype == np.int64 and got.tolist() == want
+
+
+def test_string_codes_odd_values():
+    from onnxplex import _fast_attrs
+
+    values = ("LEAF", b"LEAF", "BRANCH_LT") * 3000
+    assert _fast_attrs.string_codes(values, _MODE_TABLE).tolist() == [7, -1, 1] * 3000
+    table = {"a\0b": 1, "LEAF": 2}   # a key with a NUL
+    assert _fast_attrs.string_codes(("a\0b", "LEAF") * 5000, table).tolist() == [1, 2] * 5000
+
+
+def test_attr_codes_and_tree_mode_errors():
+    from onnxplex import NodeView
+
+    view = NodeView(0, "n", "TreeEnsembleRegressor", "ai.onnx.ml", 3, (), (),
+                    {"nodes_modes": ("LEAF", "BRANCH_LT"), "one": "LEAF"})
+    assert view.attr_codes("nodes_modes", _MODE_TABLE).tolist() == [7, 1]
+    assert view.attr_codes("one", _MODE_TABLE).tolist() == [7]
+    assert view.attr_codes("absent", _MODE_TABLE) is None
+
+
+@pytest.mark.parametrize("bad", ["BRANCH_NOPE", "leaf"])
+def test_tree_unknown_mode_named(bad):
+    import onnxplex
+
+    n = 2101
+    modes = ["BRANCH_LEQ"] + ["LEAF"] * (n - 1)
+    modes[n // 2] = bad
+    node = helper.make_node(
+        "TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", n_targets=1,
+        nodes_treeids=[0] * n, nodes_nodeids=list(range(n)), nodes_featureids=[0] * n,
+        nodes_values=[0.5] * n, nodes_modes=modes, nodes_truenodeids=[1] + [0] * (n - 1),
+        nodes_falsenodeids=[2] + [0] * (n - 1), target_treeids=[0], target_nodeids=[1],
+        target_ids=[0], target_weights=[1.0])
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 3)])
+    with pytest.raises(Exception, match=f"nodes_modes: unknown mode '{bad}'"):
+        onnxplex.InferenceSession(model.SerializeToString())

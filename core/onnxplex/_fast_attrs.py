@@ -18,6 +18,9 @@ onnx-ir unchanged.
 from __future__ import annotations
 
 import functools
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -52,14 +55,46 @@ class ArrayAttr(ir.Attr):
         return self._value
 
 
+class StringsAttr(ir.Attr):
+    """A long ``STRINGS`` attribute of ASCII text, kept as its values joined by NULs
+    (``joined``, read from the serialized attribute with numpy: no Python object an element;
+    ``starts``: where each value begins in it); ``value`` is the same tuple of ``str`` an onnx-ir
+    attribute holds, built on first use. :func:`string_codes` given that very tuple matches
+    ``joined`` instead of the strings."""
+
+    __slots__ = ("joined", "starts")
+
+    def __init__(self, name: str, joined: bytes, starts: np.ndarray, *,
+                 doc_string: str | None = None) -> None:
+        super().__init__(name, ir.AttributeType.STRINGS, None, doc_string=doc_string)
+        self.joined = joined
+        self.starts = starts
+
+    @property
+    def value(self) -> tuple:
+        if self._value is None:
+            value = tuple(self.joined.decode("ascii").split("\0"))
+            _BUILT[id(value)] = self   # (the attribute holds the tuple: its id stays its own)
+            self._value = value
+        return self._value
+
+
+# id(StringsAttr.value) -> the attribute, while it lives
+_BUILT: weakref.WeakValueDictionary[int, StringsAttr] = weakref.WeakValueDictionary()
+
+
 def _read_attribute(original, proto: onnx.AttributeProto, *args, **kwargs):
     kind = _LISTS.get(proto.type)
     if kind is None or proto.ref_attr_name:
-        if proto.type == onnx.AttributeProto.STRINGS and not proto.ref_attr_name:
+        if proto.type == onnx.AttributeProto.STRINGS and not proto.ref_attr_name \
+                and len(proto.strings) >= _MIN_LEN:
+            doc = proto.doc_string or None
+            joined = _ascii_strings(proto) if len(proto.strings) >= _WIRE_MIN else None
+            if joined is not None:
+                return StringsAttr(proto.name, *joined, doc_string=doc)
             strings = _long_strings(proto)
             if strings is not None:
-                return ir.Attr(proto.name, ir.AttributeType.STRINGS, strings,
-                               doc_string=proto.doc_string or None)
+                return ir.Attr(proto.name, ir.AttributeType.STRINGS, strings, doc_string=doc)
         return original(proto, *args, **kwargs)
     attr_type, field, dtype = kind
     values = getattr(proto, field)
@@ -69,19 +104,151 @@ def _read_attribute(original, proto: onnx.AttributeProto, *args, **kwargs):
                      doc_string=proto.doc_string or None)
 
 
+_STRINGS_TAG = 0x4A   # AttributeProto.strings: field 9, length-delimited
+# From how many values numpy's fixed costs pay (tens of calls of a few us each): reading a
+# STRINGS attribute off the wire; matching values to codes on a StringsAttr's joined text, or
+# on text joined first.
+_WIRE_MIN = 2048
+_CODES_MIN_OWN = 2048
+_CODES_MIN_JOIN = 8192
+
+
+def _skip_field(wire: bytes, pos: int) -> int | None:
+    """The position after the protobuf field whose key starts at ``pos`` (None: malformed)."""
+    key, pos = _varint(wire, pos)
+    kind = key & 7
+    if kind == 0:
+        return _varint(wire, pos)[1]
+    if kind == 2:
+        size, pos = _varint(wire, pos)
+        return pos + size
+    return pos + {1: 8, 5: 4}.get(kind, len(wire) + 1)
+
+
+def _varint(wire: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < len(wire):
+        byte = wire[pos]
+        value |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            break
+        shift += 7
+    return value, pos
+
+
+def _ascii_strings(proto: onnx.AttributeProto) -> tuple[bytes, np.ndarray] | None:
+    """A long ``STRINGS`` attribute's values joined by NULs, and where each starts there;
+    read from the serialized attribute with numpy (``proto.strings`` hands out a Python object
+    an element: ~60 ns each). None unless every value is ASCII text without NUL, shorter than
+    128 bytes and without ``J`` (the strings' field key), the attribute's other fields before
+    them. On the wire each value is the key byte, its length byte and its bytes: the key bytes
+    found must chain from the first to the last value, lengths included, which only the real
+    layout does."""
+    n = len(proto.strings)
+    wire = proto.SerializeToString()
+    start = 0
+    while start < len(wire) and wire[start] != _STRINGS_TAG:   # (name: one field or few)
+        start = _skip_field(wire, start)
+        if start is None or start > len(wire):
+            return None
+    buf = np.frombuffer(wire, np.uint8)
+    heads = np.flatnonzero(buf[start:] == _STRINGS_TAG)
+    if heads.size < n:
+        return None
+    heads = heads[:n] + start
+    sizes = buf[np.minimum(heads + 1, buf.size - 1)]
+    after = heads + 2 + sizes
+    end = int(after[-1])
+    if (heads[0] != start or end > buf.size or sizes.max() >= 0x80
+            or not np.array_equal(after[:-1], heads[1:])):
+        return None
+    block = buf[start:end].copy()
+    block[heads + 1 - start] = 0   # each length byte becomes the NUL before its value
+    # a NUL or key byte in a value, text not ASCII: the general path
+    if (block.size - np.count_nonzero(block) != n
+            or np.count_nonzero(block == _STRINGS_TAG) != n or (block >= 0x80).any()):
+        return None
+    # the values: between the length bytes (now NULs), once the key bytes are taken out
+    return (block.tobytes().translate(None, bytes([_STRINGS_TAG]))[1:],
+            heads - np.arange(start, start + n))
+
+
 def _long_strings(proto: onnx.AttributeProto) -> list[str] | None:
     """A long ``STRINGS`` attribute's values decoded in one call (a tree ensemble's
     ``nodes_modes`` holds one per tree node: decoding each was ~0.1 us an element); None when
-    it is short, or holds a NUL or text that is not UTF-8 (onnx-ir reads it then, and
-    refuses what it refuses)."""
+    it holds a NUL or text that is not UTF-8 (onnx-ir reads it then, and refuses what it
+    refuses)."""
     values = proto.strings
-    if len(values) < _MIN_LEN:
-        return None
     try:
         strings = b"\0".join(values).decode("utf-8").split("\0")
     except UnicodeDecodeError:
         return None
     return strings if len(strings) == len(values) else None
+
+
+def string_codes(values: Sequence[Any], table: Mapping[str, int]) -> np.ndarray:
+    """``table[v]`` for each of ``values`` (a STRINGS attribute's tuple) as int64, -1 for a
+    value not in ``table`` (or not a ``str``). A long list is matched with numpy on its joined
+    text (a :class:`StringsAttr`'s own, for the tuple it built), by length and then 8 bytes at
+    a time; a short or unusual one (a NUL in a value or key) one by one."""
+    n = len(values)
+    attr = _BUILT.get(id(values))
+    own = attr is not None and attr._value is values
+    if n < (_CODES_MIN_OWN if own else _CODES_MIN_JOIN):
+        return _codes_one_by_one(values, table)
+    keys = [(k.encode("utf-8"), code) for k, code in table.items()]
+    if any(b"\0" in k for k, _ in keys):
+        return _codes_one_by_one(values, table)
+    if own:
+        joined, starts = attr.joined, attr.starts
+    else:
+        try:
+            joined = "\0".join(values).encode("utf-8")
+        except (TypeError, UnicodeEncodeError):   # bytes values, lone surrogates
+            return _codes_one_by_one(values, table)
+        ends = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
+        if ends.size != n - 1:   # a value with a NUL
+            return _codes_one_by_one(values, table)
+        starts = np.empty(n, np.intp)
+        starts[0] = 0
+        starts[1:] = ends + 1
+    sizes = np.empty(n, np.intp)
+    sizes[:-1] = starts[1:] - 1
+    sizes[-1] = len(joined)
+    sizes -= starts
+    longest = max(len(k) for k, _ in keys)
+    # the 8 bytes from each offset, as a little-endian uint64 (zeros past the end)
+    padded = joined + bytes(longest + 8)
+    words = np.ndarray((len(joined) + longest + 1,), "<u8", padded, strides=(1,))
+    codes = np.full(n, -1, np.int64)
+    by_size: dict[int, list[tuple[bytes, int]]] = {}
+    for key, code in keys:
+        by_size.setdefault(len(key), []).append((key, code))
+    for size, group in by_size.items():
+        which = np.flatnonzero(sizes == size)
+        if which.size == 0:
+            continue
+        first = starts[which]
+        hits = [np.ones(which.size, bool) for _ in group]
+        for at in range(0, size, 8):
+            part = words[first + at]
+            if size - at < 8:
+                part &= (1 << 8 * (size - at)) - 1
+            for hit, (key, _) in zip(hits, group):
+                hit &= part == int.from_bytes(key[at:at + 8], "little")
+        for hit, (_, code) in zip(hits, group):
+            codes[which[hit]] = code
+    return codes
+
+
+def _codes_one_by_one(values: Sequence[Any], table: Mapping[str, int]) -> np.ndarray:
+    try:   # (one C-level map)
+        return np.fromiter(map(table.__getitem__, values), np.int64, count=len(values))
+    except (KeyError, TypeError):
+        get = table.get
+        return np.fromiter((get(v, -1) if type(v) is str else -1 for v in values), np.int64,
+                           count=len(values))
 
 
 @functools.cache

@@ -219,6 +219,17 @@ class NodeView:
             arr.flags.writeable = False
         return arr
 
+    def attr_codes(self, name: str, table: Mapping[str, int]) -> np.ndarray | None:
+        """A STRINGS attribute's values mapped through ``table`` (an enumeration: mode names
+        to codes), int64, -1 for a value not in it; ``None`` when absent. Long lists are
+        matched with numpy on their text, without a lookup an element (a tree ensemble's
+        ``nodes_modes``)."""
+        value = self.attrs.get(name)
+        if value is None:
+            return None
+        return _fast_attrs.string_codes((value,) if isinstance(value, (str, bytes)) else value,
+                                        table)
+
     def input(self, i: int) -> ValueInfo | None:
         """The ``i``-th input, or ``None`` when it is omitted or beyond the node's inputs."""
         return self.inputs[i] if i < len(self.inputs) else None

@@ -200,6 +200,14 @@ def _csr(owner: np.ndarray, n: int, *columns: np.ndarray) -> tuple[np.ndarray, .
 # --------------------------------------------------------------------------------------------
 
 
+def _run_starts(ids: np.ndarray) -> np.ndarray:
+    """Where each run of equal ids begins (int64; empty for no ids)."""
+    change = np.empty(ids.size, bool)
+    change[:1] = True
+    np.not_equal(ids[1:], ids[:-1], out=change[1:])
+    return np.flatnonzero(change)
+
+
 def _node_finder(a: _Attrs, tree_ids: np.ndarray, node_ids: np.ndarray
                  ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``find(trees, nodes)``: the index of each (tree id, node id) among the nodes, -1 where
@@ -208,9 +216,9 @@ def _node_finder(a: _Attrs, tree_ids: np.ndarray, node_ids: np.ndarray
     n = tree_ids.size
     if n == 0:
         return lambda t, k: np.full(k.size, -1, np.int64)
-    starts = np.flatnonzero(np.r_[True, tree_ids[1:] != tree_ids[:-1]])
+    starts = _run_starts(tree_ids)
     run_trees = tree_ids[starts]
-    lengths = np.diff(np.r_[starts, n])
+    lengths = np.diff(starts, append=n)
     own_start = np.repeat(starts, lengths)
     if (np.unique(run_trees).size == run_trees.size
             and np.array_equal(node_ids, np.arange(n) - own_start)):
@@ -257,9 +265,8 @@ def _node_finder(a: _Attrs, tree_ids: np.ndarray, node_ids: np.ndarray
 def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
     modes_s = a.node.attr("nodes_modes") or ()
     n = len(modes_s)
-    try:   # (one C-level map over tens of thousands of names; bytes only from odd files)
-        modes = np.fromiter(map(_MODES.__getitem__, modes_s), dtype=np.int64, count=n)
-    except KeyError:
+    modes = a.node.attr_codes("nodes_modes", _MODES) if n else np.zeros(0, np.int64)
+    if (modes < 0).any():   # (bytes only from odd files)
         try:
             modes = np.array([_MODES[_text(s)] for s in modes_s], dtype=np.int64)
         except KeyError as e:
@@ -345,8 +352,7 @@ def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
 
     cmp, nan, t, f = _rewrite(modes, missing, t_child, f_child)
     # trees as onnxruntime counts them: a new tree wherever nodes_treeids changes
-    roots = np.flatnonzero(np.r_[True, tree_ids[1:] != tree_ids[:-1]]) if n else \
-        np.zeros(0, np.int64)
+    roots = _run_starts(tree_ids)
     trees = _Trees(cmp, nan, feats, np.where(interior, values, leaf_value), t, f, w_start,
                    w_target, w_value, roots, n_features=int(max(feats.max(initial=0), 0)) + 1,
                    n_targets=n_targets, base=base,
