@@ -315,17 +315,20 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
             for piece in pieces:
                 pid = len(partitions)
                 name = group.name if len(pieces) == 1 else ""
-                mine = tuple((i, n) for i, n in group.node_notes if i in piece)
+                mine = tuple((i, n) for i, n in group.node_notes if i in piece) \
+                    if group.node_notes else ()
                 partitions.append(Partition(pid, prov.name, piece, name, group.note, mine))
                 for i in piece:
                     owner[i] = pid
-                    claimed.add(i)
+                claimed.update(piece)
                 if len(piece) > 1:
                     units.fuse(piece)
-        explicit = {d.node: d.reason for d in cap.declined}
-        for i in offered:
-            if i not in claimed:
-                declines[i].append((prov.name, explicit.get(i, "not claimed (no reason given)")))
+        if len(claimed) < len(offered):
+            explicit = {d.node: d.reason for d in cap.declined}
+            for i in offered:
+                if i not in claimed:
+                    declines[i].append((prov.name,
+                                        explicit.get(i, "not claimed (no reason given)")))
 
     missing = [i for i in range(n) if owner[i] is None]
     if partial:   # a provisional plan: only what the given providers claim
@@ -339,8 +342,11 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
     placements = []
     for i in range(n):
         part = partitions[owner[i]]  # type: ignore[index]
-        above = tuple(d for d in declines[i] if rank[d[0]] < rank[part.provider])
-        placements.append(NodePlacement(i, views[i].name, views[i].op_type, views[i].domain,
+        declined = declines[i]
+        above = tuple(d for d in declined if rank[d[0]] < rank[part.provider]) \
+            if declined else ()
+        view = views[i]
+        placements.append(NodePlacement(i, view.name, view.op_type, view.domain,
                                         part.provider, part.id, above))
     return PartitionPlan(tuple(p.name for p in providers), partitions, placements, notes)
 

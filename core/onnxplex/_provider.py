@@ -158,6 +158,20 @@ class NodeGroup:
                            tuple(sorted((int(i), str(n)) for i, n in notes if n)))
 
 
+_SINGLE_GROUPS: dict[int, NodeGroup] = {}
+
+
+def single_node_group(index: int) -> NodeGroup:
+    """``NodeGroup((index,))``, one shared instance per index (groups are frozen; a per-node
+    claim, most claims, then costs no new object and no ``__post_init__`` check)."""
+    group = _SINGLE_GROUPS.get(index)
+    if group is None:
+        group = NodeGroup((index,))
+        if type(index) is int and len(_SINGLE_GROUPS) < 1 << 16:
+            group = _SINGLE_GROUPS.setdefault(index, group)
+    return group
+
+
 @dataclass(frozen=True)
 class Decline:
     """A node the provider will not run, and why (shown in the placement report)."""
@@ -262,12 +276,19 @@ class OpTable:
         # answers are dropped when a config is added.
         self._answers: weakref.WeakKeyDictionary[NodeView, tuple[OpConfig | None, str]] = \
             weakref.WeakKeyDictionary()
+        # lookup's answer per (domain, op type, opset) when it depends on nothing else (the
+        # chosen config has no dtypes and no predicate, or none is chosen): most ops of most
+        # models, answered without the per-view table (~2 us a weak-reference lookup, and a
+        # session looks each node up three times). _NODE_DEPENDENT: ask per view. Dropped
+        # with the per-view answers when a config is added.
+        self._static: dict[tuple[str, str, int], tuple[OpConfig | None, str] | object] = {}
 
     def add(self, config: OpConfig) -> OpConfig:
         lst = self._configs.setdefault((config.domain, config.op_type), [])
         lst.append(config)
         lst.sort(key=lambda c: c.since)
         self._answers.clear()
+        self._static.clear()
         return config
 
     def register(self, op_type: str | Iterable[str], *, domain: str = "", since: int = 1,
@@ -297,6 +318,14 @@ class OpTable:
 
     def lookup(self, node: NodeView) -> tuple[OpConfig | None, str]:
         """The config that runs ``node``, or ``(None, reason)``."""
+        key = (node.domain, node.op_type, node.opset)
+        static = self._static.get(key)
+        if static is None:
+            static = self._static_answer(key)
+            if len(self._static) < 4096:
+                self._static[key] = static
+        if static is not _NODE_DEPENDENT:
+            return static   # type: ignore[return-value]
         try:
             return self._answers[node]
         except (KeyError, TypeError):   # (TypeError: a view type without weak references)
@@ -308,18 +337,34 @@ class OpTable:
             pass
         return answer
 
-    def _lookup(self, node: NodeView) -> tuple[OpConfig | None, str]:
-        configs = self._configs.get((node.domain, node.op_type))
+    def _static_answer(self, key: tuple[str, str, int]) -> tuple[OpConfig | None, str] | object:
+        """:meth:`_lookup`'s answer for any node of ``key``'s domain, op type and opset, or
+        :data:`_NODE_DEPENDENT` when the chosen config's dtypes or predicate must see it."""
+        chosen, reason = self._choose(*key)
+        if chosen is not None and (chosen.dtypes or chosen.predicate is not None):
+            return _NODE_DEPENDENT
+        return chosen, reason
+
+    def _choose(self, domain: str, op_type: str, opset: int) -> tuple[OpConfig | None, str]:
+        """The config covering ``opset`` with the newest ``since``, or ``(None, reason)``."""
+        configs = self._configs.get((domain, op_type))
+        qualified = f"{domain}::{op_type}" if domain else op_type   # (NodeView.qualified_op)
         if not configs:
-            return None, f"no kernel for {node.qualified_op}"
+            return None, f"no kernel for {qualified}"
         chosen = None
         for c in configs:
-            if c.covers(node.opset):
+            if c.covers(opset):
                 chosen = c
         if chosen is None:
             spans = ", ".join(f"{c.since}-{c.until or ''}" for c in configs)
-            return None, (f"{node.qualified_op} at opset {node.opset} is outside the supported "
+            return None, (f"{qualified} at opset {opset} is outside the supported "
                           f"opset range ({spans})")
+        return chosen, ""
+
+    def _lookup(self, node: NodeView) -> tuple[OpConfig | None, str]:
+        chosen, reason = self._choose(node.domain, node.op_type, node.opset)
+        if chosen is None:
+            return None, reason
         if chosen.dtypes:
             reason = _check_dtypes(node, chosen.dtypes)
             if reason:
@@ -329,6 +374,9 @@ class OpTable:
             if reason:
                 return None, reason
         return chosen, ""
+
+
+_NODE_DEPENDENT = object()
 
 
 def _check_dtypes(node: NodeView, allowed: Mapping[str | int, frozenset[int]]) -> str | None:
@@ -442,12 +490,13 @@ class ExecutionProvider:
             raise NotImplementedError(f"{type(self).__name__} has neither an op_table nor a "
                                       "get_capability override")
         groups, declined = [], []
+        lookup = self.op_table.lookup
         for node in graph.nodes:
-            config, reason = self.op_table.lookup(node)
+            config, reason = lookup(node)
             if config is None:
                 declined.append(Decline(node.index, reason))
             else:
-                groups.append(NodeGroup((node.index,)))
+                groups.append(single_node_group(node.index))
         return Capability(tuple(groups), tuple(declined))
 
     def compile(self, subgraph: Subgraph) -> Kernel:

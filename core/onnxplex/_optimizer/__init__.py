@@ -90,12 +90,24 @@ def register_pass(name: str, level: int, requires: Iterable[str] = (),
     return deco
 
 
-def _needless(p: Pass, model: Model) -> bool:
+def _needless(p: Pass, model: Model, op_types: frozenset[str] | None = None) -> bool:
     """Whether ``p`` cannot change ``model``: none of the op types it requires is in it, or
-    its ``applies`` test says no."""
-    if p.requires and p.requires.isdisjoint(model.op_types):
+    its ``applies`` test says no. ``op_types``: the model's, when the caller has them."""
+    if p.requires and p.requires.isdisjoint(model.op_types if op_types is None else op_types):
         return True
     return p.applies is not None and not p.applies(model)
+
+
+_SKIPPED: dict[str, PassReport] = {}
+
+
+def _not_run(p: Pass) -> PassReport:
+    """The report of a pass that could not change the model (0 changes in no time): one
+    instance per pass name, reports being frozen (most passes of most sessions end here)."""
+    report = _SKIPPED.get(p.name)
+    if report is None:
+        report = _SKIPPED[p.name] = PassReport(p.name, 0, 0.0)
+    return report
 
 
 def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
@@ -117,12 +129,12 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
     ctx = OptimizerContext(model, compile_node, dict(config or {}), protected)
     verify = ctx.config.get("session.optimizer_verify", "0") == "1"
     reports: list[PassReport] = []
-    unknown = set(disabled) - {p.name for p in PASSES}
-    if unknown:
-        logger.warning("disabled optimizers %s do not exist; passes are: %s", sorted(unknown),
-                       ", ".join(p.name for p in PASSES))
-    passes = [p for p in _ordered()
-              if min_level <= p.level <= level and p.name not in disabled]
+    if disabled:
+        unknown = set(disabled) - {p.name for p in PASSES}
+        if unknown:
+            logger.warning("disabled optimizers %s do not exist; passes are: %s",
+                           sorted(unknown), ", ".join(p.name for p in PASSES))
+    passes = _selected(min_level, level, disabled)
     if passes and not protected and not verify:
         # The common case: no pass raises. One snapshot for the whole run (a graph clone per
         # pass cost ~40 ms each on BERT-base); should any pass raise, the run is restored and
@@ -133,7 +145,7 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
             passes = []
     for p in passes:
         if _needless(p, model):
-            reports.append(PassReport(p.name, 0, 0.0))
+            reports.append(_not_run(p))
             continue
         snapshot = model.ir.graph.clone()
         reference = _sample_outputs(model) if verify else None
@@ -169,16 +181,25 @@ def _run_optimistically(model: Model, ctx: OptimizerContext, passes: list[Pass],
     restored) if one raised."""
     snapshot = model.ir.graph.clone() if reload is None else None
     reports: list[PassReport] = []
+    # The op types the passes' ``requires`` are tested against: computed once, and again only
+    # after a pass changed the graph (a reindex forgets the model's own copy even when
+    # nothing changed; most passes of a small graph are skipped by this test alone).
+    op_types: frozenset[str] | None = None
     for p in passes:
-        if _needless(p, model):
-            reports.append(PassReport(p.name, 0, 0.0))
+        if p.requires and op_types is None:
+            op_types = model.op_types
+        if _needless(p, model, op_types):
+            reports.append(_not_run(p))
             continue
         t0 = time.perf_counter()
         try:
             nodes_before = len(model.graph)   # the main graph's (kept by onnx-ir: no walk)
             changes = p.run(ctx)
             # A pass that changed nothing and left as many nodes: no new order to compute.
-            model.reindex(structure=bool(changes) or len(model.graph) != nodes_before)
+            structure = bool(changes) or len(model.graph) != nodes_before
+            model.reindex(structure=structure)
+            if structure:
+                op_types = None
         except Exception as e:  # noqa: BLE001 - redone pass by pass, with rollback
             logger.info("optimizer pass %r raised (%s: %s); redoing the passes one by one, "
                         "each on its own snapshot", p.name, type(e).__name__, e)
@@ -236,6 +257,25 @@ def _ordered() -> list[Pass]:
     ordered = [p for _, p in sorted(enumerate(registered), key=key)]
     _order_cache = (registered, ordered)
     return list(ordered)
+
+
+_selected_cache: dict[tuple[int, int, frozenset[str]], tuple[tuple[Pass, ...], list[Pass]]] = {}
+
+
+def _selected(min_level: int, level: int, disabled: frozenset[str]) -> list[Pass]:
+    """The passes of levels ``min_level``..``level`` not in ``disabled``, in running order
+    (chosen again only when the registered passes changed)."""
+    key = (min_level, level, frozenset(disabled))
+    registered = tuple(PASSES)
+    hit = _selected_cache.get(key)
+    if hit is not None and hit[0] == registered:
+        return list(hit[1])
+    chosen = [p for p in _ordered()
+              if min_level <= p.level <= level and p.name not in disabled]
+    if len(_selected_cache) > 64:
+        _selected_cache.clear()
+    _selected_cache[key] = (registered, chosen)
+    return list(chosen)
 
 
 def pass_names() -> list[str]:
