@@ -60,8 +60,15 @@ def _may_have_noop_chains(model: Model) -> bool:
 
 
 def _noop_candidate(node: ir.Node) -> bool:
-    """Whether a no-op chain rule could match at ``node``, from its op, attributes, input
-    types and producers alone (only scalar constants read): a chain of two Casts,
+    """Whether a no-op chain rule could match at ``node`` (see :func:`_noop_match`)."""
+    return _noop_match(node)[0]
+
+
+def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
+    """Whether a no-op chain rule could match at ``node``, and for an Add/Sub/Mul/Div its
+    :func:`_neutral_operand` (else None: the pass needs it, and reading the constant is most
+    of the test), from its op, attributes, input types and producers alone (only small
+    constants read): a chain of two Casts,
     Transposes, Reshapes or Unsqueezes, any Expand, a Cast to its input's type, a Transpose
     that keeps the order, or a Mul/Div by a scalar one or an Add/Sub of a scalar zero. The
     rules are tried only at such nodes: each try costs ~15-30 us, and BERT-base int8's
@@ -69,25 +76,26 @@ def _noop_candidate(node: ir.Node) -> bool:
     with nothing to do."""
     op = node.op_type
     if node.domain not in ("", "ai.onnx") or not node.inputs:
-        return False
+        return _NO_MATCH
     first = node.inputs[0]
     if op == "Expand":
-        return True
+        return _MATCH
     if op in _SAME_OP_CHAINS:
         src = first.producer() if first is not None else None
         if src is not None and src.op_type == op:
-            return True
+            return _MATCH
         if op == "Cast":
             to = node.attributes.get("to")
             return (first is None or first.dtype is None or to is None
-                    or int(to.value) == first.dtype.value)
+                    or int(to.value) == first.dtype.value), None
         if op == "Transpose":
             perm = node.attributes.get("perm")
-            return perm is None or list(perm.value) == sorted(perm.value)
-        return False
+            return perm is None or list(perm.value) == sorted(perm.value), None
+        return _NO_MATCH
     if op in _IDENTITY_OPERAND:
-        if _neutral_operand(node) is not None:
-            return True
+        keep = _neutral_operand(node)
+        if keep is not None:
+            return True, keep
         for v in node.inputs:
             t = v.const_value if v is not None else None
             # onnxscript's x * 1, x + 0 patterns match a scalar (rank 0) within a tolerance
@@ -99,13 +107,17 @@ def _noop_candidate(node: ir.Node) -> bool:
                 try:
                     if math.isclose(float(t.numpy()), _IDENTITY_OPERAND[op], rel_tol=1e-5,
                                     abs_tol=1e-8):
-                        return True
+                        return _MATCH
                 except Exception:  # noqa: BLE001 - unreadable: the passes report it
-                    return True
+                    return _MATCH
             if (v is not None and (p := v.producer()) is not None
                     and p.op_type == "Constant"):
-                return True   # not folded yet: let the rules look
-    return False
+                return _MATCH   # not folded yet: let the rules look
+    return _NO_MATCH
+
+
+_MATCH: tuple[bool, ir.Value | None] = (True, None)
+_NO_MATCH: tuple[bool, ir.Value | None] = (False, None)
 
 
 @register_pass("no-op chains", BASIC, applies=_may_have_noop_chains)
@@ -115,9 +127,9 @@ def _noop_chains(ctx: OptimizerContext) -> int:
     # matcher run of ~1.5 ms in onnxscript.
     found, same_type = [], 0
     for n in all_nodes(ctx.model.graph):
-        if not _noop_candidate(n):
+        candidate, keep = _noop_match(n)
+        if not candidate:
             continue
-        keep = _neutral_operand(n) if n.op_type in _IDENTITY_OPERAND else None
         if keep is not None:   # x + 0, x * 1 ... by a small constant tensor: Identity(x)
             n.op_type = "Identity"
             n.attributes.clear()
