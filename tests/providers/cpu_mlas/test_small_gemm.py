@@ -169,7 +169,8 @@ def test_small_output_is_fresh_and_writable():
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Names of the _blas GEMM entry points the kernels call (np.dot paths call neither)."""
+    """Names of the _blas GEMM entry points the kernels call (np.dot paths call neither; the
+    native binding a kernel calls directly counts as ``gemm``)."""
     seen: list[str] = []
     for name in ("gemm", "matmul"):
         real = getattr(_blas, name)
@@ -179,6 +180,20 @@ def calls(monkeypatch):
             return _real(*args, **kw)
 
         monkeypatch.setattr(_blas, name, spy)
+    real_binding = _blas.native_sgemm
+
+    def binding_spy():   # kernels that call the native binding directly (a float32 Gemm)
+        sgemm = real_binding()
+        if sgemm is None:
+            return None
+
+        def spy(*args):
+            seen.append("gemm")
+            return sgemm(*args)
+
+        return spy
+
+    monkeypatch.setattr(_blas, "native_sgemm", binding_spy)
     return seen
 
 
