@@ -8,6 +8,7 @@ namespace onnxplex::mlas::bind {
 void register_conv(py::module_& m);   // register_conv.cpp
 void register_trees(py::module_& m);  // register_trees.cpp
 void register_text(py::module_& m);   // register_text.cpp
+void register_select(py::module_& m); // register_select.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -19,4 +20,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_sgemm(m);   // SgemmPacked, sgemm_pack_a/b, sgemm
   register_trees(m);   // TreeEnsemble, tree_ensemble
   register_text(m);    // CharRuns (Tokenizer), NgramCounter (TfIdfVectorizer)
+  register_select(m);  // topk
 }

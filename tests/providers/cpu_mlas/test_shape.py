@@ -483,6 +483,40 @@ def test_topk_large_axis_random_floats():
     check("TopK", [x, np.array([10], I64)], 2, opset=11, largest=0, axis=-1)
 
 
+def test_topk_many_rows_threads():
+    # k-NN's shape: thousands of rows of distances, a few neighbours (the native selection,
+    # rows shared among threads), with ties
+    x = RNG.integers(0, 200, size=(1000, 400)).astype(np.float32)
+    check("TopK", [x, np.array([5], I64)], 2, opset=11, largest=0)
+    check("TopK", [x.astype(np.int64), np.array([120], I64)], 2, opset=11)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+@pytest.mark.parametrize("n,k", [(1, 1), (7, 0), (9, 1), (40, 3), (40, 30), (300, 37)])
+@pytest.mark.parametrize("largest", [True, False])
+def test_native_topk_is_the_numpy_path(dtype, n, k, largest):
+    """The native selection gives exactly the numpy path's values and indices (best first,
+    ties to the lower index), in its small-k and its sorting regimes."""
+    from onnxplex.providers.cpu_mlas import _native, misc
+    nat = _native.native()
+    if nat is None or not hasattr(nat, "topk"):
+        pytest.skip("the native kernels are not built")
+    x = RNG.integers(-20, 20, size=(33, n)).astype(dtype)   # many ties
+    values, indices = nat.topk(x, k, largest, 2)
+    want = misc._topk_indices(misc._best_first_key(x, largest), k)
+    np.testing.assert_array_equal(indices, want)
+    np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=-1))
+    assert values.dtype == x.dtype and indices.dtype == np.int64
+
+
+def test_topk_nan_keeps_numpy_order():
+    x = RNG.standard_normal((4, 50)).astype(np.float32)
+    x[1, 3] = x[2, 7] = np.nan
+    v, i = ours("TopK", [x, np.array([4], I64)], 2, opset=11, largest=0)
+    want = np.argsort(x, axis=-1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(i, want)
+
+
 @pytest.mark.parametrize("axis", [0, 1])
 def test_cumsum_long_rows(axis):
     x = RNG.standard_normal((16, 600)).astype(np.float32).reshape(16, 600)

@@ -1,0 +1,60 @@
+// Bindings of the selection kernels: TopK over the last axis (topk.h).
+#include <string>
+#include <vector>
+
+#include "bind_util.h"
+#include "topk.h"
+
+namespace onnxplex::mlas::bind {
+
+namespace {
+
+// Below this many elements the selection runs holding the GIL.
+constexpr size_t kKeepGilElements = 1 << 14;
+
+template <typename T>
+py::tuple topk_typed(const py::array& x_in, size_t k, bool largest, size_t threads) {
+  const auto x = py::array_t<T, py::array::c_style>::ensure(x_in);
+  const auto rank = static_cast<size_t>(x.ndim());
+  const size_t n = static_cast<size_t>(x.shape(rank - 1));
+  if (k > n) throw py::value_error("k is larger than the last axis");
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + rank);
+  shape.back() = static_cast<py::ssize_t>(k);
+  py::array_t<T> values(shape);
+  py::array_t<int64_t> indices(shape);
+  const size_t rows = n == 0 ? 0 : static_cast<size_t>(x.size()) / n;
+  const T* xp = x.data();
+  T* vp = values.mutable_data();
+  int64_t* ip = indices.mutable_data();
+  if (rows * n < kKeepGilElements) {
+    topk_rows(xp, rows, n, k, largest, vp, ip, 1);
+  } else {
+    py::gil_scoped_release release;
+    topk_rows(xp, rows, n, k, largest, vp, ip, threads);
+  }
+  return py::make_tuple(values, indices);
+}
+
+}  // namespace
+
+void register_select(py::module_& m) {
+  m.def("topk", [](const py::array& x, size_t k, bool largest, size_t threads) -> py::object {
+    if (x.ndim() < 1 || !(x.flags() & py::array::c_style)) {
+      throw py::type_error("x must be a C-contiguous array of rank >= 1");
+    }
+    const py::dtype dt = x.dtype();
+    if (!dt.attr("isnative").cast<bool>()) return py::none();
+    const char kind = dt.kind();
+    const auto size = dt.itemsize();
+    if (kind == 'f' && size == 4) return topk_typed<float>(x, k, largest, threads);
+    if (kind == 'f' && size == 8) return topk_typed<double>(x, k, largest, threads);
+    if (kind == 'i' && size == 8) return topk_typed<int64_t>(x, k, largest, threads);
+    if (kind == 'i' && size == 4) return topk_typed<int32_t>(x, k, largest, threads);
+    return py::none();
+  }, py::arg("x"), py::arg("k"), py::arg("largest"), py::arg("threads"),
+     "(values, indices) of the k largest (or smallest) elements along x's last axis, best "
+     "first, ties to the lower index; None for a dtype it does not take (float32/64, "
+     "int32/64). x must hold no NaN.");
+}
+
+}  // namespace onnxplex::mlas::bind
