@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -44,3 +46,5 @@ def bias_act_f32(y: npt.NDArray[np.float32], bias: npt.NDArray[np.float32] | Non
 def attention_f32(q: npt.NDArray[np.float32], k: npt.NDArray[np.float32],
                   v: npt.NDArray[np.float32], y: npt.NDArray[np.float32], scale: float,
                   bias: npt.NDArray[np.float32] | None = None, threads: int = 0) -> None: ...
+def topk(x: npt.NDArray[Any], k: int, largest: bool, threads: int
+         ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]] | None: ...
