@@ -23,7 +23,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext, prepacked
 
-from . import _blas
+from . import _blas, _native
 from ._native import native
 from ._registry import op
 from .elementwise import _sigmoid, _softplus
@@ -390,5 +390,35 @@ def make_qlinear_global_average_pool(node: NodeView, ctx: ProviderContext):
         yf *= np.asarray(x_scale, _F32)
         out = y_zero_point.dtype if y_zero_point is not None else x.dtype
         return _req(yf, y_scale, y_zero_point, np.dtype(out))
+
+    return kernel
+
+
+@op("CDist", since=1, domain=MS, dtypes={0: {TP.FLOAT, TP.DOUBLE}})
+def make_cdist(node: NodeView, ctx: ProviderContext):
+    """CDist: the [M, N] distances between the rows of A [M, K] and B [N, K], ``metric``
+    ``sqeuclidean`` (the default) or ``euclidean``. Each is the differences squared and summed
+    in feature order, as the Sub and ReduceSumSquare it replaces compute it (see the optimizer's
+    pairwise-distance fusion), natively over threads; numpy where the native module is not
+    built."""
+    metric = node.attr("metric", "sqeuclidean")
+    metric = metric.decode() if isinstance(metric, bytes) else str(metric)
+    if metric not in ("sqeuclidean", "euclidean"):
+        raise ValueError(f"CDist: metric {metric!r} is not supported (sqeuclidean, euclidean)")
+    root = metric == "euclidean"
+    cdist = getattr(native(), "cdist", None)
+    threads = _native.threads(ctx.intra_op_num_threads)
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+            raise ValueError(f"CDist: A and B must be matrices with as many columns, got "
+                             f"shapes {list(a.shape)} and {list(b.shape)}")
+        if cdist is not None and a.dtype == b.dtype:
+            y = cdist(a, b, root, threads)   # (None: a dtype it does not take)
+            if y is not None:
+                return y
+        d = a[:, None, :] - b[None, :, :]
+        y = np.einsum("ijk,ijk->ij", d, d)
+        return np.sqrt(y) if root else y
 
     return kernel

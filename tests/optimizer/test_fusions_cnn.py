@@ -363,6 +363,81 @@ def test_gemm_activation_fused(tmp_path, kind, act_attrs, want):
         assert a[k] == pytest.approx(v, rel=1e-6)
 
 
+def _distance_model(sub_order="pq", q_unsqueezed=False, keepdims=0, opset=17, extra_use=False,
+                    dtype=F):
+    """ReduceSumSquare(Unsqueeze(p, [1]) - q, axes=[2]): p [5, 3] rows against q [4, 3]."""
+    axes_attr = opset < 13
+    nodes, inits = [], []
+
+    def unsqueeze(src, dst, axis):
+        if axes_attr:
+            nodes.append(helper.make_node("Unsqueeze", [src], [dst], axes=[axis]))
+        else:
+            inits.append(init(f"{dst}_axes", [axis], np.int64))
+            nodes.append(helper.make_node("Unsqueeze", [src, f"{dst}_axes"], [dst]))
+
+    unsqueeze("p", "pu", 1)
+    q = "q"
+    if q_unsqueezed:
+        unsqueeze("q", "qu", -3)
+        q = "qu"
+    a, b = ("pu", q) if sub_order == "pq" else (q, "pu")
+    nodes.append(helper.make_node("Sub", [a, b], ["d"]))
+    if opset < 18:
+        nodes.append(helper.make_node("ReduceSumSquare", ["d"], ["y"], axes=[2],
+                                      keepdims=keepdims))
+    else:
+        inits.append(init("red_axes", [-1], np.int64))
+        nodes.append(helper.make_node("ReduceSumSquare", ["d", "red_axes"], ["y"],
+                                      keepdims=keepdims))
+    outs = [vi("y", None, dtype)] + ([vi("d", None, dtype)] if extra_use else [])
+    return model(nodes, [vi("p", [5, 3], dtype), vi("q", ["n", 3], dtype)], outs, inits,
+                 opset=opset)
+
+
+@pytest.mark.parametrize("sub_order,q_unsqueezed,opset,dtype", [
+    ("pq", False, 17, F), ("qp", False, 17, F), ("pq", True, 11, F), ("qp", True, 18, F),
+    ("pq", False, 17, TensorProto.DOUBLE),
+])
+def test_pairwise_distances_fused_into_cdist(tmp_path, sub_order, q_unsqueezed, opset, dtype):
+    m = _distance_model(sub_order, q_unsqueezed, opset=opset, dtype=dtype)
+    nt = helper.tensor_dtype_to_np_dtype(dtype)
+    rng = np.random.default_rng(12)   # (not RNG: the feeds of later tests stay as they were)
+    feeds = {"p": rng.standard_normal((5, 3)).astype(nt),
+             "q": rng.standard_normal((4, 3)).astype(nt)}
+    opt = check(m, feeds, tmp_path, rtol=1e-5, atol=1e-6)
+    assert ops(opt) == ["CDist"]
+    assert attrs(node_of(opt, "CDist"))["metric"] == b"sqeuclidean"
+    assert list(node_of(opt, "CDist").input) == ["p", "q"]
+
+
+@pytest.mark.parametrize("kw", [{"keepdims": 1}, {"extra_use": True}])
+def test_pairwise_distances_left_alone(tmp_path, kw):
+    m = _distance_model(**kw)
+    rng = np.random.default_rng(13)
+    feeds = {"p": rng.standard_normal((5, 3)).astype(np.float32),
+             "q": rng.standard_normal((4, 3)).astype(np.float32)}
+    assert "CDist" not in ops(check(m, feeds, tmp_path))
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_cdist_kernel_against_onnxruntime(metric):
+    """com.microsoft CDist itself, with many rows (the native kernel's threads)."""
+    node = helper.make_node("CDist", ["a", "b"], ["y"], domain="com.microsoft", metric=metric)
+    g = helper.make_graph([node], "g", [vi("a", [300, 7]), vi("b", [250, 7])], [vi("y", None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                           helper.make_opsetid("com.microsoft", 1)],
+                          ir_version=10)
+    rng = np.random.default_rng(11)   # (the module's RNG feeds the tests after this one)
+    feeds = {"a": rng.standard_normal((300, 7)).astype(np.float32),
+             "b": rng.standard_normal((250, 7)).astype(np.float32)}
+    (got,) = onnxplex.InferenceSession(m.SerializeToString(), providers=["cpu_mlas"]).run(
+        None, feeds)
+    (want,) = ort.InferenceSession(m.SerializeToString(),
+                                   providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_small_cnn_fused(tmp_path):
     from models import small_cnn
 

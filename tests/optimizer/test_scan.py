@@ -75,6 +75,18 @@ def test_cdist_scan_runs_once_over_all_rows():
     _check(_scan_model(_cdist_body()), vectorized=True)
 
 
+@pytest.mark.parametrize("opset,axes", [(11, (1,)), (17, (-1,)), (18, (1,))])
+def test_vectorized_cdist_becomes_one_cdist_node(opset, axes):
+    """The vectorized body (Unsqueeze of the rows, Sub, ReduceSumSquare) is fused into
+    com.microsoft CDist at the extended level: the [rows, queries, features] differences are
+    never stored."""
+    model = _scan_model(_cdist_body("ReduceSumSquare", opset, 0, axes), opset)
+    _check(model, vectorized=True)
+    sess = onnxplex.InferenceSession(model.SerializeToString(), providers=["cpu_mlas"])
+    ops = [n.op_type for n in sess.model.nodes]
+    assert "CDist" in ops and "Sub" not in ops and "ReduceSumSquare" not in ops
+
+
 @pytest.mark.parametrize("reduce,opset,keepdims,axes", [
     ("ReduceSumSquare", 11, 0, (1,)),      # axes as an attribute
     ("ReduceSumSquare", 11, 0, (-1,)),     # a negative axis, per iteration

@@ -1,8 +1,9 @@
-// Bindings of the selection kernels: TopK over the last axis (topk.h).
+// Bindings of k-NN's kernels: TopK over the last axis (topk.h), pairwise distances (cdist.h).
 #include <string>
 #include <vector>
 
 #include "bind_util.h"
+#include "cdist.h"
 #include "topk.h"
 
 namespace onnxplex::mlas::bind {
@@ -35,6 +36,27 @@ py::tuple topk_typed(const py::array& x_in, size_t k, bool largest, size_t threa
   return py::make_tuple(values, indices);
 }
 
+template <typename T>
+py::object cdist_typed(const py::array& a_in, const py::array& b_in, bool root,
+                       size_t threads) {
+  const auto a = py::array_t<T, py::array::c_style>::ensure(a_in);
+  const auto b = py::array_t<T, py::array::c_style>::ensure(b_in);
+  if (!a || !b) return py::none();
+  const auto m = static_cast<size_t>(a.shape(0)), n = static_cast<size_t>(b.shape(0));
+  const auto k = static_cast<size_t>(a.shape(1));
+  py::array_t<T> out({static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)});
+  const T* ap = a.data();
+  const T* bp = b.data();
+  T* op = out.mutable_data();
+  if (m * n * k < kKeepGilElements) {
+    sqdist_rows(ap, m, bp, n, k, root, op, 1);
+  } else {
+    py::gil_scoped_release release;
+    sqdist_rows(ap, m, bp, n, k, root, op, threads);
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_select(py::module_& m) {
@@ -55,6 +77,21 @@ void register_select(py::module_& m) {
      "(values, indices) of the k largest (or smallest) elements along x's last axis, best "
      "first, ties to the lower index; None for a dtype it does not take (float32/64, "
      "int32/64). x must hold no NaN.");
+
+  m.def("cdist", [](const py::array& a, const py::array& b, bool root,
+                    size_t threads) -> py::object {
+    if (a.ndim() != 2 || b.ndim() != 2 || a.shape(1) != b.shape(1)) {
+      throw py::value_error("a and b must be matrices with as many columns");
+    }
+    const py::dtype dt = a.dtype();
+    if (!dt.is(b.dtype()) && !dt.equal(b.dtype())) return py::none();
+    if (dt.kind() == 'f' && dt.itemsize() == 4) return cdist_typed<float>(a, b, root, threads);
+    if (dt.kind() == 'f' && dt.itemsize() == 8) return cdist_typed<double>(a, b, root, threads);
+    return py::none();
+  }, py::arg("a"), py::arg("b"), py::arg("root"), py::arg("threads"),
+     "[m, n] squared Euclidean distances between the rows of a [m, k] and b [n, k] "
+     "(differences squared and summed in feature order; their square roots when root); None "
+     "for other than two float32 or two float64 matrices.");
 }
 
 }  // namespace onnxplex::mlas::bind
