@@ -2,14 +2,16 @@
 src/tree_ensemble.h): TreeEnsembleClassifier and TreeEnsembleRegressor (ml opsets 1 and 3) and
 TreeEnsemble (ml opset 5), with onnxruntime's numerics.
 
-The kernel factory reads and checks the attributes once (numpy; a bad one is a ValueError
-naming it), resolves them into one node list (children as indices, leaves' weights gathered,
-every comparison reduced to ``<=``, ``<`` or ``==`` by swapping children, BRANCH_MEMBER
-unrolled into equalities) and builds the native ensemble, which checks the indices again and
-refuses cycles. The kernel is the ensemble's ``run`` itself: one native call that allocates the
-outputs (and hands back string labels). Without the native module the opset-1/3 ops are
-declined (the onnx reference fallback runs them) and TreeEnsemble keeps the numpy walker of
-``ml.py``.
+The kernel factory reads and checks the attributes once (a bad one is a ValueError naming
+it), resolves them into one node list (children as indices, leaves' weights gathered, every
+comparison reduced to ``<=``, ``<`` or ``==`` by swapping children, BRANCH_MEMBER unrolled
+into equalities) and builds the native ensemble, which checks the indices again and refuses
+cycles. For opsets 1 and 3 the resolution is native too (``_mlas_native.tree_v3_nodes``: one
+call on the attribute arrays, which returns what it refuses as a code for the message to be
+worded here); TreeEnsemble's is numpy. The kernel is the ensemble's ``run`` itself: one
+native call that allocates the outputs (and hands back string labels). Without the native
+module the opset-1/3 ops are declined (the onnx reference fallback runs them) and
+TreeEnsemble keeps the numpy walker of ``ml.py``.
 
 Types as onnxruntime's: thresholds, leaf weights and sums in float for float and integer inputs
 (integers compared as float), in double for double inputs; also in double here for a float
@@ -185,84 +187,65 @@ def _check_features(a: _Attrs, feats: np.ndarray) -> None:
         raise a.error("nodes_featureids", f"feature id {bad} out of range")
 
 
-def _csr(owner: np.ndarray, n: int, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Weights grouped by their node (``owner``, -1 dropped), in attribute order within a node:
-    ``weight_start`` [n + 1] and the columns reordered."""
-    keep = owner >= 0
-    order = np.flatnonzero(keep)[np.argsort(owner[keep], kind="stable")]
-    start = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(owner[keep], minlength=n), out=start[1:])
-    return (start,) + tuple(c[order] for c in columns)
-
-
 # --------------------------------------------------------------------------------------------
 # TreeEnsembleClassifier / TreeEnsembleRegressor (ml opsets 1 and 3)
 # --------------------------------------------------------------------------------------------
 
-
-def _run_starts(ids: np.ndarray) -> np.ndarray:
-    """Where each run of equal ids begins (int64; empty for no ids)."""
-    change = np.empty(ids.size, bool)
-    change[:1] = True
-    np.not_equal(ids[1:], ids[:-1], out=change[1:])
-    return np.flatnonzero(change)
+# resolve_tree_v3's refusals (tree_ensemble.h TreeV3Error)
+_E_FEATURE, _E_DUPLICATE, _E_WEIGHT_NODE, _E_WEIGHT_ID = 2, 3, 8, 9
+_E_CHILD = {4: ("nodes_truenodeids", False), 5: ("nodes_truenodeids", True),
+            6: ("nodes_falsenodeids", False), 7: ("nodes_falsenodeids", True)}
 
 
-def _node_finder(a: _Attrs, tree_ids: np.ndarray, node_ids: np.ndarray
-                 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """``find(trees, nodes)``: the index of each (tree id, node id) among the nodes, -1 where
-    there is none (``trees`` may be ``tree_ids`` itself: each node's own tree). A node given
-    twice is an error."""
-    n = tree_ids.size
-    if n == 0:
-        return lambda t, k: np.full(k.size, -1, np.int64)
-    starts = _run_starts(tree_ids)
-    run_trees = tree_ids[starts]
-    lengths = np.diff(starts, append=n)
-    own_start = np.repeat(starts, lengths)
-    if (np.unique(run_trees).size == run_trees.size
-            and np.array_equal(node_ids, np.arange(n) - own_start)):
-        # What converters write: each tree's nodes together, numbered 0, 1, ... in order: a
-        # node's index is its tree's first plus its id.
-        order = np.argsort(run_trees)
-        sorted_trees = run_trees[order]
-        own_length = np.repeat(lengths, lengths)
+def _v3_error(a: _Attrs, code: int, i: int, nodes: dict[str, np.ndarray], prefix: str,
+              n_targets: int) -> ValueError:
+    """The ValueError of a refusal of ``tree_v3_nodes``: code and the node's (or weight's)
+    index ``i``."""
+    tree_ids, node_ids = nodes["tree_ids"], nodes["node_ids"]
+    if code == _E_FEATURE:
+        return a.error("nodes_featureids", f"feature id {nodes['feature'][i]} out of range")
+    if code == _E_DUPLICATE:
+        return a.error("nodes_nodeids", f"node {node_ids[i]} of tree {tree_ids[i]} is given "
+                       "twice")
+    if code in _E_CHILD:
+        name, itself = _E_CHILD[code]
+        what = "itself" if itself else "a node that does not exist"
+        ids = nodes["true_ids" if name == "nodes_truenodeids" else "false_ids"]
+        return a.error(name, f"node {node_ids[i]} of tree {tree_ids[i]} points to {what} "
+                       f"({ids[i]})")
+    if code == _E_WEIGHT_NODE:
+        return a.error(f"{prefix}_nodeids", f"node {nodes['w_nodes'][i]} of tree "
+                       f"{nodes['w_trees'][i]} does not exist")
+    if code == _E_WEIGHT_ID:
+        return a.error(f"{prefix}_ids", f"ids must be in [0, {n_targets})")
+    return a.error("nodes_modes", f"unknown mode code {nodes['modes'][i]}")
 
-        def find_in_runs(t: np.ndarray, k: np.ndarray) -> np.ndarray:
-            if t is tree_ids:  # the nodes' own trees
-                first, length = own_start, own_length
-            else:
-                pos = np.minimum(np.searchsorted(sorted_trees, t), sorted_trees.size - 1)
-                run = order[pos]
-                first, length = starts[run], np.where(sorted_trees[pos] == t, lengths[run], 0)
-            return np.where((k >= 0) & (k < length), first + k, -1)
 
-        return find_in_runs
-    # Any order, any ids: one int64 key a (tree, node) pair, sorted.
-    _, tree_rank = np.unique(tree_ids, return_inverse=True)
-    ids, node_rank = np.unique(node_ids, return_inverse=True)
-    keys = tree_rank.reshape(-1).astype(np.int64) * ids.size + node_rank.reshape(-1)
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    dup = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
-    if dup.size:
-        i = order[dup[0]]
-        raise a.error("nodes_nodeids", f"node {node_ids[i]} of tree {tree_ids[i]} is given "
-                      "twice")
-    sorted_trees = np.unique(tree_ids)
-
-    def find_sorted(t: np.ndarray, k: np.ndarray) -> np.ndarray:
-        ti = np.minimum(np.searchsorted(sorted_trees, t), sorted_trees.size - 1)
-        ki = np.minimum(np.searchsorted(ids, k), ids.size - 1)
-        key = ti.astype(np.int64) * ids.size + ki
-        pos = np.minimum(np.searchsorted(sorted_keys, key), n - 1)
-        found = (sorted_trees[ti] == t) & (ids[ki] == k) & (sorted_keys[pos] == key)
-        return np.where(found, order[pos], -1)
-
-    return find_sorted
+def _n_classes(a: _Attrs, classifier: bool) -> tuple[int, np.ndarray, ValueError | None]:
+    """The classes (int labels, empty for string ones) or targets, and the error refusing them
+    (raised after the node lists' own)."""
+    labels_i = np.zeros(0, np.int64)
+    if classifier:
+        labels_i = a.ints("classlabels_int64s")
+        labels_s = a.node.attr("classlabels_strings") or ()
+        if labels_i.size and len(labels_s):
+            return 0, labels_i, a.error("classlabels_strings", "classlabels_strings and "
+                                        "classlabels_int64s are both given")
+        n_targets = len(labels_s) or labels_i.size
+        if n_targets < 2:
+            return 0, labels_i, a.error(
+                "classlabels_int64s", "a classifier needs two class labels or more "
+                "(classlabels_int64s or classlabels_strings)")
+        return n_targets, labels_i, None
+    n_targets = int(a.node.attr("n_targets") or 0)
+    if n_targets <= 0:
+        return 0, labels_i, a.error("n_targets", "is required and must be positive")
+    return n_targets, labels_i, None
 
 
 def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
+    """The node lists read and checked here, resolved natively (``tree_v3_nodes``: node ids to
+    indices, weights grouped by leaf, GTE / GT / NEQ rewritten), the errors worded here."""
     modes_s = a.node.attr("nodes_modes") or ()
     n = len(modes_s)
     modes = a.node.attr_codes("nodes_modes", _MODES) if n else np.zeros(0, np.int64)
@@ -271,75 +254,47 @@ def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
             modes = np.array([_MODES[_text(s)] for s in modes_s], dtype=np.int64)
         except KeyError as e:
             raise a.error("nodes_modes", f"unknown mode {e.args[0]!r}") from None
-    tree_ids = a.ints("nodes_treeids", n, required=True)
-    node_ids = a.ints("nodes_nodeids", n, required=True)
-    feats = a.ints("nodes_featureids", n, required=True)
-    t_ids = a.ints("nodes_truenodeids", n, required=True)
-    f_ids = a.ints("nodes_falsenodeids", n, required=True)
+    nodes = dict(modes=modes, tree_ids=a.ints("nodes_treeids", n, required=True),
+                 node_ids=a.ints("nodes_nodeids", n, required=True),
+                 feature=a.ints("nodes_featureids", n, required=True),
+                 true_ids=a.ints("nodes_truenodeids", n, required=True),
+                 false_ids=a.ints("nodes_falsenodeids", n, required=True))
     values, values_double = a.either("nodes_values", n)
     if values.size != n:
         raise a.error("nodes_values", "is required")
+    nodes["values"] = values
     # onnxruntime reads the missing-value flags it has and takes the others as 0
-    missing = np.zeros(n, np.int64)
-    given = a.ints("nodes_missing_value_tracks_true")[:n]
-    missing[:given.size] = given
+    nodes["missing"] = a.ints("nodes_missing_value_tracks_true")
     if a.present("nodes_hitrates") and a.present("nodes_hitrates_as_tensor"):
         raise a.error("nodes_hitrates", "nodes_hitrates and nodes_hitrates_as_tensor are both "
                       "given")
-    interior = modes != _LEAF
-    _check_features(a, feats[interior | (feats > 0)])  # (a leaf's counts, as onnxruntime's)
-
+    resolve = _native.native().tree_v3_nodes
     prefix = "class" if classifier else "target"
-    w_trees = a.ints(f"{prefix}_treeids")
-    m = w_trees.size
-    w_nodes = a.ints(f"{prefix}_nodeids", m)
-    w_ids = a.ints(f"{prefix}_ids", m)
-    w_values, w_double = a.either(f"{prefix}_weights", m)
-    if w_values.size != m:
-        raise a.error(f"{prefix}_weights", f"has {w_values.size} entries, expected {m}")
-
-    find = _node_finder(a, tree_ids, node_ids)
-    t_child, f_child = find(tree_ids, t_ids), find(tree_ids, f_ids)
-    for name, child, ids in (("nodes_truenodeids", t_child, t_ids),
-                             ("nodes_falsenodeids", f_child, f_ids)):
-        bad = np.flatnonzero(interior & ((child < 0) | (child == np.arange(n))))
-        if bad.size:
-            i = bad[0]
-            what = "itself" if child[i] == i else "a node that does not exist"
-            raise a.error(name, f"node {node_ids[i]} of tree {tree_ids[i]} points to "
-                          f"{what} ({ids[i]})")
-    t_child[~interior] = 0
-    f_child[~interior] = 0
-
-    owner = find(w_trees, w_nodes)
-    if (owner < 0).any():
-        k = int(np.flatnonzero(owner < 0)[0])
-        raise a.error(f"{prefix}_nodeids", f"node {w_nodes[k]} of tree {w_trees[k]} does not "
-                      "exist")
-    if classifier:
-        labels_i = a.ints("classlabels_int64s")
-        labels_s = a.node.attr("classlabels_strings") or ()
-        if labels_i.size and len(labels_s):
-            raise a.error("classlabels_strings", "classlabels_strings and classlabels_int64s "
-                          "are both given")
-        n_targets = len(labels_s) or labels_i.size
-        if n_targets < 2:
-            raise a.error("classlabels_int64s", "a classifier needs two class labels or more "
-                          "(classlabels_int64s or classlabels_strings)")
-    else:
-        n_targets = int(a.node.attr("n_targets") or 0)
-        if n_targets <= 0:
-            raise a.error("n_targets", "is required and must be positive")
-    if ((w_ids < 0) | (w_ids >= n_targets)).any():
-        raise a.error(f"{prefix}_ids", f"ids must be in [0, {n_targets})")
-    # Weights on interior nodes are ignored (as onnxruntime: old onnxmltools wrote some).
-    owner = np.where(interior[owner], -1, owner)
-    w_start, w_target, w_value = _csr(owner, n, w_ids, w_values)
-    # A single-target leaf's value is its first weight; without one, its own nodes_values
-    # (onnxruntime keeps the threshold slot).
-    leaf_value = values.copy()
-    has_w = w_start[1:] > w_start[:-1]
-    leaf_value[has_w] = w_value[w_start[:-1][has_w]]
+    nodes["w_trees"] = a.ints(f"{prefix}_treeids")
+    m = nodes["w_trees"].size
+    try:
+        nodes["w_nodes"] = a.ints(f"{prefix}_nodeids", m, required=True)
+        nodes["w_ids"] = a.ints(f"{prefix}_ids", m, required=True)
+        nodes["w_values"], w_double = a.either(f"{prefix}_weights", m)
+        if nodes["w_values"].size != m:
+            raise a.error(f"{prefix}_weights", f"has {nodes['w_values'].size} entries, "
+                          f"expected {m}")
+    except ValueError:
+        # a feature id's error comes first (the first the native resolution reports)
+        none = np.zeros(0, np.int64)
+        code, i, *_ = resolve(**(nodes | dict(w_trees=none, w_nodes=none, w_ids=none,
+                                              w_values=np.zeros(0))))
+        if code == _E_FEATURE:
+            raise _v3_error(a, code, i, nodes, prefix, 0) from None
+        raise
+    n_targets, labels_i, refused = _n_classes(a, classifier)
+    got = resolve(**nodes, n_targets=n_targets)
+    if got[0]:
+        raise _v3_error(a, got[0], got[1], nodes, prefix, n_targets)
+    if refused is not None:
+        raise refused
+    (cmp, nan, value, t, f, w_start, w_target, w_value, roots, n_features, binary_case,
+     all_positive) = got[2:]
 
     base, base_double = a.either("base_values")
     if classifier:
@@ -350,17 +305,13 @@ def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
     elif base.size not in (0, n_targets):
         raise a.error("base_values", f"has {base.size} values, expected 0 or {n_targets}")
 
-    cmp, nan, t, f = _rewrite(modes, missing, t_child, f_child)
-    # trees as onnxruntime counts them: a new tree wherever nodes_treeids changes
-    roots = _run_starts(tree_ids)
-    trees = _Trees(cmp, nan, feats, np.where(interior, values, leaf_value), t, f, w_start,
-                   w_target, w_value, roots, n_features=int(max(feats.max(initial=0), 0)) + 1,
-                   n_targets=n_targets, base=base,
+    trees = _Trees(cmp, nan, nodes["feature"], value, t, f, w_start, w_target, w_value, roots,
+                   n_features=n_features, n_targets=n_targets, base=base,
                    in_double=in_double or values_double or w_double or base_double)
     if classifier:
         trees.classifier = True
-        trees.binary_case = n_targets == 2 and np.unique(w_ids).size == 1
-        trees.weights_all_positive = bool((w_values >= 0).all())
+        trees.binary_case = n_targets == 2 and binary_case
+        trees.weights_all_positive = all_positive
         trees.class_labels = labels_i if labels_i.size else np.arange(n_targets, dtype=np.int64)
         trees.post = a.code("post_transform", _POSTS, "NONE")
     else:

@@ -2,9 +2,11 @@
 // for size, the input cast to the ensemble's type, outputs allocated here, GIL released around
 // the walk), the SVM (svm.h) and the small-batch linear scores (linear.h), both built once per
 // kernel and run on float32 rows.
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bind_util.h"
@@ -29,6 +31,24 @@ Arr<T> arr(const py::object& a, const char* what, py::ssize_t size) {
   }
   return v;
 }
+
+// Arrays read for one call (cast, sizes checked), kept alive until it returns.
+struct Held {
+  std::vector<py::array> keep;
+
+  static py::ssize_t size(const py::object& a, const char* what) {
+    const py::array v = py::array::ensure(a);
+    if (!v) throw py::type_error(std::string(what) + " must be a numeric array");
+    return v.size();
+  }
+
+  template <typename T>
+  const T* data(const py::object& a, const char* what, py::ssize_t size) {
+    const Arr<T> v = arr<T>(a, what, size);
+    keep.push_back(v);
+    return v.data();
+  }
+};
 
 // Below this many node steps the walk runs holding the GIL (releasing and taking it back
 // costs more than the walk of a small model at batch 1).
@@ -327,6 +347,72 @@ void register_trees(py::module_& m) {
      "1 LOGISTIC 2 SOFTMAX 3 SOFTMAX_ZERO 4 PROBIT) codes; class_names (a classifier's label "
      "strings, class_labels then 0, 1, ...) returned in place of the indices; threads the "
      "run's default (0 = all). Raises ValueError on an index out of range or a cycle.");
+
+  m.def("tree_v3_nodes", [](const py::object& modes_in, const py::object& tree_ids_in,
+                            const py::object& node_ids_in, const py::object& feature_in,
+                            const py::object& true_ids_in, const py::object& false_ids_in,
+                            const py::object& values_in, const py::object& missing_in,
+                            const py::object& w_trees_in, const py::object& w_nodes_in,
+                            const py::object& w_ids_in, const py::object& w_values_in,
+                            size_t n_targets) -> py::tuple {
+    Held in;
+    TreeV3Attrs a;
+    const py::ssize_t n = in.size(modes_in, "nodes_modes");
+    const py::ssize_t m = in.size(w_trees_in, "weight tree ids");
+    // the int64 lists: the node lists' n entries, the weight lists' m
+    using List = std::tuple<const int64_t**, const py::object*, const char*, py::ssize_t>;
+    for (const List& l : {List{&a.modes, &modes_in, "nodes_modes", n},
+                          List{&a.tree_ids, &tree_ids_in, "nodes_treeids", n},
+                          List{&a.node_ids, &node_ids_in, "nodes_nodeids", n},
+                          List{&a.feature, &feature_in, "nodes_featureids", n},
+                          List{&a.true_ids, &true_ids_in, "nodes_truenodeids", n},
+                          List{&a.false_ids, &false_ids_in, "nodes_falsenodeids", n},
+                          List{&a.w_trees, &w_trees_in, "weight tree ids", m},
+                          List{&a.w_nodes, &w_nodes_in, "weight node ids", m},
+                          List{&a.w_ids, &w_ids_in, "weight ids", m}}) {
+      *std::get<0>(l) = in.data<int64_t>(*std::get<1>(l), std::get<2>(l), std::get<3>(l));
+    }
+    a.n_nodes = static_cast<size_t>(n);
+    a.n_weights = static_cast<size_t>(m);
+    a.values = in.data<double>(values_in, "nodes_values", n);
+    a.w_values = in.data<double>(w_values_in, "weights", m);
+    const py::ssize_t n_missing = in.size(missing_in, "nodes_missing_value_tracks_true");
+    a.n_missing = static_cast<size_t>(std::min(n_missing, n));
+    a.missing = in.data<int64_t>(missing_in, "nodes_missing_value_tracks_true", n_missing);
+    a.n_targets = n_targets;
+    py::array_t<uint8_t> cmp(n), nan_true(n);
+    py::array_t<double> value(n), weight_value(m);
+    py::array_t<int64_t> true_child(n), false_child(n), weight_start(n + 1), weight_target(m);
+    TreeV3Nodes o{cmp.mutable_data(), nan_true.mutable_data(), value.mutable_data(),
+                  true_child.mutable_data(), false_child.mutable_data(),
+                  weight_start.mutable_data(), weight_target.mutable_data(),
+                  weight_value.mutable_data()};
+    const TreeV3Result res = resolve_tree_v3(a, o);
+    if (res.error != TreeV3Error::kNone) {
+      return py::make_tuple(static_cast<int>(res.error), res.index);
+    }
+    const py::ssize_t kept = o.weight_start[n];
+    py::object wt = weight_target, wv = weight_value;
+    if (kept < m) {  // (weights on interior nodes dropped)
+      const py::slice used(0, kept, 1);
+      wt = weight_target[used];
+      wv = weight_value[used];
+    }
+    py::array_t<int64_t> roots(static_cast<py::ssize_t>(res.roots.size()));
+    std::copy(res.roots.begin(), res.roots.end(), roots.mutable_data());
+    return py::make_tuple(0, 0, cmp, nan_true, value, true_child, false_child, weight_start, wt,
+                          wv, roots, res.n_features, res.binary_case, res.weights_all_positive);
+  }, py::arg("modes"), py::arg("tree_ids"), py::arg("node_ids"), py::arg("feature"),
+     py::arg("true_ids"), py::arg("false_ids"), py::arg("values"), py::arg("missing"),
+     py::arg("w_trees"), py::arg("w_nodes"), py::arg("w_ids"), py::arg("w_values"),
+     py::arg("n_targets") = 0,
+     "TreeEnsembleClassifier / TreeEnsembleRegressor (ml opsets 1, 3) node lists resolved for "
+     "tree_ensemble (see resolve_tree_v3 in tree_ensemble.h): modes as codes (0 LEQ 1 LT 2 GTE "
+     "3 GT 4 EQ 5 NEQ 7 LEAF), the node attributes, the missing-value flags (the first ones "
+     "given), the weights' tree ids, node ids, target or class ids and values, n_targets (0: "
+     "the ids unchecked). Returns (error code, index) for a refusal (TreeV3Error), else (0, "
+     "0, cmp, nan_true, value, true_child, false_child, weight_start, weight_target, "
+     "weight_value, roots, n_features, binary_case, weights_all_positive).");
 }
 
 }  // namespace onnxplex::mlas::bind

@@ -772,4 +772,207 @@ std::unique_ptr<TreeEnsemble> make_tree_ensemble(const TreeEnsembleDesc& d, bool
   return std::make_unique<Ensemble<double, double>>(d);
 }
 
+namespace {
+
+// ONNX opset-1/3 mode codes (TreeV3Attrs::modes) to TreeCmp, and whether the children swap:
+// GTE and GT take < and <=, NEQ ==, with the children swapped.
+constexpr uint8_t kV3Cmp[8] = {0, 1, 1, 0, 2, 2, 2, 3};
+constexpr bool kV3Swap[8] = {false, false, true, true, false, true, false, false};
+constexpr int64_t kV3Gte = 2, kV3Gt = 3, kV3Neq = 5, kV3Member = 6, kV3Leaf = 7;
+// Feature ids are int32 in the laid-out nodes.
+constexpr int64_t kMaxFeatureId = std::numeric_limits<int32_t>::max();
+
+// Nodes found by (tree id, node id): in the common layout (each tree one run of nodes_treeids,
+// its nodes numbered 0, 1, ... in order) by arithmetic, otherwise by binary search over the
+// nodes sorted by (tree id, node id).
+class V3Finder {
+ public:
+  V3Finder(const TreeV3Attrs& a, const std::vector<int64_t>& starts)
+      : a_(a), starts_(starts), runs_(starts.size()) {
+    const size_t n_runs = starts.size();
+    bool sorted = true;
+    for (size_t r = 0; r < n_runs; ++r) {
+      runs_[r] = {a.tree_ids[starts[r]], static_cast<int64_t>(r)};
+      sorted = sorted && (r == 0 || runs_[r - 1].first < runs_[r].first);
+    }
+    if (!sorted) std::sort(runs_.begin(), runs_.end());
+    dense_ = true;
+    for (size_t r = 1; r < n_runs && dense_; ++r) dense_ = runs_[r - 1].first != runs_[r].first;
+    for (size_t r = 0; r < n_runs && dense_; ++r) {
+      const int64_t s = starts[r], e = end(r);
+      for (int64_t i = s; i < e; ++i) {
+        if (a.node_ids[i] != i - s) {
+          dense_ = false;
+          break;
+        }
+      }
+    }
+    if (dense_) return;
+    by_id_.resize(a.n_nodes);
+    for (size_t i = 0; i < a.n_nodes; ++i) by_id_[i] = static_cast<int64_t>(i);
+    std::sort(by_id_.begin(), by_id_.end(), [&](int64_t x, int64_t y) {
+      const int64_t tx = a.tree_ids[x], ty = a.tree_ids[y];
+      if (tx != ty) return tx < ty;
+      const int64_t kx = a.node_ids[x], ky = a.node_ids[y];
+      return kx != ky ? kx < ky : x < y;
+    });
+  }
+
+  // A node given twice (the one of the smallest such (tree id, node id)), or -1.
+  int64_t duplicate() const {
+    for (size_t p = 1; p < by_id_.size(); ++p) {
+      const int64_t x = by_id_[p - 1], y = by_id_[p];
+      if (a_.tree_ids[x] == a_.tree_ids[y] && a_.node_ids[x] == a_.node_ids[y]) return x;
+    }
+    return -1;
+  }
+
+  // The index of node id k of run r's tree, or -1.
+  int64_t in_run(size_t r, int64_t k) const {
+    if (!dense_) return search(a_.tree_ids[starts_[r]], k);
+    return k >= 0 && k < end(r) - starts_[r] ? starts_[r] + k : -1;
+  }
+
+  // The index of node id k of tree t, or -1 (consecutive lookups of one tree are cheap).
+  int64_t find(int64_t t, int64_t k) {
+    if (!dense_) return search(t, k);
+    if (!cached_ || t != cached_tree_) {
+      const auto it = std::lower_bound(runs_.begin(), runs_.end(), std::make_pair(t, int64_t{0}));
+      cached_ = true;
+      cached_tree_ = t;
+      cached_run_ = it != runs_.end() && it->first == t ? it->second : -1;
+    }
+    return cached_run_ < 0 ? -1 : in_run(static_cast<size_t>(cached_run_), k);
+  }
+
+  int64_t end(size_t r) const {
+    return r + 1 < starts_.size() ? starts_[r + 1] : static_cast<int64_t>(a_.n_nodes);
+  }
+
+ private:
+  int64_t search(int64_t t, int64_t k) const {
+    const auto it = std::lower_bound(by_id_.begin(), by_id_.end(), 0, [&](int64_t x, int) {
+      const int64_t tx = a_.tree_ids[x];
+      return tx != t ? tx < t : a_.node_ids[x] < k;
+    });
+    return it != by_id_.end() && a_.tree_ids[*it] == t && a_.node_ids[*it] == k ? *it : -1;
+  }
+
+  const TreeV3Attrs& a_;
+  const std::vector<int64_t>& starts_;
+  std::vector<std::pair<int64_t, int64_t>> runs_;  // (tree id, run), by tree id
+  std::vector<int64_t> by_id_;  // not dense: node indices by (tree id, node id, index)
+  bool dense_ = true;
+  bool cached_ = false;
+  int64_t cached_tree_ = 0, cached_run_ = -1;
+};
+
+}  // namespace
+
+TreeV3Result resolve_tree_v3(const TreeV3Attrs& a, const TreeV3Nodes& o) {
+  using E = TreeV3Error;
+  const auto refuse = [](E e, size_t i) {
+    TreeV3Result r;
+    r.error = e;
+    r.index = i;
+    return r;
+  };
+  TreeV3Result res;
+  const size_t n = a.n_nodes, m = a.n_weights;
+  const int64_t* mode = a.modes;
+  for (size_t i = 0; i < n; ++i) {
+    if (mode[i] < 0 || mode[i] > kV3Leaf || mode[i] == kV3Member) return refuse(E::kMode, i);
+  }
+  // (a leaf's feature id counts when positive, as onnxruntime's)
+  int64_t max_feature = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t f = a.feature[i];
+    if ((mode[i] != kV3Leaf || f > 0) && (f < 0 || f >= kMaxFeatureId)) {
+      return refuse(E::kFeature, i);
+    }
+    max_feature = std::max(max_feature, f);
+  }
+  res.n_features = max_feature + 1;
+
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 0 || a.tree_ids[i] != a.tree_ids[i - 1]) {
+      res.roots.push_back(static_cast<int64_t>(i));
+    }
+  }
+  V3Finder finder(a, res.roots);
+  if (const int64_t d = finder.duplicate(); d >= 0) {
+    return refuse(E::kDuplicate, static_cast<size_t>(d));
+  }
+
+  // Children, every true child checked before the false ones.
+  for (const bool is_true : {true, false}) {
+    const int64_t* ids = is_true ? a.true_ids : a.false_ids;
+    int64_t* out = is_true ? o.true_child : o.false_child;
+    for (size_t r = 0; r < res.roots.size(); ++r) {
+      for (int64_t i = res.roots[r]; i < finder.end(r); ++i) {
+        if (mode[i] == kV3Leaf) {
+          out[i] = 0;
+          continue;
+        }
+        const int64_t c = finder.in_run(r, ids[i]);
+        if (c < 0 || c == i) {
+          const E e = c < 0 ? (is_true ? E::kTrueMissing : E::kFalseMissing)
+                            : (is_true ? E::kTrueSelf : E::kFalseSelf);
+          return refuse(e, static_cast<size_t>(i));
+        }
+        out[i] = c;
+      }
+    }
+  }
+
+  // The weights' leaves (-1: an interior node's weight, ignored as onnxruntime does).
+  std::vector<int64_t> owner(m);
+  for (size_t k = 0; k < m; ++k) {
+    const int64_t c = finder.find(a.w_trees[k], a.w_nodes[k]);
+    if (c < 0) return refuse(E::kWeightNode, k);
+    owner[k] = mode[c] == kV3Leaf ? c : -1;
+  }
+  const auto n_targets = static_cast<int64_t>(a.n_targets);
+  if (n_targets > 0) {
+    for (size_t k = 0; k < m; ++k) {
+      if (a.w_ids[k] < 0 || a.w_ids[k] >= n_targets) return refuse(E::kWeightId, k);
+    }
+  }
+  // grouped by leaf, in the order given
+  int64_t* ws = o.weight_start;
+  std::fill(ws, ws + n + 1, int64_t{0});
+  for (size_t k = 0; k < m; ++k) {
+    if (owner[k] >= 0) ++ws[owner[k] + 1];
+  }
+  for (size_t i = 0; i < n; ++i) ws[i + 1] += ws[i];
+  std::vector<int64_t> next(ws, ws + n);
+  res.binary_case = m > 0;
+  res.weights_all_positive = true;
+  for (size_t k = 0; k < m; ++k) {
+    res.binary_case = res.binary_case && a.w_ids[k] == a.w_ids[0];
+    res.weights_all_positive = res.weights_all_positive && a.w_values[k] >= 0;
+    if (owner[k] < 0) continue;
+    const int64_t p = next[owner[k]]++;
+    o.weight_target[p] = a.w_ids[k];
+    o.weight_value[p] = a.w_values[k];
+  }
+
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t md = mode[i];
+    bool nan = i < a.n_missing && a.missing[i] == 1;  // (onnxruntime tests for 1)
+    if (md == kV3Gte || md == kV3Gt) nan = !nan;      // the comparison's complement
+    if (md == kV3Neq || md == kV3Leaf) nan = false;   // (NaN != t holds: the swap sends it)
+    o.cmp[i] = kV3Cmp[md];
+    o.nan_true[i] = nan;
+    if (md == kV3Leaf) {
+      // one target: the first weight, or without one the node's own value (as onnxruntime)
+      o.value[i] = ws[i + 1] > ws[i] ? o.weight_value[ws[i]] : a.values[i];
+      continue;
+    }
+    o.value[i] = a.values[i];
+    if (kV3Swap[md]) std::swap(o.true_child[i], o.false_child[i]);
+  }
+  return res;
+}
+
 }  // namespace onnxplex::mlas

@@ -2,7 +2,8 @@
 // (ml opsets 1 and 3) and TreeEnsemble (ml opset 5), with onnxruntime's numerics. Knows nothing
 // about Python.
 //
-// The caller (providers/cpu_mlas/ml_trees.py) resolves the ONNX attributes into one node list:
+// The caller (providers/cpu_mlas/ml_trees.py; for ml opsets 1 and 3 through resolve_tree_v3
+// below) resolves the ONNX attributes into one node list:
 // each node an interior comparison or a leaf, children as indices into the list, every
 // comparison reduced to x <= t, x < t or x == t (GTE and GT take < and <= with their children
 // swapped and their NaN direction flipped, NEQ == with its children swapped), BRANCH_MEMBER
@@ -28,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace onnxplex::mlas {
 
@@ -91,5 +93,70 @@ class TreeEnsemble {
 // (an index out of range, a cycle, an unknown code).
 std::unique_ptr<TreeEnsemble> make_tree_ensemble(const TreeEnsembleDesc& d, bool in_double,
                                                  bool out_double);
+
+// TreeEnsembleClassifier / TreeEnsembleRegressor (ml opsets 1 and 3): the node and weight lists
+// as their attributes give them, to resolve into a TreeEnsembleDesc's node arrays.
+struct TreeV3Attrs {
+  size_t n_nodes = 0;
+  const int64_t* modes = nullptr;      // [n_nodes] 0 LEQ 1 LT 2 GTE 3 GT 4 EQ 5 NEQ 7 LEAF
+  const int64_t* tree_ids = nullptr;   // [n_nodes] nodes_treeids
+  const int64_t* node_ids = nullptr;   // [n_nodes] nodes_nodeids
+  const int64_t* feature = nullptr;    // [n_nodes] nodes_featureids
+  const int64_t* true_ids = nullptr;   // [n_nodes] nodes_truenodeids (node ids of the tree)
+  const int64_t* false_ids = nullptr;  // [n_nodes] nodes_falsenodeids
+  const double* values = nullptr;      // [n_nodes] nodes_values
+  size_t n_missing = 0;                // the first n_missing nodes' flags (the others 0)
+  const int64_t* missing = nullptr;    // nodes_missing_value_tracks_true (1 = NaN goes true)
+  size_t n_weights = 0;
+  const int64_t* w_trees = nullptr;    // [n_weights] target_treeids / class_treeids
+  const int64_t* w_nodes = nullptr;    // [n_weights] target_nodeids / class_nodeids
+  const int64_t* w_ids = nullptr;      // [n_weights] target_ids / class_ids
+  const double* w_values = nullptr;    // [n_weights] target_weights / class_weights
+  size_t n_targets = 0;                // w_ids must be below it (0: not checked)
+};
+
+// What resolve_tree_v3 refuses, the first found in this order, and the index it names (a node,
+// or for kWeightNode / kWeightId a weight).
+enum class TreeV3Error : int {
+  kNone = 0,
+  kMode = 1,          // a mode code not listed above
+  kFeature = 2,       // an interior node's (or a leaf's positive) feature id < 0 or >= 2^31-1
+  kDuplicate = 3,     // a (tree, node) pair given twice: the smallest such pair
+  kTrueMissing = 4,   // an interior node's true child does not exist in its tree
+  kTrueSelf = 5,      // ... is the node itself
+  kFalseMissing = 6,  // (all true children are checked before the false ones)
+  kFalseSelf = 7,
+  kWeightNode = 8,    // a weight's (tree, node) does not exist
+  kWeightId = 9,      // a weight's target or class id is outside [0, n_targets)
+};
+
+// The resolved node list (a TreeEnsembleDesc's arrays, see make_tree_ensemble), in the
+// caller's buffers.
+struct TreeV3Nodes {
+  uint8_t* cmp = nullptr;          // [n_nodes] TreeCmp
+  uint8_t* nan_true = nullptr;     // [n_nodes]
+  double* value = nullptr;         // [n_nodes] threshold; a leaf's first weight, or its value
+  int64_t* true_child = nullptr;   // [n_nodes] node indices (0 for a leaf)
+  int64_t* false_child = nullptr;  // [n_nodes]
+  int64_t* weight_start = nullptr;   // [n_nodes + 1] each leaf's weights
+  int64_t* weight_target = nullptr;  // [n_weights] (the first weight_start[n_nodes] used)
+  double* weight_value = nullptr;    // [n_weights]
+};
+
+// What resolve_tree_v3 refuses (error, index) or, without an error, the rest it resolves.
+struct TreeV3Result {
+  TreeV3Error error = TreeV3Error::kNone;
+  size_t index = 0;
+  std::vector<int64_t> roots;      // where nodes_treeids changes (onnxruntime's trees)
+  int64_t n_features = 1;          // the largest feature id (at least 0) + 1
+  bool binary_case = false;        // the weights' ids are one id
+  bool weights_all_positive = true;  // every weight >= 0
+};
+
+// Resolves the opset-1/3 lists as ml_trees.py documents (node ids to indices, each tree's nodes
+// contiguous and numbered 0, 1, ... or in any order with any ids; weights on interior nodes
+// dropped, the others grouped by leaf in the order given; GTE, GT and NEQ rewritten with their
+// children swapped). Refusals are returned, not thrown, for the caller to word.
+TreeV3Result resolve_tree_v3(const TreeV3Attrs& a, const TreeV3Nodes& o);
 
 }  // namespace onnxplex::mlas

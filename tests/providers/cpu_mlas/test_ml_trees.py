@@ -742,3 +742,131 @@ def test_boosting_libraries_converted(library, kind):
             m = onnxmltools.convert_xgboost(est, initial_types=types)
     assert "ZipMap" not in [n.op_type for n in m.graph.node]
     _compare_converted(m, x)
+
+
+# ---- the native resolution of opset-1/3 node lists (tree_v3_nodes) ---------------------------
+
+def _relaid(a: dict, gapped: bool) -> dict:
+    """_small's attributes as converters lay them out (each tree's nodes 0, 1, ... in order)
+    or, gapped, with tree ids 7 and 2, node ids 10 k + 3 and each tree's nodes after its root
+    reversed (the any-order path)."""
+    if not gapped:
+        return a
+    node, tree = (lambda k: 10 * k + 3), (lambda t: 7 - 5 * t)
+    a = dict(a)
+    order = [0, 2, 1, 3, 5, 4][:len(a["nodes_treeids"])]
+    for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values",
+              "nodes_modes", "nodes_truenodeids", "nodes_falsenodeids"):
+        if len(a[k]) == len(order):
+            a[k] = [a[k][i] for i in order]
+    for k, f in (("nodes_nodeids", node), ("nodes_truenodeids", node),
+                 ("nodes_falsenodeids", node), ("target_nodeids", node),
+                 ("nodes_treeids", tree), ("target_treeids", tree)):
+        if k in a:
+            a[k] = [f(v) for v in a[k]]
+    return a
+
+
+@pytest.mark.parametrize("gapped", [False, True])
+@pytest.mark.parametrize("over, dense_msg, gapped_msg", [
+    (dict(nodes_nodeids=[0, 1, 1, 0, 1, 2]), "nodes_nodeids: node 1 of tree 0 is given twice",
+     "nodes_nodeids: node 13 of tree 7 is given twice"),
+    (dict(nodes_truenodeids=[1, 0, 0, 7, 0, 0]),
+     "nodes_truenodeids: node 0 of tree 1 points to a node that does not exist (7)",
+     "nodes_truenodeids: node 3 of tree 2 points to a node that does not exist (73)"),
+    (dict(nodes_falsenodeids=[0, 0, 0, 2, 0, 0]),
+     "nodes_falsenodeids: node 0 of tree 0 points to itself (0)",
+     "nodes_falsenodeids: node 3 of tree 7 points to itself (3)"),
+    (dict(nodes_truenodeids=[0, 0, 0, 1, 0, 0]),
+     "nodes_truenodeids: node 0 of tree 0 points to itself (0)",
+     "nodes_truenodeids: node 3 of tree 7 points to itself (3)"),
+    # every true child is checked before the false ones; duplicates before both
+    (dict(nodes_truenodeids=[1, 0, 0, 9, 0, 0], nodes_falsenodeids=[9, 0, 0, 2, 0, 0]),
+     "nodes_truenodeids: node 0 of tree 1 points to a node that does not exist (9)",
+     "nodes_truenodeids: node 3 of tree 2 points to a node that does not exist (93)"),
+    (dict(nodes_nodeids=[0, 1, 2, 0, 2, 2], nodes_truenodeids=[9, 0, 0, 1, 0, 0]),
+     "nodes_nodeids: node 2 of tree 1 is given twice",
+     "nodes_nodeids: node 23 of tree 2 is given twice"),
+    (dict(nodes_featureids=[0, 0, 0, -1, 0, 0]), "nodes_featureids: feature id -1 out of range",
+     "nodes_featureids: feature id -1 out of range"),
+    (dict(nodes_featureids=[0, 0, 2**31 - 1, 1, 0, 0]),  # a leaf's positive id counts
+     "nodes_featureids: feature id 2147483647 out of range",
+     "nodes_featureids: feature id 2147483647 out of range"),
+    # a feature id's error comes before the weights' list lengths
+    (dict(nodes_featureids=[0, 0, 0, 2**40, 0, 0], target_nodeids=[1, 2, 1]),
+     "nodes_featureids: feature id 1099511627776 out of range",
+     "nodes_featureids: feature id 1099511627776 out of range"),
+    (dict(nodes_featureids=[0, 0, 0, 1, 0, 0], target_nodeids=[1, 2, 1]),
+     "target_nodeids: has 3 entries, expected 4", "target_nodeids: has 3 entries, expected 4"),
+    (dict(target_nodeids=None), "target_nodeids: is required", "target_nodeids: is required"),
+    (dict(target_ids=None), "target_ids: is required", "target_ids: is required"),
+    (dict(target_nodeids=[1, 2, 1, 9]), "target_nodeids: node 9 of tree 1 does not exist",
+     "target_nodeids: node 93 of tree 2 does not exist"),
+    (dict(target_treeids=[0, 0, 1, 4]), "target_nodeids: node 2 of tree 4 does not exist",
+     "target_nodeids: node 23 of tree -13 does not exist"),
+    # the weights' nodes, then n_targets, then the weights' ids
+    (dict(target_nodeids=[1, 2, 1, 9], n_targets=None),
+     "target_nodeids: node 9 of tree 1 does not exist",
+     "target_nodeids: node 93 of tree 2 does not exist"),
+    (dict(target_ids=[0, 0, 3, 0], n_targets=None), "n_targets: is required and must be positive",
+     "n_targets: is required and must be positive"),
+    (dict(target_ids=[0, 0, 3, 0]), "target_ids: ids must be in [0, 1)",
+     "target_ids: ids must be in [0, 1)"),
+])
+def test_resolution_errors_name_nodes_by_their_ids(over, dense_msg, gapped_msg, gapped):
+    msg = build_error(model("TreeEnsembleRegressor", X3, 3, **_relaid(_small(**over), gapped)))
+    assert msg == "TreeEnsembleRegressor: " + (gapped_msg if gapped else dense_msg)
+
+
+def test_resolution_accepts_what_it_ignores():
+    """A leaf's negative feature id, a leaf's children, a weight on an interior node: the
+    scores of the model without them (onnxruntime refuses a leaf's child out of range)."""
+    x = np.array([[0.2, -1, 0], [0.9, 1, 0]], np.float32)
+    want = theirs(model("TreeEnsembleRegressor", x, 3, **_small()), x)
+    for gapped in (False, True):
+        a = _small(nodes_featureids=[0, -3, 0, 1, 0, 0], nodes_truenodeids=[1, 99, 0, 1, 5, 0],
+                   target_treeids=[0, 0, 1, 1, 1], target_nodeids=[1, 2, 1, 2, 0],
+                   target_ids=[0, 0, 0, 0, 0], target_weights=[0.1, 0.2, 0.3, 0.4, 50.0])
+        same(ours(model("TreeEnsembleRegressor", x, 3, **_relaid(a, gapped)), x), want)
+
+
+@pytest.mark.parametrize("layout", ["dense", "gapped_trees", "any"])
+@pytest.mark.parametrize("classifier", [False, True])
+def test_layouts_resolve_as_onnxruntime(layout, classifier):
+    """Each tree's nodes 0, 1, ... in order (the arithmetic path), with tree ids out of order
+    and apart, and in any order with any ids (the search path); weights in any order, several
+    a leaf, on several targets."""
+    fr = Forest(150 + classifier, n_trees=6, depth=5, n_targets=3, weights=(1, 3),
+                modes=MODES)
+    x = fr.x(64)
+    a = fr.v3(classifier)
+    p = "class" if classifier else "target"
+    if layout != "any":
+        # renumber each tree's nodes 0, 1, ... in the order listed
+        ids = {}
+        for i, (t, k) in enumerate(zip(a["nodes_treeids"], a["nodes_nodeids"])):
+            ids[t, k] = i - a["nodes_treeids"].index(t)
+        trees = a["nodes_treeids"]
+        a["nodes_nodeids"] = [ids[t, k] for t, k in zip(trees, a["nodes_nodeids"])]
+        for side in ("nodes_truenodeids", "nodes_falsenodeids"):
+            a[side] = [ids.get((t, k), 0) for t, k in zip(trees, a[side])]
+        a[f"{p}_nodeids"] = [ids[t, k] for t, k in zip(a[f"{p}_treeids"], a[f"{p}_nodeids"])]
+        if layout == "gapped_trees":
+            remap = {t: 100 - 7 * t for t in set(trees)}
+            a["nodes_treeids"] = [remap[t] for t in trees]
+            a[f"{p}_treeids"] = [remap[t] for t in a[f"{p}_treeids"]]
+    else:
+        # node ids one permutation over all the trees (onnxruntime takes ids below the node
+        # count only)
+        perm = np.random.default_rng(7).permutation(len(a["nodes_nodeids"]))
+        ids = {(t, k): int(perm[i]) for i, (t, k) in enumerate(zip(a["nodes_treeids"],
+                                                                     a["nodes_nodeids"]))}
+        trees = a["nodes_treeids"]
+        for side in ("nodes_nodeids", "nodes_truenodeids", "nodes_falsenodeids"):
+            a[side] = [ids.get((t, k), 0) for t, k in zip(trees, a[side])]
+        a[f"{p}_nodeids"] = [ids[t, k] for t, k in zip(a[f"{p}_treeids"], a[f"{p}_nodeids"])]
+    if classifier:
+        a["classlabels_int64s"] = [3, 5, 7]
+        a["post_transform"] = "SOFTMAX"
+    check(model("TreeEnsembleClassifier" if classifier else "TreeEnsembleRegressor", x, 3,
+                **a), x)
