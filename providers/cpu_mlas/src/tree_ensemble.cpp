@@ -877,55 +877,62 @@ TreeV3Result resolve_tree_v3(const TreeV3Attrs& a, const TreeV3Nodes& o) {
     r.index = i;
     return r;
   };
-  TreeV3Result res;
+  // (the arrays as locals: stores through the outputs may alias the structs' fields)
   const size_t n = a.n_nodes, m = a.n_weights;
-  const int64_t* mode = a.modes;
-  for (size_t i = 0; i < n; ++i) {
-    if (mode[i] < 0 || mode[i] > kV3Leaf || mode[i] == kV3Member) return refuse(E::kMode, i);
-  }
-  // (a leaf's feature id counts when positive, as onnxruntime's)
+  const int64_t* const mode = a.modes;
+  const int64_t* const feature = a.feature;
+  const int64_t* const tree_ids = a.tree_ids;
+  TreeV3Result res;
+  // modes, then feature ids (a leaf's counts when positive, as onnxruntime's); tree runs
+  size_t bad_feature = n;
   int64_t max_feature = 0;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t f = a.feature[i];
-    if ((mode[i] != kV3Leaf || f > 0) && (f < 0 || f >= kMaxFeatureId)) {
-      return refuse(E::kFeature, i);
+    const int64_t md = mode[i], f = feature[i];
+    if (md < 0 || md > kV3Leaf || md == kV3Member) return refuse(E::kMode, i);
+    if (bad_feature == n && (md != kV3Leaf || f > 0) && (f < 0 || f >= kMaxFeatureId)) {
+      bad_feature = i;
     }
     max_feature = std::max(max_feature, f);
+    if (i == 0 || tree_ids[i] != tree_ids[i - 1]) res.roots.push_back(static_cast<int64_t>(i));
   }
+  if (bad_feature < n) return refuse(E::kFeature, bad_feature);
   res.n_features = max_feature + 1;
 
-  for (size_t i = 0; i < n; ++i) {
-    if (i == 0 || a.tree_ids[i] != a.tree_ids[i - 1]) {
-      res.roots.push_back(static_cast<int64_t>(i));
-    }
-  }
   V3Finder finder(a, res.roots);
   if (const int64_t d = finder.duplicate(); d >= 0) {
     return refuse(E::kDuplicate, static_cast<size_t>(d));
   }
 
-  // Children, every true child checked before the false ones.
-  for (const bool is_true : {true, false}) {
-    const int64_t* ids = is_true ? a.true_ids : a.false_ids;
-    int64_t* out = is_true ? o.true_child : o.false_child;
-    for (size_t r = 0; r < res.roots.size(); ++r) {
-      for (int64_t i = res.roots[r]; i < finder.end(r); ++i) {
-        if (mode[i] == kV3Leaf) {
-          out[i] = 0;
-          continue;
-        }
-        const int64_t c = finder.in_run(r, ids[i]);
-        if (c < 0 || c == i) {
-          const E e = c < 0 ? (is_true ? E::kTrueMissing : E::kFalseMissing)
-                            : (is_true ? E::kTrueSelf : E::kFalseSelf);
-          return refuse(e, static_cast<size_t>(i));
-        }
-        out[i] = c;
+  // Children: every true child checked before the false ones.
+  const int64_t* const true_ids = a.true_ids;
+  const int64_t* const false_ids = a.false_ids;
+  int64_t* const true_child = o.true_child;
+  int64_t* const false_child = o.false_child;
+  TreeV3Result false_refused;
+  const size_t n_runs = res.roots.size();
+  for (size_t r = 0; r < n_runs; ++r) {
+    const int64_t e = finder.end(r);
+    for (int64_t i = res.roots[r]; i < e; ++i) {
+      if (mode[i] == kV3Leaf) {
+        true_child[i] = false_child[i] = 0;
+        continue;
       }
+      const int64_t t = finder.in_run(r, true_ids[i]), f = finder.in_run(r, false_ids[i]);
+      if (t < 0 || t == i) {
+        return refuse(t < 0 ? E::kTrueMissing : E::kTrueSelf, static_cast<size_t>(i));
+      }
+      if ((f < 0 || f == i) && false_refused.error == E::kNone) {
+        false_refused = refuse(f < 0 ? E::kFalseMissing : E::kFalseSelf, static_cast<size_t>(i));
+      }
+      true_child[i] = t;
+      false_child[i] = f;
     }
   }
+  if (false_refused.error != E::kNone) return false_refused;
 
   // The weights' leaves (-1: an interior node's weight, ignored as onnxruntime does).
+  const int64_t* const w_ids = a.w_ids;
+  const double* const w_values = a.w_values;
   std::vector<int64_t> owner(m);
   for (size_t k = 0; k < m; ++k) {
     const int64_t c = finder.find(a.w_trees[k], a.w_nodes[k]);
@@ -935,42 +942,51 @@ TreeV3Result resolve_tree_v3(const TreeV3Attrs& a, const TreeV3Nodes& o) {
   const auto n_targets = static_cast<int64_t>(a.n_targets);
   if (n_targets > 0) {
     for (size_t k = 0; k < m; ++k) {
-      if (a.w_ids[k] < 0 || a.w_ids[k] >= n_targets) return refuse(E::kWeightId, k);
+      if (w_ids[k] < 0 || w_ids[k] >= n_targets) return refuse(E::kWeightId, k);
     }
   }
   // grouped by leaf, in the order given
-  int64_t* ws = o.weight_start;
+  int64_t* const ws = o.weight_start;
+  int64_t* const w_target = o.weight_target;
+  double* const w_value = o.weight_value;
   std::fill(ws, ws + n + 1, int64_t{0});
   for (size_t k = 0; k < m; ++k) {
     if (owner[k] >= 0) ++ws[owner[k] + 1];
   }
   for (size_t i = 0; i < n; ++i) ws[i + 1] += ws[i];
   std::vector<int64_t> next(ws, ws + n);
-  res.binary_case = m > 0;
-  res.weights_all_positive = true;
+  bool one_id = m > 0, positive = true;
   for (size_t k = 0; k < m; ++k) {
-    res.binary_case = res.binary_case && a.w_ids[k] == a.w_ids[0];
-    res.weights_all_positive = res.weights_all_positive && a.w_values[k] >= 0;
+    one_id = one_id && w_ids[k] == w_ids[0];
+    positive = positive && w_values[k] >= 0;
     if (owner[k] < 0) continue;
     const int64_t p = next[owner[k]]++;
-    o.weight_target[p] = a.w_ids[k];
-    o.weight_value[p] = a.w_values[k];
+    w_target[p] = w_ids[k];
+    w_value[p] = w_values[k];
   }
+  res.binary_case = one_id;
+  res.weights_all_positive = positive;
 
+  const int64_t* const missing = a.missing;
+  const size_t n_missing = a.n_missing;
+  const double* const values = a.values;
+  uint8_t* const cmp = o.cmp;
+  uint8_t* const nan_true = o.nan_true;
+  double* const value = o.value;
   for (size_t i = 0; i < n; ++i) {
     const int64_t md = mode[i];
-    bool nan = i < a.n_missing && a.missing[i] == 1;  // (onnxruntime tests for 1)
-    if (md == kV3Gte || md == kV3Gt) nan = !nan;      // the comparison's complement
-    if (md == kV3Neq || md == kV3Leaf) nan = false;   // (NaN != t holds: the swap sends it)
-    o.cmp[i] = kV3Cmp[md];
-    o.nan_true[i] = nan;
+    bool nan = i < n_missing && missing[i] == 1;  // (onnxruntime tests for 1)
+    if (md == kV3Gte || md == kV3Gt) nan = !nan;    // the comparison's complement
+    if (md == kV3Neq || md == kV3Leaf) nan = false;  // (NaN != t holds: the swap sends it)
+    cmp[i] = kV3Cmp[md];
+    nan_true[i] = nan;
     if (md == kV3Leaf) {
       // one target: the first weight, or without one the node's own value (as onnxruntime)
-      o.value[i] = ws[i + 1] > ws[i] ? o.weight_value[ws[i]] : a.values[i];
+      value[i] = ws[i + 1] > ws[i] ? w_value[ws[i]] : values[i];
       continue;
     }
-    o.value[i] = a.values[i];
-    if (kV3Swap[md]) std::swap(o.true_child[i], o.false_child[i]);
+    value[i] = values[i];
+    if (kV3Swap[md]) std::swap(true_child[i], false_child[i]);
   }
   return res;
 }
