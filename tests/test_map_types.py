@@ -346,6 +346,41 @@ def test_kernels_get_the_converted_map(maps_provider):
     assert _typed(seen) == {(str, "a"): (float, 1.0), (str, "c"): (float, 2.5)}
 
 
+@pytest.mark.parametrize("value", [F, D])
+def test_cpu_mlas_dictvectorizer_takes_plain_dicts_as_they_are(value):
+    """A map(string, float|double) read only by cpu_mlas's DictVectorizer is fed unconverted
+    when its keys are str and its values float: the same row as the converted map's (values
+    beyond float32's precision and range, keys outside the vocabulary, the empty dict) and
+    onnxruntime's."""
+    model = _dictvec(STR, value, ["a", "b", "c", "a"])
+    sess = _plex(model)
+    assert sess._raw_maps == {"m"}
+    converted = onnxplex.InferenceSession(model.SerializeToString())
+    converted._raw_maps = frozenset()
+    feeds = [{"c": 0.1 + 1e-12, "z": 3.0, "a": 1e39}, {"b": -2.5, "a": 1 / 3}, {}]
+    for feed in feeds:
+        got = sess.run(None, {"m": feed})[0]
+        np.testing.assert_array_equal(got, converted.run(None, {"m": feed})[0])
+        if value == F and feed:   # (onnxruntime's Python binding feeds only map(str, float),
+            # and refuses an empty one)
+            np.testing.assert_array_equal(got, _ort(model).run(None, {"m": feed})[0])
+    # anything else still goes through the conversion and its checks
+    mixed = {"a": 2, "b": np.float32(1.5)}
+    np.testing.assert_array_equal(sess.run(None, {"m": mixed})[0],
+                                  converted.run(None, {"m": mixed})[0])
+    with pytest.raises(onnxplex.InvalidFeedError, match="input 'm'"):
+        sess.run(None, {"m": {"a": "x"}})
+    with pytest.raises(onnxplex.InvalidFeedError, match="input 'm'"):
+        sess.run(None, {"m": {1: 1.0}})
+
+
+def test_maps_read_by_other_kernels_or_returned_are_converted(maps_provider):
+    assert _plex(_dictvec(STR, F, ["a"]), maps_provider)._raw_maps == frozenset()
+    assert _plex(_dictvec(I64, F, [1]))._raw_maps == frozenset()   # (int keys: range checks)
+    typ = _map(STR, _tensor(F))
+    assert _plex(_passthrough(typ))._raw_maps == frozenset()
+
+
 # --------------------------------------------------------------------------------------------
 # Outputs and the executor's checks
 # --------------------------------------------------------------------------------------------

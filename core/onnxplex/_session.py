@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 
 from . import _executor
 from ._dtypes import array_type_name, np_dtype
@@ -481,6 +482,7 @@ class InferenceSession:
 
         with self._phase("execution_plan"):
             self._exec = _executor.build_plan(model, units)
+        self._raw_maps = _raw_map_inputs(self._exec, self._input_infos)
         self._pool = None
         if self._options.execution_mode == ExecutionMode.ORT_PARALLEL:
             workers = int(self._options.inter_op_num_threads) or (os.cpu_count() or 2)
@@ -676,6 +678,9 @@ class InferenceSession:
                     f"unknown input name {name!r}; the model's inputs are "
                     f"{[a.name for a in self._inputs]}")
             if info.kind != "tensor":   # a sequence, map or optional
+                if name in self._raw_maps and type(value) is dict and _str_float_map(value):
+                    out[name] = value   # (its only readers take it as it is, see _raw_maps)
+                    continue
                 out[name] = structured_feed(info, value)
                 continue
             if isinstance(value, Mapping):   # (numpy would make a 0-d object array of it)
@@ -881,6 +886,39 @@ def _savable(proto: onnx.ModelProto) -> onnx.ModelProto:
         proto.graph.input.extend(keep)
         proto.ir_version = 4
     return proto
+
+
+def _raw_map_inputs(plan: _executor.ExecutionPlan, infos: Mapping[str, ValueInfo]
+                    ) -> frozenset[str]:
+    """The ``map(string, float|double)`` inputs whose every reader is a default-provider
+    kernel marked ``accepts_unconverted_maps`` (cpu_mlas's DictVectorizer: it writes the
+    values into a float row, where key order and rounding to float32 come out as they would
+    from the converted map) and which are not graph outputs: a dict of ``str`` keys and
+    ``float`` values is fed to them as it is, without the sorted float32 copy
+    :func:`._feeds.structured_feed` makes (most of a batch-1 run of such a model)."""
+    readers: dict[int, list[_executor.Step]] = {}
+    for step in plan.steps:
+        for s in step.inputs:
+            readers.setdefault(s, []).append(step)
+    outputs = set(plan.output_slots.values())
+    raw = set()
+    for name, info in infos.items():
+        typ = info.ir_type
+        slot = plan.input_slots.get(name)
+        if info.kind != "map" or slot is None or slot in outputs or not readers.get(slot) \
+                or typ.key_type != ir.DataType.STRING \
+                or not isinstance(typ.value_type, ir.TensorType) \
+                or typ.value_type.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+            continue
+        if all(st.provider == DEFAULT_PROVIDER
+               and getattr(st.kernel, "accepts_unconverted_maps", False)
+               for st in readers[slot]):
+            raw.add(name)
+    return frozenset(raw)
+
+
+def _str_float_map(d: dict) -> bool:
+    return all(type(k) is str for k in d) and all(type(v) is float for v in d.values())
 
 
 def _quick_feed_checks(infos: Mapping[str, ValueInfo]
