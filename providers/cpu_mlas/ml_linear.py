@@ -594,8 +594,13 @@ def make_normalizer(node: NodeView, ctx: ProviderContext) -> Kernel:
     L2 squares in the input type first, as onnxruntime does."""
     norm = mc.enum_attr(node, "norm", "MAX", ("MAX", "L1", "L2"))
     row_norm = _row_norm[norm]
+    rows = getattr(_native.native(), "normalize_rows_f32", None)
+    code = ("MAX", "L1", "L2").index(norm)
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if rows is not None and x.dtype == F32 and x.size and x.ndim in (1, 2):
+            # (sums in float32, as onnxruntime's)
+            return rows(x.reshape(1, -1) if x.ndim == 1 else x, code).reshape(x.shape)
         if x.dtype == F32 and 0 < x.size <= _ROW_VALUES and (x.ndim == 1 or x.shape[0] == 1):
             row = x.reshape(-1).tolist()
             t = sum(row)
@@ -681,9 +686,12 @@ def make_scaler(node: NodeView, ctx: ProviderContext) -> Kernel:
                          f"({scale.size} and {offset.size})")
     scale_d, offset_d = scale.astype(np.float64), offset.astype(np.float64)
     n = scale.size
+    rows = getattr(_native.native(), "scale_rows_f32", None)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if x.dtype == F32 and x.ndim == 2 and x.shape[1] == n:    # the usual call
+            if rows is not None:
+                return rows(x, offset, scale)
             y = x - offset
             y *= scale
             return y
@@ -717,10 +725,13 @@ def make_imputer(node: NodeView, ctx: ProviderContext) -> Kernel:
     rep_i = np.int64(node.attr("replaced_value_int64", 0))
     nan_f = bool(np.isnan(rep_f))
     fill_f32 = imp_f if imp_f.size else None     # a float32 [N, F] input's fill values
+    rows = getattr(_native.native(), "impute_rows_f32", None)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if (fill_f32 is not None and x.dtype == F32 and x.ndim == 2
                 and x.shape[1] == fill_f32.size):    # the usual call
+            if rows is not None:
+                return rows(x, fill_f32, rep_f, nan_f)
             return np.where(np.isnan(x) if nan_f else x == rep_f, fill_f32, x)
         is_float = x.dtype.kind == "f"
         values = imp_f if is_float else imp_i

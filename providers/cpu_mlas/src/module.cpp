@@ -9,6 +9,7 @@ void register_conv(py::module_& m);   // register_conv.cpp
 void register_trees(py::module_& m);  // register_trees.cpp
 void register_text(py::module_& m);   // register_text.cpp
 void register_select(py::module_& m); // register_select.cpp
+void register_rows(py::module_& m);   // register_rows.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -20,5 +21,6 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_sgemm(m);   // SgemmPacked, sgemm_pack_a/b, sgemm
   register_trees(m);   // TreeEnsemble, tree_ensemble
   register_text(m);    // CharRuns (Tokenizer), NgramCounter (TfIdfVectorizer)
-  register_select(m);  // topk
+  register_select(m);  // topk, cdist
+  register_rows(m);    // scale_rows_f32, impute_rows_f32, normalize_rows_f32
 }

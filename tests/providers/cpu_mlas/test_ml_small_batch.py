@@ -330,3 +330,63 @@ def test_zipmap_row_code_is_shared_by_column_count_not_labels():
     assert a(*cols) == [{"x": 0.5, "y": 2.5, "z": 4.5}, {"x": 1.5, "y": 3.5, "z": 5.5}]
     assert b(*cols) == [{7: 0.5, 8: 2.5, 9: 4.5}, {7: 1.5, 8: 3.5, 9: 5.5}]
     assert ml_maps._row_maker(3) is ml_maps._row_maker(3)
+
+
+# --------------------------------------------------------------------------------------------
+# The native row kernels (src/rows.h) against the numpy formulas they replace
+# --------------------------------------------------------------------------------------------
+
+_ROWS = _native.native()
+_needs_rows = pytest.mark.skipif(_ROWS is None or not hasattr(_ROWS, "scale_rows_f32"),
+                                 reason="the native kernels are not built")
+
+
+def _awkward_rows(rng: np.random.Generator, n: int, f: int) -> np.ndarray:
+    x = (rng.standard_normal((n, f)) * 10).astype(np.float32)
+    x[0] = 0.0                         # a zero row
+    if n > 2:
+        x[1, 0] = np.nan
+        x[2, -1] = np.inf
+    return x
+
+
+@_needs_rows
+@pytest.mark.parametrize("n,f", [(1, 1), (1, 5), (7, 3), (300, 70)])
+def test_native_scaler_and_imputer_rows_are_numpys(n, f):
+    rng = np.random.default_rng(n * 100 + f)
+    x = _awkward_rows(rng, n, f)
+    offset = rng.standard_normal(f).astype(np.float32)
+    scale = rng.standard_normal(f).astype(np.float32)
+    want = x - offset
+    want *= scale
+    np.testing.assert_array_equal(_ROWS.scale_rows_f32(x, offset, scale), want)
+    fill = rng.standard_normal(f).astype(np.float32)
+    np.testing.assert_array_equal(_ROWS.impute_rows_f32(x, fill, np.float32("nan"), True),
+                                  np.where(np.isnan(x), fill, x))
+    x[:, 0] = 0.0
+    np.testing.assert_array_equal(_ROWS.impute_rows_f32(x, fill, 0.0, False),
+                                  np.where(x == 0.0, fill, x))
+
+
+@_needs_rows
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+@pytest.mark.parametrize("n,f", [(1, 1), (1, 5), (7, 3), (300, 70)])
+def test_native_normalizer_rows_match_the_formula(norm, n, f):
+    """The row norms in float64 (the native sums run in float32, column by column): zero
+    rows copied, a NaN or an infinity spreading as IEEE arithmetic spreads it."""
+    rng = np.random.default_rng(n * 100 + f + 7)
+    x = _awkward_rows(rng, n, f)
+    got = _ROWS.normalize_rows_f32(x, ("MAX", "L1", "L2").index(norm))
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if norm == "MAX":
+            d = xd.max(axis=1, keepdims=True)
+        elif norm == "L1":
+            d = np.abs(xd).sum(axis=1, keepdims=True)
+        else:
+            d = (xd * xd).sum(axis=1, keepdims=True)
+        zero = d == 0
+        d = np.where(zero, 1.0, d)
+        want = np.copysign(np.sqrt(xd * xd / d), xd) if norm == "L2" else xd / d
+        want = np.where(zero, xd, want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
