@@ -18,6 +18,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._native import native
 from ._np_helpers import (
     LOW_PRECISION_FLOATS,
     as_array,
@@ -215,7 +216,15 @@ def _direct_reduce(kind: str, keep: bool) -> Callable[[np.ndarray, Any], np.ndar
     if kind != "ReduceLogSumExp":  # pragma: no cover - registration lists the kinds
         raise ValueError(kind)
 
+    lse_rows = getattr(native(), "logsumexp_rows_f32", None)
+    f32 = np.dtype(np.float32)
+
     def log_sum_exp(x: np.ndarray, ax: Any) -> np.ndarray:
+        if lse_rows is not None and x.size <= _LOGADDEXP_MAX and x.dtype == f32 \
+                and x.ndim and ax == x.ndim - 1:
+            # one native call (in double, rounded once, as the logaddexp below)
+            r = lse_rows(x.reshape(-1, x.shape[-1]))
+            return r.reshape(x.shape[:-1] + ((1,) if keep else ()))
         if x.size <= _LOGADDEXP_MAX:
             # one call: numpy's log-add in float64 (~60 ns an element), rounded once to x's
             # type: within an ulp of the shifted sum, and infinities need no care (-inf for

@@ -1,5 +1,6 @@
-// Bindings of the row-wise ai.onnx.ml kernels (rows.h): float32 [n, f] in, a new array out.
+// Bindings of the row-wise kernels (rows.h): float32 [n, f] in, a new array out.
 #include <string>
+#include <vector>
 
 #include "bind_util.h"
 #include "rows.h"
@@ -80,6 +81,17 @@ void register_rows(py::module_& m) {
     });
   }, py::arg("x"), py::arg("norm"),
      "Normalizer: rows divided by their MAX (0), L1 (1) or L2 (2) norm; zero-norm rows copied.");
+
+  m.def("logsumexp_rows_f32", [](const py::array& x_in) {
+    size_t n = 0, f = 0;
+    const F32 x = rows_of(x_in, n, f);
+    if (f == 0) throw py::value_error("x must have columns");
+    F32 y(std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+    logsumexp_rows(x.data(), n, f, y.mutable_data());
+    return y;
+  }, py::arg("x"),
+     "ReduceLogSumExp over the last axis of a float32 matrix: log(sum(exp(row))) in double, "
+     "rounded to float32 (meant for small inputs: the GIL is held).");
 }
 
 }  // namespace onnxplex::mlas::bind

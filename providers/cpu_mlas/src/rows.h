@@ -1,4 +1,4 @@
-// Row-wise ai.onnx.ml preprocessing on float32 [n, f] rows: Scaler, Imputer, Normalizer. One
+// Row-wise kernels on float32 [n, f] rows: Scaler, Imputer, Normalizer, a log-sum-exp. One
 // native call in place of the two to six numpy calls each took (most of their cost at batch
 // 1). The arithmetic is the numpy path's, element by element. Knows nothing about Python.
 #pragma once
@@ -69,6 +69,28 @@ inline void normalize_rows(const float* x, size_t n, size_t f, RowNorm norm, flo
         yi[j] = std::copysign(std::sqrt(sq / d), xi[j]);
       }
     }
+  }
+}
+
+// y[i] = log(sum_j exp(x[i, j])), in double (the max shifted out first), rounded once to
+// float32: a row holding +inf gives +inf, a row of -inf -inf, a NaN NaN.
+inline void logsumexp_rows(const float* x, size_t n, size_t f, float* y) {
+  for (size_t i = 0; i < n; ++i) {
+    const float* xi = x + i * f;
+    double m = -INFINITY;
+    bool nan = false;
+    for (size_t j = 0; j < f; ++j) {
+      const double v = xi[j];
+      nan = nan || std::isnan(v);
+      m = v > m ? v : m;
+    }
+    if (nan || std::isinf(m)) {
+      y[i] = nan ? NAN : static_cast<float>(m);
+      continue;
+    }
+    double s = 0.0;
+    for (size_t j = 0; j < f; ++j) s += std::exp(static_cast<double>(xi[j]) - m);
+    y[i] = static_cast<float>(std::log(s) + m);
   }
 }
 

@@ -390,3 +390,19 @@ def test_native_normalizer_rows_match_the_formula(norm, n, f):
         want = np.copysign(np.sqrt(xd * xd / d), xd) if norm == "L2" else xd / d
         want = np.where(zero, xd, want)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+@_needs_rows
+@pytest.mark.parametrize("n,f", [(1, 1), (1, 3), (4, 16), (2, 32)])
+def test_native_logsumexp_rows_is_numpys_logaddexp(n, f):
+    """Naive Bayes' small ReduceLogSumExp: the logaddexp reduction in float64, rounded once
+    to float32 (the native sum of shifted exponentials may differ from it by an ulp of float64,
+    not of the float32 result); rows of -inf, with +inf, with NaN."""
+    rng = np.random.default_rng(n * 10 + f)
+    x = (rng.standard_normal((n, f)) * 30).astype(np.float32)
+    want = np.logaddexp.reduce(x.astype(np.float64), axis=1).astype(np.float32)
+    np.testing.assert_array_equal(_ROWS.logsumexp_rows_f32(x), want)
+    odd = np.array([[-np.inf] * f, [np.inf] + [0.0] * (f - 1), [np.nan] * f], np.float32)
+    with np.errstate(invalid="ignore"):
+        want = np.logaddexp.reduce(odd.astype(np.float64), axis=1).astype(np.float32)
+    np.testing.assert_array_equal(_ROWS.logsumexp_rows_f32(odd), want)
