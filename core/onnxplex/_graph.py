@@ -1688,7 +1688,8 @@ _PAYLOAD: dict[str, frozenset[str]] = {
     "LinearRegressor": frozenset({"coefficients"}),
 }
 """ai.onnx.ml list attributes whose values no onnx inference function reads, by op type (at
-every opset up to ai.onnx.ml 5; onnx 1.23's ``traditionalml/defs.cc``, ``old.cc``): tree
+every opset up to ai.onnx.ml 5, read in onnx's ``traditionalml/defs.cc`` and ``old.cc``; the
+installed onnx is held to it by the test named below): tree
 ensembles test only whether ``nodes_values``, ``class_weights``... are present and read
 ``classlabels_*`` and ``n_targets``; LinearClassifier reads ``intercepts`` and the labels; the
 SVMs the labels. They are the bulk of a converted model (a 100-tree forest: ~1 MB), which
