@@ -188,6 +188,12 @@ def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel
             return take_fixed
 
     def kernel(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        if indices.size == 1 and x.ndim == 1 and indices.dtype.kind in "iu":
+            # a classifier's label: its class looked up by the ArgMax (most of the time
+            # went into the general checks below)
+            k = indices.item()
+            if 0 <= k < x.shape[0]:
+                return x[k:k + 1].reshape(1, 1).copy()
         idx = indices.reshape(-1).astype(np.int64, copy=False)
         n = x.shape[-1] if x.ndim else 0
         try:   # (numpy refuses indices >= n; negative ones it would wrap: refused here)

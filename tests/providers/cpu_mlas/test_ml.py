@@ -148,6 +148,25 @@ def test_array_feature_extractor(shape, dtype):
             _ours(m, x, np.array(bad, np.int64))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32, object])
+def test_array_feature_extractor_one_label(dtype):
+    """A classifier's label lookup (a 1-D table, one index: the fast path) gives onnxruntime's
+    [1, 1] (the reference's for strings), a new array, and the out-of-range errors."""
+    x = np.array([7, 3, 5], dtype=dtype if dtype is not object else np.int64)
+    if dtype is object:
+        x = x.astype(str).astype(object)
+    out = onnx.TensorProto.STRING if dtype is object else oh.np_dtype_to_tensor_dtype(x.dtype)
+    for k in range(3):
+        idx = np.array([[k]], np.int64)
+        m = _model("ArrayFeatureExtractor", x, out, 1, extra_inputs=(idx,))
+        got = _ours(m, x, idx)
+        _same(got, _ort(m, x, idx) if dtype is not object else _ref(m, x, idx))
+        assert got.shape == (1, 1) and not np.shares_memory(got, x)
+    for bad in ([[3]], [[-1]]):
+        with pytest.raises(IndexError, match="out of range"):
+            _ours(m, x, np.array(bad, np.int64))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
 def test_binarizer(dtype):
     x = (RNG.standard_normal((4, 5)) * 3).astype(dtype)
