@@ -611,16 +611,7 @@ def _step_function(step: Step) -> Callable[[list[Any]], None]:
     if len(outs) == 1 and outs[0] >= 0 and not test(0)[0]:
         (o,) = outs
         _, cell, dtype = test(0)
-
-        def call(slots: list[Any]) -> None:
-            r = read(slots)
-            if type(r) is ndarray and (cell is None or r.shape == cell[0]) and (
-                    dtype is None or r.dtype is dtype or r.dtype == dtype):
-                slots[o] = r
-            else:
-                slots[o] = _settle(step, r)[0]
-            for s in release:
-                slots[s] = None
+        return _inline_call(step, o, cell, dtype)
     elif len(outs) == 1 and outs[0] >= 0:   # a sequence, map or optional: conformed
         (o,) = outs
 
@@ -651,6 +642,52 @@ def _step_function(step: Step) -> Callable[[list[Any]], None]:
                 slots[s] = None
 
     return call
+
+
+_INLINE_SOURCE = """
+def make(kernel, {args}, o, cell, dtype, release, step, ndarray, settle):
+    def call(slots):
+        r = kernel({reads})
+        if type(r) is ndarray and (cell is None or r.shape == cell[0]) and (
+                dtype is None or r.dtype is dtype or r.dtype == dtype):
+            slots[o] = r
+        else:
+            slots[o] = settle(step, r)[0]
+        for s in release:
+            slots[s] = None
+    return call
+"""
+
+
+def _inline_factory(arity: int | None) -> Callable[..., Callable[[list[Any]], None]]:
+    """The factory of :func:`_inline_call`'s closures for steps of ``arity`` inputs, all
+    given (None: any inputs, omitted ones passed as None), the slot reads written out.
+    Compiled once per arity and process from one template (a kernel called through a
+    separate ``read`` closure cost a Python frame per step)."""
+    if arity is None:
+        args, reads = "ins", "*[None if s < 0 else slots[s] for s in ins]"
+    else:
+        names = [f"i{k}" for k in range(arity)]
+        args, reads = ", ".join(names), ", ".join(f"slots[{n}]" for n in names)
+    namespace: dict[str, Any] = {}
+    exec(_INLINE_SOURCE.format(args=args, reads=reads), namespace)  # noqa: S102 - ours
+    return namespace["make"]
+
+
+_INLINE_FACTORIES = {k: _inline_factory(k) for k in (1, 2, 3)}
+_INLINE_ANY = _inline_factory(None)
+
+
+def _inline_call(step: Step, o: int, cell: list | None, dtype: Any
+                 ) -> Callable[[list[Any]], None]:
+    """:func:`_step_function`'s ``call`` for a step with one output checked inline: the
+    kernel called with the step's slots, written out for one to three inputs (most steps;
+    gaussian_nb's 18 steps 0.96 of the time with a separate ``read`` closure, warm)."""
+    ins = step.inputs
+    make = _INLINE_FACTORIES.get(len(ins)) if ins and min(ins) >= 0 else None
+    head = ins if make is not None else (ins,)
+    return (make or _INLINE_ANY)(step.kernel, *head, o, cell, dtype, step.release, step,
+                                 np.ndarray, _settle)
 
 
 def run_parallel(plan: ExecutionPlan, slots: list[Any], pool: ThreadPoolExecutor, *,
