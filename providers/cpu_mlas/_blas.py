@@ -305,11 +305,16 @@ def _sgemm_module() -> Any | None:
     return nat
 
 
-def native_sgemm() -> Callable[..., np.ndarray] | None:
-    """The native GEMM's binding, ``sgemm(x, packed, out, bias, side, lo, hi, accumulate,
-    threads)`` as :func:`gemm` calls it, for a kernel that calls it directly; None without it."""
+def gemm_plan(w: PackedWeight, bias: np.ndarray | None, lo: float = -np.inf,
+              hi: float = np.inf) -> Callable[[np.ndarray, int], np.ndarray] | None:
+    """``plan(x, threads)``: ``clip(x @ W + bias, lo, hi)`` as :func:`gemm` computes it into a
+    new array, with everything but ``x`` bound once (the native ``SgemmPlan``: a batch-1
+    call converts two arguments instead of ten); None for a left weight or without the
+    native GEMM."""
     nat = _sgemm_module()
-    return None if nat is None else nat.sgemm
+    if nat is None or w.left or not hasattr(nat, "SgemmPlan"):
+        return None
+    return nat.SgemmPlan(w.packed, bias, float(lo), float(hi))
 
 
 def pool() -> _Pool:

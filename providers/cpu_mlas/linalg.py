@@ -154,17 +154,17 @@ def gemm_kernel(node: NodeView, relu: bool = False):
         b_packed = None  # the packed copy serves every run
     lo = 0.0 if relu else -np.inf
 
-    # A float32 A straight to the native GEMM when nothing else would take it (each layer of
-    # Python between a batch-1 Gemm and its ~2 us native call cost ~0.3-1 us)
-    direct = native_b is not None and not native_b.left and not trans_a and b_dot is None
-    sgemm = _blas.native_sgemm() if direct else None
-    packed = native_b.packed if direct else None
+    # A float32 A straight to a native GEMM plan (B, bias and bounds bound once) when nothing
+    # else would take it: each layer of Python, and each argument the binding converts, cost
+    # a batch-1 Gemm ~0.3-1 us against its ~1-2 us of work
+    direct = native_b is not None and not trans_a and b_dot is None
+    plan = _blas.gemm_plan(native_b, native_bias, lo) if direct else None
     pool = _blas.pool()
 
     def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         out_dtype = a.dtype
-        if sgemm is not None and out_dtype is _F32 and a.ndim == 2:
-            return sgemm(a, packed, None, native_bias, "col", lo, np.inf, False, pool.size)
+        if plan is not None and out_dtype is _F32 and a.ndim == 2:
+            return plan(a, pool.size)
         a_ = to_compute(a)
         a_ = a_.T if trans_a else a_
         if b_dot is not None:

@@ -16,6 +16,9 @@ namespace onnxplex::mlas::bind {
 
 namespace {
 
+// Below this many multiply-adds a bound GEMM runs on the calling thread, holding the GIL.
+constexpr size_t kKeepGilMacs = size_t{1} << 15;
+
 SgemmIsa sgemm_isa_arg(const std::string& name) {
   try {
     return name.empty() ? sgemm_best_isa() : sgemm_parse_isa(name);
@@ -316,6 +319,51 @@ void register_sgemm(py::module_& m) {
      py::arg("isa") = "",
      "out = clip(A @ B (+ out if accumulate) + bias, lo, hi); A/B a float32 matrix (any strides) or an SgemmPacked (B also an SgemmNBits4); "
      "bias per row ('row', M values) or per column ('col', N values); threads 0 = all.");
+
+  // x @ B + bias, clamped, with everything but x bound once: a batch-1 Gemm's call was
+  // mostly pybind11 converting sgemm's ten arguments (two of them strings).
+  struct GemmPlan {
+    std::shared_ptr<SgemmPacked> b;
+    py::array_t<float, py::array::c_style | py::array::forcecast> bias;
+    SgemmEpilogue ep;
+    SgemmIsa isa;
+  };
+  py::class_<GemmPlan>(m, "SgemmPlan",
+      "clip(x @ B + bias, lo, hi) for a packed right operand B, bias per column (or none), "
+      "bounds and variant fixed: call it with x (a float32 matrix, any strides) and the "
+      "threads; returns a new [M, N] array.")
+      .def(py::init([](std::shared_ptr<SgemmPacked> b, const py::object& bias_in, float lo,
+                       float hi, const std::string& isa) {
+             if (b->is_a) throw py::value_error("b was packed as the left (A) operand");
+             auto plan = std::make_unique<GemmPlan>();
+             plan->b = std::move(b);
+             plan->ep.lo = lo;
+             plan->ep.hi = hi;
+             plan->ep.axis = BiasAxis::kCol;
+             plan->ep.bias = bias_of(bias_in, plan->b->cols, plan->bias);
+             plan->isa = sgemm_isa_arg(isa);
+             return plan;
+           }), py::arg("b"), py::arg("bias"), py::arg("lo"), py::arg("hi"),
+           py::arg("isa") = "")
+      .def("__call__", [](const GemmPlan& plan, const py::array& x, size_t threads) {
+        size_t m_ = 0, k = 0;
+        const MatrixView a = view_2d(x, "x", m_, k);
+        if (k != plan.b->rows) {
+          throw py::value_error("x has K=" + std::to_string(k) + ", b has K=" +
+                                std::to_string(plan.b->rows));
+        }
+        const size_t n = plan.b->cols;
+        py::array_t<float> out({static_cast<py::ssize_t>(m_), static_cast<py::ssize_t>(n)});
+        float* c = out.mutable_data();
+        if (m_ * n * k < kKeepGilMacs) {
+          sgemm(a, nullptr, MatrixView{}, plan.b.get(), m_, n, k, c, n, plan.ep, 1, plan.isa);
+        } else {
+          py::gil_scoped_release release;
+          sgemm(a, nullptr, MatrixView{}, plan.b.get(), m_, n, k, c, n, plan.ep, threads,
+                plan.isa);
+        }
+        return out;
+      }, py::arg("x"), py::arg("threads"));
 
   m.def("conv2d_f32", [](const py::array& x, const SgemmPacked& w, py::array& out,
                          std::array<size_t, 2> kernel, std::array<size_t, 2> strides,

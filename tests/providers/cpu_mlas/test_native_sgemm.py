@@ -331,3 +331,25 @@ def test_nbits4_pack_rejects_bad_shapes():
         NAT.sgemm_pack_b_nbits4(q, s[:, :1], s, 64, 4, 32)
     with pytest.raises(ValueError, match="block must be even"):
         NAT.sgemm_pack_b_nbits4(q, s, s, 64, 4, 3)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 10, 32), (1, 32, 3), (3, 7, 5), (40, 64, 96), (0, 4, 5)])
+@pytest.mark.parametrize("bias,lo", [(False, -np.inf), (True, -np.inf), (True, 0.0)])
+def test_bound_gemm_plan_is_the_gemm_call(m, k, n, bias, lo):
+    """SgemmPlan (B, bias and bounds bound once: a batch-1 Gemm's path) gives exactly what
+    _blas.gemm gives for the same operands, on contiguous and strided x."""
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    w = _blas.pack_weight(rng.standard_normal((k, n)).astype(np.float32))
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    plan = _blas.gemm_plan(w, b, lo)
+    x = rng.standard_normal((m, 2 * k)).astype(np.float32)
+    for xs in (np.ascontiguousarray(x[:, :k]), x[:, ::2]):
+        want = _blas.gemm(xs, w, None, b, lo)
+        for threads in (1, 2):
+            got = plan(xs, threads)
+            assert got.shape == (m, n) and got.dtype == np.float32
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="K="):
+        plan(np.zeros((1, k + 1), np.float32), 1)
+    with pytest.raises(ValueError, match="bias must have"):
+        _blas.gemm_plan(w, np.zeros(n + 1, np.float32))

@@ -169,8 +169,8 @@ def test_small_output_is_fresh_and_writable():
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Names of the _blas GEMM entry points the kernels call (np.dot paths call neither; the
-    native binding a kernel calls directly counts as ``gemm``)."""
+    """Names of the _blas GEMM entry points the kernels call (np.dot paths call neither; a
+    bound native GEMM plan a kernel calls counts as ``gemm``)."""
     seen: list[str] = []
     for name in ("gemm", "matmul"):
         real = getattr(_blas, name)
@@ -180,20 +180,20 @@ def calls(monkeypatch):
             return _real(*args, **kw)
 
         monkeypatch.setattr(_blas, name, spy)
-    real_binding = _blas.native_sgemm
+    real_plan = _blas.gemm_plan
 
-    def binding_spy():   # kernels that call the native binding directly (a float32 Gemm)
-        sgemm = real_binding()
-        if sgemm is None:
+    def plan_spy(*args, **kw):   # kernels that call a bound native GEMM (a float32 Gemm)
+        plan = real_plan(*args, **kw)
+        if plan is None:
             return None
 
-        def spy(*args):
+        def spy(*a):
             seen.append("gemm")
-            return sgemm(*args)
+            return plan(*a)
 
         return spy
 
-    monkeypatch.setattr(_blas, "native_sgemm", binding_spy)
+    monkeypatch.setattr(_blas, "gemm_plan", plan_spy)
     return seen
 
 
