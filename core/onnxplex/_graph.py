@@ -866,7 +866,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
     if infer_shapes:
-        proto, big, declared = _infer_shapes(proto, serialized)
+        proto, big, declared = _infer_shapes(proto, serialized, walked.graph.nodes)
     try:
         model = _deserialize(proto)
         _check_value_shapes(model.graph)
@@ -1695,28 +1695,26 @@ ensembles test only whether ``nodes_values``, ``class_weights``... are present a
 SVMs the labels. They are the bulk of a converted model (a 100-tree forest: ~1 MB), which
 shape inference would otherwise serialize, parse in C++, serialize again and hand back to be
 parsed a second time in Python: the copy inference sees has them emptied (the attribute stays,
-so presence checks hold) and they are copied back into its result.
-``tests/test_graph_loading.py`` checks on converted models that inference finds the same."""
+so presence checks hold), and what it finds is put into the model parsed at the start
+(:func:`_infer_shapes`). ``tests/test_creation_fastpaths.py`` checks, op by op, that inference
+finds what it finds over the whole model."""
 
 _PAYLOAD_MIN_ELEMENTS = 4096
 """Payload lists are left out of inference's copy only when together they hold this many."""
 
 
-def _payload(g: onnx.GraphProto) -> dict[int, frozenset[str]]:
-    """Main-graph node index -> its payload attributes' names (see :data:`_PAYLOAD`); empty
-    when they are too few to be worth it, or when a node holds a subgraph (inference's
-    results are then taken whole)."""
-    found: dict[int, frozenset[str]] = {}
-    total = 0
-    for i, node in enumerate(g.node):
-        names = _PAYLOAD.get(node.op_type) if node.domain == "ai.onnx.ml" else None
-        for a in node.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                return {}
-            if names is not None and a.name in names and not a.ref_attr_name:
-                total += len(a.ints) + len(a.floats) + len(a.strings)
-        if names is not None:
-            found[i] = names
+def _payload(nodes: tuple[_Node, ...]) -> dict[int, frozenset[str]]:
+    """Main-graph node index -> its payload attributes' names (see :data:`_PAYLOAD`), from
+    the main graph's walked ``nodes`` (:func:`_walk`: no protobuf field is read again for a
+    model without such ops); empty when they are too few to be worth it, or when a node holds
+    a subgraph (inference's results are then taken whole)."""
+    found = {i: _PAYLOAD[n.op_type] for i, n in enumerate(nodes)
+             if n.domain == "ai.onnx.ml" and n.op_type in _PAYLOAD}
+    if not found or any(a.bodies for n in nodes for a in n.attrs):
+        return {}
+    total = sum(len(a.ints) + len(a.floats) + len(a.strings)
+                for i, names in found.items() for a in nodes[i].proto.attribute
+                if a.name in names and not a.ref_attr_name)
     return found if total >= _PAYLOAD_MIN_ELEMENTS else {}
 
 
@@ -1748,13 +1746,15 @@ def _light_copy(proto: onnx.ModelProto, big_names: set[str], declared: set[str],
     return light
 
 
-def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
+def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
+                  nodes: tuple[_Node, ...] | None = None
                   ) -> tuple[onnx.ModelProto, list[onnx.TensorProto], set[str]]:
     """Shape inference on a copy of ``proto`` without its large weights (onnx's inference
     serializes the model it gets; ``serialized``, the bytes ``proto`` was parsed from, spare
     that when no copy is made): returns the inferred copy, the weights it lacks and the names
     among them that the copy declares as graph inputs (:func:`_attach_initializers` puts them
-    back without copying). When the copy also leaves out ai.onnx.ml payload attributes
+    back without copying). ``nodes``: the main graph walked (:func:`_walk`), when at hand.
+    When the copy also leaves out ai.onnx.ml payload attributes
     (:data:`_PAYLOAD`), what inference found (``value_info``, the outputs' types) is put into
     ``proto`` instead, which is returned: parsing the inferred model back would cost as much
     as the first parse. The caller's proto is not modified otherwise."""
@@ -1766,7 +1766,7 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None
         big = []   # serialized with the model: cheaper than building the copy
     big_names = {t.name for t in big}
     declared = big_names - {i.name for i in g.input}
-    payload = _payload(g)
+    payload = _payload(_walk(proto).graph.nodes if nodes is None else nodes)
     light: onnx.ModelProto | bytes = proto if serialized is None else serialized
     if big or payload:
         light = _light_copy(proto, big_names, declared, big, payload)

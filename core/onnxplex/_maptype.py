@@ -145,7 +145,6 @@ _WANTS = {"f": "number", "i": "int", "u": "int", "b": "bool", "O": "str"}
 
 
 @functools.cache
-@functools.cache
 def _kind(elem: ir.DataType) -> tuple[np.dtype, str]:
     dtype = np.dtype(elem.numpy())
     kind = "O" if elem == ir.DataType.STRING else dtype.kind if dtype.kind in "iub" else "f"

@@ -896,16 +896,19 @@ def _raw_map_inputs(plan: _executor.ExecutionPlan, infos: Mapping[str, ValueInfo
     from the converted map) and which are not graph outputs: a dict of ``str`` keys and
     ``float`` values is fed to them as it is, without the sorted float32 copy
     :func:`._feeds.structured_feed` makes (most of a batch-1 run of such a model)."""
+    maps = [name for name, info in infos.items() if info.kind == "map"]
+    if not maps:
+        return frozenset()
     readers: dict[int, list[_executor.Step]] = {}
     for step in plan.steps:
         for s in step.inputs:
             readers.setdefault(s, []).append(step)
     outputs = set(plan.output_slots.values())
     raw = set()
-    for name, info in infos.items():
-        typ = info.ir_type
+    for name in maps:
+        typ = infos[name].ir_type
         slot = plan.input_slots.get(name)
-        if info.kind != "map" or slot is None or slot in outputs or not readers.get(slot) \
+        if slot is None or slot in outputs or not readers.get(slot) \
                 or typ.key_type != ir.DataType.STRING \
                 or not isinstance(typ.value_type, ir.TensorType) \
                 or typ.value_type.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
