@@ -150,9 +150,9 @@ def test_svm_opsets(svm_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Lookups, OneHotEncoder, Normalizer, Scaler, Imputer: the small-input paths (dicts, one row in
-# Python floats, the usual float32 call) against onnxruntime, and the general paths again with
-# the small ones turned off
+# Lookups, OneHotEncoder, Normalizer, Scaler, Imputer: the small-input and native paths (dicts,
+# the native float32 rows) against onnxruntime, and the general numpy paths again with those
+# turned off
 # --------------------------------------------------------------------------------------------
 
 
@@ -163,7 +163,7 @@ def general_paths(monkeypatch):
     monkeypatch.setattr(ml, "SMALL_LOOKUP", -1)
     monkeypatch.setattr(ml_maps, "SMALL_LOOKUP", -1)
     monkeypatch.setattr(ml_maps, "_SMALL_VOCABULARY", -1)
-    monkeypatch.setattr(ml_linear, "_ROW_VALUES", 0)
+    monkeypatch.setattr(ml_linear, "_native_rows", lambda name: None)
     monkeypatch.setattr(ml_linear, "_small_linear", lambda coef_t, bias, post: (None, post))
 
 
