@@ -171,22 +171,6 @@ def make_label_encoder_v1(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 @op("ArrayFeatureExtractor", domain=ML, since=1)
 def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel:
-    const = node.inputs[1].const if len(node.inputs) > 1 and node.inputs[1] is not None \
-        else None
-    if const is not None:   # constant column indices (skl2onnx's ColumnTransformer): checked
-        # once; a run whose input has the columns takes them at once
-        fixed = np.asarray(const).reshape(-1).astype(np.int64)
-        if fixed.size and fixed.min() >= 0:
-            size, top = fixed.size, int(fixed.max())
-
-            def take_fixed(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
-                if x.ndim and x.shape[-1] > top:
-                    out = x.take(fixed, axis=-1)
-                    return out.reshape(1, size) if x.ndim == 1 else out
-                return kernel(x, indices)   # (the error, named as below)
-
-            return take_fixed
-
     def kernel(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
         if indices.size == 1 and x.ndim == 1 and indices.dtype.kind in "iu":
             # a classifier's label: its class looked up by the ArgMax (most of the time
@@ -205,6 +189,22 @@ def make_array_feature_extractor(node: NodeView, ctx: ProviderContext) -> Kernel
             raise IndexError(f"ArrayFeatureExtractor: indices {idx.tolist()} out of range "
                              f"for the last dimension ({n})") from None
         return out.reshape(1, idx.size) if x.ndim == 1 else out
+
+    const = node.inputs[1].const if len(node.inputs) > 1 and node.inputs[1] is not None \
+        else None
+    if const is not None:   # constant column indices (skl2onnx's ColumnTransformer): checked
+        # once; a run whose input has the columns takes them at once
+        fixed = np.asarray(const).reshape(-1).astype(np.int64)
+        if fixed.size and fixed.min() >= 0:
+            size, top = fixed.size, int(fixed.max())
+
+            def take_fixed(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+                if x.ndim and x.shape[-1] > top:
+                    out = x.take(fixed, axis=-1)
+                    return out.reshape(1, size) if x.ndim == 1 else out
+                return kernel(x, indices)   # (the error, named as above)
+
+            return take_fixed
 
     return kernel
 
