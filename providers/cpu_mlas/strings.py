@@ -379,6 +379,17 @@ class _NgramPool:
                     gram_of.append(-1)
             gram_of[node] = gram_id
         self.gram_of = gram_of
+        if not (self.vocab and all(isinstance(k, int) for k in self.vocab)):
+            self.vocab.update({k.encode(): i for k, i in list(self.vocab.items())})
+        self.row1: np.ndarray | None = None   # (the numpy tables: built on first use)
+
+    def _numpy_tables(self) -> None:
+        """The numpy side's tables (see the class): built when :meth:`ids1` first runs, not
+        with the pool, since the native counter (``NgramCounter``) reads only the dicts and a
+        large pool's tables cost tens of ms of a session's start."""
+        if self.row1 is not None:
+            return
+        gram_of, v = self.gram_of, self.V
         self.gram1 = np.asarray([-1] + gram_of, dtype=np.int64)
         parents = sorted({key // v for key in self.edges})
         self.row1 = np.zeros(len(gram_of) + 1, dtype=np.int64)   # shifted node -> parent row
@@ -401,14 +412,15 @@ class _NgramPool:
             self.int_order = np.argsort(items)
             self.int_sorted = items[self.int_order]
         else:
-            self.vocab.update({k.encode(): i for k, i in list(self.vocab.items())})
             chars = {k: i for k, i in self.vocab.items() if isinstance(k, str) and len(k) == 1}
             if chars:   # single-character tokens (char analyzers) map by code point
                 self.char_lut = np.zeros(max(map(ord, chars)) + 2, dtype=np.int64)
                 self.char_lut[[ord(k) for k in chars]] = np.asarray(list(chars.values())) + 1
 
     def ids1(self, x: np.ndarray) -> np.ndarray:
-        """Shifted vocabulary ids of the items of ``x`` (0 for items in no counted n-gram)."""
+        """Shifted vocabulary ids of the items of ``x`` (0 for items in no counted n-gram);
+        builds the numpy tables :attr:`gram1` and :meth:`extend1` use, on the first call."""
+        self._numpy_tables()
         if x.dtype == object:
             flat = x.reshape(-1).tolist()
             cps = self._code_points(flat)
