@@ -17,10 +17,10 @@ PYBIND11_MODULE(_mlas_native, m) {
   using namespace onnxplex::mlas::bind;
   register_common(m);  // cpu_features, isa, isa_available
   register_qgemm(m);   // PackedB, pack_b, qgemm_i32, qgemm_f32, dynamic_qgemm_f32
-  register_conv(m);    // dwconv_f32, bias_act_f32
-  register_sgemm(m);   // SgemmPacked, sgemm_pack_a/b, sgemm
-  register_trees(m);   // TreeEnsemble, tree_ensemble
-  register_text(m);    // CharRuns (Tokenizer), NgramCounter (TfIdfVectorizer)
+  register_conv(m);    // dwconv, pooling, softmax, gelu, attention, layer_norm (f32)
+  register_sgemm(m);   // SgemmPacked, sgemm_pack_a/b, sgemm, SgemmPlan
+  register_trees(m);   // TreeEnsemble, tree_ensemble, tree_v3_nodes, linear, svm
+  register_text(m);    // CharRuns (Tokenizer), NgramCounter (TfIdfVectorizer), case_map
   register_select(m);  // topk, cdist
-  register_rows(m);    // scale_rows_f32, impute_rows_f32, normalize_rows_f32
+  register_rows(m);    // scale/impute/normalize/logsumexp_rows_f32
 }

@@ -10,8 +10,8 @@
 //   the items looked up in the pool's dict), onnxruntime's order and weighting, [B, out]
 //   float32.
 //
-// Both hold the GIL throughout (they create and read Python objects); their scratch is per
-// call.
+// All three hold the GIL throughout (they create and read Python objects);
+// their scratch is per call.
 #include <Python.h>
 
 #include <algorithm>
@@ -376,7 +376,7 @@ class NgramCounter {
         for (size_t j = 0; j < c; ++j) sc.ids[j] = lookup(items[r * c + j]);
         count_row(sc, yp + r * static_cast<size_t>(out_size_));
       }
-    } else if (kind == 'i' || kind == 'u') {
+    } else if (kind == 'i') {   // (the kernel passes int32 and int64 only)
       const auto x = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(x_in);
       if (!x) throw py::type_error("TfIdfVectorizer: input must be int32 or int64");
       const int64_t* xp = x.data();
