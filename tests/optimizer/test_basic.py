@@ -442,3 +442,23 @@ def test_neutral_constant_operands_are_removed(op, const, side, removed):
     off, on = _same(model, feed)
     assert _ops(on) == (["Relu"] if removed else ["Relu", op])
     assert on.run(None, feed)[0].shape == off.run(None, feed)[0].shape
+
+
+@pytest.mark.parametrize("op, const", [
+    ("Add", np.zeros(3, np.float32)), ("Mul", np.ones(3, np.float32)),
+    ("Add", np.array(0.0, np.float32)), ("Mul", np.array(1.0, np.float32)),
+])
+def test_neutral_default_a_feed_may_override_is_kept(op, const):
+    """An initializer that is also a graph input (IR 4 on) is a default, not a constant: x + b
+    with b = 0 stays, and a fed b counts, as in onnxruntime."""
+    model = _model([helper.make_node(op, ["x", "b"], ["y"])],
+                   [helper.make_tensor_value_info("x", F, [3]),
+                    helper.make_tensor_value_info("b", F, list(const.shape))],
+                   [helper.make_tensor_value_info("y", F, None)],
+                   [numpy_helper.from_array(const, "b")])
+    feed = {"x": np.array([1, 2, 3], np.float32), "b": np.full(const.shape, 5, np.float32)}
+    off, on = _same(model, feed)
+    assert _ops(on) == [op]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_array_equal(on.run(None, feed)[0], want)

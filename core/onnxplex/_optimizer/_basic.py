@@ -97,11 +97,12 @@ def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
         if keep is not None:
             return True, keep
         for v in node.inputs:
-            t = v.const_value if v is not None else None
+            # (an initializer that is also a graph input is a default a feed may replace)
+            t = v.const_value if v is not None and not v.is_graph_input() else None
             # onnxscript's x * 1, x + 0 patterns match a scalar (rank 0) within a tolerance
-            # only; a zero bias vector is left alone (and reading every bias was ~3 ms of
-            # BERT-base int8's session creation). (The value's shape first: a proto tensor
-            # builds its shape anew at each ask.)
+            # only (exact neutral constants of up to _NEUTRAL_MAX_ELEMENTS were taken above;
+            # larger ones, a transformer's biases, are not read). (The value's shape first: a
+            # proto tensor builds its shape anew at each ask.)
             if t is not None and (v.shape is None or len(v.shape) == 0) \
                     and len(t.shape) == 0:
                 try:
@@ -173,7 +174,8 @@ def _neutral_operand(node: ir.Node) -> ir.Value | None:
     :data:`_NEUTRAL_MAX_ELEMENTS` elements, all of the op's neutral value (0 added, 0
     subtracted, 1 multiplied, a divisor of 1), that cannot change the other input's shape
     or type by broadcasting: its rank is at most the other's, each of its dims is 1 or the
-    other's (known) dim, and the two element types agree. None otherwise. (As onnxruntime's
+    other's (known) dim, and the two element types agree; an initializer that is also a graph
+    input is a default a feed may replace, never taken. None otherwise. (As onnxruntime's
     NoopElimination: x + 0 gives +0.0 for x = -0.0, Identity keeps -0.0.)"""
     if len(node.inputs) != 2 or len(node.outputs) != 1 or node.attributes:
         return None
@@ -181,7 +183,8 @@ def _neutral_operand(node: ir.Node) -> ir.Value | None:
     sides = (1,) if node.op_type in ("Sub", "Div") else (1, 0)
     for k in sides:
         c, x = node.inputs[k], node.inputs[1 - k]
-        if c is None or x is None or c.const_value is None or not c.is_initializer():
+        if c is None or x is None or c.const_value is None or not c.is_initializer() \
+                or c.is_graph_input():   # (a default a feed may override: not a constant)
             continue
         t = c.const_value
         dims = tuple(t.shape)
