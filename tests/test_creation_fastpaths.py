@@ -271,8 +271,9 @@ def test_string_codes_match_a_lookup_an_element(n, wire):
     if not wire:
         pool += ["ünï", "J"]
     values = [pool[i] for i in rng.integers(0, len(pool) - (not wire), n)]
-    if wire:
-        values = ir.serde.deserialize_attribute(helper.make_attribute("m", values)).value
+    if wire:   # (the attribute kept alive: string_codes finds it by the tuple it built)
+        attr = ir.serde.deserialize_attribute(helper.make_attribute("m", values))
+        values = attr.value
     got = _fast_attrs.string_codes(tuple(values) if not wire else values, _MODE_TABLE)
     want = [_MODE_TABLE.get(v, -1) for v in values]
     assert got.dtype == np.int64 and got.tolist() == want

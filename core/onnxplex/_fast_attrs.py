@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from . import _wire
 from ._maptype import wrap_serde
 
 _MIN_LEN = 32   # (below it the generator is as fast)
@@ -104,37 +105,14 @@ def _read_attribute(original, proto: onnx.AttributeProto, *args, **kwargs):
                      doc_string=proto.doc_string or None)
 
 
-_STRINGS_TAG = 0x4A   # AttributeProto.strings: field 9, length-delimited
+_STRINGS_FIELD = 9    # AttributeProto.strings
+_STRINGS_TAG = 0x4A   # its key: field 9, length-delimited
 # From how many values numpy's fixed costs pay (tens of calls of a few us each): reading a
 # STRINGS attribute off the wire; matching values to codes on a StringsAttr's joined text, or
 # on text joined first.
 _WIRE_MIN = 2048
 _CODES_MIN_OWN = 2048
 _CODES_MIN_JOIN = 8192
-
-
-def _skip_field(wire: bytes, pos: int) -> int | None:
-    """The position after the protobuf field whose key starts at ``pos`` (None: malformed)."""
-    key, pos = _varint(wire, pos)
-    kind = key & 7
-    if kind == 0:
-        return _varint(wire, pos)[1]
-    if kind == 2:
-        size, pos = _varint(wire, pos)
-        return pos + size
-    return pos + {1: 8, 5: 4}.get(kind, len(wire) + 1)
-
-
-def _varint(wire: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while pos < len(wire):
-        byte = wire[pos]
-        value |= (byte & 0x7F) << shift
-        pos += 1
-        if byte < 0x80:
-            break
-        shift += 7
-    return value, pos
 
 
 def _ascii_strings(proto: onnx.AttributeProto) -> tuple[bytes, np.ndarray] | None:
@@ -147,11 +125,11 @@ def _ascii_strings(proto: onnx.AttributeProto) -> tuple[bytes, np.ndarray] | Non
     layout does."""
     n = len(proto.strings)
     wire = proto.SerializeToString()
-    start = 0
-    while start < len(wire) and wire[start] != _STRINGS_TAG:   # (name: one field or few)
-        start = _skip_field(wire, start)
-        if start is None or start > len(wire):
-            return None
+    try:   # the first value's field (after the name: one field or few)
+        start = next(first for field, _, first, _, _ in _wire._fields(wire, 0, len(wire))
+                     if field == _STRINGS_FIELD)
+    except (_wire._Malformed, StopIteration):
+        return None
     buf = np.frombuffer(wire, np.uint8)
     heads = np.flatnonzero(buf[start:] == _STRINGS_TAG)
     if heads.size < n:
