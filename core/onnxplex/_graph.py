@@ -366,6 +366,7 @@ class Model:
         if structure:
             self._order: tuple[list[ir.Node], dict[str, int], dict[str, list[int]]] | None \
                 = None
+            self._op_types: frozenset[str] | None = None   # (the nodes' own: kept otherwise)
         # (the names below too are computed when next read: passes reindex a dozen times;
         # once read, they are plain attributes until the next reindex)
         self._names: tuple[frozenset[str], frozenset[str], tuple[str, ...]] | None = None
@@ -373,7 +374,6 @@ class Model:
             self.__dict__.pop(name, None)
         self._value_infos: dict[str, ValueInfo] = {}
         self._node_views: list[NodeView] | None = None
-        self._op_types: frozenset[str] | None = None
 
     def _named(self) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
         if self._names is None:

@@ -90,10 +90,10 @@ def register_pass(name: str, level: int, requires: Iterable[str] = (),
     return deco
 
 
-def _needless(p: Pass, model: Model, op_types: frozenset[str] | None = None) -> bool:
+def _needless(p: Pass, model: Model) -> bool:
     """Whether ``p`` cannot change ``model``: none of the op types it requires is in it, or
-    its ``applies`` test says no. ``op_types``: the model's, when the caller has them."""
-    if p.requires and p.requires.isdisjoint(model.op_types if op_types is None else op_types):
+    its ``applies`` test says no."""
+    if p.requires and p.requires.isdisjoint(model.op_types):
         return True
     return p.applies is not None and not p.applies(model)
 
@@ -181,14 +181,8 @@ def _run_optimistically(model: Model, ctx: OptimizerContext, passes: list[Pass],
     restored) if one raised."""
     snapshot = model.ir.graph.clone() if reload is None else None
     reports: list[PassReport] = []
-    # The op types the passes' ``requires`` are tested against: computed once, and again only
-    # after a pass changed the graph (a reindex forgets the model's own copy even when
-    # nothing changed; most passes of a small graph are skipped by this test alone).
-    op_types: frozenset[str] | None = None
     for p in passes:
-        if p.requires and op_types is None:
-            op_types = model.op_types
-        if _needless(p, model, op_types):
+        if _needless(p, model):
             reports.append(_not_run(p))
             continue
         t0 = time.perf_counter()
@@ -196,10 +190,7 @@ def _run_optimistically(model: Model, ctx: OptimizerContext, passes: list[Pass],
             nodes_before = len(model.graph)   # the main graph's (kept by onnx-ir: no walk)
             changes = p.run(ctx)
             # A pass that changed nothing and left as many nodes: no new order to compute.
-            structure = bool(changes) or len(model.graph) != nodes_before
-            model.reindex(structure=structure)
-            if structure:
-                op_types = None
+            model.reindex(structure=bool(changes) or len(model.graph) != nodes_before)
         except Exception as e:  # noqa: BLE001 - redone pass by pass, with rollback
             logger.info("optimizer pass %r raised (%s: %s); redoing the passes one by one, "
                         "each on its own snapshot", p.name, type(e).__name__, e)
@@ -259,23 +250,9 @@ def _ordered() -> list[Pass]:
     return list(ordered)
 
 
-_selected_cache: dict[tuple[int, int, frozenset[str]], tuple[tuple[Pass, ...], list[Pass]]] = {}
-
-
 def _selected(min_level: int, level: int, disabled: frozenset[str]) -> list[Pass]:
-    """The passes of levels ``min_level``..``level`` not in ``disabled``, in running order
-    (chosen again only when the registered passes changed)."""
-    key = (min_level, level, frozenset(disabled))
-    registered = tuple(PASSES)
-    hit = _selected_cache.get(key)
-    if hit is not None and hit[0] == registered:
-        return list(hit[1])
-    chosen = [p for p in _ordered()
-              if min_level <= p.level <= level and p.name not in disabled]
-    if len(_selected_cache) > 64:
-        _selected_cache.clear()
-    _selected_cache[key] = (registered, chosen)
-    return list(chosen)
+    """The passes of levels ``min_level``..``level`` not in ``disabled``, in running order."""
+    return [p for p in _ordered() if min_level <= p.level <= level and p.name not in disabled]
 
 
 def pass_names() -> list[str]:
