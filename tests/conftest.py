@@ -69,3 +69,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(params=["native loop", "python loop"])
+def both_loops(request, monkeypatch):
+    """Run the test with the executor's C loop (``onnxplex._runloop``) and with its Python
+    loop: both must behave alike. The C loop must be built: in a source tree without a build
+    its case fails rather than passing on the Python loop."""
+    from onnxplex import _executor
+
+    if request.param == "python loop":
+        monkeypatch.setattr(_executor, "_runloop", None)
+    else:
+        assert _executor._runloop is not None, "onnxplex._runloop is not built"
+    return request.param

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from graphs import chain, diamond_abc
 
 import onnxplex
 from onnxplex import _executor
+
+
+@pytest.fixture(autouse=True)
+def _loops(both_loops):
+    """Every test here runs on the executor's C loop and on its Python loop."""
 
 
 def test_intermediates_are_released_after_last_use():
@@ -216,3 +223,126 @@ def test_plan_constants_carry_numpy_canonical_dtypes():
         assert v.dtype is np.dtype(v.dtype.type) and not v.flags.writeable
     (y,) = sess.run(None, {"x": np.ones(3, np.float32)})
     assert y.dtype is np.dtype(np.float32) and y.tolist() == [1, 2, 3]
+
+
+def test_plan_takes_the_loop_in_use(both_loops):
+    sess = onnxplex.InferenceSession(chain(["Relu", "Neg"]))
+    sess.run(None, {"x": np.ones((2, 3), np.float32)})
+    native = type(sess._exec._runner).__module__ == "onnxplex._runloop"
+    assert native == (both_loops == "native loop")
+
+
+def test_kernel_interrupt_passes_unattributed(probe):
+    """A KeyboardInterrupt from a kernel is not a kernel failure: it reaches the caller as it
+    is (both loops catch Exception and SystemExit only); a kernel's sys.exit() is attributed."""
+    sess = onnxplex.InferenceSession(chain(["Relu", "Neg"]), providers=["probe"])
+    x = np.ones((2, 3), np.float32)
+    for exc, expected in ((KeyboardInterrupt, KeyboardInterrupt),
+                          (SystemExit, onnxplex.KernelExecutionError)):
+        def boom(_, exc=exc):
+            raise exc()
+        _Probe.OPS["Neg"], saved = boom, _Probe.OPS["Neg"]
+        try:
+            fresh = onnxplex.InferenceSession(chain(["Relu", "Neg"]), providers=["probe"])
+            with pytest.raises(expected):
+                fresh.run(None, {"x": x})
+        finally:
+            _Probe.OPS["Neg"] = saved
+    assert (sess.run(None, {"x": x})[0] == -1).all()
+
+
+# ---- onnxplex._runloop.Runner itself ---------------------------------------------------------
+
+runloop = pytest.importorskip("onnxplex._runloop") if _executor._runloop is None \
+    else _executor._runloop
+
+
+def _fail(i, e):
+    raise RuntimeError(f"step {i}") from e
+
+
+def test_runner_rejects_malformed_plans_and_slots():
+    R = runloop.Runner
+    with pytest.raises(TypeError, match="1- or 7-tuple"):
+        R(2, np.ndarray, _fail, [(np.negative, (0,))])
+    with pytest.raises(ValueError, match="input slot 5 out of range"):
+        R(2, np.ndarray, _fail, [(np.negative, (5,), 1, None, None, np.asarray, ())])
+    with pytest.raises(ValueError, match="output slot 2 out of range"):
+        R(2, np.ndarray, _fail, [(np.negative, (0,), 2, None, None, np.asarray, ())])
+    with pytest.raises(ValueError, match="released slot -1 out of range"):
+        R(2, np.ndarray, _fail, [(np.negative, (0,), 1, None, None, np.asarray, (-1,))])
+    with pytest.raises(TypeError, match="not callable"):
+        R(2, np.ndarray, _fail, [(3,)])
+    run = R(2, np.ndarray, _fail, [(np.negative, (0,), 1, [None], None, np.asarray, (0,))])
+    with pytest.raises(ValueError, match="3 slots given, the plan has 2"):
+        run([np.ones(2), None, None])
+    with pytest.raises(TypeError):
+        run((np.ones(2), None))
+
+
+def test_runner_checks_and_settles_like_the_python_loop():
+    """Omitted inputs are None; a result of another shape or dtype, or not an array, goes to
+    the settle function; released slots become None; a settle error is attributed."""
+    seen = []
+
+    def settle(r):
+        seen.append(r)
+        return np.asarray(r, np.float32)
+
+    def kernel(a, b):
+        assert b is None
+        return a * 2
+
+    cell = [(3,)]
+    run = runloop.Runner(3, np.ndarray, _fail, [
+        (kernel, (0, -1), 1, cell, np.dtype(np.float32), settle, (0,)),
+        (lambda s: s.__setitem__(2, s[1] + 1),),   # a general step: call(slots)
+    ])
+    slots = [np.ones(3, np.float32), None, None]
+    run(slots)
+    assert slots[0] is None and (slots[1] == 2).all() and (slots[2] == 3).all() and not seen
+    slots = [np.ones(3, np.float64), None, None]   # float64 result: settled
+    run(slots)
+    assert len(seen) == 1 and slots[1].dtype == np.float32
+    slots = [np.ones(4, np.float32), None, None]   # another shape: settled
+    run(slots)
+    assert len(seen) == 2
+    slots = [np.float32(2), None, None]            # a numpy scalar: settled
+    run(slots)
+    assert len(seen) == 3 and type(slots[1]) is np.ndarray
+
+    def bad(r):
+        raise ValueError("no")
+
+    run = runloop.Runner(2, np.ndarray, _fail, [(np.negative, (0,), 1, [(1,)], None, bad, ())])
+    with pytest.raises(RuntimeError, match="step 0") as e:
+        run([np.ones(2), None])
+    assert isinstance(e.value.__cause__, ValueError)
+
+
+def test_runner_requires_fail_to_raise():
+    run = runloop.Runner(2, np.ndarray, lambda i, e: None,
+                         [(lambda x: 1 / 0, (0,), 1, None, None, np.asarray, ())])
+    with pytest.raises(SystemError, match="fail\\(\\) returned"):
+        run([np.ones(2), None])
+
+
+def test_runner_holds_no_references_after_release():
+    import gc
+    import weakref
+
+    class K:   # a kernel that can be weakly referenced
+        def __call__(self, x):
+            return -x
+
+    k = K()
+    ref = weakref.ref(k)
+    run = runloop.Runner(2, np.ndarray, _fail, [(k, (0,), 1, None, None, np.asarray, ())])
+    x = np.ones(4)
+    before = (sys.getrefcount(x), sys.getrefcount(np.ndarray))
+    for _ in range(100):
+        run([x, None])
+    assert (sys.getrefcount(x), sys.getrefcount(np.ndarray)) == before
+    del k, run
+    gc.collect()
+    assert ref() is None

@@ -26,6 +26,11 @@ from onnxplex._plugins import unregister_provider
 W = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
 
 
+@pytest.fixture(autouse=True)
+def _loops(both_loops):
+    """Every test here runs on the executor's C loop and on its Python loop."""
+
+
 def _model():
     """x + W (constant) -> Relu 'A' -> Sigmoid 'B' -> y."""
     nodes = [helper.make_node("Add", ["x", "W"], ["s"], name="add"),
