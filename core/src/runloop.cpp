@@ -60,6 +60,7 @@ int visit_all(Runner* self, F&& f) {
 }
 
 int runner_traverse(PyObject* op, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(op));
   return visit_all(reinterpret_cast<Runner*>(op),
                    [&](PyObject* o) { return o ? visit(o, arg) : 0; });
 }
@@ -88,7 +89,9 @@ void runner_dealloc(PyObject* op) {
   runner_clear(op);
   delete self->entries;
   self->entries = nullptr;
-  Py_TYPE(op)->tp_free(op);
+  PyTypeObject* type = Py_TYPE(op);
+  type->tp_free(op);
+  Py_DECREF(type);  // (instances of a heap type hold their type)
 }
 
 bool read_slots(PyObject* seq, Py_ssize_t num_slots, bool allow_omitted, const char* what,
@@ -302,32 +305,33 @@ PyObject* runner_call(PyObject* op, PyObject* args, PyObject* kwargs) {
   Py_RETURN_NONE;
 }
 
-PyTypeObject RunnerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+PyType_Slot runner_slots[] = {
+    {Py_tp_new, reinterpret_cast<void*>(runner_new)},
+    {Py_tp_call, reinterpret_cast<void*>(runner_call)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(runner_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(runner_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(runner_clear)},
+    {Py_tp_doc, const_cast<char*>(
+        "Runner(num_slots, ndarray, fail, entries): run(slots) calls the steps in order.")},
+    {0, nullptr},
+};
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT};
+PyType_Spec runner_spec = {"onnxplex._runloop.Runner", sizeof(Runner), 0,
+                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, runner_slots};
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "onnxplex._runloop",
+    "The executor's inner loop (see onnxplex._executor.compile_sequential).", -1,
+    nullptr, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
 PyMODINIT_FUNC PyInit__runloop(void) {
-  RunnerType.tp_name = "onnxplex._runloop.Runner";
-  RunnerType.tp_basicsize = sizeof(Runner);
-  RunnerType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  RunnerType.tp_doc =
-      "Runner(num_slots, ndarray, fail, entries): run(slots) calls the steps in order.";
-  RunnerType.tp_new = runner_new;
-  RunnerType.tp_call = runner_call;
-  RunnerType.tp_dealloc = runner_dealloc;
-  RunnerType.tp_traverse = runner_traverse;
-  RunnerType.tp_clear = runner_clear;
-  if (PyType_Ready(&RunnerType) < 0) return nullptr;
-  module_def.m_name = "onnxplex._runloop";
-  module_def.m_doc = "The executor's inner loop (see onnxplex._executor.compile_sequential).";
-  module_def.m_size = -1;
   PyObject* m = PyModule_Create(&module_def);
   if (!m) return nullptr;
-  Py_INCREF(&RunnerType);
-  if (PyModule_AddObject(m, "Runner", reinterpret_cast<PyObject*>(&RunnerType)) < 0) {
-    Py_DECREF(&RunnerType);
+  PyObject* type = PyType_FromSpec(&runner_spec);
+  if (!type || PyModule_AddObject(m, "Runner", type) < 0) {  // (steals type on success)
+    Py_XDECREF(type);
     Py_DECREF(m);
     return nullptr;
   }

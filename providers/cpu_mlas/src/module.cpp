@@ -10,6 +10,7 @@ void register_trees(py::module_& m);  // register_trees.cpp
 void register_text(py::module_& m);   // register_text.cpp
 void register_select(py::module_& m); // register_select.cpp
 void register_rows(py::module_& m);   // register_rows.cpp
+void register_small(py::module_& m);  // register_small.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -23,4 +24,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_text(m);    // CharRuns (Tokenizer), NgramCounter (TfIdfVectorizer), case_map
   register_select(m);  // topk, cdist
   register_rows(m);    // scale/impute/normalize/logsumexp_rows_f32
+  register_small(m);   // SmallOp, small_op, SMALL_OPS (elementwise ops on small arrays)
 }
