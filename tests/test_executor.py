@@ -273,6 +273,8 @@ def test_runner_rejects_malformed_plans_and_slots():
         R(2, np.ndarray, _fail, [(np.negative, (0,), 1, None, None, np.asarray, (-1,))])
     with pytest.raises(TypeError, match="not callable"):
         R(2, np.ndarray, _fail, [(3,)])
+    with pytest.raises(TypeError, match="must be numpy.ndarray"):   # (its struct is read)
+        R(2, np.matrix, _fail, [])
     run = R(2, np.ndarray, _fail, [(np.negative, (0,), 1, [None], None, np.asarray, (0,))])
     with pytest.raises(ValueError, match="3 slots given, the plan has 2"):
         run([np.ones(2), None, None])
