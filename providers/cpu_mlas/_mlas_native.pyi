@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -60,3 +61,9 @@ class SgemmPlan:
     def __init__(self, b: Any, bias: npt.NDArray[np.float32] | None, lo: float,
                  hi: float, isa: str = ...) -> None: ...
     def __call__(self, x: npt.NDArray[np.float32], threads: int) -> npt.NDArray[np.float32]: ...
+SMALL_OPS: dict[str, bool]   # op name -> also computes int64
+class SmallOp:
+    @property
+    def fallback(self) -> Callable[..., Any]: ...
+    def __call__(self, *arrays: Any) -> npt.NDArray[Any]: ...
+def small_op(name: str, fallback: Callable[..., Any], limit: int = 16384) -> SmallOp: ...
