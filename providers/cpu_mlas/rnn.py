@@ -10,6 +10,7 @@ writes zeros to ``Y``), and scattering ``Y`` back. float16/bfloat16 run in float
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._native import native
 from ._registry import op
 from .nn import FLOATS, compute_dtype
 
@@ -174,11 +176,14 @@ def _order_index(seq_len: int, batch: int, lens: np.ndarray | None,
 
 def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w, r, b,
          lens, h0, extra_states: Sequence[np.ndarray | None],
-         split_bias: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray | None]]):
+         split_bias: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray | None]],
+         native_seq: Callable[..., Any] | None = None):
     """Common driver: returns ``(Y, Y_h, *final extra states)`` in the op's layout.
 
     ``split_bias(b_dir, hidden)`` -> ``(bias folded into the input projection, the rest the
-    cell adds itself or None)``."""
+    cell adds itself or None)``. ``native_seq(d, xw, h, states, rt_d, bd, lens, y)``, when
+    given, runs a float32 direction's whole time loop in place of ``cell`` step by step (see
+    :func:`_native_seq`)."""
     out_dtype = x.dtype
     cd = compute_dtype(x.dtype)
     if spec.layout == 1:
@@ -224,7 +229,11 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
         states = [np.zeros((batch, hidden), dtype=cd) if s is None else np.array(s[d], dtype=cd)
                   for s in extra_states]
         yd = y[:, d]
-        for t in range(seq_len):
+        if native_seq is not None and cd == _F32:
+            y_seq = np.empty((seq_len, batch, hidden), _F32)
+            native_seq(d, xw, h, states, rt[d], bd, lens_a, y_seq)
+            yd[...] = y_seq
+        for t in range(seq_len if native_seq is None or cd != _F32 else 0):
             h_new, states_new = cell(d, xw[t], h, states, rt[d], bd, hidden)
             if lens_a is not None:
                 valid = (t < lens_a)[:, None]
@@ -253,6 +262,44 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
     return tuple(np.ascontiguousarray(o).astype(out_dtype, copy=False) for o in outs)
 
 
+_F32 = np.dtype(np.float32)
+_DEFAULT_ACTS = {"RNN": ("tanh",), "GRU": ("sigmoid", "tanh"), "LSTM": ("sigmoid", "tanh", "tanh")}
+_CELL_CODES = {"RNN": 0, "GRU": 1, "LSTM": 2}
+
+
+def _native_seq(node: NodeView, spec: _Spec,
+                linear_before_reset: bool = False) -> Callable[..., Any] | None:
+    """The native time loop (``_mlas_native.rnn_seq_f32``, rnn.h) for ``node`` when it applies:
+    the module is built, every activation is the op's default (named or not, no alpha/beta)
+    and, for LSTM, ``input_forget`` is 0; else None (the numpy cell runs each step).
+    An LSTM passes its call's peephole weights ``[dirs, 3H]`` as ``pp``.
+    The native loop's sigmoid and tanh are its own vector functions (within ~1e-7 of
+    numpy's), its sums run in another order than numpy's GEMM: the results agree with the
+    numpy loop to float32 rounding, not to the bit."""
+    mod = native()
+    fn = getattr(mod, "rnn_seq_f32", None) if mod is not None else None
+    if fn is None:
+        return None
+    names = [str(a.decode() if isinstance(a, bytes) else a).lower()
+             for a in (node.attr("activations") or ())]
+    default = _DEFAULT_ACTS[node.op_type]
+    if names and names != list(default) * (len(names) // len(default)):
+        return None
+    if node.op_type == "LSTM" and int(node.attr("input_forget", 0)) == 1:
+        return None
+    code = _CELL_CODES[node.op_type]
+    clip = 0.0 if spec.clip is None else float(spec.clip)
+
+    def run(d, xw, h, states, rt_d, bd, lens, y, pp=None):
+        c = states[0] if code == 2 else None
+        peep = None if pp is None else np.ascontiguousarray(pp[d], _F32)
+        rbh = None if bd is None else np.ascontiguousarray(bd, _F32)
+        fn(code, np.ascontiguousarray(xw), np.ascontiguousarray(rt_d), h, c, y, rbh, peep,
+           lens, clip, linear_before_reset)
+
+    return run
+
+
 def _clip(x: np.ndarray, c: float | None) -> np.ndarray:
     if c is not None:
         np.clip(x, -c, c, out=x)
@@ -277,8 +324,10 @@ def _make_rnn(node: NodeView, ctx: ProviderContext):
     def split(bd, hidden):
         return bd[:hidden] + bd[hidden:], None
 
+    seq = _native_seq(node, spec)
+
     def kernel(x, w, r, b=None, sequence_lens=None, initial_h=None):
-        return _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h, [], split)
+        return _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h, [], split, seq)
 
     return kernel
 
@@ -325,8 +374,10 @@ def _make_gru(node: NodeView, ctx: ProviderContext):
         pre[:2 * hidden] += bd[3 * hidden:5 * hidden]
         return pre, bd[5 * hidden:]
 
+    seq = _native_seq(node, spec, linear_before_reset=lbr)
+
     def kernel(x, w, r, b=None, sequence_lens=None, initial_h=None):
-        return _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h, [], split)
+        return _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h, [], split, seq)
 
     return kernel
 
@@ -349,6 +400,8 @@ def _make_lstm(node: NodeView, ctx: ProviderContext):
     p_c = None if p_info is None or not p_info.is_const else \
         np.asarray(p_info.const).astype(np.float32 if p_info.const.dtype.itemsize < 4
                                         else p_info.const.dtype)
+
+    seq = _native_seq(node, spec)
 
     def kernel(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None):
         pp = p_c if p_c is not None else (None if p is None else
@@ -389,7 +442,8 @@ def _make_lstm(node: NodeView, ctx: ProviderContext):
             return h_new, [c_new]
 
         y, y_h, y_c = _run(node, spec, cell, x, w, r, b, sequence_lens, initial_h,
-                           [initial_c], _split_lstm)
+                           [initial_c], _split_lstm,
+                           None if seq is None else functools.partial(seq, pp=pp))
         return y, y_h, y_c
 
     return kernel

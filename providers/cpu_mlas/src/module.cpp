@@ -11,6 +11,7 @@ void register_text(py::module_& m);   // register_text.cpp
 void register_select(py::module_& m); // register_select.cpp
 void register_rows(py::module_& m);   // register_rows.cpp
 void register_small(py::module_& m);  // register_small.cpp
+void register_rnn(py::module_& m);    // register_rnn.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -25,4 +26,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_select(m);  // topk, cdist
   register_rows(m);    // scale/impute/normalize/logsumexp_rows_f32
   register_small(m);   // SmallOp, small_op, SMALL_OPS (elementwise ops on small arrays)
+  register_rnn(m);     // rnn_seq_f32 (RNN/GRU/LSTM time loops)
 }

@@ -14,18 +14,21 @@ ort.set_default_logger_severity(3)
 RNG = np.random.default_rng(7)
 
 
-def rand(*shape: int) -> np.ndarray:
-    return (RNG.standard_normal(shape) * 0.5).astype(np.float32)
-
-
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
 def _inputs(op_type: str, t: int, b: int, i: int, h: int, dirs: int, *, lens: bool,
-            init: bool, peep: bool = False) -> list:
+            init: bool, peep: bool = False, rng: np.random.Generator = RNG,
+            dtype: type = np.float32) -> list:
+    """X, W, R, B, sequence_lens, initial_h (, initial_c, P) of a recurrent node, trailing
+    omitted ones dropped."""
+
+    def rand(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.5).astype(dtype)
+
     g = GATES[op_type]
     xs = [rand(t, b, i), rand(dirs, g * h, i), rand(dirs, g * h, h), rand(dirs, 2 * g * h)]
-    xs.append(RNG.integers(1, t + 1, b).astype(np.int32) if lens else None)
+    xs.append(rng.integers(1, t + 1, b).astype(np.int32) if lens else None)
     xs.append(rand(dirs, b, h) if init else None)
     if op_type == "LSTM":
         xs.append(rand(dirs, b, h) if init else None)

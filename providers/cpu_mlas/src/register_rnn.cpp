@@ -1,0 +1,100 @@
+// Binding of the recurrent sequence loops (rnn.h): one call runs one direction's time loop.
+#include <string>
+
+#include "bind_util.h"
+#include "cpu_features.h"
+#include "rnn.h"
+
+namespace onnxplex::mlas::bind {
+
+namespace {
+
+using F32 = py::array_t<float, py::array::c_style>;
+
+// A C-contiguous float32 array of `count` elements (the caller's own: no conversion, since
+// the outputs are written in place).
+const float* in_f32(const py::array& a, size_t count, const char* what) {
+  if (!is_float32(a) || !(a.flags() & py::array::c_style) ||
+      static_cast<size_t>(a.size()) != count) {
+    throw py::value_error(std::string(what) + ": expected a C-contiguous float32 array of " +
+                          std::to_string(count) + " values");
+  }
+  return static_cast<const float*>(a.data());
+}
+
+float* out_f32(py::array& a, size_t count, const char* what) {
+  in_f32(a, count, what);
+  if (!a.writeable()) throw py::value_error(std::string(what) + " must be writeable");
+  return static_cast<float*>(a.mutable_data());
+}
+
+}  // namespace
+
+void register_rnn(py::module_& m) {
+  m.def(
+      "rnn_seq_f32",
+      [](int cell, const py::array& xw, const py::array& rt, py::array& h, py::object c_in,
+         py::array& y, py::object rbh_in, py::object peep_in, py::object lens_in, float clip,
+         bool linear_before_reset, const std::string& isa) {
+        void (*variant)(const RnnSeq&) = rnn_seq_f32;
+        if (isa == "portable") {
+          variant = rnn_seq_f32_portable;
+#if ONNXPLEX_MLAS_HAVE_X86
+        } else if (isa == "avx2" && cpu_features().avx2) {
+          variant = rnn_seq_f32_avx2;
+        } else if (isa == "avx512" && cpu_features().avx512f) {
+          variant = rnn_seq_f32_avx512;
+#endif
+        } else if (!isa.empty()) {
+          throw py::value_error("isa '" + isa + "' is not one this CPU runs");
+        }
+        if (cell < 0 || cell > 2) throw py::value_error("cell must be 0 (RNN), 1 (GRU), 2 (LSTM)");
+        if (xw.ndim() != 3 || h.ndim() != 2) throw py::value_error("xw must be [T, B, G*H], h [B, H]");
+        const size_t T = static_cast<size_t>(xw.shape(0)), B = static_cast<size_t>(xw.shape(1));
+        const size_t H = static_cast<size_t>(h.shape(1));
+        const size_t G = cell == 2 ? 4 : cell == 1 ? 3 : 1;
+        if (static_cast<size_t>(xw.shape(2)) != G * H || static_cast<size_t>(h.shape(0)) != B)
+          throw py::value_error("xw's last dim must be G*H and h must be [B, H]");
+        RnnSeq s{};
+        s.cell = static_cast<RnnCell>(cell);
+        s.xw = in_f32(xw, T * B * G * H, "xw");
+        s.rt = in_f32(rt, H * G * H, "rt");
+        s.h = out_f32(h, B * H, "h");
+        s.y = out_f32(y, T * B * H, "y");
+        py::array c, rbh, peep;
+        py::array_t<int64_t, py::array::c_style | py::array::forcecast> lens;
+        if (cell == 2) {
+          c = c_in.cast<py::array>();
+          s.c = out_f32(c, B * H, "c");
+        }
+        if (!rbh_in.is_none()) {
+          rbh = rbh_in.cast<py::array>();
+          s.rbh = in_f32(rbh, H, "rbh");
+        }
+        if (!peep_in.is_none()) {
+          peep = peep_in.cast<py::array>();
+          s.peep = in_f32(peep, 3 * H, "peep");
+        }
+        if (!lens_in.is_none()) {
+          lens = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(lens_in);
+          if (!lens || static_cast<size_t>(lens.size()) != B)
+            throw py::value_error("lens must hold one length per batch entry");
+          s.lens = lens.data();
+        }
+        s.T = T;
+        s.B = B;
+        s.H = H;
+        s.clip = clip;
+        s.linear_before_reset = linear_before_reset;
+        py::gil_scoped_release release;
+        variant(s);
+      },
+      py::arg("cell"), py::arg("xw"), py::arg("rt"), py::arg("h"), py::arg("c"), py::arg("y"),
+      py::arg("rbh"), py::arg("peep"), py::arg("lens"), py::arg("clip"),
+      py::arg("linear_before_reset"), py::arg("isa") = "",
+      "One direction's time loop of RNN (tanh), GRU or LSTM with the default activations "
+      "(rnn.h): h (and c) are updated in place, y [T, B, H] written. isa: '' the CPU's best "
+      "variant, or 'portable', 'avx2', 'avx512' (for tests).");
+}
+
+}  // namespace onnxplex::mlas::bind

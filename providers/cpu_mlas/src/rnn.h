@@ -1,0 +1,40 @@
+// Float32 recurrent sequence loops for RNN (tanh), GRU and LSTM with their default
+// activations: the time loop of cpu_mlas's rnn.py, one call a direction. Knows nothing about
+// Python.
+//
+// The caller has already computed every step's input projection X W^T with the biases that
+// fold into it (rnn.py's split functions), gathered a reverse direction's steps into
+// processing order and transposed R; a loop step is then, per batch entry, H @ R^T added to
+// the projection, the gate activations and the state update, in ONNX's gate order (GRU z, r,
+// h; LSTM i, o, f, c). A batch entry past its sequence length keeps its state and writes
+// zeros (as rnn.py's mask).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace onnxplex::mlas {
+
+enum class RnnCell : int { kRnn = 0, kGru = 1, kLstm = 2 };
+
+struct RnnSeq {
+  RnnCell cell;
+  const float* xw;           // [T, B, G*H]
+  const float* rt;           // [H, G*H]: R transposed
+  const float* rbh;          // GRU: the h gate's recurrent bias [H], or null
+  const float* peep;         // LSTM: peepholes [3H] (i, o, f), or null
+  const int64_t* lens;       // [B] sequence lengths, or null (every sequence is T long)
+  float* h;                  // [B, H]: the initial state in, the final state out
+  float* c;                  // LSTM: [B, H] cell state in and out
+  float* y;                  // [T, B, H]: every step's H
+  size_t T, B, H;
+  float clip;                // > 0: gate pre-activations clipped to [-clip, clip]
+  bool linear_before_reset;  // GRU
+};
+
+void rnn_seq_f32(const RnnSeq& s);
+void rnn_seq_f32_portable(const RnnSeq& s);
+void rnn_seq_f32_avx2(const RnnSeq& s);
+void rnn_seq_f32_avx512(const RnnSeq& s);
+
+}  // namespace onnxplex::mlas

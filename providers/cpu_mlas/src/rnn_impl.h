@@ -1,0 +1,147 @@
+// The recurrent loop of rnn.h, written once over a policy A: static A::sigmoid(float*, n) and
+// A::tanh(float*, n) in place, and A::gemm (gemm_acc's contract below); each ISA's
+// translation unit instantiates it with its own vector functions (and its flags vectorize the
+// remaining loops).
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "rnn.h"
+
+// (internal linkage: each ISA's translation unit gets its own copy, compiled with its flags,
+// which the linker must not merge)
+namespace onnxplex::mlas {
+namespace {
+namespace rnn_detail {
+
+// out[b][j] += sum_k v[b][k] * m[k * ld + j] for b < rows, j < n: column panels of kCols,
+// whose accumulators stay in registers over k and whose K x kCols slice of m stays in L1 for
+// the next row (m is read from memory once, not once per row).
+constexpr size_t kCols = 32;
+
+inline void gemm_acc(const float* v, size_t ldv, size_t rows, size_t k_count, const float* m,
+                     size_t ld, float* out, size_t ldo, size_t n) {
+  for (size_t j0 = 0; j0 < n; j0 += kCols) {
+    const size_t jn = std::min(kCols, n - j0);
+    for (size_t b = 0; b < rows; ++b) {
+      const float* vb = v + b * ldv;
+      float acc[kCols] = {};
+      if (jn == kCols) {
+        for (size_t k = 0; k < k_count; ++k) {
+          const float a = vb[k];
+          const float* row = m + k * ld + j0;
+          for (size_t j = 0; j < kCols; ++j) acc[j] += a * row[j];
+        }
+      } else {
+        for (size_t k = 0; k < k_count; ++k) {
+          const float a = vb[k];
+          const float* row = m + k * ld + j0;
+          for (size_t j = 0; j < jn; ++j) acc[j] += a * row[j];
+        }
+      }
+      float* o = out + b * ldo + j0;
+      for (size_t j = 0; j < jn; ++j) o[j] += acc[j];
+    }
+  }
+}
+
+inline void clip(float* x, size_t n, float c) {
+  if (c > 0)
+    for (size_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -c), c);
+}
+
+template <class A>
+void rnn_seq(const RnnSeq& s) {
+  const size_t H = s.H, B = s.B;
+  const size_t G = s.cell == RnnCell::kLstm ? 4 : s.cell == RnnCell::kGru ? 3 : 1;
+  const size_t GH = G * H, H2 = 2 * H;
+  // g: every batch entry's gate pre-activations; a, hh: per-entry scratch rows
+  std::vector<float> g(B * GH), a(B * H), hh(B * H);
+  for (size_t t = 0; t < s.T; ++t) {
+    const float* x = s.xw + t * B * GH;
+    float* y = s.y + t * B * H;
+    // the recurrent products of all entries at once (R^T read once a step)
+    std::memcpy(g.data(), x, B * GH * sizeof(float));
+    if (s.cell == RnnCell::kGru) {
+      A::gemm(s.h, H, B, H, s.rt, GH, g.data(), GH, H2);   // z, r
+    } else {
+      A::gemm(s.h, H, B, H, s.rt, GH, g.data(), GH, GH);
+    }
+    if (s.cell == RnnCell::kGru) {
+      for (size_t b = 0; b < B; ++b) {
+        float* gb = g.data() + b * GH;
+        clip(gb, H2, s.clip);
+        A::sigmoid(gb, H2);
+      }
+      std::fill(hh.begin(), hh.end(), 0.0f);
+      if (s.linear_before_reset) {
+        A::gemm(s.h, H, B, H, s.rt + H2, GH, hh.data(), H, H);
+      } else {
+        for (size_t b = 0; b < B; ++b)
+          for (size_t j = 0; j < H; ++j) a[b * H + j] = g[b * GH + H + j] * s.h[b * H + j];
+        A::gemm(a.data(), H, B, H, s.rt + H2, GH, hh.data(), H, H);
+      }
+    }
+    for (size_t b = 0; b < B; ++b) {
+      float* h = s.h + b * H;
+      float* yb = y + b * H;
+      if (s.lens != nullptr && static_cast<int64_t>(t) >= s.lens[b]) {
+        std::memset(yb, 0, H * sizeof(float));   // (the state is kept)
+        continue;
+      }
+      float* gb = g.data() + b * GH;
+      if (s.cell == RnnCell::kRnn) {
+        clip(gb, H, s.clip);
+        A::tanh(gb, H);
+        std::memcpy(h, gb, H * sizeof(float));
+      } else if (s.cell == RnnCell::kLstm) {
+        float* c = s.c + b * H;
+        float *gi = gb, *go = gb + H, *gf = gb + 2 * H, *gc = gb + 3 * H;
+        if (s.peep != nullptr) {  // peepholes go in before the clip, as in onnxruntime
+          const float *pi = s.peep, *pf = s.peep + 2 * H;
+          for (size_t j = 0; j < H; ++j) {
+            gi[j] += pi[j] * c[j];
+            gf[j] += pf[j] * c[j];
+          }
+          clip(gi, H, s.clip);
+          clip(gf, H, s.clip);
+          clip(gc, H, s.clip);
+        } else {
+          clip(gb, GH, s.clip);
+        }
+        A::sigmoid(gi, H);
+        A::sigmoid(gf, H);
+        A::tanh(gc, H);
+        for (size_t j = 0; j < H; ++j) c[j] = gf[j] * c[j] + gi[j] * gc[j];
+        if (s.peep != nullptr) {
+          const float* po = s.peep + H;
+          for (size_t j = 0; j < H; ++j) go[j] += po[j] * c[j];
+          clip(go, H, s.clip);
+        }
+        A::sigmoid(go, H);
+        float* ab = a.data() + b * H;
+        std::memcpy(ab, c, H * sizeof(float));
+        A::tanh(ab, H);
+        for (size_t j = 0; j < H; ++j) h[j] = go[j] * ab[j];
+      } else {  // GRU: z, r activated above; the h gate's product is in hh
+        const float *z = gb, *r = gb + H, *xh = x + b * GH + H2;
+        float* hb = hh.data() + b * H;
+        for (size_t j = 0; j < H; ++j) {
+          const float rb = s.rbh != nullptr ? s.rbh[j] : 0.0f;
+          // linear_before_reset: r * (H R_h^T + Rb_h); else (r * H) R_h^T + Rb_h
+          hb[j] = (s.linear_before_reset ? (hb[j] + rb) * r[j] : hb[j] + rb) + xh[j];
+        }
+        clip(hb, H, s.clip);
+        A::tanh(hb, H);
+        for (size_t j = 0; j < H; ++j) h[j] = hb[j] + z[j] * (h[j] - hb[j]);
+      }
+      std::memcpy(yb, h, H * sizeof(float));
+    }
+  }
+}
+
+}  // namespace rnn_detail
+}  // namespace
+}  // namespace onnxplex::mlas

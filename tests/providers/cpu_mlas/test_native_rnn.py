@@ -1,0 +1,170 @@
+"""The native RNN / GRU / LSTM time loop (``_mlas_native.rnn_seq_f32``, rnn.h): the same
+outputs as the numpy loop it replaces and as onnxruntime, on every configuration it takes
+(directions, sequence lengths, initial states, peepholes, clip, linear_before_reset, hidden
+sizes off the vector width), NaN where they have NaN, and the numpy loop kept for what it
+does not take (other activations, input_forget, float64)."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from onnxplex.providers.cpu_mlas import rnn
+from onnxplex.providers.cpu_mlas._native import native
+
+from ._oracle import assert_same, ort_run, ours
+from .test_rnn import _inputs as rnn_inputs
+
+ort.set_default_logger_severity(3)
+
+mod = native()
+pytestmark = pytest.mark.skipif(mod is None, reason="the _mlas_native module is not built")
+
+def _inputs(op_type, t, b, i, h, dirs, *, seed, lens=False, init=True, peep=False,
+            dtype=np.float32):
+    return rnn_inputs(op_type, t, b, i, h, dirs, lens=lens, init=init, peep=peep,
+                      rng=np.random.default_rng(seed), dtype=dtype)
+
+
+class Calls:
+    """Counts the native loop's calls (installed as rnn.native's module)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def rnn_seq_f32(self, *args):
+        self.n += 1
+        return mod.rnn_seq_f32(*args)
+
+
+def _both(monkeypatch, op_type, xs, **attrs):
+    """(native loop's outputs, numpy loop's outputs, native calls)."""
+    calls = Calls()
+    monkeypatch.setattr(rnn, "native", lambda: types.SimpleNamespace(
+        rnn_seq_f32=calls.rnn_seq_f32))
+    n_out = 3 if op_type == "LSTM" else 2
+    got = ours(op_type, xs, n_out, opset=14, const_inputs=[1, 2, 3], **attrs)
+    monkeypatch.setattr(rnn, "native", lambda: None)
+    want = ours(op_type, xs, n_out, opset=14, const_inputs=[1, 2, 3], **attrs)
+    return got, want, calls.n
+
+
+CASES = [
+    # op, direction, hidden, extra attributes, peepholes
+    ("RNN", "forward", 16, {}, False),
+    ("RNN", "bidirectional", 13, {"clip": 0.8}, False),
+    ("GRU", "forward", 24, {}, False),
+    ("GRU", "reverse", 9, {"linear_before_reset": 1}, False),
+    ("GRU", "bidirectional", 33, {"clip": 1.1}, False),
+    ("LSTM", "forward", 32, {}, False),
+    ("LSTM", "reverse", 17, {"clip": 0.9}, True),
+    ("LSTM", "bidirectional", 40, {}, True),
+    ("LSTM", "bidirectional", 8, {"activations": ["Sigmoid", "Tanh", "Tanh"] * 2}, False),
+]
+
+
+@pytest.mark.parametrize("op_type, direction, h, attrs, peep", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-{sorted(c[3])}-{c[4]}" for c in CASES])
+@pytest.mark.parametrize("lens", [False, True], ids=["full", "seq_lens"])
+def test_native_loop_matches_numpy_loop_and_onnxruntime(monkeypatch, op_type, direction, h,
+                                                       attrs, peep, lens):
+    dirs = 2 if direction == "bidirectional" else 1
+    xs = _inputs(op_type, 7, 3, 5, h, dirs, seed=h, lens=lens, peep=peep)
+    attrs = dict(hidden_size=h, direction=direction, **attrs)
+    got, want, calls = _both(monkeypatch, op_type, xs, **attrs)
+    assert calls == dirs
+    assert_same(got, want, rtol=2e-5, atol=2e-6)
+    theirs = ort_run(op_type, xs, len(got), opset=14, const_inputs=[1, 2, 3], **attrs)
+    assert_same(got, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_nan_propagates_as_in_the_numpy_loop(monkeypatch):
+    xs = _inputs("LSTM", 4, 2, 3, 11, 1, seed=3)
+    xs[0][1, 0, 2] = np.nan   # batch entry 0 from step 1 on
+    got, want, calls = _both(monkeypatch, "LSTM", xs, hidden_size=11)
+    assert calls == 1
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+    assert np.isnan(got[0][1:, 0, 0]).all() and not np.isnan(got[0][:, 0, 1]).any()
+
+
+@pytest.mark.parametrize("op_type, attrs, dtype", [
+    ("RNN", {"activations": ["Relu"]}, np.float32),
+    ("GRU", {"activations": ["HardSigmoid", "Tanh"], "activation_alpha": [0.3]}, np.float32),
+    ("LSTM", {"input_forget": 1}, np.float32),
+    ("LSTM", {}, np.float64),
+])
+def test_numpy_loop_keeps_what_the_native_loop_does_not_take(monkeypatch, op_type, attrs,
+                                                             dtype):
+    xs = _inputs(op_type, 4, 2, 3, 6, 1, seed=5, dtype=dtype)
+    got, want, calls = _both(monkeypatch, op_type, xs, hidden_size=6, **attrs)
+    assert calls == 0
+    assert_same(got, want, rtol=0, atol=0)
+
+
+def test_binding_refuses_bad_arrays():
+    h = np.zeros((2, 4), np.float32)
+    y = np.zeros((3, 2, 4), np.float32)
+    xw = np.zeros((3, 2, 16), np.float32)
+    rt = np.zeros((4, 16), np.float32)
+    c = np.zeros((2, 4), np.float32)
+    with pytest.raises(ValueError, match="cell must be"):
+        mod.rnn_seq_f32(5, xw, rt, h, c, y, None, None, None, 0.0, False)
+    with pytest.raises(ValueError, match="rt: expected a C-contiguous float32"):
+        mod.rnn_seq_f32(2, xw, rt[:, ::2], h, c, y, None, None, None, 0.0, False)
+    with pytest.raises(ValueError, match="h must be writeable"):
+        ro = h.copy()
+        ro.flags.writeable = False
+        mod.rnn_seq_f32(2, xw, rt, ro, c, y, None, None, None, 0.0, False)
+    with pytest.raises(ValueError, match="G\\*H"):
+        mod.rnn_seq_f32(1, xw, rt, h, None, y, None, None, None, 0.0, False)
+    with pytest.raises(ValueError, match="one length per batch entry"):
+        mod.rnn_seq_f32(2, xw, rt, h, c, y, None, None, np.array([1, 2, 3]), 0.0, False)
+    mod.rnn_seq_f32(2, xw, rt, h, c, y, None, None, np.array([1, 3]), 0.0, False)
+    assert (y == 0).all()   # zero inputs and states: sigmoid(0) * tanh(0) = 0
+
+
+@pytest.mark.parametrize("cell, lbr, peep", [(0, False, False), (1, False, False),
+                                             (1, True, False), (2, False, True)])
+def test_every_isa_variant_agrees_with_the_portable_one(cell, lbr, peep):
+    """The variant a test run takes is this CPU's best: the others (those this CPU runs) are
+    compared with the portable one (libm's exp and tanh) directly."""
+    rng = np.random.default_rng(cell)
+    t, b, h = 5, 3, 21
+    g = (1, 3, 4)[cell]
+    xw = (rng.standard_normal((t, b, g * h)) * 2).astype(np.float32)
+    xw[0, 0, :3] = [0.0, 1e-6, -40.0]   # tanh/sigmoid near 0 and saturated
+    rt = (rng.standard_normal((h, g * h)) * 0.3).astype(np.float32)
+    rbh = rng.standard_normal(h).astype(np.float32) if cell == 1 else None
+    pp = rng.standard_normal(3 * h).astype(np.float32) if peep else None
+    lens = np.array([5, 2, 4])
+
+    def run(isa):
+        hs = rng_state.copy()
+        c = rng_state.copy() if cell == 2 else None
+        y = np.empty((t, b, h), np.float32)
+        mod.rnn_seq_f32(cell, xw, rt, hs, c, y, rbh, pp, lens, 0.0, lbr, isa)
+        return y, hs, c
+
+    rng_state = rng.standard_normal((b, h)).astype(np.float32)
+    ref = run("portable")
+    isas = [i for i in ("avx2", "avx512") if _runs(i)]
+    for isa in isas:
+        for got, want in zip(run(isa), ref):
+            if want is not None:
+                np.testing.assert_allclose(got, want, rtol=3e-6, atol=3e-7, err_msg=isa)
+    with pytest.raises(ValueError, match="not one this CPU runs"):
+        run("sse9")
+
+
+def _runs(isa):
+    try:
+        mod.rnn_seq_f32(0, np.zeros((1, 1, 8), np.float32), np.zeros((8, 8), np.float32),
+                        np.zeros((1, 8), np.float32), None, np.zeros((1, 1, 8), np.float32),
+                        None, None, None, 0.0, False, isa)
+    except ValueError:
+        return False
+    return True
