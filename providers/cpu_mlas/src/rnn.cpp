@@ -17,9 +17,16 @@ struct PortableActs {  // libm's functions, the generic GEMM
   static void tanh(float* x, size_t n) {
     for (size_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
   }
-  static void gemm(const float* v, size_t ldv, size_t rows, size_t k, const float* m, size_t ld,
-                   float* out, size_t ldo, size_t n) {
-    rnn_detail::gemm_acc(v, ldv, rows, k, m, ld, out, ldo, n);
+  struct Matrix {  // (read where it is)
+    const float* m;
+    size_t ld, k, n;
+  };
+  static Matrix prepare(const float* m, size_t ld, size_t k, size_t n, size_t) {
+    return {m, ld, k, n};
+  }
+  static void gemm(const float* v, size_t ldv, size_t rows, const Matrix& p, float* out,
+                   size_t ldo) {
+    rnn_detail::gemm_acc(v, ldv, rows, p.k, p.m, p.ld, out, ldo, p.n);
   }
 };
 

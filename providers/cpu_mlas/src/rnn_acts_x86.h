@@ -6,6 +6,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "rnn.h"
 #include "rnn_impl.h"
 #include "vexp.h"
@@ -52,74 +56,112 @@ void apply(float* x, size_t n) {
   }
 }
 
-// rnn_impl.h's gemm_acc with the accumulators in registers: 32 columns of two rows at a time
-// (eight independent FMA chains), m's rows read once for both.
-inline void gemm(const float* v, size_t ldv, size_t rows, size_t k_count, const float* m,
-                 size_t ld, float* out, size_t ldo, size_t n) {
-  size_t j0 = 0;
-  for (; j0 + 32 <= n; j0 += 32) {
-    size_t b = 0;
-    for (; b + 2 <= rows; b += 2) {
-      float* o0 = out + b * ldo + j0;
-      float* o1 = o0 + ldo;
-      const float* v0 = v + b * ldv;
-      const float* v1 = v0 + ldv;
-      __m256 a0 = _mm256_loadu_ps(o0), a1 = _mm256_loadu_ps(o0 + 8);
-      __m256 a2 = _mm256_loadu_ps(o0 + 16), a3 = _mm256_loadu_ps(o0 + 24);
-      __m256 c0 = _mm256_loadu_ps(o1), c1 = _mm256_loadu_ps(o1 + 8);
-      __m256 c2 = _mm256_loadu_ps(o1 + 16), c3 = _mm256_loadu_ps(o1 + 24);
-      for (size_t k = 0; k < k_count; ++k) {
-        const float* row = m + k * ld + j0;
-        const __m256 r0 = _mm256_loadu_ps(row), r1 = _mm256_loadu_ps(row + 8);
-        const __m256 r2 = _mm256_loadu_ps(row + 16), r3 = _mm256_loadu_ps(row + 24);
-        const __m256 x = _mm256_broadcast_ss(v0 + k), y = _mm256_broadcast_ss(v1 + k);
-        a0 = _mm256_fmadd_ps(x, r0, a0);
-        a1 = _mm256_fmadd_ps(x, r1, a1);
-        a2 = _mm256_fmadd_ps(x, r2, a2);
-        a3 = _mm256_fmadd_ps(x, r3, a3);
-        c0 = _mm256_fmadd_ps(y, r0, c0);
-        c1 = _mm256_fmadd_ps(y, r1, c1);
-        c2 = _mm256_fmadd_ps(y, r2, c2);
-        c3 = _mm256_fmadd_ps(y, r3, c3);
-      }
-      _mm256_storeu_ps(o0, a0);
-      _mm256_storeu_ps(o0 + 8, a1);
-      _mm256_storeu_ps(o0 + 16, a2);
-      _mm256_storeu_ps(o0 + 24, a3);
-      _mm256_storeu_ps(o1, c0);
-      _mm256_storeu_ps(o1 + 8, c1);
-      _mm256_storeu_ps(o1 + 16, c2);
-      _mm256_storeu_ps(o1 + 24, c3);
-    }
-    for (; b < rows; ++b) {
-      float* o0 = out + b * ldo + j0;
-      const float* v0 = v + b * ldv;
-      __m256 a0 = _mm256_loadu_ps(o0), a1 = _mm256_loadu_ps(o0 + 8);
-      __m256 a2 = _mm256_loadu_ps(o0 + 16), a3 = _mm256_loadu_ps(o0 + 24);
-      for (size_t k = 0; k < k_count; ++k) {
-        const float* row = m + k * ld + j0;
-        const __m256 x = _mm256_broadcast_ss(v0 + k);
-        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row), a0);
-        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + 8), a1);
-        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + 16), a2);
-        a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(row + 24), a3);
-      }
-      _mm256_storeu_ps(o0, a0);
-      _mm256_storeu_ps(o0 + 8, a1);
-      _mm256_storeu_ps(o0 + 16, a2);
-      _mm256_storeu_ps(o0 + 24, a3);
+// R rows x V vectors (8 floats) of out, from column j0: the accumulators stay in registers
+// over k (R * V independent FMA chains), each row slice of m is loaded once for the R rows.
+template <int R, int V>
+inline void gemm_block(const float* v, size_t ldv, size_t k_count, const float* m, size_t ld,
+                       float* out, size_t ldo) {
+  __m256 acc[R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int q = 0; q < V; ++q) acc[r][q] = _mm256_loadu_ps(out + r * ldo + 8 * q);
+  for (size_t k = 0; k < k_count; ++k) {
+    const float* row = m + k * ld;
+    __m256 w[V];
+#pragma GCC unroll 8
+    for (int q = 0; q < V; ++q) w[q] = _mm256_loadu_ps(row + 8 * q);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(v + r * ldv + k);
+#pragma GCC unroll 8
+      for (int q = 0; q < V; ++q) acc[r][q] = _mm256_fmadd_ps(x, w[q], acc[r][q]);
     }
   }
-  if (j0 < n)  // the last columns: the generic loop
-    rnn_detail::gemm_acc(v, ldv, rows, k_count, m + j0, ld, out + j0, ldo, n - j0);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int q = 0; q < V; ++q) _mm256_storeu_ps(out + r * ldo + 8 * q, acc[r][q]);
+}
+
+// m's columns repacked once a call into contiguous K x w panels (read with a stride of a
+// whole row of R^T, every k would touch another page: the prefetchers lose track), w chosen
+// by the batch size: 4 rows x 2 vectors, 2 x 4 or 1 x 8 (eight accumulators in each case, so
+// a batch of one also has eight independent FMA chains).
+struct Packed {
+  std::vector<float> data;
+  size_t k = 0, n = 0, w = 0;
+};
+
+inline Packed pack(const float* m, size_t ld, size_t k_count, size_t n, size_t rows) {
+  Packed p;
+  p.k = k_count;
+  p.n = n;
+  p.w = rows >= 4 ? 16 : rows >= 2 ? 32 : 64;
+  const size_t panels = (n + p.w - 1) / p.w;
+  p.data.assign(panels * k_count * p.w, 0.0f);
+  for (size_t q = 0; q < panels; ++q) {
+    const size_t j0 = q * p.w, width = std::min(p.w, n - j0);
+    float* dst = p.data.data() + q * k_count * p.w;
+    for (size_t k = 0; k < k_count; ++k)
+      std::memcpy(dst + k * p.w, m + k * ld + j0, width * sizeof(float));
+  }
+  return p;
+}
+
+// R rows of one panel into out (ldo apart); a partial last panel goes through a buffer.
+template <int R, int V>
+inline void panel_rows(const float* v, size_t ldv, const float* pm, size_t k_count, float* out,
+                       size_t ldo, size_t width) {
+  constexpr size_t kW = 8 * V;
+  if (width == kW) {
+    gemm_block<R, V>(v, ldv, k_count, pm, kW, out, ldo);
+    return;
+  }
+  alignas(32) float tmp[R * kW] = {};
+  for (int r = 0; r < R; ++r) std::memcpy(tmp + r * kW, out + r * ldo, width * sizeof(float));
+  gemm_block<R, V>(v, ldv, k_count, pm, kW, tmp, kW);
+  for (int r = 0; r < R; ++r) std::memcpy(out + r * ldo, tmp + r * kW, width * sizeof(float));
+}
+
+template <int R, int V>
+inline void gemm_packed(const float* v, size_t ldv, size_t rows, const Packed& p, float* out,
+                        size_t ldo) {
+  constexpr size_t kW = 8 * V;
+  const size_t panels = (p.n + kW - 1) / kW;
+  for (size_t q = 0; q < panels; ++q) {
+    const size_t j0 = q * kW, width = std::min(kW, p.n - j0);
+    const float* pm = p.data.data() + q * p.k * kW;
+    size_t b = 0;
+    for (; b + R <= rows; b += R)
+      panel_rows<R, V>(v + b * ldv, ldv, pm, p.k, out + b * ldo + j0, ldo, width);
+    for (; b < rows; ++b)  // the rows left over, one at a time (V chains)
+      panel_rows<1, V>(v + b * ldv, ldv, pm, p.k, out + b * ldo + j0, ldo, width);
+  }
+}
+
+// rnn_impl.h's gemm contract over a packed m.
+inline void gemm(const float* v, size_t ldv, size_t rows, const Packed& p, float* out,
+                 size_t ldo) {
+  if (p.w == 16) {
+    gemm_packed<4, 2>(v, ldv, rows, p, out, ldo);
+  } else if (p.w == 32) {
+    gemm_packed<2, 4>(v, ldv, rows, p, out, ldo);
+  } else {
+    gemm_packed<1, 8>(v, ldv, rows, p, out, ldo);
+  }
 }
 
 struct Acts {
+  using Matrix = Packed;
   static void sigmoid(float* x, size_t n) { apply<sigmoid_ps>(x, n); }
   static void tanh(float* x, size_t n) { apply<tanh_ps>(x, n); }
-  static void gemm(const float* v, size_t ldv, size_t rows, size_t k, const float* m, size_t ld,
-                   float* out, size_t ldo, size_t n) {
-    rnn_x86::gemm(v, ldv, rows, k, m, ld, out, ldo, n);
+  static Packed prepare(const float* m, size_t ld, size_t k, size_t n, size_t rows) {
+    return pack(m, ld, k, n, rows);
+  }
+  static void gemm(const float* v, size_t ldv, size_t rows, const Packed& p, float* out,
+                   size_t ldo) {
+    rnn_x86::gemm(v, ldv, rows, p, out, ldo);
   }
 };
 

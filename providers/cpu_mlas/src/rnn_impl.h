@@ -1,5 +1,6 @@
 // The recurrent loop of rnn.h, written once over a policy A: static A::sigmoid(float*, n) and
-// A::tanh(float*, n) in place, and A::gemm (gemm_acc's contract below); each ISA's
+// A::tanh(float*, n) in place, A::prepare(m, ld, k, n, rows) -> A::Matrix (m's k x n block,
+// repacked or not) and A::gemm(v, ldv, rows, matrix, out, ldo) (gemm_acc's contract); each ISA's
 // translation unit instantiates it with its own vector functions (and its flags vectorize the
 // remaining loops).
 #pragma once
@@ -59,16 +60,16 @@ void rnn_seq(const RnnSeq& s) {
   const size_t GH = G * H, H2 = 2 * H;
   // g: every batch entry's gate pre-activations; a, hh: per-entry scratch rows
   std::vector<float> g(B * GH), a(B * H), hh(B * H);
+  const bool gru = s.cell == RnnCell::kGru;
+  // R^T's columns the products read: all gates (GRU: z and r; its h gate apart)
+  const auto r_gates = A::prepare(s.rt, GH, H, gru ? H2 : GH, B);
+  const auto r_h = A::prepare(gru ? s.rt + H2 : s.rt, GH, H, gru ? H : 0, B);
   for (size_t t = 0; t < s.T; ++t) {
     const float* x = s.xw + t * B * GH;
     float* y = s.y + t * B * H;
     // the recurrent products of all entries at once (R^T read once a step)
     std::memcpy(g.data(), x, B * GH * sizeof(float));
-    if (s.cell == RnnCell::kGru) {
-      A::gemm(s.h, H, B, H, s.rt, GH, g.data(), GH, H2);   // z, r
-    } else {
-      A::gemm(s.h, H, B, H, s.rt, GH, g.data(), GH, GH);
-    }
+    A::gemm(s.h, H, B, r_gates, g.data(), GH);
     if (s.cell == RnnCell::kGru) {
       for (size_t b = 0; b < B; ++b) {
         float* gb = g.data() + b * GH;
@@ -77,11 +78,11 @@ void rnn_seq(const RnnSeq& s) {
       }
       std::fill(hh.begin(), hh.end(), 0.0f);
       if (s.linear_before_reset) {
-        A::gemm(s.h, H, B, H, s.rt + H2, GH, hh.data(), H, H);
+        A::gemm(s.h, H, B, r_h, hh.data(), H);
       } else {
         for (size_t b = 0; b < B; ++b)
           for (size_t j = 0; j < H; ++j) a[b * H + j] = g[b * GH + H + j] * s.h[b * H + j];
-        A::gemm(a.data(), H, B, H, s.rt + H2, GH, hh.data(), H, H);
+        A::gemm(a.data(), H, B, r_h, hh.data(), H);
       }
     }
     for (size_t b = 0; b < B; ++b) {
