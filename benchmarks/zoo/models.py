@@ -2,7 +2,7 @@
 
     from benchmarks.zoo import models
     entry = models.REGISTRY["resnet18"]
-    module = entry.build()                 # a torch.nn.Module in eval mode (torch.manual_seed(0))
+    module = entry.make_module()           # torch.manual_seed(0), then build, eval mode
     inputs = entry.make_inputs()           # {onnx input name: torch.Tensor}, ordered
     models.export(entry, "out/resnet18.onnx")
 
@@ -210,18 +210,18 @@ def torchvision():
     if not hasattr(torch.ops.torchvision, "nms"):
         _declare_torchvision_ops()
     import torchvision as tv
-    import torchvision.extension
-    import torchvision.ops.boxes
-    import torchvision.ops.roi_align
+    import torchvision.ops  # noqa: F401 - loads the modules patched below
 
-    if not torchvision.extension._has_ops():
+    extension = sys.modules["torchvision.extension"]
+    if not extension._has_ops():
         # nms / roi_align now have kernels (above); let the ops call them so they trace to
         # torchvision::nms / torchvision::roi_align (ONNX NonMaxSuppression / RoiAlign).
+        # (torchvision.ops.roi_align is the function; the module is in sys.modules.)
         def has_ops():
             return True
 
-        torchvision.extension._has_ops = has_ops
-        torchvision.ops.roi_align._has_ops = has_ops
+        extension._has_ops = has_ops
+        sys.modules["torchvision.ops.roi_align"]._has_ops = has_ops
     return tv
 
 
@@ -812,6 +812,23 @@ def available(entry: ZooModel) -> str | None:
     return None
 
 
+def dynamic_shapes(entry: ZooModel, inputs: dict[str, Any], module) -> tuple:
+    """``entry.dynamic_axes`` of the inputs as torch.export ``dynamic_shapes`` (Dim.DYNAMIC:
+    the exporter names the dims and infers relations such as ``total = past + 1``). A forward
+    taking ``*args`` gets one tuple for all of them."""
+    import inspect
+
+    import torch
+
+    specs = tuple({axis: torch.export.Dim.DYNAMIC for axis in entry.dynamic_axes.get(name, {})}
+                  or None for name in inputs)
+    params = list(inspect.signature(module.forward).parameters.values())
+    if params and params[-1].kind is inspect.Parameter.VAR_POSITIONAL:
+        fixed = len(params) - 1
+        return (*specs[:fixed], specs[fixed:])
+    return specs
+
+
 def export(entry: ZooModel, path, module=None, inputs: dict[str, Any] | None = None) -> None:
     """Export ``entry`` to ``path`` with its exporter, opset, names and dynamic axes."""
     import torch
@@ -823,12 +840,14 @@ def export(entry: ZooModel, path, module=None, inputs: dict[str, Any] | None = N
         "input_names": list(inputs), "output_names": list(entry.outputs),
         "opset_version": entry.target_opset,
     }
-    if entry.dynamic_axes:
-        kwargs["dynamic_axes"] = entry.dynamic_axes
     with torch.no_grad():
         if entry.exporter == "dynamo":
+            if entry.dynamic_axes:
+                kwargs["dynamic_shapes"] = dynamic_shapes(entry, inputs, module)
             torch.onnx.export(module, args, str(path), dynamo=True, external_data=False,
                               optimize=True, verbose=False, **kwargs)
         else:
+            if entry.dynamic_axes:
+                kwargs["dynamic_axes"] = entry.dynamic_axes
             torch.onnx.export(module, args, str(path), dynamo=False, do_constant_folding=True,
                               **kwargs)
