@@ -227,7 +227,13 @@ def torchvision():
 
 def _tv(fn_name: str, **kwargs):
     def build():
-        return getattr(torchvision().models, fn_name)(weights=None, **kwargs)
+        import torch
+
+        model = getattr(torchvision().models, fn_name)(weights=None, **kwargs)
+        head = getattr(getattr(model, "heads", None), "head", None)
+        if head is not None:  # ViT zero-initialises its head: the logits would all be 0
+            torch.nn.init.normal_(head.weight, std=0.02)
+        return model
 
     return build
 
@@ -300,7 +306,7 @@ for _name, _kw, _note in [
     ("regnet_y_400mf", {}, ""),
     ("mnasnet0_5", {}, ""),
     ("convnext_tiny", {}, ""),
-    ("vit_b_16", {}, "full ViT-B/16 (86M parameters)"),
+    ("vit_b_16", {}, "full ViT-B/16 (86M parameters), head re-initialised N(0, 0.02)"),
     ("swin_t", {}, ""),
 ]:
     _register(ZooModel(
@@ -328,13 +334,13 @@ def _detector_image():
 
 _register(ZooModel(
     name="fasterrcnn_mobilenet_v3_large_320_fpn",
-    build=_tv_detection("fasterrcnn_mobilenet_v3_large_320_fpn"),
+    build=_tv_detection("fasterrcnn_mobilenet_v3_large_320_fpn", box_score_thresh=0.0),
     inputs=_detector_image, exporter="torchscript", outputs=("boxes", "scores", "labels"),
     dynamic_axes={"boxes": {0: "detections"}, "scores": {0: "detections"},
                   "labels": {0: "detections"}},
     opset=17, needs=("torchvision",), family="vision-detection",
-    note="one 3x320x320 image; NonMaxSuppression, RoiAlign, TopK; random weights so the "
-         "detections are arbitrary (often none pass the score threshold)"))
+    note="one 3x320x320 image; NonMaxSuppression, RoiAlign, TopK; box_score_thresh 0 so "
+         "random weights still give detections (up to 100)"))
 
 
 # --------------------------------------------------------------------------------------------
