@@ -1,9 +1,11 @@
-// Bindings of k-NN's kernels: TopK over the last axis (topk.h), pairwise distances (cdist.h).
+// Bindings of the selection kernels: TopK over the last axis (topk.h), pairwise distances
+// (cdist.h), NonMaxSuppression's greedy selection (nms.h).
 #include <string>
 #include <vector>
 
 #include "bind_util.h"
 #include "cdist.h"
+#include "nms.h"
 #include "topk.h"
 
 namespace onnxplex::mlas::bind {
@@ -92,6 +94,34 @@ void register_select(py::module_& m) {
      "[m, n] squared Euclidean distances between the rows of a [m, k] and b [n, k] "
      "(differences squared and summed in feature order; their square roots when root); None "
      "for other than two float32 or two float64 matrices.");
+
+  m.def("nms", [](const py::array& corners_in, const py::array& scores_in, int64_t max_out,
+                  double iou_threshold, py::object score_threshold) {
+    const auto corners = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(
+        corners_in);
+    const auto scores = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(
+        scores_in);
+    if (!corners || !scores || corners.ndim() != 3 || corners.shape(2) != 4 ||
+        scores.ndim() != 3 || scores.shape(0) != corners.shape(0) ||
+        scores.shape(2) != corners.shape(1)) {
+      throw py::value_error("corners must be [nb, n, 4] and scores [nb, nc, n]");
+    }
+    const bool has_t = !score_threshold.is_none();
+    const double t = has_t ? score_threshold.cast<double>() : 0.0;
+    std::vector<int64_t> out;
+    {
+      py::gil_scoped_release release;
+      nms(corners.data(), scores.data(), static_cast<size_t>(scores.shape(0)),
+          static_cast<size_t>(scores.shape(1)), static_cast<size_t>(scores.shape(2)), max_out,
+          iou_threshold, has_t, t, out);
+    }
+    py::array_t<int64_t> result({static_cast<py::ssize_t>(out.size() / 3), py::ssize_t{3}});
+    std::copy(out.begin(), out.end(), result.mutable_data());
+    return result;
+  }, py::arg("corners"), py::arg("scores"), py::arg("max_out"), py::arg("iou_threshold"),
+     py::arg("score_threshold"),
+     "NonMaxSuppression's selected (batch, class, box) triples [K, 3] int64 from corners "
+     "[nb, n, 4] (y1, x1, y2, x2, ordered) and scores [nb, nc, n], in double (nms.h).");
 }
 
 }  // namespace onnxplex::mlas::bind
