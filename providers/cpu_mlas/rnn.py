@@ -19,6 +19,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._blas import intra_threads, parallel_for
 from ._native import native
 from ._registry import op
 from .nn import FLOATS, compute_dtype
@@ -210,6 +211,8 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
     y = np.zeros((seq_len, num_dirs, batch, hidden), dtype=cd)
     y_h = np.empty((num_dirs, batch, hidden), dtype=cd)
     finals = [np.empty((num_dirs, batch, hidden), dtype=cd) for _ in extra_states]
+    use_native = native_seq is not None and cd == _F32
+    prepared = []
     for d, reverse in enumerate(spec.directions()):
         idx = _order_index(seq_len, batch, lens_a, reverse)
         if idx is None:
@@ -228,12 +231,25 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
             np.array(h0[d], dtype=cd)
         states = [np.zeros((batch, hidden), dtype=cd) if s is None else np.array(s[d], dtype=cd)
                   for s in extra_states]
-        yd = y[:, d]
-        if native_seq is not None and cd == _F32:
-            y_seq = np.empty((seq_len, batch, hidden), _F32)
+        prepared.append([idx, xw, bd, h, states,
+                         np.empty((seq_len, batch, hidden), _F32) if use_native else None])
+
+    if use_native:
+        def loop(d: int) -> None:   # (the native loop releases the GIL)
+            _, xw, bd, h, states, y_seq = prepared[d]
             native_seq(d, xw, h, states, rt[d], bd, lens_a, y_seq)
+
+        if num_dirs == 2 and intra_threads() > 1:
+            parallel_for(2, loop)   # the two directions at once, as onnxruntime runs them
+        else:
+            for d in range(num_dirs):
+                loop(d)
+
+    for d, (idx, xw, bd, h, states, y_seq) in enumerate(prepared):
+        yd = y[:, d]
+        if use_native:
             yd[...] = y_seq
-        for t in range(seq_len if native_seq is None or cd != _F32 else 0):
+        for t in range(0 if use_native else seq_len):
             h_new, states_new = cell(d, xw[t], h, states, rt[d], bd, hidden)
             if lens_a is not None:
                 valid = (t < lens_a)[:, None]

@@ -170,3 +170,39 @@ def _runs(isa):
     except ValueError:
         return False
     return True
+
+
+@pytest.mark.parametrize("op_type", ["GRU", "LSTM"])
+def test_directions_run_concurrently_with_the_same_results(op_type):
+    """With two intra-op threads a bidirectional node's directions run at once (the native
+    loop releases the GIL): the outputs are those of one thread, to the bit."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import onnxplex
+
+    h, g = 24, GATES_OF[op_type]
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("W", (2, g * h, 8)), ("R", (2, g * h, h)), ("B", (2, 2 * g * h)))]
+    outs = ["Y", "Y_h"] + (["Y_c"] if op_type == "LSTM" else [])
+    node = helper.make_node(op_type, ["X", "W", "R", "B"], outs, hidden_size=h,
+                            direction="bidirectional")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "X", TensorProto.FLOAT, [9, 3, 8])], [helper.make_tensor_value_info(
+            o, TensorProto.FLOAT, None) for o in outs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    x = rng.standard_normal((9, 3, 8)).astype(np.float32)
+    results = []
+    for threads in (1, 2):
+        so = onnxplex.SessionOptions()
+        so.intra_op_num_threads = threads
+        results.append(onnxplex.InferenceSession(model.SerializeToString(), so).run(
+            None, {"X": x}))
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+    theirs = ort.InferenceSession(model.SerializeToString(),
+                                  providers=["CPUExecutionProvider"]).run(None, {"X": x})
+    assert_same(results[1], theirs, rtol=1e-4, atol=1e-5)
+
+
+GATES_OF = {"RNN": 1, "GRU": 3, "LSTM": 4}
