@@ -20,6 +20,7 @@ import numpy as np
 from onnxplex import NodeView, ProviderContext
 
 from ._blas import intra_threads, parallel_for
+from ._blas import matmul as _blas_matmul
 from ._native import native
 from ._registry import op
 from .nn import FLOATS, compute_dtype
@@ -222,7 +223,7 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
         else:
             xd = xc[idx, np.arange(batch)[None, :]]
         # input projection of every step in one GEMM: [T*B, I] @ [I, G*H]
-        xw = np.matmul(xd.reshape(-1, in_size), wt[d]).reshape(seq_len, batch, gh)
+        xw = _blas_matmul(xd.reshape(-1, in_size), wt[d]).reshape(seq_len, batch, gh)
         bd = None
         if bb is not None:
             pre, bd = split_bias(bb[d], hidden)
