@@ -355,7 +355,17 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def _sigmoid_f32(x: np.ndarray) -> np.ndarray:
     """:func:`_sigmoid` for float32 with its constant as a 0-d array (a numpy scalar operand
-    costs ~0.5 us more a ufunc call; the results are the same)."""
+    costs ~0.5 us more a ufunc call; the results are the same). Contiguous arrays of at least
+    ``_NATIVE_SIGMOID_MIN`` elements go to ``_mlas_native.sigmoid_f32`` when it is built
+    (1 / (1 + exp(-x)) with a vector exp, over the pool's threads): numpy's float32 tanh is
+    scalar on AVX2 (~10 ns an element; EfficientNet-B0's 49 Sigmoids took 30 of its 63 ms).
+    Both are within ~1e-7 of the true value, the native one in relative terms too."""
+    if x.size >= _NATIVE_SIGMOID_MIN and x.dtype == _F32 and x.flags.c_contiguous:
+        nat = native()
+        if nat is not None and hasattr(nat, "sigmoid_f32"):
+            out = np.empty_like(x)
+            nat.sigmoid_f32(x, out, intra_threads())
+            return out
     out = np.multiply(x, _HALF32_0D)
     np.tanh(out, out=out)
     out *= _HALF32_0D
@@ -364,6 +374,7 @@ def _sigmoid_f32(x: np.ndarray) -> np.ndarray:
 
 
 _HALF32_0D = np.asarray(0.5, np.float32)
+_NATIVE_SIGMOID_MIN = 1024
 
 
 def _gelu_erf(x: np.ndarray) -> np.ndarray:

@@ -1,9 +1,11 @@
-// Binding of the recurrent sequence loops (rnn.h): one call runs one direction's time loop.
+// Bindings of the recurrent sequence loops (rnn.h: one call runs one direction's time loop)
+// and of the vector sigmoid they share their activations with (sigmoid.h).
 #include <string>
 
 #include "bind_util.h"
 #include "cpu_features.h"
 #include "rnn.h"
+#include "sigmoid.h"
 
 namespace onnxplex::mlas::bind {
 
@@ -95,6 +97,19 @@ void register_rnn(py::module_& m) {
       "One direction's time loop of RNN (tanh), GRU or LSTM with the default activations "
       "(rnn.h): h (and c) are updated in place, y [T, B, H] written. isa: '' the CPU's best "
       "variant, or 'portable', 'avx2', 'avx512' (for tests).");
+
+  m.def(
+      "sigmoid_f32",
+      [](const py::array& x, py::array& y, size_t threads) {
+        const size_t n = static_cast<size_t>(x.size());
+        const float* xp = in_f32(x, n, "x");
+        float* yp = out_f32(y, n, "y");
+        py::gil_scoped_release release;
+        sigmoid_f32(xp, yp, n, threads);
+      },
+      py::arg("x"), py::arg("y"), py::arg("threads"),
+      "y = 1 / (1 + exp(-x)) elementwise over C-contiguous float32 arrays of one size (y may "
+      "be x); NaN stays NaN (sigmoid.h).");
 }
 
 }  // namespace onnxplex::mlas::bind

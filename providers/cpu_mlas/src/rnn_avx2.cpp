@@ -1,8 +1,8 @@
-// The recurrent loops with AVX2 + FMA (the activations: rnn_acts_x86.h).
-#include "rnn_acts_x86.h"
+// The recurrent loops with AVX2 + FMA (the activations: vacts_x86.h).
+#include "vacts_x86.h"
 
 namespace onnxplex::mlas {
 
-void rnn_seq_f32_avx2(const RnnSeq& s) { rnn_detail::rnn_seq<rnn_x86::Acts>(s); }
+void rnn_seq_f32_avx2(const RnnSeq& s) { rnn_detail::rnn_seq<vacts::Acts>(s); }
 
 }  // namespace onnxplex::mlas

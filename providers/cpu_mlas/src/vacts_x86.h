@@ -1,7 +1,7 @@
-// The recurrent loops' x86 activations on 8 float lanes (include only from a translation unit
-// compiled with AVX2 + FMA or wider): vexp.h's exp for the sigmoid and tanh (tanh through
-// exp(-2|x|), an odd polynomial below |x| = 0.0625 where that form loses digits); NaN stays
-// NaN.
+// x86 vector activations on 8 float lanes, for the recurrent loops (with their register-blocked
+// product) and the Sigmoid op (include only from a translation unit compiled with AVX2 + FMA
+// or wider): vexp.h's exp for the sigmoid and tanh (tanh through exp(-2|x|), an odd
+// polynomial below |x| = 0.0625 where that form loses digits); NaN stays NaN.
 #pragma once
 
 #include <immintrin.h>
@@ -16,7 +16,7 @@
 
 namespace onnxplex::mlas {
 namespace {  // (internal linkage, as rnn_impl.h)
-namespace rnn_x86 {
+namespace vacts {
 
 inline __m256 keep_nan(__m256 r, __m256 x) {
   return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
@@ -152,6 +152,18 @@ inline void gemm(const float* v, size_t ldv, size_t rows, const Packed& p, float
   }
 }
 
+// y[i] = sigmoid(x[i]) for i < n (y may be x): the Sigmoid op's loop, one per ISA file.
+inline void sigmoid_into(const float* x, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, sigmoid_ps(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through a buffer
+    alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t k = i; k < n; ++k) tail[k - i] = x[k];
+    _mm256_store_ps(tail, sigmoid_ps(_mm256_load_ps(tail)));
+    for (size_t k = i; k < n; ++k) y[k] = tail[k - i];
+  }
+}
+
 struct Acts {
   using Matrix = Packed;
   static void sigmoid(float* x, size_t n) { apply<sigmoid_ps>(x, n); }
@@ -161,10 +173,10 @@ struct Acts {
   }
   static void gemm(const float* v, size_t ldv, size_t rows, const Packed& p, float* out,
                    size_t ldo) {
-    rnn_x86::gemm(v, ldv, rows, p, out, ldo);
+    vacts::gemm(v, ldv, rows, p, out, ldo);
   }
 };
 
-}  // namespace rnn_x86
+}  // namespace vacts
 }  // namespace
 }  // namespace onnxplex::mlas
