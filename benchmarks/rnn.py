@@ -53,6 +53,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     import onnxruntime as ort
 
+    from onnxplex._perf import _ort_session
     from onnxplex.providers.cpu_mlas import rnn
 
     x = np.random.default_rng(1).standard_normal((a.seq, a.batch, a.input)).astype(np.float32)
@@ -68,10 +69,7 @@ def main(argv=None) -> int:
                 runs["onnxplex numpy loop"] = onnxplex.InferenceSession(m, so).run
             finally:
                 rnn.native = saved
-        oso = ort.SessionOptions()
-        oso.intra_op_num_threads = 1
-        runs["onnxruntime"] = ort.InferenceSession(m, oso,
-                                                   providers=["CPUExecutionProvider"]).run
+        runs["onnxruntime"] = _ort_session(ort, m, "ORT_ENABLE_ALL", 1, 0).run
         outs = {k: r(None, {"X": x}) for k, r in runs.items()}
         diff = max(float(np.abs(o - w).max()) for o, w in zip(outs["onnxplex"],
                                                               outs["onnxruntime"]))

@@ -36,11 +36,8 @@ shared machine, never the absolute milliseconds.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -57,7 +54,6 @@ import numpy as np  # noqa: E402
 from benchmarks.zoo import models  # noqa: E402
 
 RTOL, ATOL = 1e-3, 1e-4
-ORT_PROVIDERS = ["CPUExecutionProvider"]
 DEFAULT_CONFIG = "CPUExecutionProvider"
 
 
@@ -66,13 +62,15 @@ DEFAULT_CONFIG = "CPUExecutionProvider"
 # --------------------------------------------------------------------------------------------
 
 def _ort_session(path: str, threads: int):
+    """onnxruntime as every benchmark here creates it (``onnxplex._perf._ort_session``):
+    its workers must not spin between runs, or they take the cores from the onnxplex run that
+    follows in the alternation."""
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(path, so, providers=ORT_PROVIDERS)
+    from onnxplex._perf import _ort_session as ort_session
+
+    ort.set_default_logger_severity(3)
+    return ort_session(ort, path, "ORT_ENABLE_ALL", threads, 1)
 
 
 def _plex_session(path: str, threads: int, config: str):
@@ -269,22 +267,9 @@ def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int
 # --------------------------------------------------------------------------------------------
 
 def machine_line() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import onnxruntime
+    from benchmarks.run import machine_line as line  # (the other benchmarks' line)
 
-    import onnxplex
-
-    plex_version = getattr(onnxplex, "__version__", None) or onnxplex.get_version_string()
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, numpy "
-            f"{np.__version__}, onnxruntime {onnxruntime.__version__}, onnxplex {plex_version}; "
-            f"{datetime.date.today().isoformat()}")
+    return line()
 
 
 def _geomean(values: list[float]) -> float | None:
