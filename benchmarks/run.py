@@ -1,15 +1,20 @@
-"""Side-by-side benchmark of onnxplex and onnxruntime on the real-model suite.
+"""Side-by-side benchmark of onnxplex, onnxruntime and OpenVINO on the real-model suite.
 
     python benchmarks/run.py --models DIR [--only resnet50,mlp] [--threads 2,1]
-                             [--runs 30] [--readme README.md]
+                             [--runs 30] [--no-rss] [--out PREFIX] [--readme README.md]
 
 For each model (built by ``benchmarks/build_models.py`` into ``DIR`` when missing) and each
-thread count, one process runs onnxplex and onnxruntime on the same inputs, alternating runs
-(``onnxplex perf --compare-onnxruntime``), and records the ratio of median latencies
-(onnxplex / onnxruntime: below 1 is faster), the session creation times (median of
-``CREATIONS`` per engine, alternating; the first, cold one is kept in the JSON) and the largest
-output difference. Peak memory is measured in fresh child processes, one per engine and model (peak
-RSS after creating a session and running it 3 times).
+thread count, one process runs onnxplex, onnxruntime and OpenVINO on the same inputs,
+alternating runs (``onnxplex._perf.perf`` with ``compare_onnxruntime`` and OpenVINO as a peer,
+``benchmarks/peers.py``: fp32, latency hint, the same number of threads), and records the ratio
+of median latencies to each peer (onnxplex / onnxruntime and onnxplex / OpenVINO: below 1 is
+faster), the session creation times (median of ``CREATIONS`` per engine, alternating; the
+first, cold one is kept in the JSON; OpenVINO's is ``compile_model``) and the largest output
+difference of onnxplex and of OpenVINO from onnxruntime. Peak memory is measured in fresh child
+processes, one per engine and model (peak RSS after creating a session and running it 3 times).
+OpenVINO is optional (``pip install '.[openvino]'``): without it the runner says "OpenVINO not
+installed" once and its columns show "-"; a model it cannot take shows
+``openvino: <error class>: <first line>`` in its ratio column.
 
 Writes ``benchmarks/results.md`` (the table, with the machine line) and
 ``benchmarks/results.png`` (a bar chart of the ratios); with ``--readme`` the table also
@@ -34,8 +39,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # `benchmarks.peers`, as the zoo runner imports it
 
 import build_models  # noqa: E402
+
+from benchmarks import peers  # noqa: E402
 
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 LABELS = {
@@ -81,9 +89,11 @@ def machine_line() -> str:
 
     import onnxplex
 
+    ov = peers.openvino_version()
     return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, numpy "
             f"{np.__version__}, onnxplex {onnxplex.__version__}, onnxruntime "
-            f"{onnxruntime.__version__}; {time.strftime('%Y-%m-%d')}")
+            f"{onnxruntime.__version__}{f', openvino {ov}' if ov else ''}; "
+            f"{time.strftime('%Y-%m-%d')}")
 
 
 # ---- peak memory, in a child process per engine ---------------------------------------------
@@ -98,24 +108,38 @@ def _peak_rss_mib() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
+ENGINES = ("onnxplex", "onnxruntime", peers.OPENVINO)
+
+
 def _rss_child(engine: str, model: str, name: str, threads: int) -> None:
     feeds = feeds_for(name)
-    if engine == "onnxplex":
-        import onnxplex as rt
+    if engine == peers.OPENVINO:
+        run = peers.OpenVinoPeer(model, threads).run
     else:
-        import onnxruntime as rt
-    so = rt.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = rt.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        if engine == "onnxplex":
+            import onnxplex as rt
+        else:
+            import onnxruntime as rt
+        so = rt.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = rt.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        run = lambda f: sess.run(None, f)  # noqa: E731
     for _ in range(3):
-        sess.run(None, feeds)
+        run(feeds)
     print(json.dumps({"peak_rss_mib": _peak_rss_mib()}))
 
 
-def peak_rss(engine: str, model: Path, name: str, threads: int) -> float:
-    out = subprocess.run([sys.executable, __file__, "--rss-child", engine, str(model), name,
-                          str(threads)], capture_output=True, text=True, check=True,
-                         timeout=1800)
+def peak_rss(engine: str, model: Path, name: str, threads: int) -> float | None:
+    """Peak RSS of a child running ``engine``; ``None`` if OpenVINO's child fails (a model
+    it cannot take: its latency column says why)."""
+    try:
+        out = subprocess.run([sys.executable, __file__, "--rss-child", engine, str(model), name,
+                              str(threads)], capture_output=True, text=True, check=True,
+                             timeout=1800)
+    except subprocess.CalledProcessError:
+        if engine != peers.OPENVINO:
+            raise
+        return None
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mib"]
 
 
@@ -127,64 +151,110 @@ def peak_rss(engine: str, model: Path, name: str, threads: int) -> float:
 CREATIONS = 9
 
 
-def creation_times(model: Path, threads: int, first: tuple[float, float]) -> tuple[float, float]:
-    """Median session creation time of each engine: the first creation (perf's, which may pay
-    one-time imports and initialization) and ``CREATIONS - 1`` more, alternating engines."""
-    import statistics
-
+def creation_times(model: Path, threads: int, first: dict[str, float]) -> dict[str, float]:
+    """Median session creation time of each engine in ``first``: the first creation (perf's,
+    which may pay one-time imports and initialization) and ``CREATIONS - 1`` more, alternating
+    engines (OpenVINO's creation is its ``compile_model``)."""
     import onnxruntime as ort
 
     import onnxplex
     from onnxplex._perf import _ort_session
 
-    ours, theirs = [first[0]], [first[1]]
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = threads
-    for _ in range(CREATIONS - 1):
-        t0 = time.perf_counter()
-        onnxplex.InferenceSession(str(model), so)
-        ours.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        _ort_session(ort, str(model), "ORT_ENABLE_ALL", threads, 0)
-        theirs.append(time.perf_counter() - t0)
-    return statistics.median(ours), statistics.median(theirs)
+    makers = {"onnxplex": lambda: onnxplex.InferenceSession(str(model), so),
+              "onnxruntime": lambda: _ort_session(ort, str(model), "ORT_ENABLE_ALL", threads, 0),
+              peers.OPENVINO: lambda: peers.OpenVinoPeer(str(model), threads)}
+    return peers.median_creation_times({k: v for k, v in makers.items() if k in first},
+                                       CREATIONS - 1, first)
 
 
-def bench(name: str, model: Path, threads: int, runs: int) -> dict:
+def bench(name: str, model: Path, threads: int, runs: int,
+          feeds: dict[str, np.ndarray] | None = None, openvino: bool = True) -> dict:
+    """One row: onnxplex, onnxruntime and (with ``openvino``, if it imports) OpenVINO,
+    alternating; ``feeds`` default to the suite's inputs for ``name``."""
     from onnxplex._perf import perf
 
+    others = {}
+    if openvino and peers.load_openvino() is not None:
+        others[peers.OPENVINO] = peers.openvino_factory(str(model), threads)
     r = perf(str(model), providers=None, intra_op_threads=threads, repetitions=runs,
-             warmup=2, feeds=feeds_for(name), compare_onnxruntime=True, progress=None)
+             warmup=2, feeds=feeds_for(name) if feeds is None else feeds,
+             compare_onnxruntime=True, peers=others, progress=None)
     p = r.peer
-    created = creation_times(model, threads, (r.session_creation, p["session_creation"]))
-    return {"model": name, "threads": threads, "runs": runs,
-            "onnxplex_ms": r.latency.median * 1e3, "onnxruntime_ms": p["latency"].median * 1e3,
-            "ratio": p["ratio"], "max_abs_diff": p["max_abs_diff"],
-            "create_onnxplex_ms": created[0] * 1e3, "create_onnxruntime_ms": created[1] * 1e3,
-            "create_first_onnxplex_ms": r.session_creation * 1e3,
-            "create_first_onnxruntime_ms": p["session_creation"] * 1e3}
+    first = {"onnxplex": r.session_creation, "onnxruntime": p["session_creation"]}
+    ov = r.peers.get(peers.OPENVINO)
+    if ov is not None and "error" not in ov:
+        first[peers.OPENVINO] = ov["session_creation"]
+    created = creation_times(model, threads, first)
+    row = {"model": name, "threads": threads, "runs": runs,
+           "onnxplex_ms": r.latency.median * 1e3, "onnxruntime_ms": p["latency"].median * 1e3,
+           "ratio": p["ratio"], "max_abs_diff": p["max_abs_diff"],
+           "openvino_ms": None, "ratio_openvino": None, "openvino_max_abs_diff": None,
+           "openvino_error": None}
+    if ov is not None and "error" in ov:
+        row["openvino_error"] = ov["error"]
+    elif ov is not None:
+        row.update(openvino_ms=ov["latency"].median * 1e3, ratio_openvino=ov["ratio"],
+                   openvino_max_abs_diff=ov["max_abs_diff"])  # against onnxruntime
+    for engine in ENGINES:
+        if engine in created:
+            row[f"create_{engine}_ms"] = created[engine] * 1e3
+            row[f"create_first_{engine}_ms"] = first[engine] * 1e3
+    return row
 
 
-def table(rows: list[dict], rss: dict[str, tuple[float, float]], machine: str) -> str:
+def _ratio(a: float | None, b: float | None, spec: str = ".2f") -> str:
+    return format(a / b, spec) if a and b else "-"
+
+
+def table(rows: list[dict], rss: dict[str, dict[str, float | None]], machine: str) -> str:
     threads = sorted({r["threads"] for r in rows}, reverse=True)
+    ov_missing = peers.openvino_version() is None
     lines = [f"Machine: {machine}.", "",
-             "| model | threads | onnxplex ms | onnxruntime ms | ratio | session creation "
-             "ratio | peak RSS ratio | max abs diff |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model | threads | onnxplex ms | onnxruntime ms | OpenVINO ms | ratio vs "
+             "onnxruntime | ratio vs OpenVINO | session creation ratio vs onnxruntime | "
+             "session creation ratio vs OpenVINO | peak RSS ratio vs onnxruntime | "
+             "peak RSS ratio vs OpenVINO | max abs diff onnxplex | max abs diff OpenVINO |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        m = rss.get(r["model"])
-        rss_txt = f"{m[0] / m[1]:.2f} ({m[0]:.0f} / {m[1]:.0f} MiB)" if m else "-"
+        m = rss.get(r["model"], {})
+        plex_m = m.get("onnxplex")
+        rss_txt = [f"{plex_m / m[e]:.2f} ({plex_m:.0f} / {m[e]:.0f} MiB)" if plex_m and m.get(e)
+                   else "-" for e in ("onnxruntime", peers.OPENVINO)]
+        ov_ms = r.get("openvino_ms")
+        ov_ratio = (peers.error_cell(r["openvino_error"]) if r.get("openvino_error")
+                    else "-" if r.get("ratio_openvino") is None
+                    else f"**{r['ratio_openvino']:.2f}**")
+        ov_diff = r.get("openvino_max_abs_diff")
+        create = r.get("create_onnxplex_ms")
         lines.append(
             f"| {LABELS.get(r['model'], r['model'])} | {r['threads']} | "
-            f"{r['onnxplex_ms']:.2f} | {r['onnxruntime_ms']:.2f} | **{r['ratio']:.2f}** | "
-            f"{r['create_onnxplex_ms'] / r['create_onnxruntime_ms']:.1f} | {rss_txt} | "
-            f"{r['max_abs_diff']:.1e} |")
+            f"{r['onnxplex_ms']:.2f} | {r['onnxruntime_ms']:.2f} | "
+            f"{'-' if ov_ms is None else f'{ov_ms:.2f}'} | **{r['ratio']:.2f}** | {ov_ratio} | "
+            f"{_ratio(create, r.get('create_onnxruntime_ms'), '.1f')} | "
+            f"{_ratio(create, r.get('create_openvino_ms'), '.1f')} | {rss_txt[0]} | "
+            f"{rss_txt[1]} | {r['max_abs_diff']:.1e} | "
+            f"{'-' if ov_diff is None else f'{ov_diff:.1e}'} |")
     lines.append("")
     for t in threads:
-        ratios = [r["ratio"] for r in rows if r["threads"] == t]
-        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        lines.append(f"Geometric mean ratio at {t} thread(s): **{geo:.2f}** over {len(ratios)} "
-                     f"models (worst {max(ratios):.2f}).")
+        parts = []
+        for key, peer in (("ratio", "onnxruntime"), ("ratio_openvino", "OpenVINO")):
+            ratios = [r[key] for r in rows if r["threads"] == t and r.get(key)]
+            if ratios:
+                geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                parts.append(f"onnxplex / {peer} **{geo:.2f}** over {len(ratios)} models "
+                             f"(worst {max(ratios):.2f})")
+            else:
+                parts.append(f"onnxplex / {peer} - ("
+                             f"{'OpenVINO not installed' if ov_missing else 'no model ran'})")
+        lines.append(f"Geometric mean ratio at {t} thread(s): {'; '.join(parts)}.")
+    lines.append("")
+    lines.append("Ratios are onnxplex / the peer (below 1: onnxplex is faster or smaller). "
+                 "Max abs diff: largest output difference from onnxruntime's. OpenVINO: "
+                 "fp32 (INFERENCE_PRECISION_HINT=f32), PERFORMANCE_HINT=LATENCY, "
+                 "INFERENCE_NUM_THREADS = the threads column; its session creation is "
+                 "compile_model.")
     return "\n".join(lines)
 
 
@@ -247,16 +317,20 @@ def main(argv=None) -> int:
     names = [n for n in a.only.split(",") if n] or list(build_models.MODEL_NAMES)
     threads = [int(t) for t in a.threads.split(",")]
     rows, rss = [], {}
+    has_ov = peers.load_openvino() is not None  # says "OpenVINO not installed" once
     for name in names:
         model = build_models.build(name, a.models)
         for t in threads:
-            rows.append(bench(name, model, t, a.runs))
+            rows.append(bench(name, model, t, a.runs, openvino=has_ov))
             r = rows[-1]
+            ov = (f"  OpenVINO {r['openvino_ms']:8.2f} ms  ratio {r['ratio_openvino']:.2f}"
+                  if r["openvino_ms"] is not None else
+                  f"  {peers.error_cell(r['openvino_error'])}" if r["openvino_error"] else "")
             print(f"{name:15s} threads={t} onnxplex {r['onnxplex_ms']:8.2f} ms  onnxruntime "
-                  f"{r['onnxruntime_ms']:8.2f} ms  ratio {r['ratio']:.2f}", flush=True)
+                  f"{r['onnxruntime_ms']:8.2f} ms  ratio {r['ratio']:.2f}{ov}", flush=True)
         if not a.no_rss:
-            rss[name] = (peak_rss("onnxplex", model, name, threads[0]),
-                         peak_rss("onnxruntime", model, name, threads[0]))
+            rss[name] = {e: peak_rss(e, model, name, threads[0]) for e in ENGINES
+                         if has_ov or e != peers.OPENVINO}
     block = table(rows, rss, machine_line())
     out = Path(a.out)
     out.with_suffix(".md").write_text(block + "\n")

@@ -8,7 +8,10 @@ alternating (and swapping order every iteration) so that both see the same machi
 report gives the ratio of the medians and the largest output difference. onnxruntime's thread
 spinning is turned off in that mode (its spinning workers would steal the cores from the
 alternating onnxplex runs). onnxruntime is imported on demand: a benchmark peer, not a
-dependency.
+dependency. Other engines join the same alternation through ``peers``: named factories the
+caller supplies (the benchmarks pass OpenVINO's, ``benchmarks/peers.py``; this module imports
+no engine but onnxruntime), each timed for creation, checked against onnxruntime's outputs
+(onnxplex's without it) and reported with its own ratio.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import dataclasses
 import importlib
 import json
 import logging
+import math
 import sys
 import time
 from collections import defaultdict
@@ -80,6 +84,10 @@ class PerfReport:
     peer: dict[str, Any] | None = None
     """With ``compare_onnxruntime``: onnxruntime's version, session creation, first run and
     latency, the ratio of medians (onnxplex / onnxruntime) and the max output difference."""
+    peers: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """With ``peers``: per name, the same as ``peer`` (no version), ``max_abs_diff`` taken
+    against ``diff_against`` (onnxruntime, or onnxplex without it); or only ``error``
+    (``<class>: <first line>``) for a peer whose creation or first run raised."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {"model": self.model, "providers": self.providers,
@@ -89,6 +97,10 @@ class PerfReport:
                "first_run_ms": self.first_run * 1e3, "latency": self.latency.to_dict()}
         if self.peer is not None:
             out["onnxruntime"] = {**self.peer, "latency": self.peer["latency"].to_dict()}
+        if self.peers:
+            out["peers"] = {k: {**v, **({"latency": v["latency"].to_dict()}
+                                        if "latency" in v else {})}
+                            for k, v in self.peers.items()}
         return out
 
     def text(self) -> str:
@@ -113,6 +125,19 @@ class PerfReport:
                     f"p{q} {v * 1e3:.3f}" for q, v in plat.percentiles.items()),
                 f"ratio onnxplex / onnxruntime (median latency): {p['ratio']:.3f}",
                 f"max |output difference|: {p['max_abs_diff']:.3g}",
+            ]
+        for name, p in self.peers.items():
+            if "error" in p:
+                lines.append(f"{name}: {p['error']}")
+                continue
+            lines += [
+                f"{name} (same inputs, runs alternating): session creation "
+                f"{p['session_creation'] * 1e3:.1f} ms, first run {p['first_run'] * 1e3:.2f} ms",
+                f"{name} latency ms: " + "  ".join(
+                    f"p{q} {v * 1e3:.3f}" for q, v in p["latency"].percentiles.items()),
+                f"ratio onnxplex / {name} (median latency): {p['ratio']:.3f}",
+                f"max |output difference| against {p['diff_against']}: "
+                f"{p['max_abs_diff']:.3g}",
             ]
         return "\n".join(lines)
 
@@ -191,15 +216,26 @@ def _max_abs_diff(a: Sequence[Any], b: Sequence[Any]) -> float:
     return worst
 
 
+def _error_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return type(exc).__name__ + (f": {lines[0]}" if lines else "")
+
+
+PeerFactory = Callable[[], Callable[[Mapping[str, np.ndarray]], Sequence[Any]]]
+
+
 def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op_threads: int = 0,
          inter_op_threads: int = 0, level: str = "ORT_ENABLE_ALL",
          repetitions: int | None = None, duration: float | None = None, warmup: int = 1,
          feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0, dim: int = 1,
-         compare_onnxruntime: bool = False, progress: TextIO | None = sys.stderr) -> PerfReport:
+         compare_onnxruntime: bool = False, peers: Mapping[str, PeerFactory] | None = None,
+         progress: TextIO | None = sys.stderr) -> PerfReport:
     """Measure ``model`` as ``onnxruntime_perf_test`` does; see the module docstring.
 
     ``repetitions`` and ``duration`` (seconds) are alternatives; neither given means 100 runs.
-    ``level`` is a :class:`GraphOptimizationLevel` member name.
+    ``level`` is a :class:`GraphOptimizationLevel` member name. ``peers`` maps a name to a
+    factory: called once (timed as that engine's session creation), it returns a function
+    from the feeds to the outputs in the model's order, which runs in the alternation.
     """
     from ._feeds import random_feeds
     from ._session import (
@@ -232,6 +268,7 @@ def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op
     first, ours = _timed(lambda: sess.run(None, feeds))
     runners: list[Callable[[], Any]] = [lambda: sess.run(None, feeds)]
     peer: dict[str, Any] | None = None
+    ref, ref_name = ours, "onnxplex"   # what other peers' outputs are checked against
     if ort is not None:
         src = model if isinstance(model, (bytes, str)) else str(model)
         p_created, psess = _timed(lambda: _ort_session(ort, src, level, intra_op_threads,
@@ -240,6 +277,22 @@ def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op
         runners.append(lambda: psess.run(None, feeds))
         peer = {"version": ort.__version__, "session_creation": p_created,
                 "first_run": p_first, "max_abs_diff": _max_abs_diff(ours, theirs)}
+        ref, ref_name = theirs, "onnxruntime"
+    others: dict[str, dict[str, Any]] = {}
+    slot: dict[str, int] = {}
+    for name, make in (peers or {}).items():
+        try:
+            o_created, run = _timed(make)
+            o_first, outs = _timed(lambda run=run: run(feeds))
+        except Exception as e:  # noqa: BLE001 - a peer that cannot take the model is reported
+            others[name] = {"error": _error_line(e)}
+            logger.info("perf: peer %s failed on %s: %s", name, model if isinstance(
+                model, str) else "<bytes>", others[name]["error"])
+            continue
+        slot[name] = len(runners)
+        runners.append(lambda run=run: run(feeds))
+        others[name] = {"session_creation": o_created, "first_run": o_first,
+                        "diff_against": ref_name, "max_abs_diff": _max_abs_diff(ref, outs)}
     for _ in range(max(0, warmup)):
         for r in runners:
             r()
@@ -263,8 +316,13 @@ def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op
     if peer is not None:
         peer["latency"] = LatencyStats.of(times[1])
         peer["ratio"] = ours_stats.median / peer["latency"].median
+    for name, k in slot.items():
+        lat = LatencyStats.of(times[k])
+        others[name]["latency"] = lat
+        others[name]["ratio"] = ours_stats.median / lat.median if lat.median else math.inf
     return PerfReport(model if isinstance(model, str) else "<bytes>", sess.get_providers(),
-                      intra_op_threads, inter_op_threads, created, first, ours_stats, peer)
+                      intra_op_threads, inter_op_threads, created, first, ours_stats, peer,
+                      others)
 
 
 # --------------------------------------------------------------------------------------------
