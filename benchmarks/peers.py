@@ -63,6 +63,13 @@ class OpenVinoPeer:
         if ov is None:
             raise ImportError("OpenVINO not installed")
         self.compiled = ov.Core().compile_model(str(path), "CPU", openvino_config(threads))
+        for kind, ports in (("input", self.compiled.inputs), ("output", self.compiled.outputs)):
+            for port in ports:
+                if port.get_element_type() == ov.Type.string:
+                    # seen with 2026.4.1: a request that ran an Identity of strings aborts
+                    # the whole process when freed (free(): invalid pointer)
+                    raise TypeError(f"string {kind} {port.get_any_name()!r} not run: OpenVINO "
+                                    "aborts the process freeing a string request")
         self.request = self.compiled.create_infer_request()
         ports = list(self.compiled.outputs)
         if output_names is not None:  # the ONNX model's order, by tensor name

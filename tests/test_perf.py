@@ -122,3 +122,38 @@ def test_random_ids_stay_within_the_table_they_index():
     assert feeds["ids"].shape == (4, 64) and set(np.unique(feeds["ids"])) == {0, 1}
     assert feeds["other"].max() > 1 and feeds["other"].max() < 8
     sess.run(None, feeds)
+
+
+def test_perf_times_other_peers_in_the_alternation(cnn_path):
+    """``peers``: factories run in the same alternation, checked against onnxruntime's outputs
+    (onnxplex's without it); one that raises is recorded, not raised."""
+    pytest.importorskip("onnxruntime")
+    sess = onnxplex.InferenceSession(cnn_path)
+    calls = []
+
+    def same():
+        calls.append("created")
+        return lambda feeds: calls.append("run") or sess.run(None, dict(feeds))
+
+    def off_by_one():
+        return lambda feeds: [y + 1 for y in sess.run(None, dict(feeds))]
+
+    def broken():
+        raise RuntimeError("no such device\nsecond line")
+
+    r = perf(cnn_path, repetitions=4, warmup=1, intra_op_threads=1, compare_onnxruntime=True,
+             peers={"same": same, "off": off_by_one, "broken": broken}, progress=None)
+    p = r.peers["same"]
+    assert calls.count("created") == 1 and calls.count("run") == 1 + 1 + 4
+    assert p["latency"].runs == 4 and p["ratio"] == pytest.approx(
+        r.latency.median / p["latency"].median)
+    assert p["diff_against"] == "onnxruntime" and p["max_abs_diff"] < 1e-4
+    assert r.peers["off"]["max_abs_diff"] == pytest.approx(1.0, abs=1e-4)
+    assert r.peers["broken"] == {"error": "RuntimeError: no such device"}
+    text = r.text()
+    assert "ratio onnxplex / same" in text and "broken: RuntimeError: no such device" in text
+    assert r.to_dict()["peers"]["same"]["latency"]["runs"] == 4
+
+    r = perf(cnn_path, repetitions=2, warmup=0, peers={"same": same}, progress=None)
+    assert r.peer is None and r.peers["same"]["diff_against"] == "onnxplex"
+    assert r.peers["same"]["max_abs_diff"] == 0.0

@@ -1,4 +1,4 @@
-"""Run the model zoo on onnxplex and onnxruntime: outputs compared, latency ratios measured.
+"""Run the model zoo on onnxplex, onnxruntime and OpenVINO: outputs compared, ratios measured.
 
     python -m benchmarks.zoo.run --models DIR [--only resnet18,gru_bi] [--threads 1,2]
                                  [--runs 10] [--warmups 3] [--creations 3]
@@ -8,29 +8,33 @@
 ``DIR`` holds what ``benchmarks/zoo/build.py`` wrote: every ``<name>.onnx`` with a
 ``<name>.inputs.npz`` beside it is run. For each model and each thread count, one process (a
 child per model, so a crash or a hang past ``--timeout`` costs one row only) creates an
-onnxruntime session (``CPUExecutionProvider``) and an onnxplex session per provider
-configuration, all with the same ``intra_op_num_threads``, and:
+onnxruntime session (``CPUExecutionProvider``), an onnxplex session per provider
+configuration and, when the ``openvino`` package imports, an OpenVINO compiled model
+(``benchmarks/peers.py``: the ONNX file compiled for CPU in fp32 with the latency hint), all
+with the same number of threads, and:
 
-* checks every output of onnxplex against onnxruntime's (float: ``rtol=1e-3, atol=1e-4`` and
-  the largest difference within 1e-3 of the output's largest magnitude, since random-weight
-  CNNs can give outputs far below atol; other dtypes exactly; shapes must agree) and keeps
-  the largest absolute difference;
+* checks every output of onnxplex, and of OpenVINO, against onnxruntime's (float:
+  ``rtol=1e-3, atol=1e-4`` and the largest difference within 1e-3 of the output's largest
+  magnitude, since random-weight CNNs can give outputs far below atol; other dtypes exactly;
+  shapes must agree) and keeps the largest absolute difference;
 * times ``--warmups`` runs of each, then ``--runs`` runs alternating the engines, and keeps the
   median latency of each (a model whose runs are slow gets fewer, at least 3, to fit
   ``--budget`` seconds per engine);
 * at the first thread count, times session creation: the median of ``--creations`` creations
-  per engine, alternating.
+  per engine, alternating (OpenVINO's is its ``compile_model``).
 
 ``--providers`` names one onnxplex configuration (comma-separated providers, e.g.
 ``xnnpack_like,cpu_mlas``); repeat it for several, each gets its own columns. The default is
-``CPUExecutionProvider``, as for onnxruntime. If ``openvino`` imports, it is timed too (fp32,
-latency hint, same thread count) and the table gains onnxplex/openvino; if not, that column is
-left out.
+``CPUExecutionProvider``, as for onnxruntime.
 
-Writes ``PREFIX.md`` (the table: ratio onnxplex/onnxruntime per model, below 1 is faster, the
-geometric mean over the models that ran on both engines; and a machine line) and
-``PREFIX.json`` (everything measured). Only ratios taken in one process mean anything on a
-shared machine, never the absolute milliseconds.
+Writes ``PREFIX.md`` (the table: per model and thread count, onnxruntime's milliseconds and the
+ratios onnxplex/onnxruntime and onnxplex/OpenVINO, below 1 is faster; the creation ratios to
+both; the geometric means over the models that ran on both engines of a ratio; a machine line)
+and ``PREFIX.json`` (everything measured). OpenVINO is optional (``pip install
+'.[openvino]'``): without it the runner says "OpenVINO not installed" once and its columns show
+"-"; a model it cannot take (an input type it has no tensor for, a failed compile) shows
+``openvino: <error class>: <first line>`` in its first onnxplex/OpenVINO cell. Only ratios
+taken in one process mean anything on a shared machine, never the absolute milliseconds.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks.zoo` importab
 
 import numpy as np  # noqa: E402
 
+from benchmarks import peers  # noqa: E402
 from benchmarks.zoo import models  # noqa: E402
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -81,27 +86,7 @@ def _plex_session(path: str, threads: int, config: str):
     return onnxplex.InferenceSession(path, so, providers=config.split(","))
 
 
-class _OpenVino:
-    def __init__(self, path: str, threads: int):
-        import openvino as ov
-
-        core = ov.Core()
-        self.compiled = core.compile_model(path, "CPU", {
-            "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads,
-            "INFERENCE_PRECISION_HINT": "f32"})
-        self.request = self.compiled.create_infer_request()
-
-    def run(self, _names, feeds):
-        res = self.request.infer(feeds)
-        return [res[o] for o in self.compiled.outputs]
-
-
-def _has_openvino() -> bool:
-    try:
-        import openvino  # noqa: F401
-    except Exception:  # noqa: BLE001 - any failure: no openvino column
-        return False
-    return True
+OV = peers.OPENVINO
 
 
 def compare(ref: list, got: list, names: list[str]) -> tuple[bool, float, str]:
@@ -172,18 +157,8 @@ def _creation_times(path: str, threads: int, configs: list[str], creations: int,
     for c in configs:
         makers[f"onnxplex[{c}]"] = (lambda c=c: _plex_session(path, threads, c))
     if openvino:
-        makers["openvino"] = lambda: _OpenVino(path, threads)
-    times: dict[str, list[float]] = {k: [] for k in makers}
-    for _ in range(creations):
-        for key, make in makers.items():
-            t0 = time.perf_counter()
-            try:
-                sess = make()
-            except Exception:  # noqa: BLE001 - recorded as a missing creation time
-                continue
-            times[key].append(time.perf_counter() - t0)
-            del sess
-    return {k: statistics.median(v) for k, v in times.items() if v}
+        makers[OV] = lambda: peers.OpenVinoPeer(path, threads)
+    return peers.median_creation_times(makers, creations)
 
 
 def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int, warmups: int,
@@ -196,7 +171,8 @@ def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int
     meta_path = path.with_name(f"{name}.meta.json")
     if meta_path.exists():
         row["meta"] = json.loads(meta_path.read_text())
-    openvino = _has_openvino()
+    openvino = peers.load_openvino(say=False) is not None  # the parent said it once
+    row["openvino"] = peers.openvino_version()
     for ti, threads in enumerate(threads_list):
         res: dict = {"match": {}, "max_abs_diff": {}, "problem": {}, "median_s": {}}
         row["threads"][str(threads)] = res
@@ -238,15 +214,18 @@ def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int
                 res["problem"][key] = problem
             runners[key] = (sess.run, None)
             feeds[key] = pfeed
-        if openvino:
+        if openvino and OV not in row["errors"]:
             try:
-                ov = _OpenVino(str(path), threads)
-                ok, diff, problem = compare(ref, ov.run(None, feed), out_names)
-                res["match"]["openvino"], res["max_abs_diff"]["openvino"] = ok, diff
-                runners["openvino"] = (ov.run, None)
-                feeds["openvino"] = feed
+                ov = peers.OpenVinoPeer(str(path), threads, out_names)
+                ok, diff, problem = compare(ref, ov.run(feed), out_names)
             except Exception as exc:  # noqa: BLE001 - the row says why
-                row["errors"]["openvino"] = f"{type(exc).__name__}: {exc}"[:500]
+                row["errors"][OV] = f"{type(exc).__name__}: {exc}"[:500]
+            else:
+                res["match"][OV], res["max_abs_diff"][OV] = ok, diff
+                if problem:
+                    res["problem"][OV] = problem
+                runners[OV] = (lambda _names, f, run=ov.run: run(f), None)
+                feeds[OV] = feed
         try:
             medians = _time_alternating(runners, feeds, warmups, runs, budget)
         except Exception as exc:  # noqa: BLE001 - the row says why
@@ -257,7 +236,7 @@ def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int
         del runners, feeds, ort_sess
         if ti == 0 and creations > 0:
             row["creation_s"] = _creation_times(str(path), threads, configs, creations,
-                                                "openvino" in res["median_s"])
+                                                OV in res["median_s"])
             row["creation_threads"] = threads
     return row
 
@@ -283,88 +262,86 @@ def _fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _match_cell(first: dict, key: str) -> str:
+    if key not in first.get("match", {}):
+        return "-"
+    d = first["max_abs_diff"].get(key, math.nan)
+    return (("yes" if first["match"][key] else "NO")
+            + f" ({d:.1e} of {first.get('ref_max_abs', math.nan):.1e})")
+
+
 def report(rows: list[dict], threads_list: list[int], configs: list[str], args) -> str:
     keys = [f"onnxplex[{c}]" for c in configs]
     short = {k: ("" if len(configs) == 1 else f" {c}") for k, c in zip(keys, configs)}
-    has_ov = any("openvino" in r.get("threads", {}).get(str(t), {}).get("median_s", {})
-                 for r in rows for t in threads_list)
+    ov_version = next((r["openvino"] for r in rows if r.get("openvino")), None)
     head = ["model", "MB", "match (max abs diff of max abs output)"]
     for t in threads_list:
         head.append(f"ort ms @{t}")
         for k in keys:
-            head.append(f"plex/ort{short[k]} @{t}")
-            if has_ov:
-                head.append(f"plex/ov{short[k]} @{t}")
+            head += [f"plex/ort{short[k]} @{t}", f"plex/ov{short[k]} @{t}"]
     for k in keys:
-        head.append(f"create plex/ort{short[k]}")
+        head += [f"create plex/ort{short[k]}", f"create plex/ov{short[k]}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios: dict[str, list[float]] = {h: [] for h in head}
     notes: list[str] = []
     for r in rows:
         cells = [r["name"], f"{r.get('bytes', 0) / 1e6:.1f}"]
+        errors = r.get("errors", {})
         first = r.get("threads", {}).get(str(threads_list[0]), {})
-        matches = []
-        for k in keys:
-            if k in r.get("errors", {}):
-                matches.append("error")
-            elif k in first.get("match", {}):
-                ok = first["match"][k]
-                d = first["max_abs_diff"].get(k, math.nan)
-                matches.append(("yes" if ok else "NO") + f" ({d:.1e} of "
-                               f"{first.get('ref_max_abs', math.nan):.1e})")
-            else:
-                matches.append("-")
-        if r.get("errors", {}).get("onnxruntime"):
+        matches = ["error" if k in errors else _match_cell(first, k) for k in keys]
+        if OV in first.get("match", {}):
+            matches.append("OV " + _match_cell(first, OV))
+        if errors.get("onnxruntime"):
             matches = ["ort error"]
-        if r.get("errors", {}).get("child"):
+        if errors.get("child"):
             matches = ["run failed"]
         cells.append("; ".join(matches))
+        ov_error = peers.error_cell(errors[OV]) if errors.get(OV) else None
+
+        def ratio_cell(head_name: str, times: dict, key: str, peer: str) -> str:
+            nonlocal ov_error
+            if peer == OV and ov_error:  # why OpenVINO has no figures: once, in its first cell
+                cell, ov_error = ov_error, None
+                return cell
+            ratio = times[key] / times[peer] if (key in times and times.get(peer)) else None
+            if ratio:
+                ratios[head_name].append(ratio)
+            return _fmt(ratio)
+
         for t in threads_list:
-            res = r.get("threads", {}).get(str(t), {})
-            med = res.get("median_s", {})
+            med = r.get("threads", {}).get(str(t), {}).get("median_s", {})
             ort_s = med.get("onnxruntime")
             cells.append(_fmt(ort_s * 1e3 if ort_s else None, ".2f"))
             for k in keys:
-                h = f"plex/ort{short[k]} @{t}"
-                ratio = med[k] / ort_s if (k in med and ort_s) else None
-                if ratio:
-                    ratios[h].append(ratio)
-                cells.append(_fmt(ratio))
-                if has_ov:
-                    h = f"plex/ov{short[k]} @{t}"
-                    ov_s = med.get("openvino")
-                    ratio = med[k] / ov_s if (k in med and ov_s) else None
-                    if ratio:
-                        ratios[h].append(ratio)
-                    cells.append(_fmt(ratio))
+                cells.append(ratio_cell(f"plex/ort{short[k]} @{t}", med, k, "onnxruntime"))
+                cells.append(ratio_cell(f"plex/ov{short[k]} @{t}", med, k, OV))
         cre = r.get("creation_s", {})
         for k in keys:
-            h = f"create plex/ort{short[k]}"
-            ratio = cre[k] / cre["onnxruntime"] if (k in cre and cre.get("onnxruntime")) else None
-            if ratio:
-                ratios[h].append(ratio)
-            cells.append(_fmt(ratio))
+            cells.append(ratio_cell(f"create plex/ort{short[k]}", cre, k, "onnxruntime"))
+            cells.append(ratio_cell(f"create plex/ov{short[k]}", cre, k, OV))
         lines.append("| " + " | ".join(cells) + " |")
-        for what, err in r.get("errors", {}).items():
+        for what, err in errors.items():
             notes.append(f"- {r['name']}: {what}: {err.splitlines()[0] if err else ''}")
-        for t in threads_list:
-            for k, problem in r.get("threads", {}).get(str(t), {}).get("problem", {}).items():
-                if t == threads_list[0]:
-                    notes.append(f"- {r['name']}: {k} mismatch: {problem}")
+        for k, problem in first.get("problem", {}).items():
+            notes.append(f"- {r['name']}: {k} mismatch: {problem}")
     gm = ["**geomean**", "", ""]
     for h in head[3:]:
-        gm.append(_fmt(_geomean(ratios[h])) if h in ratios and not h.startswith("ort ms")
-                  else "")
+        gm.append("" if h.startswith("ort ms") else _fmt(_geomean(ratios[h])))
     lines.append("| " + " | ".join(gm) + " |")
     n_ok = sum(1 for r in rows if all(
         r.get("threads", {}).get(str(threads_list[0]), {}).get("match", {}).get(k) for k in keys))
+    n_ov = sum(1 for r in rows
+               if r.get("threads", {}).get(str(threads_list[0]), {}).get("match", {}).get(OV))
+    ov_text = (f"OpenVINO {ov_version} (ov: CPU, fp32, latency hint, same threads; creation is "
+               f"compile_model) matches onnxruntime on {n_ov} of {len(rows)}"
+               if ov_version else "OpenVINO not installed: its columns show -")
     out = [
-        f"Model zoo: onnxplex / onnxruntime (CPUExecutionProvider), median latency of "
-        f"{args.runs} alternating runs after {args.warmups} warmups; threads "
+        f"Model zoo: onnxplex / onnxruntime (CPUExecutionProvider) and onnxplex / OpenVINO, "
+        f"median latency of {args.runs} alternating runs after {args.warmups} warmups; threads "
         f"{','.join(map(str, threads_list))}; creation: median of {args.creations}. Below 1 is "
         f"faster. Outputs match onnxruntime (rtol {RTOL}, atol {ATOL}, and the largest "
         f"difference within {RTOL} of the output's largest value) on {n_ok} of "
-        f"{len(rows)} models. onnxplex providers: {' | '.join(configs)}.",
+        f"{len(rows)} models; {ov_text}. onnxplex providers: {' | '.join(configs)}.",
         "", *lines, "", f"Machine: {machine_line()}"]
     if notes:
         out += ["", "Problems:", "", *notes]
@@ -422,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.models is None:
         ap.error("--models is required")
     threads = [int(t) for t in args.threads.split(",")]
+    peers.load_openvino()  # says "OpenVINO not installed" once; the children stay quiet
     paths = _model_paths(args.models, [n for n in args.only.split(",") if n])
     if not paths:
         ap.error(f"no built models in {args.models}")
@@ -458,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                 k = f"onnxplex[{config}]"
                 if k in med and med.get("onnxruntime"):
                     summary.append(f"@{t} {med[k] / med['onnxruntime']:.2f}")
+                if k in med and med.get(OV):
+                    summary.append(f"(ov {med[k] / med[OV]:.2f})")
         first = row.get("threads", {}).get(str(threads[0]), {})
         match = ",".join("ok" if v else "MISMATCH" for v in first.get("match", {}).values())
         errs = "; ".join(f"{k}: {v.splitlines()[0][:120]}" for k, v in
