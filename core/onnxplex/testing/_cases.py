@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,6 +98,30 @@ def _check_random(expected: Any, got: Any, where: str) -> None:
     assert set(np.unique(got.astype(np.float64)).tolist()) <= {0.0, 1.0}, where
 
 
+def _undefined_casts(case: Any, feed: Mapping[str, Any], expected: Any) -> np.ndarray | None:
+    """Where ``expected`` is undefined because a Cast (or CastLike) from floating point to an
+    integer type got a value outside that type's range: Cast's specification leaves it
+    undefined ("fixed point: undefined if OOR"), and onnx's expected values there follow
+    whichever ml_dtypes generated them (0.5 wraps around, 0.7 gives 0). A mask over
+    ``expected``, for a case whose model is such a cast of its one input; None otherwise."""
+    ops = {n.op_type for n in case.model.graph.node}
+    if not ops & {"Cast", "CastLike"} or len(feed) < 1:
+        return None
+    x = np.asarray(next(iter(feed.values())))
+    expected = np.asarray(expected)
+    if x.shape != expected.shape or x.dtype.kind != "f" and "float" not in x.dtype.name:
+        return None
+    try:
+        import ml_dtypes
+
+        info = ml_dtypes.iinfo(expected.dtype)
+    except (ImportError, ValueError, TypeError):
+        return None
+    t = np.trunc(x.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        return ~(np.isfinite(t) & (t >= info.min) & (t <= info.max))
+
+
 def run_case(case: Any, providers: Sequence[Any] = ("cpu_mlas",),
              sess_options: onnxplex.SessionOptions | None = None,
              session: onnxplex.InferenceSession | None = None) -> None:
@@ -117,5 +141,10 @@ def run_case(case: Any, providers: Sequence[Any] = ("cpu_mlas",),
             where = f"{case.name}: output {name!r}"
             if case.name in RANDOM_CASES:
                 _check_random(e, g, where)
-            else:
-                compare(e, g, case.rtol, case.atol, where)
+                continue
+            undefined = _undefined_casts(case, feed, e)
+            if undefined is not None and undefined.any() and isinstance(g, np.ndarray) \
+                    and g.shape == undefined.shape:
+                g = g.copy()
+                g[undefined] = np.asarray(e)[undefined]   # (not compared)
+            compare(e, g, case.rtol, case.atol, where)
