@@ -32,7 +32,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from . import _fast_attrs, _maptype, _wire
+from . import _fast_attrs, _fast_read, _maptype, _wire
 from ._dtypes import elem_type_name, np_dtype, ort_type_string, type_string
 from ._errors import (
     ExternalDataError,
@@ -898,71 +898,44 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
 
 
 def _deserialize(proto: onnx.ModelProto) -> ir.Model:
-    """``ir.serde.deserialize_model``, with the main graph's ``value_info`` (what shape
-    inference found for every value) read here: onnx-ir reads each entry through a dozen
-    calls (~10 us; thousands of values in a transformer), and torch's exporter also lists
-    every initializer there, whose tensor already tells its type and shape. Tensor types are
-    read in one loop, equal shapes shared (frozen, as onnx-ir makes them); other kinds of
-    types (and entries with denotations or metadata) still go through onnx-ir. Empties the
-    proto's ``value_info`` (the caller's copy, made for loading)."""
+    """The model in onnx-ir objects: its main graph read by :mod:`._fast_read` when it can,
+    by ``ir.serde.deserialize_model`` otherwise. Either way the main graph's ``value_info``
+    (what shape inference found for every value) is read here: onnx-ir reads each entry
+    through a dozen calls (~10 us; thousands of values in a transformer), and torch's exporter
+    also lists every initializer there, whose tensor already tells its type and shape. Tensor
+    types are read in one loop, equal shapes shared (frozen, as onnx-ir makes them); other
+    kinds of types (and entries with denotations or metadata) still go through onnx-ir.
+    Empties the proto's ``value_info`` (the caller's copy, made for loading)."""
     g = proto.graph
     skip = {t.name for t in g.initializer}
     skip.update(v.name for v in g.output)   # (their declared types win, as in onnx-ir)
-    typed: dict[str, tuple[int, tuple[int | str | None, ...] | None]] = {}
+    typed: dict[str, _fast_read.TensorInfo] = {}
     rest: dict[str, onnx.ValueInfoProto] = {}   # left to onnx-ir
     for info in g.value_info:
         if info.name in skip:
             continue
-        plain = _plain_tensor_type(info)
+        plain = _fast_read.plain_tensor_type(info)
         if plain is None:   # (copied: the proto's list is emptied below)
             rest[info.name] = kept = onnx.ValueInfoProto()
             kept.CopyFrom(info)
         else:
             typed[info.name] = plain
     g.ClearField("value_info")
+    model = _fast_read.read_model(proto, typed, rest)
+    if model is not None:
+        return model
     model = ir.serde.deserialize_model(proto)
     if not typed and not rest:
         return model
-    types: dict[int, ir.DataType] = {}
-    shapes: dict[tuple[int | str | None, ...], ir.Shape] = {}
+    types = _fast_read.Types()
     for node in model.graph:
         for value in node.outputs:
             found = typed.get(value.name)
             if found is not None:
-                elem, dims = found
-                if elem not in types:
-                    types[elem] = ir.DataType(elem)
-                value.type = ir.TensorType(types[elem])   # (not shared: Value.dtype's
-                # setter changes the type object in place)
-                if dims is not None:
-                    shape = shapes.get(dims)
-                    if shape is None:
-                        shape = shapes[dims] = ir.Shape(dims, frozen=True)
-                    value.shape = shape
+                types.apply(value, found)
             elif value.name in rest:
                 ir.serde.deserialize_value_info_proto(rest[value.name], value)
     return model
-
-
-def _plain_tensor_type(info: onnx.ValueInfoProto
-                       ) -> tuple[int, tuple[int | str | None, ...] | None] | None:
-    """(element type, dims or None) of a tensor-typed ``value_info`` entry with nothing else
-    on it; None for anything onnx-ir should read (other types, denotations, metadata, doc)."""
-    tp = info.type
-    if (tp.WhichOneof("value") != "tensor_type" or info.doc_string or info.metadata_props
-            or tp.denotation):
-        return None
-    tt = tp.tensor_type
-    if not tt.HasField("shape"):
-        return tt.elem_type, None
-    dims: list[int | str | None] = []
-    for d in tt.shape.dim:
-        if d.denotation:
-            return None
-        which = d.WhichOneof("value")
-        dims.append(d.dim_value if which == "dim_value"
-                    else d.dim_param if which == "dim_param" else None)
-    return tt.elem_type, tuple(dims)
 
 
 def _read_split_weights(model: ir.Model, base_dir: str, split: _wire.Split) -> None:

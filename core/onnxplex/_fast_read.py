@@ -1,0 +1,222 @@
+"""The main graph read into onnx-ir objects in one lean loop.
+
+``onnx_ir.serde.deserialize_model`` reads a node through a dozen calls, each behind an
+error-capturing wrapper, and every value's type through three more: ~30 us a node, which
+was a fifth of the creation of a session of a converted scikit-learn model (a handful of
+nodes; onnxruntime creates such a session in half a millisecond). Loading has already
+checked the graph's structure (:func:`._graph._check_structure`: every name defined once,
+every input defined), so the main graph's nodes and values are built here directly, with
+the same onnx-ir constructors and the same results; everything less common is still read by
+onnx-ir: initializers, attributes (through :mod:`._fast_attrs`), subgraph bodies, functions,
+and value types other than plain tensors. A model with anything this reader does not know
+(quantization annotations, sparse initializers, multi-device configurations, IR 9 function
+value infos) returns ``None`` and is read by onnx-ir whole.
+
+``tests/test_fast_read.py`` checks that both readers give the same model on every model the
+test suite builds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+from onnx_ir import serde
+
+from . import _fast_attrs
+
+__all__ = ["Types", "read_model", "plain_tensor_type"]
+
+# (element type, dims or None) of a value_info entry that is a plain tensor type
+TensorInfo = tuple[int, "tuple[int | str | None, ...] | None"]
+
+_IR9 = 10   # onnx-ir reads function value infos from the main graph below this IR version
+
+
+def plain_tensor_type(info: onnx.ValueInfoProto) -> TensorInfo | None:
+    """(element type, dims or None) of a tensor-typed ``value_info`` entry with nothing else
+    on it; None for anything onnx-ir should read (other types, denotations, metadata, doc)."""
+    tp = info.type
+    if (tp.WhichOneof("value") != "tensor_type" or info.doc_string or info.metadata_props
+            or tp.denotation):
+        return None
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    dims: list[int | str | None] = []
+    for d in tt.shape.dim:
+        if d.denotation:
+            return None
+        which = d.WhichOneof("value")
+        dims.append(d.dim_value if which == "dim_value"
+                    else d.dim_param if which == "dim_param" else None)
+    return tt.elem_type, tuple(dims)
+
+
+class Types:
+    """Value types and shapes set from plain tensor infos, equal shapes shared (frozen, as
+    onnx-ir makes them; a type object is not shared: ``Value.dtype``'s setter changes it in
+    place)."""
+
+    __slots__ = ("dtypes", "shapes")
+
+    def __init__(self) -> None:
+        self.dtypes: dict[int, ir.DataType] = {}
+        self.shapes: dict[tuple, ir.Shape] = {}
+
+    def apply(self, value: ir.Value, info: TensorInfo) -> None:
+        elem, dims = info
+        dtype = self.dtypes.get(elem)
+        if dtype is None:
+            dtype = self.dtypes[elem] = ir.DataType(elem)
+        value.type = ir.TensorType(dtype)
+        if dims is None:
+            value.shape = None
+            return
+        shape = self.shapes.get(dims)
+        if shape is None:
+            shape = self.shapes[dims] = ir.Shape(dims, frozen=True)
+        value.shape = shape
+
+    def read(self, info: onnx.ValueInfoProto, value: ir.Value) -> None:
+        """``info``'s type onto ``value``: plain tensors here, the rest by onnx-ir."""
+        plain = plain_tensor_type(info)
+        if plain is None:
+            serde.deserialize_value_info_proto(info, value)
+        else:
+            self.apply(value, plain)
+
+
+_A = onnx.AttributeProto
+# AttributeProto type -> (onnx-ir's type, the proto field holding the value), for the types
+# read here (the others, and lists of _fast_attrs' length, through serde)
+_PLAIN_ATTRS: dict[int, tuple[ir.AttributeType, str]] = {
+    _A.INT: (ir.AttributeType.INT, "i"), _A.FLOAT: (ir.AttributeType.FLOAT, "f"),
+    _A.STRING: (ir.AttributeType.STRING, "s"), _A.INTS: (ir.AttributeType.INTS, "ints"),
+    _A.FLOATS: (ir.AttributeType.FLOATS, "floats"),
+    _A.STRINGS: (ir.AttributeType.STRINGS, "strings"),
+}
+_LIST_MAX = _fast_attrs._MIN_LEN   # longer lists: _fast_attrs' arrays
+
+
+def _attribute(proto: onnx.AttributeProto, scopes: list[dict[str, ir.Value]]) -> ir.Attr:
+    """One attribute as ``serde._deserialize_attribute`` reads it (which also reads, through
+    :mod:`._fast_attrs`, what is not a short plain value here)."""
+    plain = _PLAIN_ATTRS.get(proto.type)
+    if plain is None or proto.ref_attr_name or proto.doc_string:
+        return serde._deserialize_attribute(proto, scopes)
+    kind, field = plain
+    value = getattr(proto, field)
+    try:
+        if field == "s":
+            value = value.decode("utf-8")
+        elif field == "strings":
+            if len(value) >= _LIST_MAX:
+                return serde._deserialize_attribute(proto, scopes)
+            value = [v.decode("utf-8") for v in value]
+        elif field != "i" and field != "f" and len(value) >= _LIST_MAX:
+            return serde._deserialize_attribute(proto, scopes)
+    except UnicodeDecodeError:   # (onnx-ir warns and keeps the bytes)
+        return serde._deserialize_attribute(proto, scopes)
+    return ir.Attr(proto.name, kind, value)
+
+
+def _field(proto: Any, name: str) -> Any:
+    return getattr(proto, name) if proto.HasField(name) else None
+
+
+def read_model(proto: onnx.ModelProto, typed: dict[str, TensorInfo],
+               rest: dict[str, onnx.ValueInfoProto]) -> ir.Model | None:
+    """``proto`` as onnx-ir would deserialize it, its main graph read here; ``typed`` and
+    ``rest``: the main graph's ``value_info`` (already taken off ``proto``), plain tensor types
+    and the others. ``None`` when the model has something only onnx-ir reads."""
+    g = proto.graph
+    if (g.quantization_annotation or g.sparse_initializer
+            or getattr(proto, "configuration", None)
+            or (proto.functions and proto.ir_version < _IR9)):
+        return None
+    types = Types()
+    inputs = []
+    for info in g.input:
+        value = ir.Value(name=info.name)
+        types.read(info, value)
+        inputs.append(value)
+    values: dict[str, ir.Value] = {v.name: v for v in inputs}
+    initializers = []
+    for tensor_proto in g.initializer:
+        tensor = serde.deserialize_tensor(tensor_proto)
+        name = tensor.name
+        if not name:
+            return None   # (onnx-ir skips it with a warning)
+        value = values.get(name)
+        if value is not None:   # an initializer for an input
+            value.const_value = tensor
+        else:
+            value = ir.Value(None, index=None, name=name, type=ir.TensorType(tensor.dtype),
+                             shape=tensor.shape, const_value=tensor)
+            plain = typed.get(name)
+            if plain is not None:
+                types.apply(value, plain)
+            elif name in rest:
+                serde.deserialize_value_info_proto(rest[name], value)
+            values[name] = value
+        initializers.append(value)
+    nodes_out: list[list[ir.Value]] = []
+    for node in g.node:   # outputs first: subgraph bodies may read values declared later
+        outs = []
+        for name in node.output:
+            if not name:
+                outs.append(ir.Value(name=""))
+                continue
+            if name in values:
+                return None   # (loading refuses it first; onnx-ir raises)
+            value = values[name] = ir.Value(name=name)
+            plain = typed.get(name)
+            if plain is not None:
+                types.apply(value, plain)
+            elif name in rest:
+                serde.deserialize_value_info_proto(rest[name], value)
+            outs.append(value)
+        nodes_out.append(outs)
+    scopes = [values]
+    read_metadata = serde.deserialize_metadata_props
+    nodes = []
+    for node, outs in zip(g.node, nodes_out):
+        if getattr(node, "device_configurations", None):
+            return None
+        ins: list[ir.Value | None] = []
+        for name in node.input:
+            if not name:
+                ins.append(None)
+                continue
+            value = values.get(name)
+            if value is None:
+                return None   # (loading refuses it first; onnx-ir makes a placeholder)
+            ins.append(value)
+        nodes.append(ir.Node(
+            node.domain, node.op_type, ins,
+            [_attribute(a, scopes) for a in node.attribute] if node.attribute else (),
+            overload=getattr(node, "overload", ""), outputs=outs, name=node.name,
+            doc_string=_field(node, "doc_string"),
+            metadata_props=read_metadata(node.metadata_props) if node.metadata_props
+            else None))
+    outputs = []
+    for info in g.output:
+        value = values.get(info.name)
+        if value is None:
+            return None   # (loading refuses it first; onnx-ir makes a placeholder)
+        types.read(info, value)
+        outputs.append(value)
+    graph = ir.Graph(inputs, outputs, nodes=nodes, initializers=initializers,
+                     doc_string=_field(g, "doc_string"), name=_field(g, "name"),
+                     metadata_props=read_metadata(g.metadata_props))
+    graph.opset_imports.update(serde.deserialize_opset_import(proto.opset_import))
+    return ir.Model(
+        graph, ir_version=proto.ir_version,
+        producer_name=_field(proto, "producer_name"),
+        producer_version=_field(proto, "producer_version"),
+        domain=_field(proto, "domain"), model_version=_field(proto, "model_version"),
+        doc_string=_field(proto, "doc_string"),
+        functions=[serde.deserialize_function(f) for f in proto.functions],
+        metadata_props=read_metadata(proto.metadata_props))
