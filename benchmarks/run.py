@@ -252,9 +252,9 @@ def table(rows: list[dict], rss: dict[str, dict[str, float | None]], machine: st
     lines.append("")
     lines.append("Ratios are onnxplex / the peer (below 1: onnxplex is faster or smaller). "
                  "Max abs diff: largest output difference from onnxruntime's. OpenVINO: "
-                 "fp32 (INFERENCE_PRECISION_HINT=f32), PERFORMANCE_HINT=LATENCY, "
-                 "INFERENCE_NUM_THREADS = the threads column; its session creation is "
-                 "compile_model.")
+                 "fp32 (INFERENCE_PRECISION_HINT=f32, DYNAMIC_QUANTIZATION_GROUP_SIZE=0), "
+                 "PERFORMANCE_HINT=LATENCY, INFERENCE_NUM_THREADS = the threads column; its "
+                 "session creation is compile_model.")
     return "\n".join(lines)
 
 
