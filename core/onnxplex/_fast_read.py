@@ -1,19 +1,20 @@
-"""The main graph read into onnx-ir objects in one lean loop.
+"""A model's graphs read into onnx-ir objects in one lean loop.
 
 ``onnx_ir.serde.deserialize_model`` reads a node through a dozen calls, each behind an
 error-capturing wrapper, and every value's type through three more: ~30 us a node, which
 was a fifth of the creation of a session of a converted scikit-learn model (a handful of
 nodes; onnxruntime creates such a session in half a millisecond). Loading has already
 checked the graph's structure (:func:`._graph._check_structure`: every name defined once,
-every input defined), so the main graph's nodes and values are built here directly, with
-the same onnx-ir constructors and the same results; everything less common is still read by
-onnx-ir: initializers, attributes (through :mod:`._fast_attrs`), subgraph bodies, functions,
-and value types other than plain tensors. A model with anything this reader does not know
-(quantization annotations, sparse initializers, multi-device configurations, IR 9 function
-value infos) returns ``None`` and is read by onnx-ir whole.
+every input defined, in the main graph and in every subgraph body), so graphs, their nodes
+and values are built here directly, with the same onnx-ir constructors and the same results;
+what is less common is still read by onnx-ir: initializers, long or unusual attributes
+(through :mod:`._fast_attrs`), functions, and value types other than plain tensors. A model
+with anything this reader does not know (quantization annotations, sparse initializers,
+multi-device configurations, IR 9 function value infos) returns ``None`` and is read by
+onnx-ir whole.
 
-``tests/test_fast_read.py`` checks that both readers give the same model on every model the
-test suite builds.
+``tests/test_fast_read.py`` checks that both readers give the same model on every onnx node
+conformance case and more.
 """
 
 from __future__ import annotations
@@ -100,13 +101,26 @@ _PLAIN_ATTRS: dict[int, tuple[ir.AttributeType, str]] = {
 _LIST_MAX = _fast_attrs._MIN_LEN   # longer lists: _fast_attrs' arrays
 
 
-def _attribute(proto: onnx.AttributeProto, scopes: list[dict[str, ir.Value]]) -> ir.Attr:
+class _Decline(Exception):
+    """Something only onnx-ir reads: the whole model goes to it."""
+
+
+def _attribute(proto: onnx.AttributeProto, scopes: list[dict[str, ir.Value]],
+               types: Types) -> ir.Attr:
     """One attribute as ``serde._deserialize_attribute`` reads it (which also reads, through
-    :mod:`._fast_attrs`, what is not a short plain value here)."""
-    plain = _PLAIN_ATTRS.get(proto.type)
-    if plain is None or proto.ref_attr_name or proto.doc_string:
+    :mod:`._fast_attrs`, what is neither a short plain value nor a subgraph here)."""
+    kind = proto.type
+    if proto.ref_attr_name or proto.doc_string:
         return serde._deserialize_attribute(proto, scopes)
-    kind, field = plain
+    if kind == _A.GRAPH:
+        return ir.Attr(proto.name, ir.AttributeType.GRAPH, _read_graph(proto.g, scopes, types))
+    if kind == _A.GRAPHS:
+        return ir.Attr(proto.name, ir.AttributeType.GRAPHS,
+                       [_read_graph(body, scopes, types) for body in proto.graphs])
+    plain = _PLAIN_ATTRS.get(kind)
+    if plain is None:
+        return serde._deserialize_attribute(proto, scopes)
+    ir_kind, field = plain
     value = getattr(proto, field)
     try:
         if field == "s":
@@ -119,24 +133,36 @@ def _attribute(proto: onnx.AttributeProto, scopes: list[dict[str, ir.Value]]) ->
             return serde._deserialize_attribute(proto, scopes)
     except UnicodeDecodeError:   # (onnx-ir warns and keeps the bytes)
         return serde._deserialize_attribute(proto, scopes)
-    return ir.Attr(proto.name, kind, value)
+    return ir.Attr(proto.name, ir_kind, value)
 
 
 def _field(proto: Any, name: str) -> Any:
     return getattr(proto, name) if proto.HasField(name) else None
 
 
-def read_model(proto: onnx.ModelProto, typed: dict[str, TensorInfo],
-               rest: dict[str, onnx.ValueInfoProto]) -> ir.Model | None:
-    """``proto`` as onnx-ir would deserialize it, its main graph read here; ``typed`` and
-    ``rest``: the main graph's ``value_info`` (already taken off ``proto``), plain tensor types
-    and the others. ``None`` when the model has something only onnx-ir reads."""
-    g = proto.graph
-    if (g.quantization_annotation or g.sparse_initializer
-            or getattr(proto, "configuration", None)
-            or (proto.functions and proto.ir_version < _IR9)):
-        return None
-    types = Types()
+def _split_value_info(g: onnx.GraphProto
+                      ) -> tuple[dict[str, TensorInfo], dict[str, onnx.ValueInfoProto]]:
+    typed: dict[str, TensorInfo] = {}
+    rest: dict[str, onnx.ValueInfoProto] = {}
+    for info in g.value_info:
+        plain = plain_tensor_type(info)
+        if plain is None:
+            rest[info.name] = info
+        else:
+            typed[info.name] = plain
+    return typed, rest
+
+
+def _read_graph(g: onnx.GraphProto, scopes: list[dict[str, ir.Value]], types: Types,
+                value_info: tuple[dict[str, TensorInfo], dict[str, onnx.ValueInfoProto]]
+                | None = None) -> ir.Graph:
+    """A graph (``scopes``: the values of the graphs around it, innermost last) as onnx-ir's
+    ``_deserialize_graph`` reads it; ``value_info``: its entries, split (a body's own are
+    read from it)."""
+    if g.quantization_annotation or g.sparse_initializer:
+        raise _Decline
+    typed, rest = _split_value_info(g) if value_info is None else value_info
+    read_metadata = serde.deserialize_metadata_props
     inputs = []
     for info in g.input:
         value = ir.Value(name=info.name)
@@ -148,7 +174,7 @@ def read_model(proto: onnx.ModelProto, typed: dict[str, TensorInfo],
         tensor = serde.deserialize_tensor(tensor_proto)
         name = tensor.name
         if not name:
-            return None   # (onnx-ir skips it with a warning)
+            raise _Decline   # (onnx-ir skips it with a warning)
         value = values.get(name)
         if value is not None:   # an initializer for an input
             value.const_value = tensor
@@ -170,7 +196,7 @@ def read_model(proto: onnx.ModelProto, typed: dict[str, TensorInfo],
                 outs.append(ir.Value(name=""))
                 continue
             if name in values:
-                return None   # (loading refuses it first; onnx-ir raises)
+                raise _Decline   # (loading refuses it first; onnx-ir raises)
             value = values[name] = ir.Value(name=name)
             plain = typed.get(name)
             if plain is not None:
@@ -179,38 +205,57 @@ def read_model(proto: onnx.ModelProto, typed: dict[str, TensorInfo],
                 serde.deserialize_value_info_proto(rest[name], value)
             outs.append(value)
         nodes_out.append(outs)
-    scopes = [values]
-    read_metadata = serde.deserialize_metadata_props
+    scopes.append(values)
+    outer = scopes[-2::-1]   # (innermost first)
     nodes = []
-    for node, outs in zip(g.node, nodes_out):
-        if getattr(node, "device_configurations", None):
-            return None
-        ins: list[ir.Value | None] = []
-        for name in node.input:
-            if not name:
-                ins.append(None)
-                continue
-            value = values.get(name)
-            if value is None:
-                return None   # (loading refuses it first; onnx-ir makes a placeholder)
-            ins.append(value)
-        nodes.append(ir.Node(
-            node.domain, node.op_type, ins,
-            [_attribute(a, scopes) for a in node.attribute] if node.attribute else (),
-            overload=getattr(node, "overload", ""), outputs=outs, name=node.name,
-            doc_string=_field(node, "doc_string"),
-            metadata_props=read_metadata(node.metadata_props) if node.metadata_props
-            else None))
+    try:
+        for node, outs in zip(g.node, nodes_out):
+            if getattr(node, "device_configurations", None):
+                raise _Decline
+            ins: list[ir.Value | None] = []
+            for name in node.input:
+                if not name:
+                    ins.append(None)
+                    continue
+                value = values.get(name)
+                if value is None:
+                    value = next((s[name] for s in outer if name in s), None)
+                    if value is None:
+                        raise _Decline   # (loading refuses it first; onnx-ir: a placeholder)
+                ins.append(value)
+            nodes.append(ir.Node(
+                node.domain, node.op_type, ins,
+                [_attribute(a, scopes, types) for a in node.attribute]
+                if node.attribute else (),
+                overload=getattr(node, "overload", ""), outputs=outs, name=node.name,
+                doc_string=_field(node, "doc_string"),
+                metadata_props=read_metadata(node.metadata_props) if node.metadata_props
+                else None))
+    finally:
+        scopes.pop()
     outputs = []
     for info in g.output:
         value = values.get(info.name)
         if value is None:
-            return None   # (loading refuses it first; onnx-ir makes a placeholder)
+            raise _Decline   # (loading refuses it first; onnx-ir makes a placeholder)
         types.read(info, value)
         outputs.append(value)
-    graph = ir.Graph(inputs, outputs, nodes=nodes, initializers=initializers,
-                     doc_string=_field(g, "doc_string"), name=_field(g, "name"),
-                     metadata_props=read_metadata(g.metadata_props))
+    return ir.Graph(inputs, outputs, nodes=nodes, initializers=initializers,
+                    doc_string=_field(g, "doc_string"), name=_field(g, "name"),
+                    metadata_props=read_metadata(g.metadata_props))
+
+
+def read_model(proto: onnx.ModelProto, typed: dict[str, TensorInfo],
+               rest: dict[str, onnx.ValueInfoProto]) -> ir.Model | None:
+    """``proto`` as onnx-ir would deserialize it, its graphs read here; ``typed`` and
+    ``rest``: the main graph's ``value_info`` (already taken off ``proto``), plain tensor types
+    and the others. ``None`` when the model has something only onnx-ir reads."""
+    if getattr(proto, "configuration", None) or (proto.functions and proto.ir_version < _IR9):
+        return None
+    try:
+        graph = _read_graph(proto.graph, [], Types(), (typed, rest))
+    except _Decline:
+        return None
     graph.opset_imports.update(serde.deserialize_opset_import(proto.opset_import))
     return ir.Model(
         graph, ir_version=proto.ir_version,
@@ -219,4 +264,4 @@ def read_model(proto: onnx.ModelProto, typed: dict[str, TensorInfo],
         domain=_field(proto, "domain"), model_version=_field(proto, "model_version"),
         doc_string=_field(proto, "doc_string"),
         functions=[serde.deserialize_function(f) for f in proto.functions],
-        metadata_props=read_metadata(proto.metadata_props))
+        metadata_props=serde.deserialize_metadata_props(proto.metadata_props))

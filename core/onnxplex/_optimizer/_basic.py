@@ -24,7 +24,7 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
-from .._graph import Model, Subgraph, _is_a, all_nodes, attrs_of
+from .._graph import Model, Subgraph, _is_a, _readonly_array, all_nodes, attrs_of
 from . import OptimizerContext, register_pass
 from ._rules import apply_rules
 
@@ -196,7 +196,7 @@ def _neutral_operand(node: ir.Node) -> ir.Value | None:
                 d != 1 and d != xd for d, xd in zip(reversed(dims), reversed(xdims))):
             continue   # (a symbolic dim of x against a constant dim above 1: not known)
         try:
-            values = t.numpy()
+            values = _readonly_array(t)
         except Exception:  # noqa: BLE001 - unreadable: left to the kernels to report
             continue
         if values.size and values.dtype.kind in "biuf" and bool(np.all(values == neutral)):
