@@ -3,8 +3,10 @@
 
 * FusedConv: Conv (+ optional sum input Z) then an activation, applied in place on the
   fresh Conv output (``activation`` in Relu/Sigmoid/Tanh/LeakyRelu/Clip/HardSigmoid,
-  parameters in ``activation_params``); NhwcFusedConv, the same channels-last (from the
-  layout level's NhwcTransformer);
+  parameters in ``activation_params``, and onnxplex's own Swish (SiLU, x * sigmoid(x)) and
+  HardSwish, which onnxruntime's FusedConv lacks); NhwcFusedConv, the same channels-last (from
+  the layout level's NhwcTransformer; Swish and HardSwish are fused only there, into
+  onnxplex-only nodes, so a model saved at the extended level stays onnxruntime's);
 * FusedGemm: Gemm then an activation (``activation`` + ``activation_<attr>`` attributes);
 * MatMulIntegerToFloat: ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``;
 * DynamicQuantizeMatMul: A quantized to uint8 as DynamicQuantizeLinear does, then as
@@ -26,7 +28,7 @@ from onnxplex import NodeView, ProviderContext, prepacked
 from . import _blas, _native
 from ._native import native
 from ._registry import op
-from .elementwise import _sigmoid, _softplus
+from .elementwise import _sigmoid, _softplus, hard_swish_in_place, swish_in_place
 from .linalg import gemm_kernel
 from .nn import ConvStatic, _conv, _conv_nhwc, _ConvWeights, to_compute
 from .quant import _centered, native_a_zero_point, native_pack_b, native_rows
@@ -52,6 +54,10 @@ def _activation(kind: str, params: dict[str, float]) -> Callable[[np.ndarray], n
         return _sigmoid
     if kind == "Tanh":
         return lambda y: np.tanh(y, out=y)
+    if kind == "Swish":   # (onnxplex's: SiLU, x * sigmoid(x); NhwcFusedConv, layout level)
+        return swish_in_place
+    if kind == "HardSwish":   # (onnxplex's: x * clip(x / 6 + 0.5, 0, 1), as the op)
+        return hard_swish_in_place
     if kind == "LeakyRelu":
         alpha = params.get("alpha", 0.01)
 
@@ -126,7 +132,8 @@ def _str(v) -> str:
 
 def _fused_conv_predicate(node: NodeView) -> str | None:
     kind = _str(node.attr("activation", ""))
-    if kind not in ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", ""):
+    if kind not in ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", "Swish",
+                    "HardSwish", ""):
         return f"FusedConv activation {kind!r} is not supported"
     return None
 

@@ -520,7 +520,49 @@ def _mish(x: np.ndarray) -> np.ndarray:
 
 _simple("Softplus", 1, _softplus)
 _simple("Mish", 18, _mish)
-_simple("HardSwish", 14, lambda x: x * np.clip(x * x.dtype.type(1 / 6) + 0.5, 0, 1))
+
+# SiLU (Swish) and HardSwish: the activations FusedConv runs as act codes of the native conv
+# kernels (sigmoid.h's PostAct); here for arrays: in place on a conv's fresh output, or the
+# HardSwish op.
+SWISH, HARD_SWISH = 1, 2
+
+
+def _post_act_native(code: int, x: np.ndarray, out: np.ndarray) -> bool:
+    """``out = act(x)`` by ``_mlas_native.post_act_f32`` when it is built and both are
+    contiguous float32 arrays of at least ``_NATIVE_SIGMOID_MIN`` elements; False otherwise."""
+    if (x.size >= _NATIVE_SIGMOID_MIN and x.dtype == _F32 and out.dtype == _F32
+            and x.flags.c_contiguous and out.flags.c_contiguous):
+        nat = native()
+        if nat is not None and hasattr(nat, "post_act_f32"):
+            nat.post_act_f32(x, out, code, intra_threads())
+            return True
+    return False
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    return x * np.clip(x * x.dtype.type(1 / 6) + 0.5, 0, 1)
+
+
+def _hard_swish_f32(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    return out if _post_act_native(HARD_SWISH, x, out) else _hard_swish(x)
+
+
+def swish_in_place(y: np.ndarray) -> np.ndarray:
+    """``y = y * sigmoid(y)`` in place (a fused conv's fresh float output)."""
+    if not _post_act_native(SWISH, y, y):
+        y *= _sigmoid(y)
+    return y
+
+
+def hard_swish_in_place(y: np.ndarray) -> np.ndarray:
+    """``y = y * clip(y / 6 + 0.5, 0, 1)`` in place (a fused conv's fresh float output)."""
+    if not _post_act_native(HARD_SWISH, y, y):
+        y *= np.clip(y * y.dtype.type(1 / 6) + 0.5, 0, 1)
+    return y
+
+
+_simple("HardSwish", 14, _hard_swish, _hard_swish_f32)
 
 
 @op("Relu", since=1)

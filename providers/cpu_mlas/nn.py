@@ -233,11 +233,14 @@ class _Epilogue:
 
 class ConvStatic:
     """What a conv kernel derives from its node once, not per run (~20 us of attribute
-    reading a call): the clamp of a fused activation and, per input shape, the geometry."""
+    reading a call): the clamp of a fused activation, the native kernels' code of one they
+    apply after it (``post_act``: 0 none, 1 Swish, 2 HardSwish) and, per input shape, the
+    geometry."""
 
     def __init__(self, node: NodeView) -> None:
         self.node = node
         self.clamp = _clamp(node)
+        self.post_act = _post_act(node)
         self._geometry: dict[tuple, tuple] = {}
 
     def geometry(self, x_shape: tuple[int, ...], kshape: Sequence[int]) -> tuple:
@@ -297,7 +300,8 @@ def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.nda
                act: Callable[[np.ndarray], object] | None = None) -> np.ndarray:
     """Channels-last ``act(conv(x) + bias + z)``: x, z and the result ``[N, *spatial, C]``
     (com.microsoft NhwcFusedConv). Float32 2-D group-1 and depthwise convs run on the native
-    channels-last kernels, with the bias, a same-shape Z and a Relu/Clip fused; any other conv
+    channels-last kernels, with the bias, a same-shape Z and a Relu/Clip (and a Swish or
+    HardSwish, on each finished block of output) fused; any other conv
     through the NCHW kernels between two transposes. The native call is planned once per input
     shape: in a model, each conv's Python costs several times what it does in a loop of its own
     (its code and data are out of cache after the kernels between two calls)."""
@@ -340,6 +344,7 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
     this conv. Its weights, geometry, bias and clamp are bound in a native plan (a call then
     converts three arguments instead of a dozen: 2.2 -> 1.6 us for a small conv's call)."""
     clamp = static.clamp if act is not None else None
+    code = static.post_act if act is not None else 0   # (Swish, HardSwish: in the kernel)
     lo, hi = clamp if clamp is not None else (-math.inf, math.inf)
     k, st, dl, pads = tuple(kshape), tuple(strides), tuple(dil), (pb[0], pb[1])
     # The native call itself is planned too (nat.*_plan: weights, geometry, bias and clamp
@@ -350,13 +355,14 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
     bound: list = [None]
     if cw.group == 1 and hasattr(nat, "conv2d_nhwc_f32_plan"):
         packed = cw.nhwc_weight.packed
-        post = act if act is not None and clamp is None else None
+        post = act if act is not None and clamp is None and not code else None
 
         def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
             cur = bound[0]
             if cur is None or cur[0] is not bias:
                 cur = bound[0] = (bias, nat.conv2d_nhwc_f32_plan(
-                    x, packed, _shaped(out_shape), k, st, dl, pads, bias, lo, hi, "", with_z))
+                    x, packed, _shaped(out_shape), k, st, dl, pads, bias, lo, hi, "", with_z,
+                    code))
             y = cur[1](x, None if z is None else np.ascontiguousarray(z, dtype=np.float32),
                        intra_threads())
             if post is not None:
@@ -364,15 +370,15 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
             return y
     elif cw.depthwise and c == cw.group and hasattr(nat, "dwconv_nhwc_f32_plan"):
         w3 = np.ascontiguousarray(cw.taps.reshape(c, *kshape))
-        fused = not with_z and (act is None or clamp is not None)
+        fused = not with_z and (act is None or clamp is not None or code)
         if not fused:
-            lo, hi = -math.inf, math.inf
+            lo, hi, code = -math.inf, math.inf, 0
 
         def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
             cur = bound[0]
             if cur is None or cur[0] is not bias:
                 cur = bound[0] = (bias, nat.dwconv_nhwc_f32_plan(
-                    x, w3, bias, _shaped(out_shape), st, dl, pads, lo, hi))
+                    x, w3, bias, _shaped(out_shape), st, dl, pads, lo, hi, code))
             y = cur[1](x, None, intra_threads())
             if not fused:
                 if z is not None:
@@ -500,6 +506,16 @@ def _clamp(node: NodeView) -> tuple[float, float] | None:
         hi = params[1] if len(params) > 1 else math.inf
         return float(lo), float(hi)
     return None
+
+
+_POST_ACTS = {"Swish": 1, "HardSwish": 2}   # sigmoid.h's PostAct codes
+
+
+def _post_act(node: NodeView) -> int:
+    """A FusedConv activation the native channels-last kernels apply on each finished block
+    of their output (Swish, HardSwish) as their ``act`` code, else 0."""
+    kind = node.attr("activation", "")
+    return _POST_ACTS.get(kind.decode() if isinstance(kind, bytes) else str(kind), 0)
 
 
 def _conv_native(x: np.ndarray, gw: PackedWeight, kshape: Sequence[int],

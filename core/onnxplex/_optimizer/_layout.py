@@ -8,12 +8,14 @@ channels-last kernels run) becomes a com.microsoft ``NhwcFusedConv``: X, Z and Y
 name has the same contract).
 
 Layout-agnostic elementwise nodes (activations, Add/Mul/Sum/..., every tensor input of the
-output's shape or a scalar) fed by a channels-last value run channels-last too, as they are:
-a residual ``Sum`` + ``Relu`` between two convs costs no transpose. So does a 2-D MaxPool
-(without Indices) fed by one, as com.microsoft ``NhwcMaxPool``, and a global average over H
-and W (GlobalAveragePool, ReduceMean of axes 2, 3 keeping them), as ReduceMean of axes 1, 2:
-its ``[N, 1, 1, C]`` result is the NCHW ``[N, C, 1, 1]``'s memory, so the transpose back moves
-nothing.
+output's shape, a scalar, a value constant over H and W, or a constant) fed by a channels-last
+value run channels-last too, as they are: a residual ``Sum`` + ``Relu`` between two convs costs
+no transpose, nor does a squeeze-excite block's ``Mul(x, gate)`` with its ``[N, C, 1, 1]``
+gate (channels-last ``[N, 1, 1, C]``, the same memory; constants are permuted here, once). So
+does a 2-D MaxPool (without Indices) fed by one, as com.microsoft ``NhwcMaxPool``, and a global
+average over H and W (GlobalAveragePool, ReduceMean of axes 2, 3 keeping them), as
+ReduceMean of axes 1, 2: its ``[N, 1, 1, C]`` result is the NCHW ``[N, C, 1, 1]``'s memory, so
+the transpose back moves nothing.
 
 Transposes go only where the layout changes: in front of a converted node whose input comes
 from a node left NCHW (or from a graph input), and behind a converted node whose output is
@@ -27,6 +29,10 @@ each tap's plane), a depthwise conv transposes its input into channel vectors an
 back, a conv on a small plane transposes into the GEMM's better orientation. Channels-last,
 a 1x1 conv is a GEMM on the tensor as it is, a k x k conv's im2col rows are runs of C
 contiguous floats, and a depthwise conv's vectors are channels already.
+
+Then ``NhwcFusedConv + SiLU/HardSwish``: a channels-last conv followed by SiLU
+(``Mul(y, Sigmoid(y))``) or HardSwish takes it as its activation ("Swish", "HardSwish"), which
+the native kernels apply to each block of output as they finish it.
 
 onnx-ir has no layout pass and onnxscript's rewriter matches patterns, not regions, so the
 region walk is here: one pass in graph order, converting each node as it is met.
@@ -46,6 +52,7 @@ from ._fusions_cnn import (
     _counted,
     _dtype,
     _fresh,
+    _fuse,
     _initializer,
     _input,
     _is_const,
@@ -103,9 +110,26 @@ def _scalar(v: ir.Value) -> bool:
     return v.shape is not None and all(d == 1 for d in v.shape)
 
 
+def _per_image(v: ir.Value) -> bool:
+    """A rank-4 value constant over H and W (``[N or 1, C or 1, 1, 1]``: a squeeze-excite
+    gate, a pooled mean): its channels-last form is the same memory, a transpose moves
+    nothing."""
+    dims = _static_dims(v, 4)
+    return dims is not None and dims[2] == 1 and dims[3] == 1
+
+
+def _const_operand(v: ir.Value) -> bool:
+    """A constant, not a scalar, of rank 4 or less: rewritten channels-last once, here (its
+    shape padded to rank 4 on the left, as broadcasting does)."""
+    return _is_const(v) and not _scalar(v) and v.shape is not None and len(v.shape) <= 4
+
+
 def _elementwise(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     """A layout-agnostic elementwise node worth running channels-last: one of its inputs is
-    channels-last already, every other tensor input is of its output's shape or a scalar."""
+    channels-last already, every other tensor input is of its output's shape, a scalar, a
+    value constant over H and W (a squeeze-excite block's ``Mul(x, gate)``: the gate
+    ``[N, C, 1, 1]`` broadcast over the image; NCHW and NHWC broadcast the same once every
+    operand is permuted alike) or a constant of rank 4 or less."""
     if not _is_onnx(node, *_ELEMENTWISE):
         return False
     y = node.outputs[0]
@@ -115,10 +139,20 @@ def _elementwise(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     for v in node.inputs:
         if v is None or (_is_const(v) and _scalar(v)):
             continue
-        if not _same_static_shape(v, y):
+        if v in nhwc:
+            if not (_same_static_shape(v, y) or _per_image(v)):
+                return False
+            fed = True
+        elif not (_same_static_shape(v, y) or _per_image(v) or _const_operand(v)):
             return False
-        fed = fed or v in nhwc
     return fed
+
+
+def _const_nhwc(graph: ir.Graph, v: ir.Value) -> ir.Value:
+    """A constant operand of an elementwise node, channels-last: a new initializer."""
+    arr = v.const_value.numpy()
+    arr = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
+    return _initializer(graph, np.ascontiguousarray(arr.transpose(TO_NHWC)), f"{v.name}_nhwc")
 
 
 def _max_pool(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
@@ -181,6 +215,7 @@ def _transpose(graph: ir.Graph, src: ir.Value, perm: tuple[int, ...], name: str)
 def _nhwc_transformer(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
     nhwc: dict[ir.Value, ir.Value] = {}     # an NCHW value -> its channels-last twin
+    const_twins: dict[ir.Value, ir.Value] = {}   # a constant operand -> its permuted copy
     converted: list[ir.Node] = []
 
     def channels_last(v: ir.Value, before: ir.Node) -> ir.Value:
@@ -225,8 +260,17 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             else:
                 attrs.append(ir.AttrInt64s("axes", [1, 2]))
         elif _elementwise(node, nhwc):
-            inputs = [v if v is None or (_is_const(v) and _scalar(v)) else channels_last(v, node)
-                      for v in node.inputs]
+            inputs = []
+            for v in node.inputs:
+                if v is None or (_is_const(v) and _scalar(v)):
+                    inputs.append(v)
+                elif v not in nhwc and _const_operand(v):
+                    twin = const_twins.get(v)
+                    if twin is None:
+                        twin = const_twins[v] = _const_nhwc(graph, v)
+                    inputs.append(twin)
+                else:
+                    inputs.append(channels_last(v, node))
             domain, op_type = node.domain, node.op_type
         else:
             continue
@@ -259,3 +303,84 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             nchw.name = name
     logger.debug("NhwcTransformer: %d node(s) channels-last", len(converted))
     return len(converted)
+
+
+# --------------------------------------------------------------------------------------------
+# NhwcFusedConv + SiLU / HardSwish -> NhwcFusedConv with that activation
+# --------------------------------------------------------------------------------------------
+
+_HARD_SWISH_ALPHA = 1.0 / 6.0
+
+
+def _sole_use(v: ir.Value) -> ir.Node | None:
+    """The node reading ``v``, when exactly one does (once) and ``v`` is not a graph output."""
+    if v.is_graph_output():
+        return None
+    uses = list(v.uses())
+    return uses[0][0] if len(uses) == 1 else None
+
+
+def _gated(y: ir.Value) -> tuple[str, list[ir.Node]] | None:
+    """``y`` times a gate computed from ``y`` alone: ``Mul(y, Sigmoid(y))`` (SiLU, what
+    exporters write for torch's SiLU/Swish) or ``Mul(y, HardSigmoid(y))`` with HardSwish's
+    alpha 1/6 and beta 0.5, either operand order; the gate node and the Mul read nothing else,
+    and the gate is used by the Mul only. The activation's name and [gate, Mul], else None."""
+    if y.is_graph_output():
+        return None
+    users = list(y.uses())
+    if len(users) != 2 or users[0][0] is users[1][0]:
+        return None
+    gate = next((u for u, i in users if i == 0 and _is_onnx(u, "Sigmoid", "HardSigmoid")
+                 and len(u.inputs) == 1 and len(u.outputs) == 1), None)
+    if gate is None:
+        return None
+    mul = next(u for u, _ in users if u is not gate)
+    g = gate.outputs[0]
+    if not _is_onnx(mul, "Mul") or len(mul.inputs) != 2 or set(mul.inputs) != {y, g} or \
+            _sole_use(g) is not mul or _dtype(g) != _FLOAT or _dtype(mul.outputs[0]) != _FLOAT:
+        return None
+    if gate.op_type == "Sigmoid":
+        return "Swish", [gate, mul]
+    alpha, beta = gate.attributes.get("alpha"), gate.attributes.get("beta")
+    alpha = 0.2 if alpha is None else float(alpha.value)
+    beta = 0.5 if beta is None else float(beta.value)
+    if abs(alpha - _HARD_SWISH_ALPHA) > 1e-7 or beta != 0.5:
+        return None
+    return "HardSwish", [gate, mul]
+
+
+@register_pass("NhwcFusedConv + SiLU/HardSwish -> NhwcFusedConv", LAYOUT,
+               requires={"Sigmoid", "HardSigmoid", "HardSwish"})
+@_counted
+def _nhwc_conv_swish(ctx: OptimizerContext) -> int:
+    """A channels-last conv's output through SiLU (``Mul(y, Sigmoid(y))``) or HardSwish (the
+    op, or ``Mul(y, HardSigmoid(y))`` with alpha 1/6, beta 0.5) becomes the conv's
+    ``activation`` ("Swish", "HardSwish"): the native kernels apply it to each block of output
+    as it is finished, instead of two or three more passes over the tensor. Only on
+    NhwcFusedConv (onnxplex's own node: onnxruntime's FusedConv has neither activation, so an
+    extended-level model stays onnxruntime's) that has no activation yet; float32 (the
+    kernels'); the conv's output and the gate read by nothing else, neither a graph output."""
+    graph = ctx.model.graph
+    changes = 0
+    for conv in list(graph):
+        if conv.domain != MS_DOMAIN or conv.op_type != "NhwcFusedConv" or \
+                conv.graph is not graph or id(conv) in ctx.protected or \
+                "activation" in conv.attributes:
+            continue
+        y = conv.outputs[0]
+        if _dtype(y) != _FLOAT:
+            continue
+        act = _sole_use(y)
+        if _is_onnx(act, "HardSwish") and len(act.inputs) == 1 and \
+                _dtype(act.outputs[0]) == _FLOAT and id(act) not in ctx.protected:
+            kind, tail = "HardSwish", [act]
+        else:
+            found = _gated(y)
+            if found is None or any(id(n) in ctx.protected for n in found[1]):
+                continue
+            kind, tail = found
+        attrs = _copy_attrs(conv) + [ir.AttrString("activation", kind)]
+        _fuse(graph, [conv, *tail], MS_DOMAIN, "NhwcFusedConv", list(conv.inputs), attrs,
+              tail[-1].outputs[0])
+        changes += 1
+    return changes

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "sigmoid.h"
+
 namespace onnxplex::mlas::bind {
 
 namespace py = pybind11;
@@ -30,6 +32,14 @@ inline py::array int8_array(const py::array& x, const char* what, bool& is_signe
     throw py::type_error(std::string(what) + " must be int8 or uint8");
   }
   return py::array::ensure(x, py::array::c_style);
+}
+
+// A binding's `act` code as a PostAct (0 none, 1 SiLU, 2 HardSwish); ValueError otherwise.
+inline PostAct post_act_arg(int act) {
+  if (act < 0 || act > static_cast<int>(PostAct::kHardSwish)) {
+    throw py::value_error("act must be 0 (none), 1 (SiLU) or 2 (HardSwish)");
+  }
+  return static_cast<PostAct>(act);
 }
 
 // Whether x holds native float32 values (by kind, size and byte order: equal dtypes need not be

@@ -91,7 +91,8 @@ DwConvGeometry dw_geometry(const F32& x, const F32& y, size_t kh, size_t kw,
 NhwcConvPlan dwconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
                               const py::object& b_in, const py::array& y_in,
                               std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
-                              std::array<size_t, 2> pads, float lo, float hi) {
+                              std::array<size_t, 2> pads, float lo, float hi, int act_in) {
+  const PostAct act = post_act_arg(act_in);
   const F32 x = f32(x_in, "x", 4), w = f32(w_in, "w", 3);
   const F32 y = f32(y_in, "y", 4);
   const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
@@ -109,8 +110,8 @@ NhwcConvPlan dwconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
   plan.out_shape = shape_of(y);
   plan.keep = {w, b};
   const float* wp = w.data();   // kept alive by plan.keep, as the bias
-  plan.run = [wp, bias, n, c, g, lo, hi](const float* xp, float* yp, const float*,
-                                         size_t threads) {
+  plan.run = [wp, bias, n, c, g, lo, hi, act](const float* xp, float* yp, const float*,
+                                              size_t threads) {
     constexpr size_t kMinChunkMacs = 1 << 18, kGroup = 16;
     const size_t groups = (c + kGroup - 1) / kGroup;
     const size_t macs = n * c * g.ho * g.wo * g.kh * g.kw;
@@ -125,8 +126,11 @@ NhwcConvPlan dwconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
       const size_t i = t / per_image, cg = t % per_image / rsplit, rs = t % rsplit;
       const size_t c0 = std::min(c, groups * cg / cgroups * kGroup);
       const size_t c1 = std::min(c, groups * (cg + 1) / cgroups * kGroup);
-      dwconv_nhwc_f32(xp + i * in_image, wp, bias, yp + i * out_image, c, c0, c1,
-                      g.ho * rs / rsplit, g.ho * (rs + 1) / rsplit, g, lo, hi);
+      const size_t oy0 = g.ho * rs / rsplit, oy1 = g.ho * (rs + 1) / rsplit;
+      float* yi = yp + i * out_image;
+      dwconv_nhwc_f32(xp + i * in_image, wp, bias, yi, c, c0, c1, oy0, oy1, g, lo, hi);
+      // the task's block, still in cache: positions of its rows x its channels
+      post_act_f32(act, yi + oy0 * g.wo * c + c0, (oy1 - oy0) * g.wo, c1 - c0, c);
     });
   };
   return plan;
@@ -209,9 +213,10 @@ void register_conv(py::module_& m) {
   m.def("dwconv_nhwc_f32", [](const py::array& x_in, const py::array& w_in,
                               const py::object& b_in, py::array& y_in,
                               std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
-                              std::array<size_t, 2> pads, float lo, float hi, size_t threads) {
+                              std::array<size_t, 2> pads, float lo, float hi, size_t threads,
+                              int act) {
     const NhwcConvPlan plan = dwconv_nhwc_plan(x_in, w_in, b_in, y_in, strides, dilations, pads,
-                                               lo, hi);
+                                               lo, hi, act);
     F32 y = f32(y_in, "y", 4);
     const float* xp = static_cast<const float*>(x_in.data());
     float* yp = y.mutable_data();
@@ -221,16 +226,18 @@ void register_conv(py::module_& m) {
      py::arg("dilations"), py::arg("pads"),
      py::arg("lo") = -std::numeric_limits<float>::infinity(),
      py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("threads") = 1,
+     py::arg("act") = 0,
      "Depthwise 2-D conv of channels-last x [N, H, W, C] with w [C, kh, kw] into y "
      "[N, Ho, Wo, C] (written), bias [C] or None, begin pads (top, left), then clamp to "
-     "[lo, hi]; channel groups and output row ranges run on up to `threads` threads.");
+     "[lo, hi], then act (0 none, 1 SiLU, 2 HardSwish); channel groups and output row ranges "
+     "run on up to `threads` threads.");
 
   m.def("dwconv_nhwc_f32_plan", &dwconv_nhwc_plan, py::arg("x"), py::arg("w"), py::arg("bias"),
         py::arg("y"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),
         py::arg("lo") = -std::numeric_limits<float>::infinity(),
-        py::arg("hi") = std::numeric_limits<float>::infinity(),
+        py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("act") = 0,
         "dwconv_nhwc_f32 planned for arrays of x's and y's shapes (their values are not read): "
-        "the plan's __call__(x, threads=threads) returns a new y.");
+        "the plan's __call__(x, threads=threads) returns a new y; act as dwconv_nhwc_f32's.");
 
   m.def("maxpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,
                                std::array<size_t, 2> kernel, std::array<size_t, 2> strides,

@@ -110,6 +110,21 @@ void register_rnn(py::module_& m) {
       py::arg("x"), py::arg("y"), py::arg("threads"),
       "y = 1 / (1 + exp(-x)) elementwise over C-contiguous float32 arrays of one size (y may "
       "be x); NaN stays NaN (sigmoid.h).");
+
+  m.def(
+      "post_act_f32",
+      [](const py::array& x, py::array& y, int act, size_t threads) {
+        const PostAct kind = post_act_arg(act);
+        const size_t n = static_cast<size_t>(x.size());
+        const float* xp = in_f32(x, n, "x");
+        float* yp = out_f32(y, n, "y");
+        py::gil_scoped_release release;
+        post_act_f32(kind, xp, yp, n, threads);
+      },
+      py::arg("x"), py::arg("y"), py::arg("act"), py::arg("threads"),
+      "y = act(x) elementwise over C-contiguous float32 arrays of one size (y may be x): act 1 "
+      "SiLU x * sigmoid(x), 2 HardSwish x * clip(x / 6 + 0.5, 0, 1) (0: a copy); NaN stays "
+      "NaN (sigmoid.h).");
 }
 
 }  // namespace onnxplex::mlas::bind

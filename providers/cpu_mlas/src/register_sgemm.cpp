@@ -138,7 +138,7 @@ NhwcConvPlan conv2d_nhwc_plan(const py::array& x, const py::object& wt_in, const
                               std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
                               std::array<size_t, 2> dilations, std::array<std::ptrdiff_t, 2> pads,
                               const py::object& bias_in, float lo, float hi,
-                              const std::string& isa, bool with_z) {
+                              const std::string& isa, bool with_z, int act) {
   check_nchw(x, "x");
   check_nchw(out, "out");
   if (!py::isinstance<SgemmPacked>(wt_in)) throw py::type_error("wt must be a SgemmPacked");
@@ -158,7 +158,8 @@ NhwcConvPlan conv2d_nhwc_plan(const py::array& x, const py::object& wt_in, const
                           std::to_string(batch) + ", ..., " + std::to_string(cout) + ")");
   }
   py::array_t<float, py::array::c_style | py::array::forcecast> bias;
-  const SgemmEpilogue ep = conv_epilogue(bias_in, cout, BiasAxis::kCol, lo, hi, bias);
+  SgemmEpilogue ep = conv_epilogue(bias_in, cout, BiasAxis::kCol, lo, hi, bias);
+  ep.act = post_act_arg(act);
   const SgemmIsa v = sgemm_isa_arg(isa);
   NhwcConvPlan plan;
   plan.in_shape = shape_of(x);
@@ -439,10 +440,10 @@ void register_sgemm(py::module_& m) {
                               std::array<size_t, 2> dilations,
                               std::array<std::ptrdiff_t, 2> pads, const py::object& bias_in,
                               float lo, float hi, size_t threads, const std::string& isa,
-                              const py::object& z_in) {
+                              const py::object& z_in, int act) {
     if (!out.writeable()) throw py::value_error("out must be writeable");
     const NhwcConvPlan plan = conv2d_nhwc_plan(x, wt, out, kernel, strides, dilations, pads,
-                                               bias_in, lo, hi, isa, !z_in.is_none());
+                                               bias_in, lo, hi, isa, !z_in.is_none(), act);
     const float* zp = z_of(z_in, out);
     const float* xp = static_cast<const float*>(x.data());
     float* yp = static_cast<float*>(out.mutable_data());
@@ -455,20 +456,21 @@ void register_sgemm(py::module_& m) {
      py::arg("dilations"), py::arg("pads"), py::arg("bias") = py::none(),
      py::arg("lo") = -std::numeric_limits<float>::infinity(),
      py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("threads") = 0,
-     py::arg("isa") = "", py::arg("z") = py::none(),
+     py::arg("isa") = "", py::arg("z") = py::none(), py::arg("act") = 0,
      "2-D convolution (group 1) of channels-last x [N, H, W, C] into out [N, OH, OW, Cout]: "
      "wt is W^T in (kh, kw, C) order, [kh*kw*C, Cout], packed as B; pads are the leading "
      "(top, left) ones; bias per output channel, then z [N, OH, OW, Cout] (C-contiguous "
-     "float32) added, then the clamp: out = clamp(conv + bias + z, lo, hi).");
+     "float32) added, then the clamp: out = clamp(conv + bias + z, lo, hi); then act (0 none, "
+     "1 SiLU x * sigmoid(x), 2 HardSwish x * clip(x / 6 + 0.5, 0, 1)) on each finished tile.");
 
   m.def("conv2d_nhwc_f32_plan", &conv2d_nhwc_plan, py::arg("x"), py::arg("wt"), py::arg("out"),
         py::arg("kernel"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),
         py::arg("bias") = py::none(), py::arg("lo") = -std::numeric_limits<float>::infinity(),
         py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("isa") = "",
-        py::arg("with_z") = false,
+        py::arg("with_z") = false, py::arg("act") = 0,
         "conv2d_nhwc_f32 planned for arrays of x's and out's shapes (their values are not "
         "read): the plan's __call__(x, z=None, threads=0) returns a new out. with_z: every "
-        "call passes z.");
+        "call passes z; act as conv2d_nhwc_f32's.");
 
   py::class_<NhwcConvPlan>(m, "NhwcConvPlan",
                            "A channels-last conv bound to one input shape (conv2d_nhwc_f32_plan, "

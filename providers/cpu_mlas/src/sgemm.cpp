@@ -372,6 +372,7 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         c[i * ldc + j] = std::min(std::max(v, ep.lo), ep.hi);
       }
     }
+    post_act_f32(ep.act, c, m, n, ldc);
     return;
   }
   const TileFn tile = tile_fn(isa);
@@ -509,6 +510,9 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         tl.lo = ep.lo;
         tl.hi = ep.hi;
         tile(tl);
+        if (tl.last && ep.act != PostAct::kNone) {   // while the tile is in L1
+          post_act_f32(ep.act, tl.c, tl.rows, tl.cols, ldc);
+        }
       };
       if (m1 - m0 <= kMaxTaskRows && b_panels * kc * kSgemmNr * sizeof(float) > (32u << 10)) {
         // A block in L2 (at most 240 x kc): each B panel (32 x kc, L1) meets every A panel.
@@ -589,6 +593,7 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
     for (size_t c = 0; c < cout; ++c) std::memcpy(y + c * l, ep.z + c * ep.ldz, l * sizeof(float));
   }
   transpose_f32(outt.get(), l, cout, cout, y, l, ep.accumulate || ep.z != nullptr, ep.lo, ep.hi);
+  post_act_f32(ep.act, y, cout, l, l);
 }
 
 namespace {

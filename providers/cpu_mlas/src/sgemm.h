@@ -1,5 +1,5 @@
 // Float32 GEMM for cpu_mlas: C = A @ B (+ C) (+ bias per row or per column), clamped to
-// [lo, hi].
+// [lo, hi], then an optional SiLU / HardSwish (sigmoid.h's PostAct).
 // Knows nothing about Python.
 //
 // Both operands are consumed in packed form: A as micro-panels of kMr rows ([k][kMr] floats per
@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "sigmoid.h"
 
 namespace onnxplex::mlas {
 
@@ -62,6 +64,7 @@ struct SgemmEpilogue {
   const float* bias = nullptr;  // M values (kRow) or N values (kCol)
   BiasAxis axis = BiasAxis::kNone;
   float lo = -__builtin_inff(), hi = __builtin_inff();
+  PostAct act = PostAct::kNone;  // after the clamp, on each tile of C as it is finished
 };
 
 // Where the GEMM gets B panels that are not prepacked: packs k [k0, k0 + kc) x columns

@@ -152,17 +152,21 @@ inline void gemm(const float* v, size_t ldv, size_t rows, const Packed& p, float
   }
 }
 
-// y[i] = sigmoid(x[i]) for i < n (y may be x): the Sigmoid op's loop, one per ISA file.
-inline void sigmoid_into(const float* x, float* y, size_t n) {
+// y[i] = F(x[i]) for i < n (y may be x), the tail through a buffer.
+template <__m256 (*F)(__m256)>
+void map_into(const float* x, float* y, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, sigmoid_ps(_mm256_loadu_ps(x + i)));
-  if (i < n) {  // the tail through a buffer
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i)));
+  if (i < n) {
     alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (size_t k = i; k < n; ++k) tail[k - i] = x[k];
-    _mm256_store_ps(tail, sigmoid_ps(_mm256_load_ps(tail)));
+    _mm256_store_ps(tail, F(_mm256_load_ps(tail)));
     for (size_t k = i; k < n; ++k) y[k] = tail[k - i];
   }
 }
+
+// y[i] = sigmoid(x[i]) for i < n (y may be x): the Sigmoid op's loop, one per ISA file.
+inline void sigmoid_into(const float* x, float* y, size_t n) { map_into<sigmoid_ps>(x, y, n); }
 
 struct Acts {
   using Matrix = Packed;
