@@ -299,10 +299,11 @@ def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.nda
                z: np.ndarray | None = None,
                act: Callable[[np.ndarray], object] | None = None) -> np.ndarray:
     """Channels-last ``act(conv(x) + bias + z)``: x, z and the result ``[N, *spatial, C]``
-    (com.microsoft NhwcFusedConv). Float32 2-D group-1 and depthwise convs run on the native
-    channels-last kernels, with the bias, a same-shape Z and a Relu/Clip (and a Swish or
-    HardSwish, on each finished block of output) fused; any other conv
-    through the NCHW kernels between two transposes. The native call is planned once per input
+    (com.microsoft NhwcFusedConv). Float32 2-D group-1, depthwise and grouped (a multiple of 4
+    output channels a group) convs run on the native channels-last kernels, with the bias, a
+    same-shape Z and a Relu/Clip (and a Swish or HardSwish, on each finished block of output)
+    fused; any other conv through the NCHW kernels between two transposes (the depthwise
+    kernel adds Z and a non-clamp activation after it). The native call is planned once per input
     shape: in a model, each conv's Python costs several times what it does in a loop of its own
     (its code and data are out of cache after the kernels between two calls)."""
     key = (x.shape, z is None)
@@ -353,21 +354,14 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
     # (bias, native plan), swapped as one tuple: concurrent runs of a session with a bias
     # input each use a plan made for their own bias
     bound: list = [None]
+    post = act if act is not None and clamp is None and not code else None
+    make: Callable[[np.ndarray, np.ndarray | None], Any] | None = None
     if cw.group == 1 and hasattr(nat, "conv2d_nhwc_f32_plan"):
         packed = cw.nhwc_weight.packed
-        post = act if act is not None and clamp is None and not code else None
 
-        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
-            cur = bound[0]
-            if cur is None or cur[0] is not bias:
-                cur = bound[0] = (bias, nat.conv2d_nhwc_f32_plan(
-                    x, packed, _shaped(out_shape), k, st, dl, pads, bias, lo, hi, "", with_z,
-                    code))
-            y = cur[1](x, None if z is None else np.ascontiguousarray(z, dtype=np.float32),
-                       intra_threads())
-            if post is not None:
-                post(y)
-            return y
+        def make(x: np.ndarray, bias: np.ndarray | None) -> Any:
+            return nat.conv2d_nhwc_f32_plan(x, packed, _shaped(out_shape), k, st, dl, pads,
+                                            bias, lo, hi, "", with_z, code)
     elif cw.depthwise and c == cw.group and hasattr(nat, "dwconv_nhwc_f32_plan"):
         w3 = np.ascontiguousarray(cw.taps.reshape(c, *kshape))
         fused = not with_z and (act is None or clamp is not None or code)
@@ -386,8 +380,27 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
                 if act is not None:
                     act(y)
             return y
+    elif (cw.group > 1 and (cw.m // cw.group) % 4 == 0 and len(kshape) == 2
+          and hasattr(nat, "gconv_nhwc_f32_plan")):
+        # grouped (RegNet's, ResNeXt's 3x3 convs): vectors across each group's output channels
+        w4 = cw._w
+
+        def make(x: np.ndarray, bias: np.ndarray | None) -> Any:
+            return nat.gconv_nhwc_f32_plan(x, w4, bias, _shaped(out_shape), cw.group, st, dl,
+                                           pads, lo, hi, code, with_z)
     else:
         return None
+    if make is not None:   # group 1 and grouped: Z and the activation in the native call
+
+        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
+            cur = bound[0]
+            if cur is None or cur[0] is not bias:
+                cur = bound[0] = (bias, make(x, bias))
+            y = cur[1](x, None if z is None else np.ascontiguousarray(z, dtype=np.float32),
+                       intra_threads())
+            if post is not None:
+                post(y)
+            return y
     plan.out_shape = out_shape
     return plan
 

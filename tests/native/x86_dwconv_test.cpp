@@ -1,10 +1,12 @@
 // The channel-blocked depthwise conv and max pooling (NCHW and channels-last) and the register-tile transpose of
 // providers/cpu_mlas/src/dwconv_impl.h, and the row layer norm of layernorm_impl.h (with a
 // repeating skip, bias, beta, statistics; and the RMS form), and the attention softmax row of
-// attention_impl.h (AVX2 and AVX-512 builds), compiled for one ISA by the -m flags given (the
+// attention_impl.h (AVX2 and AVX-512 builds), and the grouped channels-last conv of
+// gconv_impl.h (8- and 4-lane vectors, blocks cut by a row's end, pads), compiled for one ISA by the -m flags given (the
 // Python module runs only the CPU's best variant; this runs any the CPU can), against plain
 // loops in double precision. Exit status 0 when every element matches.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "dwconv_impl.h"
+#include "gconv_impl.h"
 #include "layernorm_impl.h"
 #if defined(__AVX2__) && defined(__FMA__)
 #include "attention_impl.h"
@@ -200,6 +203,48 @@ int main() {
     }
   }
 #endif
+  // Grouped channels-last conv: x [h, w, c], weight [m, cgi, k, k] laid out by
+  // gconv_pack_weight's rule, bias, z, clamp; against a double loop.
+  for (const auto& [cgi, cgo, groups, stride, pad] :
+       {std::array<size_t, 5>{8, 8, 3, 1, 1}, {4, 12, 2, 2, 1}, {6, 4, 2, 1, 2},
+        {2, 24, 1, 1, 0}}) {
+    const size_t k = 3, h = 7, w = 11;
+    GConvShape sh{cgi * groups, cgo * groups, groups, cgi, cgo};
+    const size_t ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
+    DwConvGeometry g{h, w, ho, wo, k, k, stride, stride, 1, 1, pad, pad};
+    std::vector<float> x(h * w * sh.c), wt(sh.m * cgi * k * k), wr(wt.size()), b(sh.m),
+        z(ho * wo * sh.m), y(ho * wo * sh.m);
+    fill(x), fill(wt), fill(b), fill(z);
+    for (size_t gi = 0; gi < groups; ++gi) {   // gconv_pack_weight's layout
+      for (size_t o = 0; o < cgo; ++o)
+        for (size_t i = 0; i < cgi; ++i)
+          for (size_t t = 0; t < k * k; ++t)
+            wr[((gi * k * k + t) * cgi + i) * cgo + o] = wt[((gi * cgo + o) * cgi + i) * k * k + t];
+    }
+    detail::gconv_nhwc_any(x.data(), wr.data(), b.data(), z.data(), y.data(), sh, g, 0, ho,
+                           -0.8f, 0.9f);
+    for (size_t oy = 0; oy < ho; ++oy) {
+      for (size_t ox = 0; ox < wo; ++ox) {
+        for (size_t co = 0; co < sh.m; ++co) {
+          const size_t gi = co / cgo;
+          double acc = b[co] + z[(oy * wo + ox) * sh.m + co];
+          for (size_t th = 0; th < k; ++th) {
+            for (size_t tw = 0; tw < k; ++tw) {
+              const long iy = long(oy * stride + th) - long(pad);
+              const long ix = long(ox * stride + tw) - long(pad);
+              if (iy < 0 || ix < 0 || iy >= long(h) || ix >= long(w)) continue;
+              for (size_t i = 0; i < cgi; ++i) {
+                acc += double(x[(iy * w + ix) * sh.c + gi * cgi + i]) *
+                       wt[((co * cgi) + i) * k * k + th * k + tw];
+              }
+            }
+          }
+          const double want = std::min(std::max(acc, -0.8), 0.9);
+          if (std::fabs(want - y[(oy * wo + ox) * sh.m + co]) > 1e-5) ++bad;
+        }
+      }
+    }
+  }
   std::printf("%d mismatches\n", bad);
   return bad != 0;
 }

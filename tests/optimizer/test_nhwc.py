@@ -289,3 +289,25 @@ def test_spatial_mean_after_a_conv_runs_channels_last(pool, opset):
     mean = next(s for s in sess._exec.steps if s.op_type == "ReduceMean")
     assert mean.name.endswith("/nhwc") == (pool != "ReduceMean_channels"), mean.name
     assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("per_group", [4, 8, 16])
+def test_grouped_convs_of_whole_vectors_go_channels_last(per_group):
+    """RegNet-style grouped 3x3 convs (a multiple of 4 output channels a group: the native
+    grouped kernel's vectors) between two 1x1 convs: one channels-last chain, two transposes;
+    3 a group stays NCHW (test_convs_the_channels_last_kernels_do_not_cover_stay_nchw). Last
+    in the file: it draws from the module's RNG, which earlier tests' data depend on."""
+    c = 4 * per_group
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "w1", "b1"], ["g"], group=4, pads=[1, 1, 1, 1],
+                              strides=[2, 2]),
+             helper.make_node("Relu", ["g"], ["gr"]),
+             helper.make_node("Conv", ["gr", "w2"], ["y"])]
+    inits = [init("w0", c, 6, 1, 1), init("w1", c, per_group, 3, 3), init("b1", c),
+             init("w2", 5, c, 1, 1)]
+    m = model(nodes, [vi("x", [2, 6, 9, 11])], [vi("y", None)], inits)
+    sess = session(m)
+    got = steps(sess)
+    assert got["NhwcFusedConv"] == 3 and got["Transpose"] == 2, got
+    assert_matches(sess, m, {"x": RNG.standard_normal((2, 6, 9, 11)).astype(np.float32)})

@@ -2,10 +2,10 @@
 convolutions go channels-last.
 
 ``NhwcTransformer``: a Conv or com.microsoft FusedConv whose input is a float32 ``[N, C, H, W]``
-tensor and whose weight is a constant (group 1, or depthwise: the shapes the cpu_mlas
-channels-last kernels run) becomes a com.microsoft ``NhwcFusedConv``: X, Z and Y are
-``[N, H, W, C]``; W, B and the attributes stay as they were (onnxruntime's contrib op of that
-name has the same contract).
+tensor and whose weight is a constant (group 1, depthwise, or grouped with a multiple of 4
+output channels a group: the shapes the cpu_mlas channels-last kernels run) becomes a
+com.microsoft ``NhwcFusedConv``: X, Z and Y are ``[N, H, W, C]``; W, B and the attributes stay
+as they were (onnxruntime's contrib op of that name has the same contract).
 
 Layout-agnostic elementwise nodes (activations, Add/Mul/Sum/..., every tensor input of the
 output's shape, a scalar, a value constant over H and W, or a constant) fed by a channels-last
@@ -89,7 +89,10 @@ def _convertible(node: ir.Node) -> bool:
     group = node.attributes.get("group")
     group = 1 if group is None else int(group.value)
     depthwise = group == xs[1] == ws[0] and ws[1] == 1
-    if group != 1 and not depthwise:
+    # grouped: groups of a multiple of 4 output channels (the native kernel's vectors)
+    grouped = isinstance(ws[0], int) and group > 1 and ws[0] % group == 0 and \
+        (ws[0] // group) % 4 == 0
+    if group != 1 and not depthwise and not grouped:
         return False
     z = _input(node, 3)
     # the sum input: only of the output's own shape (no broadcasting)

@@ -12,6 +12,7 @@
 #include "bind_util.h"
 #include "conv_epilogue.h"
 #include "dwconv.h"
+#include "gconv.h"
 #include "gelu.h"
 #include "layernorm.h"
 #include "parallel.h"
@@ -136,6 +137,67 @@ NhwcConvPlan dwconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
   return plan;
 }
 
+// gconv_nhwc_f32's checks, weight layout and setup for arrays of x's and y's shapes, as a plan.
+// Tasks: images x output row ranges, one a thread at least, more (up to 4 a thread) while each
+// is worth kMinChunkMacs; the activation after the clamp on each task's rows (contiguous).
+NhwcConvPlan gconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
+                             const py::object& b_in, const py::array& y_in, size_t group,
+                             std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
+                             std::array<size_t, 2> pads, float lo, float hi, int act_in,
+                             bool with_z) {
+  const PostAct act = post_act_arg(act_in);
+  const F32 x = f32(x_in, "x", 4), w = f32(w_in, "w", 4);
+  const F32 y = f32(y_in, "y", 4);
+  GConvShape s;
+  s.c = static_cast<size_t>(x.shape(3));
+  s.m = static_cast<size_t>(w.shape(0));
+  s.group = group;
+  if (group == 0 || s.c % group != 0 || s.m % group != 0 ||
+      static_cast<size_t>(w.shape(1)) * group != s.c) {
+    throw py::value_error("w must be [M, C / group, kh, kw] with C and M multiples of group");
+  }
+  s.cgi = s.c / group;
+  s.cgo = s.m / group;
+  if (!gconv_nhwc_supported(s.cgo)) {
+    throw py::value_error("output channels per group must be a multiple of 4");
+  }
+  const size_t n = static_cast<size_t>(x.shape(0));
+  if (static_cast<size_t>(y.shape(0)) != n || static_cast<size_t>(y.shape(3)) != s.m) {
+    throw py::value_error("y must be [N, Ho, Wo, M]");
+  }
+  F32 b;
+  const float* bias = optional_bias(b_in, s.m, b);
+  const size_t kh = static_cast<size_t>(w.shape(2)), kw = static_cast<size_t>(w.shape(3));
+  const DwConvGeometry g = dw_geometry(x, y, kh, kw, strides, dilations, pads);
+  F32 wr(static_cast<py::ssize_t>(s.m * s.cgi * kh * kw));
+  gconv_pack_weight(w.data(), s, kh, kw, wr.mutable_data());
+  NhwcConvPlan plan;
+  plan.in_shape = shape_of(x);
+  plan.out_shape = shape_of(y);
+  plan.with_z = with_z;
+  plan.keep = {wr, b};
+  const float* wp = wr.data();   // kept alive by plan.keep, as the bias
+  plan.run = [wp, bias, n, s, g, lo, hi, act](const float* xp, float* yp, const float* zp,
+                                              size_t threads) {
+    constexpr size_t kMinChunkMacs = 1 << 18;
+    const size_t macs = n * s.m * s.cgi * g.ho * g.wo * g.kh * g.kw;
+    const size_t want = threads > 1 ? std::clamp<size_t>(macs / kMinChunkMacs, threads,
+                                                          threads * 4)
+                                    : 1;
+    const size_t rsplit = std::max<size_t>(1, std::min(g.ho, (want + n - 1) / n));
+    const size_t in_image = g.h * g.w * s.c, out_image = g.ho * g.wo * s.m;
+    parallel_for(n * rsplit, threads, [&](size_t t) {
+      const size_t i = t / rsplit, rs = t % rsplit;
+      const size_t oy0 = g.ho * rs / rsplit, oy1 = g.ho * (rs + 1) / rsplit;
+      float* yi = yp + i * out_image;
+      gconv_nhwc_f32(xp + i * in_image, wp, bias, zp == nullptr ? nullptr : zp + i * out_image,
+                     yi, s, g, oy0, oy1, lo, hi);
+      post_act_f32(act, yi + oy0 * g.wo * s.m, (oy1 - oy0) * g.wo, s.m, s.m);
+    });
+  };
+  return plan;
+}
+
 }  // namespace
 
 void register_conv(py::module_& m) {
@@ -238,6 +300,18 @@ void register_conv(py::module_& m) {
         py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("act") = 0,
         "dwconv_nhwc_f32 planned for arrays of x's and y's shapes (their values are not read): "
         "the plan's __call__(x, threads=threads) returns a new y; act as dwconv_nhwc_f32's.");
+
+  m.def("gconv_nhwc_f32_plan", &gconv_nhwc_plan, py::arg("x"), py::arg("w"), py::arg("bias"),
+        py::arg("y"), py::arg("group"), py::arg("strides"), py::arg("dilations"),
+        py::arg("pads"), py::arg("lo") = -std::numeric_limits<float>::infinity(),
+        py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("act") = 0,
+        py::arg("with_z") = false,
+        "Grouped 2-D conv of channels-last x [N, H, W, C] with w [M, C / group, kh, kw] (Conv's) "
+        "into y [N, Ho, Wo, M], planned for arrays of x's and y's shapes (their values are not "
+        "read): begin pads (top, left), bias [M] or None, then z (with_z: every call passes "
+        "z [N, Ho, Wo, M]), then clamp to [lo, hi], then act (0 none, 1 SiLU, 2 HardSwish). "
+        "M / group must be a multiple of 4. The plan's __call__(x, z=None, threads=0) returns "
+        "a new y.");
 
   m.def("maxpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,
                                std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
