@@ -58,6 +58,31 @@ def test_native_selection_is_the_numpy_selection(monkeypatch, seed, kind, center
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kind", ["class_offsets", "wide", "far", "nans", "ties"])
+@pytest.mark.parametrize("iou", [0.5, 0.0, -0.1])
+def test_many_boxes_take_the_grid_and_select_the_same(monkeypatch, seed, kind, iou):
+    """From 256 candidates on, nms.h bins the selected boxes in a grid of cells (the median box
+    size) and compares a candidate only with its cells' boxes: the same selection as the numpy
+    kernel's, with boxes over many cells, coordinates too large for cell numbers, boxes in
+    clusters far apart (a detector's class-offset batched NMS), NaNs, ties and the threshold
+    at or below 0."""
+    rng = np.random.default_rng(100 + seed)
+    n = 600 + 150 * seed
+    boxes, scores = _case(rng, 1, 2, n, ties=kind == "ties", nans=kind == "nans")
+    if kind == "class_offsets":
+        boxes += (np.arange(n) % 23 * 50.0)[None, :, None].astype(np.float32)
+    elif kind == "wide":
+        boxes[:, ::17, 2:] += 1e4
+    elif kind == "far":
+        boxes[:, ::13] += np.float32(1e30)
+    args = [boxes, scores, np.array([[n, 50, n, 7][seed]], np.int64),
+            np.array([iou], np.float32)]
+    got, want = _both(monkeypatch, args)
+    np.testing.assert_array_equal(got, want)
+    assert len(got) > 0
+
+
 def test_detector_sized_case_matches_onnxruntime():
     """Thousands of overlapping boxes of one class (a detector's batched NMS)."""
     rng = np.random.default_rng(11)
