@@ -1,6 +1,10 @@
 // The float32 GEMM driver: variant choice, operand packing and the tiling over threads.
 #include "sgemm.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -234,6 +238,50 @@ void Conv2dSource::pack(size_t k0, size_t kc, size_t c0, size_t nc, float* dst) 
   detail::conv2d_pack(x_, g_, k0, kc, c0, nc, dst);
 }
 
+#if defined(__SSE2__)
+namespace {
+
+// A 16 x 16 byte transpose: row c of the result, (rows[0][c], ..., rows[15][c]), at
+// dst + c * stride (SSE2 unpacks of bytes, then 2-, 4- and 8-byte units).
+inline void transpose16x16_u8(const uint8_t* const* rows, uint8_t* dst, size_t stride) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i]));
+  // b[8h + p]: rows 2p, 2p+1 interleaved, columns 8h..8h+7 (2-byte units)
+  for (int p = 0; p < 8; ++p) {
+    b[p] = _mm_unpacklo_epi8(a[2 * p], a[2 * p + 1]);
+    b[8 + p] = _mm_unpackhi_epi8(a[2 * p], a[2 * p + 1]);
+  }
+  // a[8h + 2q + k]: rows 4q..4q+3, columns 8h + 4k .. 8h + 4k + 3 (4-byte units)
+  for (int h = 0; h < 2; ++h)
+    for (int q = 0; q < 4; ++q) {
+      a[8 * h + 2 * q] = _mm_unpacklo_epi16(b[8 * h + 2 * q], b[8 * h + 2 * q + 1]);
+      a[8 * h + 2 * q + 1] = _mm_unpackhi_epi16(b[8 * h + 2 * q], b[8 * h + 2 * q + 1]);
+    }
+  // b[8h + 4k + 2o + m]: rows 8o..8o+7, columns 8h + 4k + 2m .. +1 (8-byte units)
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 2; ++k)
+      for (int o = 0; o < 2; ++o) {
+        const __m128i x = a[8 * h + 2 * (2 * o) + k], y = a[8 * h + 2 * (2 * o + 1) + k];
+        b[8 * h + 4 * k + 2 * o] = _mm_unpacklo_epi32(x, y);
+        b[8 * h + 4 * k + 2 * o + 1] = _mm_unpackhi_epi32(x, y);
+      }
+  // column c = 8h + 4k + 2m + s: rows 0..7 from b[8h + 4k + m] (o = 0), rows 8..15 from
+  // b[8h + 4k + 2 + m] (o = 1), its 8-byte half s
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 2; ++k)
+      for (int m = 0; m < 2; ++m) {
+        const __m128i x = b[8 * h + 4 * k + m], y = b[8 * h + 4 * k + 2 + m];
+        const int c = 8 * h + 4 * k + 2 * m;
+        auto* out = reinterpret_cast<__m128i*>(dst + c * stride);
+        _mm_storeu_si128(out, _mm_unpacklo_epi64(x, y));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + 1) * stride),
+                         _mm_unpackhi_epi64(x, y));
+      }
+}
+
+}  // namespace
+#endif
+
 size_t SgemmNBits4::nbytes() const {
   const size_t panels = ceil_div(n, kSgemmNr);
   return panels * ((k + 1) / 2 * kSgemmNr + 2 * k_blocks * kSgemmNr * sizeof(float));
@@ -261,9 +309,24 @@ std::shared_ptr<SgemmNBits4> sgemm_pack_b_nbits4(const uint8_t* q_in, const floa
   for (size_t p = 0; p < panels; ++p) {
     const size_t cols = std::min(kSgemmNr, n - p * kSgemmNr);
     uint8_t* dst = out->q.get() + p * pairs * kSgemmNr;
-    // the byte transpose: [cols][pairs] (a column's bytes) -> [pairs][kSgemmNr], in runs of
-    // 64 pairs so every column's source line is read once
-    for (size_t r0 = 0; r0 < pairs; r0 += 64) {
+    // the byte transpose: [cols][pairs] (a column's bytes) -> [pairs][kSgemmNr], 16 x 16
+    // bytes at a time in a full panel, then (a partial panel, the last pairs) in runs of 64
+    // pairs so every column's source line is read once
+    size_t done = 0;
+#if defined(__SSE2__)
+    if (cols == kSgemmNr) {
+      for (; done + 16 <= pairs; done += 16) {
+        for (size_t c0 = 0; c0 < kSgemmNr; c0 += 16) {
+          const uint8_t* rows[16];
+          for (size_t i = 0; i < 16; ++i) {
+            rows[i] = q_in + (p * kSgemmNr + c0 + i) * row_bytes + done;
+          }
+          transpose16x16_u8(rows, dst + done * kSgemmNr + c0, kSgemmNr);
+        }
+      }
+    }
+#endif
+    for (size_t r0 = done; r0 < pairs; r0 += 64) {
       const size_t r1 = std::min(pairs, r0 + 64);
       for (size_t col = 0; col < cols; ++col) {
         const uint8_t* src = q_in + (p * kSgemmNr + col) * row_bytes;
