@@ -311,3 +311,81 @@ def test_grouped_convs_of_whole_vectors_go_channels_last(per_group):
     got = steps(sess)
     assert got["NhwcFusedConv"] == 3 and got["Transpose"] == 2, got
     assert_matches(sess, m, {"x": RNG.standard_normal((2, 6, 9, 11)).astype(np.float32)})
+
+
+def dense_block(concat_axis=1, mean_input=False):
+    """A DenseNet's pre-activation layer: features concatenated with a conv's output along the
+    channels, then BatchNormalization + Relu + 1x1 conv (the BatchNormalization follows the
+    Concat: no conv to fold it into)."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["c0", "c1"], ["cat"], axis=concat_axis),
+             helper.make_node("BatchNormalization",
+                              ["cat", "g", "b", "mean" if not mean_input else "m_in", "var"],
+                              ["bn"], epsilon=1e-3),
+             helper.make_node("Relu", ["bn"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"])]
+    c = 8 + 6
+    inits = [init("w0", 8, 3, 3, 3), init("w1", 6, 8, 3, 3), init("w2", 5, c, 1, 1),
+             numpy_helper.from_array((RNG.random(c) + 0.5).astype(np.float32), "g"),
+             init("b", c), init("mean", c),
+             numpy_helper.from_array((RNG.random(c) + 0.5).astype(np.float32), "var")]
+    inputs = [vi("x", [2, 3, 9, 10])]
+    if mean_input:
+        inputs.append(vi("m_in", [c]))
+    return model(nodes, inputs, [vi("y", None)], inits)
+
+
+def test_dense_block_stays_channels_last():
+    """The Concat runs channels-last along the permuted axis, the BatchNormalization as a
+    depthwise 1x1 channels-last conv with the Relu fused into it: the only transposes are the
+    image's and the output's."""
+    m = dense_block()
+    sess = session(m)
+    got = steps(sess)
+    assert got["Transpose"] == 2 and got["Concat"] == 1, got
+    assert got["NhwcFusedConv"] == 4 and "BatchNormalization" not in got, got
+    assert "Relu" not in got, got
+    assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("axis", [-3, 2])
+def test_concat_axis_is_permuted(axis):
+    """Concat along H (axis 2, or -3 for channels: both remapped) channels-last."""
+    m = dense_block(concat_axis=axis) if axis == -3 else None
+    if m is None:   # along H: the second conv's output has the same channels
+        nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Conv", ["c0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Concat", ["c0", "c1"], ["cat"], axis=axis),
+                 helper.make_node("Conv", ["cat", "w2"], ["y"])]
+        m = model(nodes, [vi("x", [1, 3, 7, 6])], [vi("y", None)],
+                  [init("w0", 8, 3, 3, 3), init("w1", 8, 8, 3, 3), init("w2", 4, 8, 1, 1)])
+    shape = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+    sess = session(m)
+    assert steps(sess)["Transpose"] == 2, steps(sess)
+    assert_matches(sess, m, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+def test_batchnorm_with_statistics_fed_at_run_time_stays():
+    """A BatchNormalization whose mean is a graph input stays as it is (the Concat still goes
+    channels-last), with the same results."""
+    m = dense_block(mean_input=True)
+    sess = session(m)
+    assert steps(sess)["BatchNormalization"] == 1, steps(sess)
+    assert_matches(sess, m, {"m_in": RNG.standard_normal(14).astype(np.float32),
+                             "x": RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)})
+
+
+def test_concat_mostly_fed_nchw_stays_nchw():
+    """A Concat with one channels-last input and two NCHW graph inputs is left NCHW (it
+    would take two transposes to save one)."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["c0", "p", "q"], ["y"], axis=1)]
+    m = model(nodes, [vi("x", [1, 3, 5, 5]), vi("p", [1, 2, 5, 5]), vi("q", [1, 2, 5, 5])],
+              [vi("y", None)], [init("w0", 4, 3, 3, 3)])
+    sess = session(m)
+    feeds = {k: RNG.standard_normal(s).astype(np.float32)
+             for k, s in (("x", (1, 3, 5, 5)), ("p", (1, 2, 5, 5)), ("q", (1, 2, 5, 5)))}
+    concat = next(s for s in sess._exec.steps if s.op_type == "Concat")
+    assert not concat.name.endswith("/nhwc"), concat.name
+    assert_matches(sess, m, feeds)

@@ -21,7 +21,7 @@ ort.set_default_logger_severity(3)
 F = TensorProto.FLOAT
 GOL = onnxplex.GraphOptimizationLevel
 RNG = np.random.default_rng(25)
-SWISH_PASS = "NhwcFusedConv + SiLU/HardSwish -> NhwcFusedConv"
+SWISH_PASS = "NhwcFusedConv + activation -> NhwcFusedConv"
 
 
 def init(name, *shape, dtype=np.float32):

@@ -30,9 +30,15 @@ back, a conv on a small plane transposes into the GEMM's better orientation. Cha
 a 1x1 conv is a GEMM on the tensor as it is, a k x k conv's im2col rows are runs of C
 contiguous floats, and a depthwise conv's vectors are channels already.
 
-Then ``NhwcFusedConv + SiLU/HardSwish``: a channels-last conv followed by SiLU
-(``Mul(y, Sigmoid(y))``) or HardSwish takes it as its activation ("Swish", "HardSwish"), which
-the native kernels apply to each block of output as they finish it.
+Concat of channels-last values runs channels-last along the permuted axis (a DenseNet's
+feature concatenations), and an inference BatchNormalization of one (one that follows no conv
+to fold into) becomes a depthwise 1x1 channels-last conv, as onnxruntime's NCHWc transformer
+makes it.
+
+Then ``NhwcFusedConv + activation``: a channels-last conv without an activation followed by
+one of FusedConv's (Relu, Clip, ...), SiLU (``Mul(y, Sigmoid(y))``) or HardSwish takes it as
+its activation ("Swish", "HardSwish" for the last two), which the native kernels apply to each
+block of output as they finish it.
 
 onnx-ir has no layout pass and onnxscript's rewriter matches patterns, not regions, so the
 region walk is here: one pass in graph order, converting each node as it is met.
@@ -47,7 +53,10 @@ import onnx_ir as ir
 
 from . import OptimizerContext, register_pass
 from ._fusions_cnn import (
+    _CONV_ACTIVATIONS,
     MS_DOMAIN,
+    _activation,
+    _const,
     _copy_attrs,
     _counted,
     _dtype,
@@ -193,6 +202,59 @@ def _spatial_mean(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     return sorted(a % 4 for a in axes) == [2, 3]
 
 
+# An NCHW axis's place channels-last (N, H, W, C)
+_NHWC_AXIS = (0, 3, 1, 2)
+
+
+def _concat_axis(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> int | None:
+    """The channels-last axis of a rank-4 Concat worth running channels-last: at least as many
+    of its non-constant inputs channels-last already as not (each of the others costs a
+    transpose; constants are permuted once), every input of static rank 4. A DenseNet's
+    feature concatenations between its convs, which otherwise cost two transposes each."""
+    if not _is_onnx(node, "Concat") or _static_dims(node.outputs[0], 4) is None:
+        return None
+    axis = node.attributes.get("axis")
+    axis = 1 if axis is None else int(axis.value)   # (Concat-1's default)
+    if not -4 <= axis < 4:
+        return None
+    fed = others = 0
+    for v in node.inputs:
+        if v is None or _static_dims(v, 4) is None:
+            return None
+        if v in nhwc:
+            fed += 1
+        elif not _is_const(v):
+            others += 1
+    return _NHWC_AXIS[axis % 4] if fed and fed >= others else None
+
+
+def _batchnorm(node: ir.Node, nhwc: dict[ir.Value, ir.Value]
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, shift) of an inference BatchNormalization with constant float parameters of a
+    channels-last float32 value (one the Conv + BatchNormalization folding could not fold: it
+    follows a Concat, as in a DenseNet's pre-activation layers), else None."""
+    if not _is_onnx(node, "BatchNormalization") or len(node.inputs) != 5:
+        return None
+    x = node.inputs[0]
+    if x not in nhwc or _dtype(x) != _FLOAT or _dtype(node.outputs[0]) != _FLOAT:
+        return None
+    if any(o.uses() or o.is_graph_output() for o in node.outputs[1:]):
+        return None   # (the running statistics of training mode)
+    for name, default in (("training_mode", 0), ("spatial", 1)):
+        a = node.attributes.get(name)
+        if a is not None and int(a.value) != default:
+            return None
+    dims = _static_dims(x, 4)
+    params = [_const(v) for v in node.inputs[1:]]
+    if dims is None or not isinstance(dims[1], int) or any(
+            p is None or p.dtype.kind != "f" or p.size != dims[1] for p in params):
+        return None
+    gamma, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
+    eps = node.attributes.get("epsilon")
+    scale = gamma / np.sqrt(var + (1e-5 if eps is None else float(eps.value)))
+    return scale, beta - mean * scale
+
+
 def _permuted(v: ir.Value, perm: tuple[int, ...]) -> ir.Shape | None:
     return None if v.shape is None else ir.Shape([v.shape[p] for p in perm])
 
@@ -262,6 +324,31 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
                                            f"{node.name or 'mean'}_nhwc_axes"))
             else:
                 attrs.append(ir.AttrInt64s("axes", [1, 2]))
+        elif (axis := _concat_axis(node, nhwc)) is not None:
+            inputs = []
+            for v in node.inputs:
+                if v not in nhwc and _is_const(v):
+                    twin = const_twins.get(v)
+                    if twin is None:
+                        twin = const_twins[v] = _const_nhwc(graph, v)
+                    inputs.append(twin)
+                else:
+                    inputs.append(channels_last(v, node))
+            domain, op_type = node.domain, node.op_type
+            attrs = [ir.AttrInt64("axis", axis)]
+        elif (affine := _batchnorm(node, nhwc)) is not None:
+            # y = x * scale + shift per channel: a depthwise 1x1 channels-last conv (as
+            # onnxruntime's NCHWc transformer makes it), whose activation, when one follows,
+            # the pass below fuses
+            scale, shift = affine
+            base = node.name or node.outputs[0].name
+            w = _initializer(graph, scale.astype(np.float32).reshape(-1, 1, 1, 1),
+                             f"{base}_bn_scale")
+            b = _initializer(graph, shift.astype(np.float32), f"{base}_bn_shift")
+            inputs = [nhwc[node.inputs[0]], w, b]
+            domain, op_type = MS_DOMAIN, "NhwcFusedConv"
+            attrs = [ir.AttrInt64("group", scale.size), ir.AttrInt64s("kernel_shape", [1, 1])]
+            node.resize_outputs(1)   # (the others are unused: see _batchnorm)
         elif _elementwise(node, nhwc):
             inputs = []
             for v in node.inputs:
@@ -352,17 +439,19 @@ def _gated(y: ir.Value) -> tuple[str, list[ir.Node]] | None:
     return "HardSwish", [gate, mul]
 
 
-@register_pass("NhwcFusedConv + SiLU/HardSwish -> NhwcFusedConv", LAYOUT,
-               requires={"Sigmoid", "HardSigmoid", "HardSwish"})
+@register_pass("NhwcFusedConv + activation -> NhwcFusedConv", LAYOUT,
+               requires={"Sigmoid", "HardSigmoid", "HardSwish", *_CONV_ACTIVATIONS})
 @_counted
-def _nhwc_conv_swish(ctx: OptimizerContext) -> int:
-    """A channels-last conv's output through SiLU (``Mul(y, Sigmoid(y))``) or HardSwish (the
-    op, or ``Mul(y, HardSigmoid(y))`` with alpha 1/6, beta 0.5) becomes the conv's
-    ``activation`` ("Swish", "HardSwish"): the native kernels apply it to each block of output
-    as it is finished, instead of two or three more passes over the tensor. Only on
-    NhwcFusedConv (onnxplex's own node: onnxruntime's FusedConv has neither activation, so an
-    extended-level model stays onnxruntime's) that has no activation yet; float32 (the
-    kernels'); the conv's output and the gate read by nothing else, neither a graph output."""
+def _nhwc_conv_activation(ctx: OptimizerContext) -> int:
+    """A channels-last conv without an activation whose output goes through one becomes the
+    conv's ``activation``: FusedConv's own (Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, Clip;
+    a BatchNormalization made a depthwise conv above comes without the Relu after it), SiLU
+    (``Mul(y, Sigmoid(y))``) or HardSwish (the op, or ``Mul(y, HardSigmoid(y))`` with alpha
+    1/6, beta 0.5) as "Swish" and "HardSwish", which the native kernels apply to each block of
+    output as they finish it, instead of one to three more passes over the tensor. The last
+    two only on NhwcFusedConv (onnxplex's own node: onnxruntime's FusedConv has neither, so an
+    extended-level model stays onnxruntime's); float32 (the kernels'); the conv's output and
+    the gate read by nothing else, neither a graph output."""
     graph = ctx.model.graph
     changes = 0
     for conv in list(graph):
@@ -374,7 +463,13 @@ def _nhwc_conv_swish(ctx: OptimizerContext) -> int:
         if _dtype(y) != _FLOAT:
             continue
         act = _sole_use(y)
-        if _is_onnx(act, "HardSwish") and len(act.inputs) == 1 and \
+        standard = _activation(act, _CONV_ACTIVATIONS) if act is not None else None
+        params: list[float] = []
+        if standard is not None and act.inputs[0] is y and id(act) not in ctx.protected \
+                and _dtype(act.outputs[0]) == _FLOAT:
+            kind, tail = standard[0], [act]
+            params = [v for _, v in standard[1]]
+        elif _is_onnx(act, "HardSwish") and len(act.inputs) == 1 and \
                 _dtype(act.outputs[0]) == _FLOAT and id(act) not in ctx.protected:
             kind, tail = "HardSwish", [act]
         else:
@@ -383,6 +478,8 @@ def _nhwc_conv_swish(ctx: OptimizerContext) -> int:
                 continue
             kind, tail = found
         attrs = _copy_attrs(conv) + [ir.AttrString("activation", kind)]
+        if params:
+            attrs.append(ir.AttrFloat32s("activation_params", params))
         _fuse(graph, [conv, *tail], MS_DOMAIN, "NhwcFusedConv", list(conv.inputs), attrs,
               tail[-1].outputs[0])
         changes += 1
