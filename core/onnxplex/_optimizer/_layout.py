@@ -291,6 +291,12 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             twin = nhwc[v] = t.outputs[0]
         return twin
 
+    def const_twin(v: ir.Value) -> ir.Value:
+        twin = const_twins.get(v)
+        if twin is None:
+            twin = const_twins[v] = _const_nhwc(graph, v)
+        return twin
+
     # Each converted node is rewritten in place (op, inputs, attributes, name); its output
     # value becomes the channels-last one once the walk is over (the walk's shape checks
     # read NCHW shapes), and readers left NCHW get it back through one transpose.
@@ -325,15 +331,8 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             else:
                 attrs.append(ir.AttrInt64s("axes", [1, 2]))
         elif (axis := _concat_axis(node, nhwc)) is not None:
-            inputs = []
-            for v in node.inputs:
-                if v not in nhwc and _is_const(v):
-                    twin = const_twins.get(v)
-                    if twin is None:
-                        twin = const_twins[v] = _const_nhwc(graph, v)
-                    inputs.append(twin)
-                else:
-                    inputs.append(channels_last(v, node))
+            inputs = [const_twin(v) if v not in nhwc and _is_const(v)
+                      else channels_last(v, node) for v in node.inputs]
             domain, op_type = node.domain, node.op_type
             attrs = [ir.AttrInt64("axis", axis)]
         elif (affine := _batchnorm(node, nhwc)) is not None:
@@ -355,10 +354,7 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
                 if v is None or (_is_const(v) and _scalar(v)):
                     inputs.append(v)
                 elif v not in nhwc and _const_operand(v):
-                    twin = const_twins.get(v)
-                    if twin is None:
-                        twin = const_twins[v] = _const_nhwc(graph, v)
-                    inputs.append(twin)
+                    inputs.append(const_twin(v))
                 else:
                     inputs.append(channels_last(v, node))
             domain, op_type = node.domain, node.op_type
