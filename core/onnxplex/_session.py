@@ -474,8 +474,9 @@ class InferenceSession:
             if any(r.name == "NhwcTransformer" and r.changes for r in self._optimizer_reports):
                 # as onnxruntime warns when it saves NCHWc nodes
                 logger.warning(
-                    "the optimized model saved to %s has channels-last com.microsoft "
-                    "NhwcFusedConv nodes (layout level, graph_optimization_level >= "
+                    "the optimized model saved to %s has channels-last nodes (com.microsoft "
+                    "NhwcFusedConv, com.ms.internal.nhwc) (layout level, "
+                    "graph_optimization_level >= "
                     "ORT_ENABLE_LAYOUT): onnxplex runs it, onnxruntime's CPU provider has no "
                     "float32 kernel for them; save at ORT_ENABLE_EXTENDED for a portable model",
                     self._options.optimized_model_filepath)

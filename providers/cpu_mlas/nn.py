@@ -837,7 +837,7 @@ def _separable(x: np.ndarray, geo: _PoolGeometry, fill: Any, ufunc: np.ufunc) ->
             sl[ax] = slice(t * d, t * d + (o - 1) * s + 1, s)
             v = y[tuple(sl)]
             if acc is None:
-                acc = v.copy()
+                acc = v.copy(order="K")   # (a channels-last view stays channels-last)
             else:
                 ufunc(acc, v, out=acc)
         y = acc
@@ -968,7 +968,13 @@ for _v in (12, 22):  # int8/uint8 since 12
        predicate=_needs_kernel_shape)(_max_pool_factory())
 
 
-def _avg_pool(node: NodeView, x: np.ndarray, dilations: bool) -> np.ndarray:
+def _avg_pool(node: NodeView, x: np.ndarray, dilations: bool,
+              channels_last: bool = False) -> np.ndarray:
+    """AveragePool of ``x`` (``[N, C, *spatial]``, or ``[N, *spatial, C]`` when
+    ``channels_last``: reduced through an NCHW view of its memory, which the reduction keeps)."""
+    if channels_last:
+        y = _avg_pool(node, np.moveaxis(x, -1, 1), dilations)
+        return np.ascontiguousarray(np.moveaxis(y, 1, -1))
     out_dtype = x.dtype
     x = to_compute(x)
     in_sp = x.shape[2:]
@@ -1000,6 +1006,20 @@ for _v in (1, 7, 10, 11):
 for _v in (19, 22):  # dilations since 19
     op("AveragePool", since=_v, dtypes={"T": FLOATS}, predicate=_needs_kernel_shape)(
         _avg_pool_factory(True))
+
+
+NHWC_DOMAIN = "com.ms.internal.nhwc"
+"""onnxruntime's domain for ops whose tensors are channels-last, with the ONNX op's attributes
+(its layout transformer moves nodes there for providers that prefer NHWC)."""
+
+
+@op("AveragePool", since=1, domain=NHWC_DOMAIN, dtypes={0: {TP.FLOAT}},
+    predicate=_needs_kernel_shape)
+def make_nhwc_average_pool(node: NodeView, ctx: ProviderContext):
+    """AveragePool of a channels-last ``[N, *spatial, C]`` tensor (the layout level's, between
+    channels-last convs: a DenseNet's transitions): the NCHW reduction over a view of it, its
+    sums over contiguous channel vectors, the result channels-last again."""
+    return lambda x: _avg_pool(node, x, True, channels_last=True)
 
 
 @op("GlobalAveragePool", since=1, dtypes={"T": FLOATS})

@@ -389,3 +389,27 @@ def test_concat_mostly_fed_nchw_stays_nchw():
     concat = next(s for s in sess._exec.steps if s.op_type == "Concat")
     assert not concat.name.endswith("/nhwc"), concat.name
     assert_matches(sess, m, feeds)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [2, 2], "strides": [2, 2]},                       # a DenseNet transition
+    {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]},  # an Inception branch
+    {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+    {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 0]},
+])
+def test_average_pool_between_convs_runs_channels_last(attrs):
+    """A 2-D AveragePool of a channels-last value runs channels-last (onnxruntime's internal
+    NHWC domain's AveragePool): no transposes around it, onnxruntime's results."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["c0"], ["p"], **attrs),
+             helper.make_node("Conv", ["p", "w1"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3, 9, 10])], [vi("y", None)],
+              [init("w0", 8, 3, 3, 3), init("w1", 5, 8, 1, 1)])
+    sess = session(m)
+    got = steps(sess)
+    assert got["Transpose"] == 2 and got["AveragePool"] == 1, got
+    pool = next(p for p in sess.get_provider_assignment().placements
+                if p.op_type == "AveragePool")
+    assert pool.domain == "com.ms.internal.nhwc", pool
+    assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)})

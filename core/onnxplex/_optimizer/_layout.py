@@ -12,7 +12,8 @@ output's shape, a scalar, a value constant over H and W, or a constant) fed by a
 value run channels-last too, as they are: a residual ``Sum`` + ``Relu`` between two convs costs
 no transpose, nor does a squeeze-excite block's ``Mul(x, gate)`` with its ``[N, C, 1, 1]``
 gate (channels-last ``[N, 1, 1, C]``, the same memory; constants are permuted here, once). So
-does a 2-D MaxPool (without Indices) fed by one, as com.microsoft ``NhwcMaxPool``, and a global
+does a 2-D MaxPool (without Indices) fed by one, as com.microsoft ``NhwcMaxPool``, a 2-D
+AveragePool, as onnxruntime's internal ``com.ms.internal.nhwc`` AveragePool, and a global
 average over H and W (GlobalAveragePool, ReduceMean of axes 2, 3 keeping them), as
 ReduceMean of axes 1, 2: its ``[N, 1, 1, C]`` result is the NCHW ``[N, C, 1, 1]``'s memory, so
 the transpose back moves nothing.
@@ -178,6 +179,19 @@ def _max_pool(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     return x in nhwc and _dtype(x) == _FLOAT and _static_dims(x, 4) is not None
 
 
+NHWC_DOMAIN = "com.ms.internal.nhwc"
+"""onnxruntime's domain for ops on channels-last tensors, with the ONNX op's attributes."""
+
+
+def _average_pool(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
+    """A 2-D float32 AveragePool of a channels-last value (a DenseNet's transitions, an
+    Inception branch's 3x3 pool): channels-last too, as onnxruntime's internal NHWC domain's
+    AveragePool."""
+    x = _input(node, 0)
+    return _is_onnx(node, "AveragePool") and x in nhwc and _dtype(x) == _FLOAT and \
+        _static_dims(x, 4) is not None and _static_dims(node.outputs[0], 4) is not None
+
+
 def _spatial_mean(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     """A global average over H and W of a channels-last value: GlobalAveragePool, or ReduceMean
     of constant axes {2, 3} keeping them (a CNN's pooling before its classifier)."""
@@ -317,6 +331,10 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             inputs = [nhwc[node.inputs[0]]]
             domain, op_type = MS_DOMAIN, "NhwcMaxPool"
             attrs = _copy_attrs(node, drop=("storage_order",))
+        elif _average_pool(node, nhwc):
+            inputs = [nhwc[node.inputs[0]]]
+            domain, op_type = NHWC_DOMAIN, "AveragePool"
+            ctx.model.ir.opset_imports.setdefault(NHWC_DOMAIN, 1)
         elif _spatial_mean(node, nhwc):
             # ReduceMean over axes (1, 2) of the channels-last value: [N, 1, 1, C], the same
             # memory as the NCHW [N, C, 1, 1] (the transpose back, if any, moves nothing);
