@@ -153,7 +153,9 @@ def make_fused_conv(node: NodeView, ctx: ProviderContext):
     predicate=_fused_conv_predicate)
 def make_nhwc_fused_conv(node: NodeView, ctx: ProviderContext):
     """com.microsoft NhwcFusedConv: FusedConv with X, Z and Y channels-last ``[N, H, W, C]``
-    (W as Conv's; what the layout level's NhwcTransformer produces)."""
+    (W as Conv's; what the layout level's NhwcTransformer produces). onnxplex's own fifth
+    input S, ``[N or 1, 1, 1, C]``: X is read times S (a squeeze-excite gate's Mul fused into
+    the 1x1 conv after it)."""
     return _fused_conv_kernel(node, _conv_nhwc)
 
 
@@ -173,11 +175,13 @@ def _fused_conv_kernel(node: NodeView, conv: Callable[..., np.ndarray]):
         if r is not y:  # e.g. Sigmoid returns a new array
             y[...] = r
 
-    def kernel(x, w, b=None, z=None):
+    def kernel(x, w, b=None, z=None, s=None):
         cw = packed if packed is not None else _ConvWeights(w, group)
         bias = bias_c if bias_c is not None else (None if b is None else to_compute(b))
         # bias, Z and the activation run on each chunk of the Conv output as it is produced
-        return conv(x, cw, static, bias, z, in_place if act is not None else None)
+        if s is None:
+            return conv(x, cw, static, bias, z, in_place if act is not None else None)
+        return conv(x, cw, static, bias, z, in_place if act is not None else None, s)
 
     return kernel
 

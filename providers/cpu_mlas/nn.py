@@ -297,7 +297,8 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
 
 def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray | None,
                z: np.ndarray | None = None,
-               act: Callable[[np.ndarray], object] | None = None) -> np.ndarray:
+               act: Callable[[np.ndarray], object] | None = None,
+               scale: np.ndarray | None = None) -> np.ndarray:
     """Channels-last ``act(conv(x) + bias + z)``: x, z and the result ``[N, *spatial, C]``
     (com.microsoft NhwcFusedConv). Float32 2-D group-1, depthwise and grouped (a multiple of 4
     output channels a group) convs run on the native channels-last kernels, with the bias, a
@@ -305,25 +306,33 @@ def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.nda
     fused; any other conv through the NCHW kernels between two transposes (the depthwise
     kernel adds Z and a non-clamp activation after it). The native call is planned once per input
     shape: in a model, each conv's Python costs several times what it does in a loop of its own
-    (its code and data are out of cache after the kernels between two calls)."""
-    key = (x.shape, z is None)
+    (its code and data are out of cache after the kernels between two calls). ``scale``
+    (``[N or 1, 1, 1, C]``, float32): x read times it (a squeeze-excite gate's Mul fused into a
+    1x1 conv: the native GEMM scales x's rows as it copies them; else x * scale first)."""
+    key = (x.shape, z is None, scale is None)
     plan = cw.nhwc_plans.get(key)
     if (plan is not None and x.dtype == np.float32 and x.flags.c_contiguous
-            and (z is None or z.shape == plan.out_shape)):
-        return plan(x, bias, z)
+            and (z is None or z.shape == plan.out_shape)
+            and (scale is None or (scale.dtype == np.float32 and scale.flags.c_contiguous))):
+        return plan(x, bias, z, scale)
     n, c = x.shape[0], x.shape[-1]
     kshape = cw.kshape
     strides, dil, pb, _, out_sp = static.geometry((n, c, *x.shape[1:-1]), kshape)
     out_shape = (n, *out_sp, cw.m)
     nat = native() if len(kshape) == 2 and x.dtype == np.float32 else None
-    if nat is not None and (z is None or z.shape == out_shape):
+    scaled = scale is not None and scale.dtype == np.float32 and scale.ndim == 4 and \
+        scale.shape[0] in (1, n) and scale.shape[1:] == (1, 1, c)
+    if nat is not None and (z is None or z.shape == out_shape) and (scale is None or scaled):
         plan = _nhwc_plan(nat, cw, static, c, kshape, strides, dil, pb, out_shape,
-                          z is not None, act)
+                          z is not None, act, scale is not None)
         if plan is not None:
             if len(cw.nhwc_plans) >= 64:   # many input shapes: keep the cache bounded
                 cw.nhwc_plans.clear()
             cw.nhwc_plans[key] = plan
-            return plan(np.ascontiguousarray(x), bias, z)
+            return plan(np.ascontiguousarray(x), bias, z,
+                        None if scale is None else np.ascontiguousarray(scale))
+    if scale is not None:
+        x = x * scale
     last = x.ndim - 1
     zc = None if z is None else (np.ascontiguousarray(np.moveaxis(z, -1, 1))
                                  if z.ndim == x.ndim else z)
@@ -340,10 +349,15 @@ def _shaped(shape: tuple[int, ...]) -> np.ndarray:
 def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: Sequence[int],
                strides: Sequence[int], dil: Sequence[int], pb: Sequence[int],
                out_shape: tuple[int, ...], with_z: bool,
-               act: Callable[[np.ndarray], object] | None) -> Callable[..., np.ndarray] | None:
+               act: Callable[[np.ndarray], object] | None,
+               with_scale: bool = False) -> Callable[..., np.ndarray] | None:
     """The native channels-last call for one input shape, or None when no native kernel runs
-    this conv. Its weights, geometry, bias and clamp are bound in a native plan (a call then
-    converts three arguments instead of a dozen: 2.2 -> 1.6 us for a small conv's call)."""
+    this conv (with an input scale: a group-1 1x1 stride-1 unpadded conv only). Its weights,
+    geometry, bias and clamp are bound in a native plan (a call then converts three arguments
+    instead of a dozen: 2.2 -> 1.6 us for a small conv's call)."""
+    if with_scale and (cw.group != 1 or tuple(kshape) != (1, 1) or any(s != 1 for s in strides)
+                       or any(pb) or not hasattr(nat, "conv2d_nhwc_f32_plan")):
+        return None
     clamp = static.clamp if act is not None else None
     code = static.post_act if act is not None else 0   # (Swish, HardSwish: in the kernel)
     lo, hi = clamp if clamp is not None else (-math.inf, math.inf)
@@ -361,14 +375,15 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
 
         def make(x: np.ndarray, bias: np.ndarray | None) -> Any:
             return nat.conv2d_nhwc_f32_plan(x, packed, _shaped(out_shape), k, st, dl, pads,
-                                            bias, lo, hi, "", with_z, code)
+                                            bias, lo, hi, "", with_z, code, with_scale)
     elif cw.depthwise and c == cw.group and hasattr(nat, "dwconv_nhwc_f32_plan"):
         w3 = np.ascontiguousarray(cw.taps.reshape(c, *kshape))
         fused = not with_z and (act is None or clamp is not None or code)
         if not fused:
             lo, hi, code = -math.inf, math.inf, 0
 
-        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
+        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None,
+                 s: None = None) -> np.ndarray:
             cur = bound[0]
             if cur is None or cur[0] is not bias:
                 cur = bound[0] = (bias, nat.dwconv_nhwc_f32_plan(
@@ -392,12 +407,13 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
         return None
     if make is not None:   # group 1 and grouped: Z and the activation in the native call
 
-        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None) -> np.ndarray:
+        def plan(x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None,
+                 s: np.ndarray | None = None) -> np.ndarray:
             cur = bound[0]
             if cur is None or cur[0] is not bias:
                 cur = bound[0] = (bias, make(x, bias))
             y = cur[1](x, None if z is None else np.ascontiguousarray(z, dtype=np.float32),
-                       intra_threads())
+                       intra_threads(), s)
             if post is not None:
                 post(y)
             return y

@@ -216,3 +216,61 @@ def test_broadcast_along_the_image_stays_nchw(tmp_path):
     mul = next(n for n in opt.graph.node if n.op_type == "Mul")
     assert not any(i.endswith("_nhwc") for i in mul.input), list(mul.input)
     assert_matches_onnxruntime(sess, m, feeds_for())
+
+
+# ---- the gate's Mul fused into the 1x1 conv after it --------------------------------------------
+
+SCALE_PASS = "Mul(x, channel gate) + 1x1 NhwcFusedConv -> NhwcFusedConv"
+
+
+def gated_conv(proj_attrs=None, w3=(8, 16, 1, 1), extra_outputs=(), relu_reads_product=False,
+               gate_const=False, batch=2):
+    """Conv 3x3 -> a -> pooled gate g [N, 16, 1, 1] (or a constant [16, 1, 1]) -> Mul(a, g) ->
+    a conv (1x1 by default) -> y."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("ReduceMean", ["a"], ["p"], axes=[2, 3], keepdims=1),
+        helper.make_node("Conv", ["p", "w1"], ["e"]),
+        helper.make_node("Sigmoid", ["e"], ["g"]),
+        helper.make_node("Mul", ["a", "k" if gate_const else "g"], ["se"]),
+        helper.make_node("Conv", ["se", "w3", "b3"], ["y"], **(proj_attrs or {})),
+    ]
+    outputs = [vi("y", None)] + [vi(o, None) for o in extra_outputs]
+    if relu_reads_product:
+        nodes.append(helper.make_node("Relu", ["se"], ["r"]))
+        outputs.append(vi("r", None))
+    inits = [init("w0", 16, 8, 3, 3), init("b0", 16), init("w1", 16, 16, 1, 1),
+             init("w3", *w3), init("b3", w3[0]), init("k", 16, 1, 1)]
+    return model(nodes, [vi("x", [batch, 8, 9, 10])], outputs, inits)
+
+
+def se_feeds(batch=2):
+    return {"x": RNG.standard_normal((batch, 8, 9, 10)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("batch,gate_const", [(2, False), (1, False), (2, True)])
+def test_gate_mul_fused_into_the_pointwise_conv(batch, gate_const, tmp_path):
+    m = gated_conv(gate_const=gate_const, batch=batch)
+    sess, opt = optimized(m, tmp_path)
+    assert "Mul" not in ops(opt), ops(opt)
+    (scaled,) = [n for n in opt.graph.node if n.op_type == "NhwcFusedConv" and len(n.input) == 5]
+    assert scaled.input[2] and not scaled.input[3]   # B kept, no Z
+    assert changes(sess, SCALE_PASS) == 1
+    assert_matches_onnxruntime(sess, m, se_feeds(batch))
+
+
+@pytest.mark.parametrize("case", ["3x3", "strided", "padded", "grouped", "product_read_elsewhere",
+                                  "product_is_graph_output"])
+def test_gate_mul_not_fused(case, tmp_path):
+    kw = {
+        "3x3": dict(proj_attrs=dict(pads=[1, 1, 1, 1]), w3=(8, 16, 3, 3)),
+        "strided": dict(proj_attrs=dict(strides=[2, 2])),
+        "padded": dict(proj_attrs=dict(pads=[1, 1, 1, 1])),
+        "grouped": dict(proj_attrs=dict(group=2), w3=(8, 8, 1, 1)),
+        "product_read_elsewhere": dict(relu_reads_product=True),
+        "product_is_graph_output": dict(extra_outputs=("se",)),
+    }[case]
+    m = gated_conv(**kw)
+    sess, opt = optimized(m, tmp_path)
+    assert "Mul" in ops(opt) and changes(sess, SCALE_PASS) == 0
+    assert_matches_onnxruntime(sess, m, se_feeds())

@@ -498,3 +498,74 @@ def _nhwc_conv_activation(ctx: OptimizerContext) -> int:
               tail[-1].outputs[0])
         changes += 1
     return changes
+
+
+# --------------------------------------------------------------------------------------------
+# Mul(x, per-image channel gate) + 1x1 NhwcFusedConv -> NhwcFusedConv reading x times the gate
+# --------------------------------------------------------------------------------------------
+
+
+def _attr_ints(node: ir.Node, name: str) -> list[int] | None:
+    a = node.attributes.get(name)
+    return None if a is None else [int(v) for v in a.value]
+
+
+def _plain_pointwise(conv: ir.Node) -> bool:
+    """A group-1 1x1 conv of stride 1 without padding: every output position reads its own
+    input position's channels, so a per-channel scale of the input is a scale of the GEMM's
+    rows as they are read."""
+    w = _input(conv, 1)
+    ws = _static_dims(w, 4) if w is not None and _is_const(w) else None
+    if ws is None or ws[2:] != (1, 1):
+        return False
+    group = conv.attributes.get("group")
+    pad = conv.attributes.get("auto_pad")
+    return (group is None or int(group.value) == 1) and \
+        all(s == 1 for s in _attr_ints(conv, "strides") or [1]) and \
+        not any(_attr_ints(conv, "pads") or [0]) and \
+        (pad is None or pad.value in ("NOTSET", "VALID", b"NOTSET", b"VALID"))
+
+
+def _channel_gate(v: ir.Value, x: ir.Value) -> bool:
+    """``v`` is ``[N or 1, 1, 1, C]`` for a channels-last ``x`` of ``[N, H, W, C]`` (static)."""
+    vs, xs = _static_dims(v, 4), _static_dims(x, 4)
+    return vs is not None and xs is not None and isinstance(xs[3], int) and \
+        vs[1:] == (1, 1, xs[3]) and (vs[0] == 1 or vs[0] == xs[0])
+
+
+@register_pass("Mul(x, channel gate) + 1x1 NhwcFusedConv -> NhwcFusedConv", LAYOUT,
+               requires={"Mul"})
+@_counted
+def _nhwc_conv_input_scale(ctx: OptimizerContext) -> int:
+    """A squeeze-excite block's ``Mul(x, gate)`` (channels-last by now: x ``[N, H, W, C]``, the
+    gate ``[N or 1, 1, 1, C]``) read only by a plain 1x1 channels-last conv (group 1, stride
+    1, no padding) becomes that conv's fifth input S, onnxplex's own: the conv reads x times S,
+    which the native GEMM applies to x's rows as it copies them into its buffers, instead of a
+    pass over the tensor writing the product. Float32 (the kernels'); the product is read by
+    the conv alone and is not a graph output."""
+    graph = ctx.model.graph
+    changes = 0
+    for conv in list(graph):
+        if conv.domain != MS_DOMAIN or conv.op_type != "NhwcFusedConv" or \
+                conv.graph is not graph or id(conv) in ctx.protected or \
+                len(conv.inputs) > 4 or not _plain_pointwise(conv):
+            continue
+        v = conv.inputs[0]
+        mul = v.producer() if v is not None else None
+        if not _is_onnx(mul, "Mul") or len(mul.inputs) != 2 or id(mul) in ctx.protected or \
+                _sole_use(v) is not conv or _dtype(v) != _FLOAT:
+            continue
+        a, b = mul.inputs
+        for x, gate in ((a, b), (b, a)):
+            if x is not None and gate is not None and x is not gate and \
+                    _same_static_shape(x, v) and _channel_gate(gate, x) and \
+                    _dtype(x) == _FLOAT and _dtype(gate) == _FLOAT:
+                break
+        else:
+            continue
+        inputs = list(conv.inputs) + [None] * (4 - len(conv.inputs))
+        inputs[0] = x
+        _rewrite(conv, conv.domain, conv.op_type, [*inputs, gate], None)
+        graph.remove(mul, safe=True)
+        changes += 1
+    return changes

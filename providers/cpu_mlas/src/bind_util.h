@@ -79,9 +79,34 @@ class NhwcConvPlan {
   bool with_z = false;
   std::vector<py::object> keep;  // what `run` reads: packed weights, the bias array
   std::function<void(const float* x, float* y, const float* z, size_t threads)> run;
+  // A plan made with an input scale (a 1x1 conv reading x times a per-image channel scale s,
+  // [N or 1, 1, 1, C]: a squeeze-excite gate) runs this instead, s's images s_step apart
+  // (0: one for all).
+  bool with_scale = false;
+  std::function<void(const float* x, float* y, const float* z, const float* s, size_t s_step,
+                     size_t threads)>
+      run_scaled;
 
-  py::array call(const py::array& x, const py::object& z_in, size_t threads) const {
+  py::array call(const py::array& x, const py::object& z_in, size_t threads,
+                 const py::object& s_in) const {
     check(x, in_shape, "x");
+    const float* sp = nullptr;
+    size_t s_step = 0;
+    if (with_scale) {
+      if (s_in.is_none()) throw py::value_error("this plan scales x: give s");
+      const py::array sa = s_in.cast<py::array>();
+      const py::ssize_t c = in_shape.back();
+      if (!is_float32(sa) || !(sa.flags() & py::array::c_style) || sa.ndim() != 4 ||
+          (sa.shape(0) != 1 && sa.shape(0) != in_shape[0]) || sa.shape(1) != 1 ||
+          sa.shape(2) != 1 || sa.shape(3) != c) {
+        throw py::value_error("s must be a C-contiguous float32 array of shape (N or 1, 1, 1, " +
+                              std::to_string(c) + ")");
+      }
+      sp = static_cast<const float*>(sa.data());
+      s_step = sa.shape(0) == 1 ? 0 : static_cast<size_t>(c);
+    } else if (!s_in.is_none()) {
+      throw py::value_error("this plan was made without s");
+    }
     const float* zp = nullptr;
     if (with_z) {
       if (z_in.is_none()) throw py::value_error("this plan adds z: give it");
@@ -96,7 +121,11 @@ class NhwcConvPlan {
     float* yp = y.mutable_data();
     {
       py::gil_scoped_release release;
-      run(xp, yp, zp, threads);
+      if (with_scale) {
+        run_scaled(xp, yp, zp, sp, s_step, threads);
+      } else {
+        run(xp, yp, zp, threads);
+      }
     }
     return std::move(y);
   }

@@ -138,7 +138,8 @@ NhwcConvPlan conv2d_nhwc_plan(const py::array& x, const py::object& wt_in, const
                               std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
                               std::array<size_t, 2> dilations, std::array<std::ptrdiff_t, 2> pads,
                               const py::object& bias_in, float lo, float hi,
-                              const std::string& isa, bool with_z, int act) {
+                              const std::string& isa, bool with_z, int act,
+                              bool with_scale) {
   check_nchw(x, "x");
   check_nchw(out, "out");
   if (!py::isinstance<SgemmPacked>(wt_in)) throw py::type_error("wt must be a SgemmPacked");
@@ -179,6 +180,23 @@ NhwcConvPlan conv2d_nhwc_plan(const py::array& x, const py::object& wt_in, const
       conv2d_nhwc_f32(xp + i * image, g, *w, yp + i * l * cout, e, threads, v);
     }
   };
+  if (with_scale) {
+    if (!g.pointwise()) throw py::value_error("with_scale needs a 1x1 stride-1 unpadded conv");
+    plan.with_scale = true;
+    plan.run_scaled = [g, w, ep, v, batch, cout, l, image](const float* xp, float* yp,
+                                                           const float* zp, const float* sp,
+                                                           size_t s_step, size_t threads) {
+      SgemmEpilogue e = ep;
+      for (size_t i = 0; i < batch; ++i) {
+        if (zp != nullptr) {
+          e.z = zp + i * l * cout;
+          e.ldz = cout;
+        }
+        conv2d_nhwc_f32(xp + i * image, g, *w, yp + i * l * cout, e, threads, v,
+                        sp + i * s_step);
+      }
+    };
+  }
   return plan;
 }
 
@@ -443,7 +461,8 @@ void register_sgemm(py::module_& m) {
                               const py::object& z_in, int act) {
     if (!out.writeable()) throw py::value_error("out must be writeable");
     const NhwcConvPlan plan = conv2d_nhwc_plan(x, wt, out, kernel, strides, dilations, pads,
-                                               bias_in, lo, hi, isa, !z_in.is_none(), act);
+                                               bias_in, lo, hi, isa, !z_in.is_none(), act,
+                                               false);
     const float* zp = z_of(z_in, out);
     const float* xp = static_cast<const float*>(x.data());
     float* yp = static_cast<float*>(out.mutable_data());
@@ -467,16 +486,18 @@ void register_sgemm(py::module_& m) {
         py::arg("kernel"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),
         py::arg("bias") = py::none(), py::arg("lo") = -std::numeric_limits<float>::infinity(),
         py::arg("hi") = std::numeric_limits<float>::infinity(), py::arg("isa") = "",
-        py::arg("with_z") = false, py::arg("act") = 0,
+        py::arg("with_z") = false, py::arg("act") = 0, py::arg("with_scale") = false,
         "conv2d_nhwc_f32 planned for arrays of x's and out's shapes (their values are not "
-        "read): the plan's __call__(x, z=None, threads=0) returns a new out. with_z: every "
-        "call passes z; act as conv2d_nhwc_f32's.");
+        "read): the plan's __call__(x, z=None, threads=0, s=None) returns a new out. with_z: "
+        "every call passes z; act as conv2d_nhwc_f32's; with_scale (a 1x1 stride-1 unpadded "
+        "conv): every call passes s [N or 1, 1, 1, C], x's channels read times s's values "
+        "(a squeeze-excite gate's Mul, fused).");
 
   py::class_<NhwcConvPlan>(m, "NhwcConvPlan",
                            "A channels-last conv bound to one input shape (conv2d_nhwc_f32_plan, "
                            "dwconv_nhwc_f32_plan).")
       .def("__call__", &NhwcConvPlan::call, py::arg("x"), py::arg("z") = py::none(),
-           py::arg("threads") = 0)
+           py::arg("threads") = 0, py::arg("s") = py::none())
       .def_property_readonly("out_shape", [](const NhwcConvPlan& p) {
         return py::tuple(py::cast(p.out_shape));
       });

@@ -199,9 +199,12 @@ void conv2d_f32_transposed(const float* x, const Conv2dGeometry& g, const SgemmP
 // end at kernel rows (a row is kh runs of kw * C contiguous floats at dilation 1), and a
 // panel of positions along one output row, inside the input, is read in place from x (rows
 // sw * C apart); other panels are written into the task's buffer as they are needed. The
-// epilogue: bias per output channel (kCol), Z [oh * ow, Cout] (ldz), clamp.
+// epilogue: bias per output channel (kCol), Z [oh * ow, Cout] (ldz), clamp. `scale` (C values
+// or nullptr; a 1x1 stride-1 unpadded conv only): x's channel c read times scale[c] (a
+// squeeze-excite gate), as the GEMM copies A's rows into its buffers.
 void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt, float* y,
-                     const SgemmEpilogue& ep, size_t threads, SgemmIsa isa);
+                     const SgemmEpilogue& ep, size_t threads, SgemmIsa isa,
+                     const float* scale = nullptr);
 
 // ---- micro-kernels (internal; one translation unit per ISA) --------------------------------
 
