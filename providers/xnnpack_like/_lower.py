@@ -12,6 +12,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ValueInfo
 
+from . import _mlas
 from . import _tables as T
 from ._ops_base import (
     CHANNELS_LAST,
@@ -152,6 +153,12 @@ def _lower_conv(p: Planner, node: NodeView) -> None:
             st, k_label, lambda mod, var: KleidiPointwiseConv(
                 k_label, mod, var, *weights(), geom.strides, act, z is not None,
                 p.opt.threads), own, make_own)
+    elif p.mlas():
+        label = _label(node, T.CONV2D, variant, _mlas.conv_kernel(w_shape, group) + epilogue +
+                       (_why(st) if st else ""), members)
+
+        def make() -> Op:
+            return _mlas.MlasConv(label, *weights(), group, geom, act, dtype, z is not None)
     else:
         label, make = own, (lambda: make_own(own))
     p.emit(node, label, make, [xin, *zin], [(out, CHANNELS_LAST)], members)
@@ -299,6 +306,13 @@ def _lower_gemm(p: Planner, node: NodeView) -> None:
                             p.opt.threads, trans_a, c_post)
 
         label, make = p.try_kleidi(st, k_label, make_k, own, make_own)
+    elif p.mlas():
+        label = _label(node, T.FULLY_CONNECTED, variant, "mlas:sgemm" + _act_text(act) +
+                       (_why(st) if st else ""), members)
+
+        def make() -> Op:
+            w, bias, c_post = weights()
+            return _mlas.MlasFC(label, w, bias, act, dtype, trans_a, c_post)
     else:
         label, make = own, (lambda: make_own(own))
     p.emit(node, label, make, [p.use(a.name, LOGICAL)], [(out, LOGICAL)], members)
@@ -342,6 +356,12 @@ def _lower_batch_matmul(p: Planner, node: NodeView) -> None:
             st, k_label, lambda mod, var: KleidiBatchMatMul(
                 k_label, mod, st.kernel.split("/")[0], var, dtype, p.opt.threads, ep.act),
             own, lambda lab: BatchMatMulOwn(lab, dtype, ep.act))
+    elif p.mlas():
+        label = _label(node, T.BATCH_MATMUL, variant, "mlas:matmul_pool" + _act_text(ep.act) +
+                       _why(st), ep.members)
+
+        def make() -> Op:
+            return _mlas.MlasBatchMatMul(label, dtype, ep.act)
     else:
         label, make = own, (lambda: BatchMatMulOwn(own, dtype, ep.act))
     p.emit(node, label, make, [p.use(a.name, LOGICAL), p.use(b.name, LOGICAL)],
@@ -629,7 +649,12 @@ def _lower_pool(p: Planner, node: NodeView) -> None:
                         node.attr("dilations", None), node.attr("pads", None),
                         s_attr(node, "auto_pad", "NOTSET"), bool(int(node.attr("ceil_mode", 0))))
     kh, kw = geom.kernel
-    if node.op_type == "MaxPool":
+    if node.op_type == "MaxPool" and node.input(0).elem_type == TP.FLOAT and p.mlas():
+        label = _label(node, "pooling", "", "mlas:maxpool_nhwc")
+
+        def make() -> Op:
+            return _mlas.MlasMaxPool(label, geom)
+    elif node.op_type == "MaxPool":
         label = _label(node, "pooling", "", f"own:max_pool_{kh}x{kw}_taps")
 
         def make() -> Op:
@@ -647,8 +672,10 @@ def _lower_pool(p: Planner, node: NodeView) -> None:
 @lowers("GlobalAveragePool", "GlobalMaxPool")
 def _lower_global_pool(p: Planner, node: NodeView) -> None:
     kind = "mean" if node.op_type == "GlobalAveragePool" else "max"
-    label = _label(node, "pooling", "", f"own:global_{kind}_nhwc")
-    p.emit(node, label, lambda: ReduceOp(label, kind, (1, 2), None, False),
+    fast = p.mlas()
+    label = _label(node, "pooling", "", f"{'mlas' if fast else 'own'}:global_{kind}_nhwc")
+    p.emit(node, label, lambda: ReduceOp(label, kind, (1, 2), None, False,
+                                         _mlas.reduce_kernel(kind, (1, 2)) if fast else None),
            [p.use(node.input(0).name, CHANNELS_LAST)],
            [(node.outputs[0].name, CHANNELS_LAST)])
 
@@ -677,9 +704,12 @@ def _lower_reduce(p: Planner, node: NodeView) -> None:
     squeeze = None if keep else tuple(axes)
     to_logical = not keep and layout == CHANNELS_LAST
     out_layout = layout if keep else LOGICAL
-    label = _label(node, "reduction", "", f"own:reduce_{kind}" + ("_nhwc" if layout ==
-                                                                  CHANNELS_LAST else ""))
-    p.emit(node, label, lambda: ReduceOp(label, kind, phys, squeeze, to_logical), [x.name],
+    fast = p.mlas() and kind in ("mean", "max", "sum")
+    label = _label(node, "reduction", "", f"{'mlas' if fast else 'own'}:reduce_{kind}" +
+                   ("_nhwc" if layout == CHANNELS_LAST else ""))
+    p.emit(node, label, lambda: ReduceOp(label, kind, phys, squeeze, to_logical,
+                                         _mlas.reduce_kernel(kind, phys) if fast else None),
+           [x.name],
            [(node.outputs[0].name, out_layout)])
 
 

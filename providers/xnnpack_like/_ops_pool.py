@@ -91,19 +91,23 @@ class AveragePoolOp(Op):
 class ReduceOp(Op):
     """ReduceMean / ReduceMax / ReduceSum and the global pools over physical ``axes``;
     ``squeeze``: the logical axes to drop afterwards (keepdims=0), the tensor being brought to
-    its logical layout first when it is channels-last (``to_logical``)."""
+    its logical layout first when it is channels-last (``to_logical``); ``fast``: a kernel
+    reducing a float tensor over ``axes`` with keepdims (cpu_mlas's, ``_mlas.reduce_kernel``)."""
 
     _FN = {"mean": np.mean, "max": np.max, "sum": np.sum}
 
     def __init__(self, label: Label, kind: str, axes: tuple[int, ...],
-                 squeeze: tuple[int, ...] | None, to_logical: bool) -> None:
+                 squeeze: tuple[int, ...] | None, to_logical: bool,
+                 fast: Any | None = None) -> None:
         super().__init__(label)
-        self.fn = self._FN[kind]
+        self.fn, self.fast = self._FN[kind], fast
         self.kind, self.axes, self.squeeze, self.to_logical = kind, axes, squeeze, to_logical
 
     def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
         x = args[0]
-        if self.kind == "max":
+        if self.fast is not None and x.dtype.kind == "f" and x.size:
+            y = self.fast(x)
+        elif self.kind == "max":
             y = np.max(x, axis=self.axes, keepdims=True) if x.size else \
                 np.full([1 if i in self.axes else d for i, d in enumerate(x.shape)], -np.inf,
                         x.dtype)

@@ -30,6 +30,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ValueInfo
 
+from . import _mlas
 from . import _tables as T
 from ._ops_base import CHANNELS_LAST, F16, F32, LOGICAL, TO_C, TO_L, Label, Op, Workspace
 from ._ops_elementwise import lift_to_c
@@ -49,6 +50,7 @@ class PlanOptions:
     kleidi: bool = True          # provider option: use Kleidi kernels where they run
     forced: bool = False         # reference variants forced (environment / option)
     threads: int = 1             # threads per Kleidi call
+    mlas: bool = True            # cpu_mlas's native kernels where no Kleidi kernel runs
 
 
 @dataclass
@@ -196,6 +198,10 @@ class Planner:
     def kleidi(self, op_class: str, variant: str) -> T.KleidiStatus:
         return T.kleidi_status(T.variant(op_class, variant), forced=self.opt.forced,
                                enabled=self.opt.kleidi)
+
+    def mlas(self) -> bool:
+        """Whether ops matching no runnable Kleidi kernel run on cpu_mlas's native ones."""
+        return self.opt.mlas and _mlas.kernels()[0] is not None
 
     def try_kleidi(self, st: T.KleidiStatus, label: Label, make: Callable[[Any, str], Op],
                    own_label: Label,

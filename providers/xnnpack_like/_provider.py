@@ -8,7 +8,10 @@ buffers are planned once, and no per-run state is kept (concurrent ``run`` calls
 
 Conv, fully-connected and batch-matmul nodes are matched against XNNPACK-style variant tables
 (``_tables``); a node matching a variant runs its Kleidi micro-kernel when that kernel runs on
-this CPU, otherwise the provider's own numpy implementation -- never an error. The placement
+this CPU, otherwise cpu_mlas's native kernel where it has one (``_mlas``: x86's fast path for
+float convs, GEMMs, matmuls, max pools and reductions), otherwise the provider's own numpy
+implementation -- never an error. On x86 without cpu_mlas's native module, the float ops only
+those kernels make fast are declined, with that reason, and run on cpu_mlas. The placement
 report shows, per node, the matched variant (or ``none: <why>``) and the kernel actually used;
 with session profiling on, each partition also reports one event per internal op.
 
@@ -49,7 +52,10 @@ from onnxplex import (
     convex_groups,
 )
 
-from . import _lower  # noqa: F401 - registers the lowering of every supported op
+from . import (
+    _lower,  # noqa: F401 - registers the lowering of every supported op
+    _mlas,
+)
 from . import _tables as T
 from ._ops_base import CHANNELS_LAST, LOGICAL
 from ._plan import Plan, Planner, PlanOptions
@@ -73,6 +79,10 @@ class XnnpackLikeProvider(ExecutionProvider):
         "force_reference": Option(False, bool, "use the Kleidi library's portable reference "
                                                "variants where dispatch selected none (e.g. on "
                                                f"x86), as {T.FORCE_ENV}=1 does"),
+        "mlas": Option(True, bool, "where no Kleidi kernel runs, run convolutions, GEMMs and "
+                                   "max pools on cpu_mlas's native kernels, and on x86 decline "
+                                   "what would run slower than on cpu_mlas; 0: own "
+                                   f"implementations only, as {_mlas.MLAS_ENV}=0 does"),
     }
 
     @classmethod
@@ -84,8 +94,10 @@ class XnnpackLikeProvider(ExecutionProvider):
     def describe(cls) -> dict[str, Any]:
         """Per op class and variant: what it matches and whether its Kleidi kernel runs here."""
         mod, why = T.native()
+        fast, no_fast = _mlas.kernels()
         return {"layout": "NHWC inside partitions",
                 "kleidi_extension": "importable" if mod is not None else why,
+                "cpu_mlas_kernels": "importable" if fast is not None else no_fast,
                 "force_reference_env": T.env_forced(),
                 "variants": T.describe_tables()}
 
@@ -96,7 +108,8 @@ class XnnpackLikeProvider(ExecutionProvider):
         self._plan_options = PlanOptions(
             kleidi=bool(self.options["kleidi"]),
             forced=bool(self.options["force_reference"]) or T.env_forced(),
-            threads=max(1, threads))
+            threads=max(1, threads),
+            mlas=bool(self.options["mlas"]) and _mlas.env_enabled())
         # Ranks of values onnx shape inference could not type (com.microsoft ops), found by
         # get_capability and used again by compile.
         self._ranks: dict[str, int] = {}
@@ -113,8 +126,9 @@ class XnnpackLikeProvider(ExecutionProvider):
         declined: list[Decline] = []
         ranks = infer_ranks(graph.nodes)
         self._ranks.update(ranks)
+        slower = self._plan_options.mlas and _mlas.is_x86()
         for node in graph.nodes:
-            why = check(node, graph, ranks)
+            why = check(node, graph, ranks) or (_mlas.slower_on_x86(node) if slower else None)
             if why is None:
                 supported.append(node.index)
             else:

@@ -1,31 +1,41 @@
-"""Fixtures of the xnnpack_like tests: which kernel path the provider may take."""
+"""Fixtures of the xnnpack_like tests: which kernel path the provider may take.
+
+``own_path``, ``forced`` and ``kleidi`` test the provider's own implementations and the Kleidi
+glue: they turn off the cpu_mlas fast path (``ONNXPLEX_XNNPACK_MLAS=0``), which
+``test_mlas_fast_path`` tests."""
 
 from __future__ import annotations
 
 import pytest
 
+from onnxplex.providers.xnnpack_like import _mlas
 from onnxplex.providers.xnnpack_like import _tables as T
 
 FORCE = T.FORCE_ENV
+MLAS = _mlas.MLAS_ENV
 needs_kleidi = pytest.mark.skipif(T.native()[0] is None,
                                   reason="the Kleidi extension is not built")
 
 
 @pytest.fixture
 def own_path(monkeypatch):
-    """The CPU's own dispatch decides (x86: no Kleidi kernel runs)."""
+    """The CPU's own dispatch decides (x86: no Kleidi kernel runs); own implementations."""
     monkeypatch.delenv(FORCE, raising=False)
+    monkeypatch.setenv(MLAS, "0")
 
 
 @pytest.fixture
 def forced(monkeypatch):
-    """The Kleidi reference variants are forced (they run on x86 too)."""
+    """The Kleidi reference variants are forced (they run on x86 too); own implementations
+    elsewhere."""
     monkeypatch.setenv(FORCE, "1")
+    monkeypatch.setenv(MLAS, "0")
 
 
 @pytest.fixture(params=[False, pytest.param(True, marks=needs_kleidi)], ids=["own", "kleidi"])
 def kleidi(request, monkeypatch) -> bool:
     """Both: the own path, then the Kleidi reference kernels forced."""
+    monkeypatch.setenv(MLAS, "0")
     if request.param:
         monkeypatch.setenv(FORCE, "1")
     else:

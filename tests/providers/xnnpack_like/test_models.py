@@ -29,7 +29,7 @@ from onnxplex import GraphOptimizationLevel
 
 from ._helpers import XP, assert_rel, model, notes, pair, rel_err, session, vi
 from .cnn_models import mobilenetv2, quantize_qdq, resnet50, to_float16
-from .conftest import FORCE, needs_kleidi
+from .conftest import FORCE, MLAS, needs_kleidi
 
 F32 = np.float32
 ALL = GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -41,6 +41,7 @@ BUILDERS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2}
 @pytest.fixture(autouse=True)
 def _own_path_by_default(monkeypatch):
     monkeypatch.delenv(FORCE, raising=False)
+    monkeypatch.setenv(MLAS, "0")
 
 
 @pytest.fixture(scope="module")

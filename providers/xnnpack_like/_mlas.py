@@ -1,0 +1,300 @@
+"""cpu_mlas's native kernels as the delegate's fast path where no Kleidi kernel runs (x86).
+
+XNNPACK picks, per operator, the fastest micro-kernel the CPU has; on x86 the fastest this
+project has are cpu_mlas's (``_mlas_native``: the channels-last float32 convolutions -- group 1,
+depthwise, grouped --, the packed SGEMM and the channels-last max pool). So a node that matches
+no Kleidi kernel runnable here runs on them, reached through cpu_mlas's Python modules (cpu_mlas
+is bundled; its thread pool is sized by the session's cpu_mlas instance, always present as the
+last provider). The variant tables and the Kleidi paths are unchanged; the report names these
+kernels ``mlas:<kernel>``.
+
+When the native module is missing (a build without it, ``ONNXPLEX_MLAS_NATIVE=0``, a CPU with
+only its portable GEMM), the x86 policy of the provider declines the ops whose own numpy path
+would be slower than cpu_mlas (:func:`slower_without_native`), with that reason.
+``ONNXPLEX_XNNPACK_MLAS=0`` (or the provider option ``mlas=0``) turns the fast path and the
+policy off: the own implementations run everything that matches no Kleidi kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import math
+import os
+import platform
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ._ops_base import F32, Activation, Label, Op, Workspace
+
+logger = logging.getLogger(__name__)
+
+MLAS_ENV = "ONNXPLEX_XNNPACK_MLAS"
+_PKG = "onnxplex.providers.cpu_mlas"
+_NEEDED = ("conv2d_nhwc_f32_plan", "dwconv_nhwc_f32_plan", "maxpool_nhwc_f32", "sgemm_pack_b",
+           "transpose_f32")
+
+
+def env_enabled() -> bool:
+    """False when ``ONNXPLEX_XNNPACK_MLAS`` turns the cpu_mlas fast path off."""
+    return os.environ.get(MLAS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def is_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+@functools.cache
+def kernels() -> tuple[Any | None, str]:
+    """``(namespace of cpu_mlas's nn, _blas, linalg modules and the native module, "")``, or
+    ``(None, why they cannot be used)``."""
+    try:
+        nn = importlib.import_module(f"{_PKG}.nn")
+        blas = importlib.import_module(f"{_PKG}._blas")
+        linalg = importlib.import_module(f"{_PKG}.linalg")
+        nat = importlib.import_module(f"{_PKG}._native").native()
+    except ImportError as e:
+        return None, f"cpu_mlas is not importable ({e})"
+    if nat is None:
+        return None, ("cpu_mlas's native module _mlas_native is not importable here (or "
+                      "ONNXPLEX_MLAS_NATIVE=0)")
+    missing = [n for n in _NEEDED if not hasattr(nat, n)]
+    if missing:
+        return None, f"cpu_mlas's native module lacks {', '.join(missing)}"
+    if blas._sgemm_module() is None:
+        return None, "cpu_mlas's native GEMM has no vector variant for this CPU"
+    return SimpleNamespace(nn=nn, blas=blas, linalg=linalg, nat=nat), ""
+
+
+# --------------------------------------------------------------------------------------------
+# The x86 policy: decline what would run slower here than on cpu_mlas
+# --------------------------------------------------------------------------------------------
+
+# Ops whose only x86 implementations in this provider, without cpu_mlas's native kernels, are
+# numpy ones slower than cpu_mlas's (which keeps more strategies even without its natives).
+_NATIVE_ONLY = {("", "Conv"), ("com.microsoft", "FusedConv"), ("", "Gemm"),
+                ("com.microsoft", "FusedGemm"), ("", "MatMul"), ("", "MaxPool")}
+
+
+def slower_on_x86(node: Any) -> str | None:
+    """Why the delegate, on x86 with the fast path on, would run ``node`` slower than cpu_mlas
+    (the decline's reason), or None. The fast path covers float convs, GEMMs, matmuls and max
+    pools; without cpu_mlas's native module the delegate leaves them to cpu_mlas."""
+    if (node.domain, node.op_type) not in _NATIVE_ONLY:
+        return None
+    x = node.input(0)
+    if x is not None and x.elem_type not in (None, 1, 10):       # float32, float16
+        return None
+    k, why = kernels()
+    if k is not None:
+        return None
+    return (f"on x86 without cpu_mlas's native kernels ({why}) the delegate's numpy "
+            f"{node.op_type} would be slower than cpu_mlas's: left to cpu_mlas")
+
+
+def nhwc_contiguous(x: np.ndarray, nat: Any) -> np.ndarray:
+    """``x`` (rank 4, channels-last) as a C-contiguous float32 array. A channels-last view of
+    an NCHW array (the core's conversion at a partition input) is transposed by cpu_mlas's
+    native tiles: numpy's strided copy of a 3-channel 224 x 224 image takes ~180 us."""
+    if x.dtype == F32 and x.flags.c_contiguous:
+        return x
+    logical = x.transpose(0, 3, 1, 2)
+    if x.dtype == F32 and logical.flags.c_contiguous and x.size:
+        n, h, w, c = x.shape
+        y = np.empty((n, h * w, c), F32)
+        nat.transpose_f32(logical.reshape(n, c, h * w), y)
+        return y.reshape(n, h, w, c)
+    return np.ascontiguousarray(x, F32)
+
+
+# --------------------------------------------------------------------------------------------
+# Convolution
+# --------------------------------------------------------------------------------------------
+
+
+def conv_kernel(w_shape: Sequence[int], group: int) -> str:
+    """The report's name of the cpu_mlas kernel a float 2-D conv of weights
+    ``[M, C/group, KH, KW]`` runs on (as ``nn._nhwc_plan`` chooses it)."""
+    m, cg = int(w_shape[0]), int(w_shape[1])
+    if group == 1:
+        return "mlas:conv2d_nhwc"
+    if cg == 1 and m == group:
+        return "mlas:dwconv_nhwc"
+    if (m // group) % 4 == 0:
+        return "mlas:gconv_nhwc"
+    # no channels-last kernel: cpu_mlas's NCHW conv between two transposes, as its own
+    # NhwcFusedConv runs such a conv
+    return "mlas:conv_nchw_transposed"
+
+
+# Activation kinds cpu_mlas's channels-last kernels apply themselves (FusedConv's attribute
+# names): Relu and Clip as the GEMM's clamp, HardSwish on each finished output block.
+_NATIVE_ACTS = ("Relu", "Clip", "HardSwish")
+
+
+class _ConvAttrs:
+    """The attributes cpu_mlas's ``ConvStatic`` reads from a FusedConv node (geometry and the
+    fused activation), for a conv this provider assembled (BatchNorm folded, an activation node
+    fused)."""
+
+    def __init__(self, strides, dilations, pads, auto_pad: str, act: Activation) -> None:
+        kind = act.kind if act.kind in _NATIVE_ACTS else ""
+        self._attrs = {"strides": strides, "dilations": dilations, "pads": pads,
+                       "auto_pad": auto_pad or "NOTSET", "activation": kind,
+                       "activation_params": list(act.params) if kind == "Clip" else None}
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        v = self._attrs.get(name)
+        return default if v is None else v
+
+
+class MlasConv(Op):
+    """Float NHWC conv ``act(conv(x, w) + bias [+ z])`` on cpu_mlas's channels-last kernels
+    (``nn._conv_nhwc``: the call planned once per input shape, the bias, a same-shape residual
+    and a Relu/Clip/HardSwish in the kernel, other activations after it). Float16 tensors are
+    computed in float32 and rounded once, after the epilogue."""
+
+    def __init__(self, label: Label, w: np.ndarray, bias: np.ndarray | None, group: int,
+                 geom: Any, act: Activation, out_dtype: np.dtype, residual: bool) -> None:
+        super().__init__(label)
+        k, _ = kernels()
+        self.nat = k.nat
+        self._conv = k.nn._conv_nhwc
+        self.cw = k.nn._ConvWeights(np.ascontiguousarray(w, F32), group)
+        self.static = k.nn.ConvStatic(_ConvAttrs(geom.strides, geom.dilations, geom.pads,
+                                                 geom.auto_pad, act))
+        self.bias = None if bias is None else np.ascontiguousarray(bias, F32).reshape(-1)
+        self.act = act.apply_ if act else None
+        self.out_dtype, self.residual = np.dtype(out_dtype), residual
+
+    def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
+        # contiguous float32: the planned native call is reused only for such an x
+        x = nhwc_contiguous(args[0], self.nat)
+        z = nhwc_contiguous(args[1], self.nat) if self.residual else None
+        y = self._conv(x, self.cw, self.static, self.bias, z, self.act)
+        return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Fully connected and batch matmul
+# --------------------------------------------------------------------------------------------
+
+
+class MlasFC(Op):
+    """``act(A' @ W + bias [+ C])`` on cpu_mlas's packed SGEMM, with cpu_mlas's own choices
+    (``linalg``): the weight packed once and called through a native plan (bias and a Relu/Clip
+    in the GEMM's epilogue); single rows of a large weight and tiny products on ``np.dot``,
+    where OpenBLAS's gemv beats the GEMM's 12-row tile."""
+
+    def __init__(self, label: Label, w: np.ndarray, bias: np.ndarray | None, act: Activation,
+                 out_dtype: np.dtype, trans_a: bool = False,
+                 c_post: np.ndarray | None = None) -> None:
+        super().__init__(label)
+        k, _ = kernels()
+        lin = k.linalg
+        self.blas = k.blas
+        w = np.ascontiguousarray(w, F32)
+        self.k, self.n = w.shape
+        self.bias = None if bias is None else np.ascontiguousarray(bias, F32).reshape(-1)
+        self.c_post = None if c_post is None else np.asarray(c_post, F32)
+        clamp = act.clamp() if self.c_post is None else None
+        self.lo, self.hi = clamp if clamp is not None else (-math.inf, math.inf)
+        self.post = act if clamp is None else Activation()
+        self.act = act
+        self.out_dtype, self.trans_a = np.dtype(out_dtype), trans_a
+        self.packed = k.blas.pack_weight(w)
+        self.plan = k.blas.gemm_plan(self.packed, self.bias, self.lo, self.hi)
+        fused = self.bias is not None or clamp is not None
+        # as linalg.gemm_kernel: with an epilogue the native GEMM keeps the small products
+        self.small = 0 if fused else lin._SMALL_MACS
+        self.gemv = w.size >= lin._GEMV_MIN_WEIGHT if fused else True
+        self.w_dot = lin._dot_weight(w) if (self.gemv or self.small) else None
+        self.pool = k.blas.pool()
+
+    def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
+        a = args[0]
+        if self.trans_a:
+            a = a.T
+        lead = a.shape[:-1]
+        a2 = a.reshape(-1, self.k) if a.ndim != 2 else a
+        if a2.dtype != F32:
+            a2 = a2.astype(F32)
+        m = a2.shape[0]
+        if self.w_dot is not None and ((m == 1 and self.gemv) or m * self.w_dot.size < self.small):
+            y = np.dot(a2, self.w_dot)
+            if self.bias is not None:
+                y += self.bias
+            if self.c_post is not None:
+                y += self.c_post
+            self.act.apply_(y)
+        else:
+            y = self.plan(a2, self.pool.size)
+            if self.c_post is not None:
+                y += self.c_post
+            self.post.apply_(y)
+        y = y.reshape(*lead, self.n)
+        return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
+
+
+class MlasBatchMatMul(Op):
+    """``act(A @ B)`` of two computed operands on cpu_mlas's ``_blas.matmul``: the product split
+    over the intra-op pool (its BLAS is single-threaded), as cpu_mlas's MatMul runs it."""
+
+    def __init__(self, label: Label, out_dtype: np.dtype, act: Activation) -> None:
+        super().__init__(label)
+        k, _ = kernels()
+        self.matmul = k.blas.matmul
+        self.out_dtype, self.act = np.dtype(out_dtype), act
+
+    def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
+        a, b = args[0], args[1]
+        a = a if a.dtype == F32 else a.astype(F32)
+        b = b if b.dtype == F32 else b.astype(F32)
+        if a.ndim > 2 and b.ndim == 2:
+            y = self.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[1],))
+        else:
+            y = self.matmul(a, b)
+        self.act.apply_(y)
+        return y if y.dtype == self.out_dtype else y.astype(self.out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Pooling and reductions
+# --------------------------------------------------------------------------------------------
+
+
+def reduce_kernel(kind: str, axes: Sequence[int]) -> Any:
+    """cpu_mlas's ReduceMean / ReduceMax / ReduceSum kernel over constant ``axes`` with
+    keepdims (``kind``: mean, max, sum): straight ufunc calls on small tensors, one BLAS
+    product with a vector planned per input shape on large ones (a CNN's global pooling)."""
+    reduce = importlib.import_module(f"{_PKG}.reduce")
+    return reduce._constant_axes_kernel(f"Reduce{kind.capitalize()}", list(axes), True)
+
+
+class MlasMaxPool(Op):
+    """Float32 2-D MaxPool of an NHWC tensor on ``_mlas_native.maxpool_nhwc_f32`` (vectors
+    across channels, threaded over the pool)."""
+
+    def __init__(self, label: Label, geom: Any) -> None:
+        super().__init__(label)
+        k, _ = kernels()
+        self.nat, self.blas, self.geom = k.nat, k.blas, geom
+        self.k, self.s, self.d = (tuple(int(v) for v in t) for t in
+                                  (geom.kernel, geom.strides, geom.dilations))
+
+    def run(self, args: Sequence[Any], ws: Workspace) -> np.ndarray:
+        x = nhwc_contiguous(args[0], self.nat)
+        n, h, w, c = x.shape
+        pads, oh, ow = self.geom.resolve(h, w)
+        y = np.empty((n, oh, ow, c), F32)
+        self.nat.maxpool_nhwc_f32(x, y, self.k, self.s, self.d, (pads[0], pads[1]),
+                                  self.blas.intra_threads())
+        return y
+
+
+__all__ = ["MLAS_ENV", "env_enabled", "is_x86", "kernels", "slower_on_x86", "conv_kernel",
+           "MlasConv", "MlasFC", "MlasBatchMatMul", "MlasMaxPool", "reduce_kernel"]
