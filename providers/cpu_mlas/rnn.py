@@ -148,6 +148,13 @@ class _Spec:
         self.r_c = self._pack_w(r_info.const) if r_info is not None and r_info.is_const else None
         self.b_c = (np.asarray(b_info.const).astype(compute_dtype(b_info.const.dtype))
                     if b_info is not None and b_info.is_const else None)
+        # every direction's packed W side by side: [I, dirs * G*H] (one projection GEMM)
+        self.w_cat = None if self.w_c is None else self._side_by_side(self.w_c)
+
+    @staticmethod
+    def _side_by_side(wt: np.ndarray) -> np.ndarray:
+        """``[dirs, I, G*H]`` -> ``[I, dirs * G*H]``."""
+        return np.ascontiguousarray(wt.transpose(1, 0, 2).reshape(wt.shape[1], -1))
 
     @staticmethod
     def _pack_w(w: np.ndarray) -> np.ndarray:
@@ -213,6 +220,10 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
     y_h = np.empty((num_dirs, batch, hidden), dtype=cd)
     finals = [np.empty((num_dirs, batch, hidden), dtype=cd) for _ in extra_states]
     use_native = native_seq is not None and cd == _F32
+    if use_native and lens_a is None:
+        _native_whole(spec, native_seq, xc, wt, rt, bb, split_bias, h0, extra_states, y, y_h,
+                      finals)
+        return _outputs(spec, y, y_h, finals, out_dtype)
     prepared = []
     for d, reverse in enumerate(spec.directions()):
         idx = _order_index(seq_len, batch, lens_a, reverse)
@@ -271,12 +282,57 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
                 out[idx, np.arange(batch)[None, :]] = yd
                 valid = (np.arange(seq_len)[:, None] < lens_a[None, :])[..., None]
                 y[:, d] = np.where(valid, out, 0)
+    return _outputs(spec, y, y_h, finals, out_dtype)
+
+
+def _outputs(spec: _Spec, y: np.ndarray, y_h: np.ndarray, finals: list[np.ndarray],
+             out_dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    """``(Y, Y_h, *final states)`` in the op's layout and type."""
     if spec.layout == 1:
         y = y.transpose(2, 0, 1, 3)
         y_h = y_h.transpose(1, 0, 2)
         finals = [f.transpose(1, 0, 2) for f in finals]
     outs = (y, y_h, *finals)
     return tuple(np.ascontiguousarray(o).astype(out_dtype, copy=False) for o in outs)
+
+
+def _native_whole(spec: _Spec, native_seq: Callable[..., Any], xc: np.ndarray, wt, rt, bb,
+                  split_bias, h0, extra_states, y: np.ndarray, y_h: np.ndarray,
+                  finals: list[np.ndarray]) -> None:
+    """Every direction's time loop natively, for whole sequences (no sequence lengths): one
+    input projection for all directions (``[T*B, I] @ [I, dirs * G*H]``), each direction's
+    loop reading its columns of it, stepping backwards for a reverse direction, and writing
+    its slice of ``y`` and its final states (in ``y_h`` and ``finals``) in place; both
+    directions at once on two threads. (Per direction, the reversed input, a GEMM, the
+    states and the reversed output each cost a copy and a call: most of a small
+    bidirectional GRU's time.)"""
+    seq_len, batch, in_size = xc.shape
+    dirs = spec.num_dirs
+    gh = wt.shape[2]
+    hidden = gh // spec.n_gates
+    w_cat = spec.w_cat if spec.w_c is not None else _Spec._side_by_side(wt)
+    xw = _blas_matmul(xc.reshape(-1, in_size), w_cat).reshape(seq_len, batch, dirs, gh)
+    bds = []
+    for d in range(dirs):
+        bd = None
+        if bb is not None:
+            pre, bd = split_bias(bb[d], hidden)
+            xw[:, :, d] += pre
+        bds.append(bd)
+    y_h[...] = 0 if h0 is None else h0
+    for f, s0 in zip(finals, extra_states):
+        f[...] = 0 if s0 is None else s0
+    reverse = spec.directions()
+
+    def loop(d: int) -> None:   # (the native loop releases the GIL)
+        native_seq(d, xw[:, :, d], y_h[d], [f[d] for f in finals], rt[d], bds[d], None,
+                   y[:, d], reverse=reverse[d])
+
+    if dirs == 2 and intra_threads() > 1:
+        parallel_for(2, loop)   # the two directions at once, as onnxruntime runs them
+    else:
+        for d in range(dirs):
+            loop(d)
 
 
 _F32 = np.dtype(np.float32)
@@ -307,12 +363,14 @@ def _native_seq(node: NodeView, spec: _Spec,
     code = _CELL_CODES[node.op_type]
     clip = 0.0 if spec.clip is None else float(spec.clip)
 
-    def run(d, xw, h, states, rt_d, bd, lens, y, pp=None):
+    def run(d, xw, h, states, rt_d, bd, lens, y, pp=None, reverse=False):
         c = states[0] if code == 2 else None
         peep = None if pp is None else np.ascontiguousarray(pp[d], _F32)
         rbh = None if bd is None else np.ascontiguousarray(bd, _F32)
-        fn(code, np.ascontiguousarray(xw), np.ascontiguousarray(rt_d), h, c, y, rbh, peep,
-           lens, clip, linear_before_reset)
+        if xw.strides[-1] != 4:
+            xw = np.ascontiguousarray(xw)
+        fn(code, xw, np.ascontiguousarray(rt_d), h, c, y, rbh, peep, lens, clip,
+           linear_before_reset, reverse=reverse)
 
     return run
 

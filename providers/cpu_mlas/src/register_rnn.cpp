@@ -30,6 +30,28 @@ float* out_f32(py::array& a, size_t count, const char* what) {
   return static_cast<float*>(a.mutable_data());
 }
 
+// A float32 [T, B, n] array whose rows of n values are contiguous, its first two axes at any
+// non-negative strides (a view of both directions' array): the data and the two strides in
+// floats.
+struct Rows {
+  const float* data;
+  size_t ld_t, ld_b;
+};
+
+Rows rows_f32(const py::array& a, size_t t, size_t b, size_t n, const char* what) {
+  const auto stride = [&](int axis) { return a.strides(axis); };
+  if (!is_float32(a) || a.ndim() != 3 || static_cast<size_t>(a.shape(0)) != t ||
+      static_cast<size_t>(a.shape(1)) != b || static_cast<size_t>(a.shape(2)) != n ||
+      (n > 1 && stride(2) != static_cast<py::ssize_t>(sizeof(float))) || stride(0) < 0 ||
+      stride(1) < 0 || stride(0) % sizeof(float) || stride(1) % sizeof(float)) {
+    throw py::value_error(std::string(what) + ": expected a float32 [" + std::to_string(t) +
+                          ", " + std::to_string(b) + ", " + std::to_string(n) +
+                          "] array with contiguous rows");
+  }
+  return {static_cast<const float*>(a.data()), static_cast<size_t>(stride(0)) / sizeof(float),
+          static_cast<size_t>(stride(1)) / sizeof(float)};
+}
+
 }  // namespace
 
 void register_rnn(py::module_& m) {
@@ -37,7 +59,7 @@ void register_rnn(py::module_& m) {
       "rnn_seq_f32",
       [](int cell, const py::array& xw, const py::array& rt, py::array& h, py::object c_in,
          py::array& y, py::object rbh_in, py::object peep_in, py::object lens_in, float clip,
-         bool linear_before_reset, const std::string& isa) {
+         bool linear_before_reset, const std::string& isa, bool reverse) {
         void (*variant)(const RnnSeq&) = rnn_seq_f32;
         if (isa == "portable") {
           variant = rnn_seq_f32_portable;
@@ -59,10 +81,20 @@ void register_rnn(py::module_& m) {
           throw py::value_error("xw's last dim must be G*H and h must be [B, H]");
         RnnSeq s{};
         s.cell = static_cast<RnnCell>(cell);
-        s.xw = in_f32(xw, T * B * G * H, "xw");
+        const Rows x_rows = rows_f32(xw, T, B, G * H, "xw");
+        s.xw = x_rows.data;
+        s.xw_ld_t = x_rows.ld_t;
+        s.xw_ld_b = x_rows.ld_b;
         s.rt = in_f32(rt, H * G * H, "rt");
         s.h = out_f32(h, B * H, "h");
-        s.y = out_f32(y, T * B * H, "y");
+        const Rows y_rows = rows_f32(y, T, B, H, "y");
+        if (!y.writeable()) throw py::value_error("y must be writeable");
+        s.y = static_cast<float*>(y.mutable_data());
+        s.y_ld_t = y_rows.ld_t;
+        s.y_ld_b = y_rows.ld_b;
+        s.reverse = reverse;
+        if (reverse && !lens_in.is_none())
+          throw py::value_error("reverse runs whole sequences: gather them by lens instead");
         py::array c, rbh, peep;
         py::array_t<int64_t, py::array::c_style | py::array::forcecast> lens;
         if (cell == 2) {
@@ -93,10 +125,11 @@ void register_rnn(py::module_& m) {
       },
       py::arg("cell"), py::arg("xw"), py::arg("rt"), py::arg("h"), py::arg("c"), py::arg("y"),
       py::arg("rbh"), py::arg("peep"), py::arg("lens"), py::arg("clip"),
-      py::arg("linear_before_reset"), py::arg("isa") = "",
+      py::arg("linear_before_reset"), py::arg("isa") = "", py::arg("reverse") = false,
       "One direction's time loop of RNN (tanh), GRU or LSTM with the default activations "
-      "(rnn.h): h (and c) are updated in place, y [T, B, H] written. isa: '' the CPU's best "
-      "variant, or 'portable', 'avx2', 'avx512' (for tests).");
+      "(rnn.h): h (and c) are updated in place, y [T, B, H] written (xw and y: rows contiguous, "
+      "any strides between them). isa: '' the CPU's best variant, or 'portable', 'avx2', "
+      "'avx512' (for tests); reverse: steps from the last (not with lens).");
 
   m.def(
       "sigmoid_f32",

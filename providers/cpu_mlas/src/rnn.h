@@ -3,8 +3,10 @@
 // Python.
 //
 // The caller has already computed every step's input projection X W^T with the biases that
-// fold into it (rnn.py's split functions), gathered a reverse direction's steps into
-// processing order and transposed R; a loop step is then, per batch entry, H @ R^T added to
+// fold into it (rnn.py's split functions) and transposed R; a reverse direction runs its steps
+// from the last (or, with sequence lengths, has them gathered into processing order by the
+// caller). The projections and outputs may be views with row strides (both directions' in
+// one array: xw[:, :, d], y[:, d]). A loop step is then, per batch entry, H @ R^T added to
 // the projection, the gate activations and the state update, in ONNX's gate order (GRU z, r,
 // h; LSTM i, o, f, c). A batch entry past its sequence length keeps its state and writes
 // zeros (as rnn.py's mask).
@@ -19,17 +21,19 @@ enum class RnnCell : int { kRnn = 0, kGru = 1, kLstm = 2 };
 
 struct RnnSeq {
   RnnCell cell;
-  const float* xw;           // [T, B, G*H]
+  const float* xw;           // [T, B, G*H], rows xw_ld_t and xw_ld_b floats apart
   const float* rt;           // [H, G*H]: R transposed
   const float* rbh;          // GRU: the h gate's recurrent bias [H], or null
   const float* peep;         // LSTM: peepholes [3H] (i, o, f), or null
   const int64_t* lens;       // [B] sequence lengths, or null (every sequence is T long)
   float* h;                  // [B, H]: the initial state in, the final state out
   float* c;                  // LSTM: [B, H] cell state in and out
-  float* y;                  // [T, B, H]: every step's H
+  float* y;                  // [T, B, H]: every step's H, rows y_ld_t and y_ld_b floats apart
   size_t T, B, H;
+  size_t xw_ld_t, xw_ld_b, y_ld_t, y_ld_b;
   float clip;                // > 0: gate pre-activations clipped to [-clip, clip]
   bool linear_before_reset;  // GRU
+  bool reverse;              // steps from T - 1 down to 0 (xw and y in time order; no lens)
 };
 
 void rnn_seq_f32(const RnnSeq& s);

@@ -3,6 +3,8 @@
 
 namespace onnxplex::mlas {
 
-void rnn_seq_f32_avx2(const RnnSeq& s) { rnn_detail::rnn_seq<vacts::Acts>(s); }
+void rnn_seq_f32_avx2(const RnnSeq& s) {
+  rnn_detail::rnn_seq<vacts::Acts<vacts::Lanes8>>(s);
+}
 
 }  // namespace onnxplex::mlas

@@ -64,11 +64,13 @@ void rnn_seq(const RnnSeq& s) {
   // R^T's columns the products read: all gates (GRU: z and r; its h gate apart)
   const auto r_gates = A::prepare(s.rt, GH, H, gru ? H2 : GH, B);
   const auto r_h = A::prepare(gru ? s.rt + H2 : s.rt, GH, H, gru ? H : 0, B);
-  for (size_t t = 0; t < s.T; ++t) {
-    const float* x = s.xw + t * B * GH;
-    float* y = s.y + t * B * H;
+  for (size_t step = 0; step < s.T; ++step) {
+    const size_t t = s.reverse ? s.T - 1 - step : step;
+    const float* x = s.xw + t * s.xw_ld_t;
+    float* y = s.y + t * s.y_ld_t;
     // the recurrent products of all entries at once (R^T read once a step)
-    std::memcpy(g.data(), x, B * GH * sizeof(float));
+    for (size_t b = 0; b < B; ++b)
+      std::memcpy(g.data() + b * GH, x + b * s.xw_ld_b, GH * sizeof(float));
     A::gemm(s.h, H, B, r_gates, g.data(), GH);
     if (s.cell == RnnCell::kGru) {
       for (size_t b = 0; b < B; ++b) {
@@ -87,7 +89,7 @@ void rnn_seq(const RnnSeq& s) {
     }
     for (size_t b = 0; b < B; ++b) {
       float* h = s.h + b * H;
-      float* yb = y + b * H;
+      float* yb = y + b * s.y_ld_b;
       if (s.lens != nullptr && static_cast<int64_t>(t) >= s.lens[b]) {
         std::memset(yb, 0, H * sizeof(float));   // (the state is kept)
         continue;
@@ -127,7 +129,7 @@ void rnn_seq(const RnnSeq& s) {
         A::tanh(ab, H);
         for (size_t j = 0; j < H; ++j) h[j] = go[j] * ab[j];
       } else {  // GRU: z, r activated above; the h gate's product is in hh
-        const float *z = gb, *r = gb + H, *xh = x + b * GH + H2;
+        const float *z = gb, *r = gb + H, *xh = x + b * s.xw_ld_b + H2;
         float* hb = hh.data() + b * H;
         for (size_t j = 0; j < H; ++j) {
           const float rb = s.rbh != nullptr ? s.rbh[j] : 0.0f;

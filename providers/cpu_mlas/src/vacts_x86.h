@@ -56,32 +56,54 @@ void apply(float* x, size_t n) {
   }
 }
 
-// R rows x V vectors (8 floats) of out, from column j0: the accumulators stay in registers
-// over k (R * V independent FMA chains), each row slice of m is loaded once for the R rows.
-template <int R, int V>
+// The vector type of the recurrent product: 8 floats (AVX2), or 16 (AVX-512, in its
+// translation unit).
+struct Lanes8 {
+  using T = __m256;
+  static constexpr int N = 8;
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+};
+
+#if defined(__AVX512F__)
+struct Lanes16 {
+  using T = __m512;
+  static constexpr int N = 16;
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+};
+#endif
+
+// R rows x V vectors of out, from column j0: the accumulators stay in registers over k (R * V
+// independent FMA chains), each row slice of m is loaded once for the R rows.
+template <class L, int R, int V>
 inline void gemm_block(const float* v, size_t ldv, size_t k_count, const float* m, size_t ld,
                        float* out, size_t ldo) {
-  __m256 acc[R][V];
+  typename L::T acc[R][V];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int q = 0; q < V; ++q) acc[r][q] = _mm256_loadu_ps(out + r * ldo + 8 * q);
+    for (int q = 0; q < V; ++q) acc[r][q] = L::load(out + r * ldo + L::N * q);
   for (size_t k = 0; k < k_count; ++k) {
     const float* row = m + k * ld;
-    __m256 w[V];
+    typename L::T w[V];
 #pragma GCC unroll 8
-    for (int q = 0; q < V; ++q) w[q] = _mm256_loadu_ps(row + 8 * q);
+    for (int q = 0; q < V; ++q) w[q] = L::load(row + L::N * q);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const __m256 x = _mm256_broadcast_ss(v + r * ldv + k);
+      const typename L::T x = L::broadcast(v + r * ldv + k);
 #pragma GCC unroll 8
-      for (int q = 0; q < V; ++q) acc[r][q] = _mm256_fmadd_ps(x, w[q], acc[r][q]);
+      for (int q = 0; q < V; ++q) acc[r][q] = L::fmadd(x, w[q], acc[r][q]);
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int q = 0; q < V; ++q) _mm256_storeu_ps(out + r * ldo + 8 * q, acc[r][q]);
+    for (int q = 0; q < V; ++q) L::store(out + r * ldo + L::N * q, acc[r][q]);
 }
 
 // m's columns repacked once a call into contiguous K x w panels (read with a stride of a
@@ -91,13 +113,16 @@ inline void gemm_block(const float* v, size_t ldv, size_t k_count, const float* 
 struct Packed {
   std::vector<float> data;
   size_t k = 0, n = 0, w = 0;
+  int lanes = 8;  // the vector width it was packed for
 };
 
+template <class L>
 inline Packed pack(const float* m, size_t ld, size_t k_count, size_t n, size_t rows) {
   Packed p;
   p.k = k_count;
   p.n = n;
-  p.w = rows >= 4 ? 16 : rows >= 2 ? 32 : 64;
+  p.w = L::N * (rows >= 4 ? 2 : rows >= 2 ? 4 : 8);
+  p.lanes = L::N;
   const size_t panels = (n + p.w - 1) / p.w;
   p.data.assign(panels * k_count * p.w, 0.0f);
   for (size_t q = 0; q < panels; ++q) {
@@ -110,45 +135,46 @@ inline Packed pack(const float* m, size_t ld, size_t k_count, size_t n, size_t r
 }
 
 // R rows of one panel into out (ldo apart); a partial last panel goes through a buffer.
-template <int R, int V>
+template <class L, int R, int V>
 inline void panel_rows(const float* v, size_t ldv, const float* pm, size_t k_count, float* out,
                        size_t ldo, size_t width) {
-  constexpr size_t kW = 8 * V;
+  constexpr size_t kW = L::N * V;
   if (width == kW) {
-    gemm_block<R, V>(v, ldv, k_count, pm, kW, out, ldo);
+    gemm_block<L, R, V>(v, ldv, k_count, pm, kW, out, ldo);
     return;
   }
-  alignas(32) float tmp[R * kW] = {};
+  alignas(64) float tmp[R * kW] = {};
   for (int r = 0; r < R; ++r) std::memcpy(tmp + r * kW, out + r * ldo, width * sizeof(float));
-  gemm_block<R, V>(v, ldv, k_count, pm, kW, tmp, kW);
+  gemm_block<L, R, V>(v, ldv, k_count, pm, kW, tmp, kW);
   for (int r = 0; r < R; ++r) std::memcpy(out + r * ldo, tmp + r * kW, width * sizeof(float));
 }
 
-template <int R, int V>
+template <class L, int R, int V>
 inline void gemm_packed(const float* v, size_t ldv, size_t rows, const Packed& p, float* out,
                         size_t ldo) {
-  constexpr size_t kW = 8 * V;
+  constexpr size_t kW = L::N * V;
   const size_t panels = (p.n + kW - 1) / kW;
   for (size_t q = 0; q < panels; ++q) {
     const size_t j0 = q * kW, width = std::min(kW, p.n - j0);
     const float* pm = p.data.data() + q * p.k * kW;
     size_t b = 0;
     for (; b + R <= rows; b += R)
-      panel_rows<R, V>(v + b * ldv, ldv, pm, p.k, out + b * ldo + j0, ldo, width);
+      panel_rows<L, R, V>(v + b * ldv, ldv, pm, p.k, out + b * ldo + j0, ldo, width);
     for (; b < rows; ++b)  // the rows left over, one at a time (V chains)
-      panel_rows<1, V>(v + b * ldv, ldv, pm, p.k, out + b * ldo + j0, ldo, width);
+      panel_rows<L, 1, V>(v + b * ldv, ldv, pm, p.k, out + b * ldo + j0, ldo, width);
   }
 }
 
 // rnn_impl.h's gemm contract over a packed m.
+template <class L>
 inline void gemm(const float* v, size_t ldv, size_t rows, const Packed& p, float* out,
                  size_t ldo) {
-  if (p.w == 16) {
-    gemm_packed<4, 2>(v, ldv, rows, p, out, ldo);
-  } else if (p.w == 32) {
-    gemm_packed<2, 4>(v, ldv, rows, p, out, ldo);
+  if (p.w == 2 * L::N) {
+    gemm_packed<L, 4, 2>(v, ldv, rows, p, out, ldo);
+  } else if (p.w == 4 * L::N) {
+    gemm_packed<L, 2, 4>(v, ldv, rows, p, out, ldo);
   } else {
-    gemm_packed<1, 8>(v, ldv, rows, p, out, ldo);
+    gemm_packed<L, 1, 8>(v, ldv, rows, p, out, ldo);
   }
 }
 
@@ -168,16 +194,25 @@ void map_into(const float* x, float* y, size_t n) {
 // y[i] = sigmoid(x[i]) for i < n (y may be x): the Sigmoid op's loop, one per ISA file.
 inline void sigmoid_into(const float* x, float* y, size_t n) { map_into<sigmoid_ps>(x, y, n); }
 
+// rnn_impl.h's policy: the 8-lane activations, the product on 8-float vectors, or (Wide,
+// AVX-512) on 16-float ones from a batch of two on (for one row, 8 chains of 16 floats read
+// R^T no faster than of 8, and ran slower: an LSTM of 128, 2.6 -> 3.4 us a step; for two rows
+// 5.3 -> 3.8).
+template <class Wide = Lanes8>
 struct Acts {
   using Matrix = Packed;
   static void sigmoid(float* x, size_t n) { apply<sigmoid_ps>(x, n); }
   static void tanh(float* x, size_t n) { apply<tanh_ps>(x, n); }
   static Packed prepare(const float* m, size_t ld, size_t k, size_t n, size_t rows) {
-    return pack(m, ld, k, n, rows);
+    return rows >= 2 ? pack<Wide>(m, ld, k, n, rows) : pack<Lanes8>(m, ld, k, n, rows);
   }
   static void gemm(const float* v, size_t ldv, size_t rows, const Packed& p, float* out,
                    size_t ldo) {
-    vacts::gemm(v, ldv, rows, p, out, ldo);
+    if (p.lanes == Wide::N) {
+      vacts::gemm<Wide>(v, ldv, rows, p, out, ldo);
+    } else {
+      vacts::gemm<Lanes8>(v, ldv, rows, p, out, ldo);
+    }
   }
 };
 

@@ -35,9 +35,9 @@ class Calls:
     def __init__(self):
         self.n = 0
 
-    def rnn_seq_f32(self, *args):
+    def rnn_seq_f32(self, *args, **kwargs):
         self.n += 1
-        return mod.rnn_seq_f32(*args)
+        return mod.rnn_seq_f32(*args, **kwargs)
 
 
 def _both(monkeypatch, op_type, xs, **attrs):
@@ -206,3 +206,34 @@ def test_directions_run_concurrently_with_the_same_results(op_type):
 
 
 GATES_OF = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+@pytest.mark.parametrize("cell,gates", [(0, 1), (1, 3), (2, 4)])
+def test_strided_views_and_reverse_are_the_gathered_loop(cell, gates):
+    """The loop reads a direction's projections as a view of both directions' array
+    (``xw[:, :, d]``) and writes its slice of Y (``y[:, d]``) in place; ``reverse`` steps from
+    the last time step: the same bits as the contiguous loop over the time-reversed copies."""
+    rng = np.random.default_rng(cell)
+    t, b, h = 7, 3, 8
+    gh = gates * h
+    both = rng.standard_normal((t, b, 2, gh)).astype(np.float32)
+    rt = (rng.standard_normal((h, gh)) * 0.3).astype(np.float32)
+    h0 = rng.standard_normal((b, h)).astype(np.float32)
+    c0 = rng.standard_normal((b, h)).astype(np.float32) if cell == 2 else None
+    y_both = np.zeros((t, 2, b, h), np.float32)
+    hv, cv = h0.copy(), None if c0 is None else c0.copy()
+    mod.rnn_seq_f32(cell, both[:, :, 1], rt, hv, cv, y_both[:, 1], None, None, None, 0.0,
+                    False, reverse=True)
+    hw, cw = h0.copy(), None if c0 is None else c0.copy()
+    y_ref = np.empty((t, b, h), np.float32)
+    mod.rnn_seq_f32(cell, np.ascontiguousarray(both[::-1, :, 1]), rt, hw, cw, y_ref, None,
+                    None, None, 0.0, False)
+    np.testing.assert_array_equal(y_both[:, 1], y_ref[::-1])
+    np.testing.assert_array_equal(hv, hw)
+    assert not y_both[:, 0].any()   # the other direction's slice untouched
+    with pytest.raises(ValueError, match="reverse runs whole sequences"):
+        mod.rnn_seq_f32(cell, both[:, :, 0], rt, h0.copy(), None if c0 is None else c0.copy(),
+                        y_ref, None, None, np.full(b, t, np.int64), 0.0, False, reverse=True)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        mod.rnn_seq_f32(cell, both.reshape(t, b, 2 * gh)[:, :, ::2], rt, h0.copy(),
+                        None if c0 is None else c0.copy(), y_ref, None, None, None, 0.0, False)
