@@ -120,15 +120,7 @@ def _state_kept(rules: list[Any]) -> Iterator[None]:
     model rewritten, with its constants, and kept it alive after its session was gone (for
     GPT-2, the 147 MB embedding as the optimizer had read it). Attributes a run added are
     removed, replaced ones restored (each run sets what it needs again)."""
-    holders: dict[int, Any] = {}
-    for rule in rules:
-        for obj in (rule, *getattr(rule, "__dict__", {}).values()):
-            owner = getattr(obj, "__self__", None)   # a bound method: a class-based rule
-            for h in (obj, owner):
-                if (h is not None and id(h) not in holders and hasattr(h, "__dict__")
-                        and type(h).__module__.startswith(("onnxscript", "onnxplex"))):
-                    holders[id(h)] = h
-    saved = [(h, dict(vars(h))) for h in holders.values()]
+    saved = [(h, dict(vars(h))) for h in _holders(rules)]
     try:
         yield
     finally:
@@ -142,6 +134,32 @@ def _state_kept(rules: list[Any]) -> Iterator[None]:
 
 
 _MISSING = object()
+
+# rule set (its rules' identities) -> (the rules, their state holders): the rule objects are
+# built once and kept, so the walk over their attributes (~80 us for onnxscript's FusedMatMul
+# set, at every session that runs it) is done once too
+_HOLDERS: dict[tuple[int, ...], tuple[list[Any], list[Any]]] = {}
+
+
+def _holders(rules: list[Any]) -> list[Any]:
+    """The objects whose attributes a run of ``rules`` may change: the rules, their attribute
+    values and the owners of their bound methods, of onnxscript's or onnxplex's classes."""
+    key = tuple(map(id, rules))
+    hit = _HOLDERS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], rules)):
+        return hit[1]
+    holders: dict[int, Any] = {}
+    for rule in rules:
+        for obj in (rule, *getattr(rule, "__dict__", {}).values()):
+            owner = getattr(obj, "__self__", None)   # a bound method: a class-based rule
+            for h in (obj, owner):
+                if (h is not None and id(h) not in holders and hasattr(h, "__dict__")
+                        and type(h).__module__.startswith(("onnxscript", "onnxplex"))):
+                    holders[id(h)] = h
+    found = list(holders.values())
+    if len(_HOLDERS) < 256:   # (rule sets are few; a caller building new ones each time: no)
+        _HOLDERS[key] = (list(rules), found)
+    return found
 
 
 class _Driver:
