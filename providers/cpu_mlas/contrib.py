@@ -8,6 +8,7 @@
   the layout level's NhwcTransformer; Swish and HardSwish are fused only there, into
   onnxplex-only nodes, so a model saved at the extended level stays onnxruntime's);
 * FusedGemm: Gemm then an activation (``activation`` + ``activation_<attr>`` attributes);
+* QuickGelu: ``x * sigmoid(alpha * x)`` (SiLU with alpha 1);
 * MatMulIntegerToFloat: ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``;
 * DynamicQuantizeMatMul: A quantized to uint8 as DynamicQuantizeLinear does, then as
   MatMulIntegerToFloat with a constant B (centered and prepacked once);
@@ -28,7 +29,13 @@ from onnxplex import NodeView, ProviderContext, prepacked
 from . import _blas, _native
 from ._native import native
 from ._registry import op
-from .elementwise import _sigmoid, _softplus, hard_swish_in_place, swish_in_place
+from .elementwise import (
+    _sigmoid,
+    _sigmoid_f32,
+    _softplus,
+    hard_swish_in_place,
+    swish_in_place,
+)
 from .linalg import gemm_kernel
 from .nn import ConvStatic, _conv, _conv_nhwc, _ConvWeights, to_compute
 from .quant import _centered, native_a_zero_point, native_pack_b, native_rows
@@ -182,6 +189,24 @@ def _fused_conv_kernel(node: NodeView, conv: Callable[..., np.ndarray]):
         if s is None:
             return conv(x, cw, static, bias, z, in_place if act is not None else None)
         return conv(x, cw, static, bias, z, in_place if act is not None else None, s)
+
+    return kernel
+
+
+@op("QuickGelu", since=1, domain=MS, dtypes={0: {TP.FLOAT}})
+def make_quick_gelu(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QuickGelu: ``x * sigmoid(alpha * x)`` (alpha 1.702 by default; 1 is SiLU,
+    what the extended level's Sigmoid + Mul fusion writes): alpha 1 on the native SiLU loop
+    (one pass, over the pool), any other alpha as the sigmoid of the scaled input times x."""
+    alpha = np.float32(node.attr("alpha", 1.702))
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if alpha == 1 and x.dtype == _F32:
+            return swish_in_place(np.array(x, dtype=_F32, order="C"))
+        s = _sigmoid_f32(np.ascontiguousarray(x * alpha, dtype=_F32)) \
+            if x.dtype == _F32 else _sigmoid(x * x.dtype.type(alpha))
+        s *= x
+        return s
 
     return kernel
 

@@ -607,6 +607,57 @@ def _gemm_activation(ctx: OptimizerContext) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# 3a. SiLU / Swish: Mul(x, Sigmoid(x)) -> QuickGelu (onnxruntime's QuickGeluFusion)
+# --------------------------------------------------------------------------------------------
+
+
+def _scalar_const(v: ir.Value | None) -> float | None:
+    arr = _const(v)
+    return float(arr.reshape(())) if arr is not None and arr.size == 1 and \
+        arr.dtype == np.float32 else None
+
+
+@register_pass("Sigmoid + Mul -> QuickGelu", EXTENDED, requires={"Sigmoid"})
+@_counted
+def _quick_gelu(ctx: OptimizerContext) -> int:
+    """``Mul(x, Sigmoid(x))`` (SiLU / Swish, either operand order) and ``Mul(x, Sigmoid(Mul(x,
+    alpha)))`` with a scalar constant alpha become com.microsoft ``QuickGelu`` (``x *
+    sigmoid(alpha * x)``; alpha 1 for SiLU): one pass over the tensor instead of two, as
+    onnxruntime's QuickGeluFusion does. Float32 (onnxruntime's kernel's); the sigmoid (and the
+    scaling Mul) read by the Mul alone, neither a graph output. A channels-last conv before
+    one takes it as its activation at the layout level."""
+    graph = ctx.model.graph
+    changes = 0
+    for sig in list(graph):
+        if not _is_onnx(sig, "Sigmoid") or sig.graph is not graph or len(sig.inputs) != 1:
+            continue
+        s, v = sig.outputs[0], sig.inputs[0]
+        mul = _sole_consumer(s)
+        if not _is_onnx(mul, "Mul") or len(mul.inputs) != 2 or _dtype(s) != _FLOAT or \
+                _dtype(mul.outputs[0]) != _FLOAT:
+            continue
+        x = _add_other(mul, s)   # the Mul's other operand
+        if x is None:
+            continue
+        nodes, alpha = [sig, mul], 1.0
+        if x is not v:   # Sigmoid(Mul(x, alpha)): its Mul read by the Sigmoid alone
+            scale = v.producer()
+            if not _is_onnx(scale, "Mul") or _sole_consumer(v) is not sig:
+                continue
+            a = _scalar_const(_add_other(scale, x))
+            if a is None:
+                continue
+            nodes, alpha = [scale, sig, mul], a
+        if any(id(n) in ctx.protected for n in nodes):   # another provider's
+            continue
+        _use_ms_domain(ctx)
+        _fuse(graph, nodes, MS_DOMAIN, "QuickGelu", [x], [ir.AttrFloat32("alpha", alpha)],
+              mul.outputs[0])
+        changes += 1
+    return changes
+
+
+# --------------------------------------------------------------------------------------------
 # 3b. Pairwise squared distances: Sub + ReduceSumSquare -> CDist
 # --------------------------------------------------------------------------------------------
 

@@ -123,6 +123,13 @@ def _scalar(v: ir.Value) -> bool:
     return v.shape is not None and all(d == 1 for d in v.shape)
 
 
+def _quick_gelu(node: ir.Node | None) -> bool:
+    """com.microsoft QuickGelu (SiLU with alpha 1: the extended level's Sigmoid + Mul): as
+    layout-agnostic as the ONNX activations."""
+    return node is not None and node.domain == MS_DOMAIN and node.op_type == "QuickGelu" and \
+        len(node.inputs) == 1
+
+
 def _per_image(v: ir.Value) -> bool:
     """A rank-4 value constant over H and W (``[N or 1, C or 1, 1, 1]``: a squeeze-excite
     gate, a pooled mean): its channels-last form is the same memory, a transpose moves
@@ -143,7 +150,7 @@ def _elementwise(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     value constant over H and W (a squeeze-excite block's ``Mul(x, gate)``: the gate
     ``[N, C, 1, 1]`` broadcast over the image; NCHW and NHWC broadcast the same once every
     operand is permuted alike) or a constant of rank 4 or less."""
-    if not _is_onnx(node, *_ELEMENTWISE):
+    if not (_is_onnx(node, *_ELEMENTWISE) or _quick_gelu(node)):
         return False
     y = node.outputs[0]
     if _static_dims(y, 4) is None:
@@ -424,6 +431,12 @@ def _sole_use(v: ir.Value) -> ir.Node | None:
     return uses[0][0] if len(uses) == 1 else None
 
 
+def _silu_alpha(node: ir.Node) -> bool:
+    """A QuickGelu whose alpha is 1: SiLU."""
+    a = node.attributes.get("alpha")
+    return a is not None and float(a.value) == 1.0
+
+
 def _gated(y: ir.Value) -> tuple[str, list[ir.Node]] | None:
     """``y`` times a gate computed from ``y`` alone: ``Mul(y, Sigmoid(y))`` (SiLU, what
     exporters write for torch's SiLU/Swish) or ``Mul(y, HardSigmoid(y))`` with HardSwish's
@@ -454,18 +467,20 @@ def _gated(y: ir.Value) -> tuple[str, list[ir.Node]] | None:
 
 
 @register_pass("NhwcFusedConv + activation -> NhwcFusedConv", LAYOUT,
-               requires={"Sigmoid", "HardSigmoid", "HardSwish", *_CONV_ACTIVATIONS})
+               requires={"Sigmoid", "HardSigmoid", "HardSwish", "QuickGelu",
+                         *_CONV_ACTIVATIONS})
 @_counted
 def _nhwc_conv_activation(ctx: OptimizerContext) -> int:
     """A channels-last conv without an activation whose output goes through one becomes the
     conv's ``activation``: FusedConv's own (Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, Clip;
     a BatchNormalization made a depthwise conv above comes without the Relu after it), SiLU
-    (``Mul(y, Sigmoid(y))``) or HardSwish (the op, or ``Mul(y, HardSigmoid(y))`` with alpha
-    1/6, beta 0.5) as "Swish" and "HardSwish", which the native kernels apply to each block of
-    output as they finish it, instead of one to three more passes over the tensor. The last
-    two only on NhwcFusedConv (onnxplex's own node: onnxruntime's FusedConv has neither, so an
-    extended-level model stays onnxruntime's); float32 (the kernels'); the conv's output and
-    the gate read by nothing else, neither a graph output."""
+    (``Mul(y, Sigmoid(y))``, or the extended level's QuickGelu of alpha 1) or HardSwish (the
+    op, or ``Mul(y, HardSigmoid(y))`` with alpha 1/6, beta 0.5) as "Swish" and "HardSwish",
+    which the native kernels apply to each block of output as they finish it, instead of one
+    to three more passes over the tensor. The last two only on NhwcFusedConv (onnxplex's own
+    node: onnxruntime's FusedConv has neither, so an extended-level model stays
+    onnxruntime's); float32 (the kernels'); the conv's output and the gate read by nothing
+    else, neither a graph output."""
     graph = ctx.model.graph
     changes = 0
     for conv in list(graph):
@@ -486,6 +501,9 @@ def _nhwc_conv_activation(ctx: OptimizerContext) -> int:
         elif _is_onnx(act, "HardSwish") and len(act.inputs) == 1 and \
                 _dtype(act.outputs[0]) == _FLOAT and id(act) not in ctx.protected:
             kind, tail = "HardSwish", [act]
+        elif _quick_gelu(act) and _silu_alpha(act) and _dtype(act.outputs[0]) == _FLOAT and \
+                id(act) not in ctx.protected:
+            kind, tail = "Swish", [act]
         else:
             found = _gated(y)
             if found is None or any(id(n) in ctx.protected for n in found[1]):

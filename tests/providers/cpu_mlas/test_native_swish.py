@@ -197,3 +197,27 @@ def test_hard_swish_op_matches_onnxruntime(n):
                                     providers=["cpu_mlas"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert elementwise._hard_swish_f32(x).dtype == np.float32
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.702, None])
+@pytest.mark.parametrize("shape", [(3, 5), (4, 64, 100)])
+def test_quick_gelu_matches_onnxruntime(alpha, shape):
+    x = rand(*shape) * 4
+    attrs = {} if alpha is None else dict(alpha=alpha)   # None: the default, 1.702
+    node = helper.make_node("QuickGelu", ["x"], ["y"], domain=MS, **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, list(shape))],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(MS, 1)], ir_version=10)
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    sess = onnxplex.InferenceSession(m.SerializeToString(), providers=["cpu_mlas"])
+    x0 = x.copy()
+    got = sess.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(x, x0)   # the input is not written
+    a = 1.702 if alpha is None else alpha
+    exact = x.astype(np.float64) / (1 + np.exp(-a * x.astype(np.float64)))
+    # (small arrays: the numpy sigmoid, ~6e-8 absolute, times x)
+    np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-6)
+    # onnxruntime's logistic is accurate in absolute terms (~1e-7), not relative
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=3e-6)
