@@ -394,3 +394,27 @@ def test_nhwc_fused_conv_bias_input_from_concurrent_runs():
     with ThreadPoolExecutor(4) as pool:
         for f in [pool.submit(runs, s) for s in range(4)]:
             f.result()
+
+
+@needs_native
+@pytest.mark.parametrize("c", [1, 3, 7, 8, 12, 16, 19, 24, 31, 33, 40])
+def test_native_max_pool_nhwc_every_channel_tail(c):
+    """Channel counts off the vector width: the last channels as one more vector ending at C
+    (over channels already done), half vectors, then single channels; NaNs in the tail lanes
+    win their windows. Against numpy's maximum over the shifted windows."""
+    rng = np.random.default_rng(c)
+    x = rng.standard_normal((1, 9, 10, c)).astype(np.float32)
+    x[0, 4, 5, -1] = np.nan
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    want = np.full((1, 5, 5, c), -np.inf, np.float32)
+    for i in range(3):
+        for j in range(3):
+            want = np.fmax(want, xp[:, i:i + 9:2, j:j + 10:2])
+    nan_win = np.zeros(want.shape, bool)
+    for i in range(3):
+        for j in range(3):
+            nan_win |= np.isnan(xp[:, i:i + 9:2, j:j + 10:2])
+    want[nan_win] = np.nan
+    y = np.empty((1, 5, 5, c), np.float32)
+    nat.maxpool_nhwc_f32(x, y, (3, 3), (2, 2), (1, 1), (1, 1), 1)
+    np.testing.assert_array_equal(y, want)
