@@ -413,3 +413,50 @@ def test_average_pool_between_convs_runs_channels_last(attrs):
                 if p.op_type == "AveragePool")
     assert pool.domain == "com.ms.internal.nhwc", pool
     assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)})
+
+
+def shuffle_unit(batch_dim=-1, perm=(0, 2, 1, 3, 4)):
+    """A ShuffleNetV2 unit's tail: two conv branches concatenated, the channel shuffle
+    (Reshape [N, 2, C/2, H, W], Transpose, Reshape [N, C, H, W]) and a Split into halves read
+    by convs, as torch exports it (the batch as -1)."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w1"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
+             helper.make_node("Reshape", ["cat", "s5"], ["v"]),
+             helper.make_node("Transpose", ["v"], ["t"], perm=list(perm)),
+             helper.make_node("Reshape", ["t", "s4"], ["shuf"]),
+             helper.make_node("Split", ["shuf", "halves"], ["h0", "h1"], axis=1),
+             helper.make_node("Conv", ["h0", "w2"], ["y0"]),
+             helper.make_node("Conv", ["h1", "w3"], ["y1"])]
+    inits = [init("w0", 6, 3, 3, 3), init("w1", 6, 3, 3, 3), init("w2", 4, 6, 1, 1),
+             init("w3", 5, 6, 1, 1),
+             numpy_helper.from_array(np.array([batch_dim, 2, 6, 7, 8], np.int64), "s5"),
+             numpy_helper.from_array(np.array([batch_dim, 12, 7, 8], np.int64), "s4"),
+             numpy_helper.from_array(np.array([6, 6], np.int64), "halves")]
+    return model(nodes, [vi("x", ["n", 3, 7, 8])], [vi("y0", None), vi("y1", None)], inits)
+
+
+@pytest.mark.parametrize("batch_dim", [-1, 0])
+def test_channel_shuffle_and_split_stay_channels_last(batch_dim):
+    """The shuffle runs as the swap of the last two axes of [N, H, W, 2, C/2] and the Split
+    along the permuted axis: transposes only at the image and the two outputs."""
+    m = shuffle_unit(batch_dim)
+    sess = session(m)
+    got = steps(sess)
+    # the image in, two outputs back, the shuffle's own (channels-last) transpose
+    assert got["Transpose"] == 4 and got["Split"] == 1 and got["NhwcFusedConv"] == 4, got
+    names = {s.name for s in sess._exec.steps if s.op_type in ("Split", "Reshape")}
+    assert all(n.endswith("/nhwc") for n in names), names
+    assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 7, 8)).astype(np.float32)})
+
+
+def test_a_transpose_that_is_not_a_shuffle_stays_nchw():
+    """Reshape [N, 2, C/2, H, W] followed by another permutation: left NCHW."""
+    m = shuffle_unit(perm=(0, 1, 2, 4, 3))
+    m.graph.node[5].input[1] = "s4b"
+    m.graph.initializer.append(numpy_helper.from_array(np.array([-1, 12, 8, 7], np.int64),
+                                                       "s4b"))
+    sess = session(m)
+    assert not any(s.name.endswith("/nhwc") for s in sess._exec.steps
+                   if s.op_type == "Reshape"), [s.name for s in sess._exec.steps]
+    assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 7, 8)).astype(np.float32)})

@@ -32,9 +32,11 @@ a 1x1 conv is a GEMM on the tensor as it is, a k x k conv's im2col rows are runs
 contiguous floats, and a depthwise conv's vectors are channels already.
 
 Concat of channels-last values runs channels-last along the permuted axis (a DenseNet's
-feature concatenations), and an inference BatchNormalization of one (one that follows no conv
-to fold into) becomes a depthwise 1x1 channels-last conv, as onnxruntime's NCHWc transformer
-makes it.
+feature concatenations), as does a Split of one (its axis permuted too) and a channel shuffle
+(``Reshape [N, g, C/g, H, W]``, ``Transpose (0, 2, 1, 3, 4)``, ``Reshape [N, C, H, W]``: the
+same swap of the last two axes of ``[N, H, W, g, C/g]``), and an inference BatchNormalization of
+one (one that follows no conv to fold into) becomes a depthwise 1x1 channels-last conv, as
+onnxruntime's NCHWc transformer makes it.
 
 Then ``NhwcFusedConv + activation``: a channels-last conv without an activation followed by
 one of FusedConv's (Relu, Clip, ...), SiLU (``Mul(y, Sigmoid(y))``) or HardSwish takes it as
@@ -249,6 +251,54 @@ def _concat_axis(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> int | None:
     return _NHWC_AXIS[axis % 4] if fed and fed >= others else None
 
 
+def _split_axis(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> int | None:
+    """The channels-last axis of a Split of a channels-last rank-4 value into rank-4 parts
+    (a ShuffleNet's halves), else None."""
+    if not _is_onnx(node, "Split") or _input(node, 0) not in nhwc:
+        return None
+    if any(_static_dims(o, 4) is None for o in node.outputs):
+        return None
+    axis = node.attributes.get("axis")
+    axis = 0 if axis is None else int(axis.value)
+    return _NHWC_AXIS[axis % 4] if -4 <= axis < 4 else None
+
+
+def _const_ints(v: ir.Value | None) -> list[int] | None:
+    arr = _const(v)
+    return None if arr is None or arr.ndim != 1 else [int(d) for d in arr]
+
+
+def _channel_shuffle(node: ir.Node, nhwc: dict[ir.Value, ir.Value]
+                     ) -> tuple[ir.Node, ir.Node, int] | None:
+    """``Reshape [N, g, C/g, H, W] -> Transpose (0, 2, 1, 3, 4) -> Reshape [N, C, H, W]`` of
+    a channels-last value (ShuffleNet's channel shuffle), each step read by the next only:
+    (the Transpose, the last Reshape, g), else None."""
+    x = _input(node, 0)
+    if not _is_onnx(node, "Reshape") or x not in nhwc:
+        return None
+    dims = _static_dims(x, 4)
+    first = _const_ints(_input(node, 1))
+    if dims is None or first is None or len(first) != 5 or not all(
+            isinstance(d, int) for d in dims[1:]):
+        return None
+    n, c, h, w = dims
+    g = first[1]
+    # the batch: its size, or -1 / 0 (inferred, copied: the same channels-last)
+    batch = (-1, 0) if not isinstance(n, int) else (-1, 0, n)
+    if g <= 0 or c % g or first[0] not in batch or first[1:] != [g, c // g, h, w]:
+        return None
+    t = _sole_use(node.outputs[0])
+    if not _is_onnx(t, "Transpose") or t.attributes.get("perm") is None or \
+            list(t.attributes["perm"].value) != [0, 2, 1, 3, 4]:
+        return None
+    last = _sole_use(t.outputs[0])
+    second = _const_ints(_input(last, 1)) if _is_onnx(last, "Reshape") else None
+    if second is None or second[0] not in batch or second[1:] != [c, h, w] or \
+            _static_dims(last.outputs[0], 4) is None:
+        return None
+    return t, last, g
+
+
 def _batchnorm(node: ir.Node, nhwc: dict[ir.Value, ir.Value]
                ) -> tuple[np.ndarray, np.ndarray] | None:
     """(scale, shift) of an inference BatchNormalization with constant float parameters of a
@@ -319,13 +369,38 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
         return twin
 
     # Each converted node is rewritten in place (op, inputs, attributes, name); its output
-    # value becomes the channels-last one once the walk is over (the walk's shape checks
-    # read NCHW shapes), and readers left NCHW get it back through one transpose.
-    renamed: dict[ir.Node, str] = {}
+    # values become the channels-last ones once the walk is over (the walk's shape checks
+    # read NCHW shapes), and readers left NCHW get them back through one transpose each.
+    renamed: dict[ir.Value, str] = {}
+    perms: dict[ir.Value, tuple[int, ...]] = {}   # a rank-5 value's permutation (else NHWC)
+    done: set[int] = set()   # id() of nodes converted ahead of the walk
     for node in list(graph):   # the main graph's nodes (bodies keep their layout)
-        if id(node) in ctx.protected:
+        if id(node) in ctx.protected or id(node) in done:
             continue
         attrs = None   # None: the node's own
+        if (shuffle := _channel_shuffle(node, nhwc)) is not None and not any(
+                id(n) in ctx.protected for n in shuffle[:2]):
+            # channels-last: [N, H, W, g, C/g] -> swap the last two -> [N, H, W, C]
+            t, last, g = shuffle
+            _, c, h, w = _static_dims(node.inputs[0], 4)
+            n = -1   # (the batch inferred)
+            steps = ((node, [nhwc[node.inputs[0]], _initializer(
+                         graph, np.array([n, h, w, g, c // g], np.int64),
+                         f"{node.name or 'shuffle'}_nhwc_shape")], None),
+                     (t, [node.outputs[0]], [ir.AttrInt64s("perm", [0, 1, 2, 4, 3])]),
+                     (last, [t.outputs[0], _initializer(
+                         graph, np.array([n, h, w, c], np.int64),
+                         f"{last.name or 'shuffle'}_nhwc_shape")], None))
+            for step, ins, step_attrs in steps:
+                outs = step.outputs
+                step.name = _fresh(graph, f"{step.name or outs[0].name}/nhwc")
+                renamed[outs[0]] = _fresh(graph, f"{outs[0].name}_nhwc")
+                _rewrite(step, "", step.op_type, ins, step_attrs)
+                nhwc[outs[0]] = outs[0]
+                converted.append(step)
+                done.add(id(step))
+            perms[node.outputs[0]] = perms[t.outputs[0]] = (0, 3, 4, 1, 2)
+            continue
         if _convertible(node):
             inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
             inputs[0] = channels_last(inputs[0], node)
@@ -360,6 +435,11 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
                       else channels_last(v, node) for v in node.inputs]
             domain, op_type = node.domain, node.op_type
             attrs = [ir.AttrInt64("axis", axis)]
+        elif (axis := _split_axis(node, nhwc)) is not None:
+            inputs = [nhwc[node.inputs[0]], *node.inputs[1:]]
+            domain, op_type = node.domain, node.op_type
+            attrs = [a for a in _copy_attrs(node) if a.name != "axis"]
+            attrs.append(ir.AttrInt64("axis", axis))
         elif (affine := _batchnorm(node, nhwc)) is not None:
             # y = x * scale + shift per channel: a depthwise 1x1 channels-last conv (as
             # onnxruntime's NCHWc transformer makes it), whose activation, when one follows,
@@ -385,24 +465,26 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             domain, op_type = node.domain, node.op_type
         else:
             continue
-        y = node.outputs[0]
-        node.name = _fresh(graph, f"{node.name or y.name}/nhwc")
-        renamed[node] = _fresh(graph, f"{y.name}_nhwc")
+        node.name = _fresh(graph, f"{node.name or node.outputs[0].name}/nhwc")
+        for y in node.outputs:
+            renamed[y] = _fresh(graph, f"{y.name}_nhwc")
+            nhwc[y] = y
         _rewrite(node, domain, op_type, inputs, attrs)
-        nhwc[y] = y
         converted.append(node)
     if not converted:
         return 0
     _use_ms_domain(ctx)
+    ours = {id(n) for n in converted}
     # Last to first, as the transposes back go right behind their nodes: an output read by a
     # node left NCHW, or a graph output, keeps its name on a transpose back.
     for node in reversed(converted):
-        y = node.outputs[0]
-        name = y.name
-        readers = [(user, i) for user, i in y.uses() if user not in renamed]
-        y.name, y.shape = renamed[node], _permuted(y, TO_NHWC)
-        if readers or y.is_graph_output():
-            back = _transpose(graph, y, TO_NCHW, name)
+        for y in reversed(node.outputs):
+            name = y.name
+            readers = [(user, i) for user, i in y.uses() if id(user) not in ours]
+            y.name, y.shape = renamed[y], _permuted(y, perms.get(y, TO_NHWC))
+            if not readers and not y.is_graph_output():
+                continue
+            back = _transpose(graph, y, TO_NCHW, name)   # (rank 4: see _channel_shuffle)
             graph.insert_after(node, back)
             nchw = back.outputs[0]
             for user, i in readers:

@@ -204,12 +204,17 @@ def test_native_transpose(rows):
 
 
 def test_transpose_rotations():
-    assert _rotation((0, 2, 3, 1)) == 1 and _rotation((0, 3, 1, 2)) == 2
-    assert _rotation((0, 2, 1, 3)) is None and _rotation((1, 0, 2, 3)) is None
-    assert _rotation((0, 1, 2, 3)) is None
+    """(kept leading axes, rotation of the rest)"""
+    assert _rotation((0, 2, 3, 1)) == (1, 1) and _rotation((0, 3, 1, 2)) == (1, 2)
+    assert _rotation((0, 2, 1, 3)) is None       # (the last axis kept: not a 2-D transpose)
+    assert _rotation((0, 1, 2, 4, 3)) == (3, 1)  # a channel shuffle, channels-last
+    assert _rotation((1, 2, 3, 0)) == (0, 1)
+    assert _rotation((0, 1, 2, 3)) is None and _rotation((3, 2, 1, 0)) is None
+    assert _rotation((0, 3, 2, 1)) is None
 
 
-@pytest.mark.parametrize("perm", [(0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1, 3), (3, 2, 1, 0)])
+@pytest.mark.parametrize("perm", [(0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1, 3), (3, 2, 1, 0),
+                                  (1, 2, 3, 0), (0, 1, 3, 2)])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 def test_transpose_kernel(perm, dtype):
     x = (RNG.standard_normal((2, 3, 40, 41)) * 10).astype(dtype)
@@ -220,6 +225,18 @@ def test_transpose_kernel(perm, dtype):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     (y,) = onnxplex.InferenceSession(m.SerializeToString()).run(None, {"x": x})
     np.testing.assert_array_equal(y, x.transpose(perm))
+
+
+def test_channel_shuffle_transpose_kernel():
+    """A channels-last channel shuffle's swap of its last two axes (rank 5), natively."""
+    x = RNG.standard_normal((2, 7, 6, 2, 58)).astype(np.float32)
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 1, 2, 4, 3])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, x.shape)],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    (y,) = onnxplex.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    assert y.flags.c_contiguous
+    np.testing.assert_array_equal(y, x.transpose(0, 1, 2, 4, 3))
 
 
 # ---- NhwcMaxPool --------------------------------------------------------------------------
