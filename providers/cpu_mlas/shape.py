@@ -233,13 +233,24 @@ def make_identity(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 @op("Expand", since=8)
 def make_expand(node: NodeView, ctx: ProviderContext) -> Kernel:
-    shape = int_list(const_input(node, 1))
+    """Expand: the output shape worked out once per input shape (numpy's broadcast_shapes and
+    broadcast_to are Python functions: ~30 us a call in a model, where a decoder's GQA key and
+    mask expands run dozens of times a step), the copy broadcast by np.copyto in C."""
+    shape = None if (const := int_list(const_input(node, 1))) is None else tuple(const)
+    targets: dict[tuple, tuple[int, ...]] = {}
 
     def kernel(x: np.ndarray, s: np.ndarray) -> np.ndarray:
-        target = np.broadcast_shapes(x.shape, tuple(shape if shape is not None else s.tolist()))
+        key = (x.shape, shape if shape is not None else tuple(s.tolist()))
+        target = targets.get(key)
+        if target is None:
+            target = np.broadcast_shapes(*key)
+            if len(targets) < 64:   # (a few shapes per session; bounded all the same)
+                targets[key] = target
         if target == x.shape:
             return x
-        return np.broadcast_to(x, target).copy()
+        y = np.empty(target, dtype=x.dtype)
+        np.copyto(y, x)
+        return y
 
     return kernel
 
