@@ -22,6 +22,15 @@ from onnxplex._raster import hex_color
 SVG = "{http://www.w3.org/2000/svg}"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _delegate_own_kernels():
+    """The pictures need the delegate to claim the encoder's partitions: its own kernels (on
+    x86 with cpu_mlas's native ones its policy leaves a transformer's ops to cpu_mlas)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ONNXPLEX_XNNPACK_MLAS", "0")
+        yield
+
+
 @pytest.fixture(scope="module")
 def mixed_session():
     """The test transformer on xnnpack_like + cpu_mlas: fused partitions, and the shape

@@ -10,7 +10,8 @@ kernels ``mlas:<kernel>``.
 
 When the native module is missing (a build without it, ``ONNXPLEX_MLAS_NATIVE=0``, a CPU with
 only its portable GEMM), the x86 policy of the provider declines the ops whose own numpy path
-would be slower than cpu_mlas (:func:`slower_without_native`), with that reason.
+would be slower than cpu_mlas (:func:`slower_on_x86`), with that reason; with it, the ops
+cpu_mlas runs (and fuses) better, and partitions of elementwise / shape ops only.
 ``ONNXPLEX_XNNPACK_MLAS=0`` (or the provider option ``mlas=0``) turns the fast path and the
 policy off: the own implementations run everything that matches no Kleidi kernel.
 """
@@ -80,20 +81,78 @@ _NATIVE_ONLY = {("", "Conv"), ("com.microsoft", "FusedConv"), ("", "Gemm"),
                 ("com.microsoft", "FusedGemm"), ("", "MatMul"), ("", "MaxPool")}
 
 
-def slower_on_x86(node: Any) -> str | None:
+# Ops cpu_mlas runs on native kernels the delegate has no counterpart of (its are numpy), and
+# fuses with their neighbours on the whole graph (the delegate sees the graph before fusions).
+_CPU_NATIVE = {("", "LayerNormalization"): "SkipLayerNormalization / LayerNormalization",
+               ("", "Softmax"): "Attention / Softmax",
+               ("", "Gelu"): "Gelu / FastGelu / BiasGelu", ("", "Erf"): "Gelu / BiasGelu",
+               ("com.microsoft", "Gelu"): "Gelu / BiasGelu",
+               ("com.microsoft", "FastGelu"): "FastGelu", ("com.microsoft", "BiasGelu"): "BiasGelu"}
+_REDUCES = {"ReduceMean", "ReduceMax", "ReduceSum"}
+# What a partition must hold to gain anything: a group of only these runs the same numpy
+# ufuncs / views as cpu_mlas, plus the layout conversions at its boundary.
+_LIGHT = {"Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Erf",
+          "Sqrt", "Neg", "Abs", "Exp", "Reciprocal", "Softplus", "Softsign", "Clip", "Gelu",
+          "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Reshape", "Flatten", "Transpose",
+          "Squeeze", "Unsqueeze", "Identity", "Concat", "Cast", "BatchNormalization"}
+
+
+def _float(v: Any) -> bool:
+    return v is None or v.elem_type in (None, 1, 10)                  # float32, float16
+
+
+def slower_on_x86(node: Any, rank: Any = None, const_b: bool = False) -> str | None:
     """Why the delegate, on x86 with the fast path on, would run ``node`` slower than cpu_mlas
-    (the decline's reason), or None. The fast path covers float convs, GEMMs, matmuls and max
-    pools; without cpu_mlas's native module the delegate leaves them to cpu_mlas."""
-    if (node.domain, node.op_type) not in _NATIVE_ONLY:
-        return None
+    (the decline's reason), or None. ``rank(value)``: a value's rank (None: unknown);
+    ``const_b``: a MatMul's B is a constant (a fully-connected op).
+
+    * Without cpu_mlas's native module: float convs, GEMMs, matmuls and max pools (the
+      delegate's numpy is slower).
+    * With it: the ops cpu_mlas has native (and graph-fused) kernels for and the delegate only
+      numpy (LayerNormalization, Softmax, the Gelu family); and the float ops the delegate would
+      run on cpu_mlas's very kernel without a channels-last layout to keep -- a MatMul of two
+      computed tensors or of a rank >= 3 activation (a sequence model's projections and
+      attention products), a reduction of a tensor that is not rank 4 -- where claiming them
+      only costs the partition's boundary and blocks cpu_mlas's fusions (Attention,
+      SkipLayerNormalization, FusedMatMul, BiasGelu, the RMS norm)."""
+    key = (node.domain, node.op_type)
     x = node.input(0)
-    if x is not None and x.elem_type not in (None, 1, 10):       # float32, float16
+    if not _float(x):
         return None
     k, why = kernels()
-    if k is not None:
+    if k is None:
+        if key not in _NATIVE_ONLY:
+            return None
+        return (f"on x86 without cpu_mlas's native kernels ({why}) the delegate's numpy "
+                f"{node.op_type} would be slower than cpu_mlas's: left to cpu_mlas")
+    if key in _CPU_NATIVE:
+        return (f"on x86 cpu_mlas runs {node.op_type} on a native kernel (fused on the whole "
+                f"graph as {_CPU_NATIVE[key]}); the delegate's is numpy: left to cpu_mlas")
+    r = rank or (lambda v: None if v is None else v.rank)
+    fused_by = ("it would run on cpu_mlas's own kernel with no channels-last layout to keep, "
+                "and claiming it blocks cpu_mlas's fusions")
+    if key == ("", "MatMul") and _float(node.input(1)):
+        if not const_b:
+            return (f"on x86 a MatMul of two computed tensors (attention's products) {fused_by}"
+                    " (Attention, FusedMatMul): left to cpu_mlas")
+        if (r(x) or 0) >= 3:
+            return (f"on x86 a MatMul of a rank-{r(x)} activation (a sequence model's "
+                    f"projection) {fused_by} (Attention, bias + Gelu, SkipLayerNormalization): "
+                    "left to cpu_mlas")
+    if not node.domain and node.op_type in _REDUCES and r(x) not in (None, 4):
+        return (f"on x86 a {node.op_type} of a rank-{r(x)} tensor {fused_by} (LayerNormalization"
+                ", the RMS norm): left to cpu_mlas")
+    return None
+
+
+def light_group_reason(nodes: Sequence[Any]) -> str | None:
+    """Why a claimed group of only elementwise, shape and batch-norm nodes is declined on x86
+    (nothing in it runs faster in the delegate; its boundary costs layout conversions), or
+    None when it holds a conv, a GEMM, a pool, a reduction or a quantized op."""
+    if any(n.domain or n.op_type not in _LIGHT for n in nodes):
         return None
-    return (f"on x86 without cpu_mlas's native kernels ({why}) the delegate's numpy "
-            f"{node.op_type} would be slower than cpu_mlas's: left to cpu_mlas")
+    return ("on x86 a partition of only elementwise / shape ops would run the same numpy "
+            "ufuncs as cpu_mlas plus layout conversions at its boundary: left to cpu_mlas")
 
 
 def nhwc_contiguous(x: np.ndarray, nat: Any) -> np.ndarray:
@@ -132,8 +191,8 @@ def conv_kernel(w_shape: Sequence[int], group: int) -> str:
 
 
 # Activation kinds cpu_mlas's channels-last kernels apply themselves (FusedConv's attribute
-# names): Relu and Clip as the GEMM's clamp, HardSwish on each finished output block.
-_NATIVE_ACTS = ("Relu", "Clip", "HardSwish")
+# names): Relu and Clip as the GEMM's clamp, Swish and HardSwish on each finished output block.
+_NATIVE_ACTS = ("Relu", "Clip", "Swish", "HardSwish")
 
 
 class _ConvAttrs:
@@ -296,5 +355,6 @@ class MlasMaxPool(Op):
         return y
 
 
-__all__ = ["MLAS_ENV", "env_enabled", "is_x86", "kernels", "slower_on_x86", "conv_kernel",
+__all__ = ["MLAS_ENV", "env_enabled", "is_x86", "kernels", "slower_on_x86", "light_group_reason",
+           "conv_kernel",
            "MlasConv", "MlasFC", "MlasBatchMatMul", "MlasMaxPool", "reduce_kernel"]

@@ -168,6 +168,9 @@ def _apply(kind: str, p: tuple[float, ...], x: np.ndarray, out: np.ndarray) -> n
         return out
     if kind == "Tanh":
         return np.tanh(x, out=out)
+    if kind == "Swish":  # x * sigmoid(x) (SiLU: a Sigmoid and a Mul fused into an epilogue)
+        t = _apply("Sigmoid", p, x, np.empty_like(x))
+        return np.multiply(x, t, out=out)
     if kind == "LeakyRelu":
         neg = x < 0
         np.copyto(out, x)

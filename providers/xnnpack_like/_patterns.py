@@ -8,7 +8,8 @@
   symmetric per channel (``qp8_f32_qc8w_gemm``); collapsed into one Kleidi call only when that
   kernel runs here (the own path runs the ONNX ops, exactly);
 * activations (Relu, Clip, Sigmoid, ...) that are the sole reader of a conv, gemm or batch
-  norm result: applied as its epilogue.
+  norm result, or a SiLU (``Sigmoid(t)`` and ``Mul(t, Sigmoid(t))`` its only two readers, run
+  as ``Swish``): applied as its epilogue.
 """
 
 from __future__ import annotations
@@ -218,6 +219,11 @@ class Patterns:
                 act_of(reader) is not None and reader.input(0).name == tail.name:
             act, tail = act_of(reader), reader.outputs[0]
             members.append(reader)
+        elif reader is None:
+            swish = self._swish(tail.name)
+            if swish:
+                act, tail = Activation("Swish"), swish[1].outputs[0]
+                members.extend(swish)
         if not members:
             return
         self.epilogues[node.index] = Epilogue(act, tuple(members), tail.name, bn, residual)
@@ -228,6 +234,22 @@ class Patterns:
             self.skip.add(node.index)
             add = next(m for m in members if m.op_type == "Add")
             self.emit_at[add.index] = node
+
+    def _swish(self, name: str) -> tuple[NodeView, NodeView] | None:
+        """``(Sigmoid, Mul)`` when ``name``'s only readers are ``s = Sigmoid(name)`` and
+        ``Mul(name, s)`` (SiLU, as exported from torch), neither already taken by a pattern."""
+        users = self.readers.get(name, [])
+        if len(users) != 2 or name in self.out_names:
+            return None
+        sig = next((u for u in users if (u.domain, u.op_type) == ("", "Sigmoid")), None)
+        mul = next((u for u in users if (u.domain, u.op_type) == ("", "Mul")), None)
+        if sig is None or mul is None or {sig.index, mul.index} & self.skip:
+            return None
+        s = sig.outputs[0].name
+        ins = sorted(v.name if v is not None else "" for v in mul.inputs)
+        if ins != sorted((name, s)) or self.sole_reader(s) is not mul:
+            return None
+        return sig, mul
 
     def in_group(self, name: str | None) -> NodeView | None:
         return None if name is None else self.producer.get(name)

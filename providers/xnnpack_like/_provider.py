@@ -60,7 +60,7 @@ from . import _tables as T
 from ._ops_base import CHANNELS_LAST, LOGICAL
 from ._plan import Plan, Planner, PlanOptions
 from ._runtime import CompiledPartition
-from ._support import check, infer_ranks
+from ._support import check, const_like, infer_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +127,15 @@ class XnnpackLikeProvider(ExecutionProvider):
         ranks = infer_ranks(graph.nodes)
         self._ranks.update(ranks)
         slower = self._plan_options.mlas and _mlas.is_x86()
+
+        def rank(v: ValueInfo | None) -> int | None:
+            return None if v is None else v.rank if v.rank is not None else ranks.get(v.name)
+
         for node in graph.nodes:
-            why = check(node, graph, ranks) or (_mlas.slower_on_x86(node) if slower else None)
+            why = check(node, graph, ranks)
+            if why is None and slower:
+                why = _mlas.slower_on_x86(node, rank, const_like(graph, node.input(1))
+                                          if node.op_type == "MatMul" else False)
             if why is None:
                 supported.append(node.index)
             else:
@@ -136,6 +143,10 @@ class XnnpackLikeProvider(ExecutionProvider):
         groups: list[NodeGroup] = []
         for nodes in convex_groups(graph, supported):
             views = [graph.node(i) for i in nodes]
+            why = _mlas.light_group_reason(views) if slower else None
+            if why is not None:
+                declined.extend(Decline(i, why) for i in nodes)
+                continue
             ins, outs = _group_io(graph, views)
             try:
                 plan = Planner(views, ins, outs, self._plan_options, dry=True,

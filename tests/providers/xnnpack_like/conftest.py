@@ -18,6 +18,13 @@ needs_kleidi = pytest.mark.skipif(T.native()[0] is None,
 
 
 @pytest.fixture
+def fast_path(monkeypatch):
+    """cpu_mlas's fast path on (and, on x86, the policy), no Kleidi reference forced."""
+    monkeypatch.delenv(FORCE, raising=False)
+    monkeypatch.delenv(MLAS, raising=False)
+
+
+@pytest.fixture
 def own_path(monkeypatch):
     """The CPU's own dispatch decides (x86: no Kleidi kernel runs); own implementations."""
     monkeypatch.delenv(FORCE, raising=False)

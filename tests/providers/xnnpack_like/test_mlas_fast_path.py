@@ -22,13 +22,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 needs_native = pytest.mark.skipif(_mlas.kernels()[0] is None,
                                   reason=f"cpu_mlas's native kernels: {_mlas.kernels()[1]}")
-pytestmark = needs_native
-
-
-@pytest.fixture(autouse=True)
-def _fast_path(monkeypatch):
-    monkeypatch.delenv(FORCE, raising=False)
-    monkeypatch.delenv(MLAS, raising=False)
+pytestmark = [needs_native, pytest.mark.usefixtures("fast_path")]
 
 
 def _w(*shape) -> np.ndarray:
@@ -128,9 +122,11 @@ def test_gemm_and_matmul_run_on_the_packed_sgemm(trans_b, spy):
     assert len(calls) == 2
 
 
-def test_batch_matmul_runs_on_the_pool_split_matmul(spy):
+def test_batch_matmul_runs_on_the_pool_split_matmul(spy, monkeypatch):
     from onnxplex.providers.cpu_mlas import _blas
 
+    # (on x86 the policy leaves a batch matmul to cpu_mlas: test_x86_policy)
+    monkeypatch.setattr(_mlas, "is_x86", lambda: False)
     calls = spy(_blas, "matmul")
     nodes = [helper.make_node("MatMul", ["a", "b"], ["y"], name="bmm")]
     m = model(nodes, [vi("a", [3, 40, 32]), vi("b", [3, 32, 48])], [vi("y", None)])
@@ -217,7 +213,8 @@ def test_without_the_native_module_x86_declines_with_the_reason(monkeypatch):
         assert why.startswith("on x86 without cpu_mlas's native kernels (test: no "
                               "_mlas_native)"), why
         assert why.endswith("would be slower than cpu_mlas's: left to cpu_mlas")
-    assert notes(x)["relu"].startswith("elementwise -> own:")
+    # the Relu left alone between them: a partition of elementwise ops only gains nothing
+    assert declined(x, "relu").startswith("on x86 a partition of only elementwise / shape ops")
     report = x.get_provider_assignment().explain()
     assert "test: no _mlas_native" in report
     feed = {"x": RNG.standard_normal((1, 4, 4, 6)).astype(F32)}

@@ -1,0 +1,129 @@
+"""The x86 policy of xnnpack_like with cpu_mlas's native kernels: what the delegate could only
+run slower than cpu_mlas is declined, with the reason in the placement report (transformer ops
+cpu_mlas has native / fused kernels for, matmuls without a channels-last layout to keep,
+partitions of elementwise / shape ops only); a SiLU after a conv runs in the conv's epilogue
+(cpu_mlas's native Swish). Results: onnxruntime's, rtol 1e-4 / atol 1e-5."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import helper
+
+from onnxplex.providers.xnnpack_like import _mlas
+
+from ._helpers import XP, declined, model, notes, session, vi
+
+F32 = np.float32
+RNG = np.random.default_rng(5)
+RTOL, ATOL = 1e-4, 1e-5
+
+pytestmark = [pytest.mark.skipif(not _mlas.is_x86() or _mlas.kernels()[0] is None,
+                                 reason="the policy of x86 with cpu_mlas's native kernels"),
+              pytest.mark.usefixtures("fast_path")]
+
+
+def _w(*shape) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 0.3).astype(F32)
+
+
+def _check(x, m: bytes, feed: dict) -> None:
+    ref = onnxruntime.InferenceSession(m, providers=["CPUExecutionProvider"])
+    for got, want in zip(x.run(None, feed), ref.run(None, feed)):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def _encoder_block() -> tuple[bytes, dict]:
+    """LayerNorm -> projection (rank 3) -> Gelu, and attention-like products with a Softmax."""
+    d, s = 16, 6
+    inits = {"g": np.ones(d, F32), "beta": np.zeros(d, F32), "wq": _w(d, d), "wk": _w(d, d),
+             "axes": np.array([-1], np.int64)}
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "beta"], ["ln"], name="ln",
+                              axis=-1),
+             helper.make_node("MatMul", ["ln", "wq"], ["q"], name="proj_q"),
+             helper.make_node("MatMul", ["ln", "wk"], ["k"], name="proj_k"),
+             helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["sc"], name="scores"),
+             helper.make_node("Softmax", ["sc"], ["p"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["p", "q"], ["ctx"], name="context"),
+             helper.make_node("Gelu", ["ctx"], ["ge"], name="gelu"),
+             helper.make_node("ReduceMean", ["ge", "axes"], ["y"], name="mean")]
+    m = model(nodes, [vi("x", [2, s, d])], [vi("y", None)], inits, opset=20)
+    return m, {"x": RNG.standard_normal((2, s, d)).astype(F32)}
+
+
+def test_transformer_ops_are_left_to_cpu_mlas_with_the_reason():
+    m, feed = _encoder_block()
+    x = session(m)
+    native = "on x86 cpu_mlas runs {} on a native kernel"
+    assert declined(x, "ln").startswith(native.format("LayerNormalization"))
+    assert declined(x, "softmax").startswith(native.format("Softmax"))
+    assert declined(x, "gelu").startswith(native.format("Gelu"))
+    assert declined(x, "proj_q").startswith("on x86 a MatMul of a rank-3 activation")
+    assert declined(x, "scores").startswith("on x86 a MatMul of two computed tensors")
+    assert declined(x, "mean").startswith("on x86 a ReduceMean of a rank-3 tensor")
+    # the Transpose left alone: a partition of shape ops only is declined too
+    assert declined(x, "kt").startswith("on x86 a partition of only elementwise / shape ops")
+    counts = x.get_provider_assignment().counts()
+    assert counts.get(XP, 0) == 0, counts
+    assert "rank-3 activation" in x.get_provider_assignment().explain()
+    _check(x, m, feed)
+
+
+def test_the_mlas_option_turns_the_policy_off():
+    m, feed = _encoder_block()
+    x = session(m, [(XP, {"mlas": 0}), "cpu_mlas"])
+    assert notes(x)["ln"] and notes(x)["softmax"] and notes(x)["proj_q"]
+    assert not declined(x, "ln")
+    _check(x, m, feed)
+
+
+def test_rank4_reductions_and_rank2_gemms_stay_in_the_partition():
+    inits = {"w": _w(8, 4, 3, 3), "axes": np.array([2, 3], np.int64), "fc": _w(8, 5)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * 4),
+             helper.make_node("ReduceMean", ["c", "axes"], ["m"], name="mean", keepdims=0),
+             helper.make_node("MatMul", ["m", "fc"], ["y"], name="fc")]
+    m = model(nodes, [vi("x", [2, 4, 7, 7])], [vi("y", None)], inits, opset=18)
+    x = session(m)
+    assert notes(x)["mean"] == "reduction -> mlas:reduce_mean_nhwc"
+    assert "-> mlas:sgemm" in notes(x)["fc"]
+    _check(x, m, {"x": RNG.standard_normal((2, 4, 7, 7)).astype(F32)})
+
+
+def test_an_elementwise_only_partition_is_declined_but_a_conv_keeps_its_neighbours():
+    alone = model([helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+                   helper.make_node("Relu", ["s"], ["y"], name="relu")],
+                  [vi("a", [1, 4, 5, 5]), vi("b", [1, 4, 5, 5])], [vi("y", None)])
+    x = session(alone)
+    for name in ("add", "relu"):
+        assert declined(x, name).startswith("on x86 a partition of only elementwise")
+    with_conv = model([helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+                       helper.make_node("Conv", ["s", "w"], ["y"], name="conv")],
+                      [vi("a", [1, 4, 5, 5]), vi("b", [1, 4, 5, 5])], [vi("y", None)],
+                      {"w": _w(4, 4, 1, 1)})
+    x = session(with_conv)
+    assert notes(x)["add"].startswith("elementwise") and "mlas:conv2d_nhwc" in notes(x)["conv"]
+
+
+@pytest.mark.parametrize("mlas", [1, 0], ids=["mlas", "own"])
+def test_silu_after_a_conv_runs_in_its_epilogue(mlas, monkeypatch):
+    from onnxplex.providers.cpu_mlas import nn
+
+    calls = []
+    real = nn._conv_nhwc
+    monkeypatch.setattr(nn, "_conv_nhwc", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    inits = {"w": _w(12, 6, 3, 3), "b": _w(12)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4),
+             helper.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+             helper.make_node("Mul", ["c", "s"], ["y"], name="mul")]
+    m = model(nodes, [vi("x", [1, 6, 9, 9])], [vi("y", None)], inits)
+    x = session(m, [(XP, {"mlas": mlas}), "cpu_mlas"])
+    nt = notes(x)
+    assert nt["conv"].endswith(" + Swish"), nt["conv"]
+    assert nt["sig"].startswith("folded into 'conv'") and nt["mul"].startswith("folded into")
+    _check(x, m, {"x": RNG.standard_normal((1, 6, 9, 9)).astype(F32)})
+    if mlas:   # the native kernel's own Swish (post_act 1), not a numpy pass after it
+        assert calls and all(st.post_act == 1 for st in calls)
+    else:
+        assert not calls
