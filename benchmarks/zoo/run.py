@@ -25,7 +25,12 @@ with the same number of threads, and:
 
 ``--providers`` names one onnxplex configuration (comma-separated providers, e.g.
 ``xnnpack_like,cpu_mlas``); repeat it for several, each gets its own columns. The default is
-``CPUExecutionProvider``, as for onnxruntime.
+``CPUExecutionProvider``, as for onnxruntime. A provider may carry options,
+``name:key=value[:key=value]`` (``kleidi_sme2:max_variant=neon,cpu_mlas``). A provider that is
+unavailable here but runs with ``force_reference=1`` (kleidi_sme2 off Arm) gets that option
+added, said once on stderr: the configuration runs the portable *reference* kernels, is
+labelled ``kleidi_sme2:force_reference=1,cpu_mlas``, and is checked for correctness only -- its
+speed means nothing, so it is not timed (its ratio cells say ``ref``).
 
 Writes ``PREFIX.md`` (the table: per model and thread count, onnxruntime's milliseconds and the
 ratios onnxplex/onnxruntime and onnxplex/OpenVINO, below 1 is faster; the creation ratios to
@@ -78,12 +83,53 @@ def _ort_session(path: str, threads: int):
     return ort_session(ort, path, "ORT_ENABLE_ALL", threads, 1)
 
 
+def provider_list(config: str) -> list:
+    """A configuration (``name[:key=value...]`` per provider, comma-separated) as
+    ``InferenceSession``'s ``providers`` list (``(name, options)`` where options are given)."""
+    out: list = []
+    for tok in config.split(","):
+        name, *opts = tok.split(":")
+        out.append((name, dict(o.split("=", 1) for o in opts)) if opts else name)
+    return out
+
+
+def is_reference(config: str) -> bool:
+    """A configuration forcing portable reference kernels: correctness only, not timed."""
+    return any(isinstance(p, tuple) and p[1].get("force_reference") in ("1", "true")
+               for p in provider_list(config))
+
+
+def resolve_config(config: str, say: bool = True) -> str:
+    """``config`` with ``force_reference=1`` added to each provider named without options that
+    is unavailable here but available with it (kleidi_sme2 on x86)."""
+    from onnxplex._plugins import provider_entry
+
+    toks = []
+    for tok in config.split(","):
+        if ":" not in tok:
+            try:
+                entry = provider_entry(tok)
+                cls = entry.load()
+                why = entry.availability()
+                if not why.ok and "force_reference" in cls.option_specs and \
+                        entry.availability({"force_reference": True}).ok:
+                    if say:
+                        print(f"{tok} is not available here ({why.reason}): the configuration "
+                              f"runs its portable reference kernels (force_reference=1), "
+                              "checked for correctness only, not timed", file=sys.stderr)
+                    tok = f"{tok}:force_reference=1"
+            except Exception:  # noqa: BLE001 - the session creation reports it in the row
+                pass
+        toks.append(tok)
+    return ",".join(toks)
+
+
 def _plex_session(path: str, threads: int, config: str):
     import onnxplex
 
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = threads
-    return onnxplex.InferenceSession(path, so, providers=config.split(","))
+    return onnxplex.InferenceSession(path, so, providers=provider_list(config))
 
 
 OV = peers.OPENVINO
@@ -155,6 +201,8 @@ def _creation_times(path: str, threads: int, configs: list[str], creations: int,
                     openvino: bool) -> dict[str, float]:
     makers = {"onnxruntime": lambda: _ort_session(path, threads)}
     for c in configs:
+        if is_reference(c):
+            continue
         makers[f"onnxplex[{c}]"] = (lambda c=c: _plex_session(path, threads, c))
     if openvino:
         makers[OV] = lambda: peers.OpenVinoPeer(path, threads)
@@ -212,8 +260,9 @@ def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int
             res["match"][key], res["max_abs_diff"][key] = ok, diff
             if problem:
                 res["problem"][key] = problem
-            runners[key] = (sess.run, None)
-            feeds[key] = pfeed
+            if not is_reference(config):
+                runners[key] = (sess.run, None)
+                feeds[key] = pfeed
         if openvino and OV not in row["errors"]:
             try:
                 ov = peers.OpenVinoPeer(str(path), threads, out_names)
@@ -272,6 +321,7 @@ def _match_cell(first: dict, key: str) -> str:
 
 def report(rows: list[dict], threads_list: list[int], configs: list[str], args) -> str:
     keys = [f"onnxplex[{c}]" for c in configs]
+    reference = {f"onnxplex[{c}]" for c in configs if is_reference(c)}
     short = {k: ("" if len(configs) == 1 else f" {c}") for k, c in zip(keys, configs)}
     ov_version = next((r["openvino"] for r in rows if r.get("openvino")), None)
     head = ["model", "MB", "match (max abs diff of max abs output)"]
@@ -303,6 +353,8 @@ def report(rows: list[dict], threads_list: list[int], configs: list[str], args) 
             if peer == OV and ov_error:  # why OpenVINO has no figures: once, in its first cell
                 cell, ov_error = ov_error, None
                 return cell
+            if key in reference:
+                return "ref"
             ratio = times[key] / times[peer] if (key in times and times.get(peer)) else None
             if ratio:
                 ratios[head_name].append(ratio)
@@ -341,7 +393,10 @@ def report(rows: list[dict], threads_list: list[int], configs: list[str], args) 
         f"{','.join(map(str, threads_list))}; creation: median of {args.creations}. Below 1 is "
         f"faster. Outputs match onnxruntime (rtol {RTOL}, atol {ATOL}, and the largest "
         f"difference within {RTOL} of the output's largest value) on {n_ok} of "
-        f"{len(rows)} models; {ov_text}. onnxplex providers: {' | '.join(configs)}.",
+        f"{len(rows)} models; {ov_text}. onnxplex providers: {' | '.join(configs)}."
+        + ("".join(f" {c} runs portable reference kernels (its provider has no kernels for this "
+                   "CPU): outputs checked, speed not measured (ref)." for c in configs
+                   if is_reference(c))),
         "", *lines, "", f"Machine: {machine_line()}"]
     if notes:
         out += ["", "Problems:", "", *notes]
@@ -396,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     args.providers = args.providers or [DEFAULT_CONFIG]
     if args._child:
         return _child_main(args)
+    args.providers = [resolve_config(c) for c in args.providers]
     if args.models is None:
         ap.error("--models is required")
     threads = [int(t) for t in args.threads.split(",")]
