@@ -645,3 +645,39 @@ def test_conv_add_without_activation_fused_with_sum_input(tmp_path):
               [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits)
     opt = check(m, X, tmp_path)
     assert ops(opt) == ["FusedConv"] and "activation" not in attrs(opt.graph.node[0])
+
+
+# ---- Conv taps that never read inside the input ---------------------------------------------
+
+@pytest.mark.parametrize("hw,dil,pads,strides,kernel_after", [
+    ((9, 10), (12, 12), (12, 12, 12, 12), (1, 1), [1, 1]),   # ASPP on a small map: the center
+    ((9, 10), (12, 3), (12, 3, 12, 3), (1, 1), [1, 3]),      # rows only
+    ((9, 10), (10, 10), (10, 10, 10, 10), (2, 2), [1, 1]),   # strided
+    ((9, 10), (5, 5), (5, 5, 5, 5), (1, 1), [3, 3]),         # every tap reads inside: kept
+    ((9, 10), (12, 12), (12, 0, 12, 24), (1, 1), [1, 1]),    # asymmetric pads
+])
+def test_conv_taps_outside_the_input_are_dropped(tmp_path, hw, dil, pads, strides,
+                                                 kernel_after):
+    """An atrous conv whose outer taps read only padding (DeepLabV3's ASPP at dilations 24/36
+    on a 20x20 map): those kernel rows/columns go, the pads shrink by as much; the output
+    shape and values stay (against the unoptimized graph and onnxruntime)."""
+    rng = np.random.default_rng(sum(dil))
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], dilations=list(dil),
+                            pads=list(pads), strides=list(strides))
+    m = model([node], [vi("x", [2, 3, *hw])], [vi("y", None)],
+              [init("w", w), init("b", rng.standard_normal(4))])
+    opt = check(m, {"x": rng.standard_normal((2, 3, *hw)).astype(np.float32)}, tmp_path)
+    conv = node_of(opt, "Conv")
+    assert attrs(conv).get("kernel_shape", [3, 3]) == kernel_after, attrs(conv)
+    assert min(attrs(conv).get("pads", [0])) >= 0
+
+
+def test_conv_taps_kept_when_the_input_size_is_not_known(tmp_path):
+    rng = np.random.default_rng(1)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], dilations=[12, 12], pads=[12] * 4)
+    m = model([node], [vi("x", [1, 3, "h", "w"])], [vi("y", None)],
+              [init("w", rng.standard_normal((4, 3, 3, 3)))])
+    opt = check(m, {"x": rng.standard_normal((1, 3, 9, 10)).astype(np.float32)}, tmp_path)
+    assert "kernel_shape" not in attrs(node_of(opt, "Conv")) or \
+        attrs(node_of(opt, "Conv"))["kernel_shape"] == [3, 3]

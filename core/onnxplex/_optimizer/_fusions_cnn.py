@@ -534,6 +534,77 @@ def _same_static_shape(a: ir.Value, b: ir.Value) -> bool:
                for d, e in zip(a.shape, b.shape))
 
 
+# --------------------------------------------------------------------------------------------
+# 2b. Kernel taps that never read inside the input (dilated convs on small feature maps)
+# --------------------------------------------------------------------------------------------
+
+
+def _inside_taps(size: int, out: int, k: int, stride: int, dilation: int, pad: int
+                 ) -> tuple[int, int] | None:
+    """The first and last kernel tap along one axis that some output position reads inside
+    the input (``size`` long; ``out`` outputs), or None when none does."""
+    inside = [t for t in range(k)
+              if any(0 <= o * stride + t * dilation - pad < size for o in range(out))]
+    return (inside[0], inside[-1]) if inside else None
+
+
+@register_pass("Conv taps outside the input dropped", EXTENDED, requires={"Conv"})
+@_counted
+def _drop_outside_taps(ctx: OptimizerContext) -> int:
+    """A 2-D Conv with a constant weight whose kernel rows or columns read only padding for
+    every output position (an atrous conv on a feature map smaller than its dilation:
+    DeepLabV3's ASPP at dilations 24 and 36 on a 20x20 map reads its center tap only) keeps
+    only the taps that can read the input, the padding cut by as much: the same output
+    shape, the same sums (the dropped taps multiplied zeros), a fraction of the work. Static
+    spatial input sizes and explicit pads only."""
+    graph = ctx.model.graph
+    changes = 0
+    for conv in list(graph):
+        if not _is_onnx(conv, "Conv") or conv.graph is not graph or \
+                str(_attr(conv, "auto_pad", "NOTSET")) not in ("NOTSET", "b'NOTSET'"):
+            continue
+        x, w_val = _input(conv, 0), _input(conv, 1)
+        if x is None or not _is_const(w_val) or w_val.shape is None or len(w_val.shape) != 4 \
+                or x.shape is None or len(x.shape) != 4:
+            continue
+        h, wd = x.shape[2], x.shape[3]
+        kh, kw = w_val.shape[2], w_val.shape[3]   # (the weight is read only to cut it)
+        if not all(isinstance(d, int) for d in (h, wd, kh, kw)):
+            continue
+        strides = [int(v) for v in _attr(conv, "strides", (1, 1))]
+        dil = [int(v) for v in _attr(conv, "dilations", (1, 1))]
+        pads = [int(v) for v in _attr(conv, "pads", (0, 0, 0, 0))]
+        if len(strides) != 2 or len(dil) != 2 or len(pads) != 4:
+            continue
+        kept = []
+        for axis, (size, k) in enumerate(((h, kh), (wd, kw))):
+            ext = (k - 1) * dil[axis] + 1
+            out = (size + pads[axis] + pads[axis + 2] - ext) // strides[axis] + 1
+            kept.append(None if out <= 0 else _inside_taps(size, out, k, strides[axis],
+                                                           dil[axis], pads[axis]))
+        if any(kt is None for kt in kept) or kept == [(0, kh - 1), (0, kw - 1)]:
+            continue
+        new_pads = [pads[0] - kept[0][0] * dil[0], pads[1] - kept[1][0] * dil[1],
+                    pads[2] - (kh - 1 - kept[0][1]) * dil[0],
+                    pads[3] - (kw - 1 - kept[1][1]) * dil[1]]
+        w = _const(w_val)
+        if min(new_pads) < 0 or w is None or w.ndim != 4:
+            continue
+        sub = np.ascontiguousarray(w[:, :, kept[0][0]:kept[0][1] + 1,
+                                     kept[1][0]:kept[1][1] + 1])
+        wv = _initializer(graph, sub, f"{w_val.name}_taps")
+        attrs = _copy_attrs(conv, drop=("pads", "kernel_shape", "dilations"))
+        attrs += [ir.AttrInt64s("pads", new_pads),
+                  ir.AttrInt64s("kernel_shape", list(sub.shape[2:])),
+                  ir.AttrInt64s("dilations", [d if n > 1 else 1 for d, n in
+                                              zip(dil, sub.shape[2:])])]
+        inputs = list(conv.inputs)
+        inputs[1] = wv
+        _rewrite(conv, conv.domain, "Conv", inputs, attrs)
+        changes += 1
+    return changes
+
+
 @register_pass("Conv + activation -> FusedConv", EXTENDED,
                requires={"Conv"})
 @_counted
