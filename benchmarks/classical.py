@@ -248,11 +248,9 @@ def table(rows: list[dict], s: dict[str, Any], machine: str, threads: int) -> st
 
 
 def update_readme(readme: Path, block: str) -> None:
-    text = readme.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"{readme} has no {START} ... {END} block")
-    readme.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END),
-                             lambda _m: f"{START}\n{block}\n{END}", text, flags=re.S))
+    from run import update_readme as update  # (benchmarks/run.py: the shared block writer)
+
+    update(readme, block, START, END)
 
 
 def main(argv=None) -> int:

@@ -292,12 +292,13 @@ def chart(rows: list[dict], path: Path) -> None:
     c.save(path)
 
 
-def update_readme(readme: Path, block: str) -> None:
+def update_readme(readme: Path, block: str, start: str = START, end: str = END) -> None:
+    """Replace what lies between the ``start`` and ``end`` markers of ``readme`` by ``block``."""
     text = readme.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"{readme} has no {START} ... {END} block")
-    new = re.sub(re.escape(START) + ".*?" + re.escape(END),
-                 lambda _m: f"{START}\n{block}\n{END}", text, flags=re.S)
+    if start not in text or end not in text:
+        raise SystemExit(f"{readme} has no {start} ... {end} block")
+    new = re.sub(re.escape(start) + ".*?" + re.escape(end),
+                 lambda _m: f"{start}\n{block}\n{end}", text, flags=re.S)
     readme.write_text(new)
 
 

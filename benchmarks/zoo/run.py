@@ -294,6 +294,9 @@ def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int
 # report
 # --------------------------------------------------------------------------------------------
 
+README_MARKERS = ("<!-- zoo:start -->", "<!-- zoo:end -->")
+
+
 def machine_line() -> str:
     from benchmarks.run import machine_line as line  # (the other benchmarks' line)
 
@@ -445,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--providers", action="append", default=None,
                     help="one onnxplex configuration, comma-separated; repeat for several")
     ap.add_argument("--out", default="zoo_results", help="writes PREFIX.md and PREFIX.json")
+    ap.add_argument("--readme", type=Path, default=None,
+                    help="README whose block between the zoo markers gets the table")
     ap.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--_result", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -502,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{' '.join(summary)}  {errs}", flush=True)
     md = report(rows, threads, args.providers, args)
     Path(f"{args.out}.md").write_text(md)
+    if args.readme is not None:
+        from benchmarks.run import update_readme
+
+        update_readme(args.readme, md.rstrip("\n"), *README_MARKERS)
     Path(f"{args.out}.json").write_text(json.dumps(
         {"machine": machine_line(), "threads": threads, "runs": args.runs,
          "providers": args.providers, "rows": rows}, indent=1, default=float) + "\n")
