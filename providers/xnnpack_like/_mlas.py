@@ -101,10 +101,13 @@ def _float(v: Any) -> bool:
     return v is None or v.elem_type in (None, 1, 10)                  # float32, float16
 
 
-def slower_on_x86(node: Any, rank: Any = None, const_b: bool = False) -> str | None:
+def slower_on_x86(node: Any, rank: Any = None, const_b: bool = False,
+                  flattened_from: int | None = None) -> str | None:
     """Why the delegate, on x86 with the fast path on, would run ``node`` slower than cpu_mlas
     (the decline's reason), or None. ``rank(value)``: a value's rank (None: unknown);
-    ``const_b``: a MatMul's B is a constant (a fully-connected op).
+    ``const_b``: a MatMul's B is a constant (a fully-connected op); ``flattened_from``: the
+    rank of the tensor a Reshape made the node's first input from (GPT-2's layers flatten the
+    sequence to rank 2 around each Gemm), if it did.
 
     * Without cpu_mlas's native module: float convs, GEMMs, matmuls and max pools (the
       delegate's numpy is slower).
@@ -139,6 +142,10 @@ def slower_on_x86(node: Any, rank: Any = None, const_b: bool = False) -> str | N
             return (f"on x86 a MatMul of a rank-{r(x)} activation (a sequence model's "
                     f"projection) {fused_by} (Attention, bias + Gelu, SkipLayerNormalization): "
                     "left to cpu_mlas")
+    if key in (("", "MatMul"), ("", "Gemm")) and (flattened_from or 0) >= 3:
+        return (f"on x86 a {node.op_type} of a rank-{flattened_from} activation reshaped to "
+                f"rank 2 (a sequence model's projection, as GPT-2 exports it) {fused_by} "
+                "(bias + Gelu, SkipLayerNormalization, Attention): left to cpu_mlas")
     if not node.domain and node.op_type in _REDUCES and r(x) not in (None, 4):
         return (f"on x86 a {node.op_type} of a rank-{r(x)} tensor {fused_by} (LayerNormalization"
                 ", the RMS norm): left to cpu_mlas")

@@ -65,6 +65,18 @@ from ._support import check, const_like, infer_ranks
 logger = logging.getLogger(__name__)
 
 
+def _flattened_from(graph: GraphView, node: Any, rank: Any) -> int | None:
+    """The rank of the tensor a Reshape turned a GEMM's first input into rank 2 from, when it
+    did (None otherwise)."""
+    if node.op_type not in ("Gemm", "MatMul") or node.domain:
+        return None
+    x = node.input(0)
+    src = None if x is None else graph.producer(x.name)
+    if src is None or src.op_type != "Reshape" or src.domain:
+        return None
+    return rank(src.input(0))
+
+
 class XnnpackLikeProvider(ExecutionProvider):
     """NHWC delegate compiling whole partitions, with Kleidi-eligibility tables."""
 
@@ -135,7 +147,8 @@ class XnnpackLikeProvider(ExecutionProvider):
             why = check(node, graph, ranks)
             if why is None and slower:
                 why = _mlas.slower_on_x86(node, rank, const_like(graph, node.input(1))
-                                          if node.op_type == "MatMul" else False)
+                                          if node.op_type == "MatMul" else False,
+                                          _flattened_from(graph, node, rank))
             if why is None:
                 supported.append(node.index)
             else:

@@ -127,3 +127,26 @@ def test_silu_after_a_conv_runs_in_its_epilogue(mlas, monkeypatch):
         assert calls and all(st.post_act == 1 for st in calls)
     else:
         assert not calls
+
+
+@pytest.mark.parametrize("op", ["Gemm", "MatMul"])
+def test_a_gemm_of_a_flattened_sequence_is_left_to_cpu_mlas(op):
+    """GPT-2's layers reshape the [batch, seq, d] activations to rank 2 around each Gemm: the
+    GEMM is declined as a sequence model's projection (claiming it blocks cpu_mlas's bias +
+    Gelu and layer-norm fusions); a Gemm of a rank-2 graph input (a classifier head) is not."""
+    d, s = 16, 6
+    inits = {"w": _w(d, 2 * d), "b": _w(2 * d), "flat": np.array([-1, d], np.int64),
+             "back": np.array([2, s, 2 * d], np.int64)}
+    gemm = helper.make_node(op, ["f", "w", "b"] if op == "Gemm" else ["f", "w"], ["g"],
+                            name="proj")
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["f"], name="flatten"), gemm,
+             helper.make_node("Reshape", ["g", "back"], ["y"], name="unflatten"),
+             helper.make_node(op, ["h", "w", "b"] if op == "Gemm" else ["h", "w"], ["z"],
+                              name="head")]
+    m = model(nodes, [vi("x", [2, s, d]), vi("h", [3, d])], [vi("y", None), vi("z", None)],
+              inits, opset=17)
+    x = session(m)
+    assert "reshaped to rank 2" in declined(x, "proj"), declined(x, "proj")
+    assert declined(x, "head") == ""
+    _check(x, m, {"x": RNG.standard_normal((2, s, d)).astype(F32),
+                  "h": RNG.standard_normal((3, d)).astype(F32)})
