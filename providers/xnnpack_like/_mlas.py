@@ -152,6 +152,72 @@ def slower_on_x86(node: Any, rank: Any = None, const_b: bool = False,
     return None
 
 
+# A partition doing fewer multiply-adds than this runs faster on cpu_mlas: the delegate's
+# per-op dispatch and its boundary's layout conversions (~15-30 us) outweigh the work (zoo
+# tiny_cnn: three convs on 32x32, ~0.5 M multiply-adds, 50 us a run, 1.4-1.8x cpu_mlas alone).
+SMALL_GROUP_MACS = 4_000_000
+MIN_MACS_ENV = "ONNXPLEX_XNNPACK_MIN_MACS"   # another cutoff (0: none; the kernels' tests)
+
+
+def min_group_macs() -> int:
+    """The cutoff: ``ONNXPLEX_XNNPACK_MIN_MACS`` when set to an integer, else the default."""
+    raw = os.environ.get(MIN_MACS_ENV, "")
+    try:
+        return max(0, int(raw)) if raw.strip() else SMALL_GROUP_MACS
+    except ValueError:
+        logger.warning("%s=%r is not an integer: the default cutoff applies", MIN_MACS_ENV, raw)
+        return SMALL_GROUP_MACS
+
+
+def _static(v: Any) -> tuple[int, ...] | None:
+    """``v``'s shape, a symbolic leading (batch) dimension counted as 1; None when another
+    dimension is not known."""
+    shape = None if v is None else v.shape
+    if shape is None:
+        return None
+    dims = tuple(1 if k == 0 and not isinstance(d, int) else d for k, d in enumerate(shape))
+    return dims if all(isinstance(d, int) for d in dims) else None
+
+
+def _macs(node: Any) -> int | None:
+    """Multiply-adds of a conv or GEMM node from its static shapes; 0 for other ops; None
+    when a conv's or GEMM's shapes are not known."""
+    op = node.op_type
+    if op in ("Conv", "FusedConv", "NhwcFusedConv", "QLinearConv"):
+        w = _static(node.input(3 if op == "QLinearConv" else 1))
+        y = _static(node.outputs[0] if node.outputs else None)
+        if w is None or y is None:
+            return None
+        return math.prod(y) * math.prod(w[1:])
+    if op in ("Gemm", "FusedGemm", "MatMul", "QLinearMatMul", "MatMulInteger"):
+        a = _static(node.input(0))
+        y = _static(node.outputs[0] if node.outputs else None)
+        if a is None or y is None or not a:
+            return None
+        return math.prod(y) * a[-1]
+    return 0
+
+
+def small_group_reason(nodes: Sequence[Any]) -> str | None:
+    """Why a claimed group is declined on x86 for doing too little work to pay for its
+    dispatch and boundary (its static shapes tell), or None."""
+    cutoff = min_group_macs()
+    if cutoff == 0:
+        return None
+    total = 0
+    for n in nodes:
+        m = _macs(n)
+        if m is None:
+            return None
+        total += m
+    if total >= cutoff:
+        return None
+    return (f"on x86 a partition of {total:,} multiply-adds (under {cutoff:,}; a batch of "
+            "one when the batch is not known) runs faster on cpu_mlas: the delegate's per-op "
+            "dispatch and the layout conversions at its boundary cost more than it saves: left "
+            "to cpu_mlas")
+
+
 def light_group_reason(nodes: Sequence[Any]) -> str | None:
     """Why a claimed group of only elementwise, shape and batch-norm nodes is declined on x86
     (nothing in it runs faster in the delegate; its boundary costs layout conversions), or
@@ -362,6 +428,7 @@ class MlasMaxPool(Op):
         return y
 
 
-__all__ = ["MLAS_ENV", "env_enabled", "is_x86", "kernels", "slower_on_x86", "light_group_reason",
+__all__ = ["MLAS_ENV", "MIN_MACS_ENV", "env_enabled", "is_x86", "kernels", "slower_on_x86",
+           "small_group_reason", "light_group_reason",
            "conv_kernel",
            "MlasConv", "MlasFC", "MlasBatchMatMul", "MlasMaxPool", "reduce_kernel"]

@@ -156,7 +156,8 @@ class XnnpackLikeProvider(ExecutionProvider):
         groups: list[NodeGroup] = []
         for nodes in convex_groups(graph, supported):
             views = [graph.node(i) for i in nodes]
-            why = _mlas.light_group_reason(views) if slower else None
+            why = (_mlas.light_group_reason(views) or _mlas.small_group_reason(views)
+                   if slower else None)
             if why is not None:
                 declined.extend(Decline(i, why) for i in nodes)
                 continue

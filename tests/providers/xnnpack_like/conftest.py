@@ -2,7 +2,9 @@
 
 ``own_path``, ``forced`` and ``kleidi`` test the provider's own implementations and the Kleidi
 glue: they turn off the cpu_mlas fast path (``ONNXPLEX_XNNPACK_MLAS=0``), which
-``test_mlas_fast_path`` tests."""
+``test_mlas_fast_path`` tests. Every fixture lifts the x86 cutoff below which a partition is
+left to cpu_mlas (``ONNXPLEX_XNNPACK_MIN_MACS=0``): the tests' models are that small;
+``test_x86_policy`` tests the cutoff itself."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from onnxplex.providers.xnnpack_like import _tables as T
 
 FORCE = T.FORCE_ENV
 MLAS = _mlas.MLAS_ENV
+MIN_MACS = _mlas.MIN_MACS_ENV
 needs_kleidi = pytest.mark.skipif(T.native()[0] is None,
                                   reason="the Kleidi extension is not built")
 
@@ -22,6 +25,7 @@ def fast_path(monkeypatch):
     """cpu_mlas's fast path on (and, on x86, the policy), no Kleidi reference forced."""
     monkeypatch.delenv(FORCE, raising=False)
     monkeypatch.delenv(MLAS, raising=False)
+    monkeypatch.setenv(MIN_MACS, "0")
 
 
 @pytest.fixture
@@ -29,6 +33,7 @@ def own_path(monkeypatch):
     """The CPU's own dispatch decides (x86: no Kleidi kernel runs); own implementations."""
     monkeypatch.delenv(FORCE, raising=False)
     monkeypatch.setenv(MLAS, "0")
+    monkeypatch.setenv(MIN_MACS, "0")
 
 
 @pytest.fixture

@@ -150,3 +150,21 @@ def test_a_gemm_of_a_flattened_sequence_is_left_to_cpu_mlas(op):
     assert declined(x, "head") == ""
     _check(x, m, {"x": RNG.standard_normal((2, s, d)).astype(F32),
                   "h": RNG.standard_normal((3, d)).astype(F32)})
+
+
+def test_a_partition_with_too_little_work_is_left_to_cpu_mlas(monkeypatch):
+    """Under the cutoff (multiply-adds from the static shapes) a claimed group goes back to
+    cpu_mlas with the reason: its dispatch and boundary would cost more than it saves. The
+    same model is claimed with the cutoff lifted, and above it."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    m = model(nodes, [vi("x", [1, 8, 16, 16])], [vi("y", None)], {"w": _w(8, 8, 3, 3)})
+    feed = {"x": RNG.standard_normal((1, 8, 16, 16)).astype(F32)}
+    monkeypatch.delenv(_mlas.MIN_MACS_ENV, raising=False)   # the default: 4 M
+    x = session(m)
+    assert "multiply-adds (under 4,000,000;" in declined(x, "conv"), declined(x, "conv")
+    _check(x, m, feed)
+    monkeypatch.setenv(_mlas.MIN_MACS_ENV, "100000")   # 147,456 multiply-adds: above
+    assert declined(session(m), "conv") == ""
+    monkeypatch.setenv(_mlas.MIN_MACS_ENV, "0")
+    assert declined(session(m), "conv") == ""
