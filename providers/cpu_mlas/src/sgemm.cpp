@@ -441,8 +441,10 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   const TileFn tile = tile_fn(isa);
   if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
 
-  // Below ~1M multiply-adds, the hand-over to other threads costs more than it saves.
-  if (m * n * k < (size_t{1} << 20)) threads = 1;
+  // Below ~1M multiply-adds, the hand-over to other threads costs more than it saves, unless
+  // B alone is 1 MB or more: a row or two against it is a read of B from memory, which two
+  // threads do at nearly twice the rate (a decoder step's 512 x 1376 GEMV: 80 us on one).
+  if (m * n * k < (size_t{1} << 20) && k * n * sizeof(float) < (size_t{1} << 20)) threads = 1;
   // Tasks: all rows up to a limit (a B panel packed in a task serves all of its rows: with A
   // prepacked, the limit is what keeps the A block in L2; A packed per task wants fewer) and
   // at most kMaxTaskCols columns; then columns, then rows, cut until every thread gets a few
