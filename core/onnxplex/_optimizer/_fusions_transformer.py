@@ -626,8 +626,24 @@ def _attention_mask_index(graph: ir.Graph) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def _may_fuse_matmul(model) -> bool:
+    """A necessary condition for onnxscript's FusedMatMul rules (a Transpose into a MatMul or
+    FusedMatMul, a Div or Transpose of its output) to match anywhere: a small model with a
+    plain MatMul (a classifier's, an RNN's head) skips the rule run and its setup."""
+    for node in all_nodes(model.graph):
+        if node.op_type not in ("MatMul", "FusedMatMul"):
+            continue
+        if any(v is not None and (p := v.producer()) is not None and p.op_type == "Transpose"
+               for v in node.inputs):
+            return True
+        if any(user.op_type in ("Div", "Transpose") for out in node.outputs
+               for user, _ in out.uses()):
+            return True
+    return False
+
+
 @register_pass("FusedMatMul fusion", EXTENDED,
-               requires={"MatMul", "FusedMatMul"})
+               requires={"MatMul", "FusedMatMul"}, applies=_may_fuse_matmul)
 def _fused_matmul_fusion(ctx: OptimizerContext) -> int:
     model = ctx.model.ir
     n = _apply(model, _fused_matmul_rules())
