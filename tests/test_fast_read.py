@@ -32,14 +32,7 @@ def _both(proto: onnx.ModelProto) -> tuple[bytes | None, bytes]:
     theirs.CopyFrom(proto)
     g = mine.graph
     skip = {t.name for t in g.initializer} | {v.name for v in g.output}
-    typed, rest = {}, {}
-    for info in g.value_info:
-        if info.name not in skip:
-            plain = _fast_read.plain_tensor_type(info)
-            if plain is None:
-                rest[info.name] = info
-            else:
-                typed[info.name] = plain
+    typed, rest = _fast_read.split_value_info(g, skip)
     fast = _fast_read.read_model(mine, typed, rest)
     # onnx-ir reads the value_info of initializers too (the loader leaves their tensors'
     # types): the reference drops those entries as the loader does

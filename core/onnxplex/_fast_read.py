@@ -27,7 +27,7 @@ from onnx_ir import serde
 
 from . import _fast_attrs
 
-__all__ = ["Types", "read_model", "plain_tensor_type"]
+__all__ = ["Types", "plain_tensor_type", "read_model", "split_value_info"]
 
 # (element type, dims or None) of a value_info entry that is a plain tensor type
 TensorInfo = tuple[int, "tuple[int | str | None, ...] | None"]
@@ -140,16 +140,24 @@ def _field(proto: Any, name: str) -> Any:
     return getattr(proto, name) if proto.HasField(name) else None
 
 
-def _split_value_info(g: onnx.GraphProto
-                      ) -> tuple[dict[str, TensorInfo], dict[str, onnx.ValueInfoProto]]:
+def split_value_info(g: onnx.GraphProto, skip: frozenset[str] | set[str] = frozenset(), *,
+                     copy: bool = False
+                     ) -> tuple[dict[str, TensorInfo], dict[str, onnx.ValueInfoProto]]:
+    """``g``'s ``value_info`` but the names in ``skip``: (plain tensor types, the entries
+    left to onnx-ir), the latter copied when ``copy`` (the caller empties the list)."""
     typed: dict[str, TensorInfo] = {}
     rest: dict[str, onnx.ValueInfoProto] = {}
     for info in g.value_info:
+        if info.name in skip:
+            continue
         plain = plain_tensor_type(info)
-        if plain is None:
-            rest[info.name] = info
-        else:
+        if plain is not None:
             typed[info.name] = plain
+        elif copy:
+            rest[info.name] = kept = onnx.ValueInfoProto()
+            kept.CopyFrom(info)
+        else:
+            rest[info.name] = info
     return typed, rest
 
 
@@ -161,7 +169,7 @@ def _read_graph(g: onnx.GraphProto, scopes: list[dict[str, ir.Value]], types: Ty
     read from it)."""
     if g.quantization_annotation or g.sparse_initializer:
         raise _Decline
-    typed, rest = _split_value_info(g) if value_info is None else value_info
+    typed, rest = split_value_info(g) if value_info is None else value_info
     read_metadata = serde.deserialize_metadata_props
     inputs = []
     for info in g.input:

@@ -909,17 +909,7 @@ def _deserialize(proto: onnx.ModelProto) -> ir.Model:
     g = proto.graph
     skip = {t.name for t in g.initializer}
     skip.update(v.name for v in g.output)   # (their declared types win, as in onnx-ir)
-    typed: dict[str, _fast_read.TensorInfo] = {}
-    rest: dict[str, onnx.ValueInfoProto] = {}   # left to onnx-ir
-    for info in g.value_info:
-        if info.name in skip:
-            continue
-        plain = _fast_read.plain_tensor_type(info)
-        if plain is None:   # (copied: the proto's list is emptied below)
-            rest[info.name] = kept = onnx.ValueInfoProto()
-            kept.CopyFrom(info)
-        else:
-            typed[info.name] = plain
+    typed, rest = _fast_read.split_value_info(g, skip, copy=True)   # (the list goes below)
     g.ClearField("value_info")
     model = _fast_read.read_model(proto, typed, rest)
     if model is not None:

@@ -321,6 +321,20 @@ def _scaled_weight(node: ir.Node, w: np.ndarray, scale: np.ndarray) -> np.ndarra
     return w * scale.reshape(1, -1) if w.shape[1] == scale.size else None
 
 
+def inference_bn(bn: ir.Node) -> bool:
+    """A BatchNormalization in inference mode (training_mode 0, spatial 1) of five inputs."""
+    return len(bn.inputs) == 5 and int(_attr(bn, "training_mode", 0)) == 0 and \
+        int(_attr(bn, "spatial", 1)) == 1
+
+
+def bn_scale(bn: ir.Node, params: Sequence[np.ndarray]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(scale, beta, mean)`` in float64 of BatchNormalization ``bn`` from its constant
+    parameters ``(gamma, beta, mean, var)``: y = (x - mean) * scale + beta per channel."""
+    gamma, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
+    return gamma / np.sqrt(var + float(_attr(bn, "epsilon", 1e-5))), beta, mean
+
+
 @register_pass("Conv/ConvTranspose/Gemm + BatchNormalization folding", EXTENDED,
                requires={"BatchNormalization"})
 @_counted
@@ -333,8 +347,7 @@ def _fold_batchnorm(ctx: OptimizerContext) -> int:
     for bn in list(graph):
         if not _is_onnx(bn, "BatchNormalization") or bn.graph is not graph:
             continue
-        if len(bn.outputs) != 1 or int(_attr(bn, "training_mode", 0)) != 0 or \
-                int(_attr(bn, "spatial", 1)) != 1 or len(bn.inputs) != 5:
+        if len(bn.outputs) != 1 or not inference_bn(bn):
             continue
         y = bn.inputs[0]
         node = y.producer() if y is not None else None
@@ -346,9 +359,7 @@ def _fold_batchnorm(ctx: OptimizerContext) -> int:
         w = _const(_input(node, 1))
         if w is None or any(p is None for p in params) or w.dtype != np.float32:
             continue
-        gamma, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
-        eps = float(_attr(bn, "epsilon", 1e-5))
-        scale = gamma / np.sqrt(var + eps)
+        scale, beta, mean = bn_scale(bn, params)
         new_w = _scaled_weight(node, w.astype(np.float64), scale)
         if new_w is None:
             continue
@@ -561,7 +572,7 @@ def _drop_outside_taps(ctx: OptimizerContext) -> int:
     changes = 0
     for conv in list(graph):
         if not _is_onnx(conv, "Conv") or conv.graph is not graph or \
-                str(_attr(conv, "auto_pad", "NOTSET")) not in ("NOTSET", "b'NOTSET'"):
+                _attr(conv, "auto_pad", "NOTSET") != "NOTSET":
             continue
         x, w_val = _input(conv, 0), _input(conv, 1)
         if x is None or not _is_const(w_val) or w_val.shape is None or len(w_val.shape) != 4 \

@@ -72,6 +72,8 @@ from ._fusions_cnn import (
     _rewrite,
     _same_static_shape,
     _use_ms_domain,
+    bn_scale,
+    inference_bn,
 )
 
 logger = logging.getLogger(__name__)
@@ -304,25 +306,19 @@ def _batchnorm(node: ir.Node, nhwc: dict[ir.Value, ir.Value]
     """(scale, shift) of an inference BatchNormalization with constant float parameters of a
     channels-last float32 value (one the Conv + BatchNormalization folding could not fold: it
     follows a Concat, as in a DenseNet's pre-activation layers), else None."""
-    if not _is_onnx(node, "BatchNormalization") or len(node.inputs) != 5:
+    if not _is_onnx(node, "BatchNormalization") or not inference_bn(node):
         return None
     x = node.inputs[0]
     if x not in nhwc or _dtype(x) != _FLOAT or _dtype(node.outputs[0]) != _FLOAT:
         return None
     if any(o.uses() or o.is_graph_output() for o in node.outputs[1:]):
         return None   # (the running statistics of training mode)
-    for name, default in (("training_mode", 0), ("spatial", 1)):
-        a = node.attributes.get(name)
-        if a is not None and int(a.value) != default:
-            return None
     dims = _static_dims(x, 4)
     params = [_const(v) for v in node.inputs[1:]]
     if dims is None or not isinstance(dims[1], int) or any(
             p is None or p.dtype.kind != "f" or p.size != dims[1] for p in params):
         return None
-    gamma, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
-    eps = node.attributes.get("epsilon")
-    scale = gamma / np.sqrt(var + (1e-5 if eps is None else float(eps.value)))
+    scale, beta, mean = bn_scale(node, params)
     return scale, beta - mean * scale
 
 
