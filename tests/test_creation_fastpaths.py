@@ -318,3 +318,41 @@ def test_tree_unknown_mode_named(bad):
                                                     helper.make_opsetid("ai.onnx.ml", 3)])
     with pytest.raises(Exception, match=f"nodes_modes: unknown mode '{bad}'"):
         onnxplex.InferenceSession(model.SerializeToString())
+
+
+def test_long_strings_attribute_read_as_codes_without_its_tuple():
+    """A tree ensemble's long ``nodes_modes`` reaches the kernel as codes read from its text:
+    the tuple of ``str`` is not built while the session is created (its strings would stay
+    alive with the session, each one an object the garbage collector walks), and the
+    session computes what the same model with the modes read one by one computes."""
+    import onnxplex
+    from onnxplex import _fast_attrs
+
+    rng = np.random.default_rng(3)
+    attrs = _trees(80, 5, rng)   # 80 trees of 63 nodes: 5,040 modes, read off the wire
+    leaves = attrs.pop("leaves")
+    attrs |= {"target_treeids": [t for t, _ in leaves], "target_nodeids": [i for _, i in leaves],
+              "target_ids": [0] * len(leaves),
+              "target_weights": rng.standard_normal(len(leaves)).tolist(), "n_targets": 1}
+    node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml",
+                            **attrs)
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 3)])
+    loaded = load_model(model.SerializeToString())
+    stored = loaded.nodes[0].attributes["nodes_modes"]
+    assert isinstance(stored, _fast_attrs.StringsAttr)
+    view = loaded.node_views[0]
+    codes = view.attr_codes("nodes_modes", _MODE_TABLE)
+    assert codes.tolist() == [_MODE_TABLE[m] for m in attrs["nodes_modes"]]
+    assert stored._value is None   # (codes read from the text)
+    assert view.attrs["nodes_modes"] == tuple(attrs["nodes_modes"])   # (built when asked)
+
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    got = onnxplex.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    # the reference: every attribute read one element at a time by onnx's own evaluator
+    from onnx.reference import ReferenceEvaluator
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

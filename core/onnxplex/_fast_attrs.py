@@ -172,25 +172,39 @@ def string_codes(values: Sequence[Any], table: Mapping[str, int]) -> np.ndarray:
     a time; a short or unusual one (a NUL in a value or key) one by one."""
     n = len(values)
     attr = _BUILT.get(id(values))
-    own = attr is not None and attr._value is values
-    if n < (_CODES_MIN_OWN if own else _CODES_MIN_JOIN):
+    if attr is not None and attr._value is values:
+        return attr_codes(attr, table)
+    if n < _CODES_MIN_JOIN or any("\0" in k for k in table):
         return _codes_one_by_one(values, table)
+    try:
+        joined = "\0".join(values).encode("utf-8")
+    except (TypeError, UnicodeEncodeError):   # bytes values, lone surrogates
+        return _codes_one_by_one(values, table)
+    ends = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
+    if ends.size != n - 1:   # a value with a NUL
+        return _codes_one_by_one(values, table)
+    starts = np.empty(n, np.intp)
+    starts[0] = 0
+    starts[1:] = ends + 1
+    return _joined_codes(joined, starts, table)
+
+
+def attr_codes(attr: StringsAttr, table: Mapping[str, int]) -> np.ndarray:
+    """:func:`string_codes` of a :class:`StringsAttr`'s values, read from its joined text
+    (its tuple of ``str`` is not built)."""
+    if len(attr.starts) < _CODES_MIN_OWN or any("\0" in k for k in table):
+        return _codes_one_by_one(attr.value, table)
+    return _joined_codes(attr.joined, attr.starts, table)
+
+
+def _joined_codes(joined: bytes, starts: np.ndarray, table: Mapping[str, int]) -> np.ndarray:
+    """The codes of the values held in ``joined`` (separated by NULs; ``starts``: where each
+    begins), matched by length and then 8 bytes at a time."""
+    n = len(starts)
+    codes = np.full(n, -1, np.int64)
     keys = [(k.encode("utf-8"), code) for k, code in table.items()]
-    if any(b"\0" in k for k, _ in keys):
-        return _codes_one_by_one(values, table)
-    if own:
-        joined, starts = attr.joined, attr.starts
-    else:
-        try:
-            joined = "\0".join(values).encode("utf-8")
-        except (TypeError, UnicodeEncodeError):   # bytes values, lone surrogates
-            return _codes_one_by_one(values, table)
-        ends = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
-        if ends.size != n - 1:   # a value with a NUL
-            return _codes_one_by_one(values, table)
-        starts = np.empty(n, np.intp)
-        starts[0] = 0
-        starts[1:] = ends + 1
+    if not keys:
+        return codes
     sizes = np.empty(n, np.intp)
     sizes[:-1] = starts[1:] - 1
     sizes[-1] = len(joined)
@@ -199,7 +213,6 @@ def string_codes(values: Sequence[Any], table: Mapping[str, int]) -> np.ndarray:
     # the 8 bytes from each offset, as a little-endian uint64 (zeros past the end)
     padded = joined + bytes(longest + 8)
     words = np.ndarray((len(joined) + longest + 1,), "<u8", padded, strides=(1,))
-    codes = np.full(n, -1, np.int64)
     by_size: dict[int, list[tuple[bytes, int]]] = {}
     for key, code in keys:
         by_size.setdefault(len(key), []).append((key, code))

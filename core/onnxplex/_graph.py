@@ -224,9 +224,12 @@ class NodeView:
         to codes), int64, -1 for a value not in it; ``None`` when absent. Long lists are
         matched with numpy on their text, without a lookup an element (a tree ensemble's
         ``nodes_modes``)."""
-        value = self.attrs.get(name)
+        attrs = self.attrs
+        value = attrs.stored(name) if attrs.__class__ is _Attrs else attrs.get(name)
         if value is None:
             return None
+        if value.__class__ is _fast_attrs.StringsAttr:
+            return _fast_attrs.attr_codes(value, table)
         return _fast_attrs.string_codes((value,) if isinstance(value, (str, bytes)) else value,
                                         table)
 
@@ -523,10 +526,15 @@ class Model:
         bodies = False
         stored = node.attributes
         for k, a in getattr(stored, "data", stored).items():   # (see attrs_of)
-            if a.__class__ is _fast_attrs.ArrayAttr:
+            kind = a.__class__
+            if kind is _fast_attrs.ArrayAttr:
                 attrs[k] = a   # (its tuple is built when asked for, see _Attrs)
                 arrays = arrays or {}
                 arrays[k] = a.array
+                continue
+            if kind is _fast_attrs.StringsAttr:
+                attrs[k] = a   # (likewise; attr_codes reads its text without the tuple)
+                arrays = arrays or {}
                 continue
             attrs[k] = attr_value(a)
             bodies = bodies or a.type in _BODY_ATTRS
@@ -654,9 +662,14 @@ def _decode_strings(arr: np.ndarray) -> np.ndarray:
     return out.reshape(arr.shape)
 
 
+_LAZY_ATTRS = (_fast_attrs.ArrayAttr, _fast_attrs.StringsAttr)
+
+
 class _Attrs(Mapping):
-    """:attr:`NodeView.attrs` of a node with long INTS/FLOATS attributes: each of those is a
-    tuple of Python numbers when first read (kernels that read the array never build it)."""
+    """:attr:`NodeView.attrs` of a node with long INTS/FLOATS/STRINGS attributes: each of those
+    is a tuple of Python numbers or strings when first read (kernels that read the array, or
+    the codes of the strings, never build it: a tuple of 10,000 strings also costs the garbage
+    collector a pass over 10,000 objects, for as long as the session lives)."""
 
     __slots__ = ("_values",)
 
@@ -665,9 +678,14 @@ class _Attrs(Mapping):
 
     def __getitem__(self, name: str) -> Any:
         value = self._values[name]
-        if value.__class__ is _fast_attrs.ArrayAttr:
+        if value.__class__ in _LAZY_ATTRS:
             value = self._values[name] = value.value   # (a race builds the same tuple)
         return value
+
+    def stored(self, name: str) -> Any:
+        """The value as kept: a long list's attribute object (:mod:`._fast_attrs`) when its
+        tuple has not been built."""
+        return self._values.get(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -887,7 +905,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
             loaded.reindex()
         for node in loaded.nodes:   # attribute values are read (and may fail) here, not later
             for a in attrs_of(node):
-                if a.__class__ is not _fast_attrs.ArrayAttr:   # (read: it cannot fail)
+                if a.__class__ not in _LAZY_ATTRS:   # (read: they cannot fail)
                     attr_value(a)
     except InvalidModelError:
         raise

@@ -246,12 +246,14 @@ def _n_classes(a: _Attrs, classifier: bool) -> tuple[int, np.ndarray, ValueError
 def _v3_trees(a: _Attrs, classifier: bool, in_double: bool) -> _Trees:
     """The node lists read and checked here, resolved natively (``tree_v3_nodes``: node ids to
     indices, weights grouped by leaf, GTE / GT / NEQ rewritten), the errors worded here."""
-    modes_s = a.node.attr("nodes_modes") or ()
-    n = len(modes_s)
-    modes = a.node.attr_codes("nodes_modes", _MODES) if n else np.zeros(0, np.int64)
+    modes = a.node.attr_codes("nodes_modes", _MODES)
+    if modes is None:
+        modes = np.zeros(0, np.int64)
+    n = modes.size
     if (modes < 0).any():   # (bytes only from odd files)
         try:
-            modes = np.array([_MODES[_text(s)] for s in modes_s], dtype=np.int64)
+            modes = np.array([_MODES[_text(s)] for s in a.node.attr("nodes_modes")],
+                             dtype=np.int64)
         except KeyError as e:
             raise a.error("nodes_modes", f"unknown mode {e.args[0]!r}") from None
     nodes = dict(modes=modes, tree_ids=a.ints("nodes_treeids", n, required=True),

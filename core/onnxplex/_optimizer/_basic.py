@@ -187,11 +187,12 @@ def _neutral_operand(node: ir.Node) -> ir.Value | None:
                 or c.is_graph_input():   # (a default a feed may override: not a constant)
             continue
         t = c.const_value
-        dims = tuple(t.shape)
+        # (the value's own shape and type: a proto tensor builds its shape at each ask)
+        dims = c.shape.dims if c.shape is not None and c.shape.is_static() else tuple(t.shape)
         if math.prod(dims) > _NEUTRAL_MAX_ELEMENTS or x.shape is None or x.dtype is None \
-                or t.dtype != x.dtype or not _plain_tensor(x):
+                or (c.dtype or t.dtype) != x.dtype or not _plain_tensor(x):
             continue
-        xdims = tuple(x.shape)
+        xdims = x.shape.dims
         if len(dims) > len(xdims) or any(
                 d != 1 and d != xd for d, xd in zip(reversed(dims), reversed(xdims))):
             continue   # (a symbolic dim of x against a constant dim above 1: not known)
@@ -199,8 +200,10 @@ def _neutral_operand(node: ir.Node) -> ir.Value | None:
             values = _readonly_array(t)
         except Exception:  # noqa: BLE001 - unreadable: left to the kernels to report
             continue
-        if values.size and values.dtype.kind in "biuf" and bool(np.all(values == neutral)):
-            return x
+        if values.size and values.dtype.kind in "biuf":
+            listed = values.ravel().tolist()   # (a few elements: quicker than a ufunc)
+            if listed.count(neutral) == len(listed):
+                return x
     return None
 
 
