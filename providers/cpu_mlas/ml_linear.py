@@ -12,6 +12,7 @@ pairwise-coupling layouts) is prepared in the factory; a call is a few numpy ope
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from operator import mul
@@ -61,17 +62,24 @@ class _SvmKernel:
         gamma, coef0, degree = params[:3].tolist() if params.size else (0.0, 0.0, 0.0)
         self.gamma_raw = gamma
         self.gamma, self.coef0, self.degree = F32(gamma), F32(coef0), F32(degree)
-        v = np.asarray(vectors, dtype=np.float64)                    # [V, F]
+        self.vectors = vectors
+        self.vt: np.ndarray | None = None   # (the products' operands: made at the first call)
+
+    def _prepare(self) -> None:
+        v = np.asarray(self.vectors, dtype=np.float64)                    # [V, F]
         if self.kind == "RBF":
             # -gamma |x - v|^2 = x.(2 gamma v) - gamma |v|^2 - gamma |x|^2
+            gamma = self.gamma_raw
             self.gamma_d = float(gamma)
-            self.vt = np.ascontiguousarray(v.T * (2.0 * gamma))
             self.bias = -gamma * np.einsum("ij,ij->i", v, v)
+            self.vt = np.ascontiguousarray(v.T * (2.0 * gamma))
         else:
             self.vt = np.ascontiguousarray(v.T, dtype=F32)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x`` is float32 [N, F]."""
+        if self.vt is None:
+            self._prepare()   # (a race prepares the same arrays twice)
         if self.kind == "RBF":
             xd = x.astype(np.float64)
             k = xd.dot(self.vt)
@@ -291,47 +299,53 @@ def make_svm_classifier(node: NodeView, ctx: ProviderContext) -> Kernel:
                          f"{n_pairs}")
     kern = _SvmKernel(node, sv.reshape(n_vectors, n_features))
     coef = coefs[:(n_classes - 1) * n_vectors].reshape(n_classes - 1, n_vectors)
+    pairs = list(itertools.combinations(range(n_classes), 2))   # one-vs-one, libsvm's order
+    start = [0, *itertools.accumulate(per_class.tolist())]
+    rho_d = rho[:n_pairs].astype(np.float64)
+    pa, pb = prob_a[:n_pairs], prob_b[:n_pairs]
+    # two classes without probabilities: [-s, s] (LOGISTIC: [logistic(-s), logistic(s)]),
+    # else [1 - s, s] untransformed, as onnxruntime 1.32 writes them
+    binary_second = "negate" if post in (mc.NONE, mc.LOGISTIC) else "complement"
 
-    # decision values of the one-vs-one pairs as one product: dec = K @ w + rho, where pair
-    # (i, j)'s column holds class i's vectors' coefficients of row j-1 and class j's of row i
-    start = np.concatenate([[0], np.cumsum(per_class)])
+    def scores_of(dec: np.ndarray, n: int) -> np.ndarray:
+        if have_proba or n_classes > 2:
+            return mc.transform_scores(dec, post)
+        if n_classes == 2:
+            return mc.one_score(dec[:, 0], post, binary_second)
+        return np.zeros((n, 2), F32)     # one class: onnxruntime writes no score
+
+    # the native evaluator (every batch size): pair (i, j) sums class i's vectors with
+    # coefficient row j - 1 and class j's with row i
+    segs = [(start[k], int(per_class[k]), row * n_vectors + start[k])
+            for i, j in pairs for k, row in ((i, j - 1), (j, i))]
+    native = _native_svm(kern, sv, n_features, coef.reshape(-1), segs, 2, rho_d, n_classes,
+                         pa if have_proba else None, pb if have_proba else None, ctx)
+    if native is not None:
+        def kernel(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            index, dec = native(x)
+            return labels[index], scores_of(dec, index.shape[0])
+
+        return kernel
+
+    # numpy: the decision values of the one-vs-one pairs as one product, dec = K @ w + rho,
+    # where pair (i, j)'s column holds class i's vectors' coefficients of row j-1 and class
+    # j's of row i
     w = np.zeros((n_vectors, n_pairs), np.float64)     # summed in double, as onnxruntime
     # a pair votes for i when its decision value is > 0, else for j: votes = pos @ vote_diff +
     # vote_base, pos the [N, P] signs
     vote_diff = np.zeros((n_pairs, n_classes), np.int64)
     vote_base = np.zeros(n_classes, np.int64)
-    for pair, (i, j) in enumerate(zip(*np.triu_indices(n_classes, 1))):
+    for pair, (i, j) in enumerate(pairs):
         si, sj = slice(start[i], start[i + 1]), slice(start[j], start[j + 1])
         w[si, pair] = coef[j - 1, si]
         w[sj, pair] = coef[i, sj]
         vote_diff[pair, i] += 1
         vote_diff[pair, j] -= 1
         vote_base[j] += 1
-    rho_d = rho[:n_pairs].astype(np.float64)
-    pa, pb = prob_a[:n_pairs], prob_b[:n_pairs]
     winner = _VoteWinner(labels, vote_diff, vote_base)
     coupling = _Coupling(n_classes, pa, pb) if have_proba else None
-    # two classes without probabilities: [-s, s] (LOGISTIC: [logistic(-s), logistic(s)]),
-    # else [1 - s, s] untransformed, as onnxruntime 1.32 writes them
-    binary_second = "negate" if post in (mc.NONE, mc.LOGISTIC) else "complement"
-    # the native evaluator (every batch size): pair (i, j) sums class i's vectors with
-    # coefficient row j - 1 and class j's with row i
-    segs = [(int(start[k]), int(per_class[k]), int(row * n_vectors + start[k]))
-            for i, j in zip(*np.triu_indices(n_classes, 1)) for k, row in ((i, j - 1), (j, i))]
-    native = _native_svm(kern, sv, n_features, coef.reshape(-1), segs, 2, rho_d, n_classes,
-                         pa if have_proba else None, pb if have_proba else None, ctx)
-
-    def scores_of(dec: np.ndarray, n: int) -> np.ndarray:
-        if coupling is not None or n_classes > 2:
-            return mc.transform_scores(dec, post)
-        if n_classes == 2:
-            return mc.one_score(dec[:, 0], post, binary_second)
-        return np.zeros((n, 2), F32)     # one class: onnxruntime writes no score
 
     def kernel(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if native is not None:
-            index, dec = native(x)
-            return labels[index], scores_of(dec, index.shape[0])
         xf = mc.as_float32_2d(x, name)
         _check_features(xf, n_features, name)
         dec = kern(xf).dot(w)
