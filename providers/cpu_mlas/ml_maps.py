@@ -290,6 +290,8 @@ def make_one_hot_encoder(node: NodeView, ctx: ProviderContext) -> Kernel:
     by_int = _Lookup(cats_i if cats_i.size else empty_i, pos[:cats_i.size], -1)
     by_str = _Lookup(mc.obj_array(cats_s) if cats_s else empty_s, pos[:len(cats_s)], -1)
     i64 = np.dtype(np.int64)
+    rows = np.zeros((n_cats + 1, n_cats), F32)   # each category's row, then one of zeros
+    rows[pos, pos] = 1.0
 
     def small(x: np.ndarray) -> np.ndarray:
         # a few values: their categories by the lookups' dicts, the rows as one list
@@ -299,11 +301,7 @@ def make_one_hot_encoder(node: NodeView, ctx: ProviderContext) -> Kernel:
             idx = by_int.small(x.astype(np.int64) if x.dtype.kind == "f" else x)
         if not zeros and -1 in idx:
             raise ValueError("OneHotEncoder: unknown category and zeros = 0")
-        flat = [0.0] * (len(idx) * n_cats)
-        for r, k in enumerate(idx):
-            if k >= 0:
-                flat[r * n_cats + k] = 1.0
-        return np.array(flat, F32).reshape(*x.shape, n_cats)
+        return rows.take(idx, axis=0).reshape(*x.shape, n_cats)   # (-1: the zeros row)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if x.ndim > 2:

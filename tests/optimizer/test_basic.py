@@ -462,3 +462,49 @@ def test_neutral_default_a_feed_may_override_is_kept(op, const):
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, feed)[0]
     np.testing.assert_array_equal(on.run(None, feed)[0], want)
+
+
+NX = helper.make_tensor_value_info("x", F, ["N", 3, 4])
+NFEED = {"x": np.random.default_rng(1).standard_normal((5, 3, 4)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("node, inits, removed", [
+    (helper.make_node("Concat", ["x"], ["t"], axis=1), {}, True),
+    (helper.make_node("Concat", ["x"], ["t"], axis=-3), {}, True),
+    # a Reshape to the shape x has: known dims matched, 0 copies, one -1 for N
+    (helper.make_node("Reshape", ["x", "s"], ["t"]), {"s": [-1, 3, 4]}, True),
+    (helper.make_node("Reshape", ["x", "s"], ["t"]), {"s": [0, 3, 4]}, True),
+    (helper.make_node("Reshape", ["x", "s"], ["t"]), {"s": [0, 0, 0]}, True),
+    (helper.make_node("Reshape", ["x", "s"], ["t"]), {"s": [-1, 0, 4]}, True),
+    (helper.make_node("Reshape", ["x", "s"], ["t"]), {"s": [-1, 4, 3]}, False),
+    (helper.make_node("Reshape", ["x", "s"], ["t"]), {"s": [-1, 12]}, False),
+    (helper.make_node("Reshape", ["x", "s"], ["t"], allowzero=1), {"s": [-1, 3, 4]}, True),
+    # every index of a known axis, in order
+    (helper.make_node("Gather", ["x", "i"], ["t"], axis=1), {"i": [0, 1, 2]}, True),
+    (helper.make_node("Gather", ["x", "i"], ["t"], axis=-1), {"i": [0, 1, 2, 3]}, True),
+    (helper.make_node("Gather", ["x", "i"], ["t"], axis=1), {"i": [0, 2, 1]}, False),
+    (helper.make_node("Gather", ["x", "i"], ["t"], axis=1), {"i": [0, 1]}, False),
+    (helper.make_node("Gather", ["x", "i"], ["t"], axis=0), {"i": [0, 1, 2, 3, 4]}, False),
+])
+def test_shape_ops_that_pass_their_input_through_are_removed(node, inits, removed):
+    """A single-input Concat, a Reshape to its input's own shape and a Gather of a whole
+    axis in order go; the results stay onnxruntime's (a following Relu keeps a node)."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in inits.items()]
+    model = _model([node, helper.make_node("Relu", ["t"], ["y"])], [NX], [Y], inits)
+    _, on = _same(model, NFEED)
+    assert (node.op_type not in _ops(on)) == removed
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, NFEED)[0]
+    np.testing.assert_array_equal(on.run(None, NFEED)[0], want)
+
+
+def test_overridable_gather_indices_are_kept():
+    """Indices that are also a graph input (IR 4 on: a default a feed may replace) are not a
+    constant: the Gather stays."""
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, [3])
+    model = _model([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], [NX, i], [Y],
+                   [numpy_helper.from_array(np.array([0, 1, 2], np.int64), "i")])
+    _, on = _sessions(model)
+    assert "Gather" in _ops(on)
+    feed = {**NFEED, "i": np.array([2, 1, 0], np.int64)}
+    np.testing.assert_array_equal(on.run(None, feed)[0], NFEED["x"][:, ::-1])

@@ -222,6 +222,99 @@ def _plain_tensor(value: ir.Value) -> bool:
     return value.type is None or isinstance(value.type, ir.TensorType)
 
 
+def _constant(value: ir.Value | None) -> np.ndarray | None:
+    """A small constant initializer's array (not one a feed may override), else None."""
+    if value is None or value.const_value is None or not value.is_initializer() \
+            or value.is_graph_input():
+        return None
+    try:
+        return _readonly_array(value.const_value)
+    except Exception:  # noqa: BLE001 - unreadable: left to the kernels to report
+        return None
+
+
+def _static_dims(value: ir.Value | None) -> tuple | None:
+    """The value's dims (ints and symbolic dims) when it is a tensor of known rank."""
+    if value is None or value.shape is None or not _plain_tensor(value):
+        return None
+    return value.shape.dims
+
+
+def _kept_input(node: ir.Node) -> ir.Value | None:
+    """The input a Concat, Reshape or Gather passes through unchanged, else None: a Concat of
+    one input; a Reshape to the shape its input already has (each target dim the input's
+    known dim, 0 copying it without ``allowzero``, or a single -1 where every other dim is a
+    known positive match); a Gather taking every index of a known axis in order
+    (``arange(dim)``, 1-D). (skl2onnx's ColumnTransformer writes all three around a single
+    column: ~1 us a step at batch 1.)"""
+    if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+        return None
+    op, ins = node.op_type, node.inputs
+    if op == "Concat":
+        if len(ins) != 1:
+            return None
+        dims = _static_dims(ins[0])
+        axis = node.attributes.get("axis")
+        if dims is None or axis is None or not -len(dims) <= axis.value < len(dims):
+            return None
+        return ins[0]
+    if op == "Reshape":
+        if len(ins) != 2:
+            return None
+        dims = _static_dims(ins[0])
+        target = _constant(ins[1])
+        if dims is None or target is None or target.ndim != 1 or target.size != len(dims):
+            return None
+        allowzero = node.attributes.get("allowzero")
+        copy_zero = allowzero is None or allowzero.value == 0
+        wanted = target.tolist()
+        if wanted.count(-1) > 1:
+            return None
+        for t, d in zip(wanted, dims):
+            if t == -1:
+                continue
+            if t == 0 and copy_zero:
+                if -1 in wanted and not (isinstance(d, int) and d > 0):
+                    return None   # (a zero-size dim elsewhere leaves -1 undetermined)
+                continue
+            if not (isinstance(d, int) and d == t and d > 0):
+                return None
+        return ins[0]
+    if op == "Gather":
+        if len(ins) != 2:
+            return None
+        dims = _static_dims(ins[0])
+        indices = _constant(ins[1])
+        axis = node.attributes.get("axis")
+        k = 0 if axis is None else axis.value
+        if dims is None or indices is None or indices.ndim != 1 or not -len(dims) <= k < len(dims):
+            return None
+        size = dims[k]
+        if not isinstance(size, int) or indices.size != size or indices.dtype.kind not in "iu":
+            return None
+        if indices.tolist() != list(range(size)):
+            return None
+        return ins[0]
+    return None
+
+
+@register_pass("no-op Concat/Reshape/Gather", BASIC, requires={"Concat", "Reshape", "Gather"})
+def _noop_shape_ops(ctx: OptimizerContext) -> int:
+    """Concat, Reshape and Gather nodes that pass their input through become Identity nodes
+    (removed by the next pass)."""
+    changed = 0
+    for n in all_nodes(ctx.model.graph):
+        keep = _kept_input(n)
+        if keep is None:
+            continue
+        n.op_type = "Identity"
+        n.attributes.clear()
+        n.resize_inputs(1)
+        n.replace_input_with(0, keep)
+        changed += 1
+    return changed
+
+
 @register_pass("eliminate Identity/Dropout", BASIC)
 def _noops(ctx: OptimizerContext) -> int:
     return _eliminate_noops(ctx.model)
