@@ -406,3 +406,21 @@ def test_native_logsumexp_rows_is_numpys_logaddexp(n, f):
     with np.errstate(invalid="ignore"):
         want = np.logaddexp.reduce(odd.astype(np.float64), axis=1).astype(np.float32)
     np.testing.assert_array_equal(_ROWS.logsumexp_rows_f32(odd), want)
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX"])
+@pytest.mark.parametrize("rows", [3, 4, 7, 1001])
+def test_linear_native_rows_in_blocks_give_one_rows_bits(post, rows):
+    """The native scorer takes rows four at a time (linear.h): every row's scores and label
+    are, bit for bit, what that row alone gives (each score summed in the same order)."""
+    from .test_ml_ops import linear_attrs
+    rng = np.random.default_rng(rows)
+    attrs = linear_attrs(rng, 3, "int", 5) | {"post_transform": post}
+    m = classifier("LinearClassifier", TP.FLOAT, 1, attrs)
+    x = rng.standard_normal((rows, 5)).astype(np.float32)
+    x[rows // 2] = x[0]   # (a repeated row: the same label and scores)
+    label, scores = ours(m, x)
+    one = [ours(m, x[i:i + 1]) for i in range(rows)]
+    np.testing.assert_array_equal(label, np.concatenate([lab for lab, _ in one]))
+    np.testing.assert_array_equal(scores, np.concatenate([s for _, s in one]))
+    check_classifier("LinearClassifier", x, 1, attrs)
