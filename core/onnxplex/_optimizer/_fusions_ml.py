@@ -4,6 +4,10 @@
   categories to int64 codes followed by a Cast to float (the ColumnTransformer concatenates
   floats); the codes are written as floats in the encoder itself (``values_floats``, the very
   float32 values the Cast computes), one step less a run.
+* Cast of data moved out of a constant: every skl2onnx classifier looks its label up in an
+  int32 table of classes (ArrayFeatureExtractor), reshapes it and casts it to int64; a Cast
+  commutes with ops that only move elements, so the table is cast once instead (a new
+  initializer) and the Cast goes.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import numpy as np
 import onnx_ir as ir
 
 from . import OptimizerContext, register_pass
-from ._fusions_cnn import EXTENDED, _counted, _fuse, _sole_consumer
+from .._graph import attrs_of
+from ._fusions_cnn import EXTENDED, _counted, _fuse, _initializer, _sole_consumer
 
 ML = "ai.onnx.ml"
 
@@ -52,5 +57,69 @@ def _label_encoder_cast(ctx: OptimizerContext) -> int:
                      ir.AttrFloat32("default_float", as_float[-1])]
         _fuse(graph, [node, cast], ML, "LabelEncoder", list(node.inputs), new_attrs,
               cast.outputs[0])
+        changes += 1
+    return changes
+
+
+# ops that only move or select elements of their first input (the others: indices, shapes)
+_MOVERS = frozenset({"ArrayFeatureExtractor", "Gather", "GatherElements", "GatherND",
+                     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity"})
+_INTS = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
+                   ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32,
+                   ir.DataType.UINT64})
+
+_AFE_TYPES = frozenset(t.value for t in (ir.DataType.INT32, ir.DataType.INT64, ir.DataType.FLOAT,
+                                         ir.DataType.DOUBLE))
+
+
+def _mover(node: ir.Node | None) -> bool:
+    return node is not None and node.op_type in _MOVERS and bool(node.inputs) and (
+        node.domain in ("", "ai.onnx") or (node.domain == ML
+                                           and node.op_type == "ArrayFeatureExtractor"))
+
+
+@register_pass("Cast of a constant's moved data -> cast constant", EXTENDED, requires={"Cast"})
+@_counted
+def _cast_moved_constant(ctx: OptimizerContext) -> int:
+    """A Cast from an integer type to an integer or float type whose input is a chain of
+    :data:`_MOVERS` (each read by the next alone) starting at a constant table: the table is
+    cast (a new initializer, numpy's conversion: C's, as onnxruntime's Cast) and read by the
+    chain's first op, the values along the chain take the Cast's type, and the last op takes
+    the Cast's place."""
+    graph = ctx.model.graph
+    changes = 0
+    for cast in list(graph):
+        if cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx") \
+                or set(cast.attributes) != {"to"} or len(cast.inputs) != 1:
+            continue
+        x = cast.inputs[0]
+        src, to = (x.dtype if x is not None else None), cast.attributes["to"].value
+        if src not in _INTS or to not in {t.value for t in _INTS} | {
+                ir.DataType.FLOAT.value, ir.DataType.DOUBLE.value}:
+            continue
+        chain: list[ir.Node] = []
+        v = x
+        while _mover(v.producer()) and _sole_consumer(v) is not None:
+            chain.append(v.producer())
+            v = chain[-1].inputs[0]
+            if v is None:
+                break
+        if not chain or v is None or v.const_value is None or not v.is_initializer() \
+                or v.is_graph_input() or v.dtype != src:
+            continue
+        if to not in _AFE_TYPES and any(n.op_type == "ArrayFeatureExtractor" for n in chain):
+            continue   # (a type ArrayFeatureExtractor does not take)
+        try:
+            table = v.const_value.numpy()
+        except Exception:  # noqa: BLE001 - unreadable: left as it is
+            continue
+        first, last = chain[-1], chain[0]
+        target = ir.DataType(to)
+        cast_table = _initializer(graph, table.astype(target.numpy()), f"{v.name}_{target.name}")
+        first.replace_input_with(0, cast_table)
+        for node in chain[1:]:
+            node.outputs[0].dtype = target
+        _fuse(graph, [last, cast], last.domain, last.op_type, list(last.inputs),
+              list(attrs_of(last)), cast.outputs[0])
         changes += 1
     return changes
