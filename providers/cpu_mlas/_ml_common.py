@@ -81,7 +81,11 @@ def strings_or_ints(node: NodeView, strings_name: str, ints_name: str) -> list[A
     """The one given of a STRINGS and an INTS attribute, as a list (ValueError when neither or
     both are)."""
     as_s = strings(node, strings_name)
-    as_i = ints(node, ints_name).tolist()
+    value = node.attr(ints_name) if ints_name not in node.arrays else None
+    if type(value) is tuple and all(type(v) is int for v in value):
+        as_i = list(value)   # (a short list as it is: numpy calls cost at session creation)
+    else:
+        as_i = ints(node, ints_name).tolist()
     if bool(as_s) == bool(as_i):
         raise ValueError(f"{node.op_type}: exactly one of {strings_name!r} and {ints_name!r} "
                          "must be given")

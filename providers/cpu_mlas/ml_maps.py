@@ -43,9 +43,11 @@ def make_zipmap(node: NodeView, ctx: ProviderContext) -> Kernel:
     n = len(labels)
     last = {lab: k for k, lab in enumerate(labels)}     # a repeated label: its last column
     keys = sorted(last)
-    cols = np.array([last[k] for k in keys], np.intp)
-    reorder = not np.array_equal(cols, np.arange(n))
-    cols_list = cols.tolist()
+    # (Python lists, not numpy: a few labels; each numpy call at session creation costs
+    # ~5-15 us with the caches cold)
+    cols_list = [last[k] for k in keys]
+    reorder = cols_list != list(range(n))
+    cols = np.array(cols_list, np.intp) if reorder else None
 
     def kernel(x: np.ndarray) -> list[dict]:
         if x.ndim == 1:
