@@ -66,19 +66,22 @@ class Types:
         self.dtypes: dict[int, ir.DataType] = {}
         self.shapes: dict[tuple, ir.Shape] = {}
 
-    def apply(self, value: ir.Value, info: TensorInfo) -> None:
-        elem, dims = info
+    def dtype(self, elem: int) -> ir.DataType:
         dtype = self.dtypes.get(elem)
         if dtype is None:
             dtype = self.dtypes[elem] = ir.DataType(elem)
-        value.type = ir.TensorType(dtype)
-        if dims is None:
-            value.shape = None
-            return
+        return dtype
+
+    def shape(self, dims: tuple) -> ir.Shape:
         shape = self.shapes.get(dims)
         if shape is None:
             shape = self.shapes[dims] = ir.Shape(dims, frozen=True)
-        value.shape = shape
+        return shape
+
+    def apply(self, value: ir.Value, info: TensorInfo) -> None:
+        elem, dims = info
+        value.type = ir.TensorType(self.dtype(elem))
+        value.shape = None if dims is None else self.shape(dims)
 
     def read(self, info: onnx.ValueInfoProto, value: ir.Value) -> None:
         """``info``'s type onto ``value``: plain tensors here, the rest by onnx-ir."""
@@ -187,8 +190,11 @@ def _read_graph(g: onnx.GraphProto, scopes: list[dict[str, ir.Value]], types: Ty
         if value is not None:   # an initializer for an input
             value.const_value = tensor
         else:
-            value = ir.Value(None, index=None, name=name, type=ir.TensorType(tensor.dtype),
-                             shape=tensor.shape, const_value=tensor)
+            # (type and shape from the proto's fields, equal shapes shared: a proto tensor
+            # builds a new Shape at each ask)
+            value = ir.Value(None, index=None, name=name,
+                             type=ir.TensorType(types.dtype(tensor_proto.data_type)),
+                             shape=types.shape(tuple(tensor_proto.dims)), const_value=tensor)
             plain = typed.get(name)
             if plain is not None:
                 types.apply(value, plain)
