@@ -412,3 +412,32 @@ def test_long_numeric_attributes_read_as_onnx_ir_reads_them():
     assert view.attr_array("short").dtype == np.int64   # short lists: the same dtypes
     assert view.attr_array("short", np.float64).dtype == np.float64
     assert view.attr_array("missing") is None
+
+
+def test_views_built_without_their_init_hold_every_field():
+    """NodeView and ValueInfo are built by filling their __dict__ (their frozen dataclass
+    __init__ costs ~2-3 us each, thousands a session): each must hold exactly the dataclass's
+    fields, equal to what __init__ makes."""
+    import dataclasses
+
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxplex._graph import NodeView, ValueInfo, load_model
+
+    c = numpy_helper.from_array(np.ones((1, 4), np.float32), "c")
+    g = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+                          [c])
+    model = load_model(helper.make_model(g).SerializeToString())
+    view = model.node_views[0]
+    assert set(vars(view)) == {f.name for f in dataclasses.fields(NodeView)}
+    for info in (*view.inputs, *view.outputs):
+        assert set(vars(info)) == {f.name for f in dataclasses.fields(ValueInfo)}
+        again = ValueInfo(**{f.name: getattr(info, f.name) for f in dataclasses.fields(ValueInfo)})
+        assert repr(again) == repr(info)
+    assert view.inputs[0].shape == ("N", 4) and view.inputs[1].const.shape == (1, 4)
+    assert repr(NodeView(**{f.name: getattr(view, f.name)
+                            for f in dataclasses.fields(NodeView)})) == repr(view)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        view.name = "other"

@@ -539,9 +539,16 @@ class Model:
             attrs[k] = attr_value(a)
             bodies = bodies or a.type in _BODY_ATTRS
         implicit = tuple(self.value_info(n) for n in _captured_names(node)) if bodies else ()
-        return NodeView(index, node.name or "", node.op_type, domain, opset, ins, outs,
-                        MappingProxyType(attrs) if arrays is None else _Attrs(attrs), implicit,
-                        _NO_ARRAYS if arrays is None else MappingProxyType(arrays))
+        # (built as ValueInfos are, see make_value_info: a frozen dataclass's __init__ of ten
+        # fields was ~3 us a node)
+        view = object.__new__(NodeView)
+        view.__dict__.update(
+            index=index, name=node.name or "", op_type=node.op_type, domain=domain,
+            opset=opset, inputs=ins, outputs=outs,
+            attrs=MappingProxyType(attrs) if arrays is None else _Attrs(attrs),
+            implicit_inputs=implicit,
+            arrays=_NO_ARRAYS if arrays is None else MappingProxyType(arrays))
+        return view
 
     def to_proto(self) -> onnx.ModelProto:
         """Serialize back to a ``ModelProto`` (external tensors stay external)."""
@@ -554,9 +561,9 @@ def make_value_info(value: ir.Value, const: np.ndarray | LazyConst | None = None
     typ = value.type
     kind, elem = "tensor", None
     if typ is None:
-        elem = value.dtype.value if value.dtype is not None else None
-    elif _is_a(typ, ir.TensorType):
-        elem = typ.dtype.value
+        elem = value.dtype._value_ if value.dtype is not None else None
+    elif typ.__class__ is ir.TensorType or _is_a(typ, ir.TensorType):
+        elem = typ.dtype._value_   # (an enum's .value is a descriptor call: ~1 us)
     elif _is_a(typ, ir.SequenceType):
         kind = "sequence"
     elif _is_a(typ, ir.OptionalType):
@@ -571,10 +578,33 @@ def make_value_info(value: ir.Value, const: np.ndarray | LazyConst | None = None
     if isinstance(const, LazyConst):
         shape = tuple(int(d) for d in value.const_value.shape)
     elif const is not None:
-        shape = tuple(int(d) for d in const.shape)
+        shape = const.shape   # (numpy's: a tuple of ints already)
     elif value.shape is not None:
-        shape = tuple(_dim(d) for d in value.shape)
-    return ValueInfo(value.name, elem, shape, kind, const, None if kind == "tensor" else typ)
+        shape = _dims_of(value.shape)
+    # (a frozen dataclass's __init__ sets each field through object.__setattr__: ~2 us a
+    # value, thousands of values a session)
+    info = object.__new__(ValueInfo)
+    info.__dict__.update(name=value.name, elem_type=elem, shape=shape, kind=kind, stored=const,
+                         ir_type=None if kind == "tensor" else typ)
+    return info
+
+
+_DIMS: dict[int, tuple[ir.Shape, tuple[Dim, ...]]] = {}
+
+
+def _dims_of(shape: ir.Shape) -> tuple[Dim, ...]:
+    """A shape's dims as ValueInfo holds them; a frozen shape's (the loader shares them
+    between values) converted once while it lives."""
+    if not shape.frozen:
+        return tuple(_dim(d) for d in shape)
+    hit = _DIMS.get(id(shape))
+    if hit is not None and hit[0] is shape:
+        return hit[1]
+    dims = tuple(_dim(d) for d in shape)
+    if len(_DIMS) >= 4096:
+        _DIMS.clear()
+    _DIMS[id(shape)] = (shape, dims)
+    return dims
 
 
 def _dim(d: Any) -> Dim:
