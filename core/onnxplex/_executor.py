@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from . import _maptype
 from ._dtypes import elem_type_name, np_dtype, ort_type_string
 from ._errors import KernelExecutionError, OnnxplexError, RunCancelledError
 from ._graph import Model, Subgraph, ValueInfo, canonical_dtype
+from ._records import record
 
 try:
     from . import _runloop  # the executor's inner loop in C (core/src/runloop.cpp)
@@ -310,23 +311,9 @@ def _with_releases(steps: list[dict[str, Any]], keep: set[int]) -> list[Step]:
             for k, st in enumerate(steps)]
 
 
-_STEP_FIELDS = frozenset(f.name for f in fields(Step))
-
-
 def _step(st: dict[str, Any], release: tuple[int, ...], deps: tuple[int, ...]) -> Step:
-    """``Step(**st, release=release, deps=deps)`` without the frozen dataclass's ``__init__``
-    (one ``object.__setattr__`` a field, 13 fields: ~3 us a step, as much as the rest of
-    building it): the same instance dictionary, filled at once."""
-    step = object.__new__(Step)
-    d = step.__dict__
-    d.update(st)
-    d["release"] = release
-    d["deps"] = deps
-    if "args" not in d:
-        d["args"] = {}
-    if d.keys() != _STEP_FIELDS:   # (a misnamed or missing field: Step(**...) says which)
-        return Step(**st, release=release, deps=deps)
-    return step
+    """``Step(**st, release=release, deps=deps)`` (13 fields: see :mod:`._records`)."""
+    return record(Step, **st, release=release, deps=deps)
 
 
 # --------------------------------------------------------------------------------------------

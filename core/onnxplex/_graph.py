@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError
 
 from . import _fast_attrs, _fast_read, _maptype, _wire
 from ._dtypes import elem_type_name, np_dtype, ort_type_string, type_string
+from ._records import record
 from ._errors import (
     ExternalDataError,
     InvalidModelError,
@@ -539,16 +540,11 @@ class Model:
             attrs[k] = attr_value(a)
             bodies = bodies or a.type in _BODY_ATTRS
         implicit = tuple(self.value_info(n) for n in _captured_names(node)) if bodies else ()
-        # (built as ValueInfos are, see make_value_info: a frozen dataclass's __init__ of ten
-        # fields was ~3 us a node)
-        view = object.__new__(NodeView)
-        view.__dict__.update(
-            index=index, name=node.name or "", op_type=node.op_type, domain=domain,
-            opset=opset, inputs=ins, outputs=outs,
-            attrs=MappingProxyType(attrs) if arrays is None else _Attrs(attrs),
-            implicit_inputs=implicit,
-            arrays=_NO_ARRAYS if arrays is None else MappingProxyType(arrays))
-        return view
+        return record(NodeView, index=index, name=node.name or "", op_type=node.op_type,
+                      domain=domain, opset=opset, inputs=ins, outputs=outs,
+                      attrs=MappingProxyType(attrs) if arrays is None else _Attrs(attrs),
+                      implicit_inputs=implicit,
+                      arrays=_NO_ARRAYS if arrays is None else MappingProxyType(arrays))
 
     def to_proto(self) -> onnx.ModelProto:
         """Serialize back to a ``ModelProto`` (external tensors stay external)."""
@@ -581,12 +577,8 @@ def make_value_info(value: ir.Value, const: np.ndarray | LazyConst | None = None
         shape = const.shape   # (numpy's: a tuple of ints already)
     elif value.shape is not None:
         shape = _dims_of(value.shape)
-    # (a frozen dataclass's __init__ sets each field through object.__setattr__: ~2 us a
-    # value, thousands of values a session)
-    info = object.__new__(ValueInfo)
-    info.__dict__.update(name=value.name, elem_type=elem, shape=shape, kind=kind, stored=const,
-                         ir_type=None if kind == "tensor" else typ)
-    return info
+    return record(ValueInfo, name=value.name, elem_type=elem, shape=shape, kind=kind,
+                  stored=const, ir_type=None if kind == "tensor" else typ)
 
 
 _DIMS: dict[int, tuple[ir.Shape, tuple[Dim, ...]]] = {}

@@ -21,6 +21,7 @@ from typing import Any
 from ._errors import CapabilityError, PartitionError
 from ._graph import GraphView, Model, NodeView
 from ._provider import Capability, ExecutionProvider
+from ._records import record
 
 __all__ = ["Partition", "PartitionPlan", "NodePlacement", "partition", "convex_groups"]
 
@@ -317,7 +318,8 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
                 name = group.name if len(pieces) == 1 else ""
                 mine = tuple((i, n) for i, n in group.node_notes if i in piece) \
                     if group.node_notes else ()
-                partitions.append(Partition(pid, prov.name, piece, name, group.note, mine))
+                partitions.append(record(Partition, id=pid, provider=prov.name, nodes=piece,
+                                         name=name, note=group.note, node_notes=mine))
                 for i in piece:
                     owner[i] = pid
                 claimed.update(piece)
@@ -346,8 +348,9 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
         above = tuple(d for d in declined if rank[d[0]] < rank[part.provider]) \
             if declined else ()
         view = views[i]
-        placements.append(NodePlacement(i, view.name, view.op_type, view.domain,
-                                        part.provider, part.id, above))
+        placements.append(record(NodePlacement, index=i, name=view.name, op_type=view.op_type,
+                                 domain=view.domain, provider=part.provider,
+                                 partition=part.id, declined=above))
     return PartitionPlan(tuple(p.name for p in providers), partitions, placements, notes)
 
 

@@ -48,6 +48,7 @@ from ._optimizer import PassReport, optimize
 from ._ortcompat import ORT_EXECUTION_PROVIDERS, ProviderNames, ProviderOptionsByName
 from ._ortvalue import OrtValue
 from ._partition import PartitionPlan, partition
+from ._records import record
 from ._plugins import (
     DEFAULT_PROVIDER,
     get_available_providers,
@@ -592,7 +593,8 @@ class InferenceSession:
                                    f"{type(kernel).__name__}, not a callable kernel",
                                    provider=prov.name, node=first.display_name,
                                    op_type=first.op_type)
-            units.append(_executor.CompiledUnit(prov.name, sg, kernel, part.nodes))
+            units.append(record(_executor.CompiledUnit, provider=prov.name, subgraph=sg,
+                                kernel=kernel, node_indices=part.nodes))
         return units
 
     # ------------------------------------------------------------------------------ running
@@ -982,7 +984,8 @@ def _subgraph(model: Model, nodes: Sequence[int], name: str, layout: str) -> Sub
     views = [model.node_views[i] for i in nodes]
     if len(views) == 1:
         v = views[0]
-        return Subgraph(name, (v,), v.inputs + v.implicit_inputs, v.outputs, layout)
+        return record(Subgraph, name=name, nodes=(v,), inputs=v.inputs + v.implicit_inputs,
+                      outputs=v.outputs, layout=layout)
     members = set(nodes)
     produced = {o.name for v in views for o in v.outputs if o is not None}
     graph_outputs = {v.name for v in model.graph.outputs}

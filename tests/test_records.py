@@ -1,0 +1,56 @@
+"""_records.record: a dataclass built without its __init__ equals one built with it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from onnxplex._executor import CompiledUnit, Step
+from onnxplex._graph import NodeView, Subgraph, ValueInfo
+from onnxplex._partition import NodePlacement, Partition
+from onnxplex._records import record
+
+
+@dataclasses.dataclass(frozen=True)
+class _Point:
+    x: int
+    y: int = 2
+    tags: list = dataclasses.field(default_factory=list)
+
+
+def test_record_applies_defaults_and_factories():
+    a, b = record(_Point, x=1), record(_Point, x=1)
+    assert a == _Point(1) and a.y == 2 and a.tags == [] and a.tags is not b.tags
+    assert record(_Point, x=1, y=5, tags=[3]) == _Point(1, 5, [3])
+    assert hash(record(_Point, x=1, y=5, tags=())) == hash(_Point(1, 5, ()))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.x = 3
+
+
+def test_record_refuses_what_init_refuses():
+    with pytest.raises(TypeError, match="x"):
+        record(_Point, y=1)   # (missing: __init__ names it)
+    with pytest.raises(TypeError, match="z"):
+        record(_Point, x=1, z=1)
+
+
+def test_record_only_for_plain_dataclasses():
+    @dataclasses.dataclass
+    class Checked:
+        x: int
+
+        def __post_init__(self):
+            pass
+
+    with pytest.raises(TypeError, match="plain dataclasses"):
+        record(Checked, x=1)
+
+
+@pytest.mark.parametrize("cls", [Step, CompiledUnit, NodeView, Subgraph, ValueInfo,
+                                 NodePlacement, Partition])
+def test_the_classes_built_this_way_are_plain_dataclasses(cls):
+    """What session creation builds with record() has no __post_init__ that would be skipped
+    (record() refuses such classes)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    assert not hasattr(cls, "__post_init__") and fields
