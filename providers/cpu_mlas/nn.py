@@ -234,8 +234,8 @@ class _Epilogue:
 class ConvStatic:
     """What a conv kernel derives from its node once, not per run (~20 us of attribute
     reading a call): the clamp of a fused activation, the native kernels' code of one they
-    apply after it (``post_act``: 0 none, 1 Swish, 2 HardSwish) and, per input shape, the
-    geometry."""
+    apply after it (``post_act``: 0 none, 1 Swish, 2 HardSwish, 3 HardSigmoid) and, per input
+    shape, the geometry."""
 
     def __init__(self, node: NodeView) -> None:
         self.node = node
@@ -359,7 +359,7 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
                        or any(pb) or not hasattr(nat, "conv2d_nhwc_f32_plan")):
         return None
     clamp = static.clamp if act is not None else None
-    code = static.post_act if act is not None else 0   # (Swish, HardSwish: in the kernel)
+    code = static.post_act if act is not None else 0   # (in the kernel: see _post_act)
     lo, hi = clamp if clamp is not None else (-math.inf, math.inf)
     k, st, dl, pads = tuple(kshape), tuple(strides), tuple(dil), (pb[0], pb[1])
     # The native call itself is planned too (nat.*_plan: weights, geometry, bias and clamp
@@ -537,14 +537,23 @@ def _clamp(node: NodeView) -> tuple[float, float] | None:
     return None
 
 
-_POST_ACTS = {"Swish": 1, "HardSwish": 2}   # sigmoid.h's PostAct codes
+_POST_ACTS = {"Swish": 1, "HardSwish": 2, "HardSigmoid": 3}   # sigmoid.h's PostAct codes
+# HardSigmoid's alpha and beta the native kernels apply (PyTorch's Hardsigmoid, as exported)
+_NATIVE_HARD_SIGMOID = (float(np.float32(1 / 6)), 0.5)
 
 
 def _post_act(node: NodeView) -> int:
     """A FusedConv activation the native channels-last kernels apply on each finished block
-    of their output (Swish, HardSwish) as their ``act`` code, else 0."""
+    of their output (Swish, HardSwish, HardSigmoid with alpha 1/6 and beta 0.5: a
+    squeeze-excite gate's, applied in numpy after the conv it cost ~15 us on a 1 x 1 x C
+    output) as their ``act`` code, else 0."""
     kind = node.attr("activation", "")
-    return _POST_ACTS.get(kind.decode() if isinstance(kind, bytes) else str(kind), 0)
+    kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+    if kind == "HardSigmoid":
+        params = tuple(float(np.float32(p)) for p in node.attr("activation_params", ()) or ())
+        if params != _NATIVE_HARD_SIGMOID:
+            return 0
+    return _POST_ACTS.get(kind, 0)
 
 
 def _conv_native(x: np.ndarray, gw: PackedWeight, kshape: Sequence[int],

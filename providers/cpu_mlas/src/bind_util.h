@@ -34,10 +34,11 @@ inline py::array int8_array(const py::array& x, const char* what, bool& is_signe
   return py::array::ensure(x, py::array::c_style);
 }
 
-// A binding's `act` code as a PostAct (0 none, 1 SiLU, 2 HardSwish); ValueError otherwise.
+// A binding's `act` code as a PostAct (0 none, 1 SiLU, 2 HardSwish, 3 HardSigmoid with alpha
+// 1/6 and beta 0.5); ValueError otherwise.
 inline PostAct post_act_arg(int act) {
-  if (act < 0 || act > static_cast<int>(PostAct::kHardSwish)) {
-    throw py::value_error("act must be 0 (none), 1 (SiLU) or 2 (HardSwish)");
+  if (act < 0 || act > static_cast<int>(PostAct::kHardSigmoid)) {
+    throw py::value_error("act must be 0 (none), 1 (SiLU), 2 (HardSwish) or 3 (HardSigmoid)");
   }
   return static_cast<PostAct>(act);
 }

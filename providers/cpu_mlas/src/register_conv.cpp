@@ -291,8 +291,8 @@ void register_conv(py::module_& m) {
      py::arg("act") = 0,
      "Depthwise 2-D conv of channels-last x [N, H, W, C] with w [C, kh, kw] into y "
      "[N, Ho, Wo, C] (written), bias [C] or None, begin pads (top, left), then clamp to "
-     "[lo, hi], then act (0 none, 1 SiLU, 2 HardSwish); channel groups and output row ranges "
-     "run on up to `threads` threads.");
+     "[lo, hi], then act (0 none, 1 SiLU, 2 HardSwish, 3 HardSigmoid); channel groups and output "
+     "row ranges run on up to `threads` threads.");
 
   m.def("dwconv_nhwc_f32_plan", &dwconv_nhwc_plan, py::arg("x"), py::arg("w"), py::arg("bias"),
         py::arg("y"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),
@@ -309,8 +309,8 @@ void register_conv(py::module_& m) {
         "Grouped 2-D conv of channels-last x [N, H, W, C] with w [M, C / group, kh, kw] (Conv's) "
         "into y [N, Ho, Wo, M], planned for arrays of x's and y's shapes (their values are not "
         "read): begin pads (top, left), bias [M] or None, then z (with_z: every call passes "
-        "z [N, Ho, Wo, M]), then clamp to [lo, hi], then act (0 none, 1 SiLU, 2 HardSwish). "
-        "M / group must be a multiple of 4. The plan's __call__(x, z=None, threads=0) returns "
+        "z [N, Ho, Wo, M]), then clamp to [lo, hi], then act (0 none, 1 SiLU, 2 HardSwish, "
+        "3 HardSigmoid). M / group must be a multiple of 4. The plan's __call__(x, z=None, threads=0) returns "
         "a new y.");
 
   m.def("maxpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,

@@ -156,7 +156,8 @@ void register_rnn(py::module_& m) {
       },
       py::arg("x"), py::arg("y"), py::arg("act"), py::arg("threads"),
       "y = act(x) elementwise over C-contiguous float32 arrays of one size (y may be x): act 1 "
-      "SiLU x * sigmoid(x), 2 HardSwish x * clip(x / 6 + 0.5, 0, 1) (0: a copy); NaN stays "
+      "SiLU x * sigmoid(x), 2 HardSwish x * clip(x / 6 + 0.5, 0, 1), 3 HardSigmoid clip(x / 6 + "
+      "0.5, 0, 1) (0: a copy); NaN stays "
       "NaN (sigmoid.h).");
 }
 

@@ -480,7 +480,8 @@ void register_sgemm(py::module_& m) {
      "wt is W^T in (kh, kw, C) order, [kh*kw*C, Cout], packed as B; pads are the leading "
      "(top, left) ones; bias per output channel, then z [N, OH, OW, Cout] (C-contiguous "
      "float32) added, then the clamp: out = clamp(conv + bias + z, lo, hi); then act (0 none, "
-     "1 SiLU x * sigmoid(x), 2 HardSwish x * clip(x / 6 + 0.5, 0, 1)) on each finished tile.");
+     "1 SiLU x * sigmoid(x), 2 HardSwish x * clip(x / 6 + 0.5, 0, 1), 3 HardSigmoid clip(x / 6 + "
+     "0.5, 0, 1)) on each finished tile.");
 
   m.def("conv2d_nhwc_f32_plan", &conv2d_nhwc_plan, py::arg("x"), py::arg("wt"), py::arg("out"),
         py::arg("kernel"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),

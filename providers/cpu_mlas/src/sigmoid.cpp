@@ -32,6 +32,14 @@ void hardswish_f32_portable(const float* x, float* y, size_t n) {
   }
 }
 
+void hardsigmoid_f32_portable(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    // (NaN fails both comparisons: it stays NaN)
+    const float v = x[i] * (1.0f / 6.0f) + 0.5f;
+    y[i] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+  }
+}
+
 namespace {
 
 using RunFn = void (*)(const float*, float*, size_t);
@@ -40,6 +48,7 @@ RunFn post_act_run(PostAct act) {
   switch (act) {
     case PostAct::kSwish: return ONNXPLEX_MLAS_BEST_VARIANT(swish_f32);
     case PostAct::kHardSwish: return ONNXPLEX_MLAS_BEST_VARIANT(hardswish_f32);
+    case PostAct::kHardSigmoid: return ONNXPLEX_MLAS_BEST_VARIANT(hardsigmoid_f32);
     case PostAct::kNone: break;
   }
   return nullptr;

@@ -1,6 +1,7 @@
-// Float32 logistic sigmoid, 1 / (1 + exp(-x)), for the Sigmoid op, and the two activations
-// built on it that convolutions fuse: SiLU (Swish) x * sigmoid(x) and HardSwish
-// x * clip(x / 6 + 0.5, 0, 1). Knows nothing about Python.
+// Float32 logistic sigmoid, 1 / (1 + exp(-x)), for the Sigmoid op, and the activations
+// convolutions fuse after their clamp: SiLU (Swish) x * sigmoid(x), HardSwish
+// x * clip(x / 6 + 0.5, 0, 1) and its gate HardSigmoid clip(x / 6 + 0.5, 0, 1) (PyTorch's
+// Hardsigmoid, a squeeze-excite gate in MobileNetV3). Knows nothing about Python.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,7 @@ void sigmoid_f32_avx512(const float* x, float* y, size_t n);
 
 // An activation applied in place after a conv's (or GEMM's) bias, sum input and clamp: the
 // kinds the clamp cannot express. The values are the Python binding's `act` codes.
-enum class PostAct : int { kNone = 0, kSwish = 1, kHardSwish = 2 };
+enum class PostAct : int { kNone = 0, kSwish = 1, kHardSwish = 2, kHardSigmoid = 3 };
 
 // y[r * ld + j] = act(y[r * ld + j]) for r < rows, j < cols, on the calling thread (a GEMM
 // tile's or a conv task's output while it is in cache); NaN stays NaN.
@@ -31,5 +32,8 @@ void swish_f32_avx512(const float* x, float* y, size_t n);
 void hardswish_f32_portable(const float* x, float* y, size_t n);
 void hardswish_f32_avx2(const float* x, float* y, size_t n);
 void hardswish_f32_avx512(const float* x, float* y, size_t n);
+void hardsigmoid_f32_portable(const float* x, float* y, size_t n);
+void hardsigmoid_f32_avx2(const float* x, float* y, size_t n);
+void hardsigmoid_f32_avx512(const float* x, float* y, size_t n);
 
 }  // namespace onnxplex::mlas

@@ -33,6 +33,12 @@ inline __m512 hardswish_ps(__m512 x) {
   return _mm512_mul_ps(x, gate);  // NaN: NaN times whatever the clip gave
 }
 
+// NaN: maxps/minps return their second operand when either is NaN, x's value second
+inline __m512 hardsigmoid_ps(__m512 x) {
+  const __m512 v = _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+  return _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), v));
+}
+
 template <__m512 (*F)(__m512)>
 void run(const float* x, float* y, size_t n) {
   size_t i = 0;
@@ -48,5 +54,6 @@ void run(const float* x, float* y, size_t n) {
 void sigmoid_f32_avx512(const float* x, float* y, size_t n) { vacts::sigmoid_into(x, y, n); }
 void swish_f32_avx512(const float* x, float* y, size_t n) { run<swish_ps>(x, y, n); }
 void hardswish_f32_avx512(const float* x, float* y, size_t n) { run<hardswish_ps>(x, y, n); }
+void hardsigmoid_f32_avx512(const float* x, float* y, size_t n) { run<hardsigmoid_ps>(x, y, n); }
 
 }  // namespace onnxplex::mlas

@@ -1,4 +1,4 @@
-"""SiLU (Swish) and HardSwish in cpu_mlas (sigmoid.h's PostAct): the native loop
+"""SiLU (Swish), HardSwish and HardSigmoid (alpha 1/6, beta 0.5) in cpu_mlas (sigmoid.h's PostAct): the native loop
 ``_mlas_native.post_act_f32`` against the exact functions, the ``act`` of the channels-last
 conv kernels (conv2d_nhwc_f32's GEMM tiles, dwconv_nhwc_f32's tasks) against numpy, the
 NhwcFusedConv activations against onnxruntime's Conv + Sigmoid + Mul / HardSwish, and the
@@ -25,7 +25,7 @@ needs_native = pytest.mark.skipif(mod is None or not hasattr(mod, "post_act_f32"
 RNG = np.random.default_rng(25)
 F = TensorProto.FLOAT
 MS = "com.microsoft"
-SWISH, HARD_SWISH = 1, 2
+SWISH, HARD_SWISH, HARD_SIGMOID = 1, 2, 3
 
 
 def swish(x):
@@ -40,7 +40,14 @@ def hard_swish(x):
         return x * np.clip(x / 6 + 0.5, 0, 1)
 
 
-EXACT = {SWISH: swish, HARD_SWISH: hard_swish}
+def hard_sigmoid(x):
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.clip(x / 6 + 0.5, 0, 1)
+
+
+EXACT = {SWISH: swish, HARD_SWISH: hard_swish, HARD_SIGMOID: hard_sigmoid}
+ACTS = list(EXACT)
 
 
 def rand(*shape):
@@ -48,7 +55,7 @@ def rand(*shape):
 
 
 @needs_native
-@pytest.mark.parametrize("act", [SWISH, HARD_SWISH])
+@pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("n", [1, 7, 15, 16, 17, 1000, 70_001])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_post_act_close_to_exact(act, n, threads):
@@ -61,7 +68,7 @@ def test_post_act_close_to_exact(act, n, threads):
 
 
 @needs_native
-@pytest.mark.parametrize("act", [SWISH, HARD_SWISH])
+@pytest.mark.parametrize("act", ACTS)
 def test_post_act_special_values_as_the_unfused_graph(act):
     """NaN stays NaN, +inf stays +inf, -inf gives NaN (-inf times a gate of 0, as
     ``Mul(x, Sigmoid(x))`` and ``HardSwish`` give it), far negative values -0."""
@@ -78,11 +85,11 @@ def test_post_act_special_values_as_the_unfused_graph(act):
 def test_post_act_refuses_unknown_codes():
     x = np.zeros(8, np.float32)
     with pytest.raises(ValueError, match="act"):
-        mod.post_act_f32(x, x, 3, 1)
+        mod.post_act_f32(x, x, 4, 1)
 
 
 @needs_native
-@pytest.mark.parametrize("act", [SWISH, HARD_SWISH])
+@pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("geo", GEOMETRIES[:8] + GEOMETRIES[12:13], ids=str)
 def test_conv2d_nhwc_act_on_its_tiles(geo, act):
     c, m, h, wd, k, s, d, pads = geo
@@ -98,7 +105,7 @@ def test_conv2d_nhwc_act_on_its_tiles(geo, act):
 
 
 @needs_native
-@pytest.mark.parametrize("act", [SWISH, HARD_SWISH])
+@pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("geo", GEOMETRIES[:8], ids=str)
 def test_dwconv_nhwc_act_on_its_tasks(geo, act):
     _, c, h, wd, k, s, d, pads = geo
@@ -124,13 +131,21 @@ CASES = {
 }
 
 
+# HardSigmoid as PyTorch exports it (native in the kernels) and with ONNX's defaults (applied
+# after the conv)
+_HARD_SIGMOID = {"HardSigmoid": (1 / 6, 0.5), "HardSigmoid_default": (0.2, 0.5)}
+
+
 def _nhwc_model(xs, w, b, attrs, kind, with_z):
     inputs = [helper.make_tensor_value_info("x", F, [xs[0], *xs[2:], xs[1]])]
     names = ["x", "w", "b"]
     if with_z:
         inputs.append(helper.make_tensor_value_info("z", F, None))
         names.append("z")
-    node = helper.make_node("NhwcFusedConv", names, ["y"], domain=MS, activation=kind, **attrs)
+    if kind in _HARD_SIGMOID:
+        attrs = {**attrs, "activation_params": list(_HARD_SIGMOID[kind])}
+    node = helper.make_node("NhwcFusedConv", names, ["y"], domain=MS,
+                            activation=kind.split("_")[0], **attrs)
     g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", F, None)],
                           [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
@@ -150,6 +165,9 @@ def _ort_reference(xs, w, b, attrs, kind, x, z):
         c = "c"
     if kind == "Swish":
         nodes += [helper.make_node("Sigmoid", [c], ["s"]), helper.make_node("Mul", [c, "s"], ["y"])]
+    elif kind.startswith("HardSigmoid"):
+        alpha, beta = _HARD_SIGMOID[kind]
+        nodes.append(helper.make_node("HardSigmoid", [c], ["y"], alpha=alpha, beta=beta))
     else:
         nodes.append(helper.make_node("HardSwish", [c], ["y"]))
     g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", F, None)],
@@ -161,7 +179,7 @@ def _ort_reference(xs, w, b, attrs, kind, x, z):
 
 @pytest.mark.parametrize("native_on", [True, False], ids=["native", "numpy"])
 @pytest.mark.parametrize("with_z", [False, True], ids=["", "z"])
-@pytest.mark.parametrize("kind", ["Swish", "HardSwish"])
+@pytest.mark.parametrize("kind", ["Swish", "HardSwish", *_HARD_SIGMOID])
 @pytest.mark.parametrize("case", list(CASES))
 def test_nhwc_fused_conv_activation_matches_onnxruntime(case, kind, with_z, native_on,
                                                          monkeypatch):
@@ -221,3 +239,18 @@ def test_quick_gelu_matches_onnxruntime(alpha, shape):
     np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-6)
     # onnxruntime's logistic is accurate in absolute terms (~1e-7), not relative
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=3e-6)
+
+
+@pytest.mark.parametrize("params, code", [((1 / 6, 0.5), HARD_SIGMOID), ((0.2, 0.5), 0),
+                                          ((), 0), ((1 / 6, 0.4), 0)])
+def test_hard_sigmoid_is_native_only_with_pytorchs_constants(params, code):
+    """The kernels apply HardSigmoid(alpha 1/6, beta 0.5) (PyTorch's Hardsigmoid, as
+    exported); any other alpha or beta is applied after the conv."""
+    from onnxplex import NodeView
+    from onnxplex.providers.cpu_mlas import nn
+
+    attrs = {"activation": "HardSigmoid"}
+    if params:
+        attrs["activation_params"] = params
+    view = NodeView(0, "c", "NhwcFusedConv", MS, 1, (), (), attrs)
+    assert nn._post_act(view) == code
