@@ -310,8 +310,8 @@ void register_conv(py::module_& m) {
         "into y [N, Ho, Wo, M], planned for arrays of x's and y's shapes (their values are not "
         "read): begin pads (top, left), bias [M] or None, then z (with_z: every call passes "
         "z [N, Ho, Wo, M]), then clamp to [lo, hi], then act (0 none, 1 SiLU, 2 HardSwish, "
-        "3 HardSigmoid). M / group must be a multiple of 4. The plan's __call__(x, z=None, threads=0) returns "
-        "a new y.");
+        "3 HardSigmoid). M / group must be a multiple of 4. The plan's __call__(x, z=None, "
+        "threads=0) returns a new y.");
 
   m.def("maxpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,
                                std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
