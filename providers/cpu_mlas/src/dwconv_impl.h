@@ -616,59 +616,121 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
     const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
     return hi < m ? hi : m;
   };
+  // An output row's first input row and its kernel rows inside the input [ky0, ky1).
+  struct Row {
+    std::ptrdiff_t iy0;
+    size_t ky0, ky1;
+  };
+  auto row_of = [&](size_t oy) {
+    Row r{static_cast<std::ptrdiff_t>(oy * g.sh) - static_cast<std::ptrdiff_t>(g.pt), 0, g.kh};
+    while (r.ky0 < r.ky1 && r.iy0 + static_cast<std::ptrdiff_t>(r.ky0 * g.dh) < 0) ++r.ky0;
+    while (r.ky1 > r.ky0 && r.iy0 + static_cast<std::ptrdiff_t>((r.ky1 - 1) * g.dh) >= h) --r.ky1;
+    return r;
+  };
+  // the input row of kernel row ky at input column ix, channel block b
+  auto at = [&](const Row& r, size_t ky, std::ptrdiff_t ix, size_t b) {
+    return x + ((r.iy0 + static_cast<std::ptrdiff_t>(ky * g.dh)) * w + ix) * sld +
+           static_cast<std::ptrdiff_t>(c0 + b * L);
+  };
+  // Pn positions of output row oy from ox, channel block b, every kernel column inside
+  auto group = [&](auto pn, const Row& r, float* yrow, size_t ox, size_t b) {
+    constexpr size_t Pn = decltype(pn)::value;
+    const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.sw) -
+                               static_cast<std::ptrdiff_t>(g.pl);
+    DwVec a[Pn];
+#pragma GCC unroll 8
+    for (size_t j = 0; j < Pn; ++j) a[j] = bv[b];
+    const DwVec* wb = wv + b * taps;
+    for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
+      const float* row = at(r, ky, ix0, b);
+#pragma GCC unroll 7
+      for (size_t kx = 0; kx < kw; ++kx) {
+        const DwVec wt = wb[ky * kw + kx];
+        const float* q = row + kx * tap_step;
+#pragma GCC unroll 8
+        for (size_t j = 0; j < Pn; ++j) a[j] += wt * ldv(q + j * step);
+      }
+    }
+#pragma GCC unroll 8
+    for (size_t j = 0; j < Pn; ++j) stv(yrow + (ox + j) * ld + b * L, finish(a[j]));
+  };
+  // The inside positions P at a time, then 4, 2, 1 for the rest of a row's inside (no inside
+  // position goes through the edge path); a group's channel blocks one after the other.
+  // (Blocks outermost, a block's input rows kept in L1 from one output row to the next, was
+  // no faster on a 576-channel 28 x 28 plane, nor blocks within each output row.)
   for (size_t oy = oy0; oy < oy1; ++oy) {
-    const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * g.sh) -
-                               static_cast<std::ptrdiff_t>(g.pt);
-    size_t ky0 = 0, ky1 = g.kh;  // kernel rows inside the input
-    while (ky0 < ky1 && iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh) < 0) ++ky0;
-    while (ky1 > ky0 && iy0 + static_cast<std::ptrdiff_t>((ky1 - 1) * g.dh) >= h) --ky1;
+    const Row r = row_of(oy);
     float* yrow = y + oy * g.wo * ld + c0;
-    // the input row of kernel row ky at input column ix, channel block b
-    auto at = [&](size_t ky, std::ptrdiff_t ix, size_t b) {
-      return x + ((iy0 + static_cast<std::ptrdiff_t>(ky * g.dh)) * w + ix) * sld +
-             static_cast<std::ptrdiff_t>(c0 + b * L);
-    };
-    auto edge = [&](size_t ox) {  // one position, its own kernel columns
+    size_t ox = ox_lo;
+    for (; ox + P <= ox_hi; ox += P) {
+      for (size_t b = 0; b < blocks; ++b) {
+        group(std::integral_constant<size_t, P>{}, r, yrow, ox, b);
+      }
+    }
+    if constexpr (P > 4) {
+      for (; ox + 4 <= ox_hi; ox += 4) {
+        for (size_t b = 0; b < blocks; ++b) {
+          group(std::integral_constant<size_t, 4>{}, r, yrow, ox, b);
+        }
+      }
+    }
+    for (; ox + 2 <= ox_hi; ox += 2) {
+      for (size_t b = 0; b < blocks; ++b) {
+        group(std::integral_constant<size_t, 2>{}, r, yrow, ox, b);
+      }
+    }
+    for (; ox < ox_hi; ++ox) {
+      for (size_t b = 0; b < blocks; ++b) {
+        group(std::integral_constant<size_t, 1>{}, r, yrow, ox, b);
+      }
+    }
+  }
+  // The edge positions (a kernel column in the padding): one position at a time, its own
+  // kernel columns; four channel blocks at a time, four independent sums in flight (one
+  // block's is a chain of dependent multiply-adds: latency-bound). The same sums in the same
+  // order as the inside positions'.
+  for (size_t oy = oy0; oy < oy1; ++oy) {
+    const Row r = row_of(oy);
+    float* yrow = y + oy * g.wo * ld + c0;
+    auto edge = [&](size_t ox) {
       const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.sw) -
                                  static_cast<std::ptrdiff_t>(g.pl);
       size_t kx0 = 0, kx1 = kw;
       while (kx0 < kx1 && ix0 + static_cast<std::ptrdiff_t>(kx0 * g.dw) < 0) ++kx0;
       while (kx1 > kx0 && ix0 + static_cast<std::ptrdiff_t>((kx1 - 1) * g.dw) >= w) --kx1;
-      for (size_t b = 0; b < blocks; ++b) {
+      size_t b = 0;
+      for (; b + 4 <= blocks; b += 4) {
+        DwVec a0 = bv[b], a1 = bv[b + 1], a2 = bv[b + 2], a3 = bv[b + 3];
+        const DwVec* w0 = wv + b * taps;
+        for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
+          const float* row = at(r, ky, ix0, b);
+          for (size_t kx = kx0; kx < kx1; ++kx) {
+            const float* q = row + kx * tap_step;
+            const size_t t = ky * kw + kx;
+            a0 += w0[t] * ldv(q);
+            a1 += w0[taps + t] * ldv(q + L);
+            a2 += w0[2 * taps + t] * ldv(q + 2 * L);
+            a3 += w0[3 * taps + t] * ldv(q + 3 * L);
+          }
+        }
+        float* out = yrow + ox * ld + b * L;
+        stv(out, finish(a0));
+        stv(out + L, finish(a1));
+        stv(out + 2 * L, finish(a2));
+        stv(out + 3 * L, finish(a3));
+      }
+      for (; b < blocks; ++b) {
         DwVec a = bv[b];
         const DwVec* wb = wv + b * taps;
-        for (size_t ky = ky0; ky < ky1; ++ky) {
-          const float* row = at(ky, ix0, b);
+        for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
+          const float* row = at(r, ky, ix0, b);
           for (size_t kx = kx0; kx < kx1; ++kx) a += wb[ky * kw + kx] * ldv(row + kx * tap_step);
         }
         stv(yrow + ox * ld + b * L, finish(a));
       }
     };
     for (size_t ox = 0; ox < ox_lo; ++ox) edge(ox);
-    size_t ox = ox_lo;
-    for (; ox + P <= ox_hi; ox += P) {
-      const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.sw) -
-                                 static_cast<std::ptrdiff_t>(g.pl);
-      for (size_t b = 0; b < blocks; ++b) {
-        DwVec a[P];
-#pragma GCC unroll 8
-        for (size_t j = 0; j < P; ++j) a[j] = bv[b];
-        const DwVec* wb = wv + b * taps;
-        for (size_t ky = ky0; ky < ky1; ++ky) {
-          const float* row = at(ky, ix0, b);
-#pragma GCC unroll 7
-          for (size_t kx = 0; kx < kw; ++kx) {
-            const DwVec wt = wb[ky * kw + kx];
-            const float* q = row + kx * tap_step;
-#pragma GCC unroll 8
-            for (size_t j = 0; j < P; ++j) a[j] += wt * ldv(q + j * step);
-          }
-        }
-#pragma GCC unroll 8
-        for (size_t j = 0; j < P; ++j) stv(yrow + (ox + j) * ld + b * L, finish(a[j]));
-      }
-    }
-    for (; ox < g.wo; ++ox) edge(ox);
+    for (size_t ox = ox_hi; ox < g.wo; ++ox) edge(ox);
   }
 }
 
@@ -701,9 +763,13 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   DwVec* const wv_all = reinterpret_cast<DwVec*>(wv_f.data());
   const DwVec* const bv_all = reinterpret_cast<const DwVec*>(bv_f.data());
   for (size_t b = 0; b < blocks; ++b) {  // weights as vectors, spare lanes zero
+    // (written as floats: a vector's lane written through a subscript was a load, an insert
+    // and a store per weight, ~40 us for a 576-channel 5 x 5 conv's weights on every call)
+    float* wb = wv_f.data() + b * taps * L;
     for (size_t i = 0; i < L && c0 + b * L + i < c1; ++i) {
       const size_t c = c0 + b * L + i;
-      for (size_t t = 0; t < taps; ++t) wv_all[b * taps + t][i] = w[c * taps + t];
+      const float* wc = w + c * taps;
+      for (size_t t = 0; t < taps; ++t) wb[t * L + i] = wc[t];
       if (bias != nullptr) bv_f[b * L + i] = bias[c];
     }
   }
