@@ -234,6 +234,9 @@ void conv2d_pack_avx2(const float* x, const Conv2dGeometry& g, size_t k0, size_t
                       size_t c0, size_t nc, float* dst);
 void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
                         size_t c0, size_t nc, float* dst);
+// Output rows [oy0, oy1) of a conv2d_nhwc_f32 with kw * C < 32, computed directly (no im2col).
+void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
+                               float* y, const SgemmEpilogue& ep, size_t oy0, size_t oy1);
 #endif
 // Rows [k0, k0 + kc) (k0 even) of one panel of a SgemmNBits4, a run of rows within one block at
 // a time: run(scales, zero points, q, dst, row count) with the block's kSgemmNr scales and

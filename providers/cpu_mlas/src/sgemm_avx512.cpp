@@ -116,6 +116,137 @@ void dispatch(const SgemmTile& t) {
 
 }  // namespace
 
+// The inside tiles of conv2d_nhwc_smallc_avx512: 12 positions from input column ix0, all
+// their taps within the input's columns; NV vectors of 16 columns of the panel wp.
+namespace {
+
+template <int NV>
+void smallc_inside(const float* x, const Conv2dGeometry& g, const float* wp,
+                          std::ptrdiff_t iy0, std::ptrdiff_t ix0, __m512* a0, __m512* a1) {
+  constexpr size_t R = 12;
+  const size_t c = g.c, step = g.sw * c, run = g.kw * c;
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  for (size_t ky = 0; ky < g.kh; ++ky) {
+    const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
+    if (iy < 0 || iy >= h) continue;   // (the im2col rows' zeros: adds of 0 * w)
+    const float* q0 = x + (iy * w + ix0) * static_cast<std::ptrdiff_t>(c);
+    const float* wk = wp + ky * run * kSgemmNr;
+    auto taps = [&](const float* q, size_t len) {   // len taps from q, weights from wk on
+      for (size_t t = 0; t < len; ++t, wk += kSgemmNr) {
+        const __m512 b0 = _mm512_load_ps(wk);
+        const __m512 b1 = NV == 2 ? _mm512_load_ps(wk + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+        for (size_t r = 0; r < R; ++r) {
+          const __m512 av = _mm512_set1_ps(q[r * step + t]);
+          a0[r] = _mm512_fmadd_ps(av, b0, a0[r]);
+          if constexpr (NV == 2) a1[r] = _mm512_fmadd_ps(av, b1, a1[r]);
+        }
+      }
+    };
+    if (g.dw == 1) {
+      taps(q0, run);   // the kernel row's taps: one run of kw * C input values
+    } else {
+      for (size_t kx = 0; kx < g.kw; ++kx) taps(q0 + kx * g.dw * c, c);
+    }
+  }
+}
+
+}  // namespace
+
+// A conv whose kernel rows are short (kw * C < 32: a stem's 3 input channels) computed
+// directly: per output row, 12 positions at a time against one 32-column panel of the packed
+// weight (W^T, [kh][kw][C] x Cout), the taps in k order, each input value broadcast into 24
+// accumulators (as the GEMM tile's per-k step, without writing the im2col rows first and
+// running a K of 27 or 147 through the GEMM's per-tile overhead); a tap in the padding is
+// skipped (the im2col GEMM adds 0 * w: the same sums but for the sign of a zero). Epilogue in
+// the GEMM tile's order: + Z, + bias, clamp, then the post activation.
+void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
+                               float* y, const SgemmEpilogue& ep, size_t oy0, size_t oy1) {
+  constexpr size_t R = 12;
+  const size_t c = g.c, cout = wt.cols, panels = (cout + kSgemmNr - 1) / kSgemmNr;
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  const float* col_bias = ep.axis == BiasAxis::kCol ? ep.bias : nullptr;
+  const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+  for (size_t oy = oy0; oy < oy1; ++oy) {
+    const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
+    for (size_t ox0 = 0; ox0 < g.ow; ox0 += R) {
+      const size_t rn = std::min(R, g.ow - ox0);
+      const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox0 * g.sw) - g.pl;
+      // inside: every tap of the rn positions within the input's columns
+      const bool inside = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(
+          (rn - 1) * g.sw + (g.kw - 1) * g.dw) < w;
+      for (size_t p = 0; p < panels; ++p) {
+        const float* wp = wt.panel(p);
+        __m512 a0[R], a1[R];
+        for (size_t r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+        if (inside && rn == R) {
+          // (its own loop nest, two vectors of columns or one for a panel of at most 16: with
+          // the edge loop's branches beside it, the 24 accumulators went to the stack)
+          if (cout - p * kSgemmNr > 16) {
+            smallc_inside<2>(x, g, wp, iy0, ix0, a0, a1);
+          } else {
+            smallc_inside<1>(x, g, wp, iy0, ix0, a0, a1);
+          }
+        } else {
+          size_t k = 0;
+          for (size_t ky = 0; ky < g.kh; ++ky) {
+            const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
+            if (iy < 0 || iy >= h) {
+              k += g.kw * c;
+              continue;
+            }
+            const float* xrow = x + iy * w * static_cast<std::ptrdiff_t>(c);
+            for (size_t kx = 0; kx < g.kw; ++kx) {
+              const std::ptrdiff_t ixk = ix0 + static_cast<std::ptrdiff_t>(kx * g.dw);
+              for (size_t ci = 0; ci < c; ++ci, ++k) {
+                const __m512 b0 = _mm512_load_ps(wp + k * kSgemmNr);
+                const __m512 b1 = _mm512_load_ps(wp + k * kSgemmNr + 16);
+                for (size_t r = 0; r < rn; ++r) {
+                  const std::ptrdiff_t ix = ixk + static_cast<std::ptrdiff_t>(r * g.sw);
+                  if (ix < 0 || ix >= w) continue;
+                  const __m512 av = _mm512_set1_ps(
+                      xrow[ix * static_cast<std::ptrdiff_t>(c) + static_cast<std::ptrdiff_t>(ci)]);
+                  a0[r] = _mm512_fmadd_ps(av, b0, a0[r]);
+                  a1[r] = _mm512_fmadd_ps(av, b1, a1[r]);
+                }
+              }
+            }
+          }
+        }
+        const size_t j = p * kSgemmNr, cols = std::min(kSgemmNr, cout - j);
+        const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+        const __mmask16 m1 = cols >= 32 ? 0xFFFF
+                             : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
+        __m512 cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
+        if (col_bias != nullptr) {
+          cb0 = _mm512_maskz_loadu_ps(m0, col_bias + j);
+          cb1 = _mm512_maskz_loadu_ps(m1, col_bias + j + 16);
+        }
+        const size_t pos0 = oy * g.ow + ox0;
+        float* c0 = y + pos0 * cout + j;
+        for (size_t r = 0; r < rn; ++r) {
+          __m512 v0 = a0[r], v1 = a1[r];
+          if (ep.z != nullptr) {
+            const float* add = ep.z + (pos0 + r) * ep.ldz + j;
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, add));
+            v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, add + 16));
+          }
+          if (col_bias != nullptr) {
+            v0 = _mm512_add_ps(v0, cb0);
+            v1 = _mm512_add_ps(v1, cb1);
+          }
+          // maxps/minps return their second operand when either is NaN: v second, NaN stays
+          v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+          v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+          _mm512_mask_storeu_ps(c0 + r * cout, m0, v0);
+          _mm512_mask_storeu_ps(c0 + r * cout + 16, m1, v1);
+        }
+        if (ep.act != PostAct::kNone) post_act_f32(ep.act, c0, rn, cols, cout);
+      }
+    }
+  }
+}
+
 void conv2d_pack_avx512(const float* x, const Conv2dGeometry& g, size_t k0, size_t kc,
                         size_t c0, size_t nc, float* dst) {
   detail::conv2d_pack(x, g, k0, kc, c0, nc, dst);

@@ -138,6 +138,11 @@ GEOMETRIES = [
     (40, 16, 30, 30, 1, 2, 1, (0, 0, 0, 0)),    # a strided 1x1 (ResNet's downsampling)
     (160, 24, 9, 30, 3, 1, 1, (1, 1, 1, 1)),    # kernel rows of 480 in two k blocks
     (3, 8, 200, 200, 3, 1, 1, (1, 1, 1, 1)),    # a stem plane large enough for bands
+    # short kernel rows computed directly (AVX-512): whole tiles of 12 positions inside the
+    # input, two column vectors and one; a 7x7 stem; dilation (taps not one run)
+    (3, 48, 40, 60, 3, 2, 1, (1, 1, 1, 1)),
+    (3, 64, 40, 70, 7, 2, 1, (3, 3, 3, 3)),
+    (4, 20, 30, 40, 3, 1, 2, (2, 2, 2, 2)),
 ]
 
 
