@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "conv_pack_impl.h"
 #include "sgemm.h"
@@ -116,20 +117,19 @@ void dispatch(const SgemmTile& t) {
 
 }  // namespace
 
-// The inside tiles of conv2d_nhwc_smallc_avx512: 12 positions from input column ix0, all
-// their taps within the input's columns; NV vectors of 16 columns of the panel wp.
 namespace {
 
+// A tile of conv2d_nhwc_smallc_avx512: 12 positions whose kernel rows ky in [ky0, ky1) start at
+// rows + (ky - ky0) * row_stride (position r at + r * step), every tap readable (the input
+// itself, or a zero-padded patch of it); NV vectors of 16 columns of the panel wp. The accumulators stay
+// in registers: the loops run on compile-time position indices only.
 template <int NV>
-void smallc_inside(const float* x, const Conv2dGeometry& g, const float* wp,
-                          std::ptrdiff_t iy0, std::ptrdiff_t ix0, __m512* a0, __m512* a1) {
+void smallc_tile(const float* rows, size_t row_stride, size_t ky0, size_t ky1,
+                 const Conv2dGeometry& g, const float* wp, __m512* a0, __m512* a1) {
   constexpr size_t R = 12;
   const size_t c = g.c, step = g.sw * c, run = g.kw * c;
-  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
-  for (size_t ky = 0; ky < g.kh; ++ky) {
-    const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
-    if (iy < 0 || iy >= h) continue;   // (the im2col rows' zeros: adds of 0 * w)
-    const float* q0 = x + (iy * w + ix0) * static_cast<std::ptrdiff_t>(c);
+  for (size_t ky = ky0; ky < ky1; ++ky) {
+    const float* q0 = rows + (ky - ky0) * row_stride;
     const float* wk = wp + ky * run * kSgemmNr;
     auto taps = [&](const float* q, size_t len) {   // len taps from q, weights from wk on
       for (size_t t = 0; t < len; ++t, wk += kSgemmNr) {
@@ -157,9 +157,11 @@ void smallc_inside(const float* x, const Conv2dGeometry& g, const float* wp,
 // directly: per output row, 12 positions at a time against one 32-column panel of the packed
 // weight (W^T, [kh][kw][C] x Cout), the taps in k order, each input value broadcast into 24
 // accumulators (as the GEMM tile's per-k step, without writing the im2col rows first and
-// running a K of 27 or 147 through the GEMM's per-tile overhead); a tap in the padding is
-// skipped (the im2col GEMM adds 0 * w: the same sums but for the sign of a zero). Epilogue in
-// the GEMM tile's order: + Z, + bias, clamp, then the post activation.
+// running a K of 27 or 147 through the GEMM's per-tile overhead). A tile at an edge, or a
+// row's last partial one, reads a zero-padded copy of its input patch (taps in the padding add
+// 0 * w, as the im2col rows' zeros do); a kernel row above or below the input is skipped in
+// the inside tiles (the same sums but for the sign of a zero). Epilogue in the GEMM tile's
+// order: + Z, + bias, clamp, then the post activation.
 void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
                                float* y, const SgemmEpilogue& ep, size_t oy0, size_t oy1) {
   constexpr size_t R = 12;
@@ -167,51 +169,54 @@ void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const Sg
   const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
   const float* col_bias = ep.axis == BiasAxis::kCol ? ep.bias : nullptr;
   const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+  // the input columns 12 positions' taps span
+  const size_t span = (R - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  static thread_local std::vector<float> patch_buf;
+  if (patch_buf.size() < g.kh * span * c) patch_buf.resize(g.kh * span * c);
+  float* const patch = patch_buf.data();
   for (size_t oy = oy0; oy < oy1; ++oy) {
     const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
     for (size_t ox0 = 0; ox0 < g.ow; ox0 += R) {
       const size_t rn = std::min(R, g.ow - ox0);
       const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox0 * g.sw) - g.pl;
-      // inside: every tap of the rn positions within the input's columns
-      const bool inside = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(
-          (rn - 1) * g.sw + (g.kw - 1) * g.dw) < w;
+      // inside: every tap of 12 positions within the input's columns. Then the kernel rows
+      // inside the input are read in place (the others skipped: the im2col rows' zeros, adds
+      // of 0 * w); else (an edge, a row's last partial tile) from a zero-padded patch of the
+      // kh input rows' span of columns.
+      const bool inside = rn == R && ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(span) <= w;
+      const float* rows;
+      size_t row_stride, ky0 = 0, ky1 = g.kh;
+      if (inside) {
+        while (ky0 < ky1 && iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh) < 0) ++ky0;
+        while (ky1 > ky0 && iy0 + static_cast<std::ptrdiff_t>((ky1 - 1) * g.dh) >= h) --ky1;
+        rows = x + ((iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh)) * w + ix0) *
+                       static_cast<std::ptrdiff_t>(c);
+        row_stride = g.dh * g.w * c;
+      } else {
+        for (size_t ky = 0; ky < g.kh; ++ky) {
+          float* dst = patch + ky * span * c;
+          const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
+          for (size_t col = 0; col < span; ++col) {
+            const std::ptrdiff_t ix = ix0 + static_cast<std::ptrdiff_t>(col);
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
+              std::fill(dst + col * c, dst + (col + 1) * c, 0.0f);
+            } else {
+              std::copy(x + (iy * w + ix) * static_cast<std::ptrdiff_t>(c),
+                        x + (iy * w + ix + 1) * static_cast<std::ptrdiff_t>(c), dst + col * c);
+            }
+          }
+        }
+        rows = patch;
+        row_stride = span * c;
+      }
       for (size_t p = 0; p < panels; ++p) {
         const float* wp = wt.panel(p);
         __m512 a0[R], a1[R];
         for (size_t r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
-        if (inside && rn == R) {
-          // (its own loop nest, two vectors of columns or one for a panel of at most 16: with
-          // the edge loop's branches beside it, the 24 accumulators went to the stack)
-          if (cout - p * kSgemmNr > 16) {
-            smallc_inside<2>(x, g, wp, iy0, ix0, a0, a1);
-          } else {
-            smallc_inside<1>(x, g, wp, iy0, ix0, a0, a1);
-          }
+        if (cout - p * kSgemmNr > 16) {
+          smallc_tile<2>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
         } else {
-          size_t k = 0;
-          for (size_t ky = 0; ky < g.kh; ++ky) {
-            const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
-            if (iy < 0 || iy >= h) {
-              k += g.kw * c;
-              continue;
-            }
-            const float* xrow = x + iy * w * static_cast<std::ptrdiff_t>(c);
-            for (size_t kx = 0; kx < g.kw; ++kx) {
-              const std::ptrdiff_t ixk = ix0 + static_cast<std::ptrdiff_t>(kx * g.dw);
-              for (size_t ci = 0; ci < c; ++ci, ++k) {
-                const __m512 b0 = _mm512_load_ps(wp + k * kSgemmNr);
-                const __m512 b1 = _mm512_load_ps(wp + k * kSgemmNr + 16);
-                for (size_t r = 0; r < rn; ++r) {
-                  const std::ptrdiff_t ix = ixk + static_cast<std::ptrdiff_t>(r * g.sw);
-                  if (ix < 0 || ix >= w) continue;
-                  const __m512 av = _mm512_set1_ps(
-                      xrow[ix * static_cast<std::ptrdiff_t>(c) + static_cast<std::ptrdiff_t>(ci)]);
-                  a0[r] = _mm512_fmadd_ps(av, b0, a0[r]);
-                  a1[r] = _mm512_fmadd_ps(av, b1, a1[r]);
-                }
-              }
-            }
-          }
+          smallc_tile<1>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
         }
         const size_t j = p * kSgemmNr, cols = std::min(kSgemmNr, cout - j);
         const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
