@@ -1,7 +1,7 @@
 """Classical ML side by side: the scikit-learn, LightGBM and XGBoost zoo in onnxplex and
 onnxruntime.
 
-    python benchmarks/classical.py [--only svr,kmeans] [--threads 2] [--runs 30]
+    python benchmarks/classical.py [--only svr,kmeans] [--threads 2] [--runs 200]
                                    [--budget 2] [--out PREFIX] [--readme README.md]
 
 For each model of ``benchmarks/classical_zoo.py`` (converted by skl2onnx / onnxmltools with
@@ -259,7 +259,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default="", help="comma-separated subset of the models")
     p.add_argument("--threads", type=int, default=2, help="intra-op threads of both engines")
-    p.add_argument("--runs", type=int, default=30, help="timed runs per engine and batch, at most")
+    p.add_argument("--runs", type=int, default=200,
+                   help="timed runs per engine and batch, at most (a few microseconds each at "
+                   "batch 1: many, for a stable median)")
     p.add_argument("--budget", type=float, default=2.0,
                    help="seconds of runs per engine and batch after which timing stops")
     p.add_argument("--no-cache", action="store_true", help="rebuild the models")
