@@ -15,6 +15,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._blas import intra_threads
 from ._native import native
 from ._np_helpers import (
     as_array,
@@ -182,6 +183,7 @@ def make_unsqueeze(node: NodeView, ctx: ProviderContext) -> Kernel:
 # A rank-4 float32 rotation (the layout level's NCHW <-> NHWC transposes) of at least this many
 # elements is copied by the native kernel; smaller ones, and other perms, stay numpy views.
 _NATIVE_TRANSPOSE_MIN = 4096
+_NATIVE_CONCAT_BYTES = 256 << 10   # (below it numpy's copy is as quick as the call)
 
 
 def _rotation(perm: tuple[int, ...]) -> tuple[int, int] | None:
@@ -396,7 +398,30 @@ def make_concat(node: NodeView, ctx: ProviderContext) -> Kernel:
         if n == 1:
             return lambda x: x   # (one input: the output is it)
         a = norm_axis(axis, rank)
-        return lambda *xs: np.concatenate(xs, a)
+        nat = native()
+        if nat is None or not hasattr(nat, "concat_rows"):
+            return lambda *xs: np.concatenate(xs, a)
+        rows_of = nat.concat_rows
+
+        def kernel(*xs: np.ndarray) -> np.ndarray:
+            # Large ones natively, rows over the threads (DenseNet's channels-last concats of
+            # a few MB: numpy copies on one thread); numpy's checks and promotion otherwise
+            x0 = xs[0]
+            if x0.nbytes * len(xs) < _NATIVE_CONCAT_BYTES or x0.ndim != rank \
+                    or x0.dtype.kind not in "biufc":
+                return np.concatenate(xs, a)
+            dt, head, tail = x0.dtype, x0.shape[:a], x0.shape[a + 1:]
+            size = 0
+            for x in xs:
+                if x.dtype != dt or x.shape[:a] != head or x.shape[a + 1:] != tail \
+                        or not x.flags.c_contiguous:
+                    return np.concatenate(xs, a)
+                size += x.shape[a]
+            out = np.empty((*head, size, *tail), dtype=dt)
+            rows_of(xs, out, math.prod(head), intra_threads())
+            return out
+
+        return kernel
 
     def kernel(*xs: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, xs[0].ndim)

@@ -200,6 +200,35 @@ def test_concat(axis):
     check("Concat", [rand(*s) for s in shapes[axis]], opset=13, axis=axis)
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16, np.bool_, np.uint8])
+def test_concat_large_natively(axis, dtype):
+    """Concats of 256 KiB and more copy natively, rows over the threads (a DenseNet's
+    channels-last ones); every dtype of numbers, any axis, inputs of different lengths along
+    it, the same values as onnxruntime."""
+    base = [40, 36, 64]
+    shapes = []
+    for extra in (16, 8, 24):
+        shape = list(base)
+        shape[axis] = extra * (3 if axis in (0, -3) else 1)
+        shapes.append(tuple(shape))
+    xs = [(rand(*s) * 5).astype(dtype) for s in shapes]
+    assert sum(x.nbytes for x in xs) >= 64 << 10 or dtype in (np.bool_, np.uint8)
+    check("Concat", xs, opset=13, axis=axis)
+
+
+def test_concat_native_leaves_what_it_cannot_copy_to_numpy():
+    """Inputs numpy must convert (a non-contiguous view) or that do not line up go to
+    np.concatenate, which gives its own result or error."""
+    from onnxplex.providers.cpu_mlas import shape as shape_mod
+
+    big = rand(64, 80, 48)
+    view = big[:, :, ::2]   # not C-contiguous
+    (got,) = ours("Concat", [big[:, :, :24].copy(), view], opset=13, axis=2)
+    np.testing.assert_array_equal(got, np.concatenate([big[:, :, :24], view], 2))
+    assert shape_mod._NATIVE_CONCAT_BYTES <= 64 * 80 * 24 * 4 * 2
+
+
 def test_concat_strings_and_ints():
     check("Concat", [np.array(["a"], object), np.array(["b", "c"], object)], opset=13, axis=0)
     check("Concat", [i64(1, 2), i64(3)], opset=13, axis=0)
