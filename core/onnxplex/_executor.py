@@ -656,6 +656,30 @@ def _step_function(step: Step) -> Callable[[list[Any]], None]:
                         op_type=step.op_type) from None
             for s in release:
                 slots[s] = None
+    elif len(outs) == 2 and min(outs) >= 0 and not test(0)[0] and not test(1)[0]:
+        # two tensors (a classifier's label and scores): checked inline, without the loop
+        o0, o1 = outs
+        _, cell0, dt0 = test(0)
+        _, cell1, dt1 = test(1)
+
+        def call(slots: list[Any]) -> None:
+            r = read(slots)
+            if type(r) is tuple and len(r) == 2:
+                v0, v1 = r
+                if type(v0) is not ndarray or (cell0 is not None and v0.shape != cell0[0]) or (
+                        dt0 is not None and v0.dtype is not dt0 and v0.dtype != dt0):
+                    v0 = _checked(step, 0, v0)
+                if type(v1) is not ndarray or (cell1 is not None and v1.shape != cell1[0]) or (
+                        dt1 is not None and v1.dtype is not dt1 and v1.dtype != dt1):
+                    v1 = _checked(step, 1, v1)
+                slots[o0] = v0
+                slots[o1] = v1
+            else:
+                r = _settle(step, r)
+                slots[o0] = r[0]
+                slots[o1] = r[1]
+            for s in release:
+                slots[s] = None
     else:
         n = len(outs)
         used = tuple((k, s, *test(k)) for k, s in enumerate(outs) if s >= 0)
