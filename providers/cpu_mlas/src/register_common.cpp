@@ -45,7 +45,7 @@ void register_common(py::module_& m) {
     for (const py::handle h : xs_in) {
       const auto x = py::reinterpret_borrow<py::array>(h);
       if (!(x.flags() & py::array::c_style) || x.itemsize() != out.itemsize() ||
-          !x.dtype().is(out.dtype()) && !x.dtype().equal(out.dtype())) {
+          (!x.dtype().is(out.dtype()) && !x.dtype().equal(out.dtype()))) {
         throw py::value_error("inputs must be C-contiguous arrays of out's dtype");
       }
       const size_t n = static_cast<size_t>(x.size());
