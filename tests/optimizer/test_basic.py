@@ -508,3 +508,27 @@ def test_overridable_gather_indices_are_kept():
     assert "Gather" in _ops(on)
     feed = {**NFEED, "i": np.array([2, 1, 0], np.int64)}
     np.testing.assert_array_equal(on.run(None, feed)[0], NFEED["x"][:, ::-1])
+
+
+def test_constant_nodes_fold_without_a_kernel(monkeypatch):
+    """A Constant with a tensor ``value`` becomes an initializer holding that very tensor (no
+    kernel built and run for it); the other Constant forms (value_float ...) still fold by
+    their kernel; the results are onnxruntime's."""
+    from onnxplex._optimizer import _basic
+
+    ran = []
+    real = _basic._run_node
+    monkeypatch.setattr(_basic, "_run_node", lambda view, *a: ran.append(view.op_type)
+                        or real(view, *a))
+    t = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "t")
+    nodes = [helper.make_node("Constant", [], ["c"], value=t),
+             helper.make_node("Constant", [], ["f"], value_float=0.5),
+             helper.make_node("Add", ["x", "c"], ["s"]),
+             helper.make_node("Mul", ["s", "f"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3, 4])], [Y])
+    _, on = _same(model, FEED)
+    assert "Constant" not in _ops(on)
+    assert ran == ["Constant"]   # (value_float's, through its kernel)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, FEED)[0]
+    np.testing.assert_array_equal(on.run(None, FEED)[0], want)

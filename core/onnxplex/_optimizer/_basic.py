@@ -39,6 +39,7 @@ _NOT_FOLDED = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifo
                "Multinomial", "Bernoulli", "Dropout", "DequantizeLinear"}
 # Outputs larger than this are not folded: folding would trade a cheap op for a big constant.
 _MAX_FOLDED_BYTES = 256 << 20
+_TENSOR = ir.AttributeType.TENSOR
 
 
 @register_pass("constant folding", BASIC)
@@ -472,7 +473,13 @@ def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) 
                         or (v.name in consts and v.const_value is not None)
                         for v in node.inputs)
         tensors: list[ir.TensorProtocol] | None = None
-        if all_const:
+        value = node.attributes.get("value") if node.op_type == "Constant" else None
+        if (value is not None and len(node.attributes) == 1 and value.type == _TENSOR
+                and not value.is_ref()):
+            # a Constant's tensor as it is (a kernel built and run for it was ~60 us a node:
+            # torch's exports write a few per RNN, as their shape constants)
+            tensors = [value.value]
+        elif all_const:
             view = model.node_view(index)
             tensors = _deferred_results(node, view, compile_node)
             if tensors is None:
