@@ -260,6 +260,14 @@ def _check_of(v: ValueInfo, layout: str) -> tuple:
 
 def _order_units(units: Sequence[CompiledUnit]) -> list[CompiledUnit]:
     """Topological order of the units (fused groups are contracted), stable by first node."""
+    last = -1
+    for u in units:   # single nodes in node order (the nodes' is topological): that order
+        idx = u.node_indices
+        if len(idx) != 1 or idx[0] <= last:
+            break
+        last = idx[0]
+    else:
+        return list(units)
     producer: dict[str, int] = {}
     for k, u in enumerate(units):
         for v in u.subgraph.outputs:
