@@ -23,19 +23,45 @@ void dwconv_f32(const float* x, const float* w, const float* bias, float* y, siz
 
 void dwconv_nhwc_f32_portable(const float* x, const float* w, const float* bias, float* y,
                               size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
-                              const DwConvGeometry& g, float lo, float hi) {
-  detail::dwconv_nhwc_f32_any(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+                              const DwConvGeometry& g, float lo, float hi,
+                              const DwPrepared* prep) {
+  detail::dwconv_nhwc_f32_any(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi, prep);
 }
 
 void dwconv_nhwc_f32(const float* x, const float* w, const float* bias, float* y, size_t ld,
                      size_t c0, size_t c1, size_t oy0, size_t oy1, const DwConvGeometry& g,
-                     float lo, float hi) {
+                     float lo, float hi, const DwPrepared* prep) {
 #if ONNXPLEX_MLAS_HAVE_X86
   const CpuFeatures& f = cpu_features();
-  if (f.avx512_vnni) return dwconv_nhwc_f32_avx512(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi);
-  if (f.avx2) return dwconv_nhwc_f32_avx2(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+  if (f.avx512_vnni) {
+    return dwconv_nhwc_f32_avx512(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi, prep);
+  }
+  if (f.avx2) return dwconv_nhwc_f32_avx2(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi, prep);
 #endif
-  dwconv_nhwc_f32_portable(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+  dwconv_nhwc_f32_portable(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi, prep);
+}
+
+size_t dwconv_nhwc_lanes() {
+#if ONNXPLEX_MLAS_HAVE_X86
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512_vnni) return 16;
+  if (f.avx2) return 8;
+#endif
+  return detail::kDwLanes;   // (this translation unit's: the portable variant's)
+}
+
+void dw_prepare(const float* w, const float* bias, size_t channels, size_t taps,
+                DwPrepared& out) {
+  const size_t lanes = dwconv_nhwc_lanes(), blocks = (channels + lanes - 1) / lanes;
+  out.lanes = lanes;
+  out.taps = taps;
+  out.wv.assign(blocks * taps * lanes, 0.0f);
+  out.bv.assign(blocks * lanes, 0.0f);
+  for (size_t c = 0; c < channels; ++c) {
+    float* wb = out.wv.data() + (c / lanes) * taps * lanes + c % lanes;
+    for (size_t t = 0; t < taps; ++t) wb[t * lanes] = w[c * taps + t];
+    if (bias != nullptr) out.bv[c] = bias[c];
+  }
 }
 
 void maxpool_f32_portable(const float* x, float* y, size_t channels, const DwConvGeometry& g) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace onnxplex::mlas {
 
@@ -30,22 +31,37 @@ void dwconv_f32_avx2(const float* x, const float* w, const float* bias, float* y
 void dwconv_f32_avx512(const float* x, const float* w, const float* bias, float* y,
                        size_t channels, const DwConvGeometry& g, float lo, float hi);
 
+// A channels-last depthwise conv's weights and bias laid out as its kernel reads them, once
+// (a plan's), instead of on every call: blocks of `lanes` channels, per block taps x lanes
+// weights then lanes biases, spare lanes zero (dw_prepare). `lanes` is the dispatched
+// variant's vector width (dwconv_nhwc_lanes); a kernel of another width ignores it.
+struct DwPrepared {
+  size_t lanes = 0, taps = 0;
+  std::vector<float> wv, bv;
+};
+size_t dwconv_nhwc_lanes();
+void dw_prepare(const float* w, const float* bias, size_t channels, size_t taps,
+                DwPrepared& out);
+
 // The same conv on channels-last images: channels [c0, c1) and output rows [oy0, oy1) of x
 // [h, w, ld] into y [ho, wo, ld] (channel c of a position at offset c; w [ld, kh, kw] and bias
 // indexed by channel). Vectors run across channels, so no plane is transposed. Dispatches like
-// dwconv_f32.
+// dwconv_f32. `prep`: w and bias as dw_prepare lays out all ld channels, or null.
 void dwconv_nhwc_f32(const float* x, const float* w, const float* bias, float* y, size_t ld,
                      size_t c0, size_t c1, size_t oy0, size_t oy1, const DwConvGeometry& g,
-                     float lo, float hi);
+                     float lo, float hi, const DwPrepared* prep = nullptr);
 void dwconv_nhwc_f32_portable(const float* x, const float* w, const float* bias, float* y,
                               size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
-                              const DwConvGeometry& g, float lo, float hi);
+                              const DwConvGeometry& g, float lo, float hi,
+                              const DwPrepared* prep = nullptr);
 void dwconv_nhwc_f32_avx2(const float* x, const float* w, const float* bias, float* y,
                           size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
-                          const DwConvGeometry& g, float lo, float hi);
+                          const DwConvGeometry& g, float lo, float hi,
+                          const DwPrepared* prep = nullptr);
 void dwconv_nhwc_f32_avx512(const float* x, const float* w, const float* bias, float* y,
                             size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
-                            const DwConvGeometry& g, float lo, float hi);
+                            const DwConvGeometry& g, float lo, float hi,
+                            const DwPrepared* prep = nullptr);
 
 // 2-D max pooling with the same geometry (kernel kh x kw; the pads are -inf): y [C, Ho, Wo] =
 // max over each window of x [C, H, W]; NaN propagates. Dispatches like dwconv_f32.

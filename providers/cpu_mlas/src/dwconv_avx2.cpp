@@ -10,8 +10,8 @@ void dwconv_f32_avx2(const float* x, const float* w, const float* bias, float* y
 
 void dwconv_nhwc_f32_avx2(const float* x, const float* w, const float* bias, float* y,
                           size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
-                          const DwConvGeometry& g, float lo, float hi) {
-  detail::dwconv_nhwc_f32_any(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+                          const DwConvGeometry& g, float lo, float hi, const DwPrepared* prep) {
+  detail::dwconv_nhwc_f32_any(x, w, bias, y, ld, c0, c1, oy0, oy1, g, lo, hi, prep);
 }
 
 void maxpool_f32_avx2(const float* x, float* y, size_t channels, const DwConvGeometry& g) {

@@ -745,7 +745,8 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
 // only. The same sums in the same order as dwconv_f32.
 inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bias, float* y,
                                 size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
-                                const DwConvGeometry& g, float lo_s, float hi_s) {
+                                const DwConvGeometry& g, float lo_s, float hi_s,
+                                const DwPrepared* prep = nullptr) {
   constexpr size_t L = kDwLanes;
   oy1 = std::min(oy1, g.ho);
   if (oy0 >= oy1 || g.wo == 0 || c0 >= c1) return;
@@ -754,11 +755,28 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     // (MobileNetV3's 72- and 88-channel convs copied all their channels into bands: 3.3x and
     // 1.9x onnxruntime's time)
     const size_t split = c0 + (c1 - c0) / L * L;
-    dwconv_nhwc_f32_any(x, w, bias, y, ld, c0, split, oy0, oy1, g, lo_s, hi_s);
+    dwconv_nhwc_f32_any(x, w, bias, y, ld, c0, split, oy0, oy1, g, lo_s, hi_s, prep);
     dwconv_nhwc_f32_any(x, w, bias, y, ld, split, c1, oy0, oy1, g, lo_s, hi_s);
     return;
   }
   const size_t taps = g.kh * g.kw, nc = c1 - c0, blocks = (nc + L - 1) / L;
+  const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
+  const bool k3 = g.kw == 3;
+  if (nc % L == 0 && prep != nullptr && prep->lanes == L && prep->taps == taps && c0 % L == 0) {
+    // the weights as the plan laid them out (rebuilt on every call they were a strided read
+    // of the weights and a scattered write of as many floats: ~5-15 us a call in a model,
+    // caches cold)
+    const auto* wv = reinterpret_cast<const DwVec*>(prep->wv.data()) + (c0 / L) * taps;
+    const auto* bv = reinterpret_cast<const DwVec*>(prep->bv.data()) + c0 / L;
+    if (g.wo >= 28) {
+      (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv, bv, y, ld, c0, c1, oy0, oy1, g,
+                                                         lo, hi);
+    } else {
+      (k3 ? dw_nhwc_pixels<4, 3> : dw_nhwc_pixels<4, 0>)(x, wv, bv, y, ld, c0, c1, oy0, oy1, g,
+                                                         lo, hi);
+    }
+    return;
+  }
   std::vector<float> wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
   DwVec* const wv_all = reinterpret_cast<DwVec*>(wv_f.data());
   const DwVec* const bv_all = reinterpret_cast<const DwVec*>(bv_f.data());
@@ -773,12 +791,10 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
       if (bias != nullptr) bv_f[b * L + i] = bias[c];
     }
   }
-  const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
   if (nc % L == 0) {
     // Whole blocks: read in place (single convs, one thread, against the band path below:
     // 576ch 14x14 76 -> 55 us, 960ch 7x7 32 -> 25, 96ch 112x112 stride 2 219 -> 173, 144ch
     // 56x56 about even). Eight positions a group on wider planes, four on narrow ones.
-    const bool k3 = g.kw == 3;
     if (g.wo >= 28) {
       (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
                                                          oy1, g, lo, hi);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -111,8 +112,10 @@ NhwcConvPlan dwconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
   plan.out_shape = shape_of(y);
   plan.keep = {w, b};
   const float* wp = w.data();   // kept alive by plan.keep, as the bias
-  plan.run = [wp, bias, n, c, g, lo, hi, act](const float* xp, float* yp, const float*,
-                                              size_t threads) {
+  auto prep = std::make_shared<DwPrepared>();   // the weights as the kernel reads them, once
+  dw_prepare(wp, bias, c, g.kh * g.kw, *prep);
+  plan.run = [wp, bias, n, c, g, lo, hi, act, prep](const float* xp, float* yp, const float*,
+                                                    size_t threads) {
     constexpr size_t kMinChunkMacs = 1 << 18, kGroup = 16;
     const size_t groups = (c + kGroup - 1) / kGroup;
     const size_t macs = n * c * g.ho * g.wo * g.kh * g.kw;
@@ -129,7 +132,8 @@ NhwcConvPlan dwconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
       const size_t c1 = std::min(c, groups * (cg + 1) / cgroups * kGroup);
       const size_t oy0 = g.ho * rs / rsplit, oy1 = g.ho * (rs + 1) / rsplit;
       float* yi = yp + i * out_image;
-      dwconv_nhwc_f32(xp + i * in_image, wp, bias, yi, c, c0, c1, oy0, oy1, g, lo, hi);
+      dwconv_nhwc_f32(xp + i * in_image, wp, bias, yi, c, c0, c1, oy0, oy1, g, lo, hi,
+                      prep.get());
       // the task's block, still in cache: positions of its rows x its channels
       post_act_f32(act, yi + oy0 * g.wo * c + c0, (oy1 - oy0) * g.wo, c1 - c0, c);
     });
