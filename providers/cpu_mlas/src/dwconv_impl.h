@@ -734,6 +734,78 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
   }
 }
 
+// Channels-last depthwise, whole blocks of kDwLanes channels, on a small plane with a large
+// kernel (most positions are edges there: a 7 x 7 plane and a 5 x 5 kernel leave 9 of 49
+// inside): one channel block at a time through a zero-padded contiguous copy of its rows,
+// [rows][wb][L], where every position is an inside one and a position's vector is L floats
+// from its neighbour's. Sums in the band path's order (bias, then the taps row by row; a
+// padding tap adds w * 0).
+inline void dw_nhwc_small_plane(const float* x, const DwVec* wv, const DwVec* bv, float* y,
+                                size_t ld, size_t c0, size_t c1, size_t oy0, size_t oy1,
+                                const DwConvGeometry& g, DwVec lo, DwVec hi) {
+  constexpr size_t L = kDwLanes;
+  const size_t blocks = (c1 - c0) / L, kw = g.kw, taps = g.kh * kw;
+  const size_t wb = (g.wo - 1) * g.sw + (kw - 1) * g.dw + 1;   // band columns
+  const size_t rows_in = (oy1 - oy0 - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  static thread_local std::vector<float> band_buf;
+  if (band_buf.size() < rows_in * wb * L) band_buf.resize(rows_in * wb * L);
+  float* const buf = band_buf.data();
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  const size_t pstep = g.sw * L, tstep = g.dw * L;
+  auto finish = [&](DwVec a) {
+    const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
+    return hi < m ? hi : m;
+  };
+  const auto ih0 = static_cast<std::ptrdiff_t>(oy0 * g.sh) - static_cast<std::ptrdiff_t>(g.pt);
+  for (size_t b = 0; b < blocks; ++b) {
+    const float* xb = x + c0 + b * L;
+    for (size_t r = 0; r < rows_in; ++r) {   // the block's rows, zero-padded
+      float* row = buf + r * wb * L;
+      const std::ptrdiff_t iy = ih0 + static_cast<std::ptrdiff_t>(r);
+      for (size_t col = 0; col < wb; ++col) {
+        const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(col) -
+                                  static_cast<std::ptrdiff_t>(g.pl);
+        stv(row + col * L, iy < 0 || iy >= h || ix < 0 || ix >= w
+                               ? DwVec{} : ldv(xb + (iy * w + ix) * static_cast<std::ptrdiff_t>(ld)));
+      }
+    }
+    const DwVec* wvb = wv + b * taps;
+    const DwVec bias = bv[b];
+    for (size_t oy = oy0; oy < oy1; ++oy) {
+      const float* top = buf + (oy - oy0) * g.sh * wb * L;
+      float* yrow = y + oy * g.wo * ld + c0 + b * L;
+      auto group = [&](auto pn, size_t ox) {
+        constexpr size_t Pn = decltype(pn)::value;
+        DwVec a[Pn];
+#pragma GCC unroll 8
+        for (size_t j = 0; j < Pn; ++j) a[j] = bias;
+        for (size_t ky = 0; ky < g.kh; ++ky) {
+          const float* rowp = top + ky * g.dh * wb * L + ox * pstep;
+          for (size_t kx = 0; kx < kw; ++kx) {
+            const DwVec wt = wvb[ky * kw + kx];
+            const float* q = rowp + kx * tstep;
+#pragma GCC unroll 8
+            for (size_t j = 0; j < Pn; ++j) a[j] += wt * ldv(q + j * pstep);
+          }
+        }
+#pragma GCC unroll 8
+        for (size_t j = 0; j < Pn; ++j) stv(yrow + (ox + j) * ld, finish(a[j]));
+      };
+      size_t ox = 0;
+      for (; ox + 4 <= g.wo; ox += 4) group(std::integral_constant<size_t, 4>{}, ox);
+      for (; ox + 2 <= g.wo; ox += 2) group(std::integral_constant<size_t, 2>{}, ox);
+      for (; ox < g.wo; ++ox) group(std::integral_constant<size_t, 1>{}, ox);
+    }
+  }
+}
+
+// Whether dw_nhwc_small_plane serves a conv: planes of at most 14 columns, stride 1, 5 x 5
+// kernels or larger (measured against the in-place path: 576ch 7x7 and 240ch 14x14 5x5
+// faster; stride 2 and 3 x 3 kernels slower, the copy costing more than the edges).
+inline bool dw_small_plane(const DwConvGeometry& g) {
+  return g.wo <= 14 && g.sw == 1 && g.sh == 1 && g.kh * g.kw >= 25;
+}
+
 // Channels [c0, c1) and output rows [oy0, oy1) of one channels-last (NHWC) image: x [h][w][ld]
 // and y [ho][wo][ld] (channel c of position p at p * ld + c); w [ld channels][kh][kw] and bias
 // (or nullptr) indexed by channel. Whole blocks of kDwLanes channels read x in place
@@ -768,7 +840,9 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     // caches cold)
     const auto* wv = reinterpret_cast<const DwVec*>(prep->wv.data()) + (c0 / L) * taps;
     const auto* bv = reinterpret_cast<const DwVec*>(prep->bv.data()) + c0 / L;
-    if (g.wo >= 28) {
+    if (dw_small_plane(g)) {
+      dw_nhwc_small_plane(x, wv, bv, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+    } else if (g.wo >= 28) {
       (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv, bv, y, ld, c0, c1, oy0, oy1, g,
                                                          lo, hi);
     } else {
@@ -795,7 +869,9 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     // Whole blocks: read in place (single convs, one thread, against the band path below:
     // 576ch 14x14 76 -> 55 us, 960ch 7x7 32 -> 25, 96ch 112x112 stride 2 219 -> 173, 144ch
     // 56x56 about even). Eight positions a group on wider planes, four on narrow ones.
-    if (g.wo >= 28) {
+    if (dw_small_plane(g)) {
+      dw_nhwc_small_plane(x, wv_all, bv_all, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+    } else if (g.wo >= 28) {
       (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
                                                          oy1, g, lo, hi);
     } else {

@@ -199,6 +199,26 @@ def test_native_dwconv_nhwc_large_planes(c, h, k, s, d, p, threads):
 
 
 @needs_native
+@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize("c,h,wd,k,d,pads", [(48, 7, 7, 5, 1, (2, 2, 2, 2)),
+                                             (40, 14, 13, 5, 1, (2, 1, 2, 3)),
+                                             (64, 9, 11, 7, 1, (3, 3, 3, 3)),
+                                             (32, 10, 10, 5, 2, (4, 4, 4, 4)),
+                                             (24, 6, 5, 5, 1, (0, 2, 1, 2))])
+def test_native_dwconv_nhwc_small_planes(c, h, wd, k, d, pads, threads):
+    """Small planes under large kernels (most positions at an edge) go through a zero-padded
+    copy of each channel block: whole blocks and a tail, dilation, uneven pads, a plan."""
+    x, w, b = rand(2, c, h, wd), rand(c, 1, k, k), rand(c)
+    ref = np.clip(conv_ref(x, w, b, (1, 1), (d, d), pads, group=c).transpose(0, 2, 3, 1), -1, 2)
+    xs, w3 = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w[:, 0])
+    y = np.full(ref.shape, np.nan, np.float32)
+    nat.dwconv_nhwc_f32(xs, w3, b, y, (1, 1), (d, d), pads[:2], -1.0, 2.0, threads)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    plan = nat.dwconv_nhwc_f32_plan(xs, w3, b, y, (1, 1), (d, d), pads[:2], -1.0, 2.0)
+    np.testing.assert_allclose(plan(xs, threads=threads), ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_native
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 16, 17, 40])
 def test_native_transpose(rows):
     x = rand(3, rows, 70)
