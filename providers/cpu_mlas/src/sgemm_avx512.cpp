@@ -3,6 +3,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "conv_pack_impl.h"
@@ -22,8 +24,14 @@ namespace {
 // (rows ldb apart; a partial panel through masked loads). NV: vectors of 16 columns per row,
 // 2, or 1 for a tile of at most 16 columns (half the multiply-adds of a 32-wide one: the last
 // 4 columns of a 14 x 14 conv's 196).
-template <int R, int NV, bool DirectA, bool DirectB>
+// Lda: A's row stride when known at compile time (0: t.lda). Each of the R broadcasts is then
+// a constant offset from one pointer, folded into its FMA as a memory operand; with a stride
+// known only at run time the compiler computes the row addresses with lea and broadcasts
+// them separately, a few lea a k on the FMA ports (single convs and GEMMs 1-4% slower in
+// alternating runs, some 10%; see kMaxConstLda).
+template <int R, int NV, bool DirectA, bool DirectB, size_t Lda = 0>
 void tile(const SgemmTile& t) {
+  const size_t lda = Lda != 0 ? Lda : t.lda;
   const __mmask16 m0 = t.cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << t.cols) - 1);
   const __mmask16 m1 =
       t.cols >= 32 ? 0xFFFF : t.cols <= 16 ? 0 : static_cast<__mmask16>((1u << (t.cols - 16)) - 1);
@@ -49,7 +57,7 @@ void tile(const SgemmTile& t) {
     }
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(DirectA ? a[r * t.lda] : a[r]);
+      const __m512 av = _mm512_set1_ps(DirectA ? a[r * lda] : a[r]);
       c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
       if constexpr (NV == 2) c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
     }
@@ -91,8 +99,27 @@ void tile(const SgemmTile& t) {
   }
 }
 
+// Full 12 x 32 tiles reading A in place get a variant per row stride that is a multiple of 16
+// floats up to this: an NHWC conv's positions are C (stride 1) or 2C floats apart, a GEMM's
+// rows K; 64 variants, ~4 KB of code each.
+constexpr size_t kConstLdaStep = 16, kMaxConstLda = 1024;
+
+template <size_t... I>
+constexpr auto const_lda_tiles(std::index_sequence<I...>) {
+  return std::array<void (*)(const SgemmTile&), sizeof...(I)>{
+      &tile<12, 2, true, false, (I + 1) * kConstLdaStep>...};
+}
+
+constexpr auto kConstLdaTiles =
+    const_lda_tiles(std::make_index_sequence<kMaxConstLda / kConstLdaStep>{});
+
 template <int NV, bool DirectA, bool DirectB>
 void dispatch_rows(const SgemmTile& t) {
+  if constexpr (DirectA && !DirectB && NV == 2) {
+    if (t.rows == 12 && t.lda % kConstLdaStep == 0 && t.lda != 0 && t.lda <= kMaxConstLda) {
+      return kConstLdaTiles[t.lda / kConstLdaStep - 1](t);
+    }
+  }
   switch (t.rows) {
     case 12: return tile<12, NV, DirectA, DirectB>(t);
     case 11: return tile<11, NV, DirectA, DirectB>(t);

@@ -68,6 +68,24 @@ def test_sgemm_matches_float64(isa, m, k, n, layout):
     _close(got, want, k)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+def test_every_row_stride_of_an_in_place_a(isa):
+    """Full tiles reading A in place at each row stride a multiple of 16 floats up to 1040
+    (the AVX-512 kernel has a variant per stride up to 1024), as rows of a wider array (stride
+    and K differ) and as whole rows, with a packed and an unpacked B, and the epilogue."""
+    rng = np.random.default_rng(16)
+    b_full = _rand(rng, 1040, 64)
+    bias = _rand(rng, 64)
+    for lda in range(16, 1041, 16):
+        for k in sorted({lda, max(1, lda - 9)}):
+            a = _rand(rng, 24, lda)[:, :k]   # 2 full row tiles, rows lda floats apart
+            b = b_full[:k]
+            want = np.clip(a.astype(np.float64) @ b + bias, -1.5, 2.0)
+            for bb in (b, NAT.sgemm_pack_b(b)):
+                got = NAT.sgemm(a, bb, bias=bias, bias_axis="col", lo=-1.5, hi=2.0, isa=isa)
+                _close(got, want, k)
+
+
 @pytest.mark.parametrize("operand", ["b", "b_transposed", "a"])
 def test_packing_on_threads_gives_the_same_panels(operand):
     """A weight's panels packed on several threads (as a session packs them) are the panels
