@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -148,7 +149,7 @@ namespace {
 
 // A tile of conv2d_nhwc_smallc_avx512: 12 positions whose kernel rows ky in [ky0, ky1) start at
 // rows + (ky - ky0) * row_stride (position r at + r * step), every tap readable (the input
-// itself, or a zero-padded patch of it); NV vectors of 16 columns of the panel wp. The accumulators stay
+// itself, or a zero-padded copy of its rows); NV vectors of 16 columns of the panel wp. The accumulators stay
 // in registers: the loops run on compile-time position indices only.
 template <int NV>
 void smallc_tile(const float* rows, size_t row_stride, size_t ky0, size_t ky1,
@@ -185,8 +186,9 @@ void smallc_tile(const float* rows, size_t row_stride, size_t ky0, size_t ky1,
 // weight (W^T, [kh][kw][C] x Cout), the taps in k order, each input value broadcast into 24
 // accumulators (as the GEMM tile's per-k step, without writing the im2col rows first and
 // running a K of 27 or 147 through the GEMM's per-tile overhead). A tile at an edge, or a
-// row's last partial one, reads a zero-padded copy of its input patch (taps in the padding add
-// 0 * w, as the im2col rows' zeros do); a kernel row above or below the input is skipped in
+// row's last partial one, reads a zero-padded copy of the output row's input rows, made once
+// per output row (taps in the padding add 0 * w, as the im2col rows' zeros do; a copy per
+// edge tile, column by column, was a third of a CIFAR-sized stem's time); a kernel row above or below the input is skipped in
 // the inside tiles (the same sums but for the sign of a zero). Epilogue in the GEMM tile's
 // order: + Z, + bias, clamp, then the post activation.
 void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
@@ -198,18 +200,24 @@ void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const Sg
   const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
   // the input columns 12 positions' taps span
   const size_t span = (R - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-  static thread_local std::vector<float> patch_buf;
-  if (patch_buf.size() < g.kh * span * c) patch_buf.resize(g.kh * span * c);
-  float* const patch = patch_buf.data();
+  // An output row's edge tiles (the first, over the left padding; the last, over the right
+  // padding or short of 12 positions) read its kh input rows from one zero-padded copy of
+  // them, made once per output row: columns from -pl to what the row's last tile spans.
+  const size_t tiles_per_row = (g.ow + R - 1) / R;
+  const size_t padded_w = (tiles_per_row * R - R) * g.sw + span;
+  static thread_local std::vector<float> padded_buf;
+  if (padded_buf.size() < g.kh * padded_w * c) padded_buf.resize(g.kh * padded_w * c);
+  float* const padded = padded_buf.data();
+  const auto pl = static_cast<std::ptrdiff_t>(g.pl);
   for (size_t oy = oy0; oy < oy1; ++oy) {
     const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
+    bool padded_ready = false;
     for (size_t ox0 = 0; ox0 < g.ow; ox0 += R) {
       const size_t rn = std::min(R, g.ow - ox0);
-      const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox0 * g.sw) - g.pl;
+      const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox0 * g.sw) - pl;
       // inside: every tap of 12 positions within the input's columns. Then the kernel rows
       // inside the input are read in place (the others skipped: the im2col rows' zeros, adds
-      // of 0 * w); else (an edge, a row's last partial tile) from a zero-padded patch of the
-      // kh input rows' span of columns.
+      // of 0 * w); else (an edge, a row's last partial tile) from the padded rows.
       const bool inside = rn == R && ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(span) <= w;
       const float* rows;
       size_t row_stride, ky0 = 0, ky1 = g.kh;
@@ -220,21 +228,30 @@ void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const Sg
                        static_cast<std::ptrdiff_t>(c);
         row_stride = g.dh * g.w * c;
       } else {
-        for (size_t ky = 0; ky < g.kh; ++ky) {
-          float* dst = patch + ky * span * c;
-          const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
-          for (size_t col = 0; col < span; ++col) {
-            const std::ptrdiff_t ix = ix0 + static_cast<std::ptrdiff_t>(col);
-            if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
-              std::fill(dst + col * c, dst + (col + 1) * c, 0.0f);
-            } else {
-              std::copy(x + (iy * w + ix) * static_cast<std::ptrdiff_t>(c),
-                        x + (iy * w + ix + 1) * static_cast<std::ptrdiff_t>(c), dst + col * c);
+        if (!padded_ready) {   // columns [-pl, padded_w - pl) of the kh input rows
+          for (size_t ky = 0; ky < g.kh; ++ky) {
+            float* dst = padded + ky * padded_w * c;
+            const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
+            if (iy < 0 || iy >= h) {
+              std::fill(dst, dst + padded_w * c, 0.0f);
+              continue;
             }
+            const std::ptrdiff_t end = static_cast<std::ptrdiff_t>(padded_w) - pl;  // excl.
+            const std::ptrdiff_t in0 = std::max<std::ptrdiff_t>(0, -pl);
+            const std::ptrdiff_t in1 = std::min(w, end);
+            const size_t lead = static_cast<size_t>(in0 + pl);   // columns before the input's
+            std::fill(dst, dst + lead * c, 0.0f);
+            if (in1 > in0) {
+              std::memcpy(dst + lead * c, x + (iy * w + in0) * static_cast<std::ptrdiff_t>(c),
+                          static_cast<size_t>(in1 - in0) * c * sizeof(float));
+            }
+            const size_t filled = lead + static_cast<size_t>(std::max<std::ptrdiff_t>(0, in1 - in0));
+            std::fill(dst + filled * c, dst + padded_w * c, 0.0f);
           }
+          padded_ready = true;
         }
-        rows = patch;
-        row_stride = span * c;
+        rows = padded + static_cast<size_t>(ix0 + pl) * c;
+        row_stride = padded_w * c;
       }
       for (size_t p = 0; p < panels; ++p) {
         const float* wp = wt.panel(p);

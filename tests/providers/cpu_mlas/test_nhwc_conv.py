@@ -143,6 +143,10 @@ GEOMETRIES = [
     (3, 48, 40, 60, 3, 2, 1, (1, 1, 1, 1)),
     (3, 64, 40, 70, 7, 2, 1, (3, 3, 3, 3)),
     (4, 20, 30, 40, 3, 1, 2, (2, 2, 2, 2)),
+    # ... no left padding, a row's last tile partial, two panels; a CIFAR-sized stem (every
+    # row's first and last tiles from the row's padded copy)
+    (3, 40, 17, 23, 3, 2, 1, (0, 0, 1, 1)),
+    (3, 16, 32, 32, 3, 1, 1, (1, 1, 1, 1)),
 ]
 
 
