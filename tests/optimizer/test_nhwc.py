@@ -31,9 +31,9 @@ def scalar(name, v):
     return numpy_helper.from_array(np.float32(v), name)
 
 
-def model(nodes, inputs, outputs, inits):
+def model(nodes, inputs, outputs, inits, opset=17):
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
 
 
 def vi(name, shape):
@@ -391,21 +391,28 @@ def test_concat_mostly_fed_nchw_stays_nchw():
     assert_matches(sess, m, feeds)
 
 
+@pytest.mark.parametrize("channels", [8, 21, 64])
 @pytest.mark.parametrize("attrs", [
     {"kernel_shape": [2, 2], "strides": [2, 2]},                       # a DenseNet transition
     {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]},  # an Inception branch
     {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "count_include_pad": 1},
     {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1,
+     "count_include_pad": 1},   # a ceil-mode window past the end pad: those taps never count
     {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 0]},
+    {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER",
+     "count_include_pad": 1},
 ])
-def test_average_pool_between_convs_runs_channels_last(attrs):
+def test_average_pool_between_convs_runs_channels_last(attrs, channels):
     """A 2-D AveragePool of a channels-last value runs channels-last (onnxruntime's internal
-    NHWC domain's AveragePool): no transposes around it, onnxruntime's results."""
+    NHWC domain's AveragePool; float32 on the native kernel: whole and partial channel
+    vectors): no transposes around it, onnxruntime's results."""
     nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
              helper.make_node("AveragePool", ["c0"], ["p"], **attrs),
              helper.make_node("Conv", ["p", "w1"], ["y"])]
     m = model(nodes, [vi("x", [2, 3, 9, 10])], [vi("y", None)],
-              [init("w0", 8, 3, 3, 3), init("w1", 5, 8, 1, 1)])
+              [init("w0", channels, 3, 3, 3), init("w1", 5, channels, 1, 1)], opset=19)
     sess = session(m)
     got = steps(sess)
     assert got["Transpose"] == 2 and got["AveragePool"] == 1, got

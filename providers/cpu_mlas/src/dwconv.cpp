@@ -92,6 +92,22 @@ void maxpool_nhwc_f32(const float* x, float* y, size_t c, size_t oy0, size_t oy1
   maxpool_nhwc_f32_portable(x, y, c, oy0, oy1, g);
 }
 
+void avgpool_nhwc_f32_portable(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                               const DwConvGeometry& g, bool include_pad, size_t pb,
+                               size_t pr) {
+  detail::avgpool_nhwc_f32_any(x, y, c, oy0, oy1, g, include_pad, pb, pr);
+}
+
+void avgpool_nhwc_f32(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                      const DwConvGeometry& g, bool include_pad, size_t pb, size_t pr) {
+#if ONNXPLEX_MLAS_HAVE_X86
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512_vnni) return avgpool_nhwc_f32_avx512(x, y, c, oy0, oy1, g, include_pad, pb, pr);
+  if (f.avx2) return avgpool_nhwc_f32_avx2(x, y, c, oy0, oy1, g, include_pad, pb, pr);
+#endif
+  avgpool_nhwc_f32_portable(x, y, c, oy0, oy1, g, include_pad, pb, pr);
+}
+
 void transpose_f32_portable(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
                             size_t ldd, bool accumulate, float lo, float hi) {
   detail::transpose_f32_any(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);

@@ -82,6 +82,19 @@ void maxpool_nhwc_f32_avx2(const float* x, float* y, size_t c, size_t oy0, size_
 void maxpool_nhwc_f32_avx512(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
                              const DwConvGeometry& g);
 
+// Average pooling of a channels-last image, output rows [oy0, oy1): x [h, w, c] into
+// y [ho, wo, c], each window's sum times 1 / its count of taps inside the input, or with
+// include_pad inside the padded extent (pb, pr: the bottom and right pads). Dispatches like
+// dwconv_f32.
+void avgpool_nhwc_f32(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                      const DwConvGeometry& g, bool include_pad, size_t pb, size_t pr);
+void avgpool_nhwc_f32_portable(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                               const DwConvGeometry& g, bool include_pad, size_t pb, size_t pr);
+void avgpool_nhwc_f32_avx2(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                           const DwConvGeometry& g, bool include_pad, size_t pb, size_t pr);
+void avgpool_nhwc_f32_avx512(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                             const DwConvGeometry& g, bool include_pad, size_t pb, size_t pr);
+
 // dst[j * ldd + i] = clamp(src[i * lds + j], lo, hi) for i < rows, j < cols (with
 // `accumulate`, src's value is added to dst's first): a transpose in register tiles, for
 // layouts that meet at a GEMM (a conv computed as out^T = col^T W^T). Dispatches like

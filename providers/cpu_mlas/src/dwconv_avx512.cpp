@@ -23,6 +23,11 @@ void maxpool_nhwc_f32_avx512(const float* x, float* y, size_t c, size_t oy0, siz
   detail::maxpool_nhwc_f32_any(x, y, c, oy0, oy1, g);
 }
 
+void avgpool_nhwc_f32_avx512(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                          const DwConvGeometry& g, bool include_pad, size_t pb, size_t pr) {
+  detail::avgpool_nhwc_f32_any(x, y, c, oy0, oy1, g, include_pad, pb, pr);
+}
+
 void transpose_f32_avx512(const float* src, size_t rows, size_t cols, size_t lds, float* dst,
                         size_t ldd, bool accumulate, float lo, float hi) {
   detail::transpose_f32_any(src, rows, cols, lds, dst, ldd, accumulate, lo, hi);

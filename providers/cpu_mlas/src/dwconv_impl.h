@@ -1006,6 +1006,69 @@ inline void maxpool_nhwc_f32_any(const float* x, float* y, size_t c, size_t oy0,
   }
 }
 
+// out[ch, ch + lanes of V) = scale * the sum of the n taps' channels there, the taps in order.
+template <typename V>
+inline void mean_over_taps(const float* const* taps, size_t n, size_t ch, float scale,
+                           float* out) {
+  V s = V{};
+  for (size_t t = 0; t < n; ++t) s += *reinterpret_cast<const V*>(taps[t] + ch);
+  *reinterpret_cast<V*>(out + ch) = s * scale;
+}
+
+// Average pooling of channels-last images: output rows [oy0, oy1) of x [h][w][c] into y
+// [ho][wo][c], each output position the sum over its window's input positions (row by row)
+// times 1 / count. count: the window's taps inside the input, or with `include_pad` those
+// inside the padded extent [-pt, h + pb) x [-pl, w + pr) (ONNX's count_include_pad; taps a
+// ceil_mode window puts past the end pads never count). A window with no counted tap gives 0.
+inline void avgpool_nhwc_f32_any(const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                                 const DwConvGeometry& g, bool include_pad, size_t pb,
+                                 size_t pr) {
+  constexpr size_t L = kDwLanes;
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  const auto pt = static_cast<std::ptrdiff_t>(g.pt), pl = static_cast<std::ptrdiff_t>(g.pl);
+  std::vector<const float*> taps(g.kh * g.kw);
+  for (size_t oy = oy0; oy < std::min(oy1, g.ho); ++oy) {
+    for (size_t ox = 0; ox < g.wo; ++ox) {
+      size_t n = 0, rows_counted = 0, cols_counted = 0;
+      for (size_t i = 0; i < g.kh; ++i) {
+        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.sh + i * g.dh) - pt;
+        rows_counted += include_pad ? (iy >= -pt && iy < h + static_cast<std::ptrdiff_t>(pb))
+                                    : (iy >= 0 && iy < h);
+        for (size_t j = 0; j < g.kw && iy >= 0 && iy < h; ++j) {
+          const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(ox * g.sw + j * g.dw) - pl;
+          if (ix >= 0 && ix < w) taps[n++] = x + static_cast<size_t>(iy * w + ix) * c;
+        }
+      }
+      for (size_t j = 0; j < g.kw; ++j) {
+        const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(ox * g.sw + j * g.dw) - pl;
+        cols_counted += include_pad ? (ix >= -pl && ix < w + static_cast<std::ptrdiff_t>(pr))
+                                    : (ix >= 0 && ix < w);
+      }
+      const size_t count = rows_counted * cols_counted;
+      const float scale = count == 0 ? 0.0f : 1.0f / static_cast<float>(count);
+      float* out = y + (oy * g.wo + ox) * c;
+      size_t ch = 0;
+      for (; ch + L <= c; ch += L) mean_over_taps<DwVec>(taps.data(), n, ch, scale, out);
+      if (ch < c && c >= L) {   // the last channels: one more vector ending at c
+        mean_over_taps<DwVec>(taps.data(), n, c - L, scale, out);
+        ch = c;
+      }
+      for (; ch + L / 2 <= c; ch += L / 2) {
+        mean_over_taps<DwHalf>(taps.data(), n, ch, scale, out);
+      }
+      if (ch < c && c >= L / 2) {
+        mean_over_taps<DwHalf>(taps.data(), n, c - L / 2, scale, out);
+        ch = c;
+      }
+      for (; ch < c; ++ch) {
+        float s = 0.0f;
+        for (size_t t = 0; t < n; ++t) s += taps[t][ch];
+        out[ch] = s * scale;
+      }
+    }
+  }
+}
+
 // dst[j * ldd + i] = clamp(src[i * lds + j] (+ dst's value with `accumulate`), lo, hi) for
 // i < rows, j < cols: kDwLanes x kDwLanes tiles through registers, the edges one at a time.
 inline void transpose_f32_any(const float* src, size_t rows, size_t cols, size_t lds,

@@ -84,6 +84,31 @@ DwConvGeometry dw_geometry(const F32& x, const F32& y, size_t kh, size_t kw,
           strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1]};
 }
 
+// A channels-last 2-D pool's checks, then fn(x image, y image, c, oy0, oy1, g) over row
+// ranges of every image (a task reads and writes whole channels-last rows), without the GIL.
+template <typename Fn>
+void pool_nhwc(const py::array& x_in, py::array& y_in, std::array<size_t, 2> kernel,
+               std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
+               std::array<size_t, 2> pads, size_t threads, Fn fn) {
+  const F32 x = f32(x_in, "x", 4);
+  F32 y = f32(y_in, "y", 4);
+  const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
+  if (static_cast<size_t>(y.shape(0)) != n || static_cast<size_t>(y.shape(3)) != c) {
+    throw py::value_error("x and y must have the same batch and channels");
+  }
+  if (kernel[0] == 0 || kernel[1] == 0) throw py::value_error("kernel must be positive");
+  const DwConvGeometry g = dw_geometry(x, y, kernel[0], kernel[1], strides, dilations, pads);
+  const float* xp = x.data();
+  float* yp = y.mutable_data();
+  const size_t rsplit = threads > 1 ? std::min(g.ho, threads * 2) : 1;
+  py::gil_scoped_release release;
+  parallel_for(n * rsplit, threads, [&](size_t t) {
+    const size_t i = t / rsplit, r = t % rsplit;
+    fn(xp + i * g.h * g.w * c, yp + i * g.ho * g.wo * c, c, g.ho * r / rsplit,
+       g.ho * (r + 1) / rsplit, g);
+  });
+}
+
 // dwconv_nhwc_f32's checks and setup for arrays of x's and y's shapes, as a plan. Tasks:
 // images x channel groups (whole groups of 16: the kernel's vectors) x output row ranges: one
 // a thread at least, more (up to 4 a thread) while each is worth kMinChunkMacs (a task lays
@@ -321,28 +346,31 @@ void register_conv(py::module_& m) {
                                std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
                                std::array<size_t, 2> dilations, std::array<size_t, 2> pads,
                                size_t threads) {
-    const F32 x = f32(x_in, "x", 4);
-    F32 y = f32(y_in, "y", 4);
-    const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
-    if (static_cast<size_t>(y.shape(0)) != n || static_cast<size_t>(y.shape(3)) != c) {
-      throw py::value_error("x and y must have the same batch and channels");
-    }
-    if (kernel[0] == 0 || kernel[1] == 0) throw py::value_error("kernel must be positive");
-    const DwConvGeometry g = dw_geometry(x, y, kernel[0], kernel[1], strides, dilations, pads);
-    const float* xp = x.data();
-    float* yp = y.mutable_data();
-    // Row ranges of every image: a task reads and writes whole channels-last rows.
-    const size_t rsplit = threads > 1 ? std::min(g.ho, threads * 2) : 1;
-    py::gil_scoped_release release;
-    parallel_for(n * rsplit, threads, [&](size_t t) {
-      const size_t i = t / rsplit, r = t % rsplit;
-      maxpool_nhwc_f32(xp + i * g.h * g.w * c, yp + i * g.ho * g.wo * c, c,
-                       g.ho * r / rsplit, g.ho * (r + 1) / rsplit, g);
-    });
+    pool_nhwc(x_in, y_in, kernel, strides, dilations, pads, threads,
+              [](const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                 const DwConvGeometry& g) { maxpool_nhwc_f32(x, y, c, oy0, oy1, g); });
   }, py::arg("x"), py::arg("y"), py::arg("kernel"), py::arg("strides"), py::arg("dilations"),
      py::arg("pads"), py::arg("threads") = 1,
      "2-D max pooling of channels-last x [N, H, W, C] into y [N, Ho, Wo, C] (written); pads "
      "are the leading (top, left) ones, padding never wins; NaN propagates.");
+
+  m.def("avgpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,
+                               std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                               std::array<size_t, 2> dilations, std::array<size_t, 2> pads,
+                               std::array<size_t, 2> pads_end, bool count_include_pad,
+                               size_t threads) {
+    pool_nhwc(x_in, y_in, kernel, strides, dilations, pads, threads,
+              [&](const float* x, float* y, size_t c, size_t oy0, size_t oy1,
+                  const DwConvGeometry& g) {
+                avgpool_nhwc_f32(x, y, c, oy0, oy1, g, count_include_pad, pads_end[0],
+                                 pads_end[1]);
+              });
+  }, py::arg("x"), py::arg("y"), py::arg("kernel"), py::arg("strides"), py::arg("dilations"),
+     py::arg("pads"), py::arg("pads_end"), py::arg("count_include_pad"), py::arg("threads") = 1,
+     "2-D average pooling of channels-last x [N, H, W, C] into y [N, Ho, Wo, C] (written); "
+     "pads: (top, left), pads_end: (bottom, right); each window's sum over the input "
+     "positions it covers divided by their count, or with count_include_pad by the taps "
+     "inside the padded extent.");
 
   m.def("transpose_f32", [](const py::array& x_in, py::array& y_in) {
     std::ptrdiff_t xs[2];
