@@ -151,11 +151,13 @@ namespace {
 // rows + (ky - ky0) * row_stride (position r at + r * step), every tap readable (the input
 // itself, or a zero-padded copy of its rows); NV vectors of 16 columns of the panel wp. The accumulators stay
 // in registers: the loops run on compile-time position indices only.
-template <int NV>
+// Step: the positions' distance in floats (sw * C) when known at compile time (0: from g), so
+// that each broadcast is a constant offset from the tap's pointer (an RGB stem's 3, 6 or 12).
+template <int NV, size_t Step>
 void smallc_tile(const float* rows, size_t row_stride, size_t ky0, size_t ky1,
                  const Conv2dGeometry& g, const float* wp, __m512* a0, __m512* a1) {
   constexpr size_t R = 12;
-  const size_t c = g.c, step = g.sw * c, run = g.kw * c;
+  const size_t c = g.c, step = Step != 0 ? Step : g.sw * c, run = g.kw * c;
   for (size_t ky = ky0; ky < ky1; ++ky) {
     const float* q0 = rows + (ky - ky0) * row_stride;
     const float* wk = wp + ky * run * kSgemmNr;
@@ -191,8 +193,9 @@ void smallc_tile(const float* rows, size_t row_stride, size_t ky0, size_t ky1,
 // edge tile, column by column, was a third of a CIFAR-sized stem's time); a kernel row above or below the input is skipped in
 // the inside tiles (the same sums but for the sign of a zero). Epilogue in the GEMM tile's
 // order: + Z, + bias, clamp, then the post activation.
-void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
-                               float* y, const SgemmEpilogue& ep, size_t oy0, size_t oy1) {
+template <size_t Step>
+void smallc_rows(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt, float* y,
+                 const SgemmEpilogue& ep, size_t oy0, size_t oy1) {
   constexpr size_t R = 12;
   const size_t c = g.c, cout = wt.cols, panels = (cout + kSgemmNr - 1) / kSgemmNr;
   const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
@@ -258,9 +261,9 @@ void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const Sg
         __m512 a0[R], a1[R];
         for (size_t r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
         if (cout - p * kSgemmNr > 16) {
-          smallc_tile<2>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+          smallc_tile<2, Step>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
         } else {
-          smallc_tile<1>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+          smallc_tile<1, Step>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
         }
         const size_t j = p * kSgemmNr, cols = std::min(kSgemmNr, cout - j);
         const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
@@ -293,6 +296,16 @@ void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const Sg
         if (ep.act != PostAct::kNone) post_act_f32(ep.act, c0, rn, cols, cout);
       }
     }
+  }
+}
+
+void conv2d_nhwc_smallc_avx512(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
+                               float* y, const SgemmEpilogue& ep, size_t oy0, size_t oy1) {
+  switch (g.sw * g.c) {   // an RGB image's positions at stride 1, 2 or 4 (stems, patchify)
+    case 3: return smallc_rows<3>(x, g, wt, y, ep, oy0, oy1);
+    case 6: return smallc_rows<6>(x, g, wt, y, ep, oy0, oy1);
+    case 12: return smallc_rows<12>(x, g, wt, y, ep, oy0, oy1);
+    default: return smallc_rows<0>(x, g, wt, y, ep, oy0, oy1);
   }
 }
 

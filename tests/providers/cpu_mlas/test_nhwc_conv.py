@@ -147,6 +147,7 @@ GEOMETRIES = [
     # row's first and last tiles from the row's padded copy)
     (3, 40, 17, 23, 3, 2, 1, (0, 0, 1, 1)),
     (3, 16, 32, 32, 3, 1, 1, (1, 1, 1, 1)),
+    (3, 40, 16, 20, 4, 4, 1, (0, 0, 0, 0)),     # a 4x4 patchify stem (ConvNeXt's, Swin's)
 ]
 
 
