@@ -597,11 +597,13 @@ inline void dwconv_f32_blocked(const float* x, const float* w, const float* bias
 // vectors of one cache line run). wv: [blocks][taps] weight vectors, bv: [blocks] biases.
 // The same sums in the same order as the band path (bias, then the taps row by row); a skipped
 // padding tap there adds w * 0.
-template <size_t P, size_t KW>
-inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, float* y, size_t ld,
+template <size_t P, size_t KW, typename V = DwVec>
+inline void dw_nhwc_pixels(const float* x, const V* wv, const V* bv, float* y, size_t ld,
                            size_t c0, size_t c1, size_t oy0, size_t oy1, const DwConvGeometry& g,
-                           DwVec lo, DwVec hi) {
-  constexpr size_t L = kDwLanes;
+                           V lo, V hi) {
+  constexpr size_t L = sizeof(V) / sizeof(float);   // a register, or half of one
+  auto ldv = [](const float* p) { return *reinterpret_cast<const V*>(p); };
+  auto stv = [](float* p, V v) { *reinterpret_cast<V*>(p) = v; };
   const size_t blocks = (c1 - c0) / L, kw = KW > 0 ? KW : g.kw, taps = g.kh * kw;
   // Output columns whose windows lie inside the input's columns: [ox_lo, ox_hi).
   const size_t span_w = (kw - 1) * g.dw + 1;
@@ -612,8 +614,8 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
   const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
   const auto sld = static_cast<std::ptrdiff_t>(ld);
   const size_t step = g.sw * ld, tap_step = g.dw * ld;
-  auto finish = [&](DwVec a) {
-    const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
+  auto finish = [&](V a) {
+    const V m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
     return hi < m ? hi : m;
   };
   // An output row's first input row and its kernel rows inside the input [ky0, ky1).
@@ -637,15 +639,15 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
     constexpr size_t Pn = decltype(pn)::value;
     const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.sw) -
                                static_cast<std::ptrdiff_t>(g.pl);
-    DwVec a[Pn];
+    V a[Pn];
 #pragma GCC unroll 8
     for (size_t j = 0; j < Pn; ++j) a[j] = bv[b];
-    const DwVec* wb = wv + b * taps;
+    const V* wb = wv + b * taps;
     for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
       const float* row = at(r, ky, ix0, b);
 #pragma GCC unroll 7
       for (size_t kx = 0; kx < kw; ++kx) {
-        const DwVec wt = wb[ky * kw + kx];
+        const V wt = wb[ky * kw + kx];
         const float* q = row + kx * tap_step;
 #pragma GCC unroll 8
         for (size_t j = 0; j < Pn; ++j) a[j] += wt * ldv(q + j * step);
@@ -700,8 +702,8 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
       while (kx1 > kx0 && ix0 + static_cast<std::ptrdiff_t>((kx1 - 1) * g.dw) >= w) --kx1;
       size_t b = 0;
       for (; b + 4 <= blocks; b += 4) {
-        DwVec a0 = bv[b], a1 = bv[b + 1], a2 = bv[b + 2], a3 = bv[b + 3];
-        const DwVec* w0 = wv + b * taps;
+        V a0 = bv[b], a1 = bv[b + 1], a2 = bv[b + 2], a3 = bv[b + 3];
+        const V* w0 = wv + b * taps;
         for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
           const float* row = at(r, ky, ix0, b);
           for (size_t kx = kx0; kx < kx1; ++kx) {
@@ -720,8 +722,8 @@ inline void dw_nhwc_pixels(const float* x, const DwVec* wv, const DwVec* bv, flo
         stv(out + 3 * L, finish(a3));
       }
       for (; b < blocks; ++b) {
-        DwVec a = bv[b];
-        const DwVec* wb = wv + b * taps;
+        V a = bv[b];
+        const V* wb = wv + b * taps;
         for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
           const float* row = at(r, ky, ix0, b);
           for (size_t kx = kx0; kx < kx1; ++kx) a += wb[ky * kw + kx] * ldv(row + kx * tap_step);
@@ -848,6 +850,30 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     } else {
       (k3 ? dw_nhwc_pixels<4, 3> : dw_nhwc_pixels<4, 0>)(x, wv, bv, y, ld, c0, c1, oy0, oy1, g,
                                                          lo, hi);
+    }
+    return;
+  }
+  if (2 * nc == L) {
+    // Half a block (the 8 channels past a multiple of 16 that MobileNetV3's, EfficientNet's
+    // and MNASNet's 24, 40, 72, 88 and 120 channels leave on AVX-512): read in place with
+    // half vectors, as whole blocks are (through the band path below, all of the image's
+    // positions were copied for them first: a 24-channel 112 x 112 stride-2 conv took 1.8x
+    // its 16-channel part's time)
+    constexpr size_t H = L / 2;
+    std::vector<float> wh(taps * H), bh(H, 0.0f);
+    for (size_t i = 0; i < H; ++i) {
+      for (size_t t = 0; t < taps; ++t) wh[t * H + i] = w[(c0 + i) * taps + t];
+      if (bias != nullptr) bh[i] = bias[c0 + i];
+    }
+    const auto* wvh = reinterpret_cast<const DwHalf*>(wh.data());
+    const auto* bvh = reinterpret_cast<const DwHalf*>(bh.data());
+    const DwHalf lo_h = DwHalf{} + lo_s, hi_h = DwHalf{} + hi_s;
+    if (g.wo >= 28) {
+      (k3 ? dw_nhwc_pixels<8, 3, DwHalf> : dw_nhwc_pixels<8, 0, DwHalf>)(
+          x, wvh, bvh, y, ld, c0, c1, oy0, oy1, g, lo_h, hi_h);
+    } else {
+      (k3 ? dw_nhwc_pixels<4, 3, DwHalf> : dw_nhwc_pixels<4, 0, DwHalf>)(
+          x, wvh, bvh, y, ld, c0, c1, oy0, oy1, g, lo_h, hi_h);
     }
     return;
   }
