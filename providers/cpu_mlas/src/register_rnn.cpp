@@ -1,9 +1,11 @@
 // Bindings of the recurrent sequence loops (rnn.h: one call runs one direction's time loop)
 // and of the vector sigmoid they share their activations with (sigmoid.h).
 #include <string>
+#include <vector>
 
 #include "bind_util.h"
 #include "cpu_features.h"
+#include "parallel.h"
 #include "rnn.h"
 #include "sigmoid.h"
 
@@ -52,6 +54,84 @@ Rows rows_f32(const py::array& a, size_t t, size_t b, size_t n, const char* what
           static_cast<size_t>(stride(1)) / sizeof(float)};
 }
 
+// One direction's loop as rnn_seq_f32 takes it, checked: the sequence description (pointers
+// into the arrays, which `keep` holds for as long as the loop runs) and the variant to run.
+struct SeqCall {
+  RnnSeq s{};
+  void (*variant)(const RnnSeq&) = rnn_seq_f32;
+  std::vector<py::object> keep;
+};
+
+SeqCall seq_call(int cell, const py::array& xw, const py::array& rt, py::array& h,
+                 const py::object& c_in, py::array& y, const py::object& rbh_in,
+                 const py::object& peep_in, const py::object& lens_in, float clip,
+                 bool linear_before_reset, const std::string& isa, bool reverse) {
+  SeqCall call;
+  if (isa == "portable") {
+    call.variant = rnn_seq_f32_portable;
+#if ONNXPLEX_MLAS_HAVE_X86
+  } else if (isa == "avx2" && cpu_features().avx2) {
+    call.variant = rnn_seq_f32_avx2;
+  } else if (isa == "avx512" && cpu_features().avx512f) {
+    call.variant = rnn_seq_f32_avx512;
+#endif
+  } else if (!isa.empty()) {
+    throw py::value_error("isa '" + isa + "' is not one this CPU runs");
+  }
+  if (cell < 0 || cell > 2) throw py::value_error("cell must be 0 (RNN), 1 (GRU), 2 (LSTM)");
+  if (xw.ndim() != 3 || h.ndim() != 2) throw py::value_error("xw must be [T, B, G*H], h [B, H]");
+  const size_t T = static_cast<size_t>(xw.shape(0)), B = static_cast<size_t>(xw.shape(1));
+  const size_t H = static_cast<size_t>(h.shape(1));
+  const size_t G = cell == 2 ? 4 : cell == 1 ? 3 : 1;
+  if (static_cast<size_t>(xw.shape(2)) != G * H || static_cast<size_t>(h.shape(0)) != B)
+    throw py::value_error("xw's last dim must be G*H and h must be [B, H]");
+  RnnSeq& s = call.s;
+  s.cell = static_cast<RnnCell>(cell);
+  const Rows x_rows = rows_f32(xw, T, B, G * H, "xw");
+  s.xw = x_rows.data;
+  s.xw_ld_t = x_rows.ld_t;
+  s.xw_ld_b = x_rows.ld_b;
+  s.rt = in_f32(rt, H * G * H, "rt");
+  s.h = out_f32(h, B * H, "h");
+  const Rows y_rows = rows_f32(y, T, B, H, "y");
+  if (!y.writeable()) throw py::value_error("y must be writeable");
+  s.y = static_cast<float*>(y.mutable_data());
+  s.y_ld_t = y_rows.ld_t;
+  s.y_ld_b = y_rows.ld_b;
+  s.reverse = reverse;
+  if (reverse && !lens_in.is_none())
+    throw py::value_error("reverse runs whole sequences: gather them by lens instead");
+  call.keep = {xw, rt, h, y};
+  if (cell == 2) {
+    auto c = c_in.cast<py::array>();
+    s.c = out_f32(c, B * H, "c");
+    call.keep.push_back(c);
+  }
+  if (!rbh_in.is_none()) {
+    auto rbh = rbh_in.cast<py::array>();
+    s.rbh = in_f32(rbh, H, "rbh");
+    call.keep.push_back(rbh);
+  }
+  if (!peep_in.is_none()) {
+    auto peep = peep_in.cast<py::array>();
+    s.peep = in_f32(peep, 3 * H, "peep");
+    call.keep.push_back(peep);
+  }
+  if (!lens_in.is_none()) {
+    auto lens = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(lens_in);
+    if (!lens || static_cast<size_t>(lens.size()) != B)
+      throw py::value_error("lens must hold one length per batch entry");
+    s.lens = lens.data();
+    call.keep.push_back(lens);
+  }
+  s.T = T;
+  s.B = B;
+  s.H = H;
+  s.clip = clip;
+  s.linear_before_reset = linear_before_reset;
+  return call;
+}
+
 }  // namespace
 
 void register_rnn(py::module_& m) {
@@ -60,68 +140,10 @@ void register_rnn(py::module_& m) {
       [](int cell, const py::array& xw, const py::array& rt, py::array& h, py::object c_in,
          py::array& y, py::object rbh_in, py::object peep_in, py::object lens_in, float clip,
          bool linear_before_reset, const std::string& isa, bool reverse) {
-        void (*variant)(const RnnSeq&) = rnn_seq_f32;
-        if (isa == "portable") {
-          variant = rnn_seq_f32_portable;
-#if ONNXPLEX_MLAS_HAVE_X86
-        } else if (isa == "avx2" && cpu_features().avx2) {
-          variant = rnn_seq_f32_avx2;
-        } else if (isa == "avx512" && cpu_features().avx512f) {
-          variant = rnn_seq_f32_avx512;
-#endif
-        } else if (!isa.empty()) {
-          throw py::value_error("isa '" + isa + "' is not one this CPU runs");
-        }
-        if (cell < 0 || cell > 2) throw py::value_error("cell must be 0 (RNN), 1 (GRU), 2 (LSTM)");
-        if (xw.ndim() != 3 || h.ndim() != 2) throw py::value_error("xw must be [T, B, G*H], h [B, H]");
-        const size_t T = static_cast<size_t>(xw.shape(0)), B = static_cast<size_t>(xw.shape(1));
-        const size_t H = static_cast<size_t>(h.shape(1));
-        const size_t G = cell == 2 ? 4 : cell == 1 ? 3 : 1;
-        if (static_cast<size_t>(xw.shape(2)) != G * H || static_cast<size_t>(h.shape(0)) != B)
-          throw py::value_error("xw's last dim must be G*H and h must be [B, H]");
-        RnnSeq s{};
-        s.cell = static_cast<RnnCell>(cell);
-        const Rows x_rows = rows_f32(xw, T, B, G * H, "xw");
-        s.xw = x_rows.data;
-        s.xw_ld_t = x_rows.ld_t;
-        s.xw_ld_b = x_rows.ld_b;
-        s.rt = in_f32(rt, H * G * H, "rt");
-        s.h = out_f32(h, B * H, "h");
-        const Rows y_rows = rows_f32(y, T, B, H, "y");
-        if (!y.writeable()) throw py::value_error("y must be writeable");
-        s.y = static_cast<float*>(y.mutable_data());
-        s.y_ld_t = y_rows.ld_t;
-        s.y_ld_b = y_rows.ld_b;
-        s.reverse = reverse;
-        if (reverse && !lens_in.is_none())
-          throw py::value_error("reverse runs whole sequences: gather them by lens instead");
-        py::array c, rbh, peep;
-        py::array_t<int64_t, py::array::c_style | py::array::forcecast> lens;
-        if (cell == 2) {
-          c = c_in.cast<py::array>();
-          s.c = out_f32(c, B * H, "c");
-        }
-        if (!rbh_in.is_none()) {
-          rbh = rbh_in.cast<py::array>();
-          s.rbh = in_f32(rbh, H, "rbh");
-        }
-        if (!peep_in.is_none()) {
-          peep = peep_in.cast<py::array>();
-          s.peep = in_f32(peep, 3 * H, "peep");
-        }
-        if (!lens_in.is_none()) {
-          lens = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(lens_in);
-          if (!lens || static_cast<size_t>(lens.size()) != B)
-            throw py::value_error("lens must hold one length per batch entry");
-          s.lens = lens.data();
-        }
-        s.T = T;
-        s.B = B;
-        s.H = H;
-        s.clip = clip;
-        s.linear_before_reset = linear_before_reset;
+        const SeqCall call = seq_call(cell, xw, rt, h, c_in, y, rbh_in, peep_in, lens_in, clip,
+                                      linear_before_reset, isa, reverse);
         py::gil_scoped_release release;
-        variant(s);
+        call.variant(call.s);
       },
       py::arg("cell"), py::arg("xw"), py::arg("rt"), py::arg("h"), py::arg("c"), py::arg("y"),
       py::arg("rbh"), py::arg("peep"), py::arg("lens"), py::arg("clip"),
@@ -130,6 +152,32 @@ void register_rnn(py::module_& m) {
       "(rnn.h): h (and c) are updated in place, y [T, B, H] written (xw and y: rows contiguous, "
       "any strides between them). isa: '' the CPU's best variant, or 'portable', 'avx2', "
       "'avx512' (for tests); reverse: steps from the last (not with lens).");
+
+  m.def(
+      "rnn_seqs_f32",
+      [](int cell, const py::list& dirs, float clip, bool linear_before_reset, size_t threads) {
+        std::vector<SeqCall> calls;
+        for (const py::handle item : dirs) {
+          const auto d = item.cast<py::tuple>();
+          if (d.size() != 8) {
+            throw py::value_error("each direction is (xw, rt, h, c, y, rbh, peep, reverse)");
+          }
+          auto h = d[2].cast<py::array>();
+          auto y = d[4].cast<py::array>();
+          calls.push_back(seq_call(cell, d[0].cast<py::array>(), d[1].cast<py::array>(), h,
+                                   d[3].cast<py::object>(), y, d[5].cast<py::object>(),
+                                   d[6].cast<py::object>(), py::none(), clip,
+                                   linear_before_reset, "", d[7].cast<bool>()));
+        }
+        py::gil_scoped_release release;
+        parallel_for(calls.size(), threads, [&](size_t i) { calls[i].variant(calls[i].s); });
+      },
+      py::arg("cell"), py::arg("dirs"), py::arg("clip"), py::arg("linear_before_reset"),
+      py::arg("threads"),
+      "Several directions' loops (rnn_seq_f32's, whole sequences) at once on the native pool, "
+      "each (xw, rt, h, c, y, rbh, peep, reverse): a bidirectional layer's two directions on "
+      "two threads without handing the second to a Python thread. They must write disjoint "
+      "arrays.");
 
   m.def(
       "sigmoid_f32",

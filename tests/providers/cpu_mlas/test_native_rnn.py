@@ -172,37 +172,66 @@ def _runs(isa):
     return True
 
 
-@pytest.mark.parametrize("op_type", ["GRU", "LSTM"])
-def test_directions_run_concurrently_with_the_same_results(op_type):
-    """With two intra-op threads a bidirectional node's directions run at once (the native
-    loop releases the GIL): the outputs are those of one thread, to the bit."""
+@pytest.mark.parametrize("op_type, peep", [("GRU", False), ("LSTM", False), ("LSTM", True)])
+def test_directions_run_concurrently_with_the_same_results(monkeypatch, op_type, peep):
+    """With two intra-op threads a bidirectional node's directions run at once, in one native
+    call on the native pool (rnn_seqs_f32): the outputs are those of one thread (a native
+    call per direction), to the bit, and onnxruntime's."""
     from onnx import TensorProto, helper, numpy_helper
 
     import onnxplex
 
     h, g = 24, GATES_OF[op_type]
     rng = np.random.default_rng(4)
+    shapes = [("W", (2, g * h, 8)), ("R", (2, g * h, h)), ("B", (2, 2 * g * h))]
+    names = ["X", "W", "R", "B"]
+    if peep:
+        shapes.append(("P", (2, 3 * h)))
+        names += ["", "", "", "P"]
     inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
-             for n, s in (("W", (2, g * h, 8)), ("R", (2, g * h, h)), ("B", (2, 2 * g * h)))]
+             for n, s in shapes]
     outs = ["Y", "Y_h"] + (["Y_c"] if op_type == "LSTM" else [])
-    node = helper.make_node(op_type, ["X", "W", "R", "B"], outs, hidden_size=h,
-                            direction="bidirectional")
+    node = helper.make_node(op_type, names, outs, hidden_size=h, direction="bidirectional")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
         "X", TensorProto.FLOAT, [9, 3, 8])], [helper.make_tensor_value_info(
             o, TensorProto.FLOAT, None) for o in outs], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     x = rng.standard_normal((9, 3, 8)).astype(np.float32)
+    calls = {"one": 0, "together": 0}
+
+    def one(*args, **kwargs):
+        calls["one"] += 1
+        return mod.rnn_seq_f32(*args, **kwargs)
+
+    def together(*args, **kwargs):
+        calls["together"] += 1
+        return mod.rnn_seqs_f32(*args, **kwargs)
+
+    monkeypatch.setattr(rnn, "native", lambda: types.SimpleNamespace(rnn_seq_f32=one,
+                                                                      rnn_seqs_f32=together))
     results = []
     for threads in (1, 2):
         so = onnxplex.SessionOptions()
         so.intra_op_num_threads = threads
         results.append(onnxplex.InferenceSession(model.SerializeToString(), so).run(
             None, {"X": x}))
+    assert calls == {"one": 2, "together": 1}, calls
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
     theirs = ort.InferenceSession(model.SerializeToString(),
                                   providers=["CPUExecutionProvider"]).run(None, {"X": x})
     assert_same(results[1], theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_directions_together_refuses_bad_jobs():
+    h = np.zeros((2, 4), np.float32)
+    y = np.zeros((3, 2, 4), np.float32)
+    xw = np.zeros((3, 2, 12), np.float32)
+    rt = np.zeros((4, 12), np.float32)
+    with pytest.raises(ValueError, match="each direction"):
+        mod.rnn_seqs_f32(1, [(xw, rt, h)], 0.0, False, 2)
+    with pytest.raises(ValueError, match="rt"):
+        mod.rnn_seqs_f32(1, [(xw, rt[:2], h, None, y, None, None, False)], 0.0, False, 2)
 
 
 GATES_OF = {"RNN": 1, "GRU": 3, "LSTM": 4}
