@@ -164,6 +164,18 @@ def make_simplified_layer_norm(node: NodeView, ctx: ProviderContext):
 
     def kernel(x, scale):
         ax = axis + x.ndim if axis < 0 else axis
+        if ax == x.ndim - 1 and stash_dt == _F32 and x.dtype == _F32 and np.ndim(scale) <= 1:
+            # the last axis of float32 rows: the native RMS row kernel (an RMSNorm of a decoder
+            # step's one row took ~10 us through numpy's four passes)
+            gamma = np.asarray(scale)
+            if gamma.size == 1 and x.shape[-1] != 1:
+                gamma = np.broadcast_to(gamma, (x.shape[-1],))
+            got = native_layer_norm(x, eps, gamma.reshape(-1), None, rms=True,
+                                    want_stats=n_out > 1)
+            if got is not None:
+                y, _, _, inv = got
+                return y if n_out == 1 else (y, inv if inv.dtype == inv_dt
+                                             else inv.astype(inv_dt))
         d_len = math.prod(x.shape[ax:])
         x2 = x.reshape(-1, d_len).astype(stash_dt, copy=False)
         inv = _rms_rows(x2, eps)

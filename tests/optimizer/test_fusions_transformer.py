@@ -183,6 +183,52 @@ def test_rms_norm_and_skip_rms_norm():
     assert dict(ops) == {"SkipSimplifiedLayerNormalization": 1}
 
 
+@pytest.mark.parametrize("opset,square,norm,scale_first", [
+    (17, "Pow", "Div1", True),      # T5's TorchScript export: Div(1, Sqrt), axes attribute
+    (13, "Mul", "Div", False),      # x / rms, the square as Mul(x, x)
+    (18, "Pow", "Recip", False),    # Mul(Reciprocal(rms), x): the reciprocal first
+])
+def test_rms_norm_from_the_spellings_onnxscript_lacks(opset, square, norm, scale_first):
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]) if square == "Pow"
+             else helper.make_node("Mul", ["x", "x"], ["sq"])]
+    inits = [_c("two", 2.0), _c("eps", 1e-6), _c("one", 1.0), _c("gamma", _rand(16, seed=3))]
+    if opset >= 18:
+        nodes.append(helper.make_node("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1))
+        inits.append(numpy_helper.from_array(np.array([-1], np.int64), "axes"))
+    else:
+        nodes.append(helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1))
+    nodes += [helper.make_node("Add", ["ms", "eps"], ["mse"]),
+              helper.make_node("Sqrt", ["mse"], ["rms"])]
+    if norm == "Div":
+        nodes.append(helper.make_node("Div", ["x", "rms"], ["n"]))
+    else:
+        nodes += [helper.make_node("Div", ["one", "rms"], ["r"]) if norm == "Div1"
+                  else helper.make_node("Reciprocal", ["rms"], ["r"]),
+                  helper.make_node("Mul", ["r", "x"], ["n"])]
+    nodes.append(helper.make_node("Mul", ["gamma", "n"] if scale_first else ["n", "gamma"],
+                                  ["y"]))
+    m = _model(nodes, [_vi("x", [2, 3, 16])], [_vi("y", [2, 3, 16])], inits, opset=opset)
+    ops = _compare(m, {"x": _rand(2, 3, 16) * 2})
+    assert dict(ops) == {"SimplifiedLayerNormalization": 1}
+
+
+def test_rms_norm_not_fused_over_another_axis_or_numerator():
+    """ReduceMean over a non-last axis, or Div(2, Sqrt): left as they are."""
+    for axes, one in (([1], 1.0), ([-1], 2.0)):
+        nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]),
+                 helper.make_node("ReduceMean", ["sq"], ["ms"], axes=axes, keepdims=1),
+                 helper.make_node("Add", ["ms", "eps"], ["mse"]),
+                 helper.make_node("Sqrt", ["mse"], ["rms"]),
+                 helper.make_node("Div", ["one", "rms"], ["r"]),
+                 helper.make_node("Mul", ["x", "r"], ["n"]),
+                 helper.make_node("Mul", ["n", "gamma"], ["y"])]
+        m = _model(nodes, [_vi("x", [2, 16, 16])], [_vi("y", [2, 16, 16])],
+                   [_c("two", 2.0), _c("eps", 1e-6), _c("one", one),
+                    _c("gamma", _rand(16, seed=3))], opset=17)
+        ops = _compare(m, {"x": _rand(2, 16, 16)})
+        assert "SimplifiedLayerNormalization" not in dict(ops), (axes, one, ops)
+
+
 def test_fused_matmul_transpose_and_scale():
     nodes = [helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]),
              helper.make_node("MatMul", ["a", "bt"], ["mm"]),

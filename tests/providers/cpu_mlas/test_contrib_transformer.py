@@ -71,10 +71,13 @@ def test_skip_simplified_layer_norm(with_bias, n_out):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape,axis", [((2, 3, 8), -1), ((1, 1, 40), 2), ((2, 3, 8), 1)],
+                         ids=["last", "one_row_of_40", "two_axes"])
 @pytest.mark.parametrize("n_out", [1, 2])
-def test_simplified_layer_norm(n_out):
-    _check("SimplifiedLayerNormalization", [_r(2, 3, 8), _r(8, seed=1)], n_out, opset=17,
-           const_inputs=(1,), epsilon=1e-6, axis=-1)
+def test_simplified_layer_norm(n_out, shape, axis):
+    """The last axis on the native RMS row kernel (float32), others through numpy."""
+    _check("SimplifiedLayerNormalization", [_r(*shape), _r(*shape[axis:], seed=1)], n_out,
+           opset=17, const_inputs=(1,), epsilon=1e-6, axis=axis)
 
 
 def test_layer_norm_before_opset17():
