@@ -84,6 +84,7 @@ _FUSED = {
     "depthwise_s2": ((1, 24, 12, 12), (24, 1, 3, 3),
                      dict(group=24, pads=[1, 1, 1, 1], strides=[2, 2])),
     "shifted": ((1, 32, 18, 17), (32, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "shifted_grouped_1d": ((1, 96, 40), (96, 32, 9), dict(pads=[4, 4], group=3)),
     "im2col_rows": ((1, 8, 20, 12), (24, 8, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 1])),
     "im2col_channels": ((1, 8, 6, 5), (40, 8, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
@@ -96,12 +97,10 @@ _FUSED = {
 def test_fused_conv_chunked(case, with_z, act, split_min, many_chunks, monkeypatch):
     monkeypatch.setattr(nn, "_SPATIAL_SPLIT_MIN", split_min)
     xs, ws, attrs = _FUSED[case]
-    stride = attrs.get("strides", [1, 1])
-    out = (xs[0], ws[0], -(-xs[2] // stride[0]), -(-xs[3] // stride[1]))
-    if case.startswith("im2col") or case == "pointwise":
-        out = (xs[0], ws[0]) + tuple(
-            (n + sum(attrs.get("pads", [0] * 4)[i::2]) - k) // s + 1
-            for i, (n, k, s) in enumerate(zip(xs[2:], ws[2:], stride)))
+    rank = len(xs) - 2
+    stride, pads = attrs.get("strides", [1] * rank), attrs.get("pads", [0] * 2 * rank)
+    out = (xs[0], ws[0]) + tuple((n + pads[i] + pads[i + rank] - k) // s + 1
+                                 for i, (n, k, s) in enumerate(zip(xs[2:], ws[2:], stride)))
     inputs = [rand(*xs), rand(*ws), rand(ws[0])] + ([rand(*out)] if with_z else [])
     if act:
         attrs = {**attrs, "activation": act}
