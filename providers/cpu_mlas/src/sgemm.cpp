@@ -488,7 +488,9 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   // A row or two against a prepacked B: each B panel is one contiguous run over all of K, read
   // once; blocking K would make it jumps of kc rows, a panel apart, that the hardware
   // prefetcher restarts on (a classifier's 1 x 1280 x 1000 GEMV streams its 5 MB from memory).
-  const size_t k_step = pb != nullptr && m <= 2 && (direct_a || pa != nullptr) ? k : kSgemmKc;
+  const size_t k_step = as != nullptr && pb != nullptr         ? as->block_limit()
+                        : pb != nullptr && m <= 2 && (direct_a || pa != nullptr) ? k
+                                                                                 : kSgemmKc;
 
   auto run_task = [&](size_t t) {
     static thread_local Scratch a_scratch, b_scratch;
@@ -499,7 +501,7 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
     const size_t n1 = std::min(n, col_panels * (ct + 1) / col_tasks * kSgemmNr);
     if (m0 >= m1 || n0 >= n1) return;
     const size_t a_panels = ceil_div(m1 - m0, kSgemmMr);
-    static thread_local std::vector<std::pair<const float*, size_t>> a_tiles;
+    static thread_local std::vector<DirectRows> a_tiles;
     for (size_t k0 = 0, kc = 0; k0 < k; k0 += kc) {
       kc = std::min(k_step, k - k0);
       const float* a_block = nullptr;  // raw A: this task's rows of the k block, packed
@@ -513,14 +515,11 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         a_tiles.resize(a_panels);
         for (size_t p = 0; p < a_panels; ++p) {
           const size_t r0 = m0 + p * kSgemmMr, count = std::min(kSgemmMr, m1 - r0);
-          size_t ld = 0;
-          const float* in_place = as->direct(r0, count, k0, kc, ld);
-          if (in_place != nullptr) {
-            a_tiles[p] = {in_place, ld};
-          } else {
+          a_tiles[p] = as->direct(r0, count, k0, kc);
+          if (a_tiles[p].a == nullptr) {
             float* dst = buf + p * kSgemmMr * lda;
             as->rows(r0, r0 + count, k0, kc, dst, lda);
-            a_tiles[p] = {dst, lda};
+            a_tiles[p] = DirectRows{dst, lda};
           }
         }
       } else if (copy_a) {
@@ -550,9 +549,13 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
       auto run_tile = [&](size_t p, size_t q) {  // A panel p x B panel q of this task
         const size_t i = m0 + p * kSgemmMr, j = n0 + q * kSgemmNr;
         SgemmTile tl;
-        tl.lda = as != nullptr ? a_tiles[p].second : direct_a ? lda : 0;
+        tl.lda = as != nullptr ? a_tiles[p].lda : direct_a ? lda : 0;
+        if (as != nullptr) {
+          tl.segs = a_tiles[p].segs;
+          tl.seg_skip = a_tiles[p].seg_skip;
+        }
         tl.a = pa != nullptr ? pa->panel(i / kSgemmMr) + k0 * kSgemmMr
-               : as != nullptr ? a_tiles[p].first
+               : as != nullptr ? a_tiles[p].a
                : direct_a    ? a_block + p * kSgemmMr * lda
                              : a_block + p * kc * kSgemmMr;
         tl.b = pb != nullptr ? pb->panel(j / kSgemmNr) + k0 * kSgemmNr
@@ -686,6 +689,11 @@ inline void zero_run(float* dst, size_t n) {
 // Kernel rows (kw * C floats) shorter than this are not read in place: k blocks that short
 // would make the GEMM reload its C tiles every few multiply-adds.
 constexpr size_t kNhwcDirectMinRun = 32;
+// K per block of a channels-last conv at most: whole kernel rows up to this, so that a tile
+// adds all of a 3x3 conv's K up to 128 channels in its registers (blocks of one kernel row,
+// at most kSgemmKc, loaded and stored C two times more at 3x3: ResNet's 3x3 convs ran ~8%
+// slower).
+constexpr size_t kNhwcKc = 1152;
 // Bands of col rows at most this large, for the convs whose rows are not read in place.
 constexpr size_t kNhwcBandBytes = 384u << 10;
 
@@ -737,33 +745,46 @@ class NhwcConvSource final : public ASource {
   }
 
   // Blocks end at kernel rows (a kernel row's taps are one run of the input row at dilation
-  // 1), a longer row in near-equal parts (3 x 128 channels: two blocks of 192).
+  // 1): as many whole rows as fit (read in place as one run per row, all of K in the tile's
+  // registers), else a longer row in near-equal parts (7 x 256 channels: 1792 in two of 896).
   size_t block(size_t k0, size_t limit) const override {
     const size_t run = g_.kw * g_.c;
     if (run < kNhwcDirectMinRun) return limit;
+    if (g_.dw == 1 && k0 % run == 0 && run <= limit) return limit / run * run;
     const size_t left = run - k0 % run;
     return ceil_div(left, ceil_div(left, limit));
   }
 
+  size_t block_limit() const override { return kNhwcKc; }
+
   // count output positions of one output row, all of whose taps in the block are inside the
-  // input: rows sw * C floats apart in x.
-  const float* direct(size_t m0, size_t count, size_t k0, size_t kc,
-                      size_t& lda) const override {
+  // input: rows sw * C floats apart in x, a kernel row's run dh input rows after the last.
+  DirectRows direct(size_t m0, size_t count, size_t k0, size_t kc) const override {
     const Conv2dGeometry& g = g_;
     const size_t run = g.kw * g.c, within = k0 % run;
     const size_t oy = m0 / g.ow, ox = m0 % g.ow;
-    if (ox + count > g.ow || within + kc > run) return nullptr;
-    const size_t j0 = within / g.c, j1 = (within + kc - 1) / g.c;  // the block's taps
-    if (g.dw != 1 && j0 != j1) return nullptr;
+    if (ox + count > g.ow) return {};
+    size_t segs = 1, len = kc;
+    if (within + kc > run) {  // whole kernel rows
+      if (within != 0 || kc % run != 0) return {};
+      segs = kc / run;
+      len = run;
+    }
+    const size_t j0 = within / g.c, j1 = (within + len - 1) / g.c;  // the block's taps
+    if (g.dw != 1 && j0 != j1) return {};
     const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.sh + (k0 / run) * g.dh) - g.pt;
-    if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(g.h)) return nullptr;
+    const auto h = static_cast<std::ptrdiff_t>(g.h);
+    if (iy < 0 || iy + static_cast<std::ptrdiff_t>((segs - 1) * g.dh) >= h) return {};
     const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;  // first position's
     const std::ptrdiff_t first = x0 + static_cast<std::ptrdiff_t>(j0 * g.dw);
     const std::ptrdiff_t last = x0 + static_cast<std::ptrdiff_t>((count - 1) * g.sw + j1 * g.dw);
-    if (first < 0 || last >= static_cast<std::ptrdiff_t>(g.w)) return nullptr;
-    lda = g.sw * g.c;
-    return x_ + (static_cast<size_t>(iy) * g.w + static_cast<size_t>(first)) * g.c +
-           within % g.c;
+    if (first < 0 || last >= static_cast<std::ptrdiff_t>(g.w)) return {};
+    DirectRows d;
+    d.a = x_ + (static_cast<size_t>(iy) * g.w + static_cast<size_t>(first)) * g.c + within % g.c;
+    d.lda = g.sw * g.c;
+    d.segs = segs;
+    d.seg_skip = static_cast<std::ptrdiff_t>(g.dh * g.w * g.c) - static_cast<std::ptrdiff_t>(len);
+    return d;
   }
 
  private:
@@ -876,10 +897,15 @@ void conv2d_nhwc_f32(const float* x, const Conv2dGeometry& g, const SgemmPacked&
 // The portable micro-kernel: the reference the vector variants are tested against.
 void sgemm_tile_scalar(const SgemmTile& t) {
   float acc[kSgemmMr][kSgemmNr] = {};
+  const size_t seg_len = t.kc / t.segs;
   for (size_t k = 0; k < t.kc; ++k) {
     const float* b = t.b + k * (t.ldb != 0 ? t.ldb : kSgemmNr);
+    // (k's place in A read in place: its run, then its place in the run)
+    const std::ptrdiff_t ak = static_cast<std::ptrdiff_t>(k) +
+                              static_cast<std::ptrdiff_t>(k / seg_len) * t.seg_skip;
     for (size_t r = 0; r < t.rows; ++r) {
-      const float a = t.lda != 0 ? t.a[r * t.lda + k] : t.a[k * kSgemmMr + r];
+      const float a = t.lda != 0 ? t.a[static_cast<std::ptrdiff_t>(r * t.lda) + ak]
+                                 : t.a[k * kSgemmMr + r];
       for (size_t j = 0; j < t.cols; ++j) acc[r][j] += a * b[j];
     }
   }

@@ -82,6 +82,17 @@ class BSource {
 // rows): writes rows [m0, m1) x k [k0, k0 + kc) of A row-major into dst, rows `ld` floats
 // apart. Each task asks for its rows of one k block at a time, into a per-thread buffer that
 // stays in cache; called concurrently.
+// Rows [m0, m0 + count) of an A block as they already lie in memory (read in place, nothing
+// written): `lda` floats apart, each row's k values in `segs` equal runs, a run starting
+// `seg_skip` floats past the end of the one before (a channels-last conv's kernel rows: the
+// input rows they read lie a row of the image apart). `a` null: not in memory.
+struct DirectRows {
+  const float* a = nullptr;
+  size_t lda = 0;
+  size_t segs = 1;
+  std::ptrdiff_t seg_skip = 0;
+};
+
 class ASource {
  public:
   virtual ~ASource() = default;
@@ -89,12 +100,12 @@ class ASource {
   // The k block to use from k0 on, at most `limit` values (a source may end blocks where its
   // rows stop being one strided run).
   virtual size_t block(size_t k0, size_t limit) const { return limit; }
-  // Rows [m0, m0 + count) of the k block [k0, k0 + kc) when they already lie in memory as
-  // rows `lda` floats apart (read in place, nothing written): their first row, else null.
-  virtual const float* direct(size_t m0, size_t count, size_t k0, size_t kc,
-                              size_t& lda) const {
-    (void)m0, (void)count, (void)k0, (void)kc, (void)lda;
-    return nullptr;
+  // The longest k block the GEMM offers block() (with B prepacked).
+  virtual size_t block_limit() const { return kSgemmKc; }
+  // Rows [m0, m0 + count) of the k block [k0, k0 + kc) where they already lie in memory.
+  virtual DirectRows direct(size_t m0, size_t count, size_t k0, size_t kc) const {
+    (void)m0, (void)count, (void)k0, (void)kc;
+    return {};
   }
 };
 
@@ -214,6 +225,10 @@ struct SgemmTile {
   const float* b;     // packed: [kc][kNr]; or
   size_t ldb;         // when not 0, B as it is: kc rows of `cols` contiguous floats, ldb apart
   size_t kc;
+  // A as it is only: its kc values a row as `segs` equal runs, each starting seg_skip floats
+  // past the end of the one before (DirectRows)
+  size_t segs = 1;
+  std::ptrdiff_t seg_skip = 0;
   size_t rows, cols;  // 1..kMr, 1..kNr
   float* c;
   size_t ldc;

@@ -44,8 +44,10 @@ void block(const SgemmTile& t, size_t r0, size_t c0, size_t cols) {
   }
   const float* a = DirectA ? t.a + r0 * t.lda : t.a + r0;
   const float* b = t.b + c0;
+  const size_t segs = DirectA ? t.segs : 1, seg_len = t.kc / segs;
+  for (size_t s = 0; s < segs; ++s, a += DirectA ? t.seg_skip : 0) {
 #pragma GCC unroll 4
-  for (size_t k = 0; k < t.kc; ++k) {
+  for (size_t k = 0; k < seg_len; ++k) {
     __m256 bv[NV];
     for (int v = 0; v < NV; ++v) {
       bv[v] = DirectB ? _mm256_maskload_ps(b + 8 * v, mask[v]) : _mm256_load_ps(b + 8 * v);
@@ -61,6 +63,7 @@ void block(const SgemmTile& t, size_t r0, size_t c0, size_t cols) {
     }
     a += DirectA ? 1 : kSgemmMr;
     b += DirectB ? t.ldb : kSgemmNr;
+  }
   }
 
   __m256 cb[NV];

@@ -43,8 +43,10 @@ void tile(const SgemmTile& t) {
   }
   const float* a = t.a;
   const float* b = t.b;
+  const size_t segs = DirectA ? t.segs : 1, seg_len = t.kc / segs;
+  for (size_t s = 0; s < segs; ++s, a += DirectA ? t.seg_skip : 0) {
 #pragma GCC unroll 4
-  for (size_t k = 0; k < t.kc; ++k) {
+  for (size_t k = 0; k < seg_len; ++k) {
     __m512 b0, b1 = _mm512_setzero_ps();
     if (DirectB) {
       b0 = _mm512_maskz_loadu_ps(m0, b);
@@ -64,6 +66,7 @@ void tile(const SgemmTile& t) {
     }
     a += DirectA ? 1 : kSgemmMr;
     b += DirectB ? t.ldb : kSgemmNr;
+  }
   }
 
   __m512 cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();

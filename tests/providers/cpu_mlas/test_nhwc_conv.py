@@ -169,6 +169,42 @@ def test_native_conv2d_nhwc(geo, threads):
                                    rtol=1e-4, atol=1e-4)
 
 
+def _isa_ok(name: str) -> bool:
+    try:
+        nat.sgemm(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), isa=name)
+    except ValueError:
+        return False
+    return True
+
+
+# Blocks of several kernel rows read in place (each tile adds them all up in its registers):
+# (C in, C out, H, W, kernel, stride, (dh, dw), pads t/l/b/r)
+MULTI_ROW = [
+    (64, 40, 9, 30, 3, 1, (1, 1), (1, 1, 1, 1)),    # K = 576: one block of 3 kernel rows
+    (48, 20, 12, 33, 5, 1, (1, 1), (2, 2, 2, 2)),   # 5 rows of 240: blocks of 4 and 1
+    (32, 33, 14, 40, 3, 2, (1, 1), (1, 1, 1, 1)),   # stride 2: positions 2C apart
+    (32, 16, 16, 30, 3, 1, (2, 1), (2, 1, 2, 1)),   # rows 2 input rows apart
+    (40, 16, 10, 30, 3, 1, (1, 2), (1, 2, 1, 2)),   # dilated taps: one row a block
+    (384, 16, 6, 30, 3, 1, (1, 1), (1, 1, 1, 1)),   # rows of 1152: one a block
+]
+
+
+@needs_native
+@pytest.mark.parametrize("isa", [i for i in ("scalar", "avx2", "avx512")
+                                 if native() is not None and _isa_ok(i)])
+@pytest.mark.parametrize("geo", MULTI_ROW, ids=str)
+def test_native_conv2d_nhwc_kernel_rows_in_one_block(geo, isa):
+    c, m, h, wd, k, s, dil, pads = geo
+    x, w, b = rand(2, c, h, wd), rand(m, c, k, k), rand(m)
+    ref = conv_ref(x, w, b, (s, s), dil, pads)
+    wt = nat.sgemm_pack_b(np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, m)))
+    y = np.full((2, ref.shape[2], ref.shape[3], m), np.nan, np.float32)
+    nat.conv2d_nhwc_f32(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wt, y, (k, k), (s, s),
+                        dil, pads[:2], bias=b, threads=2, isa=isa)
+    # (sums of up to 3456 products: float32's rounding grows with K)
+    np.testing.assert_allclose(y, ref.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-3)
+
+
 @needs_native
 @pytest.mark.parametrize("threads", [1, 2, 5])
 @pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
