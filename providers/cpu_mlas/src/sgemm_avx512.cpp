@@ -156,10 +156,11 @@ namespace {
 // in registers: the loops run on compile-time position indices only.
 // Step: the positions' distance in floats (sw * C) when known at compile time (0: from g), so
 // that each broadcast is a constant offset from the tap's pointer (an RGB stem's 3, 6 or 12).
-template <int NV, size_t Step>
+// R: positions (12; 8 or 4 for a row's last tile: ResNet's 112 positions a row leave 4, at 12
+// a tile a third of a row's last tile was work).
+template <int NV, size_t Step, size_t R>
 void smallc_tile(const float* rows, size_t row_stride, size_t ky0, size_t ky1,
                  const Conv2dGeometry& g, const float* wp, __m512* a0, __m512* a1) {
-  constexpr size_t R = 12;
   const size_t c = g.c, step = Step != 0 ? Step : g.sw * c, run = g.kw * c;
   for (size_t ky = ky0; ky < ky1; ++ky) {
     const float* q0 = rows + (ky - ky0) * row_stride;
@@ -263,10 +264,17 @@ void smallc_rows(const float* x, const Conv2dGeometry& g, const SgemmPacked& wt,
         const float* wp = wt.panel(p);
         __m512 a0[R], a1[R];
         for (size_t r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
-        if (cout - p * kSgemmNr > 16) {
-          smallc_tile<2, Step>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+        // (direct calls, each inlined: through a pointer the accumulators leave the registers)
+        const bool two = cout - p * kSgemmNr > 16;
+        if (rn > 8) {
+          if (two) smallc_tile<2, Step, 12>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+          else smallc_tile<1, Step, 12>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+        } else if (rn > 4) {
+          if (two) smallc_tile<2, Step, 8>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+          else smallc_tile<1, Step, 8>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
         } else {
-          smallc_tile<1, Step>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+          if (two) smallc_tile<2, Step, 4>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
+          else smallc_tile<1, Step, 4>(rows, row_stride, ky0, ky1, g, wp, a0, a1);
         }
         const size_t j = p * kSgemmNr, cols = std::min(kSgemmNr, cout - j);
         const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);

@@ -16,6 +16,7 @@ import onnxplex
 from onnxplex.providers.cpu_mlas._native import native
 from onnxplex.providers.cpu_mlas.shape import _rotation
 
+from .test_native_sgemm import ISAS as SGEMM_ISAS
 from .test_nn import CONV_CASES
 
 ort.set_default_logger_severity(3)
@@ -148,6 +149,8 @@ GEOMETRIES = [
     (3, 40, 17, 23, 3, 2, 1, (0, 0, 1, 1)),
     (3, 16, 32, 32, 3, 1, 1, (1, 1, 1, 1)),
     (3, 40, 16, 20, 4, 4, 1, (0, 0, 0, 0)),     # a 4x4 patchify stem (ConvNeXt's, Swin's)
+    # a row's last tile of 4 positions (8 above: 30, 32, 20 positions a row), one vector
+    (3, 16, 20, 28, 3, 1, 1, (1, 1, 1, 1)),
 ]
 
 
@@ -169,14 +172,6 @@ def test_native_conv2d_nhwc(geo, threads):
                                    rtol=1e-4, atol=1e-4)
 
 
-def _isa_ok(name: str) -> bool:
-    try:
-        nat.sgemm(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), isa=name)
-    except ValueError:
-        return False
-    return True
-
-
 # Blocks of several kernel rows read in place (each tile adds them all up in its registers):
 # (C in, C out, H, W, kernel, stride, (dh, dw), pads t/l/b/r)
 MULTI_ROW = [
@@ -190,8 +185,7 @@ MULTI_ROW = [
 
 
 @needs_native
-@pytest.mark.parametrize("isa", [i for i in ("scalar", "avx2", "avx512")
-                                 if native() is not None and _isa_ok(i)])
+@pytest.mark.parametrize("isa", SGEMM_ISAS)
 @pytest.mark.parametrize("geo", MULTI_ROW, ids=str)
 def test_native_conv2d_nhwc_kernel_rows_in_one_block(geo, isa):
     c, m, h, wd, k, s, dil, pads = geo
