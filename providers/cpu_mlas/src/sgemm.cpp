@@ -502,6 +502,11 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
     if (m0 >= m1 || n0 >= n1) return;
     const size_t a_panels = ceil_div(m1 - m0, kSgemmMr);
     static thread_local std::vector<DirectRows> a_tiles;
+    // With a source: per A panel, whether a k block has written its C rows yet (a block whose
+    // rows are all zeros, a conv's taps in the padding, is skipped; its C then has no sum to
+    // add to, or only the epilogue to get at the last block)
+    static thread_local std::vector<char> a_written, a_zero;
+    if (as != nullptr) a_written.assign(a_panels, 0);
     for (size_t k0 = 0, kc = 0; k0 < k; k0 += kc) {
       kc = std::min(k_step, k - k0);
       const float* a_block = nullptr;  // raw A: this task's rows of the k block, packed
@@ -513,8 +518,14 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         lda = kc + 16;
         float* buf = a_scratch.get((m1 - m0) * lda);
         a_tiles.resize(a_panels);
+        a_zero.assign(a_panels, 0);
         for (size_t p = 0; p < a_panels; ++p) {
           const size_t r0 = m0 + p * kSgemmMr, count = std::min(kSgemmMr, m1 - r0);
+          if (as->zero(r0, count, k0, kc)) {
+            a_zero[p] = 1;
+            a_tiles[p] = DirectRows{buf, lda};   // (a k count of 0: nothing read)
+            continue;
+          }
           a_tiles[p] = as->direct(r0, count, k0, kc);
           if (a_tiles[p].a == nullptr) {
             float* dst = buf + p * kSgemmMr * lda;
@@ -568,11 +579,19 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         tl.cols = std::min(kSgemmNr, n1 - j);
         tl.c = c + i * ldc + j;
         tl.ldc = ldc;
-        tl.accumulate = ep.accumulate || ep.z != nullptr || k0 > 0;
-        const bool from_z = k0 == 0 && ep.z != nullptr;
+        // (C's rows summed into before: by an earlier k block, of this panel when some were
+        // skipped)
+        const bool started = as != nullptr ? a_written[p] != 0 : k0 > 0;
+        tl.last = k0 + kc == k;
+        if (as != nullptr && a_zero[p]) {
+          if (!tl.last) return;
+          tl.kc = 0;   // the epilogue alone
+          tl.segs = 1;
+        }
+        tl.accumulate = ep.accumulate || ep.z != nullptr || started;
+        const bool from_z = !started && ep.z != nullptr;
         tl.addend = from_z ? ep.z + i * ep.ldz + j : tl.c;
         tl.ld_addend = from_z ? ep.ldz : ldc;
-        tl.last = k0 + kc == k;
         tl.row_bias = row_bias ? row_bias + i : nullptr;
         tl.col_bias = col_bias ? col_bias + j : nullptr;
         tl.lo = ep.lo;
@@ -594,6 +613,9 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
         for (size_t p = 0; p < a_panels; ++p) {
           for (size_t q = 0; q < b_panels; ++q) run_tile(p, q);
         }
+      }
+      if (as != nullptr) {
+        for (size_t p = 0; p < a_panels; ++p) a_written[p] |= static_cast<char>(!a_zero[p]);
       }
     }
   };
@@ -756,6 +778,33 @@ class NhwcConvSource final : public ASource {
   }
 
   size_t block_limit() const override { return kNhwcKc; }
+
+  // Every tap of the block in the padding for all count positions (a dilated conv's kernel
+  // rows and columns beside a small image: DeepLab's rate-24 and -36 3x3 convs on a 20 x 20
+  // map read only their middle tap).
+  bool zero(size_t m0, size_t count, size_t k0, size_t kc) const override {
+    const Conv2dGeometry& g = g_;
+    const size_t run = g.kw * g.c;
+    const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+    const auto dw = static_cast<std::ptrdiff_t>(g.dw);
+    size_t oy = m0 / g.ow, ox = m0 % g.ow;
+    for (size_t r = 0; r < count; ++r) {
+      const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * g.sh) - g.pt;
+      const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw) - g.pl;
+      for (size_t i = k0 / run; i * run < k0 + kc; ++i) {   // the block's kernel rows
+        const std::ptrdiff_t iy = y0 + static_cast<std::ptrdiff_t>(i * g.dh);
+        if (iy < 0 || iy >= h) continue;
+        // the row's taps in the block, [j0, j1]; the first of them at or past column 0
+        const auto j0 = static_cast<std::ptrdiff_t>((std::max(k0, i * run) - i * run) / g.c);
+        const auto j1 = static_cast<std::ptrdiff_t>((std::min(k0 + kc, (i + 1) * run) - 1 -
+                                                     i * run) / g.c);
+        const std::ptrdiff_t j = x0 >= 0 ? j0 : std::max(j0, (-x0 + dw - 1) / dw);
+        if (j <= j1 && x0 + j * dw < w) return false;
+      }
+      if (++ox == g.ow) ox = 0, ++oy;
+    }
+    return true;
+  }
 
   // count output positions of one output row, all of whose taps in the block are inside the
   // input: rows sw * C floats apart in x, a kernel row's run dh input rows after the last.

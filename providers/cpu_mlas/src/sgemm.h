@@ -102,6 +102,12 @@ class ASource {
   virtual size_t block(size_t k0, size_t limit) const { return limit; }
   // The longest k block the GEMM offers block() (with B prepacked).
   virtual size_t block_limit() const { return kSgemmKc; }
+  // Whether rows [m0, m0 + count) of the k block [k0, k0 + kc) are all zeros (the GEMM then
+  // skips them).
+  virtual bool zero(size_t m0, size_t count, size_t k0, size_t kc) const {
+    (void)m0, (void)count, (void)k0, (void)kc;
+    return false;
+  }
   // Rows [m0, m0 + count) of the k block [k0, k0 + kc) where they already lie in memory.
   virtual DirectRows direct(size_t m0, size_t count, size_t k0, size_t kc) const {
     (void)m0, (void)count, (void)k0, (void)kc;

@@ -199,6 +199,35 @@ def test_native_conv2d_nhwc_kernel_rows_in_one_block(geo, isa):
     np.testing.assert_allclose(y, ref.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-3)
 
 
+# Dilated convs beside small images: k blocks whose taps all lie in the padding for a panel
+# of positions are skipped (DeepLab's ASPP), the panel's C then started by a later block, or
+# by the epilogue alone when every block is skipped. (C in, C out, H, W, dilation, pads)
+PADDING_BLOCKS = [
+    (16, 8, 9, 11, (12, 12), (12, 12, 12, 12)),   # the middle tap alone is ever inside
+    (32, 24, 10, 10, (6, 6), (6, 6, 6, 6)),       # outer taps inside for some positions
+    (400, 16, 8, 8, (10, 10), (10, 10, 10, 10)),  # rows of 1200 in two blocks of 600
+    (24, 40, 3, 30, (4, 1), (4, 1, 4, 1)),        # only the middle kernel row inside
+    (8, 16, 12, 12, (5, 5), (0, 0, 10, 10)),      # the first kernel row always inside
+]
+
+
+@needs_native
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("isa", SGEMM_ISAS)
+@pytest.mark.parametrize("geo", PADDING_BLOCKS, ids=str)
+def test_native_conv2d_nhwc_blocks_in_the_padding(geo, isa, threads):
+    c, m, h, wd, dil, pads = geo
+    x, w, b = rand(2, c, h, wd), rand(m, c, 3, 3), rand(m)
+    ref = conv_ref(x, w, b, (1, 1), dil, pads)
+    z = rand(2, ref.shape[2], ref.shape[3], m)
+    wt = nat.sgemm_pack_b(np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, m)))
+    y = np.full((2, ref.shape[2], ref.shape[3], m), np.nan, np.float32)
+    nat.conv2d_nhwc_f32(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wt, y, (3, 3), (1, 1),
+                        dil, pads[:2], bias=b, lo=-1.0, hi=3.0, threads=threads, isa=isa, z=z)
+    np.testing.assert_allclose(y, np.clip(ref.transpose(0, 2, 3, 1) + z, -1, 3), rtol=1e-4,
+                               atol=1e-3)
+
+
 @needs_native
 @pytest.mark.parametrize("threads", [1, 2, 5])
 @pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
