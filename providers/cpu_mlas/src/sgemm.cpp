@@ -40,6 +40,8 @@ constexpr size_t kDirectBMaxRowsAvx512 = 512;
 constexpr size_t kMaxTaskCols = 512;
 // Tasks per thread wanted: a late thread then costs a fraction of the call.
 constexpr size_t kTasksPerThread = 3;
+// Tasks per thread from which their count need not be a multiple of the threads.
+constexpr size_t kEvenTasksPerThread = 8;
 
 float* aligned_floats(size_t count) {
   void* p = std::aligned_alloc(64, round_up(std::max<size_t>(count, 1) * sizeof(float), 64));
@@ -459,7 +461,13 @@ void sgemm_impl(const MatrixView& a, const SgemmPacked* pa, const BSource* b,
   const size_t want = as != nullptr && threads == 1 ? 1 : kTasksPerThread * threads;
   while (row_tasks * col_tasks < want && col_tasks < col_panels) ++col_tasks;
   while (row_tasks * col_tasks < want && (row_tasks + 1) * 4 <= row_panels) ++row_tasks;
-  while (threads > 1 && (row_tasks * col_tasks) % threads != 0 && col_tasks < col_panels) {
+  // A count of tasks that is no multiple of the threads leaves a thread a task behind; past
+  // a few rounds of tasks that task is a small part of the call, and splitting columns
+  // instead has every A panel read by two tasks and C's rows written in halves by two threads
+  // (a 1x1 conv 16 -> 64 on 160 x 160: 107 row tasks made 214 of 32 columns, and two threads
+  // ran slower than one).
+  while (threads > 1 && (row_tasks * col_tasks) % threads != 0 && col_tasks < col_panels &&
+         row_tasks * col_tasks < kEvenTasksPerThread * threads) {
     ++col_tasks;
   }
   if (threads > 1) {
