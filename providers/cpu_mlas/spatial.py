@@ -5,7 +5,10 @@ nearest, 2 for linear, 4 for cubic, a scale-dependent window with antialias) and
 Nearest gathers with ``np.take``; interpolation along a short axis is one BLAS matmul with the
 dense ``[out, in]`` weight matrix, along a long one each tap is gathered and weighted.
 Coordinates are computed in float32 with the same formulas and order as ONNX Runtime, so
-nearest-neighbour rounding at half-way points matches it exactly.
+nearest-neighbour rounding at half-way points matches it exactly. A float32 resize of the last
+two axes (images: upsampling in segmentation heads and FPNs) runs on the native kernel with the
+same taps (``resize2d_f32``: each needed input row resampled once, then the output rows as
+weighted sums of them), its taps worked out once per input shape and sizes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 
+from ._blas import intra_threads
+from ._native import native
 from ._registry import op
 from .nn import to_compute
 
@@ -271,8 +276,36 @@ def _roi_pairs(spec: _ResizeSpec, r: int, roi: np.ndarray | None) -> list[tuple[
     return pairs
 
 
+# Per kernel: the native call's taps for an input shape, scales, sizes and roi (at most this
+# many kept).
+_TAPS_CACHE_MAX = 32
+_NativeTaps = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _native_taps(x_shape: tuple[int, ...], spec: _ResizeSpec, out: list[int],
+                 sc: list[np.float32], pairs: list[tuple[float, float]],
+                 from_sizes: bool) -> _NativeTaps | None:
+    """The last two axes' (index, weight) taps for ``resize2d_f32``, or None when the native
+    kernel cannot run this resize (a leading axis resized, values extrapolated)."""
+    if len(x_shape) < 2 or list(out[:-2]) != list(x_shape[:-2]):
+        return None
+    taps: list[np.ndarray] = []
+    for a in (len(x_shape) - 2, len(x_shape) - 1):
+        if sc[a] == 1 and out[a] == x_shape[a]:
+            idx, w = np.arange(out[a], dtype=np.int64)[:, None], None
+        else:
+            idx, w, extrap = _axis_taps(spec, x_shape[a], out[a], sc[a], pairs[a], from_sizes)
+            if extrap is not None:
+                return None
+        taps.append(np.ascontiguousarray(idx, dtype=np.int64))
+        taps.append(np.ones(idx.shape, _F32) if w is None
+                    else np.ascontiguousarray(w, dtype=_F32))
+    return taps[0], taps[1], taps[2], taps[3]
+
+
 def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
-            scales: np.ndarray | None, sizes: np.ndarray | None) -> np.ndarray:
+            scales: np.ndarray | None, sizes: np.ndarray | None,
+            cache: dict[tuple, _NativeTaps | None] | None = None) -> np.ndarray:
     out, sc = _output_geometry(x.shape, spec, scales, sizes)
     if list(out) == list(x.shape):
         return x.copy()
@@ -281,12 +314,25 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
         y = x  # a pure gather: any element type, as is
     else:  # interpolation runs in float32 (float64 stays float64)
         y = to_compute(x) if x.dtype.kind == "f" else x.astype(np.float32)
+    from_sizes = scales is None or scales.size == 0
+    nat = native() if y.dtype == _F32 and y.size > 0 and cache is not None else None
+    if nat is not None and hasattr(nat, "resize2d_f32"):
+        key = (x.shape, tuple(out), tuple(sc), tuple(pairs), from_sizes)
+        if key not in cache:
+            if len(cache) >= _TAPS_CACHE_MAX:
+                cache.clear()
+            cache[key] = _native_taps(x.shape, spec, out, sc, pairs, from_sizes)
+        if (taps := cache[key]) is not None:
+            h, w = x.shape[-2:]
+            res = np.empty((*out[:-2], out[-2], out[-1]), dtype=_F32)
+            nat.resize2d_f32(np.ascontiguousarray(y).reshape(-1, h, w),
+                             res.reshape(-1, out[-2], out[-1]), *taps, intra_threads())
+            return res if x.dtype == _F32 else _from_float(res, x.dtype)
     masks = []
     for a in range(x.ndim):
         if sc[a] == 1 and out[a] == x.shape[a]:
             continue
-        idx, w, extrap = _axis_taps(spec, x.shape[a], out[a], sc[a], pairs[a],
-                                    from_sizes=scales is None or scales.size == 0)
+        idx, w, extrap = _axis_taps(spec, x.shape[a], out[a], sc[a], pairs[a], from_sizes)
         y = _apply_axis(y, a, idx, w)
         if extrap is not None:
             shape = [1] * x.ndim
@@ -298,12 +344,15 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
             mask = mask | m
         np.copyto(y, np.asarray(spec.extrapolation, dtype=y.dtype),
                   where=np.broadcast_to(mask, y.shape))
-    if y.dtype != x.dtype:
-        if x.dtype.kind in "iu":
-            info = np.iinfo(x.dtype)
-            y = np.clip(np.rint(y), info.min, info.max)
-        y = y.astype(x.dtype)
-    return y
+    return y if y.dtype == x.dtype else _from_float(y, x.dtype)
+
+
+def _from_float(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Interpolated values in the input's element type (integers rounded and saturated)."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        y = np.clip(np.rint(y), info.min, info.max)
+    return y.astype(dtype)
 
 
 def _resize_predicate(node: NodeView) -> str | None:
@@ -316,18 +365,19 @@ def _resize_predicate(node: NodeView) -> str | None:
 def _make_resize(legacy: bool):
     def make(node: NodeView, ctx: ProviderContext):
         spec = _resize_spec(node, legacy)
+        cache: dict[tuple, _NativeTaps | None] = {}
         if legacy:
             attr_scales = node.attr("scales")
             fixed = None if attr_scales is None else np.asarray(attr_scales, dtype=_F32)
 
             def kernel_legacy(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
-                return _resize(x, spec, None, fixed if fixed is not None else scales, None)
+                return _resize(x, spec, None, fixed if fixed is not None else scales, None, cache)
 
             return kernel_legacy
 
         def kernel(x: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray | None = None,
                    sizes: np.ndarray | None = None) -> np.ndarray:
-            return _resize(x, spec, roi, scales, sizes)
+            return _resize(x, spec, roi, scales, sizes, cache)
 
         return kernel
 

@@ -17,6 +17,7 @@
 #include "gelu.h"
 #include "layernorm.h"
 #include "parallel.h"
+#include "resize.h"
 #include "softmax.h"
 
 namespace onnxplex::mlas::bind {
@@ -371,6 +372,58 @@ void register_conv(py::module_& m) {
      "pads: (top, left), pads_end: (bottom, right); each window's sum over the input "
      "positions it covers divided by their count, or with count_include_pad by the taps "
      "inside the padded extent.");
+
+  m.def("resize2d_f32", [](const py::array& x_in, py::array& y_in, const py::array& iy_in,
+                           const py::array& wy_in, const py::array& ix_in,
+                           const py::array& wx_in, size_t threads) {
+    using I64 = py::array_t<int64_t, py::array::c_style>;
+    const F32 x = f32(x_in, "x", 3);
+    F32 y = f32(y_in, "y", 3);
+    if (!y.writeable()) throw py::value_error("y must be writeable");
+    // One axis's taps: index [out, taps] (each in [0, in)), weight [out, taps].
+    auto taps = [](const py::array& i_in, const py::array& w_in, size_t in, size_t out,
+                   const char* axis) {
+      if (!py::isinstance<I64>(i_in) || i_in.ndim() != 2) {
+        throw py::type_error(std::string(axis) + " indices must be a C-contiguous int64 matrix");
+      }
+      const I64 idx = i_in.cast<I64>();
+      const F32 w = f32(w_in, axis, 2);
+      const size_t n = static_cast<size_t>(idx.shape(1));
+      if (static_cast<size_t>(idx.shape(0)) != out || n == 0 ||
+          w.shape(0) != idx.shape(0) || w.shape(1) != idx.shape(1)) {
+        throw py::value_error(std::string(axis) + " taps must be [output length, taps >= 1], "
+                              "indices and weights alike");
+      }
+      const int64_t* ip = idx.data();
+      for (size_t k = 0; k < out * n; ++k) {
+        if (ip[k] < 0 || static_cast<size_t>(ip[k]) >= in) {
+          throw py::value_error(std::string(axis) + " index " + std::to_string(ip[k]) +
+                                " is outside the input's " + std::to_string(in));
+        }
+      }
+      return std::make_pair(idx, w);
+    };
+    const size_t planes = static_cast<size_t>(x.shape(0)), h = static_cast<size_t>(x.shape(1)),
+                 w = static_cast<size_t>(x.shape(2));
+    if (static_cast<size_t>(y.shape(0)) != planes) {
+      throw py::value_error("y must have as many planes as x");
+    }
+    const auto [iy, wy] = taps(iy_in, wy_in, h, static_cast<size_t>(y.shape(1)), "row");
+    const auto [ix, wx] = taps(ix_in, wx_in, w, static_cast<size_t>(y.shape(2)), "column");
+    const ResizeTaps ry{iy.data(), wy.data(), static_cast<size_t>(iy.shape(0)),
+                        static_cast<size_t>(iy.shape(1))};
+    const ResizeTaps rx{ix.data(), wx.data(), static_cast<size_t>(ix.shape(0)),
+                        static_cast<size_t>(ix.shape(1))};
+    const float* xp = x.data();
+    float* yp = y.mutable_data();
+    py::gil_scoped_release release;
+    resize2d_f32(xp, planes, h, w, yp, ry, rx, threads);
+  }, py::arg("x"), py::arg("y"), py::arg("row_index"), py::arg("row_weight"),
+     py::arg("col_index"), py::arg("col_weight"), py::arg("threads") = 1,
+     "Separable resampling of planes x [P, H, W] into y [P, OH, OW] (C-contiguous float32, "
+     "written): y[p, oy, ox] = sum_r row_weight[oy, r] * sum_c col_weight[ox, c] * "
+     "x[p, row_index[oy, r], col_index[ox, c]], the column taps summed first, each in order "
+     "(resize.h); indices int64 [OH, taps] and [OW, taps], weights float32 alike.");
 
   m.def("transpose_f32", [](const py::array& x_in, py::array& y_in) {
     std::ptrdiff_t xs[2];

@@ -6,7 +6,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from onnxplex.providers.cpu_mlas import spatial
+from onnxplex.providers.cpu_mlas._native import native
+
 from ._oracle import check, ours
+
+NAT = native()
 
 ort.set_default_logger_severity(3)
 
@@ -146,6 +151,65 @@ def test_resize_ranks(shape, sc, mode):
 def test_resize_long_axis(sc, mode, antialias):
     # an axis longer than the dense-matrix limit: taps are gathered and weighted one by one
     resize(rand(1, 1, 6, 300), sc=sc, opset=18, mode=mode, antialias=antialias)
+
+
+# The native resize of the last two axes (resize2d_f32) against the numpy taps of the same
+# spec: nearest bit for bit, interpolation to float32 rounding; few planes of many rows split
+# into bands of rows over the threads.
+NATIVE_SPECS = {
+    "nearest": spatial._ResizeSpec("nearest", "asymmetric", "floor"),
+    "linear": spatial._ResizeSpec("linear", "half_pixel", "round_prefer_floor"),
+    "align_corners": spatial._ResizeSpec("linear", "align_corners", "round_prefer_floor"),
+    "cubic": spatial._ResizeSpec("cubic", "half_pixel", "round_prefer_floor",
+                                 exclude_outside=True),
+    "antialias": spatial._ResizeSpec("linear", "half_pixel", "round_prefer_floor",
+                                     antialias=True),
+}
+
+
+@pytest.mark.skipif(not hasattr(NAT, "resize2d_f32"), reason="_mlas_native is not built")
+@pytest.mark.parametrize("shape,sc", [
+    ((1, 2, 40, 40), (1, 1, 8, 8)),      # a segmentation head's upsampling (bands of rows)
+    ((2, 3, 17, 19), (1, 1, 0.45, 0.6)),
+    ((3, 9, 7), (1, 1, 2.5)),            # one axis resized
+    ((6, 5), (1.5, 0.7)),
+], ids=str)
+@pytest.mark.parametrize("spec", list(NATIVE_SPECS))
+def test_native_resize_matches_the_numpy_taps(spec, shape, sc):
+    x, sc = rand(*shape), scales(*sc)
+    got = spatial._resize(x, NATIVE_SPECS[spec], None, sc, None, cache={})
+    want = spatial._resize(x, NATIVE_SPECS[spec], None, sc, None)
+    assert got.shape == want.shape
+    if spec == "nearest":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not hasattr(NAT, "resize2d_f32"), reason="_mlas_native is not built")
+def test_native_resize_threads_and_bad_taps():
+    x = rand(1, 30, 20)
+    iy = np.stack([np.arange(90) // 3, np.minimum(np.arange(90) // 3 + 1, 29)], 1)
+    wy = RNG.random((90, 2)).astype(np.float32)
+    ix, wx = np.arange(20)[:, None], np.ones((20, 1), np.float32)
+    ys = []
+    for threads in (1, 2, 3):
+        y = np.full((1, 90, 20), np.nan, np.float32)
+        NAT.resize2d_f32(x, y, iy, wy, ix, wx, threads)
+        ys.append(y)
+    np.testing.assert_array_equal(ys[0], ys[1])
+    np.testing.assert_array_equal(ys[0], ys[2])
+    np.testing.assert_allclose(ys[0][0], wy[:, :1] * x[0][iy[:, 0]] + wy[:, 1:] * x[0][iy[:, 1]],
+                               rtol=1e-6)
+    y = np.empty((1, 90, 20), np.float32)
+    with pytest.raises(ValueError, match="row index 30 is outside the input's 30"):
+        NAT.resize2d_f32(x, y, iy + 1, wy, ix, wx, 1)
+    with pytest.raises(ValueError, match="column index -1"):
+        NAT.resize2d_f32(x, y, iy, wy, ix - 1, wx, 1)
+    with pytest.raises(TypeError, match="int64"):
+        NAT.resize2d_f32(x, y, iy.astype(np.int32), wy, ix, wx, 1)
+    with pytest.raises(ValueError, match="taps must be"):
+        NAT.resize2d_f32(x, y, iy[:5], wy[:5], ix, wx, 1)
 
 
 def test_resize_identity_and_dtypes():
