@@ -973,8 +973,63 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
 
 // out[ch, ch + lanes of V) = the max over the n taps' channels there (a NaN, once taken, is
 // never replaced).
+#if defined(__AVX512F__) || defined(__AVX2__)
+// max_over_taps for a register of Bytes (64: AVX-512, 32: AVX2): false (nothing stored) when
+// some tap has a NaN in these lanes.
+template <size_t Bytes>
+inline bool max_over_taps_fast(const float* const* taps, size_t n, size_t ch, float* out) {
+  size_t t = 0;
+  if constexpr (Bytes == 64) {
+#if defined(__AVX512F__)
+    __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __mmask16 nan = 0;
+    for (; t + 2 <= n; t += 2) {
+      const __m512 a = _mm512_loadu_ps(taps[t] + ch), b = _mm512_loadu_ps(taps[t + 1] + ch);
+      nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+      m = _mm512_max_ps(b, _mm512_max_ps(a, m));
+    }
+    if (t < n) {
+      const __m512 a = _mm512_loadu_ps(taps[t] + ch);
+      nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+      m = _mm512_max_ps(a, m);
+    }
+    if (nan != 0) return false;
+    _mm512_storeu_ps(out + ch, m);
+    return true;
+#endif
+  } else {
+    __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    __m256 nan = _mm256_setzero_ps();
+    for (; t + 2 <= n; t += 2) {
+      const __m256 a = _mm256_loadu_ps(taps[t] + ch), b = _mm256_loadu_ps(taps[t + 1] + ch);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+      m = _mm256_max_ps(b, _mm256_max_ps(a, m));
+    }
+    if (t < n) {
+      const __m256 a = _mm256_loadu_ps(taps[t] + ch);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+      m = _mm256_max_ps(a, m);
+    }
+    if (_mm256_movemask_ps(nan) != 0) return false;
+    _mm256_storeu_ps(out + ch, m);
+    return true;
+  }
+  return false;
+}
+#endif
+
 template <typename V>
 inline void max_over_taps(const float* const* taps, size_t n, size_t ch, float* out) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+  // A register of lanes: one max instruction a tap (maxps returns its second operand when
+  // either is NaN: a NaN tap leaves m as it was), and one unordered compare per two taps
+  // noting a NaN in either; lanes that met one go through the loop below instead (the
+  // select above is two compares and a blend a tap: GoogLeNet's 3x3 pools ran 1.3-2.3x
+  // onnxruntime's time with it). The same maxima, NaN the first one in tap order.
+  if constexpr (sizeof(V) == 64 || sizeof(V) == 32) {
+    if (max_over_taps_fast<sizeof(V)>(taps, n, ch, out)) return;
+  }
+#endif
   V m = V{} - std::numeric_limits<float>::infinity();
   for (size_t t = 0; t < n; ++t) {
     const V v = *reinterpret_cast<const V*>(taps[t] + ch);
