@@ -97,14 +97,25 @@ int main() {
               bad += !(std::fabs(yn[p * c + ch] - y[ch * g.ho * g.wo + p]) <= 1e-6f);
             }
           }
-          // Max pooling, channels-last (two row ranges) against the NCHW kernel.
-          std::vector<float> mp(y.size()), mpn(y.size(), std::nanf(""));
-          detail::maxpool_f32_flat(x.data(), mp.data(), c, g);
-          detail::maxpool_nhwc_f32_any(xn.data(), mpn.data(), c, 0, ymid, g);
-          detail::maxpool_nhwc_f32_any(xn.data(), mpn.data(), c, ymid, g.ho, g);
-          for (size_t ch = 0; ch < c; ++ch) {
-            for (size_t p = 0; p < g.ho * g.wo; ++p) {
-              bad += mpn[p * c + ch] != mp[ch * g.ho * g.wo + p];
+          // Max pooling, channels-last (two row ranges) against the NCHW kernel; then again
+          // with a few NaNs in the image (the windows holding one come out NaN in both).
+          std::vector<float> xm = x, xnm = xn;
+          for (int with_nan = 0; with_nan < 2; ++with_nan) {
+            if (with_nan) {
+              for (size_t q : {size_t{5}, x.size() / 3, x.size() - 2}) {
+                xm[q] = std::nanf("");
+                xnm[(q % (g.h * g.w)) * c + q / (g.h * g.w)] = xm[q];
+              }
+            }
+            std::vector<float> mp(y.size()), mpn(y.size(), 7.0f);
+            detail::maxpool_f32_flat(xm.data(), mp.data(), c, g);
+            detail::maxpool_nhwc_f32_any(xnm.data(), mpn.data(), c, 0, ymid, g);
+            detail::maxpool_nhwc_f32_any(xnm.data(), mpn.data(), c, ymid, g.ho, g);
+            for (size_t ch = 0; ch < c; ++ch) {
+              for (size_t p = 0; p < g.ho * g.wo; ++p) {
+                const float a = mpn[p * c + ch], e = mp[ch * g.ho * g.wo + p];
+                bad += !(a == e || (std::isnan(a) && std::isnan(e)));
+              }
             }
           }
           for (size_t ch = 0; ch < c; ++ch) {
