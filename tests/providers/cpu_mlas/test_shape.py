@@ -217,6 +217,24 @@ def test_concat_large_natively(axis, dtype):
     check("Concat", xs, opset=13, axis=axis)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_concat_rows_every_row_length(threads):
+    """The native row copy: rows of every length around its 64-byte pieces (a remainder of 1
+    to 63 bytes after them, or none), bytes and floats."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None or not hasattr(nat, "concat_rows"):
+        pytest.skip("_mlas_native is not built")
+    rng = np.random.default_rng(5)
+    for dtype, widths in ((np.uint8, (1, 3, 4, 5, 63, 64, 65, 130, 200)),
+                          (np.float32, (1, 17, 16, 33))):
+        xs = [rng.integers(0, 255, (37, w)).astype(dtype) for w in widths]
+        out = np.zeros((37, sum(widths)), dtype)
+        nat.concat_rows(xs, out, 37, threads)
+        np.testing.assert_array_equal(out, np.concatenate(xs, 1))
+
+
 def test_concat_native_leaves_what_it_cannot_copy_to_numpy():
     """Inputs numpy must convert (a non-contiguous view) or that do not line up go to
     np.concatenate, which gives its own result or error."""
