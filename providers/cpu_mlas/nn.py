@@ -494,47 +494,30 @@ def _im2col(xp: np.ndarray, cw: _ConvWeights, dil: Sequence[int], strides: Seque
 
 def _shifted_gemms(grid: TapGrid, cw: _ConvWeights, ep: _Epilogue) -> np.ndarray:
     """``y = sum over taps of W_tap @ run(tap)``: BLAS on contiguous runs, no im2col; output
-    channels split over threads."""
+    channels (or, grouped, the groups) split over threads."""
     runs = [grid.run(tap) for tap in grid.taps()]
     n, _, length = runs[0].shape
     g, mg = cw.group, cw.m // cw.group
     vs = [r.reshape(n, g, cw.cg, length) for r in runs]
     y = np.empty((n, g, mg, length), dtype=runs[0].dtype)
     late = ep.z is not None or g > 1
-    if g > 1:
-        # groups over the threads (a split of each group's output channels ran every tap's
-        # small products on both threads at once, each waiting on the other: wav2vec2's
-        # positional conv, 16 groups of 48 and 128 taps, 4.3 ms on one thread, 7.3 on two,
-        # 4.9 so)
-        granges = split(g, float(n) * cw.m * cw.cg * len(runs) * length, 1)
-
-        def gchunk(i: int) -> None:
-            q = slice(*granges[i])
-            yq = y[:, q]
-            tmp = np.empty_like(yq)
-            for t, v in enumerate(vs):
-                if t == 0:
-                    np.matmul(cw.tap_mats[t][q], v[:, q], out=yq)
-                else:
-                    np.matmul(cw.tap_mats[t][q], v[:, q], out=tmp)
-                    yq += tmp
-
-        parallel_for(len(granges), gchunk)
-        y = grid.crop(y.reshape(n, cw.m, -1))
-        if ep:
-            ep(y.reshape(n, cw.m, -1))
-        return y
-    ranges = split(mg, float(n) * cw.m * cw.cg * len(runs) * length, 16)
+    work = float(n) * cw.m * cw.cg * len(runs) * length
+    # g > 1: groups over the threads, each doing every tap's product for its groups (a split
+    # of each group's output channels ran every tap's small products on both threads at
+    # once, each waiting on the other: wav2vec2's positional conv, 16 groups of 48 and 128
+    # taps, 4.3 ms on one thread, 7.3 on two, 4.9 so); else output channels
+    ranges = split(g, work, 1) if g > 1 else split(mg, work, 16)
 
     def chunk(i: int) -> None:
         r = slice(*ranges[i])
-        yr = y[:, :, r]
+        yr = y[:, r] if g > 1 else y[:, :, r]
         tmp = np.empty_like(yr)
         for t, v in enumerate(vs):
+            w, vr = (cw.tap_mats[t][r], v[:, r]) if g > 1 else (cw.tap_mats[t][:, r], v)
             if t == 0:
-                np.matmul(cw.tap_mats[t][:, r], v, out=yr)
+                np.matmul(w, vr, out=yr)
             else:
-                np.matmul(cw.tap_mats[t][:, r], v, out=tmp)
+                np.matmul(w, vr, out=tmp)
                 yr += tmp
         if ep and not late:  # garbage columns get the epilogue too; crop drops them
             ep(yr[:, 0], r)
