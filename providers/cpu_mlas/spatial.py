@@ -280,6 +280,7 @@ def _roi_pairs(spec: _ResizeSpec, r: int, roi: np.ndarray | None) -> list[tuple[
 # many kept).
 _TAPS_CACHE_MAX = 32
 _NativeTaps = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_UNCACHED = object()
 
 
 def _native_taps(x_shape: tuple[int, ...], spec: _ResizeSpec, out: list[int],
@@ -318,11 +319,13 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
     nat = native() if y.dtype == _F32 and y.size > 0 and cache is not None else None
     if nat is not None and hasattr(nat, "resize2d_f32"):
         key = (x.shape, tuple(out), tuple(sc), tuple(pairs), from_sizes)
-        if key not in cache:
+        taps = cache.get(key, _UNCACHED)   # (one lookup: a concurrent run may clear it)
+        if taps is _UNCACHED:
+            taps = _native_taps(x.shape, spec, out, sc, pairs, from_sizes)
             if len(cache) >= _TAPS_CACHE_MAX:
                 cache.clear()
-            cache[key] = _native_taps(x.shape, spec, out, sc, pairs, from_sizes)
-        if (taps := cache[key]) is not None:
+            cache[key] = taps
+        if taps is not None:
             h, w = x.shape[-2:]
             res = np.empty((*out[:-2], out[-2], out[-1]), dtype=_F32)
             nat.resize2d_f32(np.ascontiguousarray(y).reshape(-1, h, w),
