@@ -85,6 +85,13 @@ using DwHalf =
 #undef ONNXPLEX_DW_VEC_BYTES
 constexpr size_t kDwLanes = sizeof(DwVec) / sizeof(float);
 
+// clamp(a, lo, hi) lane by lane as std::max then std::min: a NaN stays NaN.
+template <typename V>
+inline V clamp_lanes(V a, V lo, V hi) {
+  const V m = a < lo ? lo : a;
+  return hi < m ? hi : m;
+}
+
 template <size_t T, size_t NV, typename V>
 inline void dw_block(const float* const* src, const float* wt, float bias, size_t at,
                      float* out, float lo_s, float hi_s) {
@@ -387,10 +394,7 @@ inline void cl_row(const float* in, size_t ps, const std::ptrdiff_t* toff, size_
                    const DwVec* wv, DwVec bias, DwVec lo, DwVec hi, size_t wo, size_t sw,
                    float* out, size_t ops) {
   const size_t n = T > 0 ? T : taps, step = sw * ps;
-  auto finish = [&](DwVec a) {
-    const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
-    return hi < m ? hi : m;
-  };
+  auto finish = [&](DwVec a) { return clamp_lanes(a, lo, hi); };
   size_t ow = 0;
   for (; ow + 4 <= wo; ow += 4) {
     const float* p = in + ow * step;
@@ -436,10 +440,7 @@ inline void cl_row_3x3(const float* in, size_t ps, size_t rs, const DwVec* wv, D
   constexpr size_t NB = kDw3x3Block, NIN = (NB - 1) * SW + 3;
   DwVec k[9];
   for (size_t t = 0; t < 9; ++t) k[t] = wv[t];
-  auto finish = [&](DwVec a) {
-    const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
-    return hi < m ? hi : m;
-  };
+  auto finish = [&](DwVec a) { return clamp_lanes(a, lo, hi); };
   size_t ow = 0;
   for (; ow + NB <= wo; ow += NB) {
     DwVec a[NB];
@@ -614,10 +615,7 @@ inline void dw_nhwc_pixels(const float* x, const V* wv, const V* bv, float* y, s
   const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
   const auto sld = static_cast<std::ptrdiff_t>(ld);
   const size_t step = g.sw * ld, tap_step = g.dw * ld;
-  auto finish = [&](V a) {
-    const V m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
-    return hi < m ? hi : m;
-  };
+  auto finish = [&](V a) { return clamp_lanes(a, lo, hi); };
   // An output row's first input row and its kernel rows inside the input [ky0, ky1).
   struct Row {
     std::ptrdiff_t iy0;
@@ -754,10 +752,7 @@ inline void dw_nhwc_small_plane(const float* x, const DwVec* wv, const DwVec* bv
   float* const buf = band_buf.data();
   const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
   const size_t pstep = g.sw * L, tstep = g.dw * L;
-  auto finish = [&](DwVec a) {
-    const DwVec m = a < lo ? lo : a;  // as std::max then std::min: NaN stays NaN
-    return hi < m ? hi : m;
-  };
+  auto finish = [&](DwVec a) { return clamp_lanes(a, lo, hi); };
   const auto ih0 = static_cast<std::ptrdiff_t>(oy0 * g.sh) - static_cast<std::ptrdiff_t>(g.pt);
   for (size_t b = 0; b < blocks; ++b) {
     const float* xb = x + c0 + b * L;
