@@ -83,9 +83,10 @@ CPU_OPS = "Conv,Gemm,MatMul,Relu,Softmax,Add,LayerNormalization,Gather,Reshape,R
       "force_reference=1"], "kleidi_sme2[force_reference=1]", 0),
 ], ids=["cpu_mlas", "xnnpack_like", "kleidi_sme2"])
 def test_bundled_provider_passes_the_kit(pytester, monkeypatch, args, label, ran):
-    # (xnnpack_like leaves partitions of under 4 M multiply-adds to cpu_mlas on x86: the kit's
-    # probe models are smaller; its kernels are what is checked here)
+    # (on x86 xnnpack_like leaves partitions of under 4 M multiply-adds, and float32 ones, to
+    # cpu_mlas: the kit's probe models are such; its kernels are what is checked here)
     monkeypatch.setenv("ONNXPLEX_XNNPACK_MIN_MACS", "0")
+    monkeypatch.setenv("ONNXPLEX_XNNPACK_X86_FLOAT32", "1")
     result, outcomes = run_kit(pytester, *args)
     assert result.ret == 0, result.stdout.str()[-4000:]
     contract = {n.split("::")[1].split("[")[0] for n, o in outcomes.items() if o == "passed"}

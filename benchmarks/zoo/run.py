@@ -176,7 +176,11 @@ def compare(ref: list, got: list, names: list[str]) -> tuple[bool, float, str]:
 
 def _time_alternating(runners: dict, feeds: dict, warmups: int, runs: int,
                       budget: float) -> dict[str, float]:
-    """Median seconds per runner; runners run in turn, round-robin."""
+    """Median seconds per runner; runners run in turn, round-robin, each round starting one
+    runner later: a run is slower right after another engine's (its code and data were
+    evicted from the caches: tiny_cnn's ~40 us run took 1.5x as long right after
+    onnxruntime's as right after another onnxplex configuration's), so no configuration
+    always follows the same peer."""
     first: dict[str, float] = {}
     for key, (fn, names) in runners.items():
         t0 = time.perf_counter()
@@ -189,8 +193,11 @@ def _time_alternating(runners: dict, feeds: dict, warmups: int, runs: int,
         for key, (fn, names) in runners.items():
             fn(names, feeds[key])
     times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(n_runs):
-        for key, (fn, names) in runners.items():
+    keys = list(runners)
+    for r in range(n_runs):
+        shift = r % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            fn, names = runners[key]
             t0 = time.perf_counter()
             fn(names, feeds[key])
             times[key].append(time.perf_counter() - t0)

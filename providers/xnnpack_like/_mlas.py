@@ -218,6 +218,43 @@ def small_group_reason(nodes: Sequence[Any]) -> str | None:
             "to cpu_mlas")
 
 
+# The float32 rule (:func:`float32_group_reason`): ``ONNXPLEX_XNNPACK_X86_FLOAT32=1`` (or the
+# provider option ``claim_float32_on_x86``) claims such partitions anyway (the delegate's tests
+# of its x86 runtime; the zoo runner's correctness column).
+CLAIM_FLOAT32_ENV = "ONNXPLEX_XNNPACK_X86_FLOAT32"
+# Element types that keep a partition with the delegate under that rule: half precision and the
+# quantized types run the delegate's own paths (float16 stored and rounded once per epilogue,
+# exact integer accumulation), which the rule's measurements did not cover.
+_NOT_FLOAT32 = frozenset({2, 3, 10, 16, 17, 18, 19, 20, 21, 22, 23})
+
+
+def claim_float32_env() -> bool:
+    """True when ``ONNXPLEX_XNNPACK_X86_FLOAT32`` asks to claim float32 partitions on x86."""
+    return os.environ.get(CLAIM_FLOAT32_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def float32_group_reason(nodes: Sequence[Any], kleidi_ops: int) -> str | None:
+    """Why a planned float32 group is declined on x86, or None. With no Kleidi kernel running
+    (``kleidi_ops``: the plan's ops on one), each of its convs, GEMMs and pools would run the
+    native kernel cpu_mlas runs itself, so the delegate can only add: its per-op dispatch,
+    the layout conversions at its boundary, and the loss of the fusions cpu_mlas's optimizer
+    makes on the nodes it is given (a squeeze-excite gate folded into the next 1x1 conv,
+    concatenations written in place, ...): the zoo's CNNs ran 1.04-1.3x slower under it than
+    on cpu_mlas alone, transformers 1.02-1.05x, none faster. Groups holding half-precision or
+    quantized values stay with the delegate."""
+    if kleidi_ops:
+        return None
+    for n in nodes:
+        for v in (*n.inputs, *n.outputs):
+            if v is not None and v.elem_type in _NOT_FLOAT32:
+                return None
+    return ("on x86 no Kleidi kernel runs, so this float32 partition would run cpu_mlas's own "
+            "native kernels plus the delegate's per-op dispatch and boundary layout "
+            "conversions, without the fusions cpu_mlas makes on the whole graph (squeeze-excite "
+            "gates into convs, concatenation in place): left to cpu_mlas "
+            f"({CLAIM_FLOAT32_ENV}=1 or the option claim_float32_on_x86=1 claims it anyway)")
+
+
 def light_group_reason(nodes: Sequence[Any]) -> str | None:
     """Why a claimed group of only elementwise, shape and batch-norm nodes is declined on x86
     (nothing in it runs faster in the delegate; its boundary costs layout conversions), or
@@ -428,7 +465,8 @@ class MlasMaxPool(Op):
         return y
 
 
-__all__ = ["MLAS_ENV", "MIN_MACS_ENV", "env_enabled", "is_x86", "kernels", "slower_on_x86",
+__all__ = ["MLAS_ENV", "MIN_MACS_ENV", "CLAIM_FLOAT32_ENV", "claim_float32_env",
+           "float32_group_reason", "env_enabled", "is_x86", "kernels", "slower_on_x86",
            "small_group_reason", "light_group_reason",
            "conv_kernel",
            "MlasConv", "MlasFC", "MlasBatchMatMul", "MlasMaxPool", "reduce_kernel"]

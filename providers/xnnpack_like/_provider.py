@@ -95,6 +95,10 @@ class XnnpackLikeProvider(ExecutionProvider):
                                    "max pools on cpu_mlas's native kernels, and on x86 decline "
                                    "what would run slower than on cpu_mlas; 0: own "
                                    f"implementations only, as {_mlas.MLAS_ENV}=0 does"),
+        "claim_float32_on_x86": Option(False, bool, "on x86, claim float32 partitions no "
+                                                    "Kleidi kernel runs in (cpu_mlas runs them "
+                                                    "faster; for testing the delegate), as "
+                                                    f"{_mlas.CLAIM_FLOAT32_ENV}=1 does"),
     }
 
     @classmethod
@@ -122,6 +126,8 @@ class XnnpackLikeProvider(ExecutionProvider):
             forced=bool(self.options["force_reference"]) or T.env_forced(),
             threads=max(1, threads),
             mlas=bool(self.options["mlas"]) and _mlas.env_enabled())
+        self._claim_float32 = (bool(self.options["claim_float32_on_x86"])
+                               or _mlas.claim_float32_env())
         # Ranks of values onnx shape inference could not type (com.microsoft ops), found by
         # get_capability and used again by compile.
         self._ranks: dict[str, int] = {}
@@ -170,6 +176,11 @@ class XnnpackLikeProvider(ExecutionProvider):
                                list(nodes), type(e).__name__, e)
                 declined.extend(Decline(i, f"the delegate could not plan its group "
                                            f"({type(e).__name__}: {e})") for i in nodes)
+                continue
+            why = (_mlas.float32_group_reason(views, _kleidi_ops(plan))
+                   if slower and not self._claim_float32 else None)
+            if why is not None:
+                declined.extend(Decline(i, why) for i in nodes)
                 continue
             name = f"{self.name}_{len(groups)}"
             groups.append(NodeGroup(tuple(nodes), name=name, note=_summary(plan, len(nodes)),
@@ -223,9 +234,15 @@ def _group_io(graph: GraphView, views: list[NodeView]
     return ins, outs
 
 
+def _kleidi_ops(plan: Plan) -> int:
+    """How many of the plan's ops run a Kleidi kernel."""
+    return sum(st.label.kernel.startswith("kleidi:") for st in plan.steps
+               if st.label.op_class != "layout")
+
+
 def _summary(plan: Plan, n_nodes: int) -> str:
     kernels = [st.label.kernel for st in plan.steps if st.label.op_class != "layout"]
-    kleidi = sum(k.startswith("kleidi:") for k in kernels)
+    kleidi = _kleidi_ops(plan)
     transposes = sum(st.label.op_class == "layout" for st in plan.steps)
     return (f"NHWC: {n_nodes} nodes as {len(kernels)} ops, {kleidi} on Kleidi, "
             f"{transposes} layout views")

@@ -4,7 +4,9 @@
 glue: they turn off the cpu_mlas fast path (``ONNXPLEX_XNNPACK_MLAS=0``), which
 ``test_mlas_fast_path`` tests. Every fixture lifts the x86 cutoff below which a partition is
 left to cpu_mlas (``ONNXPLEX_XNNPACK_MIN_MACS=0``): the tests' models are that small;
-``test_x86_policy`` tests the cutoff itself."""
+``fast_path`` also claims the float32 partitions x86's policy leaves to cpu_mlas
+(``ONNXPLEX_XNNPACK_X86_FLOAT32=1``), the runtime it tests being theirs; ``test_x86_policy``
+tests both rules themselves."""
 
 from __future__ import annotations
 
@@ -16,16 +18,19 @@ from onnxplex.providers.xnnpack_like import _tables as T
 FORCE = T.FORCE_ENV
 MLAS = _mlas.MLAS_ENV
 MIN_MACS = _mlas.MIN_MACS_ENV
+CLAIM_F32 = _mlas.CLAIM_FLOAT32_ENV
 needs_kleidi = pytest.mark.skipif(T.native()[0] is None,
                                   reason="the Kleidi extension is not built")
 
 
 @pytest.fixture
 def fast_path(monkeypatch):
-    """cpu_mlas's fast path on (and, on x86, the policy), no Kleidi reference forced."""
+    """cpu_mlas's fast path on (and, on x86, the policy but its float32 rule), no Kleidi
+    reference forced."""
     monkeypatch.delenv(FORCE, raising=False)
     monkeypatch.delenv(MLAS, raising=False)
     monkeypatch.setenv(MIN_MACS, "0")
+    monkeypatch.setenv(CLAIM_F32, "1")
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ partitions of elementwise / shape ops only); a SiLU after a conv runs in the con
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 from onnx import helper
@@ -168,3 +169,58 @@ def test_a_partition_with_too_little_work_is_left_to_cpu_mlas(monkeypatch):
     assert declined(session(m), "conv") == ""
     monkeypatch.setenv(_mlas.MIN_MACS_ENV, "0")
     assert declined(session(m), "conv") == ""
+
+
+def _squeeze_excite() -> tuple[bytes, dict]:
+    """conv -> squeeze-excite gate -> 1x1 conv: ~2.6 M multiply-adds at 1x16x24x24 (the
+    tests lift the small-partition cutoff anyway)."""
+    c, r = 16, 4
+    inits = {"w1": _w(c, 8, 3, 3), "ws": _w(r, c, 1, 1), "we": _w(c, r, 1, 1),
+             "w3": _w(24, c, 1, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv", pads=[1] * 4),
+             helper.make_node("GlobalAveragePool", ["c"], ["p"], name="pool"),
+             helper.make_node("Conv", ["p", "ws"], ["s"], name="squeeze"),
+             helper.make_node("Relu", ["s"], ["sr"], name="relu"),
+             helper.make_node("Conv", ["sr", "we"], ["e"], name="excite"),
+             helper.make_node("Sigmoid", ["e"], ["g"], name="gate"),
+             helper.make_node("Mul", ["c", "g"], ["cg"], name="scale"),
+             helper.make_node("Conv", ["cg", "w3"], ["y"], name="project")]
+    m = model(nodes, [vi("x", [1, 8, 24, 24])], [vi("y", [1, 24, 24, 24])], inits)
+    return m, {"x": RNG.standard_normal((1, 8, 24, 24)).astype(F32)}
+
+
+def test_a_float32_partition_no_kleidi_kernel_runs_in_is_left_to_cpu_mlas(monkeypatch):
+    """x86 runs no Kleidi kernel: every conv of a float32 group would run cpu_mlas's own kernel
+    plus the delegate's dispatch and boundary, without cpu_mlas's fusions, so the group goes
+    back to cpu_mlas whole, with the reason, and cpu_mlas's optimizer fuses the gate into the
+    projection. The option and the environment variable claim it anyway; the same graph in
+    float16 stays with the delegate."""
+    from onnxplex import GraphOptimizationLevel
+
+    from .cnn_models import to_float16
+
+    m, feed = _squeeze_excite()
+    monkeypatch.delenv(_mlas.CLAIM_FLOAT32_ENV, raising=False)
+    x = session(m)
+    plan = x.get_provider_assignment()
+    assert plan.counts().get(XP, 0) == 0, plan.counts()
+    for p in plan.placements:
+        reason = dict(p.declined).get(XP, "")
+        assert reason.startswith("on x86 no Kleidi kernel runs, so this float32 partition"), \
+            (p.name, reason)
+    _check(x, m, feed)
+    optimized = session(m, level=GraphOptimizationLevel.ORT_ENABLE_ALL)
+    assert optimized.get_provider_assignment().counts().get(XP, 0) == 0
+    fused = {r.name: r.changes for r in optimized._optimizer_reports}
+    assert fused["Mul(x, channel gate) + 1x1 NhwcFusedConv -> NhwcFusedConv"] == 1, fused
+    _check(optimized, m, feed)
+
+    claimed = session(m, [(XP, {"claim_float32_on_x86": 1}), "cpu_mlas"])
+    assert declined(claimed, "project") == "" and "mlas:conv2d_nhwc" in notes(claimed)["project"]
+    _check(claimed, m, feed)
+    monkeypatch.setenv(_mlas.CLAIM_FLOAT32_ENV, "1")
+    assert session(m).get_provider_assignment().counts().get(XP, 0) == 8
+
+    monkeypatch.delenv(_mlas.CLAIM_FLOAT32_ENV)
+    half = to_float16(onnx.load_from_string(m)).SerializeToString()
+    assert session(half).get_provider_assignment().counts().get(XP, 0) == 8
