@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import statistics
 import subprocess
 import sys
@@ -176,11 +177,11 @@ def compare(ref: list, got: list, names: list[str]) -> tuple[bool, float, str]:
 
 def _time_alternating(runners: dict, feeds: dict, warmups: int, runs: int,
                       budget: float) -> dict[str, float]:
-    """Median seconds per runner; runners run in turn, round-robin, each round starting one
-    runner later: a run is slower right after another engine's (its code and data were
-    evicted from the caches: tiny_cnn's ~40 us run took 1.5x as long right after
-    onnxruntime's as right after another onnxplex configuration's), so no configuration
-    always follows the same peer."""
+    """Median seconds per runner; every runner runs once per round, in an order shuffled
+    afresh each round (a fixed seed): a run is slower right after another engine's (its code
+    and data were evicted from the caches: tiny_cnn's ~40 us run took up to 2x as long right
+    after onnxruntime's as after another onnxplex configuration's), so no configuration may
+    always follow the same peer (a rotated round-robin keeps every predecessor)."""
     first: dict[str, float] = {}
     for key, (fn, names) in runners.items():
         t0 = time.perf_counter()
@@ -194,9 +195,10 @@ def _time_alternating(runners: dict, feeds: dict, warmups: int, runs: int,
             fn(names, feeds[key])
     times: dict[str, list[float]] = {k: [] for k in runners}
     keys = list(runners)
-    for r in range(n_runs):
-        shift = r % len(keys)
-        for key in keys[shift:] + keys[:shift]:
+    order = random.Random(0)
+    for _ in range(n_runs):
+        order.shuffle(keys)
+        for key in keys:
             fn, names = runners[key]
             t0 = time.perf_counter()
             fn(names, feeds[key])
