@@ -239,8 +239,9 @@ def float32_group_reason(nodes: Sequence[Any], kleidi_ops: int) -> str | None:
     native kernel cpu_mlas runs itself, so the delegate can only add: its per-op dispatch,
     the layout conversions at its boundary, and the loss of the fusions cpu_mlas's optimizer
     makes on the nodes it is given (a squeeze-excite gate folded into the next 1x1 conv,
-    concatenations written in place, ...): the zoo's CNNs ran 1.04-1.3x slower under it than
-    on cpu_mlas alone, transformers 1.02-1.05x, none faster. Groups holding half-precision or
+    concatenations written in place, ...): claiming them, it ran the zoo's squeeze-excite and
+    concatenating CNNs 1.07-1.25x as long as cpu_mlas alone, the other models 0.98-1.05x,
+    ConvNeXt-T alone faster (0.92x; see docs/providers.md). Groups holding half-precision or
     quantized values stay with the delegate."""
     if kleidi_ops:
         return None

@@ -159,11 +159,17 @@ class XnnpackLikeProvider(ExecutionProvider):
                 supported.append(node.index)
             else:
                 declined.append(Decline(node.index, why))
+        # The float32 rule needs the plan's Kleidi ops only when the reference variants are
+        # forced: otherwise x86 selects none, and a group it declines is not planned.
+        float32_rule = slower and not self._claim_float32
+        forced = self._plan_options.forced
         groups: list[NodeGroup] = []
         for nodes in convex_groups(graph, supported):
             views = [graph.node(i) for i in nodes]
             why = (_mlas.light_group_reason(views) or _mlas.small_group_reason(views)
                    if slower else None)
+            if why is None and float32_rule and not forced:
+                why = _mlas.float32_group_reason(views, 0)
             if why is not None:
                 declined.extend(Decline(i, why) for i in nodes)
                 continue
@@ -178,7 +184,7 @@ class XnnpackLikeProvider(ExecutionProvider):
                                            f"({type(e).__name__}: {e})") for i in nodes)
                 continue
             why = (_mlas.float32_group_reason(views, _kleidi_ops(plan))
-                   if slower and not self._claim_float32 else None)
+                   if float32_rule and forced else None)
             if why is not None:
                 declined.extend(Decline(i, why) for i in nodes)
                 continue

@@ -172,8 +172,8 @@ def test_a_partition_with_too_little_work_is_left_to_cpu_mlas(monkeypatch):
 
 
 def _squeeze_excite() -> tuple[bytes, dict]:
-    """conv -> squeeze-excite gate -> 1x1 conv: ~2.6 M multiply-adds at 1x16x24x24 (the
-    tests lift the small-partition cutoff anyway)."""
+    """conv -> squeeze-excite gate -> 1x1 conv on 24x24: ~0.9 M multiply-adds, under the
+    small-partition cutoff the tests lift."""
     c, r = 16, 4
     inits = {"w1": _w(c, 8, 3, 3), "ws": _w(r, c, 1, 1), "we": _w(c, r, 1, 1),
              "w3": _w(24, c, 1, 1)}
