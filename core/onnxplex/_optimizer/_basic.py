@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -56,13 +57,42 @@ _IDENTITY_OPERAND = {"Mul": 1, "Div": 1, "Add": 0, "Sub": 0}
 def _may_have_noop_chains(model: Model) -> bool:
     """A necessary condition for the no-op chain rules below to match anywhere (Most CNNs and
     MLPs have no candidate, and then onnxscript, and the onnx reference ops it imports: ~30
-    MB, ~0.2 s, is not loaded at all)."""
-    return any(_noop_candidate(node) for node in all_nodes(model.graph))
+    MB, ~0.2 s, is not loaded at all). The matches found are handed to the pass, which runs
+    next (reading the small constants of every Add, Sub, Mul and Div twice was ~60 us of a
+    converted Naive Bayes model's session creation)."""
+    matches = _noop_matches(model.graph)
+    _FOUND.last = (model.graph, len(model.graph), matches) if matches else None
+    return bool(matches)
 
 
-def _noop_candidate(node: ir.Node) -> bool:
-    """Whether a no-op chain rule could match at ``node`` (see :func:`_noop_match`)."""
-    return _noop_match(node)[0]
+def _noop_matches(graph: ir.Graph) -> list[tuple[ir.Node, ir.Value | None]]:
+    """Each node of ``graph`` (bodies included) at which a no-op chain rule could match, with
+    its :func:`_noop_match` operand."""
+    found = []
+    for node in all_nodes(graph):
+        candidate, keep = _noop_match(node)
+        if candidate:
+            found.append((node, keep))
+    return found
+
+
+class _Found(threading.local):
+    """What :func:`_may_have_noop_chains` found last: (graph, its node count, matches), for
+    the pass run right after it on that graph (per thread: sessions are built concurrently)."""
+
+    last: tuple[ir.Graph, int, list[tuple[ir.Node, ir.Value | None]]] | None = None
+
+
+_FOUND = _Found()
+
+
+def _take_noop_matches(graph: ir.Graph) -> list[tuple[ir.Node, ir.Value | None]]:
+    """The matches :func:`_may_have_noop_chains` found on ``graph`` if nothing changed its
+    nodes since (taken: used once), else found again."""
+    last, _FOUND.last = _FOUND.last, None
+    if last is not None and last[0] is graph and last[1] == len(graph):
+        return last[2]
+    return _noop_matches(graph)
 
 
 def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
@@ -107,8 +137,8 @@ def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
             if t is not None and (v.shape is None or len(v.shape) == 0) \
                     and len(t.shape) == 0:
                 try:
-                    if math.isclose(float(t.numpy()), _IDENTITY_OPERAND[op], rel_tol=1e-5,
-                                    abs_tol=1e-8):
+                    if math.isclose(float(_readonly_array(t)), _IDENTITY_OPERAND[op],
+                                    rel_tol=1e-5, abs_tol=1e-8):
                         return _MATCH
                 except Exception:  # noqa: BLE001 - unreadable: the passes report it
                     return _MATCH
@@ -128,10 +158,7 @@ def _noop_chains(ctx: OptimizerContext) -> int:
     # the common case (skl2onnx casts the int64 label of every classifier to int64) costs a
     # matcher run of ~1.5 ms in onnxscript.
     found, same_type = [], 0
-    for n in all_nodes(ctx.model.graph):
-        candidate, keep = _noop_match(n)
-        if not candidate:
-            continue
+    for n, keep in _take_noop_matches(ctx.model.graph):
         if keep is not None:   # x + 0, x * 1 ... by a small constant tensor: Identity(x)
             n.op_type = "Identity"
             n.attributes.clear()
