@@ -31,7 +31,7 @@ int main() {
   };
   int bad = 0;
   for (size_t rows : {1, 7, 8, 16, 17, 33}) {
-    for (size_t cols : {1, 8, 9, 16, 40}) {
+    for (size_t cols : {1, 8, 9, 16, 40, 257, 300}) {
       for (bool acc : {false, true}) {
         std::vector<float> s(rows * cols), d(rows * cols), before;
         fill(s);
@@ -47,8 +47,25 @@ int main() {
       }
     }
   }
-  // A plain copy of a few rows (no clamp, no accumulation: the interleaving path).
   const float inf = std::numeric_limits<float>::infinity();
+  // Plain transposes (tiles stored straight into the destination) and clamped ones, with
+  // more than 256 columns (done in chunks of columns) and tails of rows and columns.
+  for (size_t rows : {16, 17, 33, 48}) {
+    for (size_t cols : {16, 40, 256, 257, 300, 1000}) {
+      for (bool plain : {true, false}) {
+        std::vector<float> s(rows * cols), d(rows * cols);
+        fill(s);
+        const float lo = plain ? -inf : -0.5f, hi = plain ? inf : 0.7f;
+        detail::transpose_f32_any(s.data(), rows, cols, cols, d.data(), rows, false, lo, hi);
+        for (size_t i = 0; i < rows; ++i) {
+          for (size_t j = 0; j < cols; ++j) {
+            bad += std::min(std::max(s[i * cols + j], lo), hi) != d[j * rows + i];
+          }
+        }
+      }
+    }
+  }
+  // A plain copy of a few rows (no clamp, no accumulation: the interleaving path).
   for (size_t rows : {1, 2, 3, 4, 5}) {
     const size_t cols = 37;
     std::vector<float> s(rows * cols), d(rows * cols);
