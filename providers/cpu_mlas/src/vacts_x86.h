@@ -92,7 +92,13 @@ inline void gemm_block(const float* v, size_t ldv, size_t k_count, const float* 
     const float* row = m + k * ld;
     typename L::T w[V];
 #pragma GCC unroll 8
-    for (int q = 0; q < V; ++q) w[q] = L::load(row + L::N * q);
+    for (int q = 0; q < V; ++q) {
+      w[q] = L::load(row + L::N * q);
+      // Kept in a register: left to itself the compiler folds the load into every row's
+      // multiply-add, R loads of each vector a k where one does (2 rows x 4 vectors: 10 loads
+      // for 8 multiply-adds, the load ports and not the FMA units bounding the loop).
+      if constexpr (R > 1) asm("" : "+v"(w[q]));
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const typename L::T x = L::broadcast(v + r * ldv + k);
