@@ -958,20 +958,31 @@ def make_nhwc_max_pool(node: NodeView, ctx: ProviderContext):
     transposes."""
 
     geometries: dict[tuple[int, ...], _PoolGeometry] = {}   # per spatial shape
+    nat = native()
+    pool_nhwc = getattr(nat, "maxpool_nhwc_f32", None) if nat is not None else None
+    # per input shape: the native kernel's output shape and geometry arguments (worked out
+    # once: building them was ~1.5 us of a call that pools a tiny CNN's map in ~2)
+    calls: dict[tuple[int, ...], tuple] = {}
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if pool_nhwc is not None and x.ndim == 4 and x.dtype == np.float32:
+            call = calls.get(x.shape)
+            if call is None:
+                geo = _PoolGeometry(node, x.shape[1:-1], dilations=True)
+                if len(calls) >= 64:   # many input shapes: keep the cache bounded
+                    calls.clear()
+                call = calls[x.shape] = (
+                    (x.shape[0], *geo.out_sp, x.shape[-1]),
+                    (tuple(geo.kshape), tuple(geo.strides), tuple(geo.dil),
+                     (geo.pb[0], geo.pb[1])))
+            y = np.empty(call[0], dtype=np.float32)
+            pool_nhwc(np.ascontiguousarray(x), y, *call[1], intra_threads())
+            return y
         geo = geometries.get(x.shape[1:-1])
         if geo is None:
             if len(geometries) >= 64:   # many input shapes: keep the cache bounded
                 geometries.clear()
             geo = geometries[x.shape[1:-1]] = _PoolGeometry(node, x.shape[1:-1], dilations=True)
-        nat = native() if x.ndim == 4 and x.dtype == np.float32 else None
-        if nat is not None and hasattr(nat, "maxpool_nhwc_f32"):
-            y = np.empty((x.shape[0], *geo.out_sp, x.shape[-1]), dtype=np.float32)
-            nat.maxpool_nhwc_f32(np.ascontiguousarray(x), y, tuple(geo.kshape),
-                                 tuple(geo.strides), tuple(geo.dil), (geo.pb[0], geo.pb[1]),
-                                 intra_threads())
-            return y
         last = x.ndim - 1
         (y,) = _max_pool(node, np.moveaxis(x, last, 1), False)
         return np.ascontiguousarray(np.moveaxis(y, 1, last))

@@ -211,21 +211,48 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     if nat is None or not hasattr(nat, "transpose_f32"):
         return lambda x: np.transpose(x, perm)
     kept, k = split
+    transpose_f32 = nat.transpose_f32
+    # per input shape: (x as [n, rows, cols], y's [n, cols, rows], y's shape), or None for
+    # numpy's transposed view (worked out once: the shape arithmetic was ~2 us of a call,
+    # a tiny CNN's layout transposes take ~3)
+    shapes: dict[tuple[int, ...], tuple | None] = {}
 
     def kernel(x: np.ndarray) -> np.ndarray:
         # numpy's copy of a transposed view: a channels-last view of a 3-channel image ~180
         # us at 224^2, a channel shuffle's [784, 2, 58] swap 190 us; the native tiles: a few
         # us, 31
-        if x.dtype != np.float32 or x.size < _NATIVE_TRANSPOSE_MIN or not x.flags.c_contiguous:
+        if x.dtype is not _F32 or not x.flags.c_contiguous:
             return np.transpose(x, perm)
         shape = x.shape
-        n = math.prod(shape[:kept])
-        rows, cols = math.prod(shape[kept:kept + k]), math.prod(shape[kept + k:])
-        y = np.empty((n, cols, rows), dtype=np.float32)
-        nat.transpose_f32(x.reshape(n, rows, cols), y)
-        return y.reshape(tuple(shape[p] for p in perm))
+        plan = shapes.get(shape, False)
+        if plan is False:
+            plan = _transpose_shapes(shape, perm, kept, k)
+            if len(shapes) >= 64:   # many input shapes: keep the cache bounded
+                shapes.clear()
+            shapes[shape] = plan
+        if plan is None:
+            return np.transpose(x, perm)
+        x3, y3, out = plan
+        y = np.empty(y3, dtype=np.float32)
+        transpose_f32(x.reshape(x3), y)
+        return y.reshape(out)
 
     return kernel
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _transpose_shapes(shape: tuple[int, ...], perm: tuple[int, ...], kept: int, k: int
+                      ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """How :func:`make_transpose`'s native kernel sees an input of ``shape``: ``[n, rows,
+    cols]`` in, ``[n, cols, rows]`` out, the output's shape; None below the size where numpy's
+    view wins."""
+    if math.prod(shape) < _NATIVE_TRANSPOSE_MIN:
+        return None
+    n = math.prod(shape[:kept])
+    rows, cols = math.prod(shape[kept:kept + k]), math.prod(shape[kept + k:])
+    return (n, rows, cols), (n, cols, rows), tuple(shape[p] for p in perm)
 
 
 @op("Identity", since=1)
