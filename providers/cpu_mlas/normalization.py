@@ -345,15 +345,21 @@ def _softmax_factory(log: bool, coerce_2d: bool):
             ndim = x.ndim
             ax = axis + ndim if axis < 0 else axis
             dt = x.dtype
+            if rows is not None and dt == f32 and x.size and 0 <= ax < ndim \
+                    and x.flags.c_contiguous and (ax == ndim - 1 or coerce_2d):
+                # Over the last axis (or, before opset 13, the axes from `axis` on, the same
+                # rows of a contiguous array): one native call with the vector exp, at any
+                # size (against the ufunc passes: [1, 10] 0.3 us vs 6.9, [100, 16] 1.4 vs 8.6,
+                # [128, 1000] 51 vs 100, [32, 30522] 447 vs 1115)
+                xs = x if ax == ndim - 1 else x.reshape(math.prod(x.shape[:ax]), -1)
+                y = rows(xs, log)
+                return y if xs is x else y.reshape(x.shape)
             if 0 < x.size <= _SMALL_SOFTMAX and dt in _SMALL_COMPUTE and 0 <= ax < ndim:
                 last = ax == ndim - 1
                 xs = x
                 if coerce_2d and not last:   # opset < 13: softmax over the axes from `axis` on
                     xs = x.reshape(math.prod(x.shape[:ax]), -1)
                     last, ax = True, 1
-                if last and dt == f32 and rows is not None and xs.flags.c_contiguous:
-                    y = rows(xs, log)   # one native call: ~1 us against ~7 for the ufuncs
-                    return y if xs is x else y.reshape(x.shape)
                 wide = _SMALL_COMPUTE[dt]
                 if wide is None:
                     y = _softmax_small(xs, ax, last, log)

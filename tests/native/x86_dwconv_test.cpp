@@ -1,7 +1,7 @@
 // The channel-blocked depthwise conv and max pooling (NCHW and channels-last) and the register-tile transpose of
 // providers/cpu_mlas/src/dwconv_impl.h, and the row layer norm of layernorm_impl.h (with a
 // repeating skip, bias, beta, statistics; and the RMS form), and the attention softmax row of
-// attention_impl.h (AVX2 and AVX-512 builds), and the grouped channels-last conv of
+// attention_impl.h and its Softmax op rows (AVX2 and AVX-512 builds), and the grouped channels-last conv of
 // gconv_impl.h (8- and 4-lane vectors, blocks cut by a row's end, pads), compiled for one ISA by the -m flags given (the
 // Python module runs only the CPU's best variant; this runs any the CPU can), against plain
 // loops in double precision. Exit status 0 when every element matches.
@@ -228,6 +228,42 @@ int main() {
     detail::softmax_row_any(x.data(), n, 1.0f, b.data());
     for (float v : x) {
       if (!std::isnan(v)) ++bad;
+    }
+  }
+  // The Softmax / LogSoftmax op's rows (softmax_rows_any): rows shorter than a vector, whole
+  // vectors and tails, against double; rows holding a NaN or +inf, or all -inf, come out NaN.
+  for (size_t cols : {1, 3, 10, 16, 17, 40, 1000}) {
+    for (bool lg : {false, true}) {
+      const size_t rows = 3;
+      std::vector<float> x(rows * cols), y(rows * cols, 5.0f);
+      fill(x);
+      for (auto& v : x) v *= 6.0f;
+      detail::softmax_rows_any(x.data(), y.data(), rows, cols, lg);
+      for (size_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * cols;
+        double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+        for (size_t j = 0; j < cols; ++j) m = std::max(m, double(xr[j]));
+        for (size_t j = 0; j < cols; ++j) sum += std::exp(double(xr[j]) - m);
+        for (size_t j = 0; j < cols; ++j) {
+          const double want = lg ? (double(xr[j]) - m) - std::log(sum)
+                                 : std::exp(double(xr[j]) - m) / sum;
+          if (!(std::fabs(want - y[r * cols + j]) <= 1e-6 + 1e-5 * std::fabs(want))) ++bad;
+        }
+      }
+    }
+  }
+  for (int kind = 0; kind < 3; ++kind) {
+    for (size_t cols : {5, 21}) {
+      const float inf = std::numeric_limits<float>::infinity();
+      std::vector<float> x(cols), y(cols);
+      fill(x);
+      if (kind == 0) x[cols - 2] = std::numeric_limits<float>::quiet_NaN();
+      if (kind == 1) x[1] = inf;
+      if (kind == 2) std::fill(x.begin(), x.end(), -inf);
+      for (bool lg : {false, true}) {
+        detail::softmax_rows_any(x.data(), y.data(), 1, cols, lg);
+        for (float v : y) bad += !std::isnan(v);
+      }
     }
   }
 #endif

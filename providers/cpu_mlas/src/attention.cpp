@@ -9,6 +9,7 @@
 #include "cpu_features.h"
 #include "parallel.h"
 #include "sgemm.h"
+#include "softmax.h"
 
 namespace onnxplex::mlas {
 
@@ -24,6 +25,14 @@ thread_local std::vector<float> t_scores;
 
 void softmax_row_portable(float* x, size_t n, float scale, const float* bias) {
   detail::softmax_row_scalar(x, n, scale, bias);
+}
+
+void softmax_rows_portable(const float* x, float* y, size_t rows, size_t cols, bool log) {
+  softmax_rows_f32(x, y, rows, cols, log);
+}
+
+void softmax_rows(const float* x, float* y, size_t rows, size_t cols, bool log) {
+  ONNXPLEX_MLAS_BEST_VARIANT(softmax_rows)(x, y, rows, cols, log);
 }
 
 void attention_f32(const AttentionArgs& a, size_t threads) {

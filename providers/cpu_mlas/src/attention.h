@@ -66,4 +66,11 @@ void softmax_row_portable(float* x, size_t n, float scale, const float* bias);
 void softmax_row_avx2(float* x, size_t n, float scale, const float* bias);
 void softmax_row_avx512(float* x, size_t n, float scale, const float* bias);
 
+// y [rows, cols] = (Log)Softmax of x [rows, cols] over each row (softmax.h's contract: a row
+// whose max is not finite or that holds a NaN is NaN), with the CPU's vector exp; no threads.
+void softmax_rows(const float* x, float* y, size_t rows, size_t cols, bool log);
+void softmax_rows_portable(const float* x, float* y, size_t rows, size_t cols, bool log);
+void softmax_rows_avx2(const float* x, float* y, size_t rows, size_t cols, bool log);
+void softmax_rows_avx512(const float* x, float* y, size_t rows, size_t cols, bool log);
+
 }  // namespace onnxplex::mlas

@@ -92,5 +92,60 @@ inline void softmax_row_any(float* x, size_t n, float scale, const float* bias) 
   for (; j < n; ++j) x[j] *= inv;
 }
 
+// The Softmax / LogSoftmax ops over the last axis (softmax.h's contract: a row whose max is not
+// finite, or that holds a NaN, is NaN throughout), a row at a time with the vector exp: the
+// max, then exp(x - max) and its sum (in float vectors of partial sums), then the scaling by
+// the sum's reciprocal, or for LogSoftmax (x - max) - log(sum).
+inline void softmax_rows_any(const float* x, float* y, size_t rows, size_t cols, bool log) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    V vm = set1(-inf);
+    bool nan = false;
+    size_t j = 0;
+    for (; j + L <= cols; j += L) {
+      const V v = load(xr + j);
+      nan |= any_nan(v);
+      vm = vmax(vm, v);
+    }
+    float m = hmax(vm);
+    for (; j < cols; ++j) {
+      nan |= std::isnan(xr[j]);
+      m = xr[j] > m ? xr[j] : m;
+    }
+    if (nan || !std::isfinite(m)) {
+      for (size_t c = 0; c < cols; ++c) yr[c] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    const V mv = set1(m);
+    V acc = set1(0.0f);
+    j = 0;
+    for (; j + L <= cols; j += L) {
+      const V e = vexp::exp_ps(sub(load(xr + j), mv));
+      if (!log) store(yr + j, e);
+      acc = add(acc, e);
+    }
+    float sum = hsum(acc);
+    for (; j < cols; ++j) {
+      const float e = std::exp(xr[j] - m);
+      if (!log) yr[j] = e;
+      sum += e;
+    }
+    j = 0;
+    if (log) {
+      const float ls = std::log(sum);
+      const V lv = set1(ls);
+      for (; j + L <= cols; j += L) store(yr + j, sub(sub(load(xr + j), mv), lv));
+      for (; j < cols; ++j) yr[j] = (xr[j] - m) - ls;
+    } else {
+      const float inv = 1.0f / sum;
+      const V iv = set1(inv);
+      for (; j + L <= cols; j += L) store(yr + j, mul(load(yr + j), iv));
+      for (; j < cols; ++j) yr[j] *= inv;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace onnxplex::mlas::detail
