@@ -221,7 +221,8 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
         # numpy's copy of a transposed view: a channels-last view of a 3-channel image ~180
         # us at 224^2, a channel shuffle's [784, 2, 58] swap 190 us; the native tiles: a few
         # us, 31
-        if x.dtype is not _F32 or not x.flags.c_contiguous:
+        dt = x.dtype
+        if (dt is not _F32 and dt != _F32) or not x.flags.c_contiguous:
             return np.transpose(x, perm)
         shape = x.shape
         plan = shapes.get(shape, False)
