@@ -615,7 +615,7 @@ inline void dw_nhwc_pixels(const float* x, const V* wv, const V* bv, float* y, s
   const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
   const auto sld = static_cast<std::ptrdiff_t>(ld);
   const size_t step = g.sw * ld, tap_step = g.dw * ld;
-  const bool unit = g.sw == 1 && g.dw == 1;
+  const bool reuse = g.dw == 1 && (g.sw == 1 || g.sw == 2);
   auto finish = [&](V a) { return clamp_lanes(a, lo, hi); };
   // An output row's first input row and its kernel rows inside the input [ky0, ky1).
   struct Row {
@@ -642,23 +642,31 @@ inline void dw_nhwc_pixels(const float* x, const V* wv, const V* bv, float* y, s
 #pragma GCC unroll 8
     for (size_t j = 0; j < Pn; ++j) a[j] = bv[b];
     const V* wb = wv + b * taps;
-    if constexpr (KW == 3) {
-      if (unit) {
-        // 3 wide, stride and dilation 1: the Pn + 2 input vectors of a kernel row are loaded
-        // once for its three weights (each was loaded by three taps: 3 * Pn loads a row, the
-        // loads and not the multiply-adds bounding the loop). The same sums in the same order.
-        for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
-          const float* row = at(r, ky, ix0, b);
-          const V w0 = wb[ky * 3], w1 = wb[ky * 3 + 1], w2 = wb[ky * 3 + 2];
-          V in[Pn + 2];
-#pragma GCC unroll 10
-          for (size_t j = 0; j < Pn + 2; ++j) in[j] = ldv(row + j * step);
+    if constexpr (KW > 0) {
+      if (reuse) {
+        // A kernel width known at compile time, dilation 1, stride 1 or 2: the (Pn - 1) * S +
+        // KW input vectors of a kernel row are loaded once for all its taps (a tap loaded its
+        // Pn vectors itself: KW * Pn loads a row, the loads and not the multiply-adds bounding
+        // the loop). The same sums in the same order.
+        auto rows = [&](auto stride) {
+          constexpr size_t S = decltype(stride)::value, NIN = (Pn - 1) * S + KW;
+          for (size_t ky = r.ky0; ky < r.ky1; ++ky) {
+            const float* row = at(r, ky, ix0, b);
+            const V* wk = wb + ky * KW;
+            V in[NIN];
+#pragma GCC unroll 32
+            for (size_t j = 0; j < NIN; ++j) in[j] = ldv(row + j * ld);
 #pragma GCC unroll 8
-          for (size_t j = 0; j < Pn; ++j) {
-            a[j] += w0 * in[j];
-            a[j] += w1 * in[j + 1];
-            a[j] += w2 * in[j + 2];
+            for (size_t j = 0; j < Pn; ++j) {
+#pragma GCC unroll 7
+              for (size_t kx = 0; kx < KW; ++kx) a[j] += wk[kx] * in[j * S + kx];
+            }
           }
+        };
+        if (g.sw == 1) {
+          rows(std::integral_constant<size_t, 1>{});
+        } else {
+          rows(std::integral_constant<size_t, 2>{});
         }
 #pragma GCC unroll 8
         for (size_t j = 0; j < Pn; ++j) stv(yrow + (ox + j) * ld + b * L, finish(a[j]));
@@ -827,6 +835,26 @@ inline bool dw_small_plane(const DwConvGeometry& g) {
   return g.wo <= 14 && g.sw == 1 && g.sh == 1 && g.kh * g.kw >= 25;
 }
 
+// dw_nhwc_pixels for the conv: eight positions a group on planes 28 wide and more, four on
+// narrower ones; 3- and 5-wide kernels unrolled (their rows' inputs loaded once for all taps),
+// other widths at run time.
+template <typename V>
+inline void dw_nhwc_pick(const float* x, const V* wv, const V* bv, float* y, size_t ld,
+                         size_t c0, size_t c1, size_t oy0, size_t oy1, const DwConvGeometry& g,
+                         V lo, V hi) {
+  auto run = [&](auto p) {
+    constexpr size_t P = decltype(p)::value;
+    if (g.kw == 3) return dw_nhwc_pixels<P, 3, V>(x, wv, bv, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+    if (g.kw == 5) return dw_nhwc_pixels<P, 5, V>(x, wv, bv, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+    dw_nhwc_pixels<P, 0, V>(x, wv, bv, y, ld, c0, c1, oy0, oy1, g, lo, hi);
+  };
+  if (g.wo >= 28) {
+    run(std::integral_constant<size_t, 8>{});
+  } else {
+    run(std::integral_constant<size_t, 4>{});
+  }
+}
+
 // Channels [c0, c1) and output rows [oy0, oy1) of one channels-last (NHWC) image: x [h][w][ld]
 // and y [ho][wo][ld] (channel c of position p at p * ld + c); w [ld channels][kh][kw] and bias
 // (or nullptr) indexed by channel. Whole blocks of kDwLanes channels read x in place
@@ -854,7 +882,6 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
   }
   const size_t taps = g.kh * g.kw, nc = c1 - c0, blocks = (nc + L - 1) / L;
   const DwVec lo = DwVec{} + lo_s, hi = DwVec{} + hi_s;
-  const bool k3 = g.kw == 3;
   if (nc % L == 0 && prep != nullptr && prep->lanes == L && prep->taps == taps && c0 % L == 0) {
     // the weights as the plan laid them out (rebuilt on every call they were a strided read
     // of the weights and a scattered write of as many floats: ~5-15 us a call in a model,
@@ -863,12 +890,8 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     const auto* bv = reinterpret_cast<const DwVec*>(prep->bv.data()) + c0 / L;
     if (dw_small_plane(g)) {
       dw_nhwc_small_plane(x, wv, bv, y, ld, c0, c1, oy0, oy1, g, lo, hi);
-    } else if (g.wo >= 28) {
-      (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv, bv, y, ld, c0, c1, oy0, oy1, g,
-                                                         lo, hi);
     } else {
-      (k3 ? dw_nhwc_pixels<4, 3> : dw_nhwc_pixels<4, 0>)(x, wv, bv, y, ld, c0, c1, oy0, oy1, g,
-                                                         lo, hi);
+      dw_nhwc_pick<DwVec>(x, wv, bv, y, ld, c0, c1, oy0, oy1, g, lo, hi);
     }
     return;
   }
@@ -887,13 +910,7 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     const auto* wvh = reinterpret_cast<const DwHalf*>(wh.data());
     const auto* bvh = reinterpret_cast<const DwHalf*>(bh.data());
     const DwHalf lo_h = DwHalf{} + lo_s, hi_h = DwHalf{} + hi_s;
-    if (g.wo >= 28) {
-      (k3 ? dw_nhwc_pixels<8, 3, DwHalf> : dw_nhwc_pixels<8, 0, DwHalf>)(
-          x, wvh, bvh, y, ld, c0, c1, oy0, oy1, g, lo_h, hi_h);
-    } else {
-      (k3 ? dw_nhwc_pixels<4, 3, DwHalf> : dw_nhwc_pixels<4, 0, DwHalf>)(
-          x, wvh, bvh, y, ld, c0, c1, oy0, oy1, g, lo_h, hi_h);
-    }
+    dw_nhwc_pick<DwHalf>(x, wvh, bvh, y, ld, c0, c1, oy0, oy1, g, lo_h, hi_h);
     return;
   }
   std::vector<float> wv_f(blocks * taps * L, 0.0f), bv_f(blocks * L, 0.0f);
@@ -916,12 +933,8 @@ inline void dwconv_nhwc_f32_any(const float* x, const float* w, const float* bia
     // 56x56 about even). Eight positions a group on wider planes, four on narrow ones.
     if (dw_small_plane(g)) {
       dw_nhwc_small_plane(x, wv_all, bv_all, y, ld, c0, c1, oy0, oy1, g, lo, hi);
-    } else if (g.wo >= 28) {
-      (k3 ? dw_nhwc_pixels<8, 3> : dw_nhwc_pixels<8, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
-                                                         oy1, g, lo, hi);
     } else {
-      (k3 ? dw_nhwc_pixels<4, 3> : dw_nhwc_pixels<4, 0>)(x, wv_all, bv_all, y, ld, c0, c1, oy0,
-                                                         oy1, g, lo, hi);
+      dw_nhwc_pick<DwVec>(x, wv_all, bv_all, y, ld, c0, c1, oy0, oy1, g, lo, hi);
     }
     return;
   }
