@@ -20,7 +20,15 @@ inline __m512 swish_ps(__m512 x) {
   // exp clamps its argument at 88.5 (finite there): past it e^-x is inf, the sigmoid 0
   e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(neg, _mm512_set1_ps(88.5f), _CMP_GT_OQ), e,
                            _mm512_set1_ps(__builtin_inff()));
-  const __m512 s = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  // 1 / (1 + e) as the reciprocal estimate refined by one Newton step (relative error ~1e-8,
+  // below float's rounding): the division was most of the time (vdivps zmm issues every ~10
+  // cycles: a SiLU'd depthwise conv of 144 x 56 x 56 spent ~200 us in it, the conv ~180)
+  const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), e);
+  __m512 r = _mm512_rcp14_ps(d);
+  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+  // (e = inf: the sigmoid is 0, where the Newton step would make it NaN)
+  const __m512 s = _mm512_maskz_mov_ps(
+      _mm512_cmp_ps_mask(d, _mm512_set1_ps(__builtin_inff()), _CMP_LT_OQ), r);
   // exp's clamp turns a NaN into a number: keep x's NaN
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_mul_ps(x, s), x);
 }
