@@ -223,11 +223,13 @@ def _run(node: NodeView, spec: _Spec, cell: Callable[..., Any], x: np.ndarray, w
         if lens_a.size and (lens_a >= seq_len).all():
             lens_a = None  # every sequence is full: no masking needed
     num_dirs = spec.num_dirs
-    y = np.zeros((seq_len, num_dirs, batch, hidden), dtype=cd)
+    use_native = native_seq is not None and cd == _F32
+    whole = use_native and lens_a is None
+    # (the native loops over whole sequences write every step of y: no zeros first)
+    y = (np.empty if whole else np.zeros)((seq_len, num_dirs, batch, hidden), dtype=cd)
     y_h = np.empty((num_dirs, batch, hidden), dtype=cd)
     finals = [np.empty((num_dirs, batch, hidden), dtype=cd) for _ in extra_states]
-    use_native = native_seq is not None and cd == _F32
-    if use_native and lens_a is None:
+    if whole:
         _native_whole(spec, native_seq, xc, wt, rt, bb, split_bias, h0, extra_states, y, y_h,
                       finals)
         return _outputs(spec, y, y_h, finals, out_dtype)
