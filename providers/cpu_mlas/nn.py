@@ -311,16 +311,9 @@ def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.nda
     1x1 conv: the native GEMM scales x's rows as it copies them; else x * scale first)."""
     key = (x.shape, z is None, scale is None)
     plan = cw.nhwc_plans.get(key)
-    if (plan is not None and x.dtype == np.float32
+    if (plan is not None and x.dtype == np.float32 and x.flags.c_contiguous
             and (z is None or z.shape == plan.out_shape)
-            and (scale is None or scale.dtype == np.float32)):
-        # (an input that is a channel slice of a concatenation buffer, as DenseNet's layers
-        # read theirs, is copied here and the plan kept: it was planned again on every call,
-        # which made such a layer's BatchNormalization + Relu 2-3x its contiguous time)
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        if scale is not None and not scale.flags.c_contiguous:
-            scale = np.ascontiguousarray(scale)
+            and (scale is None or (scale.dtype == np.float32 and scale.flags.c_contiguous))):
         return plan(x, bias, z, scale)
     n, c = x.shape[0], x.shape[-1]
     kshape = cw.kshape
