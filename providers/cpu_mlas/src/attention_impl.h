@@ -54,6 +54,34 @@ inline float hsum(V a) {
 inline bool any_nan(V a) { return _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)) != 0; }
 #endif
 
+// exp(x[j] - m) for j < n into e (may be x; null: not stored), returning their sum (float
+// vectors of partial sums, then the tail in order).
+inline float exp_sum(const float* x, float* e, size_t n, float m) {
+  const V mv = set1(m);
+  V acc = set1(0.0f);
+  size_t j = 0;
+  for (; j + L <= n; j += L) {
+    const V v = vexp::exp_ps(sub(load(x + j), mv));
+    if (e != nullptr) store(e + j, v);
+    acc = add(acc, v);
+  }
+  float sum = hsum(acc);
+  for (; j < n; ++j) {
+    const float v = std::exp(x[j] - m);
+    if (e != nullptr) e[j] = v;
+    sum += v;
+  }
+  return sum;
+}
+
+// y[j] *= s for j < n.
+inline void scale_by(float* y, size_t n, float s) {
+  const V sv = set1(s);
+  size_t j = 0;
+  for (; j + L <= n; j += L) store(y + j, mul(load(y + j), sv));
+  for (; j < n; ++j) y[j] *= s;
+}
+
 inline void softmax_row_any(float* x, size_t n, float scale, const float* bias) {
   const V vs = set1(scale);
   V vm = set1(-std::numeric_limits<float>::infinity());
@@ -75,21 +103,7 @@ inline void softmax_row_any(float* x, size_t n, float scale, const float* bias) 
     softmax_row_scalar(x, n, 1.0f, nullptr);
     return;
   }
-  const V mv = set1(m);
-  V acc = set1(0.0f);
-  j = 0;
-  for (; j + L <= n; j += L) {
-    const V e = vexp::exp_ps(sub(load(x + j), mv));
-    store(x + j, e);
-    acc = add(acc, e);
-  }
-  float sum = hsum(acc);
-  for (; j < n; ++j) sum += (x[j] = std::exp(x[j] - m));
-  const float inv = 1.0f / sum;
-  const V vi = set1(inv);
-  j = 0;
-  for (; j + L <= n; j += L) store(x + j, mul(load(x + j), vi));
-  for (; j < n; ++j) x[j] *= inv;
+  scale_by(x, n, 1.0f / exp_sum(x, x, n, m));
 }
 
 // The Softmax / LogSoftmax ops over the last axis (softmax.h's contract: a row whose max is not
@@ -118,32 +132,15 @@ inline void softmax_rows_any(const float* x, float* y, size_t rows, size_t cols,
       for (size_t c = 0; c < cols; ++c) yr[c] = std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    const V mv = set1(m);
-    V acc = set1(0.0f);
-    j = 0;
-    for (; j + L <= cols; j += L) {
-      const V e = vexp::exp_ps(sub(load(xr + j), mv));
-      if (!log) store(yr + j, e);
-      acc = add(acc, e);
+    const float sum = exp_sum(xr, log ? nullptr : yr, cols, m);
+    if (!log) {
+      scale_by(yr, cols, 1.0f / sum);
+      continue;
     }
-    float sum = hsum(acc);
-    for (; j < cols; ++j) {
-      const float e = std::exp(xr[j] - m);
-      if (!log) yr[j] = e;
-      sum += e;
-    }
-    j = 0;
-    if (log) {
-      const float ls = std::log(sum);
-      const V lv = set1(ls);
-      for (; j + L <= cols; j += L) store(yr + j, sub(sub(load(xr + j), mv), lv));
-      for (; j < cols; ++j) yr[j] = (xr[j] - m) - ls;
-    } else {
-      const float inv = 1.0f / sum;
-      const V iv = set1(inv);
-      for (; j + L <= cols; j += L) store(yr + j, mul(load(yr + j), iv));
-      for (; j < cols; ++j) yr[j] *= inv;
-    }
+    const float ls = std::log(sum);
+    const V mv = set1(m), lv = set1(ls);
+    for (j = 0; j + L <= cols; j += L) store(yr + j, sub(sub(load(xr + j), mv), lv));
+    for (; j < cols; ++j) yr[j] = (xr[j] - m) - ls;
   }
 }
 
