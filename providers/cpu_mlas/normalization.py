@@ -334,23 +334,36 @@ def _softmax_small(x: np.ndarray, axis: int, last: bool, log: bool) -> np.ndarra
     return e
 
 
+def _vector_rows(nat) -> bool:
+    """Whether ``softmax_f32`` runs a vector variant on this CPU (AVX2 or AVX-512, as its
+    dispatch picks them); the portable variant's rows are scalar."""
+    features = getattr(nat, "cpu_features", None)
+    if features is None:
+        return False
+    f = features()
+    return bool(f.get("avx2") or f.get("avx512f"))
+
+
 def _softmax_factory(log: bool, coerce_2d: bool):
     def make(node: NodeView, ctx: ProviderContext):
         axis = int(node.attr("axis", 1 if coerce_2d else -1))
         nat = native()
         rows = getattr(nat, "softmax_f32", None)   # (a build without it: numpy below)
+        # the native rows at any size where they run on the vector exp; the portable build's
+        # scalar rows only up to _SMALL_SOFTMAX values (past that numpy's passes are faster)
+        rows_max = math.inf if _vector_rows(nat) else _SMALL_SOFTMAX
         f32 = np.dtype(np.float32)
 
         def kernel(x: np.ndarray) -> np.ndarray:
             ndim = x.ndim
             ax = axis + ndim if axis < 0 else axis
             dt = x.dtype
-            if rows is not None and dt == f32 and x.size and 0 <= ax < ndim \
+            if rows is not None and dt == f32 and 0 < x.size <= rows_max and 0 <= ax < ndim \
                     and x.flags.c_contiguous and (ax == ndim - 1 or coerce_2d):
                 # Over the last axis (or, before opset 13, the axes from `axis` on, the same
-                # rows of a contiguous array): one native call with the vector exp, at any
-                # size (against the ufunc passes: [1, 10] 0.3 us vs 6.9, [100, 16] 1.4 vs 8.6,
-                # [128, 1000] 51 vs 100, [32, 30522] 447 vs 1115)
+                # rows of a contiguous array): one native call (with the vector exp, against
+                # the ufunc passes: [1, 10] 0.3 us vs 6.9, [100, 16] 1.4 vs 8.6, [128, 1000] 51
+                # vs 100, [32, 30522] 447 vs 1115)
                 xs = x if ax == ndim - 1 else x.reshape(math.prod(x.shape[:ax]), -1)
                 y = rows(xs, log)
                 return y if xs is x else y.reshape(x.shape)

@@ -507,8 +507,9 @@ void register_conv(py::module_& m) {
     }
     return y;
   }, py::arg("x"), py::arg("log"),
-     "(Log)Softmax of x over its last axis, in a new array, with the CPU's vector exp (no "
-     "threads); a row whose max is not finite or that holds a NaN is NaN.");
+     "(Log)Softmax of x over its last axis, in a new array, with the CPU's vector exp (AVX2, "
+     "AVX-512; elsewhere scalar rows; no threads); a row whose max is not finite or that "
+     "holds a NaN is NaN.");
 
   m.def("gelu_f32", [](const py::array& x_in, const py::object& b_in, py::array& y_in,
                        const py::array& coeffs_in, float clamp, size_t threads) {

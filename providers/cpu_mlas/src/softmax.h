@@ -3,7 +3,8 @@
 // LogSoftmax, the shifted values less the sum's log). A row whose max is not finite (+inf,
 // -inf everywhere, or a NaN) is NaN throughout, as numpy's shifted path gives it. Meant for
 // the batch-1 rows of classifiers (a few to a few hundred values): no threads, no SIMD beyond
-// what the compiler makes of the loops; large inputs take the BLAS-backed numpy path.
+// what the compiler makes of the loops. The portable variant of attention.h's softmax_rows;
+// x86 runs its vector variants (attention_impl.h), at any size.
 #pragma once
 
 #include <cmath>
