@@ -29,6 +29,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto as TP
 
 from ._ops_base import F32, Activation, Label, Op, Workspace
 
@@ -225,7 +226,9 @@ CLAIM_FLOAT32_ENV = "ONNXPLEX_XNNPACK_X86_FLOAT32"
 # Element types that keep a partition with the delegate under that rule: half precision and the
 # quantized types run the delegate's own paths (float16 stored and rounded once per epilogue,
 # exact integer accumulation), which the rule's measurements did not cover.
-_NOT_FLOAT32 = frozenset({2, 3, 10, 16, 17, 18, 19, 20, 21, 22, 23})
+_NOT_FLOAT32 = frozenset({TP.UINT8, TP.INT8, TP.FLOAT16, TP.BFLOAT16, TP.FLOAT8E4M3FN,
+                          TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2, TP.FLOAT8E5M2FNUZ, TP.UINT4,
+                          TP.INT4, TP.FLOAT4E2M1})
 
 
 def claim_float32_env() -> bool:
