@@ -14,6 +14,7 @@ matrix; each run is then one GEMM.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import ml_dtypes
@@ -533,34 +534,20 @@ def _centered_weight(w: np.ndarray, zp: np.ndarray | None) -> np.ndarray:
     return wf
 
 
-def _int_conv(node: NodeView, xf: np.ndarray, wf: np.ndarray, group: int,
-              bias: np.ndarray | None = None) -> np.ndarray:
-    """Exact integer convolution of centered float inputs (float32 when every partial sum
-    fits its mantissa, else float64), as int32."""
-    from .nn import ConvStatic, _conv, _ConvWeights
-
-    k = wf[0].size if wf.shape[0] else 0
-    xmax = float(np.abs(xf).max()) if xf.size else 0.0
-    wmax = float(np.abs(wf).max()) if wf.size else 0.0
-    if k * xmax * wmax >= _EXACT_F32:
-        xf, wf = xf.astype(np.float64), wf.astype(np.float64)
-    y = _conv(xf, _ConvWeights(wf, group), ConvStatic(node), None)
-    acc = np.rint(y).astype(np.int32)  # exact integers already; rint guards -0.0
-    if bias is not None:
-        acc += np.asarray(bias).astype(np.int32).reshape((1, -1) + (1,) * (acc.ndim - 2))
-    return acc
-
-
 @op("ConvInteger", since=10, dtypes={"T1": _Q8, "T2": _Q8})
 def make_conv_integer(node: NodeView, ctx: ProviderContext):
     """ConvInteger-10: ``conv(x - x_zp, w - w_zp)`` in int32 (per-channel w_zero_point)."""
+    from .nn import ConvStatic, _ConvWeights
+
     group = int(node.attr("group", 1))
+    static = ConvStatic(node)
 
     def kernel(x, w, x_zero_point=None, w_zero_point=None):
         xf = _centered(x, None, False)
         if x_zero_point is not None:
             xf -= np.asarray(x_zero_point).astype(_F32)
-        return _int_conv(node, xf, _centered_weight(w, w_zero_point), group)
+        return _int_conv(static, xf, _ConvWeights(_centered_weight(w, w_zero_point), group),
+                         x.dtype, w.dtype)
 
     return kernel
 
@@ -568,26 +555,111 @@ def make_conv_integer(node: NodeView, ctx: ProviderContext):
 @op("QLinearConv", since=10, dtypes={"T1": _Q8, "T2": _Q8})
 def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
     """QLinearConv-10: integer conv + int32 bias, requantized with per-tensor or per-output-
-    channel weight scales."""
+    channel weight scales.
+
+    With a constant weight (and weight zero point) the weight is prepared once: for a 2-D
+    conv of one group, packed for the native integer GEMM, which then runs the conv as
+    ``im2col(x) @ W^T`` on the channels-last uint8/int8 image (padding holds x's zero point,
+    so padded taps add 0); otherwise centered into float32 convolution weights, exact when
+    every partial sum fits float32's 24 bits (checked from the element types' ranges, or
+    from the values when those do not prove it)."""
+    from .nn import ConvStatic, _ConvWeights
+
     group = int(node.attr("group", 1))
+    static = ConvStatic(node)
     w_info, wzp_info = node.input(3), node.input(5)
-    w_packed = None
+    gemm = None        # (packed W^T [kh * kw * C, M], kernel shape) for the integer GEMM
+    float_w = None     # _ConvWeights of the centered weight
     if w_info is not None and w_info.is_const and (wzp_info is None or wzp_info.is_const):
-        w_packed = _centered_weight(w_info.const, None if wzp_info is None else
-                                    wzp_info.const)
+        w = np.asarray(w_info.const)
+        wzp = None if wzp_info is None else np.asarray(wzp_info.const)
+        if group == 1 and w.ndim == 4 and w.dtype in _I8:
+            wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]))
+            packed = native_pack_b(wt, wzp)
+            if packed is not None:
+                gemm = (packed, tuple(w.shape[2:]))
+        if gemm is None:
+            float_w = _ConvWeights(_centered_weight(w, wzp), group)
 
     def kernel(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
                b=None):
+        out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
+        ws = np.asarray(w_scale)
+        acc = None if gemm is None else _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static)
+        if acc is not None:   # channels-last [N, OH, OW, M]: channel vectors on the last axis
+            if b is not None:
+                acc += np.asarray(b).astype(np.int32).reshape(-1)
+            y = _requantize(acc, _scale_multiplier(x_scale, ws.reshape(-1), y_scale),
+                            y_zero_point, out)
+            return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
         xf = _centered(x, None, False)
         if x_zero_point is not None:
             xf -= np.asarray(x_zero_point).astype(_F32)
-        wf = w_packed if w_packed is not None else _centered_weight(w, w_zero_point)
-        acc = _int_conv(node, xf, wf, group, b)
-        ws = np.asarray(w_scale)
+        cw = float_w if float_w is not None else _ConvWeights(
+            _centered_weight(w, w_zero_point), group)
+        acc = _int_conv(static, xf, cw, x.dtype, w.dtype)
+        if b is not None:
+            acc += np.asarray(b).astype(np.int32).reshape((1, -1) + (1,) * (acc.ndim - 2))
         if ws.ndim == 1 and ws.size > 1:
             ws = ws.reshape((1, -1) + (1,) * (acc.ndim - 2))
-        m = _scale_multiplier(x_scale, ws, y_scale)
-        out = y_zero_point.dtype if y_zero_point is not None else x.dtype
-        return _requantize(acc, m, y_zero_point, np.dtype(out))
+        return _requantize(acc, _scale_multiplier(x_scale, ws, y_scale), y_zero_point, out)
 
     return kernel
+
+
+def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
+                kshape: tuple[int, ...], static: Any) -> np.ndarray | None:
+    """The int32 sums of a one-group 2-D QLinearConv on the native integer GEMM, channels-last
+    ``[N, OH, OW, M]``: ``(im2col(x) - x_zp) @ (W^T - w_zp)`` over x's channels-last image,
+    or None for an input it does not take (then the float path runs)."""
+    nat = native()
+    if x.ndim != 4 or x.dtype not in _I8 or (x_zp is not None and np.size(x_zp) != 1):
+        return None
+    n, c, h, w = x.shape
+    kh, kw = kshape
+    if packed.k != kh * kw * c:
+        return None
+    strides, dil, pb, pe, out_sp = static.geometry(x.shape, kshape)
+    oh, ow = out_sp
+    if oh <= 0 or ow <= 0 or n == 0:
+        return np.zeros((n, max(oh, 0), max(ow, 0), packed.n), np.int32)
+    zp = 0 if x_zp is None else int(np.asarray(x_zp).reshape(-1)[0])
+    xt = x.transpose(0, 2, 3, 1)   # channels-last view
+    if kh == kw == 1 and tuple(strides) == (1, 1) and not any(pb) and not any(pe):
+        col = np.ascontiguousarray(xt).reshape(-1, c)
+    else:
+        hp, wp = h + pb[0] + pe[0], w + pb[1] + pe[1]
+        padded = np.full((n, hp, wp, c), zp, dtype=x.dtype)
+        padded[:, pb[0]:pb[0] + h, pb[1]:pb[1] + w] = xt
+        s0, s1, s2, s3 = padded.strides
+        (sh, sw), (dh, dw) = strides, dil
+        win = np.lib.stride_tricks.as_strided(
+            padded, (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3),
+            writeable=False)
+        col = win.reshape(n * oh * ow, kh * kw * c)
+    acc = nat.qgemm_i32(col, None if x_zp is None else np.asarray(x_zp).reshape(1), packed,
+                        threads=_blas.intra_threads())
+    return acc.reshape(n, oh, ow, packed.n)
+
+
+_RANGE_BOUND = {np.dtype(np.uint8): 255, np.dtype(np.int8): 255}
+
+
+def _int_conv(static: Any, xf: np.ndarray, cw: Any, x_type: np.dtype,
+              w_type: np.dtype) -> np.ndarray:
+    """Exact integer convolution of centered float inputs (float32 when every partial sum
+    fits its mantissa, else float64), as int32. The bound comes from the element types when
+    they prove it (a centered 8-bit value is at most 255 in magnitude: a depthwise 3x3's nine
+    taps always fit), else from the values."""
+    from .nn import _conv, _ConvWeights
+
+    k = math.prod(cw.kshape) * cw.cg
+    bx, bw = _RANGE_BOUND.get(np.dtype(x_type)), _RANGE_BOUND.get(np.dtype(w_type))
+    if bx is None or bw is None or k * bx * bw >= _EXACT_F32:
+        xmax = float(np.abs(xf).max()) if xf.size else 0.0
+        wmax = float(np.abs(cw.taps).max()) if cw.taps.size else 0.0
+        if k * xmax * wmax >= _EXACT_F32:
+            xf = xf.astype(np.float64)
+            cw = _ConvWeights(cw._w.astype(np.float64), cw.group)
+    y = _conv(xf, cw, static, None)
+    return np.rint(y).astype(np.int32)  # exact integers already; rint guards -0.0

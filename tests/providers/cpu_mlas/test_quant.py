@@ -359,6 +359,63 @@ def test_qlinear_conv_bias_groups(per_channel):
           pads=[1, 1, 1, 1], strides=[2, 1], const_inputs=[3])
 
 
+_QCONV_GEOMETRIES = {
+    "3x3_pad1": dict(kernel=(3, 3), attrs=dict(pads=[1, 1, 1, 1])),
+    "3x3_stride2_asym_pads": dict(kernel=(3, 3), attrs=dict(pads=[0, 1, 1, 0], strides=[2, 2])),
+    "1x1": dict(kernel=(1, 1), attrs={}),
+    "1x1_stride2": dict(kernel=(1, 1), attrs=dict(strides=[2, 2])),
+    "3x2_dilated": dict(kernel=(3, 2), attrs=dict(pads=[2, 1, 2, 1], dilations=[2, 2])),
+    "same_upper_stride2": dict(kernel=(3, 3), attrs=dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+    "5x5_valid": dict(kernel=(5, 5), attrs=dict(auto_pad="VALID")),
+}
+
+
+@pytest.mark.parametrize("geometry", list(_QCONV_GEOMETRIES))
+@pytest.mark.parametrize("x_dt,w_dt,per_channel", [
+    (np.uint8, np.int8, True), (np.uint8, np.int8, False), (np.int8, np.int8, True),
+    (np.uint8, np.uint8, False)], ids=["u8s8_per_channel", "u8s8", "s8s8_per_channel", "u8u8"])
+def test_qlinear_conv_integer_gemm(geometry, x_dt, w_dt, per_channel, monkeypatch):
+    """A one-group QLinearConv with a constant weight runs on the native integer GEMM over
+    the channels-last image (padding holds x's zero point): the same integers as the ONNX
+    reference's exact convolution, then the same requantization (zero points nonzero, the
+    weight's per output channel, and a bias)."""
+    from onnxplex.providers.cpu_mlas import quant
+    from onnxplex.providers.cpu_mlas._native import native
+
+    if native() is None:
+        pytest.skip("the native module is not built")
+    took = []
+    gemm = quant._qconv_gemm
+    monkeypatch.setattr(quant, "_qconv_gemm",
+                        lambda *a: took.append(r := gemm(*a)) or r)
+    g = _QCONV_GEOMETRIES[geometry]
+    m, c = 5, 7
+    x = ints(x_dt, 2, c, 9, 8)
+    w = ints(w_dt, m, c, *g["kernel"])
+    w_s = (RNG.random(m).astype(np.float32) * 0.004 + 0.001) if per_channel else \
+        np.array(0.003, np.float32)
+    w_zp = ints(w_dt, m) if per_channel else np.array(ints(w_dt, 1)[0], w_dt)
+    x_zp = np.array(ints(x_dt, 1)[0], x_dt)
+    y_zp = np.array(ints(x_dt, 1)[0], x_dt)
+    args = [x, np.array(0.05, np.float32), x_zp, w, w_s, w_zp, np.array(0.4, np.float32),
+            y_zp, RNG.integers(-3000, 3000, m).astype(np.int32)]
+    check("QLinearConv", args, opset=10, oracle="ref", const_inputs=[3, 5], **g["attrs"])
+    assert took and all(t is not None for t in took)
+
+
+def test_qlinear_conv_runtime_weight_and_depthwise_float_path():
+    """A weight fed at run time, and a depthwise conv, take the float path (exact: nine
+    8-bit taps fit float32's mantissa whatever their values)."""
+    x = ints(np.uint8, 1, 6, 8, 8)
+    for w, group, const in [(ints(np.int8, 4, 6, 3, 3), 1, []),
+                            (ints(np.int8, 6, 1, 3, 3), 6, [3])]:
+        args = [x, np.array(0.05, np.float32), np.array(17, np.uint8), w,
+                np.array(0.01, np.float32), np.array(0, np.int8),
+                np.array(0.3, np.float32), np.array(100, np.uint8)]
+        check("QLinearConv", args, opset=10, oracle="ref", group=group, pads=[1, 1, 1, 1],
+              const_inputs=const)
+
+
 def test_conv_integer_zero_points():
     x = ints(np.uint8, 2, 3, 6, 6)
     w = ints(np.uint8, 4, 3, 2, 2)
