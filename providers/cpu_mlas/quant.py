@@ -576,7 +576,7 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
         if group == 1 and w.ndim == 4 and w.dtype in _I8:
             wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]))
             packed = native_pack_b(wt, wzp)
-            if packed is not None:
+            if packed is not None and hasattr(native(), "requantize_i32"):
                 gemm = (packed, tuple(w.shape[2:]))
         if gemm is None:
             float_w = _ConvWeights(_centered_weight(w, wzp), group)
@@ -585,13 +585,18 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
                b=None):
         out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
         ws = np.asarray(w_scale)
-        acc = None if gemm is None else _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static)
-        if acc is not None:   # channels-last [N, OH, OW, M]: channel vectors on the last axis
-            if b is not None:
-                acc += np.asarray(b).astype(np.int32).reshape(-1)
-            y = _requantize(acc, _scale_multiplier(x_scale, ws.reshape(-1), y_scale),
-                            y_zero_point, out)
-            return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+        acc = None if gemm is None or out not in _I8 or (
+            y_zero_point is not None and np.size(y_zero_point) != 1) else \
+            _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static)
+        if acc is not None:   # channels-last [N, OH, OW, M]: requantized into NCHW
+            n, oh, ow, m = acc.shape
+            mult = _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1)
+            zp = 0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0])
+            y = native().requantize_i32(
+                acc.reshape(n, oh * ow, m),
+                None if b is None else np.asarray(b).astype(np.int32).reshape(-1), mult, zp,
+                out == np.int8, True)
+            return y.reshape(n, m, oh, ow)
         xf = _centered(x, None, False)
         if x_zero_point is not None:
             xf -= np.asarray(x_zero_point).astype(_F32)
@@ -624,19 +629,11 @@ def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
     if oh <= 0 or ow <= 0 or n == 0:
         return np.zeros((n, max(oh, 0), max(ow, 0), packed.n), np.int32)
     zp = 0 if x_zp is None else int(np.asarray(x_zp).reshape(-1)[0])
-    xt = x.transpose(0, 2, 3, 1)   # channels-last view
     if kh == kw == 1 and tuple(strides) == (1, 1) and not any(pb) and not any(pe):
-        col = np.ascontiguousarray(xt).reshape(-1, c)
+        col = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(-1, c)
     else:
-        hp, wp = h + pb[0] + pe[0], w + pb[1] + pe[1]
-        padded = np.full((n, hp, wp, c), zp, dtype=x.dtype)
-        padded[:, pb[0]:pb[0] + h, pb[1]:pb[1] + w] = xt
-        s0, s1, s2, s3 = padded.strides
-        (sh, sw), (dh, dw) = strides, dil
-        win = np.lib.stride_tricks.as_strided(
-            padded, (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3),
-            writeable=False)
-        col = win.reshape(n * oh * ow, kh * kw * c)
+        col = nat.im2col_u8(x, True, kshape, strides, dil, (pb[0], pb[1], pe[0], pe[1]),
+                            (oh, ow), zp)
     acc = nat.qgemm_i32(col, None if x_zp is None else np.asarray(x_zp).reshape(1), packed,
                         threads=_blas.intra_threads())
     return acc.reshape(n, oh, ow, packed.n)

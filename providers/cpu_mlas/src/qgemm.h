@@ -10,6 +10,8 @@
 // as numpy computes it.
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -79,6 +81,51 @@ void qgemm_i32(const PackedA& a, const PackedB& b, int32_t* c, size_t ldc, size_
 void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t scale_count,
                const float* bias, float* c, size_t ldc, size_t threads);
 
+// The im2col rows of a 2-D conv over 8-bit images x [n][c][h][w] (channels_first) or
+// [n][h][w][c]: col [n * oh * ow][kh * kw * c], taps in (ky, kx, channel) order, a tap in the
+// padding holding pad_value (a quantized input's zero point: it then adds 0). scratch: at
+// least (h + pt + pb) * (w + pl + pr) * c bytes (one padded channels-last image).
+void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool channels_first,
+               size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt,
+               size_t pl, size_t pb, size_t pr, size_t oh, size_t ow, uint8_t pad_value,
+               uint8_t* scratch, uint8_t* col);
+
+// Requantization of int32 sums acc [images][positions][channels] (channels-last) into 8-bit
+// out: saturate(round_half_even(double(acc + bias[c]) * multiplier[c or 0]) + zero_point), to
+// int8 (out_signed) or uint8, written channels-first [images][channels][positions] when
+// channels_first, else in acc's layout. bias (int32, added with wrap-around as numpy's int32
+// add) may be null; multiplier_count 1 (per tensor) or channels.
+void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t channels,
+                    const int32_t* bias, const double* multiplier, size_t multiplier_count,
+                    int32_t zero_point, bool out_signed, bool channels_first, void* out);
+
+namespace detail {
+
+// One row of channels: out[c] = saturate(round_half_even(double(a[c] + bias[c]) * m[c]) + zp),
+// for finite multipliers. The product is clamped first to a range past [lo, hi] (the result
+// saturates there anyway), inside which adding and taking away 1.5 * 2^52 rounds to the
+// nearest integer, ties to even, in the default rounding mode. Branch-free over contiguous
+// channels: the compiler vectorizes it. Static: each including translation unit (the generic
+// one, the AVX-512 one) keeps its own copy, compiled with its own flags (the copies of a plain
+// inline function are merged into one).
+[[maybe_unused]] static inline void requant_row(const int32_t* a, const int32_t* bias,
+                                                const double* m, size_t n, double zp, double lo,
+                                                double hi, uint8_t* out) {
+  constexpr double kMagic = 6755399441055744.0;   // 1.5 * 2^52
+  const double below = lo - 1.0 - zp, above = hi + 1.0 - zp;
+  for (size_t c = 0; c < n; ++c) {
+    const auto v = static_cast<int32_t>(static_cast<uint32_t>(a[c]) +
+                                        static_cast<uint32_t>(bias[c]));
+    double d = static_cast<double>(v) * m[c];
+    d = std::min(std::max(d, below), above);
+    d = (d + kMagic) - kMagic + zp;
+    d = std::min(std::max(d, lo), hi);
+    out[c] = static_cast<uint8_t>(static_cast<int32_t>(d));
+  }
+}
+
+}  // namespace detail
+
 // ---- The per-variant micro-kernels (internal; one translation unit per ISA) ----------------
 
 struct QgemmTile {
@@ -116,6 +163,9 @@ void qgemm_tile_amx(const QgemmTile& t);
 void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_t* q,
                          int32_t* sum);
 void minmax_avx512(const float* x, size_t n, float* lo, float* hi);
+// requantize_i32's row (qgemm.cpp's requant_row), compiled for AVX-512.
+void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
+                        double zp, double lo, double hi, uint8_t* out);
 #endif
 
 }  // namespace onnxplex::mlas

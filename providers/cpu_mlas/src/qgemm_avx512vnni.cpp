@@ -139,4 +139,9 @@ void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_
   *sum = total;
 }
 
+void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
+                        double zp, double lo, double hi, uint8_t* out) {
+  detail::requant_row(a, bias, m, n, zp, lo, hi, out);
+}
+
 }  // namespace onnxplex::mlas

@@ -1,6 +1,9 @@
 // Bindings of the integer GEMM: arrays in, shape and dtype checks, GIL released around compute.
+#include <array>
 #include <memory>
 #include <stdexcept>
+
+#include <pybind11/stl.h>
 
 #include "bind_util.h"
 #include "qgemm.h"
@@ -81,6 +84,88 @@ void register_qgemm(py::module_& m) {
     return c;
   }, py::arg("a"), py::arg("a_zero_point"), py::arg("b"), py::arg("threads") = 0,
      "(A - a_zp) @ (B - b_zp) in int32 (a_zp: None, 1 or M values; threads 0 = all).");
+
+  m.def("im2col_u8", [](const py::array& x_in, bool channels_first,
+                        std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                        std::array<size_t, 2> dilations, std::array<size_t, 4> pads,
+                        std::array<size_t, 2> out_hw, int pad_value) {
+    bool x_signed = false;
+    const py::array x = int8_array(x_in, "x", x_signed);
+    if (x.ndim() != 4) throw py::value_error("x must be 4-D");
+    if (pad_value < (x_signed ? -128 : 0) || pad_value > (x_signed ? 127 : 255)) {
+      throw py::value_error("pad_value outside x's type range");
+    }
+    const auto n = static_cast<size_t>(x.shape(0));
+    const auto c = static_cast<size_t>(x.shape(channels_first ? 1 : 3));
+    const auto h = static_cast<size_t>(x.shape(channels_first ? 2 : 1));
+    const auto w = static_cast<size_t>(x.shape(channels_first ? 3 : 2));
+    const auto [kh, kw] = kernel;
+    const auto [oh, ow] = out_hw;
+    const size_t hp = h + pads[0] + pads[2], wp = w + pads[1] + pads[3];
+    for (int i = 0; i < 2; ++i) {
+      const size_t span = (kernel[i] - 1) * dilations[i] + 1, in = i == 0 ? hp : wp;
+      if (kernel[i] == 0 || strides[i] == 0 || dilations[i] == 0 ||
+          (out_hw[i] > 0 && (out_hw[i] - 1) * strides[i] + span > in)) {
+        throw py::value_error("the conv geometry reads past the padded input");
+      }
+    }
+    py::array col(x.dtype(), std::vector<py::ssize_t>{
+        static_cast<py::ssize_t>(n * oh * ow), static_cast<py::ssize_t>(kh * kw * c)});
+    std::vector<uint8_t> scratch(std::max<size_t>(hp * wp * c, 1));
+    const auto* xp = static_cast<const uint8_t*>(x.data());
+    auto* cp = static_cast<uint8_t*>(col.mutable_data());
+    {
+      py::gil_scoped_release release;
+      im2col_u8(xp, n, c, h, w, channels_first, kh, kw, strides[0], strides[1], dilations[0],
+                dilations[1], pads[0], pads[1], pads[2], pads[3], oh, ow,
+                static_cast<uint8_t>(pad_value), scratch.data(), cp);
+    }
+    return col;
+  }, py::arg("x"), py::arg("channels_first"), py::arg("kernel"), py::arg("strides"),
+     py::arg("dilations"), py::arg("pads"), py::arg("out_hw"), py::arg("pad_value"),
+     "The im2col rows [n * oh * ow, kh * kw * c] of an 8-bit image batch x ([n, c, h, w] "
+     "when channels_first, else [n, h, w, c]), taps in (ky, kx, channel) order; pads (top, "
+     "left, bottom, right) hold pad_value.");
+
+  m.def("requantize_i32", [](const py::array_t<int32_t, py::array::c_style>& acc,
+                             const py::object& bias_in, const py::object& multiplier_in,
+                             int32_t zero_point, bool out_signed, bool channels_first) {
+    if (acc.ndim() != 3) throw py::value_error("acc must be [images, positions, channels]");
+    const auto images = static_cast<size_t>(acc.shape(0));
+    const auto positions = static_cast<size_t>(acc.shape(1));
+    const auto channels = static_cast<size_t>(acc.shape(2));
+    const std::vector<int32_t> bias = int32_values(bias_in);
+    if (!bias.empty() && bias.size() != channels) {
+      throw py::value_error("bias must have one value per channel");
+    }
+    const auto mult = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(
+        multiplier_in);
+    if (!mult || (mult.size() != 1 && static_cast<size_t>(mult.size()) != channels)) {
+      throw py::value_error("multiplier must have 1 or one value per channel");
+    }
+    if (zero_point < (out_signed ? -128 : 0) || zero_point > (out_signed ? 127 : 255)) {
+      throw py::value_error("zero_point outside the output type's range");
+    }
+    const auto dt = out_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>();
+    py::array out(dt, channels_first
+                          ? std::vector<py::ssize_t>{acc.shape(0), acc.shape(2), acc.shape(1)}
+                          : std::vector<py::ssize_t>{acc.shape(0), acc.shape(1), acc.shape(2)});
+    const int32_t* ap = acc.data();
+    const double* mp = mult.data();
+    const size_t mc = static_cast<size_t>(mult.size());
+    void* op = out.mutable_data();
+    {
+      py::gil_scoped_release release;
+      requantize_i32(ap, images, positions, channels, bias.empty() ? nullptr : bias.data(), mp,
+                     mc, zero_point, out_signed, channels_first, op);
+    }
+    return out;
+  }, py::arg("acc"), py::arg("bias"), py::arg("multiplier"), py::arg("zero_point"),
+     py::arg("out_signed"), py::arg("channels_first"),
+     "8-bit saturate(round_half_even(float64(acc + bias) * multiplier) + zero_point) of int32 "
+     "acc [images, positions, channels]; out [images, channels, positions] when "
+     "channels_first, else acc's shape (bias: None or per channel; multiplier: 1 or per "
+     "channel).");
 
   m.def("qgemm_f32", [](const py::array& a, const py::object& a_zp, const PackedB& b,
                         const py::object& scale, const py::object& bias, size_t threads) {

@@ -14,6 +14,7 @@ from kernel_harness import node_model
 from onnx import TensorProto, helper
 
 from onnxplex import load_model
+from onnxplex.providers.cpu_mlas import quant
 from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
 
 from ._oracle import check, ours
@@ -379,7 +380,6 @@ def test_qlinear_conv_integer_gemm(geometry, x_dt, w_dt, per_channel, monkeypatc
     the channels-last image (padding holds x's zero point): the same integers as the ONNX
     reference's exact convolution, then the same requantization (zero points nonzero, the
     weight's per output channel, and a bias)."""
-    from onnxplex.providers.cpu_mlas import quant
     from onnxplex.providers.cpu_mlas._native import native
 
     if native() is None:
@@ -414,6 +414,75 @@ def test_qlinear_conv_runtime_weight_and_depthwise_float_path():
                 np.array(0.3, np.float32), np.array(100, np.uint8)]
         check("QLinearConv", args, opset=10, oracle="ref", group=group, pads=[1, 1, 1, 1],
               const_inputs=const)
+
+
+@pytest.mark.parametrize("out_dt", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("channels_first", [False, True])
+def test_native_requantize_matches_numpy(out_dt, per_channel, channels_first):
+    """The native requantization is the numpy one (float64 product, round half to even,
+    zero point, saturation), bias added with int32 wrap-around, in either output layout:
+    ties, saturation on both sides, huge sums and a 0.5-step multiplier included."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    images, positions, channels = 2, 70, 19   # (a partial block of 64 positions)
+    acc = RNG.integers(-5000, 5000, (images, positions, channels)).astype(np.int32)
+    acc[0, 0, :4] = [2**31 - 1, -2**31, 5, -5]
+    bias = RNG.integers(-300, 300, channels).astype(np.int32)
+    bias[0] = 7   # wraps the largest sum
+    mult = (RNG.random(channels) * 0.05 if per_channel else np.array([0.5]))
+    mult[0] = 0.5   # acc 5 and -5 land on ties
+    zp = int(ints(np.dtype(out_dt), 1)[0])
+    with np.errstate(over="ignore"):
+        want = quant._requantize(acc + bias, mult, np.array(zp, out_dt), np.dtype(out_dt))
+    got = nat.requantize_i32(acc, bias, mult, zp, out_dt == np.int8, channels_first)
+    if channels_first:
+        want = want.transpose(0, 2, 1)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == out_dt
+
+
+def test_native_requantize_non_finite_multiplier():
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    acc = np.array([[[3, -3, 0]]], np.int32)
+    got = nat.requantize_i32(acc, None, np.array([np.inf, np.inf, np.nan]), 10, False, False)
+    assert got.tolist() == [[[255, 0, 0]]]
+
+
+@pytest.mark.parametrize("channels_first", [True, False])
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+def test_native_im2col_u8(channels_first, dt):
+    """im2col rows in (ky, kx, channel) order, padding holding the pad value, strides and
+    dilations, from channels-first or channels-last images."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    n, c, h, w = 2, 3, 7, 9
+    x = ints(dt, n, c, h, w)
+    kh, kw, sh, sw, dh, dw, pads = 3, 2, 2, 1, 1, 2, (1, 2, 0, 1)
+    pad = int(ints(np.dtype(dt), 1)[0])
+    padded = np.pad(x.transpose(0, 2, 3, 1), ((0, 0), (pads[0], pads[2]), (pads[1], pads[3]),
+                                             (0, 0)), constant_values=pad)
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + pads[1] + pads[3] - (kw - 1) * dw - 1) // sw + 1
+    want = np.stack([padded[:, oy * sh + ky * dh, ox * sw + kx * dw]
+                     for oy in range(oh) for ox in range(ow)
+                     for ky in range(kh) for kx in range(kw)], axis=1)
+    want = want.reshape(n, oh * ow, kh * kw * c).reshape(n * oh * ow, -1)
+    src = x if channels_first else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    got = nat.im2col_u8(src, channels_first, (kh, kw), (sh, sw), (dh, dw), pads, (oh, ow), pad)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="reads past"):
+        nat.im2col_u8(src, channels_first, (kh, kw), (sh, sw), (dh, dw), pads, (oh + 1, ow), pad)
 
 
 def test_conv_integer_zero_points():
