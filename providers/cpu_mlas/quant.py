@@ -237,6 +237,24 @@ def _dq_types(node: NodeView) -> str | None:
     return None
 
 
+def _per_tensor_8bit(q_type: np.dtype, scale: np.ndarray,
+                     zp: np.ndarray | None) -> tuple[float, int] | None:
+    """(scale, zero point) when an 8-bit (de)quantization is per tensor with a float32 scale
+    and the native kernels run it (the same float32 arithmetic as the numpy path), else
+    None."""
+    if q_type not in _I8 or native() is None or not hasattr(native(), "quantize_8bit"):
+        return None
+    scale = np.asarray(scale)
+    if scale.size != 1 or scale.dtype != _F32:
+        return None
+    if zp is None:
+        return float(scale.reshape(-1)[0]), 0
+    zp = np.asarray(zp)
+    if zp.size != 1 or zp.dtype != q_type:
+        return None
+    return float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0])
+
+
 def _quantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, target: np.dtype,
               axis: int, block_size: int, saturate: bool, precision: np.dtype) -> np.ndarray:
     prec = np.dtype(precision)
@@ -286,6 +304,10 @@ def _make_quantize(node: NodeView, ctx: ProviderContext):
             target = np.dtype(np.uint8)
         p = prec if prec is not None else (np.asarray(y_scale).dtype if scale_precision
                                            else np.dtype(_F32))
+        fast = _per_tensor_8bit(np.dtype(target), y_scale, y_zero_point)
+        if fast is not None and x.dtype == _F32 and np.dtype(p) == _F32:
+            return native().quantize_8bit(np.ascontiguousarray(x), fast[0], fast[1],
+                                          np.dtype(target) == np.int8)
         return _quantize(x, y_scale, y_zero_point, np.dtype(target), axis, block_size,
                          saturate, p)
 
@@ -320,6 +342,9 @@ def _make_dequantize(node: NodeView, ctx: ProviderContext):
             sd = np.asarray(x_scale).dtype
             out = sd if sd in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)) else \
                 np.dtype(_F32)
+        fast = _per_tensor_8bit(x.dtype, x_scale, x_zero_point)
+        if fast is not None and out == _F32:
+            return native().dequantize_8bit(x, fast[0], fast[1])
         return _dequantize(x, x_scale, x_zero_point, out, axis, block_size)
 
     return kernel

@@ -483,13 +483,17 @@ def _count(graph: ir.Graph) -> int:
     return len(all_nodes(graph))
 
 
-def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable]) -> int:
+def _fold_constants(model: Model, compile_node: Callable[[Subgraph], Callable],
+                    only: frozenset[str] = frozenset()) -> int:
+    """Fold every node whose inputs are all constant into constants (``only``: the nodes of
+    those op types only, :data:`_NOT_FOLDED` ones included)."""
     graph = model.graph
     consts = set(model.const_names)
     folded = 0
     # Walk in topological order; newly folded outputs make their consumers foldable.
     for index, node in enumerate(list(model.nodes)):
-        if node.op_type in _NOT_FOLDED or node.domain not in ("", "ai.onnx"):
+        if (node.op_type not in only if only else node.op_type in _NOT_FOLDED) \
+                or node.domain not in ("", "ai.onnx"):
             continue
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
                for a in attrs_of(node)):

@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from .._graph import OPSET_KEY, all_nodes, attrs_of
 from . import OptimizerContext, register_pass
-from ._basic import ir_tensor, remove_unused
+from ._basic import _fold_constants, ir_tensor, remove_unused
 
 logger = logging.getLogger(__name__)
 
@@ -1175,3 +1175,17 @@ def _qdq_fusion(ctx: OptimizerContext) -> int:
                 _use_ms_domain(ctx)
             changes += 1
     return changes
+
+
+
+@register_pass("DequantizeLinear of a constant left by the QDQ fusions -> constant", EXTENDED,
+               requires={"DequantizeLinear"})
+def _fold_weight_dequantize(ctx: OptimizerContext) -> int:
+    """A DequantizeLinear of a constant (a weight) whose consumer no QDQ group took (a
+    classifier Gemm with a float output, say) is folded into the float weight: computed once
+    at session creation instead of on every run (MobileNetV3-small's two classifier weights
+    were 2.2 ms of its 9.8 ms run). Basic folding leaves these nodes for the QDQ fusions,
+    which read the quantized weight; this pass runs after them."""
+    if ctx.compile_node is None:
+        return 0
+    return _fold_constants(ctx.model, ctx.compile_node, only=frozenset({"DequantizeLinear"}))

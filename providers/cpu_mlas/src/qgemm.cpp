@@ -468,6 +468,26 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
   }
 }
 
+void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_t zero_point,
+                     float* y) {
+  const auto zp = static_cast<float>(zero_point);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (cpu_features().avx512_vnni) return dequantize_8bit_avx512(x, x_signed, n, scale, zp, y);
+#endif
+  if (x_signed) return detail::dequantize_run(static_cast<const int8_t*>(x), n, scale, zp, y);
+  detail::dequantize_run(static_cast<const uint8_t*>(x), n, scale, zp, y);
+}
+
+void quantize_8bit(const float* x, size_t n, float scale, int32_t zero_point, bool q_signed,
+                   void* q) {
+  const auto zp = static_cast<float>(zero_point);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (cpu_features().avx512_vnni) return quantize_8bit_avx512(x, n, scale, zp, q_signed, q);
+#endif
+  if (q_signed) return detail::quantize_run(x, n, scale, zp, static_cast<int8_t*>(q));
+  detail::quantize_run(x, n, scale, zp, static_cast<uint8_t*>(q));
+}
+
 void qgemm_i32(const PackedA& a, const PackedB& b, int32_t* c, size_t ldc, size_t threads) {
   run(a, b, c, nullptr, ldc, nullptr, nullptr, threads);
 }

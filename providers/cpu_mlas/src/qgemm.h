@@ -124,7 +124,42 @@ namespace detail {
   }
 }
 
+// Per-tensor 8-bit (de)quantization of a run of n values, as the ONNX ops compute them in
+// float32: y = (float(x) - zp) * scale; q = saturate(round_half_even(x / scale) + zp) (a
+// division, as onnxruntime's QuantizeLinear; NaN gives 0, as numpy's and onnxruntime's casts
+// of it do on x86). The quotient is clamped first to a range past [lo - zp, hi - zp], inside
+// which adding and taking away 1.5 * 2^23 rounds to the nearest integer, ties to even.
+template <typename T>
+[[maybe_unused]] static inline void dequantize_run(const T* x, size_t n, float scale, float zp,
+                                                   float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zp) * scale;
+}
+
+template <typename T>
+[[maybe_unused]] static inline void quantize_run(const float* x, size_t n, float scale,
+                                                 float zp, T* q) {
+  constexpr float kMagic = 12582912.0f;   // 1.5 * 2^23
+  constexpr float lo = sizeof(T) == 1 && static_cast<T>(-1) < 0 ? -128.0f : 0.0f;
+  constexpr float hi = lo < 0.0f ? 127.0f : 255.0f;
+  const float below = lo - zp - 1.0f, above = hi - zp + 1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    const bool nan = v != v;
+    v = std::min(std::max(v, below), above);
+    v = (v + kMagic) - kMagic + zp;
+    v = std::min(std::max(v, lo), hi);
+    q[i] = nan ? T{0} : static_cast<T>(static_cast<int32_t>(v));
+  }
+}
+
 }  // namespace detail
+
+// Per-tensor 8-bit DequantizeLinear / QuantizeLinear of n contiguous values (x_signed / q_signed:
+// int8, else uint8); see detail::dequantize_run and quantize_run.
+void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_t zero_point,
+                     float* y);
+void quantize_8bit(const float* x, size_t n, float scale, int32_t zero_point, bool q_signed,
+                   void* q);
 
 // ---- The per-variant micro-kernels (internal; one translation unit per ISA) ----------------
 
@@ -163,6 +198,11 @@ void qgemm_tile_amx(const QgemmTile& t);
 void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_t* q,
                          int32_t* sum);
 void minmax_avx512(const float* x, size_t n, float* lo, float* hi);
+// dequantize_8bit and quantize_8bit, compiled for AVX-512.
+void dequantize_8bit_avx512(const void* x, bool x_signed, size_t n, float scale, float zp,
+                            float* y);
+void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool q_signed,
+                          void* q);
 // requantize_i32's row (qgemm.cpp's requant_row), compiled for AVX-512.
 void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
                         double zp, double lo, double hi, uint8_t* out);

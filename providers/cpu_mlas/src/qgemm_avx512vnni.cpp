@@ -139,6 +139,18 @@ void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_
   *sum = total;
 }
 
+void dequantize_8bit_avx512(const void* x, bool x_signed, size_t n, float scale, float zp,
+                            float* y) {
+  if (x_signed) return detail::dequantize_run(static_cast<const int8_t*>(x), n, scale, zp, y);
+  detail::dequantize_run(static_cast<const uint8_t*>(x), n, scale, zp, y);
+}
+
+void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool q_signed,
+                          void* q) {
+  if (q_signed) return detail::quantize_run(x, n, scale, zp, static_cast<int8_t*>(q));
+  detail::quantize_run(x, n, scale, zp, static_cast<uint8_t*>(q));
+}
+
 void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
                         double zp, double lo, double hi, uint8_t* out) {
   detail::requant_row(a, bias, m, n, zp, lo, hi, out);

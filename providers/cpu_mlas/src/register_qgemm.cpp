@@ -20,6 +20,13 @@ QgemmIsa isa_arg(const std::string& name) {
   }
 }
 
+// ValueError unless value is in int8's range (is_signed) or uint8's.
+void check_8bit(int64_t value, bool is_signed, const std::string& what) {
+  if (value < (is_signed ? -128 : 0) || value > (is_signed ? 127 : 255)) {
+    throw py::value_error(what + " outside the 8-bit type's range");
+  }
+}
+
 void check_2d(const py::array& a, const char* what) {
   if (a.ndim() != 2) throw py::value_error(std::string(what) + " must be 2-D");
 }
@@ -92,9 +99,7 @@ void register_qgemm(py::module_& m) {
     bool x_signed = false;
     const py::array x = int8_array(x_in, "x", x_signed);
     if (x.ndim() != 4) throw py::value_error("x must be 4-D");
-    if (pad_value < (x_signed ? -128 : 0) || pad_value > (x_signed ? 127 : 255)) {
-      throw py::value_error("pad_value outside x's type range");
-    }
+    check_8bit(pad_value, x_signed, "pad_value");
     const auto n = static_cast<size_t>(x.shape(0));
     const auto c = static_cast<size_t>(x.shape(channels_first ? 1 : 3));
     const auto h = static_cast<size_t>(x.shape(channels_first ? 2 : 1));
@@ -127,6 +132,42 @@ void register_qgemm(py::module_& m) {
      "when channels_first, else [n, h, w, c]), taps in (ky, kx, channel) order; pads (top, "
      "left, bottom, right) hold pad_value.");
 
+  m.def("dequantize_8bit", [](const py::array& x_in, float scale, int32_t zero_point) {
+    bool x_signed = false;
+    const py::array x = int8_array(x_in, "x", x_signed);
+    check_8bit(zero_point, x_signed, "zero_point");
+    std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+    py::array_t<float> y(shape);
+    const void* xp = x.data();
+    float* yp = y.mutable_data();
+    const auto n = static_cast<size_t>(x.size());
+    {
+      py::gil_scoped_release release;
+      dequantize_8bit(xp, x_signed, n, scale, zero_point, yp);
+    }
+    return y;
+  }, py::arg("x"), py::arg("scale"), py::arg("zero_point"),
+     "Per-tensor DequantizeLinear of an int8/uint8 array: (float(x) - zero_point) * scale in "
+     "float32, x's shape.");
+
+  m.def("quantize_8bit", [](const py::array_t<float, py::array::c_style>& x, float scale,
+                            int32_t zero_point, bool q_signed) {
+    check_8bit(zero_point, q_signed, "zero_point");
+    std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+    const auto dt = q_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>();
+    py::array q(dt, shape);
+    const float* xp = x.data();
+    void* qp = q.mutable_data();
+    const auto n = static_cast<size_t>(x.size());
+    {
+      py::gil_scoped_release release;
+      quantize_8bit(xp, n, scale, zero_point, q_signed, qp);
+    }
+    return q;
+  }, py::arg("x"), py::arg("scale"), py::arg("zero_point"), py::arg("q_signed"),
+     "Per-tensor QuantizeLinear of a float32 array to int8 (q_signed) or uint8: "
+     "saturate(round_half_even(x / scale) + zero_point), x's shape (NaN gives 0).");
+
   m.def("requantize_i32", [](const py::array_t<int32_t, py::array::c_style>& acc,
                              const py::object& bias_in, const py::object& multiplier_in,
                              int32_t zero_point, bool out_signed, bool channels_first) {
@@ -143,9 +184,7 @@ void register_qgemm(py::module_& m) {
     if (!mult || (mult.size() != 1 && static_cast<size_t>(mult.size()) != channels)) {
       throw py::value_error("multiplier must have 1 or one value per channel");
     }
-    if (zero_point < (out_signed ? -128 : 0) || zero_point > (out_signed ? 127 : 255)) {
-      throw py::value_error("zero_point outside the output type's range");
-    }
+    check_8bit(zero_point, out_signed, "zero_point");
     const auto dt = out_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>();
     py::array out(dt, channels_first
                           ? std::vector<py::ssize_t>{acc.shape(0), acc.shape(2), acc.shape(1)}

@@ -485,6 +485,62 @@ def test_native_im2col_u8(channels_first, dt):
         nat.im2col_u8(src, channels_first, (kh, kw), (sh, sw), (dh, dw), pads, (oh + 1, ow), pad)
 
 
+@pytest.mark.parametrize("q_dt", [np.uint8, np.int8])
+def test_native_per_tensor_quantize_dequantize_match_numpy(q_dt):
+    """The native per-tensor QuantizeLinear / DequantizeLinear give the numpy path's values:
+    float32 division, ties to even, saturation both ways, infinities; NaN gives 0 (as the
+    numpy cast does on x86)."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    scale = np.float32(0.25)
+    x = (RNG.standard_normal(1003) * 40).astype(np.float32)
+    x[:8] = [0.125, -0.125, 0.375, 1e30, -1e30, np.inf, -np.inf, 2.5 * 0.25]   # ties, limits
+    for zp in (0, 7, int(np.iinfo(q_dt).min), int(np.iinfo(q_dt).max)):
+        want = quant._quantize(x, np.array(scale), np.array(zp, q_dt), np.dtype(q_dt), 1, 0,
+                               True, np.dtype(np.float32))
+        got = nat.quantize_8bit(x, float(scale), zp, q_dt == np.int8)
+        np.testing.assert_array_equal(got, want)
+        q = ints(q_dt, 3, 5, 7)
+        want_f = quant._dequantize(q, np.array(scale), np.array(zp, q_dt), np.dtype(np.float32),
+                                   1, 0)
+        got_f = nat.dequantize_8bit(q, float(scale), zp)
+        assert got_f.dtype == np.float32 and got_f.shape == q.shape
+        np.testing.assert_array_equal(got_f, want_f)
+    assert nat.quantize_8bit(np.array([np.nan], np.float32), 0.5, 3, q_dt == np.int8)[0] == 0
+
+
+def test_constant_weight_dequantize_folded_after_qdq_fusions():
+    """A DequantizeLinear of a constant weight that no QDQ group takes (a Gemm with a float
+    output) is folded at the extended level, after the QDQ fusions: the session runs no
+    DequantizeLinear on it, and its outputs are the unoptimized model's."""
+    w = ints(np.int8, 6, 5)
+    x = RNG.integers(0, 255, (2, 5), dtype=np.uint8)
+    inits = [helper.make_tensor("w", TensorProto.INT8, w.shape, w.reshape(-1).tolist()),
+             helper.make_tensor("ws", TensorProto.FLOAT, [6], (RNG.random(6) * 0.1).tolist()),
+             helper.make_tensor("wz", TensorProto.INT8, [6], [0] * 6),
+             helper.make_tensor("xs", TensorProto.FLOAT, [], [0.02]),
+             helper.make_tensor("xz", TensorProto.UINT8, [], [128])]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
+             helper.make_node("Gemm", ["xf", "wf"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8,
+                                                                     [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    import onnxplex
+
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    ops = [p.op_type for p in sess.get_provider_assignment().placements]
+    assert ops.count("DequantizeLinear") == 1, ops   # the activation's only
+    so = onnxplex.SessionOptions()
+    so.graph_optimization_level = onnxplex.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = onnxplex.InferenceSession(m.SerializeToString(), so)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])
+
+
 def test_conv_integer_zero_points():
     x = ints(np.uint8, 2, 3, 6, 6)
     w = ints(np.uint8, 4, 3, 2, 2)

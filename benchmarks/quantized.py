@@ -1,0 +1,139 @@
+"""Statically quantized (QDQ) CNNs side by side: onnxplex against onnxruntime.
+
+    python benchmarks/quantized.py --models DIR [--out DIR2] [--threads 1,2] [--runs 20]
+
+``DIR`` holds float models of the zoo (``python -m benchmarks.zoo.build --out DIR``); each of
+:data:`MODELS` found there is quantized once with onnxruntime's own tool
+(``onnxruntime.quantization.quantize_static``: QDQ format, uint8 activations, int8 weights per
+output channel, MinMax calibration on four seeded random inputs) into ``DIR2`` (default
+``DIR/quantized``, kept between runs), then both engines run it in one process, alternating,
+on the same seeded input. Prints per model and thread count the median latency of each, the
+ratio (onnxplex / onnxruntime, below 1 is faster), and the largest output difference in units
+of the output's scale (its largest magnitude / 255: one quantization step or so is the two
+engines rounding a requantization differently, as fixed-point and float arithmetic do) and,
+for scale, how far onnxruntime's own output moves between its unoptimized graph
+(``ORT_DISABLE_ALL``: the QDQ graph computed in float) and its optimized one.
+
+The quantizer and onnxruntime are benchmark dependencies only; the library never imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
+
+
+def _shape(value_info) -> list[int]:
+    return [d.dim_value or 1 for d in value_info.type.tensor_type.shape.dim]
+
+
+def quantize(src: Path, dst: Path) -> Path:
+    """``src`` quantized as a new user would with onnxruntime's static quantizer (cached)."""
+    if dst.exists():
+        return dst
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    inp = onnx.load(src, load_external_data=False).graph.input[0]
+    shape = _shape(inp)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(0)
+            self._it = iter([{inp.name: rng.standard_normal(shape).astype(np.float32)}
+                             for _ in range(4)])
+
+        def get_next(self):
+            return next(self._it, None)
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_suffix(".tmp.onnx")
+    quantize_static(str(src), str(tmp), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    tmp.replace(dst)
+    return dst
+
+
+def bench(path: Path, threads: int, runs: int) -> dict[str, float]:
+    import onnxruntime as ort
+
+    import onnxplex
+
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = threads
+    ours = onnxplex.InferenceSession(str(path), so)
+    oo = ort.SessionOptions()
+    oo.intra_op_num_threads = threads
+    theirs = ort.InferenceSession(str(path), oo, providers=["CPUExecutionProvider"])
+    inp = ours.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+    feeds = {inp.name: np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
+    oo0 = ort.SessionOptions()
+    oo0.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(str(path), oo0, providers=["CPUExecutionProvider"])
+    a, b = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
+    b0 = plain.run(None, feeds)[0]
+    step = float(np.abs(b).max()) / 255 or 1.0
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(runs):
+        pair = ((ours, times[0]), (theirs, times[1]))
+        for sess, into in (pair if i % 2 == 0 else pair[::-1]):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            into.append(time.perf_counter() - t0)
+    return {"ours_ms": statistics.median(times[0]) * 1e3,
+            "theirs_ms": statistics.median(times[1]) * 1e3,
+            "steps": float(np.abs(a.astype(np.float64) - b).max()) / step,
+            "ort_steps": float(np.abs(b0.astype(np.float64) - b).max()) / step}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", required=True, help="folder of the zoo's float models")
+    ap.add_argument("--out", help="folder for the quantized models (default MODELS/quantized)")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--only", help="comma-separated subset of the models")
+    args = ap.parse_args(argv)
+    src = Path(args.models)
+    out = Path(args.out) if args.out else src / "quantized"
+    names = args.only.split(",") if args.only else MODELS
+    threads = [int(t) for t in args.threads.split(",")]
+    ratios: dict[int, list[float]] = {t: [] for t in threads}
+    print(f"{'model':<22} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
+          f"{'ratio':>6} {'max diff (steps)':>17} {'ort own (steps)':>16}")
+    for name in names:
+        f = src / f"{name}.onnx"
+        if not f.exists():
+            print(f"{name:<22} not in {src}", file=sys.stderr)
+            continue
+        q = quantize(f, out / f"{name}_qdq.onnx")
+        for t in threads:
+            r = bench(q, t, args.runs)
+            ratio = r["ours_ms"] / r["theirs_ms"]
+            ratios[t].append(ratio)
+            print(f"{name:<22} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
+                  f"{ratio:>6.2f} {r['steps']:>17.2f} {r['ort_steps']:>16.2f}", flush=True)
+    for t, rs in ratios.items():
+        if rs:
+            g = math.exp(sum(map(math.log, rs)) / len(rs))
+            print(f"geometric mean ratio at {t} thread(s): {g:.2f} over {len(rs)} models")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
