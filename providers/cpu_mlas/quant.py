@@ -89,9 +89,17 @@ def _exact_matmul(af: np.ndarray, bf: np.ndarray, bmax: float) -> np.ndarray:
 _I8 = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
-def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None) -> Any | None:
+_AMX_MIN_K = 64
+"""AMX multiplies K in steps of 64: below this a B packed for it does mostly padding, and the
+VNNI kernel (steps of 4) was faster (3136 x 16 x 72: 65 against 97 us; at K = 72, AMX led)."""
+
+
+def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None, *,
+                  short_k: bool = False) -> Any | None:
     """``b`` [K, N] (int8/uint8) packed for the native integer GEMM, or None when the module
-    is not available or the operands have another form (then the numpy path runs)."""
+    is not available or the operands have another form (then the numpy path runs).
+    ``short_k``: a K below :data:`_AMX_MIN_K` is packed for the VNNI kernel rather than AMX
+    (callers whose products are many rows of short K: a 1x1 conv's)."""
     nat = native()
     b = np.asarray(b)
     if nat is None or b.ndim != 2 or b.dtype not in _I8:
@@ -101,7 +109,11 @@ def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None) -> Any | None:
         if zero_point.dtype not in _I8 or zero_point.size not in (1, b.shape[1]):
             return None
         zero_point = zero_point.reshape(-1)
-    return nat.pack_b(b, zero_point, threads=_blas.intra_threads())
+    packed = nat.pack_b(b, zero_point, threads=_blas.intra_threads())
+    if short_k and packed.isa == "amx" and b.shape[0] < _AMX_MIN_K \
+            and nat.isa_available("avx512vnni"):
+        packed = nat.pack_b(b, zero_point, isa="avx512vnni", threads=_blas.intra_threads())
+    return packed
 
 
 def native_a_zero_point(zp: np.ndarray | None, a_shape: tuple[int, ...],
@@ -600,7 +612,7 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
         wzp = None if wzp_info is None else np.asarray(wzp_info.const)
         if group == 1 and w.ndim == 4 and w.dtype in _I8:
             wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]))
-            packed = native_pack_b(wt, wzp)
+            packed = native_pack_b(wt, wzp, short_k=True)
             if packed is not None and hasattr(native(), "requantize_i32"):
                 gemm = (packed, tuple(w.shape[2:]))
         if gemm is None:
@@ -622,12 +634,28 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
                 None if b is None else np.asarray(b).astype(np.int32).reshape(-1), mult, zp,
                 out == np.int8, True)
             return y.reshape(n, m, oh, ow)
-        xf = _centered(x, None, False)
-        if x_zero_point is not None:
-            xf -= np.asarray(x_zero_point).astype(_F32)
         cw = float_w if float_w is not None else _ConvWeights(
             _centered_weight(w, w_zero_point), group)
-        acc = _int_conv(static, xf, cw, x.dtype, w.dtype)
+        fast = _per_tensor_8bit(x.dtype, np.array(1, _F32), x_zero_point)
+        if fast is not None and out in _I8 and (y_zero_point is None
+                                                 or np.size(y_zero_point) == 1):
+            # x - x_zp exactly (DequantizeLinear with a scale of 1), the float convolution,
+            # then the sums, float32 integers, requantized natively channel by channel
+            y = _exact_conv(static, native().dequantize_8bit(x, 1.0, fast[1]), cw, x.dtype,
+                            w.dtype)
+            if y.dtype == _F32:
+                zp = 0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0])
+                return native().requantize_f32_channels(
+                    np.ascontiguousarray(y).reshape(y.shape[0], y.shape[1], -1),
+                    None if b is None else np.asarray(b).astype(np.int32).reshape(-1),
+                    _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1), zp,
+                    out == np.int8).reshape(y.shape)
+            acc = np.rint(y).astype(np.int32)
+        else:
+            xf = _centered(x, None, False)
+            if x_zero_point is not None:
+                xf -= np.asarray(x_zero_point).astype(_F32)
+            acc = _int_conv(static, xf, cw, x.dtype, w.dtype)
         if b is not None:
             acc += np.asarray(b).astype(np.int32).reshape((1, -1) + (1,) * (acc.ndim - 2))
         if ws.ndim == 1 and ws.size > 1:
@@ -654,11 +682,8 @@ def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
     if oh <= 0 or ow <= 0 or n == 0:
         return np.zeros((n, max(oh, 0), max(ow, 0), packed.n), np.int32)
     zp = 0 if x_zp is None else int(np.asarray(x_zp).reshape(-1)[0])
-    if kh == kw == 1 and tuple(strides) == (1, 1) and not any(pb) and not any(pe):
-        col = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(-1, c)
-    else:
-        col = nat.im2col_u8(x, True, kshape, strides, dil, (pb[0], pb[1], pe[0], pe[1]),
-                            (oh, ow), zp)
+    col = nat.im2col_u8(x, True, kshape, strides, dil, (pb[0], pb[1], pe[0], pe[1]), (oh, ow),
+                        zp)
     acc = nat.qgemm_i32(col, None if x_zp is None else np.asarray(x_zp).reshape(1), packed,
                         threads=_blas.intra_threads())
     return acc.reshape(n, oh, ow, packed.n)
@@ -669,10 +694,16 @@ _RANGE_BOUND = {np.dtype(np.uint8): 255, np.dtype(np.int8): 255}
 
 def _int_conv(static: Any, xf: np.ndarray, cw: Any, x_type: np.dtype,
               w_type: np.dtype) -> np.ndarray:
+    """:func:`_exact_conv` as int32."""
+    return np.rint(_exact_conv(static, xf, cw, x_type, w_type)).astype(np.int32)
+
+
+def _exact_conv(static: Any, xf: np.ndarray, cw: Any, x_type: np.dtype,
+                w_type: np.dtype) -> np.ndarray:
     """Exact integer convolution of centered float inputs (float32 when every partial sum
-    fits its mantissa, else float64), as int32. The bound comes from the element types when
-    they prove it (a centered 8-bit value is at most 255 in magnitude: a depthwise 3x3's nine
-    taps always fit), else from the values."""
+    fits its mantissa, else float64): integers held as floats. The bound comes from the
+    element types when they prove it (a centered 8-bit value is at most 255 in magnitude: a
+    depthwise 3x3's nine taps always fit), else from the values."""
     from .nn import _conv, _ConvWeights
 
     k = math.prod(cw.kshape) * cw.cg
@@ -683,5 +714,4 @@ def _int_conv(static: Any, xf: np.ndarray, cw: Any, x_type: np.dtype,
         if k * xmax * wmax >= _EXACT_F32:
             xf = xf.astype(np.float64)
             cw = _ConvWeights(cw._w.astype(np.float64), cw.group)
-    y = _conv(xf, cw, static, None)
-    return np.rint(y).astype(np.int32)  # exact integers already; rint guards -0.0
+    return _conv(xf, cw, static, None)

@@ -468,6 +468,42 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
   }
 }
 
+void requantize_f32_channels(const float* y, size_t images, size_t channels, size_t positions,
+                             const int32_t* bias, const double* multiplier,
+                             size_t multiplier_count, int32_t zero_point, bool out_signed,
+                             void* out) {
+  const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
+  const double zp = static_cast<double>(zero_point);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  const bool avx512 = cpu_features().avx512_vnni;
+#endif
+  auto* o8 = static_cast<uint8_t*>(out);
+  for (size_t row = 0; row < images * channels; ++row) {
+    const size_t c = row % channels;
+    const double m = multiplier[multiplier_count == 1 ? 0 : c];
+    const int32_t b = bias != nullptr ? bias[c] : 0;
+    const float* src = y + row * positions;
+    uint8_t* dst = o8 + row * positions;
+    if (!std::isfinite(m)) {   // (the rare case, element by element, as requantize_i32's)
+      for (size_t p = 0; p < positions; ++p) {
+        const auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(src[p])) +
+                                            static_cast<uint32_t>(b));
+        const double d = static_cast<double>(v) * m;
+        const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
+        dst[p] = static_cast<uint8_t>(static_cast<int32_t>(r));
+      }
+      continue;
+    }
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    if (avx512) {
+      requant_run_f32_avx512(src, positions, b, m, zp, lo, hi, dst);
+      continue;
+    }
+#endif
+    detail::requant_run_f32(src, positions, b, m, zp, lo, hi, dst);
+  }
+}
+
 void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_t zero_point,
                      float* y) {
   const auto zp = static_cast<float>(zero_point);

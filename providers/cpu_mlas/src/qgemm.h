@@ -124,6 +124,24 @@ namespace detail {
   }
 }
 
+// A run of one channel's sums held as float32 integers (a float convolution of centered 8-bit
+// values, exact below 2^24): requant_row's arithmetic with one bias and one multiplier.
+[[maybe_unused]] static inline void requant_run_f32(const float* y, size_t n, int32_t bias,
+                                                    double m, double zp, double lo, double hi,
+                                                    uint8_t* out) {
+  constexpr double kMagic = 6755399441055744.0;   // 1.5 * 2^52
+  const double below = lo - 1.0 - zp, above = hi + 1.0 - zp;
+  for (size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(y[i])) +
+                                        static_cast<uint32_t>(bias));
+    double d = static_cast<double>(v) * m;
+    d = std::min(std::max(d, below), above);
+    d = (d + kMagic) - kMagic + zp;
+    d = std::min(std::max(d, lo), hi);
+    out[i] = static_cast<uint8_t>(static_cast<int32_t>(d));
+  }
+}
+
 // Per-tensor 8-bit (de)quantization of a run of n values, as the ONNX ops compute them in
 // float32: y = (float(x) - zp) * scale; q = saturate(round_half_even(x / scale) + zp) (a
 // division, as onnxruntime's QuantizeLinear; NaN gives 0, as numpy's and onnxruntime's casts
@@ -160,6 +178,13 @@ void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_
                      float* y);
 void quantize_8bit(const float* x, size_t n, float scale, int32_t zero_point, bool q_signed,
                    void* q);
+// requantize_i32 for sums held as float32 integers in y [images][channels][positions]
+// (channels-first, as a float convolution of centered 8-bit values writes them; each |y| below
+// 2^24), into out of the same layout.
+void requantize_f32_channels(const float* y, size_t images, size_t channels, size_t positions,
+                             const int32_t* bias, const double* multiplier,
+                             size_t multiplier_count, int32_t zero_point, bool out_signed,
+                             void* out);
 
 // ---- The per-variant micro-kernels (internal; one translation unit per ISA) ----------------
 
@@ -203,6 +228,9 @@ void dequantize_8bit_avx512(const void* x, bool x_signed, size_t n, float scale,
                             float* y);
 void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool q_signed,
                           void* q);
+// requantize_f32_channels' run (qgemm.h's requant_run_f32), compiled for AVX-512.
+void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, double zp,
+                            double lo, double hi, uint8_t* out);
 // requantize_i32's row (qgemm.cpp's requant_row), compiled for AVX-512.
 void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
                         double zp, double lo, double hi, uint8_t* out);

@@ -151,6 +151,11 @@ void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool 
   detail::quantize_run(x, n, scale, zp, static_cast<uint8_t*>(q));
 }
 
+void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, double zp,
+                            double lo, double hi, uint8_t* out) {
+  detail::requant_run_f32(y, n, bias, m, zp, lo, hi, out);
+}
+
 void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
                         double zp, double lo, double hi, uint8_t* out) {
   detail::requant_row(a, bias, m, n, zp, lo, hi, out);

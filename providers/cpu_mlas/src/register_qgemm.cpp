@@ -27,6 +27,30 @@ void check_8bit(int64_t value, bool is_signed, const std::string& what) {
   }
 }
 
+// The requantization bindings' shared arguments, checked: bias (None or one int32 a
+// channel), multiplier (1 or one float64 a channel), zero point in the output's range.
+struct RequantArgs {
+  std::vector<int32_t> bias;
+  py::array_t<double, py::array::c_style | py::array::forcecast> multiplier;
+  py::dtype out_type;
+
+  RequantArgs(const py::object& bias_in, const py::object& multiplier_in, size_t channels,
+              int32_t zero_point, bool out_signed)
+      : bias(int32_values(bias_in)),
+        multiplier(py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(
+            multiplier_in)),
+        out_type(out_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>()) {
+    if (!bias.empty() && bias.size() != channels) {
+      throw py::value_error("bias must have one value per channel");
+    }
+    if (!multiplier ||
+        (multiplier.size() != 1 && static_cast<size_t>(multiplier.size()) != channels)) {
+      throw py::value_error("multiplier must have 1 or one value per channel");
+    }
+    check_8bit(zero_point, out_signed, "zero_point");
+  }
+};
+
 void check_2d(const py::array& a, const char* what) {
   if (a.ndim() != 2) throw py::value_error(std::string(what) + " must be 2-D");
 }
@@ -168,6 +192,35 @@ void register_qgemm(py::module_& m) {
      "Per-tensor QuantizeLinear of a float32 array to int8 (q_signed) or uint8: "
      "saturate(round_half_even(x / scale) + zero_point), x's shape (NaN gives 0).");
 
+  m.def("requantize_f32_channels", [](const py::array_t<float, py::array::c_style>& y,
+                                      const py::object& bias_in,
+                                      const py::object& multiplier_in, int32_t zero_point,
+                                      bool out_signed) {
+    if (y.ndim() != 3) throw py::value_error("y must be [images, channels, positions]");
+    const auto images = static_cast<size_t>(y.shape(0));
+    const auto channels = static_cast<size_t>(y.shape(1));
+    const auto positions = static_cast<size_t>(y.shape(2));
+    const RequantArgs r(bias_in, multiplier_in, channels, zero_point, out_signed);
+    const std::vector<int32_t>& bias = r.bias;
+    const auto& mult = r.multiplier;
+    const py::dtype dt = r.out_type;
+    py::array out(dt, std::vector<py::ssize_t>{y.shape(0), y.shape(1), y.shape(2)});
+    const float* yp = y.data();
+    const double* mp = mult.data();
+    const size_t mc = static_cast<size_t>(mult.size());
+    void* op = out.mutable_data();
+    {
+      py::gil_scoped_release release;
+      requantize_f32_channels(yp, images, channels, positions,
+                              bias.empty() ? nullptr : bias.data(), mp, mc, zero_point,
+                              out_signed, op);
+    }
+    return out;
+  }, py::arg("y"), py::arg("bias"), py::arg("multiplier"), py::arg("zero_point"),
+     py::arg("out_signed"),
+     "requantize_i32 for sums held as float32 integers (each below 2^24 in magnitude) in y "
+     "[images, channels, positions], into an 8-bit array of y's shape.");
+
   m.def("requantize_i32", [](const py::array_t<int32_t, py::array::c_style>& acc,
                              const py::object& bias_in, const py::object& multiplier_in,
                              int32_t zero_point, bool out_signed, bool channels_first) {
@@ -175,17 +228,10 @@ void register_qgemm(py::module_& m) {
     const auto images = static_cast<size_t>(acc.shape(0));
     const auto positions = static_cast<size_t>(acc.shape(1));
     const auto channels = static_cast<size_t>(acc.shape(2));
-    const std::vector<int32_t> bias = int32_values(bias_in);
-    if (!bias.empty() && bias.size() != channels) {
-      throw py::value_error("bias must have one value per channel");
-    }
-    const auto mult = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(
-        multiplier_in);
-    if (!mult || (mult.size() != 1 && static_cast<size_t>(mult.size()) != channels)) {
-      throw py::value_error("multiplier must have 1 or one value per channel");
-    }
-    check_8bit(zero_point, out_signed, "zero_point");
-    const auto dt = out_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>();
+    const RequantArgs r(bias_in, multiplier_in, channels, zero_point, out_signed);
+    const std::vector<int32_t>& bias = r.bias;
+    const auto& mult = r.multiplier;
+    const py::dtype dt = r.out_type;
     py::array out(dt, channels_first
                           ? std::vector<py::ssize_t>{acc.shape(0), acc.shape(2), acc.shape(1)}
                           : std::vector<py::ssize_t>{acc.shape(0), acc.shape(1), acc.shape(2)});

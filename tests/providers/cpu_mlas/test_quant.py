@@ -443,6 +443,13 @@ def test_native_requantize_matches_numpy(out_dt, per_channel, channels_first):
         want = want.transpose(0, 2, 1)
     np.testing.assert_array_equal(got, want)
     assert got.dtype == out_dt
+    if channels_first:   # the same sums held as float32 integers, channels-first
+        small = np.clip(acc, -2**23, 2**23)
+        with np.errstate(over="ignore"):
+            want = quant._requantize(small + bias, mult, np.array(zp, out_dt), np.dtype(out_dt))
+        y = np.ascontiguousarray(small.transpose(0, 2, 1)).astype(np.float32)
+        got = nat.requantize_f32_channels(y, bias, mult, zp, out_dt == np.int8)
+        np.testing.assert_array_equal(got, want.transpose(0, 2, 1))
 
 
 def test_native_requantize_non_finite_multiplier():
