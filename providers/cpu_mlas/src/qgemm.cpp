@@ -23,6 +23,8 @@ size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // Rows per parallel task: a task reuses its B panel over this many rows.
 constexpr size_t kTaskRows = 48;
+// The same for the AMX variant, whose tile configuration is loaded once per task.
+constexpr size_t kAmxTaskRows = 128;
 
 // dst[i] = src[i] ^ flip for i < n; returns the sum of what was written. 16 bytes a step
 // where SSE2 is the baseline (x86-64): the byte loop was half of a conv's im2col GEMM
@@ -336,7 +338,13 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
   const size_t m = a.m, n = b.n;
   if (m == 0 || n == 0) return;
   const size_t panels = b.np / l.panel;
-  const size_t task_rows = std::max(kTaskRows, 2 * l.mr) / l.mr * l.mr;
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  const bool amx = b.isa == QgemmIsa::kAmx;
+#else
+  const bool amx = false;
+#endif
+  // (AMX: longer tasks, the tile configuration loaded once per task)
+  const size_t task_rows = std::max(amx ? kAmxTaskRows : kTaskRows, 2 * l.mr) / l.mr * l.mr;
   const size_t chunks = (m + task_rows - 1) / task_rows;
   const size_t lda = a.kp * l.a_bytes;
   const size_t panel_bytes = b.kp * l.panel * l.b_bytes;
@@ -354,6 +362,9 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
     t.scale = scale == nullptr ? nullptr : scale + n0;
     t.bias = bias == nullptr ? nullptr : bias + n0;
     const size_t m1 = std::min(m, (chunk + 1) * task_rows);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    if (amx) amx_task_begin();
+#endif
     for (size_t r = chunk * task_rows; r < m1; r += l.mr) {
       t.rows = std::min(l.mr, m1 - r);
       t.a = a.data.data() + r * lda;
@@ -363,6 +374,9 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
       t.c_f32 = cf == nullptr ? nullptr : cf + r * ldc + n0;
       fn(t);
     }
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    if (amx) amx_task_end();
+#endif
   });
 }
 

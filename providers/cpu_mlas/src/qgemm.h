@@ -220,6 +220,10 @@ void qgemm_tile_avx512vnni(const QgemmTile& t);
 // amx_enable() requests once per process (false when refused or not built).
 bool amx_enable();
 void qgemm_tile_amx(const QgemmTile& t);
+// Around the tile calls of one task on one thread (nothing else runs on it in between): the
+// tile configuration loaded once, the tiles released at the end.
+void amx_task_begin();
+void amx_task_end();
 void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_t* q,
                          int32_t* sum);
 void minmax_avx512(const float* x, size_t n, float* lo, float* hi);

@@ -55,10 +55,26 @@ bool amx_enable() {
 #endif
 }
 
-void qgemm_tile_amx(const QgemmTile& t) {
-  // Loaded on every call: another library on this thread (say onnxruntime's AMX kernels)
-  // may have configured the tiles differently in between.
+namespace {
+// Set between amx_task_begin and amx_task_end: the tiles are configured for this thread's
+// task, and qgemm_tile_amx neither loads the configuration nor releases the tiles.
+thread_local bool t_configured = false;
+}  // namespace
+
+void amx_task_begin() {
   _tile_loadconfig(&config());
+  t_configured = true;
+}
+
+void amx_task_end() {
+  _tile_release();
+  t_configured = false;
+}
+
+void qgemm_tile_amx(const QgemmTile& t) {
+  // Outside a task (amx_task_begin) loaded on every call: another library on this thread (say
+  // onnxruntime's AMX kernels) may have configured the tiles differently in between.
+  if (!t_configured) _tile_loadconfig(&config());
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -82,7 +98,7 @@ void qgemm_tile_amx(const QgemmTile& t) {
   _tile_stored(1, &acc[0][kTile], 128);
   _tile_stored(2, &acc[kTile][0], 128);
   _tile_stored(3, &acc[kTile][kTile], 128);
-  _tile_release();
+  if (!t_configured) _tile_release();
 
   for (size_t v = 0; v < 2; ++v) {
     const size_t col = v * kTile;
