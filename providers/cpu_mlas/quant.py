@@ -604,6 +604,7 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
 
     group = int(node.attr("group", 1))
     static = ConvStatic(node)
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
     w_info, wzp_info = node.input(3), node.input(5)
     gemm = None        # (packed W^T [kh * kw * C, M], kernel shape) for the integer GEMM
     float_w = None     # _ConvWeights of the centered weight
@@ -613,7 +614,7 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
         if group == 1 and w.ndim == 4 and w.dtype in _I8:
             wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]))
             packed = native_pack_b(wt, wzp, short_k=True)
-            if packed is not None and hasattr(native(), "requantize_i32"):
+            if packed is not None and hasattr(native(), "qlinear_conv_u8"):
                 gemm = (packed, tuple(w.shape[2:]))
         if gemm is None:
             float_w = _ConvWeights(_centered_weight(w, wzp), group)
@@ -622,18 +623,13 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
                b=None):
         out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
         ws = np.asarray(w_scale)
-        acc = None if gemm is None or out not in _I8 or (
-            y_zero_point is not None and np.size(y_zero_point) != 1) else \
-            _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static)
-        if acc is not None:   # channels-last [N, OH, OW, M]: requantized into NCHW
-            n, oh, ow, m = acc.shape
-            mult = _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1)
-            zp = 0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0])
-            y = native().requantize_i32(
-                acc.reshape(n, oh * ow, m),
-                None if b is None else np.asarray(b).astype(np.int32).reshape(-1), mult, zp,
-                out == np.int8, True)
-            return y.reshape(n, m, oh, ow)
+        if gemm is not None and out in _I8 and (y_zero_point is None
+                                                 or np.size(y_zero_point) == 1):
+            y = _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static, threads, b,
+                            _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1),
+                            y_zero_point, out)
+            if y is not None:
+                return y
         cw = float_w if float_w is not None else _ConvWeights(
             _centered_weight(w, w_zero_point), group)
         fast = _per_tensor_8bit(x.dtype, np.array(1, _F32), x_zero_point)
@@ -649,7 +645,7 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
                     np.ascontiguousarray(y).reshape(y.shape[0], y.shape[1], -1),
                     None if b is None else np.asarray(b).astype(np.int32).reshape(-1),
                     _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1), zp,
-                    out == np.int8).reshape(y.shape)
+                    out == np.int8, threads=threads).reshape(y.shape)
             acc = np.rint(y).astype(np.int32)
         else:
             xf = _centered(x, None, False)
@@ -666,27 +662,27 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
 
 
 def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
-                kshape: tuple[int, ...], static: Any) -> np.ndarray | None:
-    """The int32 sums of a one-group 2-D QLinearConv on the native integer GEMM, channels-last
-    ``[N, OH, OW, M]``: ``(im2col(x) - x_zp) @ (W^T - w_zp)`` over x's channels-last image,
-    or None for an input it does not take (then the float path runs)."""
-    nat = native()
+                kshape: tuple[int, ...], static: Any, threads: int, bias: np.ndarray | None,
+                multiplier: np.ndarray, y_zp: np.ndarray | None,
+                out: np.dtype) -> np.ndarray | None:
+    """A one-group 2-D QLinearConv on the native integer GEMM (``qlinear_conv_u8``: im2col
+    rows of x's channels-last image, padding holding x's zero point, ``@ (W^T - w_zp)``,
+    requantized into NCHW), or None for an input it does not take (then the float path
+    runs)."""
     if x.ndim != 4 or x.dtype not in _I8 or (x_zp is not None and np.size(x_zp) != 1):
         return None
-    n, c, h, w = x.shape
-    kh, kw = kshape
-    if packed.k != kh * kw * c:
+    n, c = x.shape[:2]
+    if packed.k != math.prod(kshape) * c:
         return None
-    strides, dil, pb, pe, out_sp = static.geometry(x.shape, kshape)
-    oh, ow = out_sp
+    strides, dil, pb, pe, (oh, ow) = static.geometry(x.shape, kshape)
     if oh <= 0 or ow <= 0 or n == 0:
-        return np.zeros((n, max(oh, 0), max(ow, 0), packed.n), np.int32)
-    zp = 0 if x_zp is None else int(np.asarray(x_zp).reshape(-1)[0])
-    col = nat.im2col_u8(x, True, kshape, strides, dil, (pb[0], pb[1], pe[0], pe[1]), (oh, ow),
-                        zp)
-    acc = nat.qgemm_i32(col, None if x_zp is None else np.asarray(x_zp).reshape(1), packed,
-                        threads=_blas.intra_threads())
-    return acc.reshape(n, oh, ow, packed.n)
+        return np.zeros((n, packed.n, max(oh, 0), max(ow, 0)), out)
+    return native().qlinear_conv_u8(
+        x, 0 if x_zp is None else int(np.asarray(x_zp).reshape(-1)[0]), packed, kshape,
+        strides, dil, (pb[0], pb[1], pe[0], pe[1]), (oh, ow),
+        None if bias is None else np.asarray(bias).astype(np.int32).reshape(-1), multiplier,
+        0 if y_zp is None else int(np.asarray(y_zp).reshape(-1)[0]), out == np.int8,
+        threads=threads)
 
 
 _RANGE_BOUND = {np.dtype(np.uint8): 255, np.dtype(np.int8): 255}

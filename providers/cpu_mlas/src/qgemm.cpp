@@ -216,8 +216,13 @@ QgemmLayout size_a(PackedA& out, size_t m, size_t k, QgemmIsa isa) {
   const QgemmLayout l = layout_of(isa);
   out.m = m;
   out.kp = round_up(std::max<size_t>(k, 1), l.kpad);
-  // Whole micro-tiles of rows (zeros past m): a kernel may load all mr rows.
-  out.data.assign(round_up(std::max<size_t>(m, 1), l.mr) * out.kp * l.a_bytes, 0);
+  // Whole micro-tiles of rows (zeros past m): a kernel may load all mr rows. The packers
+  // write every row below m whole (K's padding included), so only the rows past it are
+  // cleared here (clearing all of A first was a pass over it on every call).
+  const size_t row_bytes = out.kp * l.a_bytes;
+  out.data.resize(round_up(std::max<size_t>(m, 1), l.mr) * row_bytes);
+  std::fill(out.data.begin() + static_cast<std::ptrdiff_t>(m * row_bytes), out.data.end(),
+            uint8_t{0});
   out.row_sum.resize(m);
   out.zp.resize(m);
   return l;
@@ -385,7 +390,7 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
 void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool channels_first,
                size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt,
                size_t pl, size_t pb, size_t pr, size_t oh, size_t ow, uint8_t pad_value,
-               uint8_t* scratch, uint8_t* col) {
+               uint8_t* scratch, uint8_t* col, size_t threads) {
   const size_t hp = h + pt + pb, wp = w + pl + pr, row = kh * kw * c;
   for (size_t img = 0; img < n; ++img) {
     // The image channels-last inside its padding (a block of 16 positions at a time from
@@ -407,9 +412,13 @@ void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool ch
       }
     }
     // Each output position's kernel rows: kw * c bytes in a run at dilation 1, else a tap's
-    // c bytes at a time.
-    uint8_t* out = col + img * oh * ow * row;
-    for (size_t oy = 0; oy < oh; ++oy) {
+    // c bytes at a time; bands of output rows over the threads.
+    uint8_t* const out_img = col + img * oh * ow * row;
+    const size_t band = std::max<size_t>(1, (oh + 4 * threads - 1) / (4 * threads));
+    parallel_for((oh + band - 1) / band, threads, [&](size_t task) {
+     const size_t oy1 = std::min(oh, (task + 1) * band);
+     for (size_t oy = task * band; oy < oy1; ++oy) {
+      uint8_t* out = out_img + oy * ow * row;
       for (size_t ox = 0; ox < ow; ++ox, out += row) {
         uint8_t* d = out;
         for (size_t ky = 0; ky < kh; ++ky) {
@@ -422,13 +431,37 @@ void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool ch
           }
         }
       }
-    }
+     }
+    });
   }
+}
+
+void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
+                     int32_t x_zero_point, const PackedB& wt, size_t kh, size_t kw, size_t sh,
+                     size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb,
+                     size_t pr, size_t oh, size_t ow, const int32_t* bias,
+                     const double* multiplier, size_t multiplier_count, int32_t y_zero_point,
+                     bool out_signed, void* out, size_t threads) {
+  const size_t k = kh * kw * c, rows = n * oh * ow;
+  if (k != wt.k) throw std::invalid_argument("the packed weight's K is not kh * kw * C");
+  thread_local std::vector<uint8_t> scratch, col;
+  thread_local PackedA pa;
+  thread_local std::vector<int32_t> acc;
+  scratch.resize(std::max<size_t>((h + pt + pb) * (w + pl + pr) * c, 1));
+  col.resize(std::max<size_t>(rows * k, 1));
+  acc.resize(std::max<size_t>(rows * wt.n, 1));
+  im2col_u8(x, n, c, h, w, true, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow,
+            static_cast<uint8_t>(x_zero_point), scratch.data(), col.data(), threads);
+  pack_a(col.data(), x_signed, rows, k, &x_zero_point, 1, wt.isa, threads, pa);
+  qgemm_i32(pa, wt, acc.data(), wt.n, threads);
+  requantize_i32(acc.data(), n, oh * ow, wt.n, bias, multiplier, multiplier_count,
+                 y_zero_point, out_signed, true, out, threads);
 }
 
 void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t channels,
                     const int32_t* bias, const double* multiplier, size_t multiplier_count,
-                    int32_t zero_point, bool out_signed, bool channels_first, void* out) {
+                    int32_t zero_point, bool out_signed, bool channels_first, void* out,
+                    size_t threads) {
   const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
   const double zp = static_cast<double>(zero_point);
   // per channel, bias and multiplier (a per-tensor one repeated; a product that is not a
@@ -460,39 +493,42 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
     }
   };
   auto* o8 = static_cast<uint8_t*>(out);
-  // Channels-first output: blocks of positions requantized row by row into a small tile,
-  // then written channel by channel (a channel's run of the block is contiguous).
+  // Blocks of 64 positions over the threads; channels-first, a block is requantized row by
+  // row into a small tile, then written channel by channel (a channel's run of the block is
+  // contiguous).
   constexpr size_t kBlock = 64;
-  std::vector<uint8_t> tile(channels_first ? kBlock * channels : 0);
-  for (size_t n = 0; n < images; ++n) {
+  const size_t blocks = (positions + kBlock - 1) / kBlock;
+  parallel_for(images * blocks, threads, [&](size_t task) {
+    const size_t n = task / blocks, p0 = task % blocks * kBlock;
+    const size_t count = std::min(kBlock, positions - p0);
     const int32_t* a = acc + n * positions * channels;
     uint8_t* dst = o8 + n * positions * channels;
     if (!channels_first) {
-      for (size_t p = 0; p < positions; ++p) row(a + p * channels, dst + p * channels);
-      continue;
+      for (size_t p = p0; p < p0 + count; ++p) row(a + p * channels, dst + p * channels);
+      return;
     }
-    for (size_t p0 = 0; p0 < positions; p0 += kBlock) {
-      const size_t count = std::min(kBlock, positions - p0);
-      for (size_t p = 0; p < count; ++p) row(a + (p0 + p) * channels, tile.data() + p * channels);
-      for (size_t c = 0; c < channels; ++c) {
-        uint8_t* d = dst + c * positions + p0;
-        for (size_t p = 0; p < count; ++p) d[p] = tile[p * channels + c];
-      }
+    thread_local std::vector<uint8_t> tile_buf;
+    if (tile_buf.size() < kBlock * channels) tile_buf.resize(kBlock * channels);
+    uint8_t* const tile = tile_buf.data();   // (a plain pointer: byte stores alias anything)
+    for (size_t p = 0; p < count; ++p) row(a + (p0 + p) * channels, tile + p * channels);
+    for (size_t c = 0; c < channels; ++c) {
+      uint8_t* d = dst + c * positions + p0;
+      for (size_t p = 0; p < count; ++p) d[p] = tile[p * channels + c];
     }
-  }
+  });
 }
 
 void requantize_f32_channels(const float* y, size_t images, size_t channels, size_t positions,
                              const int32_t* bias, const double* multiplier,
                              size_t multiplier_count, int32_t zero_point, bool out_signed,
-                             void* out) {
+                             void* out, size_t threads) {
   const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
   const double zp = static_cast<double>(zero_point);
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
   const bool avx512 = cpu_features().avx512_vnni;
 #endif
   auto* o8 = static_cast<uint8_t*>(out);
-  for (size_t row = 0; row < images * channels; ++row) {
+  parallel_for(images * channels, threads, [&](size_t row) {
     const size_t c = row % channels;
     const double m = multiplier[multiplier_count == 1 ? 0 : c];
     const int32_t b = bias != nullptr ? bias[c] : 0;
@@ -506,16 +542,13 @@ void requantize_f32_channels(const float* y, size_t images, size_t channels, siz
         const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
         dst[p] = static_cast<uint8_t>(static_cast<int32_t>(r));
       }
-      continue;
+      return;
     }
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-    if (avx512) {
-      requant_run_f32_avx512(src, positions, b, m, zp, lo, hi, dst);
-      continue;
-    }
+    if (avx512) return requant_run_f32_avx512(src, positions, b, m, zp, lo, hi, dst);
 #endif
     detail::requant_run_f32(src, positions, b, m, zp, lo, hi, dst);
-  }
+  });
 }
 
 void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_t zero_point,

@@ -88,7 +88,19 @@ void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t sc
 void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool channels_first,
                size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt,
                size_t pl, size_t pb, size_t pr, size_t oh, size_t ow, uint8_t pad_value,
-               uint8_t* scratch, uint8_t* col);
+               uint8_t* scratch, uint8_t* col, size_t threads = 1);
+
+// A one-group 2-D conv of 8-bit images x [n][c][h][w] with a packed weight (W^T [kh * kw * c,
+// m], pack_b): im2col_u8 (padding holding x_zero_point), the integer GEMM, then
+// requantize_i32 into out [n][m][oh][ow]. Its im2col rows, packed A and int32 sums live in
+// buffers of the calling thread kept between calls (a conv's were fresh megabytes on every
+// call, paid for in page faults).
+void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
+                     int32_t x_zero_point, const PackedB& wt, size_t kh, size_t kw, size_t sh,
+                     size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb,
+                     size_t pr, size_t oh, size_t ow, const int32_t* bias,
+                     const double* multiplier, size_t multiplier_count, int32_t y_zero_point,
+                     bool out_signed, void* out, size_t threads);
 
 // Requantization of int32 sums acc [images][positions][channels] (channels-last) into 8-bit
 // out: saturate(round_half_even(double(acc + bias[c]) * multiplier[c or 0]) + zero_point), to
@@ -97,7 +109,8 @@ void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool ch
 // add) may be null; multiplier_count 1 (per tensor) or channels.
 void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t channels,
                     const int32_t* bias, const double* multiplier, size_t multiplier_count,
-                    int32_t zero_point, bool out_signed, bool channels_first, void* out);
+                    int32_t zero_point, bool out_signed, bool channels_first, void* out,
+                    size_t threads = 1);
 
 namespace detail {
 
@@ -184,7 +197,7 @@ void quantize_8bit(const float* x, size_t n, float scale, int32_t zero_point, bo
 void requantize_f32_channels(const float* y, size_t images, size_t channels, size_t positions,
                              const int32_t* bias, const double* multiplier,
                              size_t multiplier_count, int32_t zero_point, bool out_signed,
-                             void* out);
+                             void* out, size_t threads = 1);
 
 // ---- The per-variant micro-kernels (internal; one translation unit per ISA) ----------------
 

@@ -51,6 +51,21 @@ struct RequantArgs {
   }
 };
 
+// ValueError unless a 2-D conv of that geometry reads only inside the padded h x w input.
+void check_conv_geometry(size_t h, size_t w, const std::array<size_t, 2>& kernel,
+                         const std::array<size_t, 2>& strides,
+                         const std::array<size_t, 2>& dilations,
+                         const std::array<size_t, 4>& pads, const std::array<size_t, 2>& out_hw) {
+  const size_t padded[2] = {h + pads[0] + pads[2], w + pads[1] + pads[3]};
+  for (int i = 0; i < 2; ++i) {
+    const size_t span = (kernel[i] - 1) * dilations[i] + 1;
+    if (kernel[i] == 0 || strides[i] == 0 || dilations[i] == 0 ||
+        (out_hw[i] > 0 && (out_hw[i] - 1) * strides[i] + span > padded[i])) {
+      throw py::value_error("the conv geometry reads past the padded input");
+    }
+  }
+}
+
 void check_2d(const py::array& a, const char* what) {
   if (a.ndim() != 2) throw py::value_error(std::string(what) + " must be 2-D");
 }
@@ -119,7 +134,7 @@ void register_qgemm(py::module_& m) {
   m.def("im2col_u8", [](const py::array& x_in, bool channels_first,
                         std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
                         std::array<size_t, 2> dilations, std::array<size_t, 4> pads,
-                        std::array<size_t, 2> out_hw, int pad_value) {
+                        std::array<size_t, 2> out_hw, int pad_value, size_t threads) {
     bool x_signed = false;
     const py::array x = int8_array(x_in, "x", x_signed);
     if (x.ndim() != 4) throw py::value_error("x must be 4-D");
@@ -130,28 +145,23 @@ void register_qgemm(py::module_& m) {
     const auto w = static_cast<size_t>(x.shape(channels_first ? 3 : 2));
     const auto [kh, kw] = kernel;
     const auto [oh, ow] = out_hw;
-    const size_t hp = h + pads[0] + pads[2], wp = w + pads[1] + pads[3];
-    for (int i = 0; i < 2; ++i) {
-      const size_t span = (kernel[i] - 1) * dilations[i] + 1, in = i == 0 ? hp : wp;
-      if (kernel[i] == 0 || strides[i] == 0 || dilations[i] == 0 ||
-          (out_hw[i] > 0 && (out_hw[i] - 1) * strides[i] + span > in)) {
-        throw py::value_error("the conv geometry reads past the padded input");
-      }
-    }
+    check_conv_geometry(h, w, kernel, strides, dilations, pads, out_hw);
     py::array col(x.dtype(), std::vector<py::ssize_t>{
         static_cast<py::ssize_t>(n * oh * ow), static_cast<py::ssize_t>(kh * kw * c)});
-    std::vector<uint8_t> scratch(std::max<size_t>(hp * wp * c, 1));
+    std::vector<uint8_t> scratch(
+        std::max<size_t>((h + pads[0] + pads[2]) * (w + pads[1] + pads[3]) * c, 1));
     const auto* xp = static_cast<const uint8_t*>(x.data());
     auto* cp = static_cast<uint8_t*>(col.mutable_data());
     {
       py::gil_scoped_release release;
       im2col_u8(xp, n, c, h, w, channels_first, kh, kw, strides[0], strides[1], dilations[0],
                 dilations[1], pads[0], pads[1], pads[2], pads[3], oh, ow,
-                static_cast<uint8_t>(pad_value), scratch.data(), cp);
+                static_cast<uint8_t>(pad_value), scratch.data(), cp, threads);
     }
     return col;
   }, py::arg("x"), py::arg("channels_first"), py::arg("kernel"), py::arg("strides"),
      py::arg("dilations"), py::arg("pads"), py::arg("out_hw"), py::arg("pad_value"),
+     py::arg("threads") = 1,
      "The im2col rows [n * oh * ow, kh * kw * c] of an 8-bit image batch x ([n, c, h, w] "
      "when channels_first, else [n, h, w, c]), taps in (ky, kx, channel) order; pads (top, "
      "left, bottom, right) hold pad_value.");
@@ -192,10 +202,51 @@ void register_qgemm(py::module_& m) {
      "Per-tensor QuantizeLinear of a float32 array to int8 (q_signed) or uint8: "
      "saturate(round_half_even(x / scale) + zero_point), x's shape (NaN gives 0).");
 
+  m.def("qlinear_conv_u8", [](const py::array& x_in, int32_t x_zero_point, const PackedB& wt,
+                              std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                              std::array<size_t, 2> dilations, std::array<size_t, 4> pads,
+                              std::array<size_t, 2> out_hw, const py::object& bias_in,
+                              const py::object& multiplier_in, int32_t y_zero_point,
+                              bool out_signed, size_t threads) {
+    bool x_signed = false;
+    const py::array x = int8_array(x_in, "x", x_signed);
+    if (x.ndim() != 4) throw py::value_error("x must be [N, C, H, W]");
+    check_8bit(x_zero_point, x_signed, "x_zero_point");
+    const auto n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(1));
+    const auto h = static_cast<size_t>(x.shape(2)), w = static_cast<size_t>(x.shape(3));
+    check_conv_geometry(h, w, kernel, strides, dilations, pads, out_hw);
+    if (kernel[0] * kernel[1] * c != wt.k) {
+      throw py::value_error("the packed weight's K is not kh * kw * C");
+    }
+    const RequantArgs r(bias_in, multiplier_in, wt.n, y_zero_point, out_signed);
+    py::array out(r.out_type, std::vector<py::ssize_t>{
+        x.shape(0), static_cast<py::ssize_t>(wt.n), static_cast<py::ssize_t>(out_hw[0]),
+        static_cast<py::ssize_t>(out_hw[1])});
+    const auto* xp = static_cast<const uint8_t*>(x.data());
+    void* op = out.mutable_data();
+    const size_t mc = static_cast<size_t>(r.multiplier.size());
+    {
+      py::gil_scoped_release release;
+      qlinear_conv_u8(xp, x_signed, n, c, h, w, x_zero_point, wt, kernel[0], kernel[1],
+                      strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1],
+                      pads[2], pads[3], out_hw[0], out_hw[1],
+                      r.bias.empty() ? nullptr : r.bias.data(), r.multiplier.data(), mc,
+                      y_zero_point, out_signed, op, threads);
+    }
+    return out;
+  }, py::arg("x"), py::arg("x_zero_point"), py::arg("wt"), py::arg("kernel"),
+     py::arg("strides"), py::arg("dilations"), py::arg("pads"), py::arg("out_hw"),
+     py::arg("bias"), py::arg("multiplier"), py::arg("y_zero_point"), py::arg("out_signed"),
+     py::arg("threads") = 1,
+     "A one-group 2-D QLinearConv of 8-bit x [N, C, H, W] (per-tensor x_zero_point) with a "
+     "packed weight wt (W^T in (ky, kx, C) order, pack_b): im2col_u8, the integer GEMM and "
+     "requantize_i32 (bias, multiplier, y_zero_point as there) into [N, M, OH, OW]; its "
+     "scratch buffers are the calling thread's, kept between calls.");
+
   m.def("requantize_f32_channels", [](const py::array_t<float, py::array::c_style>& y,
                                       const py::object& bias_in,
                                       const py::object& multiplier_in, int32_t zero_point,
-                                      bool out_signed) {
+                                      bool out_signed, size_t threads) {
     if (y.ndim() != 3) throw py::value_error("y must be [images, channels, positions]");
     const auto images = static_cast<size_t>(y.shape(0));
     const auto channels = static_cast<size_t>(y.shape(1));
@@ -213,17 +264,18 @@ void register_qgemm(py::module_& m) {
       py::gil_scoped_release release;
       requantize_f32_channels(yp, images, channels, positions,
                               bias.empty() ? nullptr : bias.data(), mp, mc, zero_point,
-                              out_signed, op);
+                              out_signed, op, threads);
     }
     return out;
   }, py::arg("y"), py::arg("bias"), py::arg("multiplier"), py::arg("zero_point"),
-     py::arg("out_signed"),
+     py::arg("out_signed"), py::arg("threads") = 1,
      "requantize_i32 for sums held as float32 integers (each below 2^24 in magnitude) in y "
      "[images, channels, positions], into an 8-bit array of y's shape.");
 
   m.def("requantize_i32", [](const py::array_t<int32_t, py::array::c_style>& acc,
                              const py::object& bias_in, const py::object& multiplier_in,
-                             int32_t zero_point, bool out_signed, bool channels_first) {
+                             int32_t zero_point, bool out_signed, bool channels_first,
+                             size_t threads) {
     if (acc.ndim() != 3) throw py::value_error("acc must be [images, positions, channels]");
     const auto images = static_cast<size_t>(acc.shape(0));
     const auto positions = static_cast<size_t>(acc.shape(1));
@@ -242,11 +294,11 @@ void register_qgemm(py::module_& m) {
     {
       py::gil_scoped_release release;
       requantize_i32(ap, images, positions, channels, bias.empty() ? nullptr : bias.data(), mp,
-                     mc, zero_point, out_signed, channels_first, op);
+                     mc, zero_point, out_signed, channels_first, op, threads);
     }
     return out;
   }, py::arg("acc"), py::arg("bias"), py::arg("multiplier"), py::arg("zero_point"),
-     py::arg("out_signed"), py::arg("channels_first"),
+     py::arg("out_signed"), py::arg("channels_first"), py::arg("threads") = 1,
      "8-bit saturate(round_half_even(float64(acc + bias) * multiplier) + zero_point) of int32 "
      "acc [images, positions, channels]; out [images, channels, positions] when "
      "channels_first, else acc's shape (bias: None or per channel; multiplier: 1 or per "
