@@ -394,13 +394,78 @@ def _req(yf: np.ndarray, scale, zp, dtype: np.dtype) -> np.ndarray:
     return yf.astype(dtype)
 
 
+_Q8_DT = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+def _row_broadcast(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
+    """The rows (product of ``out``'s leading axes) over which an operand of ``shape`` holds
+    one value each, broadcast along the rest (a squeeze-excite gate [N, C, 1, 1] against
+    [N, C, H, W]); None when it broadcasts otherwise."""
+    padded = (1,) * (len(out) - len(shape)) + tuple(shape)
+    k = len(out)
+    while k > 0 and padded[k - 1] == 1:
+        k -= 1
+    if padded[:k] != out[:k]:
+        return None
+    return int(np.prod(out[:k], dtype=np.int64))
+
+
+def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scale,
+                    b_zero_point, c_scale, c_zero_point, out: np.dtype) -> np.ndarray | None:
+    """QLinearAdd / QLinearMul natively (``qlinear_binary_8bit``: the numpy kernel's float32
+    values) for per-tensor scales and zero points and operands that are whole or one value
+    per leading row of the output, else None."""
+    nat = native()
+    if nat is None or not hasattr(nat, "qlinear_binary_8bit") or out not in _Q8_DT:
+        return None
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype not in _Q8_DT or b.dtype not in _Q8_DT:
+        return None
+    params = (a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
+    if any(p is not None and np.size(p) != 1 for p in params):
+        return None
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        return None
+    total = int(np.prod(shape, dtype=np.int64))
+    a_full, b_full = a.shape == shape, b.shape == shape
+    if a_full and b_full:
+        rows, inner = 1, total
+    else:
+        rows = _row_broadcast(b.shape, shape) if a_full else \
+            _row_broadcast(a.shape, shape) if b_full else None
+        if rows is None or rows == 0:
+            return None
+        inner = total // rows
+
+    def zp(z) -> int:
+        return 0 if z is None else int(np.asarray(z).reshape(-1)[0])
+
+    def sc(s) -> float:
+        return float(np.asarray(s, _F32).reshape(-1)[0])
+
+    return nat.qlinear_binary_8bit(
+        np.ascontiguousarray(a), sc(a_scale), zp(a_zero_point), a_full,
+        np.ascontiguousarray(b), sc(b_scale), zp(b_zero_point), b_full, sc(c_scale),
+        zp(c_zero_point), out == np.int8, mul, list(shape), rows, inner, threads=threads)
+
+
 def _make_qlinear_binary(ufunc: np.ufunc):
+    mul = ufunc is np.multiply
+
     def factory(node: NodeView, ctx: ProviderContext):
+        threads = _blas.native_threads(ctx.intra_op_num_threads)
+
         def kernel(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
                    c_zero_point=None):
+            out = np.dtype(c_zero_point.dtype if c_zero_point is not None else a.dtype)
+            y = _native_qbinary(mul, threads, a, a_scale, a_zero_point, b, b_scale,
+                                b_zero_point, c_scale, c_zero_point, out)
+            if y is not None:
+                return y
             y = ufunc(_deq(a, a_scale, a_zero_point), _deq(b, b_scale, b_zero_point))
-            out = c_zero_point.dtype if c_zero_point is not None else a.dtype
-            return _req(np.asarray(y, _F32), c_scale, c_zero_point, np.dtype(out))
+            return _req(np.asarray(y, _F32), c_scale, c_zero_point, out)
 
         return kernel
 

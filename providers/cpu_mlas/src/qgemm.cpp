@@ -551,6 +551,25 @@ void requantize_f32_channels(const float* y, size_t images, size_t channels, siz
   });
 }
 
+void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float sc, float zc,
+                         bool out_signed, bool mul, size_t rows, size_t inner, void* y,
+                         size_t threads) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  const bool avx512 = cpu_features().avx512_vnni;
+#endif
+  // tasks of whole rows, about 16 KiB of outputs each
+  const size_t per = std::max<size_t>(1, (size_t{16} << 10) / std::max<size_t>(inner, 1));
+  parallel_for((rows + per - 1) / per, threads, [&](size_t task) {
+    const size_t r0 = task * per, r1 = std::min(rows, r0 + per);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    if (avx512) return qlinear_binary_rows_avx512(a, b, sc, zc, out_signed, mul, r0, r1, inner, y);
+#endif
+    detail::qlinear_binary_typed(a.data, a.is_signed, a.full, a.scale, a.zero_point, b.data,
+                                 b.is_signed, b.full, b.scale, b.zero_point, sc, zc,
+                                 out_signed, mul, r0, r1, inner, y);
+  });
+}
+
 void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_t zero_point,
                      float* y) {
   const auto zp = static_cast<float>(zero_point);

@@ -183,7 +183,81 @@ template <typename T>
   }
 }
 
+// QLinearAdd / QLinearMul of per-tensor 8-bit operands, as the numpy kernel computes them in
+// float32: y = (float(a) - za) * sa (+ or *) (float(b) - zb) * sb, then quantize_run(y / sc).
+// `rows` rows of `inner` outputs; an operand with a_full / b_full false holds one value per
+// row (broadcast along it: a squeeze-excite gate), else one per output. Blocks of 256
+// values through float buffers.
+template <typename TA, typename TB, typename TY>
+[[maybe_unused]] static inline void qlinear_binary_rows(
+    const TA* a, bool a_full, float sa, float za, const TB* b, bool b_full, float sb, float zb,
+    float sc, float zc, bool mul, size_t row0, size_t row1, size_t inner, TY* y) {
+  constexpr size_t kBlock = 256;
+  float fa[kBlock], fb[kBlock];
+  for (size_t r = row0; r < row1; ++r) {
+    const float va = a_full ? 0.0f : (static_cast<float>(a[r]) - za) * sa;
+    const float vb = b_full ? 0.0f : (static_cast<float>(b[r]) - zb) * sb;
+    for (size_t i0 = 0; i0 < inner; i0 += kBlock) {
+      const size_t n = std::min(kBlock, inner - i0), at = r * inner + i0;
+      if (a_full) {
+        dequantize_run(a + at, n, sa, za, fa);
+      } else {
+        for (size_t i = 0; i < n; ++i) fa[i] = va;
+      }
+      if (b_full) {
+        dequantize_run(b + at, n, sb, zb, fb);
+      } else {
+        for (size_t i = 0; i < n; ++i) fb[i] = vb;
+      }
+      if (mul) {
+        for (size_t i = 0; i < n; ++i) fa[i] = fa[i] * fb[i];
+      } else {
+        for (size_t i = 0; i < n; ++i) fa[i] = fa[i] + fb[i];
+      }
+      quantize_run(fa, n, sc, zc, y + at);
+    }
+  }
+}
+
+// qlinear_binary_rows for the operands' and the output's 8-bit types.
+[[maybe_unused]] static inline void qlinear_binary_typed(
+    const void* a, bool a_signed, bool a_full, float sa, float za, const void* b, bool b_signed,
+    bool b_full, float sb, float zb, float sc, float zc, bool out_signed, bool mul, size_t row0,
+    size_t row1, size_t inner, void* y) {
+  auto with_y = [&](auto* ta, auto* tb) {
+    if (out_signed) {
+      qlinear_binary_rows(ta, a_full, sa, za, tb, b_full, sb, zb, sc, zc, mul, row0, row1,
+                          inner, static_cast<int8_t*>(y));
+    } else {
+      qlinear_binary_rows(ta, a_full, sa, za, tb, b_full, sb, zb, sc, zc, mul, row0, row1,
+                          inner, static_cast<uint8_t*>(y));
+    }
+  };
+  auto with_b = [&](auto* ta) {
+    if (b_signed) {
+      with_y(ta, static_cast<const int8_t*>(b));
+    } else {
+      with_y(ta, static_cast<const uint8_t*>(b));
+    }
+  };
+  if (a_signed) {
+    with_b(static_cast<const int8_t*>(a));
+  } else {
+    with_b(static_cast<const uint8_t*>(a));
+  }
+}
+
 }  // namespace detail
+
+// Per-tensor 8-bit QLinearAdd / QLinearMul (detail::qlinear_binary_rows), rows over threads.
+struct QBinaryOperand {
+  const void* data;
+  bool is_signed, full;
+  float scale, zero_point;
+};
+void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float sc, float zc,
+                         bool out_signed, bool mul, size_t rows, size_t inner, void* y,
+                         size_t threads);
 
 // Per-tensor 8-bit DequantizeLinear / QuantizeLinear of n contiguous values (x_signed / q_signed:
 // int8, else uint8); see detail::dequantize_run and quantize_run.
@@ -240,6 +314,10 @@ void amx_task_end();
 void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_t* q,
                          int32_t* sum);
 void minmax_avx512(const float* x, size_t n, float* lo, float* hi);
+// qlinear_binary_8bit's rows, compiled for AVX-512.
+void qlinear_binary_rows_avx512(const QBinaryOperand& a, const QBinaryOperand& b, float sc,
+                                float zc, bool out_signed, bool mul, size_t row0, size_t row1,
+                                size_t inner, void* y);
 // dequantize_8bit and quantize_8bit, compiled for AVX-512.
 void dequantize_8bit_avx512(const void* x, bool x_signed, size_t n, float scale, float zp,
                             float* y);

@@ -139,6 +139,14 @@ void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_
   *sum = total;
 }
 
+void qlinear_binary_rows_avx512(const QBinaryOperand& a, const QBinaryOperand& b, float sc,
+                                float zc, bool out_signed, bool mul, size_t row0, size_t row1,
+                                size_t inner, void* y) {
+  detail::qlinear_binary_typed(a.data, a.is_signed, a.full, a.scale, a.zero_point, b.data,
+                               b.is_signed, b.full, b.scale, b.zero_point, sc, zc, out_signed,
+                               mul, row0, row1, inner, y);
+}
+
 void dequantize_8bit_avx512(const void* x, bool x_signed, size_t n, float scale, float zp,
                             float* y) {
   if (x_signed) return detail::dequantize_run(static_cast<const int8_t*>(x), n, scale, zp, y);

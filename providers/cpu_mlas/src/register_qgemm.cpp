@@ -166,6 +166,48 @@ void register_qgemm(py::module_& m) {
      "when channels_first, else [n, h, w, c]), taps in (ky, kx, channel) order; pads (top, "
      "left, bottom, right) hold pad_value.");
 
+  m.def("qlinear_binary_8bit", [](const py::array& a_in, float a_scale, int32_t a_zero_point,
+                                  bool a_full, const py::array& b_in, float b_scale,
+                                  int32_t b_zero_point, bool b_full, float c_scale,
+                                  int32_t c_zero_point, bool out_signed, bool mul,
+                                  std::vector<py::ssize_t> out_shape, size_t rows,
+                                  size_t inner, size_t threads) {
+    bool a_signed = false, b_signed = false;
+    const py::array a = int8_array(a_in, "a", a_signed);
+    const py::array b = int8_array(b_in, "b", b_signed);
+    check_8bit(a_zero_point, a_signed, "a_zero_point");
+    check_8bit(b_zero_point, b_signed, "b_zero_point");
+    check_8bit(c_zero_point, out_signed, "c_zero_point");
+    size_t total = 1;
+    for (py::ssize_t d : out_shape) {
+      if (d < 0) throw py::value_error("out_shape has a negative dimension");
+      total *= static_cast<size_t>(d);
+    }
+    if (rows * inner != total) throw py::value_error("rows * inner is not out_shape's size");
+    if (static_cast<size_t>(a.size()) != (a_full ? total : rows) ||
+        static_cast<size_t>(b.size()) != (b_full ? total : rows)) {
+      throw py::value_error("an operand's size does not match its broadcast");
+    }
+    py::array y(out_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>(), out_shape);
+    const QBinaryOperand qa{a.data(), a_signed, a_full, a_scale,
+                            static_cast<float>(a_zero_point)};
+    const QBinaryOperand qb{b.data(), b_signed, b_full, b_scale,
+                            static_cast<float>(b_zero_point)};
+    void* yp = y.mutable_data();
+    {
+      py::gil_scoped_release release;
+      qlinear_binary_8bit(qa, qb, c_scale, static_cast<float>(c_zero_point), out_signed, mul,
+                          rows, inner, yp, threads);
+    }
+    return y;
+  }, py::arg("a"), py::arg("a_scale"), py::arg("a_zero_point"), py::arg("a_full"),
+     py::arg("b"), py::arg("b_scale"), py::arg("b_zero_point"), py::arg("b_full"),
+     py::arg("c_scale"), py::arg("c_zero_point"), py::arg("out_signed"), py::arg("mul"),
+     py::arg("out_shape"), py::arg("rows"), py::arg("inner"), py::arg("threads") = 1,
+     "com.microsoft QLinearAdd / QLinearMul (mul) of per-tensor 8-bit a and b into "
+     "out_shape, computed as the numpy kernel does in float32: rows x inner outputs; an "
+     "operand not full holds one value per row.");
+
   m.def("dequantize_8bit", [](const py::array& x_in, float scale, int32_t zero_point) {
     bool x_signed = false;
     const py::array x = int8_array(x_in, "x", x_signed);

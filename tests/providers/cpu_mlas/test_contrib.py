@@ -175,6 +175,38 @@ def test_qlinear_binary(op_type, qtype, b_shape):
     _close_ints(ours(op_type, inputs, **kw), oracle_run(op_type, inputs, oracle="ort", **kw))
 
 
+@pytest.mark.skipif(native() is None, reason="the native module is not built")
+@pytest.mark.parametrize("mul", [False, True], ids=["add", "mul"])
+@pytest.mark.parametrize("shapes", [
+    ((2, 3, 40, 50), (2, 3, 40, 50)), ((2, 3, 40, 50), (2, 3, 1, 1)),
+    ((2, 3, 1, 1), (2, 3, 40, 50)), ((7, 300), ()), ((4, 5), (1, 5))],
+                         ids=["same", "gate", "gate_first", "scalar", "not_rows"])
+@pytest.mark.parametrize("types", [(np.uint8, np.uint8, np.uint8), (np.int8, np.uint8, np.int8)])
+def test_qlinear_binary_native_matches_numpy(mul, shapes, types):
+    """The native QLinearAdd / QLinearMul give the numpy kernel's values exactly (its float32
+    dequantization, operation, division and rounding), for whole operands, a squeeze-excite
+    gate's one value per row on either side and a scalar; a broadcast it does not take (a
+    row vector) falls back to numpy."""
+    from onnxplex.providers.cpu_mlas import contrib
+
+    (sa, sb), (ta, tb, tc) = shapes, types
+    a = RNG.integers(np.iinfo(ta).min, np.iinfo(ta).max + 1, sa).astype(ta)
+    b = RNG.integers(np.iinfo(tb).min, np.iinfo(tb).max + 1, sb).astype(tb)
+    b_zp = np.asarray(-3 if tb == np.int8 else 9, tb)
+    args = (a, np.float32(0.021), np.asarray(7, ta), b, np.float32(0.033), b_zp,
+            np.float32(0.07 if mul else 0.04), np.asarray(5, tc))
+    got = contrib._native_qbinary(mul, 2, *args, np.dtype(tc))
+    ufunc = np.multiply if mul else np.add
+    want = contrib._req(np.asarray(ufunc(contrib._deq(a, args[1], args[2]),
+                                         contrib._deq(b, args[4], args[5])), np.float32),
+                        args[6], args[7], np.dtype(tc))
+    if shapes == ((4, 5), (1, 5)):
+        assert got is None
+        return
+    assert got is not None and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("qtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("channels_last", [0, 1])
 def test_qlinear_global_average_pool(qtype, channels_last):
