@@ -472,6 +472,69 @@ def _make_qlinear_binary(ufunc: np.ufunc):
     return factory
 
 
+def _make_qlinear_lookup(fn: Callable[[NodeView], Callable[[np.ndarray], np.ndarray]]):
+    """com.microsoft QLinearSigmoid / QLinearLeakyRelu (X, X_scale, X_zero_point, Y_scale,
+    Y_zero_point): an 8-bit input has 256 values, so the op is a table of them, built (once
+    per scales and zero points) by the unfused graph's own steps: DequantizeLinear, the float
+    op, QuantizeLinear; then each run is a lookup (``lookup_8bit``)."""
+
+    def factory(node: NodeView, ctx: ProviderContext):
+        from .quant import _dequantize, _quantize
+
+        threads = _blas.native_threads(ctx.intra_op_num_threads)
+        float_op = fn(node)
+        tables: dict[tuple, np.ndarray] = {}
+
+        def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+            x = np.asarray(x)
+            out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
+            key = (x.dtype, np.asarray(x_scale).tobytes(), None if x_zero_point is None
+                   else np.asarray(x_zero_point).tobytes(), np.asarray(y_scale).tobytes(),
+                   None if y_zero_point is None else np.asarray(y_zero_point).tobytes(), out)
+            table = tables.get(key)
+            if table is None:
+                # every byte value, read as x's type: entry b is the result for byte b
+                values = np.arange(256, dtype=np.uint8).view(x.dtype)
+                xf = _dequantize(values, np.asarray(x_scale), x_zero_point, np.dtype(_F32),
+                                 1, 0)
+                table = _quantize(float_op(xf), np.asarray(y_scale), y_zero_point, out, 1, 0,
+                                  True, np.dtype(_F32))
+                if len(tables) >= 8:
+                    tables.clear()
+                tables[key] = table
+            nat = native()
+            if nat is not None and hasattr(nat, "lookup_8bit"):
+                return nat.lookup_8bit(x, table, threads=threads)
+            return table[x.view(np.uint8)]
+
+        return kernel
+
+    return factory
+
+
+def _leaky_relu(node: NodeView) -> Callable[[np.ndarray], np.ndarray]:
+    alpha = _F32(node.attr("alpha", 0.01))
+    return lambda y: np.where(y >= 0, y, y * alpha).astype(_F32)
+
+
+def _table_sigmoid(node: NodeView) -> Callable[[np.ndarray], np.ndarray]:
+    """The Sigmoid kernel's function for the table: the native one its large inputs take when
+    it is built (so the table holds what an unfused Sigmoid of an activation computes), else
+    the kernel's own."""
+    def sigmoid(y: np.ndarray) -> np.ndarray:
+        y = np.ascontiguousarray(y, dtype=_F32)
+        nat = native()
+        if nat is not None and hasattr(nat, "sigmoid_f32"):
+            out = np.empty_like(y)
+            nat.sigmoid_f32(y, out, 1)
+            return out
+        return _sigmoid_f32(y)
+
+    return sigmoid
+
+
+op("QLinearSigmoid", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_lookup(_table_sigmoid))
+op("QLinearLeakyRelu", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_lookup(_leaky_relu))
 op("QLinearAdd", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.add))
 op("QLinearMul", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.multiply))
 

@@ -594,6 +594,44 @@ def test_qdq_relu_dropped_before_quantize_with_min_zero_point(tmp_path):
     assert "Relu" not in ops(opt)
 
 
+@pytest.mark.parametrize("op_type,attrs", [("Sigmoid", {}), ("LeakyRelu", {"alpha": 0.2})])
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_qdq_unary_becomes_lookup_op(op_type, attrs, qtype):
+    """DQ -> Sigmoid / LeakyRelu -> Q, per tensor: com.microsoft QLinearSigmoid /
+    QLinearLeakyRelu (onnxruntime's QDQ unary fusions), a table of the 256 input values built
+    by the unfused graph's own steps: its outputs are the unfused graph's, within a step (the
+    table's Sigmoid runs the native function the unfused one runs on large inputs), and
+    onnxruntime runs the fused graph within a step of it too."""
+    elem = TensorProto.UINT8 if qtype == np.uint8 else TensorProto.INT8
+    inits = [init("s0", 0.07), init("z0", 3, qtype), init("s1", 1 / 250 if op_type == "Sigmoid"
+                                                           else 0.05),
+             init("z1", -128 if qtype == np.int8 and op_type == "Sigmoid" else 1, qtype)]
+    m = model([helper.make_node("QuantizeLinear", ["x", "s0", "z0"], ["q0"]),
+               helper.make_node("DequantizeLinear", ["q0", "s0", "z0"], ["d0"]),
+               helper.make_node(op_type, ["d0"], ["u"], **attrs),
+               helper.make_node("QuantizeLinear", ["u", "s1", "z1"], ["q1"])],
+              [vi("x", [2, 3, 40, 40])], [helper.make_tensor_value_info("q1", elem, None)],
+              inits)
+    feeds = {"x": (RNG.standard_normal((2, 3, 40, 40)) * 6).astype(np.float32)}
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    assert [p.op_type for p in sess.get_provider_assignment().placements] == \
+        ["QuantizeLinear", "QLinear" + op_type]
+    plain = onnxplex.InferenceSession(m.SerializeToString(),
+                                      _options(onnxplex.GraphOptimizationLevel.ORT_DISABLE_ALL))
+    got, want = sess.run(None, feeds)[0], plain.run(None, feeds)[0]
+    diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.01
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]
+                               ).run(None, feeds)[0]
+    assert np.abs(got.astype(np.int32) - ref.astype(np.int32)).max() <= 1
+
+
+def _options(level):
+    so = onnxplex.SessionOptions()
+    so.graph_optimization_level = level
+    return so
+
+
 # --------------------------------------------------------------------------------------------
 # ResNet-50 (light model)
 # --------------------------------------------------------------------------------------------

@@ -1116,6 +1116,22 @@ def _qdq_global_average_pool(graph: ir.Graph, node: ir.Node) -> bool:
     return True
 
 
+def _qdq_lookup(graph: ir.Graph, node: ir.Node) -> bool:
+    """DQ -> Sigmoid / LeakyRelu -> Q, per tensor, 8-bit: com.microsoft QLinearSigmoid /
+    QLinearLeakyRelu (onnxruntime's QDQ unary fusions), which cpu_mlas runs as a table of the
+    256 input values."""
+    x = _dq_of(_input(node, 0))
+    q = _q_after(node.outputs[0])
+    if x is None or q is None or not _per_tensor(x) or x.dtype not in _Q8:
+        return False
+    if _dtype(q.outputs[0]) != x.dtype:
+        return False
+    attrs = [a for a in _copy_attrs(node) if a.name == "alpha"]
+    inputs = [x.x, x.scale, _zp_or_zero(graph, x), q.inputs[1], q.inputs[2]]
+    _fuse(graph, [node, q], MS_DOMAIN, "QLinear" + node.op_type, inputs, attrs, q.outputs[0])
+    return True
+
+
 def _relu_quant(graph: ir.Graph, relu: ir.Node) -> bool:
     """Relu -> QuantizeLinear whose zero point is the type's minimum: the Relu is a no-op."""
     q = _q_after(relu.outputs[0])
@@ -1151,7 +1167,8 @@ def _drop_qdq(graph: ir.Graph, node: ir.Node) -> bool:
 
 _QDQ_HANDLERS = {**dict.fromkeys(_DATA_MOVEMENT, _drop_qdq), "Conv": _qdq_conv,
                  "MatMul": _qdq_matmul, "Add": _qdq_binary, "Mul": _qdq_binary,
-                 "GlobalAveragePool": _qdq_global_average_pool}
+                 "GlobalAveragePool": _qdq_global_average_pool, "Sigmoid": _qdq_lookup,
+                 "LeakyRelu": _qdq_lookup}
 
 
 @register_pass("QDQ groups -> QLinear ops", EXTENDED,
@@ -1171,7 +1188,7 @@ def _qdq_fusion(ctx: OptimizerContext) -> int:
         if handler is None:
             continue
         if handler(graph, node):
-            if op_type in ("Add", "Mul", "GlobalAveragePool"):
+            if op_type in ("Add", "Mul", "GlobalAveragePool", "Sigmoid", "LeakyRelu"):
                 _use_ms_domain(ctx)
             changes += 1
     return changes

@@ -570,6 +570,15 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
   });
 }
 
+void lookup_8bit(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out,
+                 size_t threads) {
+  constexpr size_t kChunk = 64u << 10;
+  parallel_for((n + kChunk - 1) / kChunk, threads, [&](size_t task) {
+    const size_t i1 = std::min(n, (task + 1) * kChunk);
+    for (size_t i = task * kChunk; i < i1; ++i) out[i] = table[x[i]];
+  });
+}
+
 void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_t zero_point,
                      float* y) {
   const auto zp = static_cast<float>(zero_point);

@@ -259,6 +259,11 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
                          bool out_signed, bool mul, size_t rows, size_t inner, void* y,
                          size_t threads);
 
+// out[i] = table[byte of x[i]] for n 8-bit values: an 8-bit elementwise op as a lookup table
+// (QLinearSigmoid, QLinearLeakyRelu), chunks over threads.
+void lookup_8bit(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out,
+                 size_t threads);
+
 // Per-tensor 8-bit DequantizeLinear / QuantizeLinear of n contiguous values (x_signed / q_signed:
 // int8, else uint8); see detail::dequantize_run and quantize_run.
 void dequantize_8bit(const void* x, bool x_signed, size_t n, float scale, int32_t zero_point,

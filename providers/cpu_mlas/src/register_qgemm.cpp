@@ -208,6 +208,26 @@ void register_qgemm(py::module_& m) {
      "out_shape, computed as the numpy kernel does in float32: rows x inner outputs; an "
      "operand not full holds one value per row.");
 
+  m.def("lookup_8bit", [](const py::array& x_in, const py::array& table_in, size_t threads) {
+    bool x_signed = false, t_signed = false;
+    const py::array x = int8_array(x_in, "x", x_signed);
+    const py::array table = int8_array(table_in, "table", t_signed);
+    if (table.size() != 256) throw py::value_error("table must hold 256 values");
+    std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+    py::array out(table.dtype(), shape);
+    const auto* xp = static_cast<const uint8_t*>(x.data());
+    const auto* tp = static_cast<const uint8_t*>(table.data());
+    auto* op = static_cast<uint8_t*>(out.mutable_data());
+    const auto n = static_cast<size_t>(x.size());
+    {
+      py::gil_scoped_release release;
+      lookup_8bit(xp, n, tp, op, threads);
+    }
+    return out;
+  }, py::arg("x"), py::arg("table"), py::arg("threads") = 1,
+     "out[i] = table[x[i]'s byte] for an int8/uint8 x and a 256-value int8/uint8 table "
+     "(indexed by the byte: an int8 -1 reads entry 255); the table's type, x's shape.");
+
   m.def("dequantize_8bit", [](const py::array& x_in, float scale, int32_t zero_point) {
     bool x_signed = false;
     const py::array x = int8_array(x_in, "x", x_signed);

@@ -207,6 +207,22 @@ def test_qlinear_binary_native_matches_numpy(mul, shapes, types):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("op_type,attrs", [("QLinearSigmoid", {}),
+                                           ("QLinearLeakyRelu", {"alpha": 0.1})])
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_qlinear_lookup_ops(op_type, attrs, qtype):
+    """QLinearSigmoid / QLinearLeakyRelu (a table of the 256 input values) against
+    onnxruntime's, every input value present: within one output step."""
+    info = np.iinfo(qtype)
+    x = np.concatenate([np.arange(info.min, info.max + 1), RNG.integers(info.min, info.max + 1,
+                                                                         700)]).astype(qtype)
+    inputs = [x.reshape(4, -1), np.asarray(0.06, np.float32), np.asarray(info.min + 120, qtype),
+              np.asarray(0.005 if op_type == "QLinearSigmoid" else 0.04, np.float32),
+              np.asarray(info.min + 7, qtype)]
+    kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 3, 4), **attrs)
+    _close_ints(ours(op_type, inputs, **kw), oracle_run(op_type, inputs, oracle="ort", **kw))
+
+
 @pytest.mark.parametrize("qtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("channels_last", [0, 1])
 def test_qlinear_global_average_pool(qtype, channels_last):
