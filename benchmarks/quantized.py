@@ -7,7 +7,8 @@
 (``onnxruntime.quantization.quantize_static``: QDQ format, uint8 activations, int8 weights per
 output channel, MinMax calibration on four seeded random inputs) into ``DIR2`` (default
 ``DIR/quantized``, kept between runs), then both engines run it in one process, alternating,
-on the same seeded input. Prints per model and thread count the median latency of each, the
+on the same seeded input (onnxruntime as the other benchmarks create it: workers that sleep
+between runs rather than spin). Prints per model and thread count the median latency of each, the
 ratio (onnxplex / onnxruntime, below 1 is faster), and the largest output difference in units
 of the output's scale (its largest magnitude / 255: one quantization step or so is the two
 engines rounding a requantization differently, as fixed-point and float arithmetic do) and,
@@ -72,13 +73,14 @@ def bench(path: Path, threads: int, runs: int) -> dict[str, float]:
     import onnxruntime as ort
 
     import onnxplex
+    from onnxplex._perf import _ort_session
 
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = threads
     ours = onnxplex.InferenceSession(str(path), so)
-    oo = ort.SessionOptions()
-    oo.intra_op_num_threads = threads
-    theirs = ort.InferenceSession(str(path), oo, providers=["CPUExecutionProvider"])
+    # as every benchmark here creates it: its workers sleep between runs instead of spinning
+    # on the cores the onnxplex run that follows needs
+    theirs = _ort_session(ort, str(path), "ORT_ENABLE_ALL", threads, 0)
     inp = ours.get_inputs()[0]
     shape = [d if isinstance(d, int) else 1 for d in inp.shape]
     feeds = {inp.name: np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
