@@ -218,7 +218,6 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
   p.data = WeightBuffer<uint8_t>(p.kp * p.np * l.b_bytes);
   p.zp.assign(p.np, 0);
   p.corr.assign(p.np, 0);
-  const auto* bs = static_cast<const int8_t*>(b);
   const auto* bu = static_cast<const uint8_t*>(b);
   const size_t panel_elems = p.kp * l.panel;
   // Panel by panel, then k group by k group within it (B is row-major): each panel is written
@@ -438,53 +437,153 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
 
 }  // namespace
 
+namespace {
+
+// One image channels-last inside its padding (hp x wp x c, pad_value around it); from a
+// channels-first image a block of 16 positions at a time: 16 bytes of each channel's row,
+// written across the channels.
+void pad_image_u8(const uint8_t* xi, size_t c, size_t h, size_t w, bool channels_first,
+                  size_t pt, size_t pl, size_t hp, size_t wp, uint8_t pad_value,
+                  uint8_t* scratch) {
+  std::memset(scratch, pad_value, hp * wp * c);
+  for (size_t y = 0; y < h; ++y) {
+    uint8_t* dst = scratch + ((y + pt) * wp + pl) * c;
+    if (!channels_first) {
+      std::memcpy(dst, xi + y * w * c, w * c);
+      continue;
+    }
+    for (size_t x0 = 0; x0 < w; x0 += 16) {
+      const size_t x1 = std::min(w, x0 + 16);
+      for (size_t ch = 0; ch < c; ++ch) {
+        const uint8_t* src = xi + (ch * h + y) * w;
+        for (size_t xx = x0; xx < x1; ++xx) dst[xx * c + ch] = src[xx];
+      }
+    }
+  }
+}
+
+// The im2col rows of output positions [p0, p1) (of one image, ow a row) from its padded
+// channels-last copy: each position's kernel rows, kw * c bytes in a run at dilation 1, else a
+// tap's c bytes at a time.
+void im2col_rows_u8(const uint8_t* scratch, size_t c, size_t wp, size_t kh, size_t kw,
+                    size_t sh, size_t sw, size_t dh, size_t dw, size_t ow, size_t p0, size_t p1,
+                    uint8_t* out) {
+  const size_t row = kh * kw * c;
+  for (size_t p = p0; p < p1; ++p, out += row) {
+    const size_t oy = p / ow, ox = p % ow;
+    uint8_t* d = out;
+    for (size_t ky = 0; ky < kh; ++ky) {
+      const uint8_t* src = scratch + ((oy * sh + ky * dh) * wp + ox * sw) * c;
+      if (dw == 1) {
+        std::memcpy(d, src, kw * c);
+        d += kw * c;
+      } else {
+        for (size_t kx = 0; kx < kw; ++kx, d += c) std::memcpy(d, src + kx * dw * c, c);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool channels_first,
                size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt,
                size_t pl, size_t pb, size_t pr, size_t oh, size_t ow, uint8_t pad_value,
                uint8_t* scratch, uint8_t* col, size_t threads) {
-  const size_t hp = h + pt + pb, wp = w + pl + pr, row = kh * kw * c;
+  const size_t hp = h + pt + pb, wp = w + pl + pr, row = kh * kw * c, positions = oh * ow;
   for (size_t img = 0; img < n; ++img) {
-    // The image channels-last inside its padding (a block of 16 positions at a time from
-    // channels-first input: 16 bytes of each channel's row, written across the channels)
-    const uint8_t* xi = x + img * c * h * w;
-    std::memset(scratch, pad_value, hp * wp * c);
-    for (size_t y = 0; y < h; ++y) {
-      uint8_t* dst = scratch + ((y + pt) * wp + pl) * c;
-      if (!channels_first) {
-        std::memcpy(dst, xi + y * w * c, w * c);
-        continue;
-      }
-      for (size_t x0 = 0; x0 < w; x0 += 16) {
-        const size_t x1 = std::min(w, x0 + 16);
-        for (size_t ch = 0; ch < c; ++ch) {
-          const uint8_t* src = xi + (ch * h + y) * w;
-          for (size_t xx = x0; xx < x1; ++xx) dst[xx * c + ch] = src[xx];
-        }
-      }
-    }
-    // Each output position's kernel rows: kw * c bytes in a run at dilation 1, else a tap's
-    // c bytes at a time; bands of output rows over the threads.
-    uint8_t* const out_img = col + img * oh * ow * row;
-    const size_t band = std::max<size_t>(1, (oh + 4 * threads - 1) / (4 * threads));
-    parallel_for((oh + band - 1) / band, threads, [&](size_t task) {
-     const size_t oy1 = std::min(oh, (task + 1) * band);
-     for (size_t oy = task * band; oy < oy1; ++oy) {
-      uint8_t* out = out_img + oy * ow * row;
-      for (size_t ox = 0; ox < ow; ++ox, out += row) {
-        uint8_t* d = out;
-        for (size_t ky = 0; ky < kh; ++ky) {
-          const uint8_t* src = scratch + ((oy * sh + ky * dh) * wp + ox * sw) * c;
-          if (dw == 1) {
-            std::memcpy(d, src, kw * c);
-            d += kw * c;
-          } else {
-            for (size_t kx = 0; kx < kw; ++kx, d += c) std::memcpy(d, src + kx * dw * c, c);
-          }
-        }
-      }
-     }
+    pad_image_u8(x + img * c * h * w, c, h, w, channels_first, pt, pl, hp, wp, pad_value,
+                 scratch);
+    // bands of positions over the threads
+    uint8_t* const out_img = col + img * positions * row;
+    const size_t band = std::max<size_t>(1, (positions + 4 * threads - 1) / (4 * threads));
+    parallel_for((positions + band - 1) / band, threads, [&](size_t task) {
+      const size_t p0 = task * band, p1 = std::min(positions, p0 + band);
+      im2col_rows_u8(scratch, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, out_img + p0 * row);
     });
   }
+}
+
+
+namespace {
+
+// requantize_i32's per-channel state: bias and multiplier per channel (a per-tensor one
+// repeated), whether every multiplier is finite, and the row function to use.
+struct Requantizer {
+  size_t channels;
+  double zp, lo, hi;
+  std::vector<int32_t> b;
+  std::vector<double> m;
+  bool finite = true;
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  bool avx512 = cpu_features().avx512_vnni;   // (the file built with AVX-512 flags)
+#endif
+
+  Requantizer(size_t channels_, const int32_t* bias, const double* multiplier,
+              size_t multiplier_count, int32_t zero_point, bool out_signed)
+      : channels(channels_), zp(static_cast<double>(zero_point)),
+        lo(out_signed ? -128.0 : 0.0), hi(out_signed ? 127.0 : 255.0), b(channels_, 0),
+        m(channels_) {
+    for (size_t c = 0; c < channels; ++c) {
+      if (bias != nullptr) b[c] = bias[c];
+      m[c] = multiplier[multiplier_count == 1 ? 0 : c];
+      finite = finite && std::isfinite(m[c]);
+    }
+  }
+
+  // one position's channels: a's to dst's
+  void row(const int32_t* a, uint8_t* dst) const {
+    if (finite) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+      if (avx512) return requant_row_avx512(a, b.data(), m.data(), channels, zp, lo, hi, dst);
+#endif
+      return detail::requant_row(a, b.data(), m.data(), channels, zp, lo, hi, dst);
+    }
+    // (a product that is not a number, from an infinite or NaN multiplier, gives lo)
+    for (size_t c = 0; c < channels; ++c) {   // (the rare case, element by element)
+      const auto v = static_cast<int32_t>(static_cast<uint32_t>(a[c]) +
+                                          static_cast<uint32_t>(b[c]));
+      const double d = static_cast<double>(v) * m[c];
+      const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
+      dst[c] = static_cast<uint8_t>(static_cast<int32_t>(r));
+    }
+  }
+
+  // count positions of sums a (rows `channels` apart) into channels-first dst (a channel's
+  // positions `stride` apart): in blocks of 64 through a tile of this thread, then a byte
+  // transpose
+  void rows_channels_first(const int32_t* a, size_t count, uint8_t* dst, size_t stride) const {
+    constexpr size_t kBlock = 64;
+    thread_local std::vector<uint8_t> tile_buf;
+    if (tile_buf.size() < kBlock * channels) tile_buf.resize(kBlock * channels);
+    uint8_t* const tile = tile_buf.data();   // (a plain pointer: byte stores alias anything)
+    for (size_t p0 = 0; p0 < count; p0 += kBlock) {
+      const size_t n = std::min(kBlock, count - p0);
+      for (size_t p = 0; p < n; ++p) row(a + (p0 + p) * channels, tile + p * channels);
+      transpose_u8(tile, channels, dst + p0, stride, n, channels);
+    }
+  }
+};
+
+}  // namespace
+
+void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t channels,
+                    const int32_t* bias, const double* multiplier, size_t multiplier_count,
+                    int32_t zero_point, bool out_signed, bool channels_first, void* out,
+                    size_t threads) {
+  const Requantizer rq(channels, bias, multiplier, multiplier_count, zero_point, out_signed);
+  auto* o8 = static_cast<uint8_t*>(out);
+  // blocks of 64 positions over the threads
+  constexpr size_t kBlock = 64;
+  const size_t blocks = (positions + kBlock - 1) / kBlock;
+  parallel_for(images * blocks, threads, [&](size_t task) {
+    const size_t n = task / blocks, p0 = task % blocks * kBlock;
+    const size_t count = std::min(kBlock, positions - p0);
+    const int32_t* a = acc + (n * positions + p0) * channels;
+    uint8_t* dst = o8 + n * positions * channels;
+    if (channels_first) return rq.rows_channels_first(a, count, dst + p0, positions);
+    for (size_t p = 0; p < count; ++p) rq.row(a + p * channels, dst + (p0 + p) * channels);
+  });
 }
 
 void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
@@ -493,77 +592,41 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
                      size_t pr, size_t oh, size_t ow, const int32_t* bias,
                      const double* multiplier, size_t multiplier_count, int32_t y_zero_point,
                      bool out_signed, void* out, size_t threads) {
-  const size_t k = kh * kw * c, rows = n * oh * ow;
+  const size_t k = kh * kw * c, positions = oh * ow, m = wt.n;
   if (k != wt.k) throw std::invalid_argument("the packed weight's K is not kh * kw * C");
-  thread_local std::vector<uint8_t> scratch, col;
-  thread_local PackedA pa;
-  thread_local std::vector<int32_t> acc;
-  scratch.resize(std::max<size_t>((h + pt + pb) * (w + pl + pr) * c, 1));
-  col.resize(std::max<size_t>(rows * k, 1));
-  acc.resize(std::max<size_t>(rows * wt.n, 1));
-  im2col_u8(x, n, c, h, w, true, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow,
-            static_cast<uint8_t>(x_zero_point), scratch.data(), col.data(), threads);
-  pack_a(col.data(), x_signed, rows, k, &x_zero_point, 1, wt.isa, threads, pa);
-  qgemm_i32(pa, wt, acc.data(), wt.n, threads);
-  requantize_i32(acc.data(), n, oh * ow, wt.n, bias, multiplier, multiplier_count,
-                 y_zero_point, out_signed, true, out, threads);
-}
-
-void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t channels,
-                    const int32_t* bias, const double* multiplier, size_t multiplier_count,
-                    int32_t zero_point, bool out_signed, bool channels_first, void* out,
-                    size_t threads) {
-  const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
-  const double zp = static_cast<double>(zero_point);
-  // per channel, bias and multiplier (a per-tensor one repeated; a product that is not a
-  // number, from an infinite or NaN multiplier, gives lo, as the clamp below orders it)
-  std::vector<int32_t> b(channels, 0);
-  std::vector<double> m(channels);
-  for (size_t c = 0; c < channels; ++c) {
-    if (bias != nullptr) b[c] = bias[c];
-    m[c] = multiplier[multiplier_count == 1 ? 0 : c];
-  }
-  bool finite = true;
-  for (double v : m) finite = finite && std::isfinite(v);
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-  const bool avx512 = cpu_features().avx512_vnni;   // (the file built with AVX-512 flags)
-#endif
-  auto row = [&](const int32_t* a, uint8_t* dst) {
-    if (finite) {
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-      if (avx512) return requant_row_avx512(a, b.data(), m.data(), channels, zp, lo, hi, dst);
-#endif
-      return detail::requant_row(a, b.data(), m.data(), channels, zp, lo, hi, dst);
-    }
-    for (size_t c = 0; c < channels; ++c) {   // (the rare case, element by element)
-      const auto v = static_cast<int32_t>(static_cast<uint32_t>(a[c]) +
-                                          static_cast<uint32_t>(b[c]));
-      const double d = static_cast<double>(v) * m[c];
-      const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
-      dst[c] = static_cast<uint8_t>(static_cast<int32_t>(r));
-    }
-  };
+  if (threads == 0) threads = 1;
+  const size_t hp = h + pt + pb, wp = w + pl + pr;
+  const Requantizer rq(m, bias, multiplier, multiplier_count, y_zero_point, out_signed);
+  thread_local std::vector<uint8_t> scratch;
+  scratch.resize(std::max<size_t>(hp * wp * c, 1));
+  // Blocks of positions go through the whole pipeline in one task (im2col rows, A pack,
+  // GEMM, requantization into the NCHW output): one hand-over to the pool a conv, and a
+  // block's rows, packed A and sums stay in this core's cache. A block's im2col rows are up
+  // to ~256 KiB; too few blocks to share out (a deep layer's 7 x 7 plane) and the GEMM
+  // splits its columns over the threads instead.
+  const size_t block = std::max<size_t>(16, std::min<size_t>(256, (size_t{256} << 10) /
+                                                                       std::max<size_t>(k, 1)));
+  const size_t blocks = (positions + block - 1) / block;
+  const size_t inner = blocks >= 2 * threads ? 1 : threads;   // threads of a block's GEMM
   auto* o8 = static_cast<uint8_t*>(out);
-  // Blocks of 64 positions over the threads; channels-first, a block is requantized row by
-  // row into a small tile, then written channel by channel (a channel's run of the block is
-  // contiguous).
-  constexpr size_t kBlock = 64;
-  const size_t blocks = (positions + kBlock - 1) / kBlock;
-  parallel_for(images * blocks, threads, [&](size_t task) {
-    const size_t n = task / blocks, p0 = task % blocks * kBlock;
-    const size_t count = std::min(kBlock, positions - p0);
-    const int32_t* a = acc + n * positions * channels;
-    uint8_t* dst = o8 + n * positions * channels;
-    if (!channels_first) {
-      for (size_t p = p0; p < p0 + count; ++p) row(a + p * channels, dst + p * channels);
-      return;
-    }
-    thread_local std::vector<uint8_t> tile_buf;
-    if (tile_buf.size() < kBlock * channels) tile_buf.resize(kBlock * channels);
-    uint8_t* const tile = tile_buf.data();   // (a plain pointer: byte stores alias anything)
-    for (size_t p = 0; p < count; ++p) row(a + (p0 + p) * channels, tile + p * channels);
-    transpose_u8(tile, channels, dst + p0, positions, count, channels);
-  });
+  for (size_t img = 0; img < n; ++img) {
+    pad_image_u8(x + img * c * h * w, c, h, w, true, pt, pl, hp, wp,
+                 static_cast<uint8_t>(x_zero_point), scratch.data());
+    const uint8_t* padded = scratch.data();
+    uint8_t* dst = o8 + img * m * positions;
+    parallel_for(blocks, inner == 1 ? threads : 1, [&](size_t task) {
+      const size_t p0 = task * block, p1 = std::min(positions, p0 + block), count = p1 - p0;
+      thread_local std::vector<uint8_t> col;
+      thread_local PackedA pa;
+      thread_local std::vector<int32_t> acc;
+      col.resize(count * k);
+      acc.resize(count * m);
+      im2col_rows_u8(padded, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, col.data());
+      pack_a(col.data(), x_signed, count, k, &x_zero_point, 1, wt.isa, inner, pa);
+      qgemm_i32(pa, wt, acc.data(), m, inner);
+      rq.rows_channels_first(acc.data(), count, dst + p0, positions);
+    });
+  }
 }
 
 void requantize_f32_channels(const float* y, size_t images, size_t channels, size_t positions,
