@@ -526,15 +526,40 @@ def _qlmm_predicate(node: NodeView) -> str | None:
 
 def _make_qlinear_matmul(node: NodeView, ctx: ProviderContext):
     """QLinearMatMul-10/21: integer GEMM (exact, on float BLAS), per-tensor / per-row (A) /
-    per-column (B) scales and zero points, requantized to the output zero point's type."""
+    per-column (B) scales and zero points, requantized to the output zero point's type. With
+    a constant 2-D B and a per-tensor A and output, on the native integer GEMM with B packed
+    once, requantized natively (the same integers and the same float64 requantization)."""
     b_info, bzp_info = node.input(3), node.input(5)
     packed = None
+    native_b = None
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
     if b_info is not None and b_info.is_const and (bzp_info is None or bzp_info.is_const):
         bf = _centered(b_info.const, None if bzp_info is None else bzp_info.const, False)
         packed = (bf, float(np.abs(bf).max()) if bf.size else 0.0)
+        bq = np.asarray(b_info.const)
+        if bq.ndim == 2 and hasattr(native(), "requantize_i32"):
+            native_b = native_pack_b(bq, None if bzp_info is None else bzp_info.const)
 
     def kernel(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
                y_zero_point=None):
+        out = np.dtype(y_zero_point.dtype if y_zero_point is not None else a.dtype)
+        if (native_b is not None and a.ndim >= 2 and a.dtype in _I8 and out in _I8
+                and a.shape[-1] == native_b.k and np.size(a_scale) == 1
+                and (a_zero_point is None or np.size(a_zero_point) == 1)
+                and np.size(y_scale) == 1
+                and (y_zero_point is None or np.size(y_zero_point) == 1)
+                and np.size(b_scale) in (1, native_b.n)):
+            a2 = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+            acc = native().qgemm_i32(
+                a2, None if a_zero_point is None else np.asarray(a_zero_point).reshape(1),
+                native_b, threads=threads)
+            mult = _scale_multiplier(a_scale, np.asarray(b_scale).reshape(-1),
+                                     y_scale).reshape(-1)
+            y = native().requantize_i32(
+                acc.reshape(1, a2.shape[0], native_b.n), None, mult,
+                0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0]),
+                out == np.int8, False, threads=threads)
+            return y.reshape(a.shape[:-1] + (native_b.n,))
         af = _centered(a, a_zero_point, True)
         if packed is not None:
             bf, bmax = packed
@@ -546,8 +571,7 @@ def _make_qlinear_matmul(node: NodeView, ctx: ProviderContext):
         if a_s.ndim == 1 and a_s.size > 1:
             a_s = a_s.reshape(-1, 1)  # per-row of A
         m = _scale_multiplier(a_s, b_scale, y_scale)
-        out = y_zero_point.dtype if y_zero_point is not None else a.dtype
-        return _requantize(acc, m, y_zero_point, np.dtype(out))
+        return _requantize(acc, m, y_zero_point, out)
 
     return kernel
 

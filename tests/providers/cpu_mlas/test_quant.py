@@ -344,6 +344,31 @@ def test_qlinear_matmul(dt, per_axis, const):
               const_inputs=[3, 5] if const else [])
 
 
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("a_dt,b_dt", [(np.uint8, np.int8), (np.int8, np.int8),
+                                       (np.uint8, np.uint8)])
+def test_qlinear_matmul_constant_b_native(a_dt, b_dt, per_column, monkeypatch):
+    """A constant 2-D B runs on the native integer GEMM, packed once, with the native
+    requantization: the ONNX reference's integers and requantization exactly (3-D A, zero
+    points everywhere, per-column scales and zero points of B)."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    calls = []
+    real = nat.qgemm_i32
+    monkeypatch.setattr(nat, "qgemm_i32", lambda *a, **k: calls.append(1) or real(*a, **k))
+    a, b = ints(a_dt, 2, 7, 70), ints(b_dt, 70, 9)
+    b_s = (RNG.random(9).astype(np.float32) * 0.02 + 0.01) if per_column else \
+        np.array([0.015], np.float32)
+    b_zp = ints(b_dt, 9) if per_column else np.array([ints(b_dt, 1)[0]], b_dt)
+    args = [a, np.array([0.02], np.float32), np.array([ints(a_dt, 1)[0]], a_dt), b, b_s, b_zp,
+            np.array([0.9], np.float32), np.array([ints(a_dt, 1)[0]], a_dt)]
+    check("QLinearMatMul", args, opset=21, oracle="ref", const_inputs=[3, 5])
+    assert calls
+
+
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_qlinear_conv_bias_groups(per_channel):
     """uint8 x full-range int8: against onnxruntime where it is exact, else the ONNX reference
