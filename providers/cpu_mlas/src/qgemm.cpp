@@ -549,6 +549,19 @@ struct Requantizer {
     }
   }
 
+  // count positions' channels, rows `channels` apart, from a to dst (one call a block)
+  void rows(const int32_t* a, size_t count, uint8_t* dst) const {
+    if (finite) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+      if (avx512) {
+        return requant_rows_avx512(a, count, b.data(), m.data(), channels, zp, lo, hi, dst);
+      }
+#endif
+      return detail::requant_rows(a, count, b.data(), m.data(), channels, zp, lo, hi, dst);
+    }
+    for (size_t p = 0; p < count; ++p) row(a + p * channels, dst + p * channels);
+  }
+
   // count positions of sums a (rows `channels` apart) into channels-first dst (a channel's
   // positions `stride` apart): in blocks of 64 through a tile of this thread, then a byte
   // transpose
@@ -559,7 +572,7 @@ struct Requantizer {
     uint8_t* const tile = tile_buf.data();   // (a plain pointer: byte stores alias anything)
     for (size_t p0 = 0; p0 < count; p0 += kBlock) {
       const size_t n = std::min(kBlock, count - p0);
-      for (size_t p = 0; p < n; ++p) row(a + (p0 + p) * channels, tile + p * channels);
+      rows(a + p0 * channels, n, tile);
       transpose_u8(tile, channels, dst + p0, stride, n, channels);
     }
   }
@@ -582,7 +595,7 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
     const int32_t* a = acc + (n * positions + p0) * channels;
     uint8_t* dst = o8 + n * positions * channels;
     if (channels_first) return rq.rows_channels_first(a, count, dst + p0, positions);
-    for (size_t p = 0; p < count; ++p) rq.row(a + p * channels, dst + (p0 + p) * channels);
+    rq.rows(a, count, dst + p0 * channels);
   });
 }
 

@@ -155,6 +155,14 @@ namespace detail {
   }
 }
 
+// requant_row over `rows` rows of n channels (a and out rows n apart): one call a block.
+[[maybe_unused]] static inline void requant_rows(const int32_t* a, size_t rows,
+                                                 const int32_t* bias, const double* m,
+                                                 size_t n, double zp, double lo, double hi,
+                                                 uint8_t* out) {
+  for (size_t r = 0; r < rows; ++r) requant_row(a + r * n, bias, m, n, zp, lo, hi, out + r * n);
+}
+
 // Per-tensor 8-bit (de)quantization of a run of n values, as the ONNX ops compute them in
 // float32: y = (float(x) - zp) * scale; q = saturate(round_half_even(x / scale) + zp) (a
 // division, as onnxruntime's QuantizeLinear; NaN gives 0, as numpy's and onnxruntime's casts
@@ -331,6 +339,9 @@ void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool 
 // requantize_f32_channels' run (qgemm.h's requant_run_f32), compiled for AVX-512.
 void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, double zp,
                             double lo, double hi, uint8_t* out);
+// requant_rows, compiled for AVX-512.
+void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
+                         size_t n, double zp, double lo, double hi, uint8_t* out);
 // requantize_i32's row (qgemm.cpp's requant_row), compiled for AVX-512.
 void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
                         double zp, double lo, double hi, uint8_t* out);
