@@ -654,6 +654,21 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
                             y_zero_point, out)
             if y is not None:
                 return y
+        if (float_w is not None and float_w.depthwise and len(float_w.kshape) == 2
+                and x.ndim == 4 and x.dtype in _I8 and out in _I8 and x.shape[1] == group
+                and (x_zero_point is None or np.size(x_zero_point) == 1)
+                and (y_zero_point is None or np.size(y_zero_point) == 1)
+                and hasattr(native(), "qdwconv_u8")):
+            strides, dil, pb, pe, (oh, ow) = static.geometry(x.shape, float_w.kshape)
+            if oh > 0 and ow > 0:
+                return native().qdwconv_u8(
+                    x, 0 if x_zero_point is None else int(np.asarray(x_zero_point).reshape(-1)[0]),
+                    float_w.taps.reshape(group, *float_w.kshape), strides, dil,
+                    (pb[0], pb[1], pe[0], pe[1]), (oh, ow),
+                    None if b is None else np.asarray(b).astype(np.int32).reshape(-1),
+                    _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1),
+                    0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0]),
+                    out == np.int8, threads=threads)
         cw = float_w if float_w is not None else _ConvWeights(
             _centered_weight(w, w_zero_point), group)
         fast = _per_tensor_8bit(x.dtype, np.array(1, _F32), x_zero_point)

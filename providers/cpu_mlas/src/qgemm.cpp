@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #endif
 
 #include "cpu_features.h"
+#include "dwconv.h"
 #include "parallel.h"
 
 namespace onnxplex::mlas {
@@ -599,6 +601,64 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
   });
 }
 
+namespace {
+
+// One channel's run of sums held as float32 integers, requantized (requant_run_f32, or
+// element by element for a multiplier that is not finite: a product that is not a number
+// gives lo, as requantize_i32 orders it).
+void requant_channel_f32(const float* src, size_t n, int32_t b, double m, double zp,
+                         double lo, double hi, uint8_t* dst) {
+  if (!std::isfinite(m)) {
+    for (size_t p = 0; p < n; ++p) {
+      const auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(src[p])) +
+                                          static_cast<uint32_t>(b));
+      const double d = static_cast<double>(v) * m;
+      const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
+      dst[p] = static_cast<uint8_t>(static_cast<int32_t>(r));
+    }
+    return;
+  }
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (cpu_features().avx512_vnni) return requant_run_f32_avx512(src, n, b, m, zp, lo, hi, dst);
+#endif
+  detail::requant_run_f32(src, n, b, m, zp, lo, hi, dst);
+}
+
+}  // namespace
+
+void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
+                int32_t x_zero_point, const float* wf, size_t kh, size_t kw, size_t sh,
+                size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow,
+                const int32_t* bias, const double* multiplier, size_t multiplier_count,
+                int32_t y_zero_point, bool out_signed, void* out, size_t threads) {
+  const DwConvGeometry g{h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl};
+  const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
+  const double zp = static_cast<double>(y_zero_point);
+  // channels a task: about 512 KiB of float input planes (one channel at least), at least
+  // two tasks a thread when there are channels for them
+  const size_t fit = (size_t{512} << 10) / std::max<size_t>(h * w * sizeof(float), 1);
+  const size_t per = std::max<size_t>(1, std::min({c, fit, (c + 2 * threads - 1) /
+                                                              (2 * threads)}));
+  const size_t chunks = (c + per - 1) / per;
+  auto* o8 = static_cast<uint8_t*>(out);
+  parallel_for(n * chunks, threads, [&](size_t task) {
+    const size_t img = task / chunks, c0 = task % chunks * per, cn = std::min(per, c - c0);
+    thread_local std::vector<float> xf, yf;
+    xf.resize(cn * h * w);
+    yf.resize(cn * oh * ow);
+    dequantize_8bit(x + (img * c + c0) * h * w, x_signed, cn * h * w, 1.0f, x_zero_point,
+                    xf.data());
+    dwconv_f32(xf.data(), wf + c0 * kh * kw, nullptr, yf.data(), cn, g,
+               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity());
+    for (size_t k = 0; k < cn; ++k) {
+      const size_t ch = c0 + k;
+      requant_channel_f32(yf.data() + k * oh * ow, oh * ow, bias != nullptr ? bias[ch] : 0,
+                          multiplier[multiplier_count == 1 ? 0 : ch], zp, lo, hi,
+                          o8 + (img * c + ch) * oh * ow);
+    }
+  });
+}
+
 void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
                      int32_t x_zero_point, const PackedB& wt, size_t kh, size_t kw, size_t sh,
                      size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb,
@@ -648,30 +708,12 @@ void requantize_f32_channels(const float* y, size_t images, size_t channels, siz
                              void* out, size_t threads) {
   const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
   const double zp = static_cast<double>(zero_point);
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-  const bool avx512 = cpu_features().avx512_vnni;
-#endif
   auto* o8 = static_cast<uint8_t*>(out);
   parallel_for(images * channels, threads, [&](size_t row) {
     const size_t c = row % channels;
-    const double m = multiplier[multiplier_count == 1 ? 0 : c];
-    const int32_t b = bias != nullptr ? bias[c] : 0;
-    const float* src = y + row * positions;
-    uint8_t* dst = o8 + row * positions;
-    if (!std::isfinite(m)) {   // (the rare case, element by element, as requantize_i32's)
-      for (size_t p = 0; p < positions; ++p) {
-        const auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(src[p])) +
-                                            static_cast<uint32_t>(b));
-        const double d = static_cast<double>(v) * m;
-        const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
-        dst[p] = static_cast<uint8_t>(static_cast<int32_t>(r));
-      }
-      return;
-    }
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-    if (avx512) return requant_run_f32_avx512(src, positions, b, m, zp, lo, hi, dst);
-#endif
-    detail::requant_run_f32(src, positions, b, m, zp, lo, hi, dst);
+    requant_channel_f32(y + row * positions, positions, bias != nullptr ? bias[c] : 0,
+                        multiplier[multiplier_count == 1 ? 0 : c], zp, lo, hi,
+                        o8 + row * positions);
   });
 }
 

@@ -257,6 +257,17 @@ template <typename TA, typename TB, typename TY>
 
 }  // namespace detail
 
+// A depthwise 2-D QLinearConv of 8-bit images x [n][c][h][w] (per-tensor x_zero_point) with
+// centered float weights wf [c][kh][kw] (w - w_zero_point): per task, a few channel planes
+// of one image are centered into float32 (exactly), convolved by the float depthwise kernel
+// (exact: 8-bit taps' sums below 2^24) and requantized as requantize_f32_channels into out
+// [n][c][oh][ow], all in buffers of the task's thread.
+void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
+                int32_t x_zero_point, const float* wf, size_t kh, size_t kw, size_t sh,
+                size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow,
+                const int32_t* bias, const double* multiplier, size_t multiplier_count,
+                int32_t y_zero_point, bool out_signed, void* out, size_t threads);
+
 // Per-tensor 8-bit QLinearAdd / QLinearMul (detail::qlinear_binary_rows), rows over threads.
 struct QBinaryOperand {
   const void* data;

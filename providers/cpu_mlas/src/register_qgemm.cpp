@@ -305,6 +305,49 @@ void register_qgemm(py::module_& m) {
      "requantize_i32 (bias, multiplier, y_zero_point as there) into [N, M, OH, OW]; its "
      "scratch buffers are the calling thread's, kept between calls.");
 
+  m.def("qdwconv_u8", [](const py::array& x_in, int32_t x_zero_point,
+                         const py::array_t<float, py::array::c_style | py::array::forcecast>& wf,
+                         std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
+                         std::array<size_t, 4> pads, std::array<size_t, 2> out_hw,
+                         const py::object& bias_in, const py::object& multiplier_in,
+                         int32_t y_zero_point, bool out_signed, size_t threads) {
+    bool x_signed = false;
+    const py::array x = int8_array(x_in, "x", x_signed);
+    if (x.ndim() != 4) throw py::value_error("x must be [N, C, H, W]");
+    if (wf.ndim() != 3 || wf.shape(0) != x.shape(1)) {
+      throw py::value_error("wf must be [C, kh, kw]");
+    }
+    check_8bit(x_zero_point, x_signed, "x_zero_point");
+    const auto n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(1));
+    const auto h = static_cast<size_t>(x.shape(2)), w = static_cast<size_t>(x.shape(3));
+    const std::array<size_t, 2> kernel{static_cast<size_t>(wf.shape(1)),
+                                       static_cast<size_t>(wf.shape(2))};
+    check_conv_geometry(h, w, kernel, strides, dilations, pads, out_hw);
+    const RequantArgs r(bias_in, multiplier_in, c, y_zero_point, out_signed);
+    py::array out(r.out_type, std::vector<py::ssize_t>{
+        x.shape(0), x.shape(1), static_cast<py::ssize_t>(out_hw[0]),
+        static_cast<py::ssize_t>(out_hw[1])});
+    const auto* xp = static_cast<const uint8_t*>(x.data());
+    const float* wp = wf.data();
+    void* op = out.mutable_data();
+    const size_t mc = static_cast<size_t>(r.multiplier.size());
+    {
+      py::gil_scoped_release release;
+      qdwconv_u8(xp, x_signed, n, c, h, w, x_zero_point, wp, kernel[0], kernel[1], strides[0],
+                 strides[1], dilations[0], dilations[1], pads[0], pads[1], out_hw[0],
+                 out_hw[1], r.bias.empty() ? nullptr : r.bias.data(), r.multiplier.data(), mc,
+                 y_zero_point, out_signed, op, threads);
+    }
+    return out;
+  }, py::arg("x"), py::arg("x_zero_point"), py::arg("wf"), py::arg("strides"),
+     py::arg("dilations"), py::arg("pads"), py::arg("out_hw"), py::arg("bias"),
+     py::arg("multiplier"), py::arg("y_zero_point"), py::arg("out_signed"),
+     py::arg("threads") = 1,
+     "A depthwise 2-D QLinearConv of 8-bit x [N, C, H, W] (per-tensor x_zero_point) with "
+     "centered float weights wf [C, kh, kw] (w - w_zero_point): centered, convolved in "
+     "float32 (exact) and requantized as requantize_i32, a few channels a task, into "
+     "[N, C, OH, OW].");
+
   m.def("requantize_f32_channels", [](const py::array_t<float, py::array::c_style>& y,
                                       const py::object& bias_in,
                                       const py::object& multiplier_in, int32_t zero_point,

@@ -428,6 +428,41 @@ def test_qlinear_conv_integer_gemm(geometry, x_dt, w_dt, per_channel, monkeypatc
     assert took and all(t is not None for t in took)
 
 
+@pytest.mark.parametrize("geometry", [
+    dict(kernel=(3, 3), attrs=dict(pads=[1, 1, 1, 1])),
+    dict(kernel=(3, 3), attrs=dict(pads=[1, 0, 0, 1], strides=[2, 2])),
+    dict(kernel=(5, 5), attrs=dict(pads=[2, 2, 2, 2], strides=[1, 2])),
+    dict(kernel=(3, 3), attrs=dict(pads=[2, 2, 2, 2], dilations=[2, 2])),
+    dict(kernel=(3, 2), attrs=dict(auto_pad="SAME_UPPER"))],
+    ids=["3x3", "3x3_stride2_asym", "5x5_strides_1_2", "dilated", "3x2_same_upper"])
+@pytest.mark.parametrize("x_dt,per_channel", [(np.uint8, True), (np.int8, False)])
+def test_qlinear_conv_depthwise_native(geometry, x_dt, per_channel, monkeypatch):
+    """A depthwise QLinearConv with a constant weight runs in one native call (a few
+    channels a task: centered exactly into float32, the float depthwise kernel, the shared
+    requantization): the ONNX reference's values exactly, with zero points, per-channel
+    weight scales and zero points, a bias and two images."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    calls = []
+    real = nat.qdwconv_u8
+    monkeypatch.setattr(nat, "qdwconv_u8", lambda *a, **k: calls.append(1) or real(*a, **k))
+    c = 5
+    x = ints(x_dt, 2, c, 9, 11)
+    w = ints(np.int8, c, 1, *geometry["kernel"])
+    w_s = (RNG.random(c).astype(np.float32) * 0.004 + 0.001) if per_channel else \
+        np.array(0.003, np.float32)
+    w_zp = ints(np.int8, c) if per_channel else np.array(0, np.int8)
+    args = [x, np.array(0.05, np.float32), np.array(ints(x_dt, 1)[0], x_dt), w, w_s, w_zp,
+            np.array(0.1, np.float32), np.array(ints(x_dt, 1)[0], x_dt),
+            RNG.integers(-2000, 2000, c).astype(np.int32)]
+    check("QLinearConv", args, opset=10, oracle="ref", group=c, const_inputs=[3, 5],
+          **geometry["attrs"])
+    assert calls
+
+
 def test_qlinear_conv_runtime_weight_and_depthwise_float_path():
     """A weight fed at run time, and a depthwise conv, take the float path (exact: nine
     8-bit taps fit float32's mantissa whatever their values)."""
