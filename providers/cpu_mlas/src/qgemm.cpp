@@ -681,6 +681,9 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
                                                                        std::max<size_t>(k, 1)));
   const size_t blocks = (positions + block - 1) / block;
   const size_t inner = blocks >= 2 * threads ? 1 : threads;   // threads of a block's GEMM
+  // 1x1, stride 1, unpadded: the channels-last image is the im2col matrix itself
+  const bool pointwise = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 &&
+                         pb == 0 && pr == 0;
   auto* o8 = static_cast<uint8_t*>(out);
   for (size_t img = 0; img < n; ++img) {
     pad_image_u8(x + img * c * h * w, c, h, w, true, pt, pl, hp, wp,
@@ -692,10 +695,14 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
       thread_local std::vector<uint8_t> col;
       thread_local PackedA pa;
       thread_local std::vector<int32_t> acc;
-      col.resize(count * k);
       acc.resize(count * m);
-      im2col_rows_u8(padded, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, col.data());
-      pack_a(col.data(), x_signed, count, k, &x_zero_point, 1, wt.isa, inner, pa);
+      const uint8_t* rows = padded + p0 * c;   // a pointwise conv's rows: the image's own
+      if (!pointwise) {
+        col.resize(count * k);
+        im2col_rows_u8(padded, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, col.data());
+        rows = col.data();
+      }
+      pack_a(rows, x_signed, count, k, &x_zero_point, 1, wt.isa, inner, pa);
       qgemm_i32(pa, wt, acc.data(), m, inner);
       rq.rows_channels_first(acc.data(), count, dst + p0, positions);
     });
