@@ -9,6 +9,7 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "qgemm.h"
@@ -25,32 +26,31 @@ inline __m512i bcast32(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-template <size_t R>
+// R rows; NV vectors of 16 columns computed (a panel's last partial part: 64 columns are
+// kVecs, 48 of a 96-wide B's second panel are 2 of them... the rest are zeros never stored).
+template <size_t R, size_t NV = kVecs>
 void tile(const QgemmTile& t) {
   __m512i acc[R][kVecs];
 #pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_si512();
+    for (size_t v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
   }
   const uint8_t* b = t.b;
   const size_t steps = t.kp / 4;
   for (size_t s = 0; s < steps; ++s, b += kPanel * 4) {
-    const __m512i b0 = _mm512_loadu_si512(b);
-    const __m512i b1 = _mm512_loadu_si512(b + 64);
-    const __m512i b2 = _mm512_loadu_si512(b + 128);
-    const __m512i b3 = _mm512_loadu_si512(b + 192);
+    __m512i bv[kVecs];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(b + 64 * v);
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const __m512i a = bcast32(t.a + r * t.lda + s * 4);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], a, b0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, b1);
-      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], a, b2);
-      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], a, b3);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, bv[v]);
     }
   }
 #pragma GCC unroll 4
-  for (size_t v = 0; v < kVecs; ++v) {
+  for (size_t v = 0; v < NV; ++v) {
     const size_t col = v * 16;
     if (col >= t.cols) break;
     const size_t left = t.cols - col;
@@ -80,14 +80,29 @@ void tile(const QgemmTile& t) {
 
 }  // namespace
 
-void qgemm_tile_avx512vnni(const QgemmTile& t) {
+namespace {
+
+template <size_t NV>
+void tile_rows(const QgemmTile& t) {
   switch (t.rows) {
-    case 6: tile<6>(t); break;
-    case 5: tile<5>(t); break;
-    case 4: tile<4>(t); break;
-    case 3: tile<3>(t); break;
-    case 2: tile<2>(t); break;
-    default: tile<1>(t); break;
+    case 6: tile<6, NV>(t); break;
+    case 5: tile<5, NV>(t); break;
+    case 4: tile<4, NV>(t); break;
+    case 3: tile<3, NV>(t); break;
+    case 2: tile<2, NV>(t); break;
+    default: tile<1, NV>(t); break;
+  }
+}
+
+}  // namespace
+
+void qgemm_tile_avx512vnni(const QgemmTile& t) {
+  // only the 16-column vectors the panel's valid columns need
+  switch ((std::min(t.cols, kPanel) + 15) / 16) {
+    case 1: return tile_rows<1>(t);
+    case 2: return tile_rows<2>(t);
+    case 3: return tile_rows<3>(t);
+    default: return tile_rows<4>(t);
   }
 }
 
