@@ -441,19 +441,14 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
 
 namespace {
 
-// One image channels-last inside its padding (hp x wp x c, pad_value around it); from a
-// channels-first image a block of 16 positions at a time: 16 bytes of each channel's row,
-// written across the channels.
-void pad_image_u8(const uint8_t* xi, size_t c, size_t h, size_t w, bool channels_first,
-                  size_t pt, size_t pl, size_t hp, size_t wp, uint8_t pad_value,
-                  uint8_t* scratch) {
+// One channels-first image channels-last inside its padding (hp x wp x c, pad_value around
+// it), a block of 16 positions at a time: 16 bytes of each channel's row, written across the
+// channels.
+void pad_image_u8(const uint8_t* xi, size_t c, size_t h, size_t w, size_t pt, size_t pl,
+                  size_t hp, size_t wp, uint8_t pad_value, uint8_t* scratch) {
   std::memset(scratch, pad_value, hp * wp * c);
   for (size_t y = 0; y < h; ++y) {
     uint8_t* dst = scratch + ((y + pt) * wp + pl) * c;
-    if (!channels_first) {
-      std::memcpy(dst, xi + y * w * c, w * c);
-      continue;
-    }
     for (size_t x0 = 0; x0 < w; x0 += 16) {
       const size_t x1 = std::min(w, x0 + 16);
       for (size_t ch = 0; ch < c; ++ch) {
@@ -487,25 +482,6 @@ void im2col_rows_u8(const uint8_t* scratch, size_t c, size_t wp, size_t kh, size
 }
 
 }  // namespace
-
-void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool channels_first,
-               size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt,
-               size_t pl, size_t pb, size_t pr, size_t oh, size_t ow, uint8_t pad_value,
-               uint8_t* scratch, uint8_t* col, size_t threads) {
-  const size_t hp = h + pt + pb, wp = w + pl + pr, row = kh * kw * c, positions = oh * ow;
-  for (size_t img = 0; img < n; ++img) {
-    pad_image_u8(x + img * c * h * w, c, h, w, channels_first, pt, pl, hp, wp, pad_value,
-                 scratch);
-    // bands of positions over the threads
-    uint8_t* const out_img = col + img * positions * row;
-    const size_t band = std::max<size_t>(1, (positions + 4 * threads - 1) / (4 * threads));
-    parallel_for((positions + band - 1) / band, threads, [&](size_t task) {
-      const size_t p0 = task * band, p1 = std::min(positions, p0 + band);
-      im2col_rows_u8(scratch, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, out_img + p0 * row);
-    });
-  }
-}
-
 
 namespace {
 
@@ -686,7 +662,7 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
                          pb == 0 && pr == 0;
   auto* o8 = static_cast<uint8_t*>(out);
   for (size_t img = 0; img < n; ++img) {
-    pad_image_u8(x + img * c * h * w, c, h, w, true, pt, pl, hp, wp,
+    pad_image_u8(x + img * c * h * w, c, h, w, pt, pl, hp, wp,
                  static_cast<uint8_t>(x_zero_point), scratch.data());
     const uint8_t* padded = scratch.data();
     uint8_t* dst = o8 + img * m * positions;

@@ -81,17 +81,8 @@ void qgemm_i32(const PackedA& a, const PackedB& b, int32_t* c, size_t ldc, size_
 void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t scale_count,
                const float* bias, float* c, size_t ldc, size_t threads);
 
-// The im2col rows of a 2-D conv over 8-bit images x [n][c][h][w] (channels_first) or
-// [n][h][w][c]: col [n * oh * ow][kh * kw * c], taps in (ky, kx, channel) order, a tap in the
-// padding holding pad_value (a quantized input's zero point: it then adds 0). scratch: at
-// least (h + pt + pb) * (w + pl + pr) * c bytes (one padded channels-last image).
-void im2col_u8(const uint8_t* x, size_t n, size_t c, size_t h, size_t w, bool channels_first,
-               size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt,
-               size_t pl, size_t pb, size_t pr, size_t oh, size_t ow, uint8_t pad_value,
-               uint8_t* scratch, uint8_t* col, size_t threads = 1);
-
 // A one-group 2-D conv of 8-bit images x [n][c][h][w] with a packed weight (W^T [kh * kw * c,
-// m], pack_b): im2col_u8 (padding holding x_zero_point), the integer GEMM, then
+// m], pack_b): im2col rows (padding holding x_zero_point), the integer GEMM, then
 // requantize_i32 into out [n][m][oh][ow]. Its im2col rows, packed A and int32 sums live in
 // buffers of the calling thread kept between calls (a conv's were fresh megabytes on every
 // call, paid for in page faults).

@@ -131,41 +131,6 @@ void register_qgemm(py::module_& m) {
   }, py::arg("a"), py::arg("a_zero_point"), py::arg("b"), py::arg("threads") = 0,
      "(A - a_zp) @ (B - b_zp) in int32 (a_zp: None, 1 or M values; threads 0 = all).");
 
-  m.def("im2col_u8", [](const py::array& x_in, bool channels_first,
-                        std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
-                        std::array<size_t, 2> dilations, std::array<size_t, 4> pads,
-                        std::array<size_t, 2> out_hw, int pad_value, size_t threads) {
-    bool x_signed = false;
-    const py::array x = int8_array(x_in, "x", x_signed);
-    if (x.ndim() != 4) throw py::value_error("x must be 4-D");
-    check_8bit(pad_value, x_signed, "pad_value");
-    const auto n = static_cast<size_t>(x.shape(0));
-    const auto c = static_cast<size_t>(x.shape(channels_first ? 1 : 3));
-    const auto h = static_cast<size_t>(x.shape(channels_first ? 2 : 1));
-    const auto w = static_cast<size_t>(x.shape(channels_first ? 3 : 2));
-    const auto [kh, kw] = kernel;
-    const auto [oh, ow] = out_hw;
-    check_conv_geometry(h, w, kernel, strides, dilations, pads, out_hw);
-    py::array col(x.dtype(), std::vector<py::ssize_t>{
-        static_cast<py::ssize_t>(n * oh * ow), static_cast<py::ssize_t>(kh * kw * c)});
-    std::vector<uint8_t> scratch(
-        std::max<size_t>((h + pads[0] + pads[2]) * (w + pads[1] + pads[3]) * c, 1));
-    const auto* xp = static_cast<const uint8_t*>(x.data());
-    auto* cp = static_cast<uint8_t*>(col.mutable_data());
-    {
-      py::gil_scoped_release release;
-      im2col_u8(xp, n, c, h, w, channels_first, kh, kw, strides[0], strides[1], dilations[0],
-                dilations[1], pads[0], pads[1], pads[2], pads[3], oh, ow,
-                static_cast<uint8_t>(pad_value), scratch.data(), cp, threads);
-    }
-    return col;
-  }, py::arg("x"), py::arg("channels_first"), py::arg("kernel"), py::arg("strides"),
-     py::arg("dilations"), py::arg("pads"), py::arg("out_hw"), py::arg("pad_value"),
-     py::arg("threads") = 1,
-     "The im2col rows [n * oh * ow, kh * kw * c] of an 8-bit image batch x ([n, c, h, w] "
-     "when channels_first, else [n, h, w, c]), taps in (ky, kx, channel) order; pads (top, "
-     "left, bottom, right) hold pad_value.");
-
   m.def("qlinear_binary_8bit", [](const py::array& a_in, float a_scale, int32_t a_zero_point,
                                   bool a_full, const py::array& b_in, float b_scale,
                                   int32_t b_zero_point, bool b_full, float c_scale,
@@ -301,7 +266,7 @@ void register_qgemm(py::module_& m) {
      py::arg("bias"), py::arg("multiplier"), py::arg("y_zero_point"), py::arg("out_signed"),
      py::arg("threads") = 1,
      "A one-group 2-D QLinearConv of 8-bit x [N, C, H, W] (per-tensor x_zero_point) with a "
-     "packed weight wt (W^T in (ky, kx, C) order, pack_b): im2col_u8, the integer GEMM and "
+     "packed weight wt (W^T in (ky, kx, C) order, pack_b): im2col rows, the integer GEMM and "
      "requantize_i32 (bias, multiplier, y_zero_point as there) into [N, M, OH, OW]; its "
      "scratch buffers are the calling thread's, kept between calls.");
 

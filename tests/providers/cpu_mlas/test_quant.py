@@ -523,33 +523,21 @@ def test_native_requantize_non_finite_multiplier():
     assert got.tolist() == [[[255, 0, 0]]]
 
 
-@pytest.mark.parametrize("channels_first", [True, False])
-@pytest.mark.parametrize("dt", [np.uint8, np.int8])
-def test_native_im2col_u8(channels_first, dt):
-    """im2col rows in (ky, kx, channel) order, padding holding the pad value, strides and
-    dilations, from channels-first or channels-last images."""
+def test_native_qlinear_conv_refuses_a_geometry_reading_past_the_input():
+    """The conv bindings check the geometry they are given: an output size the padded input
+    cannot give is a ValueError, not a read past the image."""
     from onnxplex.providers.cpu_mlas._native import native
 
     nat = native()
     if nat is None:
         pytest.skip("the native module is not built")
-    n, c, h, w = 2, 3, 7, 9
-    x = ints(dt, n, c, h, w)
-    kh, kw, sh, sw, dh, dw, pads = 3, 2, 2, 1, 1, 2, (1, 2, 0, 1)
-    pad = int(ints(np.dtype(dt), 1)[0])
-    padded = np.pad(x.transpose(0, 2, 3, 1), ((0, 0), (pads[0], pads[2]), (pads[1], pads[3]),
-                                             (0, 0)), constant_values=pad)
-    oh = (h + pads[0] + pads[2] - (kh - 1) * dh - 1) // sh + 1
-    ow = (w + pads[1] + pads[3] - (kw - 1) * dw - 1) // sw + 1
-    want = np.stack([padded[:, oy * sh + ky * dh, ox * sw + kx * dw]
-                     for oy in range(oh) for ox in range(ow)
-                     for ky in range(kh) for kx in range(kw)], axis=1)
-    want = want.reshape(n, oh * ow, kh * kw * c).reshape(n * oh * ow, -1)
-    src = x if channels_first else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-    got = nat.im2col_u8(src, channels_first, (kh, kw), (sh, sw), (dh, dw), pads, (oh, ow), pad)
-    np.testing.assert_array_equal(got, want)
+    x = ints(np.uint8, 1, 3, 7, 9)
+    packed = quant.native_pack_b(ints(np.int8, 3 * 3 * 3, 4), None)
+    args = (x, 5, packed, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1))
+    ok = nat.qlinear_conv_u8(*args, (7, 9), None, np.ones(4), 0, False)
+    assert ok.shape == (1, 4, 7, 9)
     with pytest.raises(ValueError, match="reads past"):
-        nat.im2col_u8(src, channels_first, (kh, kw), (sh, sw), (dh, dw), pads, (oh + 1, ow), pad)
+        nat.qlinear_conv_u8(*args, (8, 9), None, np.ones(4), 0, False)
 
 
 @pytest.mark.parametrize("q_dt", [np.uint8, np.int8])
