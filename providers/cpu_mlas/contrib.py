@@ -38,7 +38,14 @@ from .elementwise import (
 )
 from .linalg import gemm_kernel
 from .nn import ConvStatic, _conv, _conv_nhwc, _ConvWeights, to_compute
-from .quant import _centered, native_a_zero_point, native_pack_b, native_rows
+from .quant import (
+    _I8,
+    _centered,
+    native_a_zero_point,
+    native_pack_b,
+    native_rows,
+    scalar_zero_point,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -394,9 +401,6 @@ def _req(yf: np.ndarray, scale, zp, dtype: np.dtype) -> np.ndarray:
     return yf.astype(dtype)
 
 
-_Q8_DT = (np.dtype(np.uint8), np.dtype(np.int8))
-
-
 def _row_broadcast(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
     """The rows (product of ``out``'s leading axes) over which an operand of ``shape`` holds
     one value each, broadcast along the rest (a squeeze-excite gate [N, C, 1, 1] against
@@ -416,10 +420,10 @@ def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scal
     values) for per-tensor scales and zero points and operands that are whole or one value
     per leading row of the output, else None."""
     nat = native()
-    if nat is None or not hasattr(nat, "qlinear_binary_8bit") or out not in _Q8_DT:
+    if nat is None or not hasattr(nat, "qlinear_binary_8bit") or out not in _I8:
         return None
     a, b = np.asarray(a), np.asarray(b)
-    if a.dtype not in _Q8_DT or b.dtype not in _Q8_DT:
+    if a.dtype not in _I8 or b.dtype not in _I8:
         return None
     params = (a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
     if any(p is not None and np.size(p) != 1 for p in params):
@@ -439,16 +443,14 @@ def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scal
             return None
         inner = total // rows
 
-    def zp(z) -> int:
-        return 0 if z is None else int(np.asarray(z).reshape(-1)[0])
-
     def sc(s) -> float:
         return float(np.asarray(s, _F32).reshape(-1)[0])
 
     return nat.qlinear_binary_8bit(
-        np.ascontiguousarray(a), sc(a_scale), zp(a_zero_point), a_full,
-        np.ascontiguousarray(b), sc(b_scale), zp(b_zero_point), b_full, sc(c_scale),
-        zp(c_zero_point), out == np.int8, mul, list(shape), rows, inner, threads=threads)
+        np.ascontiguousarray(a), sc(a_scale), scalar_zero_point(a_zero_point), a_full,
+        np.ascontiguousarray(b), sc(b_scale), scalar_zero_point(b_zero_point), b_full,
+        sc(c_scale), scalar_zero_point(c_zero_point), out == np.int8, mul, list(shape), rows,
+        inner, threads=threads)
 
 
 def _make_qlinear_binary(ufunc: np.ufunc):

@@ -89,6 +89,15 @@ def _exact_matmul(af: np.ndarray, bf: np.ndarray, bmax: float) -> np.ndarray:
 _I8 = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
+def scalar_zero_point(zp: np.ndarray | None) -> int:
+    """A per-tensor zero point (None: 0) as the native kernels take it."""
+    return 0 if zp is None else int(np.asarray(zp).reshape(-1)[0])
+
+
+def _bias_i32(b: np.ndarray | None) -> np.ndarray | None:
+    return None if b is None else np.asarray(b).astype(np.int32).reshape(-1)
+
+
 _AMX_MIN_K = 64
 """AMX multiplies K in steps of 64: below this a B packed for it does mostly padding, and the
 VNNI kernel (steps of 4) was faster (3136 x 16 x 72: 65 against 97 us; at K = 72, AMX led)."""
@@ -557,8 +566,7 @@ def _make_qlinear_matmul(node: NodeView, ctx: ProviderContext):
                                      y_scale).reshape(-1)
             y = native().requantize_i32(
                 acc.reshape(1, a2.shape[0], native_b.n), None, mult,
-                0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0]),
-                out == np.int8, False, threads=threads)
+                scalar_zero_point(y_zero_point), out == np.int8, False, threads=threads)
             return y.reshape(a.shape[:-1] + (native_b.n,))
         af = _centered(a, a_zero_point, True)
         if packed is not None:
@@ -642,33 +650,31 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
                 gemm = (packed, tuple(w.shape[2:]))
         if gemm is None:
             float_w = _ConvWeights(_centered_weight(w, wzp), group)
+    # a 2-D depthwise conv of a constant weight: one native call (qdwconv_u8)
+    depthwise = (float_w is not None and float_w.depthwise and len(float_w.kshape) == 2
+                 and hasattr(native(), "qdwconv_u8"))
 
     def kernel(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
                b=None):
         out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
         ws = np.asarray(w_scale)
-        if gemm is not None and out in _I8 and (y_zero_point is None
-                                                 or np.size(y_zero_point) == 1):
-            y = _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static, threads, b,
-                            _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1),
-                            y_zero_point, out)
-            if y is not None:
-                return y
-        if (float_w is not None and float_w.depthwise and len(float_w.kshape) == 2
-                and x.ndim == 4 and x.dtype in _I8 and out in _I8 and x.shape[1] == group
-                and (x_zero_point is None or np.size(x_zero_point) == 1)
-                and (y_zero_point is None or np.size(y_zero_point) == 1)
-                and hasattr(native(), "qdwconv_u8")):
-            strides, dil, pb, pe, (oh, ow) = static.geometry(x.shape, float_w.kshape)
-            if oh > 0 and ow > 0:
-                return native().qdwconv_u8(
-                    x, 0 if x_zero_point is None else int(np.asarray(x_zero_point).reshape(-1)[0]),
-                    float_w.taps.reshape(group, *float_w.kshape), strides, dil,
-                    (pb[0], pb[1], pe[0], pe[1]), (oh, ow),
-                    None if b is None else np.asarray(b).astype(np.int32).reshape(-1),
-                    _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1),
-                    0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0]),
-                    out == np.int8, threads=threads)
+        # the native paths: per-tensor 8-bit output, the multiplier per output channel
+        if out in _I8 and (y_zero_point is None or np.size(y_zero_point) == 1):
+            mult = _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1)
+            tail = (_bias_i32(b), mult, scalar_zero_point(y_zero_point), out == np.int8)
+            if gemm is not None:
+                y = _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static, threads, *tail)
+                if y is not None:
+                    return y
+            per_tensor_x = x.ndim == 4 and x.dtype in _I8 and (
+                x_zero_point is None or np.size(x_zero_point) == 1)
+            if depthwise and per_tensor_x and x.shape[1] == group:
+                strides, dil, pb, pe, (oh, ow) = static.geometry(x.shape, float_w.kshape)
+                if oh > 0 and ow > 0:
+                    return native().qdwconv_u8(
+                        x, scalar_zero_point(x_zero_point),
+                        float_w.taps.reshape(group, *float_w.kshape), strides, dil,
+                        (pb[0], pb[1], pe[0], pe[1]), (oh, ow), *tail, threads=threads)
         cw = float_w if float_w is not None else _ConvWeights(
             _centered_weight(w, w_zero_point), group)
         fast = _per_tensor_8bit(x.dtype, np.array(1, _F32), x_zero_point)
@@ -679,12 +685,9 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
             y = _exact_conv(static, native().dequantize_8bit(x, 1.0, fast[1]), cw, x.dtype,
                             w.dtype)
             if y.dtype == _F32:
-                zp = 0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0])
                 return native().requantize_f32_channels(
-                    np.ascontiguousarray(y).reshape(y.shape[0], y.shape[1], -1),
-                    None if b is None else np.asarray(b).astype(np.int32).reshape(-1),
-                    _scale_multiplier(x_scale, ws.reshape(-1), y_scale).reshape(-1), zp,
-                    out == np.int8, threads=threads).reshape(y.shape)
+                    np.ascontiguousarray(y).reshape(y.shape[0], y.shape[1], -1), *tail,
+                    threads=threads).reshape(y.shape)
             acc = np.rint(y).astype(np.int32)
         else:
             xf = _centered(x, None, False)
@@ -702,8 +705,7 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
 
 def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
                 kshape: tuple[int, ...], static: Any, threads: int, bias: np.ndarray | None,
-                multiplier: np.ndarray, y_zp: np.ndarray | None,
-                out: np.dtype) -> np.ndarray | None:
+                multiplier: np.ndarray, y_zp: int, out_signed: bool) -> np.ndarray | None:
     """A one-group 2-D QLinearConv on the native integer GEMM (``qlinear_conv_u8``: im2col
     rows of x's channels-last image, padding holding x's zero point, ``@ (W^T - w_zp)``,
     requantized into NCHW), or None for an input it does not take (then the float path
@@ -715,12 +717,11 @@ def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
         return None
     strides, dil, pb, pe, (oh, ow) = static.geometry(x.shape, kshape)
     if oh <= 0 or ow <= 0 or n == 0:
-        return np.zeros((n, packed.n, max(oh, 0), max(ow, 0)), out)
+        return np.zeros((n, packed.n, max(oh, 0), max(ow, 0)),
+                        np.int8 if out_signed else np.uint8)
     return native().qlinear_conv_u8(
-        x, 0 if x_zp is None else int(np.asarray(x_zp).reshape(-1)[0]), packed, kshape,
-        strides, dil, (pb[0], pb[1], pe[0], pe[1]), (oh, ow),
-        None if bias is None else np.asarray(bias).astype(np.int32).reshape(-1), multiplier,
-        0 if y_zp is None else int(np.asarray(y_zp).reshape(-1)[0]), out == np.int8,
+        x, scalar_zero_point(x_zp), packed, kshape, strides, dil,
+        (pb[0], pb[1], pe[0], pe[1]), (oh, ow), bias, multiplier, y_zp, out_signed,
         threads=threads)
 
 

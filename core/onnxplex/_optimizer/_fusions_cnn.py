@@ -1194,7 +1194,6 @@ def _qdq_fusion(ctx: OptimizerContext) -> int:
     return changes
 
 
-
 @register_pass("DequantizeLinear of a constant left by the QDQ fusions -> constant", EXTENDED,
                requires={"DequantizeLinear"})
 def _fold_weight_dequantize(ctx: OptimizerContext) -> int:

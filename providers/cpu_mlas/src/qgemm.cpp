@@ -437,10 +437,6 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
   });
 }
 
-}  // namespace
-
-namespace {
-
 // One channels-first image channels-last inside its padding (hp x wp x c, pad_value around
 // it), a block of 16 positions at a time: 16 bytes of each channel's row, written across the
 // channels.
@@ -481,12 +477,8 @@ void im2col_rows_u8(const uint8_t* scratch, size_t c, size_t wp, size_t kh, size
   }
 }
 
-}  // namespace
-
-namespace {
-
 // requantize_i32's per-channel state: bias and multiplier per channel (a per-tensor one
-// repeated), whether every multiplier is finite, and the row function to use.
+// repeated), whether every multiplier is finite, and the row kernel to use.
 struct Requantizer {
   size_t channels;
   double zp, lo, hi;
@@ -509,24 +501,6 @@ struct Requantizer {
     }
   }
 
-  // one position's channels: a's to dst's
-  void row(const int32_t* a, uint8_t* dst) const {
-    if (finite) {
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-      if (avx512) return requant_row_avx512(a, b.data(), m.data(), channels, zp, lo, hi, dst);
-#endif
-      return detail::requant_row(a, b.data(), m.data(), channels, zp, lo, hi, dst);
-    }
-    // (a product that is not a number, from an infinite or NaN multiplier, gives lo)
-    for (size_t c = 0; c < channels; ++c) {   // (the rare case, element by element)
-      const auto v = static_cast<int32_t>(static_cast<uint32_t>(a[c]) +
-                                          static_cast<uint32_t>(b[c]));
-      const double d = static_cast<double>(v) * m[c];
-      const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
-      dst[c] = static_cast<uint8_t>(static_cast<int32_t>(r));
-    }
-  }
-
   // count positions' channels, rows `channels` apart, from a to dst (one call a block)
   void rows(const int32_t* a, size_t count, uint8_t* dst) const {
     if (finite) {
@@ -537,7 +511,10 @@ struct Requantizer {
 #endif
       return detail::requant_rows(a, count, b.data(), m.data(), channels, zp, lo, hi, dst);
     }
-    for (size_t p = 0; p < count; ++p) row(a + p * channels, dst + p * channels);
+    for (size_t i = 0; i < count * channels; ++i) {   // (the rare case, element by element)
+      const size_t c = i % channels;
+      dst[i] = detail::requant_any(detail::add_wrapped(a[i], b[c]), m[c], zp, lo, hi);
+    }
   }
 
   // count positions of sums a (rows `channels` apart) into channels-first dst (a channel's
@@ -580,17 +557,13 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
 namespace {
 
 // One channel's run of sums held as float32 integers, requantized (requant_run_f32, or
-// element by element for a multiplier that is not finite: a product that is not a number
-// gives lo, as requantize_i32 orders it).
+// element by element for a multiplier that is not finite: requant_any).
 void requant_channel_f32(const float* src, size_t n, int32_t b, double m, double zp,
                          double lo, double hi, uint8_t* dst) {
   if (!std::isfinite(m)) {
     for (size_t p = 0; p < n; ++p) {
-      const auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(src[p])) +
-                                          static_cast<uint32_t>(b));
-      const double d = static_cast<double>(v) * m;
-      const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
-      dst[p] = static_cast<uint8_t>(static_cast<int32_t>(r));
+      dst[p] = detail::requant_any(detail::add_wrapped(static_cast<int32_t>(src[p]), b), m, zp,
+                                   lo, hi);
     }
     return;
   }

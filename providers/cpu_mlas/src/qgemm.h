@@ -11,7 +11,7 @@
 #pragma once
 
 #include <algorithm>
-
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -105,25 +105,33 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
 
 namespace detail {
 
+// saturate(round_half_even(d) + zp) for a finite d, as a double: d is clamped first to a range
+// past [lo, hi] (the result saturates there anyway), inside which adding and taking away
+// 1.5 * 2^52 rounds to the nearest integer, ties to even, in the default rounding mode.
+// Branch-free: loops over it vectorize. Static (as the functions below): each including
+// translation unit (the generic one, the AVX-512 one) keeps its own copy, compiled with its own
+// flags (the copies of a plain inline function are merged into one).
+[[maybe_unused]] static inline double requant_value(double d, double zp, double lo,
+                                                    double hi) {
+  constexpr double kMagic = 6755399441055744.0;   // 1.5 * 2^52
+  d = std::min(std::max(d, lo - 1.0 - zp), hi + 1.0 - zp);
+  d = (d + kMagic) - kMagic + zp;
+  return std::min(std::max(d, lo), hi);
+}
+
+// The int32 sum v plus the bias with wrap-around (as numpy's int32 add).
+[[maybe_unused]] static inline int32_t add_wrapped(int32_t v, int32_t bias) {
+  return static_cast<int32_t>(static_cast<uint32_t>(v) + static_cast<uint32_t>(bias));
+}
+
 // One row of channels: out[c] = saturate(round_half_even(double(a[c] + bias[c]) * m[c]) + zp),
-// for finite multipliers. The product is clamped first to a range past [lo, hi] (the result
-// saturates there anyway), inside which adding and taking away 1.5 * 2^52 rounds to the
-// nearest integer, ties to even, in the default rounding mode. Branch-free over contiguous
-// channels: the compiler vectorizes it. Static: each including translation unit (the generic
-// one, the AVX-512 one) keeps its own copy, compiled with its own flags (the copies of a plain
-// inline function are merged into one).
+// for finite multipliers.
 [[maybe_unused]] static inline void requant_row(const int32_t* a, const int32_t* bias,
                                                 const double* m, size_t n, double zp, double lo,
                                                 double hi, uint8_t* out) {
-  constexpr double kMagic = 6755399441055744.0;   // 1.5 * 2^52
-  const double below = lo - 1.0 - zp, above = hi + 1.0 - zp;
   for (size_t c = 0; c < n; ++c) {
-    const auto v = static_cast<int32_t>(static_cast<uint32_t>(a[c]) +
-                                        static_cast<uint32_t>(bias[c]));
-    double d = static_cast<double>(v) * m[c];
-    d = std::min(std::max(d, below), above);
-    d = (d + kMagic) - kMagic + zp;
-    d = std::min(std::max(d, lo), hi);
+    const double d = requant_value(static_cast<double>(add_wrapped(a[c], bias[c])) * m[c], zp,
+                                   lo, hi);
     out[c] = static_cast<uint8_t>(static_cast<int32_t>(d));
   }
 }
@@ -133,17 +141,20 @@ namespace detail {
 [[maybe_unused]] static inline void requant_run_f32(const float* y, size_t n, int32_t bias,
                                                     double m, double zp, double lo, double hi,
                                                     uint8_t* out) {
-  constexpr double kMagic = 6755399441055744.0;   // 1.5 * 2^52
-  const double below = lo - 1.0 - zp, above = hi + 1.0 - zp;
   for (size_t i = 0; i < n; ++i) {
-    const auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(y[i])) +
-                                        static_cast<uint32_t>(bias));
-    double d = static_cast<double>(v) * m;
-    d = std::min(std::max(d, below), above);
-    d = (d + kMagic) - kMagic + zp;
-    d = std::min(std::max(d, lo), hi);
+    const double d = requant_value(
+        static_cast<double>(add_wrapped(static_cast<int32_t>(y[i]), bias)) * m, zp, lo, hi);
     out[i] = static_cast<uint8_t>(static_cast<int32_t>(d));
   }
+}
+
+// The same for one value and any multiplier (an infinite or NaN one, whose product may not be
+// a number: that gives lo), element by element.
+[[maybe_unused]] static inline uint8_t requant_any(int32_t v, double m, double zp, double lo,
+                                                   double hi) {
+  const double d = static_cast<double>(v) * m;
+  const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
+  return static_cast<uint8_t>(static_cast<int32_t>(r));
 }
 
 // requant_row over `rows` rows of n channels (a and out rows n apart): one call a block.
@@ -344,9 +355,6 @@ void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, do
 // requant_rows, compiled for AVX-512.
 void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
                          size_t n, double zp, double lo, double hi, uint8_t* out);
-// requantize_i32's row (qgemm.cpp's requant_row), compiled for AVX-512.
-void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
-                        double zp, double lo, double hi, uint8_t* out);
 #endif
 
 }  // namespace onnxplex::mlas

@@ -184,9 +184,4 @@ void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, con
   detail::requant_rows(a, rows, bias, m, n, zp, lo, hi, out);
 }
 
-void requant_row_avx512(const int32_t* a, const int32_t* bias, const double* m, size_t n,
-                        double zp, double lo, double hi, uint8_t* out) {
-  detail::requant_row(a, bias, m, n, zp, lo, hi, out);
-}
-
 }  // namespace onnxplex::mlas

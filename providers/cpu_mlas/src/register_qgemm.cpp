@@ -66,6 +66,25 @@ void check_conv_geometry(size_t h, size_t w, const std::array<size_t, 2>& kernel
   }
 }
 
+// An 8-bit NCHW image batch argument and its zero point, checked: the C-contiguous array,
+// its signedness and its dims.
+struct Image8 {
+  bool is_signed = false;   // (before x: int8_array sets it as x is initialized)
+  py::array x;
+  size_t n, c, h, w;
+
+  Image8(const py::array& x_in, int32_t zero_point) : x(int8_array(x_in, "x", is_signed)) {
+    if (x.ndim() != 4) throw py::value_error("x must be [N, C, H, W]");
+    check_8bit(zero_point, is_signed, "x_zero_point");
+    n = static_cast<size_t>(x.shape(0));
+    c = static_cast<size_t>(x.shape(1));
+    h = static_cast<size_t>(x.shape(2));
+    w = static_cast<size_t>(x.shape(3));
+  }
+
+  const uint8_t* data() const { return static_cast<const uint8_t*>(x.data()); }
+};
+
 void check_2d(const py::array& a, const char* what) {
   if (a.ndim() != 2) throw py::value_error(std::string(what) + " must be 2-D");
 }
@@ -235,28 +254,22 @@ void register_qgemm(py::module_& m) {
                               std::array<size_t, 2> out_hw, const py::object& bias_in,
                               const py::object& multiplier_in, int32_t y_zero_point,
                               bool out_signed, size_t threads) {
-    bool x_signed = false;
-    const py::array x = int8_array(x_in, "x", x_signed);
-    if (x.ndim() != 4) throw py::value_error("x must be [N, C, H, W]");
-    check_8bit(x_zero_point, x_signed, "x_zero_point");
-    const auto n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(1));
-    const auto h = static_cast<size_t>(x.shape(2)), w = static_cast<size_t>(x.shape(3));
-    check_conv_geometry(h, w, kernel, strides, dilations, pads, out_hw);
-    if (kernel[0] * kernel[1] * c != wt.k) {
+    const Image8 x(x_in, x_zero_point);
+    check_conv_geometry(x.h, x.w, kernel, strides, dilations, pads, out_hw);
+    if (kernel[0] * kernel[1] * x.c != wt.k) {
       throw py::value_error("the packed weight's K is not kh * kw * C");
     }
     const RequantArgs r(bias_in, multiplier_in, wt.n, y_zero_point, out_signed);
     py::array out(r.out_type, std::vector<py::ssize_t>{
-        x.shape(0), static_cast<py::ssize_t>(wt.n), static_cast<py::ssize_t>(out_hw[0]),
+        x.x.shape(0), static_cast<py::ssize_t>(wt.n), static_cast<py::ssize_t>(out_hw[0]),
         static_cast<py::ssize_t>(out_hw[1])});
-    const auto* xp = static_cast<const uint8_t*>(x.data());
     void* op = out.mutable_data();
     const size_t mc = static_cast<size_t>(r.multiplier.size());
     {
       py::gil_scoped_release release;
-      qlinear_conv_u8(xp, x_signed, n, c, h, w, x_zero_point, wt, kernel[0], kernel[1],
-                      strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1],
-                      pads[2], pads[3], out_hw[0], out_hw[1],
+      qlinear_conv_u8(x.data(), x.is_signed, x.n, x.c, x.h, x.w, x_zero_point, wt, kernel[0],
+                      kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0],
+                      pads[1], pads[2], pads[3], out_hw[0], out_hw[1],
                       r.bias.empty() ? nullptr : r.bias.data(), r.multiplier.data(), mc,
                       y_zero_point, out_signed, op, threads);
     }
@@ -276,32 +289,26 @@ void register_qgemm(py::module_& m) {
                          std::array<size_t, 4> pads, std::array<size_t, 2> out_hw,
                          const py::object& bias_in, const py::object& multiplier_in,
                          int32_t y_zero_point, bool out_signed, size_t threads) {
-    bool x_signed = false;
-    const py::array x = int8_array(x_in, "x", x_signed);
-    if (x.ndim() != 4) throw py::value_error("x must be [N, C, H, W]");
-    if (wf.ndim() != 3 || wf.shape(0) != x.shape(1)) {
+    const Image8 x(x_in, x_zero_point);
+    if (wf.ndim() != 3 || static_cast<size_t>(wf.shape(0)) != x.c) {
       throw py::value_error("wf must be [C, kh, kw]");
     }
-    check_8bit(x_zero_point, x_signed, "x_zero_point");
-    const auto n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(1));
-    const auto h = static_cast<size_t>(x.shape(2)), w = static_cast<size_t>(x.shape(3));
     const std::array<size_t, 2> kernel{static_cast<size_t>(wf.shape(1)),
                                        static_cast<size_t>(wf.shape(2))};
-    check_conv_geometry(h, w, kernel, strides, dilations, pads, out_hw);
-    const RequantArgs r(bias_in, multiplier_in, c, y_zero_point, out_signed);
+    check_conv_geometry(x.h, x.w, kernel, strides, dilations, pads, out_hw);
+    const RequantArgs r(bias_in, multiplier_in, x.c, y_zero_point, out_signed);
     py::array out(r.out_type, std::vector<py::ssize_t>{
-        x.shape(0), x.shape(1), static_cast<py::ssize_t>(out_hw[0]),
+        x.x.shape(0), x.x.shape(1), static_cast<py::ssize_t>(out_hw[0]),
         static_cast<py::ssize_t>(out_hw[1])});
-    const auto* xp = static_cast<const uint8_t*>(x.data());
     const float* wp = wf.data();
     void* op = out.mutable_data();
     const size_t mc = static_cast<size_t>(r.multiplier.size());
     {
       py::gil_scoped_release release;
-      qdwconv_u8(xp, x_signed, n, c, h, w, x_zero_point, wp, kernel[0], kernel[1], strides[0],
-                 strides[1], dilations[0], dilations[1], pads[0], pads[1], out_hw[0],
-                 out_hw[1], r.bias.empty() ? nullptr : r.bias.data(), r.multiplier.data(), mc,
-                 y_zero_point, out_signed, op, threads);
+      qdwconv_u8(x.data(), x.is_signed, x.n, x.c, x.h, x.w, x_zero_point, wp, kernel[0],
+                 kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1],
+                 out_hw[0], out_hw[1], r.bias.empty() ? nullptr : r.bias.data(),
+                 r.multiplier.data(), mc, y_zero_point, out_signed, op, threads);
     }
     return out;
   }, py::arg("x"), py::arg("x_zero_point"), py::arg("wf"), py::arg("strides"),
