@@ -20,14 +20,15 @@ The quantizer and onnxruntime are benchmark dependencies only; the library never
 
 from __future__ import annotations
 
-import argparse
-import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._variants import alternate, arguments, print_geomeans  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
 
@@ -90,31 +91,14 @@ def bench(path: Path, threads: int, runs: int) -> dict[str, float]:
     a, b = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
     b0 = plain.run(None, feeds)[0]
     step = float(np.abs(b).max()) / 255 or 1.0
-    times: tuple[list[float], list[float]] = ([], [])
-    for i in range(runs):
-        pair = ((ours, times[0]), (theirs, times[1]))
-        for sess, into in (pair if i % 2 == 0 else pair[::-1]):
-            t0 = time.perf_counter()
-            sess.run(None, feeds)
-            into.append(time.perf_counter() - t0)
-    return {"ours_ms": statistics.median(times[0]) * 1e3,
-            "theirs_ms": statistics.median(times[1]) * 1e3,
+    ours_ms, theirs_ms = alternate(ours, theirs, feeds, runs)
+    return {"ours_ms": ours_ms, "theirs_ms": theirs_ms,
             "steps": float(np.abs(a.astype(np.float64) - b).max()) / step,
             "ort_steps": float(np.abs(b0.astype(np.float64) - b).max()) / step}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", required=True, help="folder of the zoo's float models")
-    ap.add_argument("--out", help="folder for the quantized models (default MODELS/quantized)")
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--only", help="comma-separated subset of the models")
-    args = ap.parse_args(argv)
-    src = Path(args.models)
-    out = Path(args.out) if args.out else src / "quantized"
-    names = args.only.split(",") if args.only else MODELS
-    threads = [int(t) for t in args.threads.split(",")]
+    args, src, out, names, threads = arguments(__doc__, "quantized", argv, MODELS)
     ratios: dict[int, list[float]] = {t: [] for t in threads}
     print(f"{'model':<22} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
           f"{'ratio':>6} {'max diff (steps)':>17} {'ort own (steps)':>16}")
@@ -130,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             ratios[t].append(ratio)
             print(f"{name:<22} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
                   f"{ratio:>6.2f} {r['steps']:>17.2f} {r['ort_steps']:>16.2f}", flush=True)
-    for t, rs in ratios.items():
-        if rs:
-            g = math.exp(sum(map(math.log, rs)) / len(rs))
-            print(f"geometric mean ratio at {t} thread(s): {g:.2f} over {len(rs)} models")
+    print_geomeans(ratios)
     return 0
 
 

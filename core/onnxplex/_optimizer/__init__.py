@@ -210,7 +210,8 @@ def _run_optimistically(model: Model, ctx: OptimizerContext, passes: list[Pass],
 
 
 # Pass modules, in the order their passes run within a level.
-_MODULES = ("_basic", "_scan", "_fusions_cnn", "_fusions_transformer", "_fusions_ml", "_layout")
+_MODULES = ("_basic", "_scan", "_precision", "_fusions_cnn", "_fusions_transformer", "_fusions_ml",
+            "_layout")
 
 
 _loaded = False

@@ -9,6 +9,11 @@ and only where the producers of the node's inputs have the op types the pattern 
 replacement and onnxscript's order of visits; rules whose output op is not a fixed name are
 tried everywhere. A rule set none of whose rules could match (each pattern holds an op type
 the model has no node of) is not run.
+
+A constant the optimizer widened from half precision (its value's ``meta`` has
+:data:`STORED_AS`) matches a pattern's constant when it equals that constant rounded to the type
+it was stored in, as onnxruntime's ``IsInitializerWithExpectedValue`` compares a float16
+initializer: an fp16 model's ``Div(x, 1.4140625)`` is GELU's ``x / sqrt(2)``.
 """
 
 from __future__ import annotations
@@ -21,9 +26,17 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import logging
+
+import numpy as np
 import onnx_ir as ir
 
 from .._graph import all_nodes, attrs_of, has_bodies
+
+logger = logging.getLogger(__name__)
+
+STORED_AS = "onnxplex.stored_as"
+"""``Value.meta`` key: the half-precision type a float32 constant was widened from."""
 
 
 def _root_op(rule: Any) -> str | None:
@@ -100,6 +113,7 @@ def apply_rules(model: ir.Model, rules: Any,
     viable = [(r, op) for r, op in rooted if _required_ops(r) <= present]
     if not viable or (gate is not None and not _any_gated(model, viable, gate)):
         return 0
+    _match_widened_constants()
     with _APPLYING, _state_kept(found):
         if any(getattr(r, "as_function", False) for r in found):
             # (a rule that makes a function of what it matched: onnxscript's own loop)
@@ -429,3 +443,41 @@ def _required_ops(rule: Any) -> frozenset[str]:
     except TypeError:
         pass
     return found
+
+
+def _stored_equal(expected: Any, value: ir.Value) -> bool:
+    """Whether ``value``, a constant widened from half precision, holds ``expected`` (a pattern
+    constant: a number or a list) rounded to the type it was stored in."""
+    stored = value.meta.get(STORED_AS)
+    tensor = value.const_value
+    if stored is None or tensor is None:
+        return False
+    got = tensor.numpy()
+    want = np.asarray(expected, np.float32)
+    if got.shape != want.shape:
+        return False
+    return bool(np.array_equal(want.astype(stored.numpy()).astype(np.float32), got))
+
+
+@functools.cache
+def _match_widened_constants() -> None:
+    """Install the widened-constant comparison (module docstring) in onnxscript's matcher,
+    once. Without the matcher's hook (another onnxscript) the fusions of half-precision
+    models that compare constants are missed, never wrong: a debug message says so."""
+    try:
+        from onnxscript.rewriter import _matcher
+
+        original = _matcher.SimplePatternMatcher._match_constant
+    except (ImportError, AttributeError) as e:
+        logger.debug("onnxscript's matcher has no _match_constant (%s): constants widened "
+                     "from half precision match patterns only within float32 tolerance", e)
+        return
+
+    @functools.wraps(original)
+    def match_constant(self: Any, pattern_constant: Any, value: ir.Value) -> bool:
+        if value.meta.get(STORED_AS) is not None and _stored_equal(
+                getattr(pattern_constant, "_value", None), value):
+            return True
+        return original(self, pattern_constant, value)
+
+    _matcher.SimplePatternMatcher._match_constant = match_constant

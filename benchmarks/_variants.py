@@ -1,0 +1,47 @@
+"""What the benchmarks of converted zoo models (quantized.py, half.py) share: their command
+line, the alternating timing of two sessions and the closing geometric means."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from pathlib import Path
+
+
+def arguments(doc: str, default_out: str, argv: list[str] | None,
+              models: tuple[str, ...]) -> tuple[argparse.Namespace, Path, Path, list[str],
+                                                  list[int]]:
+    """(arguments, source folder, output folder, model names, thread counts)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--models", required=True, help="folder of the zoo's float models")
+    ap.add_argument("--out", help=f"folder for the converted models (default MODELS/{default_out})")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--only", help="comma-separated subset of the models")
+    args = ap.parse_args(argv)
+    src = Path(args.models)
+    out = Path(args.out) if args.out else src / default_out
+    names = args.only.split(",") if args.only else list(models)
+    return args, src, out, names, [int(t) for t in args.threads.split(",")]
+
+
+def alternate(ours, theirs, feeds: dict, runs: int) -> tuple[float, float]:
+    """Median milliseconds of ``ours.run`` and ``theirs.run`` over ``runs`` rounds, the order
+    swapping every round."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(runs):
+        pair = ((ours, times[0]), (theirs, times[1]))
+        for sess, into in (pair if i % 2 == 0 else pair[::-1]):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            into.append(time.perf_counter() - t0)
+    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
+
+
+def print_geomeans(ratios: dict[int, list[float]]) -> None:
+    for t, rs in ratios.items():
+        if rs:
+            g = math.exp(sum(map(math.log, rs)) / len(rs))
+            print(f"geometric mean ratio at {t} thread(s): {g:.2f} over {len(rs)} models")

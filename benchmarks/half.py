@@ -1,0 +1,102 @@
+"""Half-precision (fp16) zoo models side by side: onnxplex against onnxruntime.
+
+    python benchmarks/half.py --models DIR [--out DIR2] [--threads 1,2] [--runs 20] [--only ...]
+
+``DIR`` holds float models of the zoo with their inputs (``python -m benchmarks.zoo.build
+--out DIR``); each of :data:`MODELS` found there is converted once with onnxruntime's own
+tool as a new user would (``onnxruntime.transformers.float16.convert_float_to_float16`` with
+``keep_io_types=True``: float32 inputs and outputs, the rest float16) into ``DIR2`` (default
+``DIR/half``, kept between runs). Both engines then run it in one process, alternating, on the
+zoo's inputs for that model (onnxruntime as the other benchmarks create it: workers that sleep
+between runs). Prints per model and thread count the median latency of each, the ratio
+(onnxplex / onnxruntime, below 1 is faster), and how far each engine's first output is from
+the float32 model's (largest absolute difference over the output's largest magnitude): the
+error that half precision costs, for onnxplex and for onnxruntime.
+
+The converter and onnxruntime are benchmark dependencies only; the library never imports them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._variants import alternate, arguments, print_geomeans  # noqa: E402
+
+MODELS = ("resnet18", "mobilenet_v2", "efficientnet_b0", "bert", "distilbert", "gpt2")
+
+
+def convert(src: Path, dst: Path) -> Path:
+    """``src`` in float16 with float32 inputs and outputs (cached)."""
+    if dst.exists():
+        return dst
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = onnx.load(src)
+    half = convert_float_to_float16(model, keep_io_types=True)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_suffix(".tmp.onnx")
+    onnx.save_model(half, tmp)
+    tmp.replace(dst)
+    return dst
+
+
+def _relative(a: np.ndarray, ref: np.ndarray) -> float:
+    ref = np.asarray(ref, np.float64)
+    scale = float(np.abs(ref).max()) or 1.0
+    return float(np.abs(np.asarray(a, np.float64) - ref).max()) / scale
+
+
+def bench(path: Path, float_path: Path, feeds: dict, threads: int, runs: int) -> dict:
+    import onnxruntime as ort
+
+    import onnxplex
+    from onnxplex._perf import _ort_session
+
+    ort.set_default_logger_severity(3)
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = threads
+    ours = onnxplex.InferenceSession(str(path), so)
+    theirs = _ort_session(ort, str(path), "ORT_ENABLE_ALL", threads, 0)
+    full = _ort_session(ort, str(float_path), "ORT_ENABLE_ALL", threads, 0)
+    ref = full.run(None, feeds)[0]
+    a, b = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
+    ours_ms, theirs_ms = alternate(ours, theirs, feeds, runs)
+    return {"ours_ms": ours_ms, "theirs_ms": theirs_ms,
+            "ours_err": _relative(a, ref), "theirs_err": _relative(b, ref),
+            "vs_ort": _relative(a, b)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, src, out, names, threads = arguments(__doc__, "half", argv, MODELS)
+    ratios: dict[int, list[float]] = {t: [] for t in threads}
+    print(f"{'model':<18} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
+          f"{'ratio':>6} {'rel. err onnxplex':>18} {'rel. err onnxruntime':>21} "
+          f"{'vs onnxruntime':>15}")
+    for name in names:
+        f = src / f"{name}.onnx"
+        if not f.exists():
+            print(f"{name:<18} not in {src}", file=sys.stderr)
+            continue
+        half = convert(f, out / f"{name}_fp16.onnx")
+        with np.load(src / f"{name}.inputs.npz") as z:
+            feeds = {k: z[k] for k in z.files}
+        for t in threads:
+            r = bench(half, f, feeds, t, args.runs)
+            ratio = r["ours_ms"] / r["theirs_ms"]
+            ratios[t].append(ratio)
+            print(f"{name:<18} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
+                  f"{ratio:>6.2f} {r['ours_err']:>18.2e} {r['theirs_err']:>21.2e} "
+                  f"{r['vs_ort']:>15.2e}", flush=True)
+    print_geomeans(ratios)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

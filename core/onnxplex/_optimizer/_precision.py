@@ -1,0 +1,237 @@
+"""Half precision computed in single precision (onnxruntime's InsertCastTransformer).
+
+A float16 or bfloat16 model stores its weights and activations in 16 bits, but x86 CPUs have
+no fast 16-bit float arithmetic: the default CPU provider's float kernels (blocked GEMM,
+channels-last convolutions, the transformer fusions) are float32. As onnxruntime's CPU
+provider computes a float16 node without a float16 kernel in float32 between inserted Casts,
+this pass computes every half-precision node the default CPU provider runs in float32:
+
+* the *region*: nodes whose schema lets their half-precision values be float32 instead (every
+  such value is bound to a type parameter that admits ``tensor(float)`` and that an input
+  binds; not Cast/CastLike, not ops with subgraphs or outside the ONNX domains, not nodes
+  another provider claimed); a node without half-precision outputs (Shape, a comparison)
+  joins only when all its half inputs come from the region;
+* inside it, values are float32 and are not rounded to 16 bits between nodes (onnxruntime
+  also drops the float -> float16 -> float Cast pairs its insertion leaves);
+* half-precision constants the region reads become float32 initializers, once;
+* at its edges: a value from outside is cast to float32 once (the model's own
+  ``Cast(float32 -> half)`` in front of the region is bypassed, its float32 input read
+  directly, as onnxruntime removes that pair); a value leaving it is cast back to its
+  half type for readers outside and for graph outputs (which keep their names and types),
+  and the model's own ``Cast(half -> float32)`` after the region reads the float32 value
+  directly.
+
+The results are those of float32 arithmetic on the half-precision weights and inputs: more
+accurate than rounding every intermediate to 16 bits, and what onnxruntime computes. At
+``ORT_ENABLE_BASIC`` and below the nodes run as written, in numpy's 16-bit arithmetic.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from . import OptimizerContext, register_pass
+from ._basic import remove_unused
+from ._fusions_cnn import _fresh, _initializer
+from ._rules import STORED_AS
+
+logger = logging.getLogger(__name__)
+
+EXTENDED = 2
+_HALF = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
+_FLOAT = ir.DataType.FLOAT
+_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
+_NOT_CONVERTED = frozenset({"Cast", "CastLike"})   # their half type is the point
+
+
+def _dtype(v: ir.Value | None) -> ir.DataType | None:
+    if v is None or not isinstance(v.type, ir.TensorType):
+        return None
+    return v.type.dtype
+
+
+def _half(v: ir.Value | None) -> bool:
+    return _dtype(v) in _HALF
+
+
+@functools.lru_cache(maxsize=1024)
+def _formals(domain: str, op_type: str, version: int
+             ) -> tuple[tuple[str, ...], bool, tuple[str, ...], bool, dict[str, bool]] | None:
+    """(input type strings, last input variadic, output type strings, last output variadic,
+    type parameter -> admits tensor(float)) of an op's schema, or None when unknown."""
+    try:
+        s = onnx.defs.get_schema(op_type, version, "" if domain == "ai.onnx" else domain)
+    except onnx.defs.SchemaError:
+        return None
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    params = {c.type_param_str: "tensor(float)" in c.allowed_type_strs
+              for c in s.type_constraints}
+    ins, outs = s.inputs, s.outputs
+    return (tuple(p.type_str for p in ins), bool(ins) and ins[-1].option == variadic,
+            tuple(p.type_str for p in outs), bool(outs) and outs[-1].option == variadic,
+            params)
+
+
+def _formal(types: tuple[str, ...], variadic: bool, k: int) -> str | None:
+    if k < len(types):
+        return types[k]
+    return types[-1] if variadic and types else None
+
+
+def _convertible(node: ir.Node, opsets: dict[str, int]) -> bool:
+    """Whether ``node``'s half-precision values may all be float32 instead: each is bound to
+    a type parameter admitting float that a present input binds."""
+    if node.domain not in _DOMAINS or node.op_type in _NOT_CONVERTED:
+        return False
+    if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+           for a in node.attributes.values()):
+        return False
+    version = opsets.get(node.domain or "", opsets.get("ai.onnx"))
+    schema = _formals(node.domain, node.op_type, version) if version else None
+    if schema is None:
+        return False
+    in_types, in_var, out_types, out_var, params = schema
+    bound: set[str] = set()      # type parameters an input binds
+    half: set[str] = set()       # type parameters binding a half-precision value
+    for k, v in enumerate(node.inputs):
+        if v is None:
+            continue
+        t = _formal(in_types, in_var, k)
+        if t is None:
+            return False
+        bound.add(t)
+        if _half(v):
+            half.add(t)
+    for k, v in enumerate(node.outputs):
+        if not _half(v):
+            continue
+        t = _formal(out_types, out_var, k)
+        if t is None:
+            return False
+        half.add(t)
+    return all(params.get(t, False) and t in bound for t in half)
+
+
+def _may_apply(model) -> bool:
+    """Any half-precision value: a node's output, a graph input or an initializer."""
+    graph = model.graph
+    return (any(_half(v) for n in graph for v in n.outputs)
+            or any(_half(v) for v in graph.inputs)
+            or any(_half(v) for v in graph.initializers.values()))
+
+
+@register_pass("half precision computed in float32", EXTENDED, applies=_may_apply)
+def _half_in_float32(ctx: OptimizerContext) -> int:
+    model = ctx.model
+    graph = model.graph
+    opsets = model.opsets
+    nodes = model.nodes        # topological
+    consts = model.const_names
+    region: set[ir.Node] = set()
+    for node in nodes:
+        if id(node) in ctx.protected or not _convertible(node, opsets):
+            continue
+        ins = [v for v in node.inputs if _half(v)]
+        if any(_half(v) for v in node.outputs):
+            region.add(node)
+        elif ins and all(v.producer() in region or v.name in consts for v in ins):
+            region.add(node)
+    if not region:
+        return 0
+
+    graph_outputs = {v: k for k, v in enumerate(graph.outputs)}
+    widened: dict[ir.Value, ir.Value] = {}     # an outside half value -> its float32 twin
+    changes = 0
+
+    def float_twin(v: ir.Value, reader: ir.Node) -> ir.Value:
+        twin = widened.get(v)
+        if twin is not None:
+            return twin
+        src = v.producer()
+        if v.name in consts and v.const_value is not None:
+            arr = np.asarray(v.const_value.numpy()).astype(np.float32)
+            twin = _initializer(graph, arr, f"{v.name}_float")
+            twin.meta[STORED_AS] = v.type.dtype   # for the fusions' constant matching
+        elif (src is not None and src.op_type == "Cast" and src.domain in ("", "ai.onnx")
+              and _dtype(src.inputs[0]) == _FLOAT):
+            twin = src.inputs[0]     # the model's float -> half Cast: read its input
+        else:
+            cast = _cast(graph, v, _FLOAT, "ToFloat", "float")
+            twin = cast.outputs[0]
+            graph.insert_before(reader, cast)
+        widened[v] = twin
+        return twin
+
+    for node in nodes:
+        if node not in region:
+            continue
+        for k, v in enumerate(node.inputs):
+            if _half(v) and v.producer() not in region:
+                node.replace_input_with(k, float_twin(v, node))
+                changes += 1
+        for out in node.outputs:
+            if _half(out):
+                changes += _narrow_readers(graph, node, out, region, graph_outputs)
+    if changes:
+        remove_unused(model.ir)
+    return changes
+
+
+def _narrow_readers(graph: ir.Graph, node: ir.Node, out: ir.Value, region: set[ir.Node],
+                    graph_outputs: dict[ir.Value, int]) -> int:
+    """Make ``out`` (a half value ``node`` produces) float32; readers outside the region and a
+    graph output get the half value back through one Cast, Casts to float32 read it as is."""
+    half = out.type.dtype
+    out.type = ir.TensorType(_FLOAT)
+    outside = [(user, k) for user, k in out.uses() if user not in region]
+    back: ir.Value | None = None
+    changes = 1
+    for user, k in outside:
+        if (user.op_type == "Cast" and user.domain in ("", "ai.onnx")
+                and user.attributes.get_int("to") == _FLOAT.value and user.graph is graph):
+            # the model's half -> float Cast reads the float value (onnxruntime drops the
+            # float -> half -> float pair); dropped unless it names a graph output
+            if user.outputs[0] in graph_outputs:
+                user.replace_input_with(k, out)
+            else:
+                user.outputs[0].replace_all_uses_with(out)
+            changes += 1
+            continue
+        if back is None:
+            back = _cast_back(graph, node, out, half)
+        user.replace_input_with(k, back)
+        changes += 1
+    if out in graph_outputs:
+        if back is None:
+            back = _cast_back(graph, node, out, half)
+        name = out.name
+        out.name = _fresh(graph, f"{name}_float")
+        back.name = name
+        k = graph_outputs.pop(out)
+        graph.outputs[k] = back
+        graph_outputs[back] = k
+        changes += 1
+    return changes
+
+
+def _cast(graph: ir.Graph, v: ir.Value, to: ir.DataType, node_suffix: str,
+          value_suffix: str) -> ir.Node:
+    """A new (not yet inserted) ``Cast(v, to)`` with fresh names after ``v``'s."""
+    cast = ir.Node("", "Cast", [v], attributes=[ir.AttrInt64("to", to.value)], num_outputs=1,
+                   name=_fresh(graph, f"{v.name}/{node_suffix}"))
+    out = cast.outputs[0]
+    out.name = _fresh(graph, f"{v.name}_{value_suffix}")
+    out.type, out.shape = ir.TensorType(to), v.shape
+    return cast
+
+
+def _cast_back(graph: ir.Graph, node: ir.Node, out: ir.Value, half: ir.DataType) -> ir.Value:
+    """``out`` cast back to ``half``, right after its producer ``node``."""
+    cast = _cast(graph, out, half, "ToHalf", "half")
+    graph.insert_after(node, cast)
+    return cast.outputs[0]
