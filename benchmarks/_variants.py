@@ -7,6 +7,7 @@ import argparse
 import math
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -25,6 +26,17 @@ def arguments(doc: str, default_out: str, argv: list[str] | None,
     out = Path(args.out) if args.out else src / default_out
     names = args.only.split(",") if args.only else list(models)
     return args, src, out, names, [int(t) for t in args.threads.split(",")]
+
+
+def cached(make: Callable[[Path, Path], None], src: Path, dst: Path) -> Path:
+    """``dst``, made from ``src`` by ``make(src, tmp)`` unless it exists (a killed run leaves
+    no file that looks done)."""
+    if not dst.exists():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_suffix(".tmp.onnx")
+        make(src, tmp)
+        tmp.replace(dst)
+    return dst
 
 
 def alternate(ours, theirs, feeds: dict, runs: int) -> tuple[float, float]:

@@ -16,6 +16,11 @@ Writes ``DIR/<name>.onnx`` (large models keep their weights in ``DIR/<name>.onnx
 * ``mlp_int4``       ``mlp`` with 4-bit weights: com.microsoft MatMulNBits (block 32, symmetric)
                      from onnxruntime's ``MatMulNBitsQuantizer`` (its Gemms written as MatMul +
                      Add first: the quantizer takes MatMul only)
+* ``bert_base_fp16`` ``bert_base`` in float16 by onnxruntime's float16 tool
+                     (``convert_float_to_float16``, ``keep_io_types=True``: float32 outputs)
+* ``resnet50_qdq``   ``resnet50`` through onnxruntime's ``quantize_static`` (QDQ, uint8
+                     activations, int8 weights per output channel, MinMax calibration on four
+                     seeded random images)
 
 Every model is exported with ``torch.onnx.export`` (the default, dynamo-based exporter) at
 opset ``OPSET``, with dynamic batch (and sequence) axes. Weights are random with a fixed seed;
@@ -355,6 +360,56 @@ def _build_mlp_int4(path: Path) -> None:
     onnx.save(q.model.model, str(path))
 
 
+def convert_fp16(src: Path, dst: Path) -> None:
+    """``src`` in float16 as onnxruntime's float16 tool writes it, float32 inputs and
+    outputs kept."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = onnx.load(str(src))
+    onnx.save_model(convert_float_to_float16(model, keep_io_types=True), str(dst))
+
+
+def quantize_qdq(src: Path, dst: Path) -> None:
+    """``src`` statically quantized as a new user would with onnxruntime's tool: QDQ, uint8
+    activations, int8 weights per output channel, MinMax calibration on four seeded standard
+    normal inputs of the first input's shape (symbolic dimensions 1)."""
+    import numpy as np
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    inp = onnx.load(str(src), load_external_data=False).graph.input[0]
+    shape = [d.dim_value or 1 for d in inp.type.tensor_type.shape.dim]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(SEED)
+            self._it = iter([{inp.name: rng.standard_normal(shape).astype(np.float32)}
+                             for _ in range(4)])
+
+        def get_next(self):
+            return next(self._it, None)
+
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QUInt8,
+                        weight_type=QuantType.QInt8)
+
+
+def _build_bert_base_fp16(path: Path) -> None:
+    convert_fp16(build("bert_base", path.parent), path)
+
+
+def _build_resnet50_qdq(path: Path) -> None:
+    quantize_qdq(build("resnet50", path.parent), path)
+
+
 BUILDERS: dict[str, Callable[[Path], None]] = {
     "resnet50": _build_resnet50,
     "mobilenetv2": _build_mobilenetv2,
@@ -363,6 +418,8 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
     "mlp": _build_mlp,
     "bert_base_int8": _build_bert_base_int8,
     "mlp_int4": _build_mlp_int4,
+    "bert_base_fp16": _build_bert_base_fp16,
+    "resnet50_qdq": _build_resnet50_qdq,
 }
 MODEL_NAMES = tuple(BUILDERS)
 

@@ -26,25 +26,10 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._variants import alternate, arguments, print_geomeans  # noqa: E402
+from benchmarks._variants import alternate, arguments, cached, print_geomeans  # noqa: E402
+from benchmarks.build_models import convert_fp16  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "efficientnet_b0", "bert", "distilbert", "gpt2")
-
-
-def convert(src: Path, dst: Path) -> Path:
-    """``src`` in float16 with float32 inputs and outputs (cached)."""
-    if dst.exists():
-        return dst
-    import onnx
-    from onnxruntime.transformers.float16 import convert_float_to_float16
-
-    model = onnx.load(src)
-    half = convert_float_to_float16(model, keep_io_types=True)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_suffix(".tmp.onnx")
-    onnx.save_model(half, tmp)
-    tmp.replace(dst)
-    return dst
 
 
 def _relative(a: np.ndarray, ref: np.ndarray) -> float:
@@ -84,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         if not f.exists():
             print(f"{name:<18} not in {src}", file=sys.stderr)
             continue
-        half = convert(f, out / f"{name}_fp16.onnx")
+        half = cached(convert_fp16, f, out / f"{name}_fp16.onnx")
         with np.load(src / f"{name}.inputs.npz") as z:
             feeds = {k: z[k] for k in z.files}
         for t in threads:

@@ -28,46 +28,10 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._variants import alternate, arguments, print_geomeans  # noqa: E402
+from benchmarks._variants import alternate, arguments, cached, print_geomeans  # noqa: E402
+from benchmarks.build_models import quantize_qdq  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
-
-
-def _shape(value_info) -> list[int]:
-    return [d.dim_value or 1 for d in value_info.type.tensor_type.shape.dim]
-
-
-def quantize(src: Path, dst: Path) -> Path:
-    """``src`` quantized as a new user would with onnxruntime's static quantizer (cached)."""
-    if dst.exists():
-        return dst
-    import onnx
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    inp = onnx.load(src, load_external_data=False).graph.input[0]
-    shape = _shape(inp)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            rng = np.random.default_rng(0)
-            self._it = iter([{inp.name: rng.standard_normal(shape).astype(np.float32)}
-                             for _ in range(4)])
-
-        def get_next(self):
-            return next(self._it, None)
-
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_suffix(".tmp.onnx")
-    quantize_static(str(src), str(tmp), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)
-    tmp.replace(dst)
-    return dst
 
 
 def bench(path: Path, threads: int, runs: int) -> dict[str, float]:
@@ -107,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         if not f.exists():
             print(f"{name:<22} not in {src}", file=sys.stderr)
             continue
-        q = quantize(f, out / f"{name}_qdq.onnx")
+        q = cached(quantize_qdq, f, out / f"{name}_qdq.onnx")
         for t in threads:
             r = bench(q, t, args.runs)
             ratio = r["ours_ms"] / r["theirs_ms"]

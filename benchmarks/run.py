@@ -54,12 +54,14 @@ LABELS = {
     "mlp": "MLP 4x1024 (batch 32)",
     "bert_base_int8": "BERT-base int8 dynamic (seq 128)",
     "mlp_int4": "MLP 4x1024 int4 MatMulNBits (batch 32)",
+    "bert_base_fp16": "BERT-base fp16 (seq 128)",
+    "resnet50_qdq": "ResNet-50 int8 static QDQ (1x3x224x224)",
 }
 
 
 def feeds_for(name: str, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    if name in ("resnet50", "mobilenetv2"):
+    if name in ("resnet50", "mobilenetv2", "resnet50_qdq"):
         return {"x": rng.standard_normal(build_models.IMAGE_SHAPE).astype(np.float32)}
     if name in ("mlp", "mlp_int4"):
         shape = (build_models.MLP_BATCH, build_models.MLP_WIDTH)

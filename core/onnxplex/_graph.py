@@ -34,7 +34,6 @@ from google.protobuf.message import DecodeError
 
 from . import _fast_attrs, _fast_read, _maptype, _wire
 from ._dtypes import elem_type_name, np_dtype, ort_type_string, type_string
-from ._records import record
 from ._errors import (
     ExternalDataError,
     InvalidModelError,
@@ -42,6 +41,7 @@ from ._errors import (
     TensorSizeError,
     UnsupportedModelError,
 )
+from ._records import record
 
 __all__ = ["Model", "load_model", "load_proto", "ValueInfo", "NodeView", "GraphView",
            "Subgraph"]
@@ -906,6 +906,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
     if infer_shapes:
+        if (serialized is None or b"unk__" in serialized) and _forget_generated_dims(proto):
+            serialized = None   # (inference reads the changed proto)
         proto, big, declared = _infer_shapes(proto, serialized, walked.graph.nodes)
     try:
         model = _deserialize(proto)
@@ -935,6 +937,24 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         raise InvalidModelError(f"the model could not be read into the graph: "
                                 f"{type(e).__name__}: {e}") from e
     return loaded
+
+
+def _forget_generated_dims(proto: onnx.ModelProto) -> bool:
+    """Clear the main graph's intermediate ``value_info`` dimensions named as onnx's shape
+    inference names the dimensions it cannot relate (``unk__<n>``): a model saved after an
+    inference run (converters' tools run one) carries a fresh name per value, where inference
+    from the nodes relates them (the sequence length of every layer's activations); the
+    fusions compare those names. Whether any was cleared."""
+    changed = False
+    for vi in proto.graph.value_info:
+        if not vi.type.HasField("tensor_type"):
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            name = d.dim_param
+            if name.startswith("unk__") and name[5:].isdigit():
+                d.ClearField("dim_param")
+                changed = True
+    return changed
 
 
 def _deserialize(proto: onnx.ModelProto) -> ir.Model:

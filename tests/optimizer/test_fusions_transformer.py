@@ -266,3 +266,22 @@ def test_gpt2_style_causal_self_attention_to_mha():
     ops = _compare(m, {"x": _rand(b, s, d)})
     assert ops["Softmax"] == 0
     assert ops["Attention"] + ops["MultiHeadAttention"] == 1
+
+
+def test_fusions_see_through_dimension_names_of_an_earlier_inference_run():
+    """A model saved after onnx's shape inference (converters' tools run one) names each
+    intermediate dimension it could not relate ``unk__<n>``, a fresh name per value; loading
+    forgets those names so the encoder fuses as the model without value_info does."""
+    import onnx
+
+    plain = transformer_encoder()
+    inferred = onnx.shape_inference.infer_shapes(plain)
+    dims = [d.dim_param for v in inferred.graph.value_info
+            for d in v.type.tensor_type.shape.dim]
+    assert sum(d.startswith("unk__") for d in dims) > 10   # what the test is about
+    want = collections.Counter(
+        n.op_type for n in onnxplex.InferenceSession(plain, providers=["cpu_mlas"]).model.nodes)
+    for source in (inferred, inferred.SerializeToString()):
+        sess = onnxplex.InferenceSession(source, providers=["cpu_mlas"])
+        assert collections.Counter(n.op_type for n in sess.model.nodes) == want
+    assert want["Attention"] == 2 and want["SkipLayerNormalization"] == 4

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from . import OptimizerContext, register_pass
 from .._graph import attrs_of
+from . import OptimizerContext, register_pass
 from ._fusions_cnn import EXTENDED, _counted, _fuse, _initializer, _sole_consumer
 
 ML = "ai.onnx.ml"

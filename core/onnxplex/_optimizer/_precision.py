@@ -19,7 +19,8 @@ this pass computes every half-precision node the default CPU provider runs in fl
   directly, as onnxruntime removes that pair); a value leaving it is cast back to its
   half type for readers outside and for graph outputs (which keep their names and types),
   and the model's own ``Cast(half -> float32)`` after the region reads the float32 value
-  directly.
+  directly; the model's Casts to half from other types (an attention mask's int64) that feed
+  the region cast to float32 instead.
 
 The results are those of float32 arithmetic on the half-precision weights and inputs: more
 accurate than rounding every intermediate to 16 bits, and what onnxruntime computes. At
@@ -117,6 +118,16 @@ def _convertible(node: ir.Node, opsets: dict[str, int]) -> bool:
     return all(params.get(t, False) and t in bound for t in half)
 
 
+def _widens_into_half(node: ir.Node) -> bool:
+    """A Cast to half precision from anything but float32 and the half types (whose Cast
+    from float32 is bypassed instead)."""
+    if node.op_type != "Cast" or node.domain not in ("", "ai.onnx"):
+        return False
+    source = _dtype(node.inputs[0])
+    return (_half(node.outputs[0]) and source is not None and source not in _HALF
+            and source != _FLOAT)
+
+
 def _may_apply(model) -> bool:
     """Any half-precision value: a node's output, a graph input or an initializer."""
     graph = model.graph
@@ -134,7 +145,15 @@ def _half_in_float32(ctx: OptimizerContext) -> int:
     consts = model.const_names
     region: set[ir.Node] = set()
     for node in nodes:
-        if id(node) in ctx.protected or not _convertible(node, opsets):
+        if id(node) in ctx.protected:
+            continue
+        if _widens_into_half(node):
+            # Cast(int/double -> half) feeding widened nodes: it casts to float32 instead
+            if any(id(u) not in ctx.protected and _convertible(u, opsets)
+                   for u, _ in node.outputs[0].uses()):
+                region.add(node)
+            continue
+        if not _convertible(node, opsets):
             continue
         ins = [v for v in node.inputs if _half(v)]
         if any(_half(v) for v in node.outputs):
@@ -174,6 +193,8 @@ def _half_in_float32(ctx: OptimizerContext) -> int:
             if _half(v) and v.producer() not in region:
                 node.replace_input_with(k, float_twin(v, node))
                 changes += 1
+        if node.op_type == "Cast":
+            node.attributes["to"] = ir.AttrInt64("to", _FLOAT.value)
         for out in node.outputs:
             if _half(out):
                 changes += _narrow_readers(graph, node, out, region, graph_outputs)
@@ -189,24 +210,22 @@ def _narrow_readers(graph: ir.Graph, node: ir.Node, out: ir.Value, region: set[i
     half = out.type.dtype
     out.type = ir.TensorType(_FLOAT)
     outside = [(user, k) for user, k in out.uses() if user not in region]
+    is_output = out in graph_outputs   # (before a bypassed Cast makes it one, in float)
     back: ir.Value | None = None
     changes = 1
     for user, k in outside:
         if (user.op_type == "Cast" and user.domain in ("", "ai.onnx")
                 and user.attributes.get_int("to") == _FLOAT.value and user.graph is graph):
-            # the model's half -> float Cast reads the float value (onnxruntime drops the
-            # float -> half -> float pair); dropped unless it names a graph output
-            if user.outputs[0] in graph_outputs:
-                user.replace_input_with(k, out)
-            else:
-                user.outputs[0].replace_all_uses_with(out)
+            # the model's half -> float Cast: dropped, its readers read the float value
+            # (onnxruntime drops the float -> half -> float pair)
+            _bypass(graph, user, out, graph_outputs)
             changes += 1
             continue
         if back is None:
             back = _cast_back(graph, node, out, half)
         user.replace_input_with(k, back)
         changes += 1
-    if out in graph_outputs:
+    if is_output:
         if back is None:
             back = _cast_back(graph, node, out, half)
         name = out.name
@@ -217,6 +236,29 @@ def _narrow_readers(graph: ir.Graph, node: ir.Node, out: ir.Value, region: set[i
         graph_outputs[back] = k
         changes += 1
     return changes
+
+
+def _bypass(graph: ir.Graph, cast: ir.Node, out: ir.Value,
+            graph_outputs: dict[ir.Value, int]) -> None:
+    """Drop ``cast`` (now float -> float) reading ``out``: its readers read ``out``, and a
+    graph output it names becomes ``out`` under that name (``out`` already a graph output
+    under another name: the Cast stays, a copy between the two)."""
+    y = cast.outputs[0]
+    k = graph_outputs.get(y)
+    if k is None:
+        y.replace_all_uses_with(out)
+        graph.remove(cast)
+        return
+    if out in graph_outputs:
+        cast.replace_input_with(0, out)
+        return
+    graph.outputs[k] = out
+    y.replace_all_uses_with(out)
+    name, y.name = y.name, _fresh(graph, f"{y.name}_dropped")
+    graph.remove(cast)
+    del graph_outputs[y]
+    out.name = name
+    graph_outputs[out] = k
 
 
 def _cast(graph: ir.Graph, v: ir.Value, to: ir.DataType, node_suffix: str,

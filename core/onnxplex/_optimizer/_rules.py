@@ -21,12 +21,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import logging
 
 import numpy as np
 import onnx_ir as ir
