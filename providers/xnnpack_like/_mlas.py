@@ -219,44 +219,58 @@ def small_group_reason(nodes: Sequence[Any]) -> str | None:
             "to cpu_mlas")
 
 
-# The float32 rule (:func:`float32_group_reason`): ``ONNXPLEX_XNNPACK_X86_FLOAT32=1`` (or the
+# The x86 rule (:func:`x86_group_reason`): ``ONNXPLEX_XNNPACK_X86_FLOAT32=1`` (or the
 # provider option ``claim_float32_on_x86``) claims such partitions anyway (the delegate's tests
-# of its x86 runtime; the zoo runner's correctness column).
+# of its x86 runtime; the zoo runner's correctness column). (The names are from when the rule
+# covered float32 partitions only.)
 CLAIM_FLOAT32_ENV = "ONNXPLEX_XNNPACK_X86_FLOAT32"
-# Element types that keep a partition with the delegate under that rule: half precision and the
-# quantized types run the delegate's own paths (float16 stored and rounded once per epilogue,
-# exact integer accumulation), which the rule's measurements did not cover.
-_NOT_FLOAT32 = frozenset({TP.UINT8, TP.INT8, TP.FLOAT16, TP.BFLOAT16, TP.FLOAT8E4M3FN,
-                          TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2, TP.FLOAT8E5M2FNUZ, TP.UINT4,
-                          TP.INT4, TP.FLOAT4E2M1})
+# Element types of the delegate's own half-precision and quantized paths.
+_HALF = frozenset({TP.FLOAT16, TP.BFLOAT16})
+_QUANTIZED = frozenset({TP.UINT8, TP.INT8, TP.FLOAT8E4M3FN, TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2,
+                        TP.FLOAT8E5M2FNUZ, TP.UINT4, TP.INT4, TP.FLOAT4E2M1})
 
 
 def claim_float32_env() -> bool:
-    """True when ``ONNXPLEX_XNNPACK_X86_FLOAT32`` asks to claim float32 partitions on x86."""
+    """True when ``ONNXPLEX_XNNPACK_X86_FLOAT32`` asks to claim the partitions x86's rule
+    leaves to cpu_mlas."""
     return os.environ.get(CLAIM_FLOAT32_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
 
 
-def float32_group_reason(nodes: Sequence[Any], kleidi_ops: int) -> str | None:
-    """Why a planned float32 group is declined on x86, or None. With no Kleidi kernel running
-    (``kleidi_ops``: the plan's ops on one), each of its convs, GEMMs and pools would run the
-    native kernel cpu_mlas runs itself, so the delegate can only add: its per-op dispatch,
-    the layout conversions at its boundary, and the loss of the fusions cpu_mlas's optimizer
-    makes on the nodes it is given (a squeeze-excite gate folded into the next 1x1 conv,
-    concatenations written in place, ...): claiming them, it ran the zoo's squeeze-excite and
-    concatenating CNNs 1.07-1.25x as long as cpu_mlas alone, the other models 0.98-1.05x,
-    ConvNeXt-T alone faster (0.92x; see docs/providers.md). Groups holding half-precision or
-    quantized values stay with the delegate."""
+def x86_group_reason(nodes: Sequence[Any], kleidi_ops: int) -> str | None:
+    """Why a planned group is declined on x86, or None. With no Kleidi kernel running
+    (``kleidi_ops``: the plan's ops on one) the delegate can only lose to cpu_mlas:
+
+    * float32: each conv, GEMM and pool would run the native kernel cpu_mlas runs itself, plus
+      the delegate's per-op dispatch, the layout conversions at its boundary, and without the
+      fusions cpu_mlas's optimizer makes on the nodes it is given (a squeeze-excite gate folded
+      into the next 1x1 conv, concatenations written in place): claiming them, it ran the
+      zoo's squeeze-excite and concatenating CNNs 1.07-1.25x as long as cpu_mlas alone, the
+      other models 0.98-1.05x, ConvNeXt-T alone faster (0.92x; see docs/providers.md);
+    * float16 / bfloat16: the delegate's own path rounds every epilogue to half precision and
+      runs depthwise convs in numpy, where cpu_mlas computes the region in float32 on its
+      native kernels with the float fusions: 2.7x (ResNet-18) and 25x (MobileNetV2) as long
+      as cpu_mlas alone on onnxruntime's fp16 conversions (2026-12-06, 2 threads);
+    * 8-bit QDQ: the delegate's own integer path against cpu_mlas's native QLinearConv and
+      depthwise kernels: 12x (ResNet-18) and 4x (MobileNetV2) as long on quantize_static's
+      models (same day)."""
     if kleidi_ops:
         return None
-    for n in nodes:
-        for v in (*n.inputs, *n.outputs):
-            if v is not None and v.elem_type in _NOT_FLOAT32:
-                return None
-    return ("on x86 no Kleidi kernel runs, so this float32 partition would run cpu_mlas's own "
-            "native kernels plus the delegate's per-op dispatch and boundary layout "
-            "conversions, without the fusions cpu_mlas makes on the whole graph (squeeze-excite "
-            "gates into convs, concatenation in place): left to cpu_mlas "
-            f"({CLAIM_FLOAT32_ENV}=1 or the option claim_float32_on_x86=1 claims it anyway)")
+    types = {v.elem_type for n in nodes for v in (*n.inputs, *n.outputs) if v is not None}
+    if types & _QUANTIZED:
+        kind, why = ("8-bit quantized", "its own integer path is slower than cpu_mlas's "
+                     "native QLinear kernels")
+    elif types & _HALF:
+        kind, why = ("half-precision", "its own path (every epilogue rounded to half "
+                     "precision) is slower than cpu_mlas, which computes the region in "
+                     "float32 on its native kernels with the float fusions")
+    else:
+        kind, why = ("float32", "it would run cpu_mlas's own native kernels plus the "
+                     "delegate's per-op dispatch and boundary layout conversions, without the "
+                     "fusions cpu_mlas makes on the whole graph (squeeze-excite gates into "
+                     "convs, concatenation in place)")
+    return (f"on x86 no Kleidi kernel runs, so in this {kind} partition {why}: left to "
+            f"cpu_mlas ({CLAIM_FLOAT32_ENV}=1 or the option claim_float32_on_x86=1 claims it "
+            "anyway)")
 
 
 def light_group_reason(nodes: Sequence[Any]) -> str | None:
@@ -470,7 +484,7 @@ class MlasMaxPool(Op):
 
 
 __all__ = ["MLAS_ENV", "MIN_MACS_ENV", "CLAIM_FLOAT32_ENV", "claim_float32_env",
-           "float32_group_reason", "env_enabled", "is_x86", "kernels", "slower_on_x86",
+           "x86_group_reason", "env_enabled", "is_x86", "kernels", "slower_on_x86",
            "small_group_reason", "light_group_reason",
            "conv_kernel",
            "MlasConv", "MlasFC", "MlasBatchMatMul", "MlasMaxPool", "reduce_kernel"]

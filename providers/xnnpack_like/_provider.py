@@ -20,9 +20,10 @@ Tolerances against ``cpu_mlas`` (checked by ``tests/providers/xnnpack_like``):
 * float32: the same math in another summation order (and BatchNorm folded into the weights)
   -- about 1e-6 relative to the output's scale on ResNet-50 / MobileNetV2, tested at 1e-4;
 * float16: both providers compute conv / GEMM in float32; cpu_mlas rounds each op's result to
-  float16, this provider rounds a conv once after its folded BatchNorm / residual / activation
-  epilogue; deep networks carry the difference forward: about 1e-3 of the output's scale,
-  tested at 1e-2;
+  float16 below the extended optimization level and, from it on, computes the whole
+  half-precision region in float32, rounding only at its edges; this provider rounds a conv
+  once after its folded BatchNorm / residual / activation epilogue; deep networks carry the
+  difference forward: about 1e-3 of the output's scale, tested at 1e-2;
 * QDQ int8: integer accumulation is exact on both sides and the requantization uses the same
   float32 multiplier with round-half-to-even; ops the reference runs through float
   (DequantizeLinear -> float op -> QuantizeLinear) may round a tie differently, so outputs may
@@ -95,9 +96,10 @@ class XnnpackLikeProvider(ExecutionProvider):
                                    "max pools on cpu_mlas's native kernels, and on x86 decline "
                                    "what would run slower than on cpu_mlas; 0: own "
                                    f"implementations only, as {_mlas.MLAS_ENV}=0 does"),
-        "claim_float32_on_x86": Option(False, bool, "on x86, claim float32 partitions no "
-                                                    "Kleidi kernel runs in (cpu_mlas runs them "
-                                                    "faster; for testing the delegate), as "
+        "claim_float32_on_x86": Option(False, bool, "on x86, claim the partitions no Kleidi "
+                                                    "kernel runs in (float32, half precision "
+                                                    "or 8-bit; cpu_mlas runs them faster; for "
+                                                    "testing the delegate), as "
                                                     f"{_mlas.CLAIM_FLOAT32_ENV}=1 does"),
     }
 
@@ -159,17 +161,17 @@ class XnnpackLikeProvider(ExecutionProvider):
                 supported.append(node.index)
             else:
                 declined.append(Decline(node.index, why))
-        # The float32 rule needs the plan's Kleidi ops only when the reference variants are
+        # The x86 rule needs the plan's Kleidi ops only when the reference variants are
         # forced: otherwise x86 selects none, and a group it declines is not planned.
-        float32_rule = slower and not self._claim_float32
+        x86_rule = slower and not self._claim_float32
         forced = self._plan_options.forced
         groups: list[NodeGroup] = []
         for nodes in convex_groups(graph, supported):
             views = [graph.node(i) for i in nodes]
             why = (_mlas.light_group_reason(views) or _mlas.small_group_reason(views)
                    if slower else None)
-            if why is None and float32_rule and not forced:
-                why = _mlas.float32_group_reason(views, 0)
+            if why is None and x86_rule and not forced:
+                why = _mlas.x86_group_reason(views, 0)
             if why is not None:
                 declined.extend(Decline(i, why) for i in nodes)
                 continue
@@ -183,8 +185,8 @@ class XnnpackLikeProvider(ExecutionProvider):
                 declined.extend(Decline(i, f"the delegate could not plan its group "
                                            f"({type(e).__name__}: {e})") for i in nodes)
                 continue
-            why = (_mlas.float32_group_reason(views, _kleidi_ops(plan))
-                   if float32_rule and forced else None)
+            why = (_mlas.x86_group_reason(views, _kleidi_ops(plan))
+                   if x86_rule and forced else None)
             if why is not None:
                 declined.extend(Decline(i, why) for i in nodes)
                 continue

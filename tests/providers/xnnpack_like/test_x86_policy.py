@@ -189,25 +189,30 @@ def _squeeze_excite() -> tuple[bytes, dict]:
     return m, {"x": RNG.standard_normal((1, 8, 24, 24)).astype(F32)}
 
 
-def test_a_float32_partition_no_kleidi_kernel_runs_in_is_left_to_cpu_mlas(monkeypatch):
+def test_a_partition_no_kleidi_kernel_runs_in_is_left_to_cpu_mlas(monkeypatch, tmp_path):
     """x86 runs no Kleidi kernel: every conv of a float32 group would run cpu_mlas's own kernel
     plus the delegate's dispatch and boundary, without cpu_mlas's fusions, so the group goes
     back to cpu_mlas whole, with the reason, and cpu_mlas's optimizer fuses the gate into the
-    projection. The option and the environment variable claim it anyway; the same graph in
-    float16 stays with the delegate."""
+    projection. The option and the environment variable claim it anyway. The same graph in
+    float16 and quantized (QDQ) is left to cpu_mlas too, each with its own reason (cpu_mlas
+    computes half precision in float32 and runs QDQ groups on native integer kernels)."""
     from onnxplex import GraphOptimizationLevel
 
-    from .cnn_models import to_float16
+    from .cnn_models import quantize_qdq, to_float16
 
     m, feed = _squeeze_excite()
     monkeypatch.delenv(_mlas.CLAIM_FLOAT32_ENV, raising=False)
+
+    def left_to_cpu(sess, kind):
+        plan = sess.get_provider_assignment()
+        assert plan.counts().get(XP, 0) == 0, plan.counts()
+        for p in plan.placements:
+            reason = dict(p.declined).get(XP, "")
+            assert reason.startswith(f"on x86 no Kleidi kernel runs, so in this {kind} "
+                                     "partition"), (p.name, reason)
+
     x = session(m)
-    plan = x.get_provider_assignment()
-    assert plan.counts().get(XP, 0) == 0, plan.counts()
-    for p in plan.placements:
-        reason = dict(p.declined).get(XP, "")
-        assert reason.startswith("on x86 no Kleidi kernel runs, so this float32 partition"), \
-            (p.name, reason)
+    left_to_cpu(x, "float32")
     _check(x, m, feed)
     optimized = session(m, level=GraphOptimizationLevel.ORT_ENABLE_ALL)
     assert optimized.get_provider_assignment().counts().get(XP, 0) == 0
@@ -221,6 +226,9 @@ def test_a_float32_partition_no_kleidi_kernel_runs_in_is_left_to_cpu_mlas(monkey
     monkeypatch.setenv(_mlas.CLAIM_FLOAT32_ENV, "1")
     assert session(m).get_provider_assignment().counts().get(XP, 0) == 8
 
-    monkeypatch.delenv(_mlas.CLAIM_FLOAT32_ENV)
     half = to_float16(onnx.load_from_string(m)).SerializeToString()
     assert session(half).get_provider_assignment().counts().get(XP, 0) == 8
+    monkeypatch.delenv(_mlas.CLAIM_FLOAT32_ENV)
+    left_to_cpu(session(half), "half-precision")
+    qdq = quantize_qdq(onnx.load_from_string(m), tmp_path, (1, 8, 24, 24)).SerializeToString()
+    left_to_cpu(session(qdq), "8-bit quantized")
