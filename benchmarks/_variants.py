@@ -9,18 +9,22 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
-def arguments(doc: str, default_out: str, argv: list[str] | None,
-              models: tuple[str, ...]) -> tuple[argparse.Namespace, Path, Path, list[str],
-                                                  list[int]]:
-    """(arguments, source folder, output folder, model names, thread counts)."""
+def arguments(doc: str, default_out: str, argv: list[str] | None, models: tuple[str, ...],
+              extra: Callable[[argparse.ArgumentParser], Any] | None = None
+              ) -> tuple[argparse.Namespace, Path, Path, list[str], list[int]]:
+    """(arguments, source folder, output folder, model names, thread counts); ``extra`` adds
+    a script's own arguments."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--models", required=True, help="folder of the zoo's float models")
     ap.add_argument("--out", help=f"folder for the converted models (default MODELS/{default_out})")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--only", help="comma-separated subset of the models")
+    if extra is not None:
+        extra(ap)
     args = ap.parse_args(argv)
     src = Path(args.models)
     out = Path(args.out) if args.out else src / default_out
@@ -52,8 +56,11 @@ def alternate(ours, theirs, feeds: dict, runs: int) -> tuple[float, float]:
     return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
 
 
-def print_geomeans(ratios: dict[int, list[float]]) -> None:
-    for t, rs in ratios.items():
+def print_geomeans(ratios: dict[Any, list[float]]) -> None:
+    """One line per key: a thread count, or (thread count, variant)."""
+    for key, rs in ratios.items():
         if rs:
             g = math.exp(sum(map(math.log, rs)) / len(rs))
-            print(f"geometric mean ratio at {t} thread(s): {g:.2f} over {len(rs)} models")
+            t, what = key if isinstance(key, tuple) else (key, "")
+            print(f"geometric mean ratio at {t} thread(s){' ' + what if what else ''}: "
+                  f"{g:.2f} over {len(rs)} models")

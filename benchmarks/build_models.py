@@ -370,10 +370,12 @@ def convert_fp16(src: Path, dst: Path) -> None:
     onnx.save_model(convert_float_to_float16(model, keep_io_types=True), str(dst))
 
 
-def quantize_qdq(src: Path, dst: Path) -> None:
-    """``src`` statically quantized as a new user would with onnxruntime's tool: QDQ, uint8
-    activations, int8 weights per output channel, MinMax calibration on four seeded standard
-    normal inputs of the first input's shape (symbolic dimensions 1)."""
+def quantize_qdq(src: Path, dst: Path, *, operator: bool = False,
+                 per_channel: bool = True) -> None:
+    """``src`` statically quantized as a new user would with onnxruntime's tool: QDQ (or
+    QOperator with ``operator``), uint8 activations, int8 weights per output channel (per
+    tensor without ``per_channel``), MinMax calibration on four seeded standard normal inputs
+    of the first input's shape (symbolic dimensions 1)."""
     import numpy as np
     import onnx
     from onnxruntime.quantization import (
@@ -397,8 +399,9 @@ def quantize_qdq(src: Path, dst: Path) -> None:
 
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                        per_channel=True, activation_type=QuantType.QUInt8,
+        quantize_static(str(src), str(dst), Reader(),
+                        quant_format=QuantFormat.QOperator if operator else QuantFormat.QDQ,
+                        per_channel=per_channel, activation_type=QuantType.QUInt8,
                         weight_type=QuantType.QInt8)
 
 

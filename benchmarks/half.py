@@ -29,7 +29,10 @@ if __package__ in (None, ""):
 from benchmarks._variants import alternate, arguments, cached, print_geomeans  # noqa: E402
 from benchmarks.build_models import convert_fp16  # noqa: E402
 
-MODELS = ("resnet18", "mobilenet_v2", "efficientnet_b0", "bert", "distilbert", "gpt2")
+MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "mnasnet0_5",
+          "regnet_y_400mf", "googlenet", "densenet121", "convnext_tiny",
+          "deeplabv3_mobilenet_v3_large", "bert", "distilbert", "albert", "electra_small",
+          "gpt2", "gpt_neox", "llama", "qwen2", "clip")
 
 
 def _relative(a: np.ndarray, ref: np.ndarray) -> float:

@@ -1,11 +1,13 @@
-"""Statically quantized (QDQ) CNNs side by side: onnxplex against onnxruntime.
+"""Statically quantized CNNs side by side: onnxplex against onnxruntime.
 
     python benchmarks/quantized.py --models DIR [--out DIR2] [--threads 1,2] [--runs 20]
+                                   [--formats qdq,qdq_pt,qop]
 
 ``DIR`` holds float models of the zoo (``python -m benchmarks.zoo.build --out DIR``); each of
-:data:`MODELS` found there is quantized once with onnxruntime's own tool
-(``onnxruntime.quantization.quantize_static``: QDQ format, uint8 activations, int8 weights per
-output channel, MinMax calibration on four seeded random inputs) into ``DIR2`` (default
+:data:`MODELS` found there is quantized once per format with onnxruntime's own tool
+(``onnxruntime.quantization.quantize_static``: uint8 activations, int8 weights, MinMax
+calibration on four seeded random inputs; :data:`FORMATS`: QDQ with weights per output
+channel, the default; QDQ per tensor; QOperator per channel) into ``DIR2`` (default
 ``DIR/quantized``, kept between runs), then both engines run it in one process, alternating,
 on the same seeded input (onnxruntime as the other benchmarks create it: workers that sleep
 between runs rather than spin). Prints per model and thread count the median latency of each, the
@@ -20,6 +22,7 @@ The quantizer and onnxruntime are benchmark dependencies only; the library never
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -32,6 +35,11 @@ from benchmarks._variants import alternate, arguments, cached, print_geomeans  #
 from benchmarks.build_models import quantize_qdq  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
+FORMATS = {   # name -> quantize_qdq's keywords
+    "qdq": {},
+    "qdq_pt": {"per_channel": False},
+    "qop": {"operator": True},
+}
 
 
 def bench(path: Path, threads: int, runs: int) -> dict[str, float]:
@@ -62,8 +70,15 @@ def bench(path: Path, threads: int, runs: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, src, out, names, threads = arguments(__doc__, "quantized", argv, MODELS)
-    ratios: dict[int, list[float]] = {t: [] for t in threads}
+    args, src, out, names, threads = arguments(
+        __doc__, "quantized", argv, MODELS,
+        extra=lambda ap: ap.add_argument("--formats", default="qdq",
+                                         help=f"comma-separated, of {', '.join(FORMATS)}"))
+    formats = args.formats.split(",")
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise SystemExit(f"unknown formats {sorted(unknown)}; choose from {', '.join(FORMATS)}")
+    ratios: dict[tuple[int, str], list[float]] = {}
     print(f"{'model':<22} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
           f"{'ratio':>6} {'max diff (steps)':>17} {'ort own (steps)':>16}")
     for name in names:
@@ -71,13 +86,17 @@ def main(argv: list[str] | None = None) -> int:
         if not f.exists():
             print(f"{name:<22} not in {src}", file=sys.stderr)
             continue
-        q = cached(quantize_qdq, f, out / f"{name}_qdq.onnx")
-        for t in threads:
-            r = bench(q, t, args.runs)
-            ratio = r["ours_ms"] / r["theirs_ms"]
-            ratios[t].append(ratio)
-            print(f"{name:<22} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
-                  f"{ratio:>6.2f} {r['steps']:>17.2f} {r['ort_steps']:>16.2f}", flush=True)
+        for fmt in formats:
+            q = cached(functools.partial(quantize_qdq, **FORMATS[fmt]), f,
+                       out / f"{name}_{fmt}.onnx")
+            label = name if fmt == "qdq" else f"{name} ({fmt})"
+            for t in threads:
+                r = bench(q, t, args.runs)
+                ratio = r["ours_ms"] / r["theirs_ms"]
+                ratios.setdefault((t, fmt), []).append(ratio)
+                print(f"{label:<22} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
+                      f"{ratio:>6.2f} {r['steps']:>17.2f} {r['ort_steps']:>16.2f}",
+                      flush=True)
     print_geomeans(ratios)
     return 0
 
