@@ -14,8 +14,11 @@ from onnxplex._dtypes import onnx_elem_type
 
 def node_model(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1, *,
                opset: int = 21, domain: str = "", const_inputs: Sequence[int] = (),
-               **attrs) -> onnx.ModelProto:
-    """A one-node model; inputs listed in ``const_inputs`` become initializers."""
+               node_attrs: dict | None = None, **attrs) -> onnx.ModelProto:
+    """A one-node model; inputs listed in ``const_inputs`` become initializers.
+    ``node_attrs``: more attributes, for names this function's keywords take (QLinearSoftmax's
+    ``opset``)."""
+    attrs.update(node_attrs or {})
     in_names, graph_inputs, inits = [], [], []
     for i, arr in enumerate(inputs):
         if arr is None:

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -539,6 +540,88 @@ op("QLinearSigmoid", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_lookup(_
 op("QLinearLeakyRelu", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_lookup(_leaky_relu))
 op("QLinearAdd", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.add))
 op("QLinearMul", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.multiply))
+
+
+# The other QOperator ops onnxruntime's quantizer writes compute as their unfused QDQ form does:
+# each 8-bit input dequantized to float32, the float op, the result quantized (round half to
+# even, saturated), as onnxruntime's kernels do in float (within one output step of theirs).
+
+
+def _out_type(zero_point, fallback: np.ndarray) -> np.dtype:
+    return np.dtype(zero_point.dtype if zero_point is not None else fallback.dtype)
+
+
+@op("QLinearConcat", since=1, domain=MS)
+def make_qlinear_concat(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QLinearConcat (Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per
+    input; ``axis``): an input already at the output's scale and zero point is copied, the
+    others requantized to it."""
+    axis = int(node.attr("axis"))
+
+    def kernel(y_scale, y_zero_point, *triples):
+        xs = triples[0::3]
+        out = _out_type(y_zero_point, xs[0])
+        parts = []
+        for x, s, z in zip(xs, triples[1::3], triples[2::3]):
+            same = (np.array_equal(np.asarray(s, _F32), np.asarray(y_scale, _F32))
+                    and scalar_zero_point(z) == scalar_zero_point(y_zero_point)
+                    and x.dtype == out)
+            parts.append(x if same else _req(_deq(x, s, z), y_scale, y_zero_point, out))
+        return np.concatenate(parts, axis=axis)
+
+    return kernel
+
+
+@op("QLinearAveragePool", since=1, domain=MS, dtypes={0: _Q8})
+def make_qlinear_average_pool(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QLinearAveragePool (X, x_scale, x_zero_point, y_scale, y_zero_point;
+    AveragePool's attributes and ``channels_last``)."""
+    from .nn import _avg_pool
+
+    channels_last = int(node.attr("channels_last", 0)) == 1
+
+    def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+        y = _avg_pool(node, _deq(x, x_scale, x_zero_point), True,
+                      channels_last=channels_last)
+        return _req(np.asarray(y, _F32), y_scale, y_zero_point, _out_type(y_zero_point, x))
+
+    return kernel
+
+
+@op("QLinearSoftmax", since=1, domain=MS, dtypes={0: _Q8})
+def make_qlinear_softmax(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QLinearSoftmax (X, X_scale, x_zero_point, y_scale, y_zero_point; ``axis``
+    and ``opset``, the original Softmax's: below 13 the input is flattened to 2-D at axis)."""
+    from .normalization import _softmax
+
+    axis = int(node.attr("axis", -1))
+    coerce = int(node.attr("opset", 13)) < 13
+
+    def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+        xf = _deq(x, x_scale, x_zero_point)
+        ax = axis % x.ndim
+        if coerce and ax != x.ndim - 1:
+            y = _softmax(xf.reshape(math.prod(x.shape[:ax]), -1), 1, False).reshape(x.shape)
+        else:
+            y = _softmax(xf, ax, False)
+        return _req(np.asarray(y, _F32), y_scale, y_zero_point, _out_type(y_zero_point, x))
+
+    return kernel
+
+
+@op("QLinearWhere", since=1, domain=MS)
+def make_qlinear_where(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QLinearWhere (condition, X, x_scale, x_zero_point, Y, y_scale,
+    y_zero_point, z_scale, z_zero_point): X and Y requantized to Z's scale, then selected."""
+
+    def kernel(cond, x, x_scale, x_zero_point, y, y_scale, y_zero_point, z_scale,
+               z_zero_point):
+        out = _out_type(z_zero_point, x)
+        xz = _req(_deq(x, x_scale, x_zero_point), z_scale, z_zero_point, out)
+        yz = _req(_deq(y, y_scale, y_zero_point), z_scale, z_zero_point, out)
+        return np.where(cond, xz, yz)
+
+    return kernel
 
 
 @op("QLinearGlobalAveragePool", since=1, domain=MS, dtypes={0: _Q8})

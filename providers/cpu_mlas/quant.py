@@ -589,6 +589,68 @@ for _v in (10, 21):
 
 
 # --------------------------------------------------------------------------------------------
+# com.microsoft QGemm
+# --------------------------------------------------------------------------------------------
+
+
+def _qgemm_predicate(node: NodeView) -> str | None:
+    for k in (0, 3):
+        v = node.input(k)
+        if v is not None and v.elem_type is not None and v.elem_type not in _Q8:
+            return "QGemm supports uint8/int8 A and B only"
+    return None
+
+
+@op("QGemm", since=1, domain="com.microsoft", predicate=_qgemm_predicate)
+def _make_qgemm(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QGemm (onnxruntime's quantizer writes it for a Gemm in QOperator format):
+    ``acc = (A' - a_zp) (B' - b_zp) + C`` in int32 (C: int32 at scale ``alpha * a_scale *
+    b_scale``), then ``alpha * a_scale * b_scale * acc`` as float32 when there is no
+    ``y_scale``, else requantized to ``y_zero_point``'s type (round half to even, saturated).
+    A constant B (per-tensor or per-column scale and zero point) is packed once for the native
+    integer GEMM; the requantization is the QLinear ops' (the multiplier from the scales in
+    their own precision, applied in float64)."""
+    trans_a = int(node.attr("transA", 0)) == 1
+    trans_b = int(node.attr("transB", 0)) == 1
+    alpha = float(node.attr("alpha", 1.0))
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
+    b_info, bzp_info = node.input(3), node.input(5)
+    native_b = None
+    if b_info is not None and b_info.is_const and (bzp_info is None or bzp_info.is_const):
+        bq = np.asarray(b_info.const)
+        if bq.ndim == 2 and hasattr(native(), "qgemm_i32"):
+            native_b = native_pack_b(np.ascontiguousarray(bq.T if trans_b else bq),
+                                     None if bzp_info is None else bzp_info.const)
+
+    def kernel(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None,
+               y_zero_point=None):
+        a = np.asarray(a).T if trans_a else np.asarray(a)
+        n = b.shape[0] if trans_b else b.shape[1]
+        if (native_b is not None and a.dtype in _I8 and a.shape[-1] == native_b.k
+                and np.size(a_scale) == 1
+                and (a_zero_point is None or np.size(a_zero_point) == 1)):
+            acc = native().qgemm_i32(
+                np.ascontiguousarray(a),
+                None if a_zero_point is None else np.asarray(a_zero_point).reshape(1),
+                native_b, threads=threads).reshape(a.shape[0], n)
+        else:
+            bb = np.asarray(b).T if trans_b else np.asarray(b)
+            bf = _centered(bb, b_zero_point, False)
+            acc = _exact_matmul(_centered(a, a_zero_point, True), bf,
+                                float(np.abs(bf).max()) if bf.size else 0.0)
+        if c is not None:
+            acc = acc + np.asarray(c, np.int32)
+        if y_scale is None:
+            scale = np.asarray(a_scale) * np.asarray(b_scale).reshape(-1)
+            return (acc.astype(np.float64) * (scale.astype(np.float64) * alpha)).astype(_F32)
+        out = np.dtype(y_zero_point.dtype if y_zero_point is not None else a.dtype)
+        m = _scale_multiplier(a_scale, np.asarray(b_scale).reshape(-1), y_scale) * alpha
+        return _requantize(acc, m, y_zero_point, out)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
 # ConvInteger / QLinearConv
 # --------------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """cpu_mlas com.microsoft kernels of the CNN / quantization fusions (providers/cpu_mlas/contrib.py)
 against onnxruntime: FusedConv, FusedGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul,
-QLinearAdd, QLinearMul, QLinearGlobalAveragePool. uint8 x int8 products: against onnxruntime
+QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm. uint8 x int8 products: against onnxruntime
 with int8 weights in the range it computes exactly on this CPU, and over the full int8 range
 against exact arithmetic (tests/_ort_quirks.py)."""
 
@@ -221,6 +221,99 @@ def test_qlinear_lookup_ops(op_type, attrs, qtype):
               np.asarray(info.min + 7, qtype)]
     kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 3, 4), **attrs)
     _close_ints(ours(op_type, inputs, **kw), oracle_run(op_type, inputs, oracle="ort", **kw))
+
+
+@pytest.mark.parametrize("quantized_out", [True, False], ids=["uint8_out", "float_out"])
+@pytest.mark.parametrize("with_c", [True, False], ids=["C", "no_C"])
+@pytest.mark.parametrize("trans", [(0, 1), (1, 0)], ids=["transB", "transA"])
+@pytest.mark.parametrize("per_column", [False, True], ids=["per_tensor", "per_column"])
+@pytest.mark.parametrize("const_b", [True, False], ids=["const_B", "B_fed"])
+def test_qgemm(quantized_out, with_c, trans, per_column, const_b):
+    """com.microsoft QGemm (a Gemm in QOperator format) against onnxruntime: int32 C, alpha,
+    transA/transB, per-column B scales, float or requantized output (one step apart at most:
+    the two round the requantization's multiplier differently)."""
+    trans_a, trans_b = trans
+    m, k, n = 5, 40, 6
+    a = RNG.integers(0, 256, (k, m) if trans_a else (m, k)).astype(np.uint8)
+    b = ort_exact_weights(RNG, np.int8, (n, k) if trans_b else (k, n))
+    b_s = (RNG.random(n) * 0.02 + 0.005).astype(np.float32) if per_column \
+        else np.asarray(0.01, np.float32)
+    b_zp = np.zeros(n, np.int8) if per_column else np.asarray(0, np.int8)
+    c = RNG.integers(-3000, 3000, n).astype(np.int32) if with_c else None
+    inputs = [a, np.asarray(0.02, np.float32), np.asarray(118, np.uint8), b, b_s, b_zp, c]
+    if quantized_out:
+        inputs += [np.asarray(0.5, np.float32), np.asarray(130, np.uint8)]
+    kw = dict(domain=MS, opset=17, transA=trans_a, transB=trans_b, alpha=0.75,
+              const_inputs=(1, 2, 3, 4, 5, 6, 7, 8) if const_b else (1, 2, 4, 5, 6, 7, 8))
+    got = ours("QGemm", inputs, **kw)
+    want = oracle_run("QGemm", inputs, oracle="ort", **kw)
+    if quantized_out:
+        _close_ints(got, want)
+    else:
+        assert_same(got, want, rtol=1e-6, atol=1e-5)
+
+
+def _q(qtype, shape) -> np.ndarray:
+    info = np.iinfo(qtype)
+    return RNG.integers(info.min, info.max + 1, shape).astype(qtype)
+
+
+def _sz(scale, zp, qtype) -> list[np.ndarray]:
+    return [np.asarray(scale, np.float32), np.asarray(zp, qtype)]
+
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_qlinear_concat(qtype):
+    """QLinearConcat: one input at the output's scale (copied), two requantized."""
+    lo = int(np.iinfo(qtype).min)
+    inputs = _sz(0.05, lo + 128, qtype)
+    for shape, scale, zp in (((2, 3, 4), 0.05, lo + 128), ((2, 5, 4), 0.02, lo + 100),
+                             ((2, 1, 4), 0.11, lo + 140)):
+        inputs += [_q(qtype, shape)] + _sz(scale, zp, qtype)
+    kw = dict(domain=MS, opset=17, axis=1, const_inputs=(0, 1, 3, 4, 6, 7, 9, 10))
+    _close_ints(ours("QLinearConcat", inputs, **kw),
+                oracle_run("QLinearConcat", inputs, oracle="ort", **kw))
+
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [3, 3], "strides": [2, 2],
+                                    "pads": [1, 1, 1, 1]},
+                                   {"kernel_shape": [2, 3], "pads": [0, 1, 0, 1],
+                                    "count_include_pad": 1}], ids=["pad_excluded", "pad_counted"])
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_average_pool(qtype, attrs, channels_last):
+    lo = int(np.iinfo(qtype).min)
+    x = _q(qtype, (2, 7, 9, 4) if channels_last else (2, 4, 7, 9))
+    inputs = [x, *_sz(0.04, lo + 100, qtype), *_sz(0.03, lo + 110, qtype)]
+    kw = dict(domain=MS, opset=17, channels_last=channels_last, const_inputs=(1, 2, 3, 4),
+              **attrs)
+    _close_ints(ours("QLinearAveragePool", inputs, **kw),
+                oracle_run("QLinearAveragePool", inputs, oracle="ort", **kw))
+
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("axis,opset", [(-1, 13), (1, 13), (1, 11)])
+def test_qlinear_softmax(qtype, axis, opset):
+    """QLinearSoftmax, the output at onnxruntime's usual 1/256 scale; ``opset`` below 13
+    flattens at ``axis``."""
+    lo = int(np.iinfo(qtype).min)
+    inputs = [_q(qtype, (2, 3, 10)), *_sz(0.05, lo + 120, qtype),
+              *_sz(1 / 256, lo, qtype)]
+    kw = dict(domain=MS, opset=17, axis=axis, const_inputs=(1, 2, 3, 4),
+              node_attrs={"opset": opset})
+    _close_ints(ours("QLinearSoftmax", inputs, **kw),
+                oracle_run("QLinearSoftmax", inputs, oracle="ort", **kw))
+
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_qlinear_where(qtype):
+    lo = int(np.iinfo(qtype).min)
+    cond = RNG.random((3, 4)) < 0.5
+    inputs = [cond, _q(qtype, (3, 4)), *_sz(0.05, lo + 120, qtype), _q(qtype, (1, 4)),
+              *_sz(0.02, lo + 90, qtype), *_sz(0.04, lo + 128, qtype)]
+    kw = dict(domain=MS, opset=17, const_inputs=(2, 3, 5, 6, 7, 8))
+    _close_ints(ours("QLinearWhere", inputs, **kw),
+                oracle_run("QLinearWhere", inputs, oracle="ort", **kw))
 
 
 @pytest.mark.parametrize("qtype", [np.uint8, np.int8])
