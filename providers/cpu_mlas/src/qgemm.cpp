@@ -442,16 +442,11 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
 // channels.
 void pad_image_u8(const uint8_t* xi, size_t c, size_t h, size_t w, size_t pt, size_t pl,
                   size_t hp, size_t wp, uint8_t pad_value, uint8_t* scratch) {
-  std::memset(scratch, pad_value, hp * wp * c);
+  if (hp != h || wp != w) std::memset(scratch, pad_value, hp * wp * c);
+  // each image row: its c channel rows of w bytes (h * w apart) become w positions of c
+  // bytes, through the 16 x 16 byte-tile transpose
   for (size_t y = 0; y < h; ++y) {
-    uint8_t* dst = scratch + ((y + pt) * wp + pl) * c;
-    for (size_t x0 = 0; x0 < w; x0 += 16) {
-      const size_t x1 = std::min(w, x0 + 16);
-      for (size_t ch = 0; ch < c; ++ch) {
-        const uint8_t* src = xi + (ch * h + y) * w;
-        for (size_t xx = x0; xx < x1; ++xx) dst[xx * c + ch] = src[xx];
-      }
-    }
+    transpose_u8(xi + y * w, h * w, scratch + ((y + pt) * wp + pl) * c, c, c, w);
   }
 }
 

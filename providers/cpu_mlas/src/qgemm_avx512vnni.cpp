@@ -179,9 +179,36 @@ void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, do
   detail::requant_run_f32(y, n, bias, m, zp, lo, hi, out);
 }
 
+// requant_row's arithmetic, 16 channels a step: the sums plus the bias (int32, wrapping), as
+// two vectors of doubles times the multipliers, clamped past the output range, rounded half
+// to even (roundscale), the zero point added, clamped, narrowed to bytes. The same doubles
+// and the same rounding as the scalar row: the same bytes.
 void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
                          size_t n, double zp, double lo, double hi, uint8_t* out) {
-  detail::requant_rows(a, rows, bias, m, n, zp, lo, hi, out);
+  const __m512d vlo = _mm512_set1_pd(lo - 1.0 - zp), vhi = _mm512_set1_pd(hi + 1.0 - zp);
+  const __m512d z = _mm512_set1_pd(zp), olo = _mm512_set1_pd(lo), ohi = _mm512_set1_pd(hi);
+  auto half = [&](__m256i v, const double* mm, __mmask8 mask) {
+    __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(v), _mm512_maskz_loadu_pd(mask, mm));
+    d = _mm512_min_pd(_mm512_max_pd(d, vlo), vhi);
+    d = _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    d = _mm512_min_pd(_mm512_max_pd(d, olo), ohi);
+    return _mm512_cvttpd_epi32(d);
+  };
+  for (size_t r = 0; r < rows; ++r) {
+    const int32_t* ar = a + r * n;
+    uint8_t* o = out + r * n;
+    for (size_t c = 0; c < n; c += 16) {
+      const size_t left = n - c;
+      const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      const __m512i v = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, ar + c),
+                                         _mm512_maskz_loadu_epi32(mask, bias + c));
+      const __m256i lo8 = half(_mm512_castsi512_si256(v), m + c, __mmask8(mask & 0xFF));
+      const __m256i hi8 = half(_mm512_extracti64x4_epi64(v, 1), m + c + 8,
+                               __mmask8(mask >> 8));
+      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo8), hi8, 1);
+      _mm_mask_storeu_epi8(o + c, mask, _mm512_cvtepi32_epi8(q));
+    }
+  }
 }
 
 }  // namespace onnxplex::mlas

@@ -428,6 +428,22 @@ def test_qlinear_conv_integer_gemm(geometry, x_dt, w_dt, per_channel, monkeypatc
     assert took and all(t is not None for t in took)
 
 
+@pytest.mark.parametrize("geometry", ["1x1", "3x3_pad1", "3x3_stride2_asym_pads"])
+@pytest.mark.parametrize("x_dt", [np.uint8, np.int8])
+def test_qlinear_conv_integer_gemm_wide_images(geometry, x_dt):
+    """Channels and widths past the 16 x 16 byte tiles that move the image channels-last and
+    the result back (21 channels, 35 columns: whole tiles and both tails), against the ONNX
+    reference."""
+    g = _QCONV_GEOMETRIES[geometry]
+    m, c = 18, 21
+    args = [ints(x_dt, 1, c, 6, 35), np.array(0.05, np.float32), np.array(3, x_dt),
+            ints(np.int8, m, c, *g["kernel"]), (RNG.random(m) * 0.004 + 0.001).astype(
+                np.float32), np.zeros(m, np.int8), np.array(0.4, np.float32),
+            np.array(-5 if x_dt == np.int8 else 9, x_dt),
+            RNG.integers(-3000, 3000, m).astype(np.int32)]
+    check("QLinearConv", args, opset=10, oracle="ref", const_inputs=[3, 5], **g["attrs"])
+
+
 @pytest.mark.parametrize("geometry", [
     dict(kernel=(3, 3), attrs=dict(pads=[1, 1, 1, 1])),
     dict(kernel=(3, 3), attrs=dict(pads=[1, 0, 0, 1], strides=[2, 2])),
