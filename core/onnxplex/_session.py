@@ -48,7 +48,6 @@ from ._optimizer import PassReport, optimize
 from ._ortcompat import ORT_EXECUTION_PROVIDERS, ProviderNames, ProviderOptionsByName
 from ._ortvalue import OrtValue
 from ._partition import PartitionPlan, partition
-from ._records import record
 from ._plugins import (
     DEFAULT_PROVIDER,
     get_available_providers,
@@ -56,6 +55,7 @@ from ._plugins import (
     provider_unavailable,
 )
 from ._provider import ExecutionProvider, ProviderContext
+from ._records import record
 
 __all__ = [
     "GraphOptimizationLevel",
@@ -288,6 +288,10 @@ def _weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+_LAYOUT_ONLY_PASSES = frozenset({"NhwcTransformer", "DQ -> elementwise op -> Q -> 8-bit table"})
+"""Passes whose nodes only onnxplex runs (a saved model at their level is not portable)."""
+
+
 class InferenceSession:
     """Load a model and run it on an ordered list of execution providers.
 
@@ -472,14 +476,14 @@ class InferenceSession:
         self._active = active
         if self._options.optimized_model_filepath:   # (after function bodies are expanded)
             onnx.save_model(_savable(model.to_proto()), self._options.optimized_model_filepath)
-            if any(r.name == "NhwcTransformer" and r.changes for r in self._optimizer_reports):
+            if any(r.name in _LAYOUT_ONLY_PASSES and r.changes for r in self._optimizer_reports):
                 # as onnxruntime warns when it saves NCHWc nodes
                 logger.warning(
                     "the optimized model saved to %s has channels-last nodes (com.microsoft "
-                    "NhwcFusedConv, com.ms.internal.nhwc) (layout level, "
-                    "graph_optimization_level >= "
+                    "NhwcFusedConv, com.ms.internal.nhwc) or onnxplex's own (ai.onnxplex) "
+                    "(layout level, graph_optimization_level >= "
                     "ORT_ENABLE_LAYOUT): onnxplex runs it, onnxruntime's CPU provider has no "
-                    "float32 kernel for them; save at ORT_ENABLE_EXTENDED for a portable model",
+                    "kernel for them; save at ORT_ENABLE_EXTENDED for a portable model",
                     self._options.optimized_model_filepath)
 
         with self._phase("execution_plan"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -415,6 +416,35 @@ def _row_broadcast(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
     return int(np.prod(out[:k], dtype=np.int64))
 
 
+def _qbinary_scalars(params: tuple) -> tuple | None:
+    """The per-tensor scales and zero points of a QLinearAdd / QLinearMul as the native call
+    takes them (float, int, float, int, float, int), or None when one is not a single value.
+    The last call's answer is kept by the parameters' identities: a model's are the same
+    initializer arrays on every run (~10 us of numpy conversions a call otherwise)."""
+    last = _QBINARY_LAST.value
+    if last is not None and len(last[0]) == len(params) and \
+            all(p is k for p, k in zip(params, last[0])):
+        return last[1]
+    if any(p is not None and np.size(p) != 1 for p in params):
+        return None
+
+    def sc(v) -> float:
+        return float(np.asarray(v, _F32).reshape(-1)[0])
+
+    a_s, a_z, b_s, b_z, c_s, c_z = params
+    found = (sc(a_s), scalar_zero_point(a_z), sc(b_s), scalar_zero_point(b_z), sc(c_s),
+             scalar_zero_point(c_z))
+    _QBINARY_LAST.value = (params, found)
+    return found
+
+
+class _Last(threading.local):
+    value: tuple | None = None
+
+
+_QBINARY_LAST = _Last()
+
+
 def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scale,
                     b_zero_point, c_scale, c_zero_point, out: np.dtype) -> np.ndarray | None:
     """QLinearAdd / QLinearMul natively (``qlinear_binary_8bit``: the numpy kernel's float32
@@ -426,9 +456,15 @@ def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scal
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype not in _I8 or b.dtype not in _I8:
         return None
-    params = (a_scale, a_zero_point, b_scale, b_zero_point, c_scale, c_zero_point)
-    if any(p is not None and np.size(p) != 1 for p in params):
+    scalars = _qbinary_scalars((a_scale, a_zero_point, b_scale, b_zero_point, c_scale,
+                                c_zero_point))
+    if scalars is None:
         return None
+    if a.shape == b.shape:   # (the common case: no broadcasting to work out)
+        return nat.qlinear_binary_8bit(
+            np.ascontiguousarray(a), scalars[0], scalars[1], True, np.ascontiguousarray(b),
+            scalars[2], scalars[3], True, scalars[4], scalars[5], out == np.int8, mul,
+            list(a.shape), 1, a.size, threads=threads)
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -440,18 +476,24 @@ def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scal
     else:
         rows = _row_broadcast(b.shape, shape) if a_full else \
             _row_broadcast(a.shape, shape) if b_full else None
+        if rows is None and (a_full or b_full) and total:
+            # another broadcast (a channels-last squeeze-excite gate [N, 1, 1, C]): the small
+            # operand copied out to the output's shape, then whole operands
+            small = b if a_full else a
+            if small.size * 4 > total:
+                return None
+            full = np.ascontiguousarray(np.broadcast_to(small, shape))
+            a, b = (a, full) if a_full else (full, b)
+            a_full = b_full = True
+            rows = 1
         if rows is None or rows == 0:
             return None
         inner = total // rows
 
-    def sc(s) -> float:
-        return float(np.asarray(s, _F32).reshape(-1)[0])
-
     return nat.qlinear_binary_8bit(
-        np.ascontiguousarray(a), sc(a_scale), scalar_zero_point(a_zero_point), a_full,
-        np.ascontiguousarray(b), sc(b_scale), scalar_zero_point(b_zero_point), b_full,
-        sc(c_scale), scalar_zero_point(c_zero_point), out == np.int8, mul, list(shape), rows,
-        inner, threads=threads)
+        np.ascontiguousarray(a), scalars[0], scalars[1], a_full, np.ascontiguousarray(b),
+        scalars[2], scalars[3], b_full, scalars[4], scalars[5], out == np.int8, mul,
+        list(shape), rows, inner, threads=threads)
 
 
 def _make_qlinear_binary(ufunc: np.ufunc):
@@ -540,6 +582,25 @@ op("QLinearSigmoid", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_lookup(_
 op("QLinearLeakyRelu", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_lookup(_leaky_relu))
 op("QLinearAdd", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.add))
 op("QLinearMul", since=1, domain=MS, dtypes={0: _Q8})(_make_qlinear_binary(np.multiply))
+
+
+@op("QLinearLookup", since=1, domain="ai.onnxplex", dtypes={0: _Q8})
+def make_qlinear_lookup_table(node: NodeView, ctx: ProviderContext):
+    """ai.onnxplex QLinearLookup (x, table): ``table[x's byte]`` for an 8-bit x and a
+    256-entry 8-bit table (the optimizer's DequantizeLinear -> elementwise op ->
+    QuantizeLinear, each byte mapped as those nodes map it)."""
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
+
+    def kernel(x, table):
+        x, table = np.asarray(x), np.asarray(table)
+        if table.shape != (256,) or x.dtype not in (np.uint8, np.int8):
+            raise ValueError("QLinearLookup needs an 8-bit x and a 256-entry table")
+        nat = native()
+        if nat is not None and hasattr(nat, "lookup_8bit"):
+            return nat.lookup_8bit(np.ascontiguousarray(x), table, threads=threads)
+        return table[x.view(np.uint8)]
+
+    return kernel
 
 
 # The other QOperator ops onnxruntime's quantizer writes compute as their unfused QDQ form does:
@@ -631,8 +692,19 @@ def make_qlinear_global_average_pool(node: NodeView, ctx: ProviderContext):
     channels_last = int(node.attr("channels_last", 0)) == 1
 
     def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
-        axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
-        mean = np.mean(x, axis=axes, dtype=np.float64, keepdims=True)
+        n, c = x.shape[0], x.shape[-1] if channels_last else x.shape[1]
+        count = x.size // max(n * c, 1)
+        # the exact integer sums (np.mean's float64 sums of bytes are these; int32 holds
+        # them below 2^23 positions), over the count
+        wide = np.int32 if count < (1 << 23) else np.int64
+        if channels_last:
+            sums = np.add.reduce(x.reshape(n, count, c), axis=1, dtype=wide)
+            shape = (n,) + (1,) * (x.ndim - 2) + (c,)
+        else:
+            sums = np.add.reduce(x.reshape(n, c, count), axis=2, dtype=wide)
+            shape = (n, c) + (1,) * (x.ndim - 2)
+        mean = (sums / np.float64(count) if count else np.full(sums.shape, np.nan)
+                ).reshape(shape)
         yf = mean.astype(_F32)
         if x_zero_point is not None:
             yf -= np.asarray(x_zero_point, _F32)

@@ -687,7 +687,20 @@ def make_conv_integer(node: NodeView, ctx: ProviderContext):
 @op("QLinearConv", since=10, dtypes={"T1": _Q8, "T2": _Q8})
 def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
     """QLinearConv-10: integer conv + int32 bias, requantized with per-tensor or per-output-
-    channel weight scales.
+    channel weight scales (see :func:`_qlinear_conv`)."""
+    return _qlinear_conv(node, ctx, channels_last=False)
+
+
+@op("QLinearConv", since=1, domain="com.microsoft", dtypes={0: _Q8})
+def make_qlinear_conv_ms(node: NodeView, ctx: ProviderContext):
+    """com.microsoft QLinearConv: the ONNX op's inputs and attributes plus ``channels_last``
+    (1: X [N, H, W, C] and Y [N, OH, OW, M], what the layout level writes between quantized
+    convs)."""
+    return _qlinear_conv(node, ctx, channels_last=int(node.attr("channels_last", 0)) == 1)
+
+
+def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
+    """QLinearConv, channels-first or channels-last.
 
     With a constant weight (and weight zero point) the weight is prepared once: for a 2-D
     conv of one group, packed for the native integer GEMM, which then runs the conv as
@@ -731,27 +744,39 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
         last[:] = [key, tail]
         return tail
 
+    def native_conv(x, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b, cl):
+        """The native paths' result (``cl``: x and the result channels-last), or None:
+        per-tensor 8-bit output, the multiplier per output channel."""
+        out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
+        if out not in _I8 or (y_zero_point is not None and np.size(y_zero_point) != 1):
+            return None
+        tail = requant_args(x_scale, w_scale, y_scale, y_zero_point, b,
+                            _SIGNED if out == np.int8 else _UNSIGNED)
+        if gemm is not None:
+            y = _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static, threads, *tail,
+                            channels_last=cl)
+            if y is not None:
+                return y
+        per_tensor_x = x.ndim == 4 and x.dtype in _I8 and (
+            x_zero_point is None or np.size(x_zero_point) == 1)
+        if depthwise and per_tensor_x and x.shape[3 if cl else 1] == group:
+            shape = (x.shape[0], x.shape[3], *x.shape[1:3]) if cl else x.shape
+            strides, dil, pb, pe, (oh, ow) = static.geometry(shape, float_w.kshape)
+            if oh > 0 and ow > 0:
+                return native().qdwconv_u8(
+                    x, scalar_zero_point(x_zero_point),
+                    float_w.taps.reshape(group, *float_w.kshape), strides, dil,
+                    (pb[0], pb[1], pe[0], pe[1]), (oh, ow), *tail, threads=threads,
+                    channels_last=cl)
+        return None
+
     def kernel(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
                b=None):
         out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
         ws = np.asarray(w_scale)
-        # the native paths: per-tensor 8-bit output, the multiplier per output channel
-        if out in _I8 and (y_zero_point is None or np.size(y_zero_point) == 1):
-            tail = requant_args(x_scale, w_scale, y_scale, y_zero_point, b,
-                                _SIGNED if out == np.int8 else _UNSIGNED)
-            if gemm is not None:
-                y = _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static, threads, *tail)
-                if y is not None:
-                    return y
-            per_tensor_x = x.ndim == 4 and x.dtype in _I8 and (
-                x_zero_point is None or np.size(x_zero_point) == 1)
-            if depthwise and per_tensor_x and x.shape[1] == group:
-                strides, dil, pb, pe, (oh, ow) = static.geometry(x.shape, float_w.kshape)
-                if oh > 0 and ow > 0:
-                    return native().qdwconv_u8(
-                        x, scalar_zero_point(x_zero_point),
-                        float_w.taps.reshape(group, *float_w.kshape), strides, dil,
-                        (pb[0], pb[1], pe[0], pe[1]), (oh, ow), *tail, threads=threads)
+        y = native_conv(x, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b, False)
+        if y is not None:
+            return y
         cw = float_w if float_w is not None else _ConvWeights(
             _centered_weight(w, w_zero_point), group)
         fast = _per_tensor_8bit(x.dtype, np.array(1, _F32), x_zero_point)
@@ -762,6 +787,8 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
             y = _exact_conv(static, native().dequantize_8bit(x, 1.0, fast[1]), cw, x.dtype,
                             w.dtype)
             if y.dtype == _F32:
+                tail = requant_args(x_scale, w_scale, y_scale, y_zero_point, b,
+                                    _SIGNED if out == np.int8 else _UNSIGNED)
                 return native().requantize_f32_channels(
                     np.ascontiguousarray(y).reshape(y.shape[0], y.shape[1], -1), *tail,
                     threads=threads).reshape(y.shape)
@@ -777,29 +804,45 @@ def make_qlinear_conv(node: NodeView, ctx: ProviderContext):
             ws = ws.reshape((1, -1) + (1,) * (acc.ndim - 2))
         return _requantize(acc, _scale_multiplier(x_scale, ws, y_scale), y_zero_point, out)
 
-    return kernel
+    if not channels_last:
+        return kernel
+
+    def kernel_channels_last(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+                             y_zero_point, b=None):
+        y = native_conv(x, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b, True)
+        if y is not None:
+            return y
+        # the other cases through the channels-first kernel, transposed in and out
+        y = kernel(np.ascontiguousarray(np.asarray(x).transpose(0, 3, 1, 2)), x_scale,
+                   x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b)
+        return np.ascontiguousarray(y.transpose(0, 2, 3, 1))
+
+    return kernel_channels_last
 
 
 def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
                 kshape: tuple[int, ...], static: Any, threads: int, bias: np.ndarray | None,
-                multiplier: np.ndarray, y_zp: int, out_signed: bool) -> np.ndarray | None:
+                multiplier: np.ndarray, y_zp: int, out_signed: bool, *,
+                channels_last: bool = False) -> np.ndarray | None:
     """A one-group 2-D QLinearConv on the native integer GEMM (``qlinear_conv_u8``: im2col
     rows of x's channels-last image, padding holding x's zero point, ``@ (W^T - w_zp)``,
-    requantized into NCHW), or None for an input it does not take (then the float path
-    runs)."""
+    requantized into NCHW, or NHWC from an NHWC x with ``channels_last``), or None for an
+    input it does not take (then the float path runs)."""
     if x.ndim != 4 or x.dtype not in _I8 or (x_zp is not None and np.size(x_zp) != 1):
         return None
-    n, c = x.shape[:2]
+    shape = (x.shape[0], x.shape[3], *x.shape[1:3]) if channels_last else x.shape
+    n, c = shape[:2]
     if packed.k != math.prod(kshape) * c:
         return None
-    strides, dil, pb, pe, (oh, ow) = static.geometry(x.shape, kshape)
+    strides, dil, pb, pe, (oh, ow) = static.geometry(shape, kshape)
     if oh <= 0 or ow <= 0 or n == 0:
-        return np.zeros((n, packed.n, max(oh, 0), max(ow, 0)),
-                        np.int8 if out_signed else np.uint8)
+        dims = (n, max(oh, 0), max(ow, 0), packed.n) if channels_last else \
+            (n, packed.n, max(oh, 0), max(ow, 0))
+        return np.zeros(dims, np.int8 if out_signed else np.uint8)
     return native().qlinear_conv_u8(
         x, scalar_zero_point(x_zp), packed, kshape, strides, dil,
         (pb[0], pb[1], pe[0], pe[1]), (oh, ow), bias, multiplier, y_zp, out_signed,
-        threads=threads)
+        threads=threads, channels_last=channels_last)
 
 
 _RANGE_BOUND = {np.dtype(np.uint8): 255, np.dtype(np.int8): 255}

@@ -626,6 +626,107 @@ def test_qdq_unary_becomes_lookup_op(op_type, attrs, qtype):
     assert np.abs(got.astype(np.int32) - ref.astype(np.int32)).max() <= 1
 
 
+@pytest.mark.parametrize("op_type,attrs,extra", [
+    ("HardSwish", {}, []), ("HardSigmoid", {"alpha": 0.25, "beta": 0.4}, []),
+    ("Tanh", {}, []), ("Clip", {}, [("lo", -0.5), ("hi", 2.0)]), ("Exp", {}, [])],
+    ids=["HardSwish", "HardSigmoid", "Tanh", "Clip", "Exp"])
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_qdq_elementwise_op_becomes_a_table(op_type, attrs, extra, qtype):
+    """At the layout level a per-tensor DQ -> elementwise float op -> Q that no QLinear op
+    took becomes ai.onnxplex QLinearLookup, its table built by the three nodes' own kernels:
+    the same bytes as the unfused graph, every input byte present."""
+    elem = TensorProto.UINT8 if qtype == np.uint8 else TensorProto.INT8
+    info = np.iinfo(qtype)
+    inits = [init("s0", 0.03), init("z0", info.min + 120, qtype), init("s1", 0.02),
+             init("z1", info.min + 60, qtype)] + [init(k, v) for k, v in extra]
+    m = model([helper.make_node("DequantizeLinear", ["q0", "s0", "z0"], ["d0"]),
+               helper.make_node(op_type, ["d0", *[k for k, _ in extra]], ["u"], **attrs),
+               helper.make_node("QuantizeLinear", ["u", "s1", "z1"], ["q1"])],
+              [helper.make_tensor_value_info("q0", elem, [4, 3, 8, 8])],
+              [helper.make_tensor_value_info("q1", elem, None)], inits)
+    q0 = np.concatenate([np.arange(info.min, info.max + 1),
+                         RNG.integers(info.min, info.max + 1, 4 * 3 * 64 - 256)])
+    feeds = {"q0": q0.astype(qtype).reshape(4, 3, 8, 8)}
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    assert [p.op_type for p in sess.get_provider_assignment().placements] == ["QLinearLookup"]
+    plain = onnxplex.InferenceSession(m.SerializeToString(),
+                                      _options(onnxplex.GraphOptimizationLevel.ORT_DISABLE_ALL))
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], plain.run(None, feeds)[0])
+    # below the layout level the nodes stay (a model onnxruntime loads)
+    ext = onnxplex.InferenceSession(
+        m.SerializeToString(), _options(onnxplex.GraphOptimizationLevel.ORT_ENABLE_EXTENDED))
+    assert op_type in [p.op_type for p in ext.get_provider_assignment().placements]
+
+
+def test_qdq_spatial_reduce_mean_is_a_global_average_pool():
+    """DQ -> ReduceMean over H and W keeping them -> Q (a squeeze-excite pooling as torch
+    exports it): com.microsoft QLinearGlobalAveragePool, within a step of the unfused graph
+    and of onnxruntime; a mean over other axes stays."""
+    inits = [init("s0", 0.05), init("z0", 7, np.uint8), init("s1", 0.01),
+             init("z1", 3, np.uint8)]
+
+    def build(axes):
+        nodes = [helper.make_node("DequantizeLinear", ["q0", "s0", "z0"], ["d0"]),
+                 helper.make_node("ReduceMean", ["d0", "axes"], ["m"], keepdims=1),
+                 helper.make_node("QuantizeLinear", ["m", "s1", "z1"], ["q1"])]
+        return model(nodes, [helper.make_tensor_value_info("q0", TensorProto.UINT8,
+                                                           [2, 5, 6, 7])],
+                     [helper.make_tensor_value_info("q1", TensorProto.UINT8, None)],
+                     inits + [numpy_helper.from_array(np.array(axes, np.int64), "axes")],
+                     opset=18)
+
+    feeds = {"q0": RNG.integers(0, 256, (2, 5, 6, 7)).astype(np.uint8)}
+    m = build([2, 3]).SerializeToString()
+    sess = onnxplex.InferenceSession(m, _options(GOL.ORT_ENABLE_EXTENDED))
+    assert [p.op_type for p in sess.get_provider_assignment().placements] == \
+        ["QLinearGlobalAveragePool"]
+    plain = onnxplex.InferenceSession(m, _options(GOL.ORT_DISABLE_ALL))
+    ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = sess.run(None, feeds)[0]
+    for want in (plain.run(None, feeds)[0], ref):
+        assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+    other = onnxplex.InferenceSession(build([1, 2]).SerializeToString())
+    assert "ReduceMean" in [p.op_type for p in other.get_provider_assignment().placements]
+
+
+@pytest.mark.parametrize("quantized_out", [True, False], ids=["requantized", "float_out"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+def test_qdq_gemm_becomes_qgemm(quantized_out, per_channel):
+    """DQ(A) and DQ(constant B) -> Gemm (transB, a float bias) [-> Q]: com.microsoft QGemm on
+    the int8 weight, within a step of the unfused graph (float) and of onnxruntime."""
+    n, k = 10, 48
+    wq = RNG.integers(-127, 128, (n, k)).astype(np.int8)
+    ws = (RNG.random(n) * 0.01 + 0.002).astype(np.float32) if per_channel \
+        else np.float32(0.005)
+    inits = [init("s0", 0.04), init("z0", 100, np.uint8),
+             numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(np.asarray(ws), "ws"),
+             numpy_helper.from_array(np.zeros(n if per_channel else (), np.int8), "wz"),
+             init("b", RNG.standard_normal(n)), init("s1", 0.08), init("z1", 128, np.uint8)]
+    nodes = [helper.make_node("DequantizeLinear", ["q0", "s0", "z0"], ["a"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+             helper.make_node("Gemm", ["a", "w", "b"], ["g"], transB=1)]
+    if quantized_out:
+        nodes.append(helper.make_node("QuantizeLinear", ["g", "s1", "z1"], ["y"]))
+        out = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
+    else:
+        out = helper.make_tensor_value_info("g", TensorProto.FLOAT, None)
+    m = model(nodes, [helper.make_tensor_value_info("q0", TensorProto.UINT8, [3, k])], [out],
+              inits).SerializeToString()
+    feeds = {"q0": RNG.integers(0, 256, (3, k)).astype(np.uint8)}
+    sess = onnxplex.InferenceSession(m, _options(GOL.ORT_ENABLE_EXTENDED))
+    assert [p.op_type for p in sess.get_provider_assignment().placements] == ["QGemm"]
+    got = sess.run(None, feeds)[0]
+    plain = onnxplex.InferenceSession(m, _options(GOL.ORT_DISABLE_ALL)).run(None, feeds)[0]
+    ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for want in (plain, ref):
+        if quantized_out:
+            assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+        else:
+            # the bias quantized to the accumulator's scale: within half its step
+            step = 0.04 * np.asarray(ws, np.float64).reshape(-1)
+            assert np.all(np.abs(got - want) <= step * 0.5 + 1e-4 * np.abs(want))
+
+
 def _options(level):
     so = onnxplex.SessionOptions()
     so.graph_optimization_level = level

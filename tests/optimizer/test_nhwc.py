@@ -467,3 +467,53 @@ def test_a_transpose_that_is_not_a_shuffle_stays_nchw():
     assert not any(s.name.endswith("/nhwc") for s in sess._exec.steps
                    if s.op_type == "Reshape"), [s.name for s in sess._exec.steps]
     assert_matches(sess, m, {"x": RNG.standard_normal((2, 3, 7, 8)).astype(np.float32)})
+
+
+# --------------------------------------------------------------------------------------------
+# quantized convs
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qdq_cnns(tmp_path_factory):
+    """MobileNetV2 (depthwise convs, residual QLinearAdds) and ResNet-50 (strided and 1x1
+    convs, a MaxPool) at 32x32 through onnxruntime's quantize_static: QDQ, uint8 activations,
+    int8 weights per channel."""
+    from providers.xnnpack_like.cnn_models import mobilenetv2, quantize_qdq, resnet50
+
+    folder = tmp_path_factory.mktemp("qdq_nhwc")
+    return {name: quantize_qdq(make(32, classes=10), folder / name, (1, 3, 32, 32))
+            for name, make in (("mobilenetv2", mobilenetv2), ("resnet50", resnet50))}
+
+
+@pytest.mark.parametrize("name", ["mobilenetv2", "resnet50"])
+def test_quantized_convs_go_channels_last_with_the_same_bytes(qdq_cnns, name):
+    """At the layout level every QLinearConv of a QDQ CNN runs channels-last (com.microsoft
+    QLinearConv, channels_last=1) with its QLinearAdds between, two transposes left at the
+    edges; the integer kernels compute the same sums and the same requantization, so the
+    output equals the extended level's (channels-first) exactly, and onnxruntime's within its
+    requantization rounding."""
+    m = qdq_cnns[name].SerializeToString()
+    x = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+
+    def session(level):
+        so = onnxplex.SessionOptions()
+        so.graph_optimization_level = level
+        return onnxplex.InferenceSession(m, so, providers=["cpu_mlas"])
+
+    nhwc, nchw = session(GOL.ORT_ENABLE_ALL), session(GOL.ORT_ENABLE_EXTENDED)
+    convs = [n for n in nhwc.model.nodes if n.op_type == "QLinearConv"]
+    assert convs and all(n.domain == "com.microsoft" and n.attributes["channels_last"].value == 1
+                         for n in convs)
+    ops = collections.Counter(n.op_type for n in nhwc.model.nodes)
+    assert ops["Transpose"] == 2, ops
+    got, want = nhwc.run(None, {"x": x})[0], nchw.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    theirs = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    # onnxruntime's own graphs (QDQ in float, and fused) differ by rounding ties differently
+    # in deep nets; onnxplex's output stays within a few of its output's steps of it
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(m, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    step = float(np.abs(theirs).max()) / 255
+    assert np.abs(got - theirs).max() <= max(3 * step, 2 * float(np.abs(plain - theirs).max()))

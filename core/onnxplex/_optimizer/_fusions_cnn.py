@@ -1086,6 +1086,48 @@ def _qdq_matmul(graph: ir.Graph, mm: ir.Node) -> bool:
     return True
 
 
+def _qdq_gemm(graph: ir.Graph, gemm: ir.Node) -> bool:
+    """DQ(A) (per tensor) and DQ(B) (a constant, per tensor or per output column) -> Gemm
+    (alpha = beta = 1, a constant 1-D bias or none) [-> Q]: com.microsoft QGemm, its output
+    requantized by the Q's scale and zero point, or float32 when no Q follows (onnxruntime's
+    QDQ Gemm selectors): a quantized CNN's classifier runs on int8 weights instead of their
+    dequantized float copy."""
+    a, b = _dq_of(_input(gemm, 0)), _dq_of(_input(gemm, 1))
+    if a is None or b is None or not _per_tensor(a) or a.dtype not in _Q8 or \
+            b.dtype not in _Q8 or (a.dtype == ir.DataType.INT8 and b.dtype != ir.DataType.INT8):
+        return False
+    if float(_attr(gemm, "alpha", 1.0)) != 1.0 or float(_attr(gemm, "beta", 1.0)) != 1.0:
+        return False
+    trans_b = int(_attr(gemm, "transB", 0)) == 1
+    bx, bs = _const(b.x), _const(b.scale)
+    if bx is None or bx.ndim != 2:
+        return False
+    n = bx.shape[0 if trans_b else 1]
+    if not _per_tensor(b) and (bs.ndim != 1 or bs.size != n or
+                               b.axis % 2 != (0 if trans_b else 1)):
+        return False
+    c = _input(gemm, 2)
+    if c is not None and (c.shape is None or len(c.shape) != 1):
+        return False
+    bias = _quant_bias(graph, c, a, b)
+    if bias is False:
+        return False
+    q = _q_after(gemm.outputs[0])
+    if q is not None and _dtype(q.outputs[0]) not in _Q8:
+        q = None
+    if q is None and _dtype(gemm.outputs[0]) != _FLOAT:
+        return False
+    inputs = [a.x, a.scale, _zp_or_zero(graph, a), b.x, b.scale, _zp_or_zero(graph, b), bias]
+    attrs = [ir.AttrInt64("transA", int(_attr(gemm, "transA", 0))),
+             ir.AttrInt64("transB", int(trans_b)), ir.AttrFloat32("alpha", 1.0)]
+    if q is not None:
+        inputs += [q.inputs[1], q.inputs[2]]
+        _fuse(graph, [gemm, q], MS_DOMAIN, "QGemm", inputs, attrs, q.outputs[0])
+    else:
+        _fuse(graph, [gemm], MS_DOMAIN, "QGemm", inputs, attrs, gemm.outputs[0])
+    return True
+
+
 def _qdq_binary(graph: ir.Graph, node: ir.Node) -> bool:
     if len(node.inputs) != 2:
         return False
@@ -1101,6 +1143,23 @@ def _qdq_binary(graph: ir.Graph, node: ir.Node) -> bool:
     return True
 
 
+def _spatial_axes_mean(node: ir.Node, rank: int) -> bool:
+    """A ReduceMean over every axis after the first two, keeping them: a global average pool
+    (a squeeze-excite block's, as torch exports ``x.mean((2, 3), keepdim=True)``)."""
+    keep = node.attributes.get("keepdims")
+    if keep is not None and int(keep.value) != 1:
+        return False
+    axes_attr = node.attributes.get("axes")
+    if axes_attr is not None:
+        axes = list(axes_attr.value)
+    else:
+        axes_in = _const(_input(node, 1))
+        if axes_in is None:
+            return False
+        axes = [int(a) for a in axes_in.reshape(-1)]
+    return sorted(a % rank for a in axes) == list(range(2, rank))
+
+
 def _qdq_global_average_pool(graph: ir.Graph, node: ir.Node) -> bool:
     x = _dq_of(node.inputs[0])
     q = _q_after(node.outputs[0])
@@ -1109,6 +1168,9 @@ def _qdq_global_average_pool(graph: ir.Graph, node: ir.Node) -> bool:
     if _dtype(q.outputs[0]) != x.dtype:
         return False
     if x.x.shape is not None and len(x.x.shape) < 3:
+        return False
+    if node.op_type == "ReduceMean" and (x.x.shape is None or
+                                         not _spatial_axes_mean(node, len(x.x.shape))):
         return False
     inputs = [x.x, x.scale, _zp_or_zero(graph, x), q.inputs[1], q.inputs[2]]
     _fuse(graph, [node, q], MS_DOMAIN, "QLinearGlobalAveragePool", inputs,
@@ -1166,8 +1228,10 @@ def _drop_qdq(graph: ir.Graph, node: ir.Node) -> bool:
 
 
 _QDQ_HANDLERS = {**dict.fromkeys(_DATA_MOVEMENT, _drop_qdq), "Conv": _qdq_conv,
-                 "MatMul": _qdq_matmul, "Add": _qdq_binary, "Mul": _qdq_binary,
-                 "GlobalAveragePool": _qdq_global_average_pool, "Sigmoid": _qdq_lookup,
+                 "MatMul": _qdq_matmul, "Gemm": _qdq_gemm, "Add": _qdq_binary,
+                 "Mul": _qdq_binary,
+                 "GlobalAveragePool": _qdq_global_average_pool,
+                 "ReduceMean": _qdq_global_average_pool, "Sigmoid": _qdq_lookup,
                  "LeakyRelu": _qdq_lookup}
 
 
@@ -1188,7 +1252,8 @@ def _qdq_fusion(ctx: OptimizerContext) -> int:
         if handler is None:
             continue
         if handler(graph, node):
-            if op_type in ("Add", "Mul", "GlobalAveragePool", "Sigmoid", "LeakyRelu"):
+            if op_type in ("Add", "Mul", "Gemm", "GlobalAveragePool", "ReduceMean",
+                           "Sigmoid", "LeakyRelu"):
                 _use_ms_domain(ctx)
             changes += 1
     return changes
@@ -1205,3 +1270,79 @@ def _fold_weight_dequantize(ctx: OptimizerContext) -> int:
     if ctx.compile_node is None:
         return 0
     return _fold_constants(ctx.model, ctx.compile_node, only=frozenset({"DequantizeLinear"}))
+
+
+LAYOUT = 3
+ONNXPLEX_DOMAIN = "ai.onnxplex"
+"""onnxplex's own ops (run by cpu_mlas; onnxruntime has none of them): written only at the layout
+level, where the graph is already past what onnxruntime's CPU provider loads."""
+
+# Float ops of one tensor input (others constant) applied element by element: between a
+# per-tensor DequantizeLinear and QuantizeLinear they map each of the 256 input bytes to one
+# output byte.
+_TABLE_OPS = frozenset({
+    "HardSwish", "HardSigmoid", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh", "Elu", "Selu",
+    "Celu", "Softplus", "Softsign", "ThresholdedRelu", "Mish", "Gelu", "Erf", "Exp", "Log",
+    "Abs", "Neg", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign"})
+
+
+@register_pass("DQ -> elementwise op -> Q -> 8-bit table", LAYOUT,
+               requires={"QuantizeLinear", "DequantizeLinear"})
+@_counted
+def _qdq_table(ctx: OptimizerContext) -> int:
+    """A per-tensor 8-bit DequantizeLinear -> elementwise float op -> QuantizeLinear that no
+    QLinear op took (HardSwish and HardSigmoid in a quantized MobileNetV3; onnxruntime runs
+    them in float between the two) becomes ai.onnxplex ``QLinearLookup(x, table)``: the
+    table holds, for each of the 256 input bytes, what the three nodes give, computed once by
+    the default CPU provider's own kernels for them, so every byte maps as the unfused graph
+    maps it."""
+    if ctx.compile_node is None:
+        return 0
+    model = ctx.model
+    nodes = model.nodes
+    index = {id(n): i for i, n in enumerate(nodes)}
+    found = []
+    for i, node in enumerate(nodes):   # tables first: node views of the untouched graph
+        if not _is_onnx(node, *_TABLE_OPS) or id(node) in ctx.protected:
+            continue
+        x, q = _dq_of(_input(node, 0)), _q_after(node.outputs[0])
+        if x is None or q is None or not _per_tensor(x) or x.dtype not in _Q8 or \
+                _dtype(q.outputs[0]) not in _Q8 or id(q) in ctx.protected:
+            continue
+        rest = [None if v is None or not v.name else _const(v) for v in node.inputs[1:]]
+        if any(v is not None and v.name and r is None for v, r in zip(node.inputs[1:], rest)):
+            continue   # a bound computed at run time
+        table = _table(model, ctx.compile_node, (index[id(x.node)], i, index[id(q)]), x, rest)
+        if table is not None:
+            found.append((node, q, x, table))
+    graph = model.graph
+    for node, q, x, table in found:
+        t = _initializer(graph, table, f"{q.outputs[0].name}_table")
+        _fuse(graph, [node, q], ONNXPLEX_DOMAIN, "QLinearLookup", [x.x, t], [], q.outputs[0])
+    if found:
+        model.ir.opset_imports.setdefault(ONNXPLEX_DOMAIN, 1)
+    return len(found)
+
+
+def _table(model, compile_node, at: tuple[int, int, int], x: _DQ,
+           rest: list[np.ndarray | None]) -> np.ndarray | None:
+    """The 256 output bytes of DequantizeLinear -> op -> QuantizeLinear (nodes ``at``) for
+    every input byte, by the kernels ``compile_node`` builds for each; None if one fails."""
+    from ._basic import _run_node
+
+    values = np.arange(256, dtype=np.uint8).view(x.dtype.numpy())
+    dq, op, q = (model.node_view(k) for k in at)
+    try:
+        y = values
+        for view, extra in ((dq, [_const(v) if v is not None and v.name else None
+                                  for v in x.node.inputs[1:]]),
+                            (op, rest),
+                            (q, [_const(v) if v is not None and v.name else None
+                                 for v in model.nodes[at[2]].inputs[1:]])):
+            y = np.asarray(_run_node(view, [y, *extra], compile_node)[0])
+    except Exception as e:  # noqa: BLE001 - the nodes stay as they are
+        logger.debug("no table for %s: %s", op.display_name, e)
+        return None
+    if y.shape != (256,) or y.dtype not in (np.uint8, np.int8):
+        return None
+    return np.ascontiguousarray(y)

@@ -38,6 +38,15 @@ same swap of the last two axes of ``[N, H, W, g, C/g]``), and an inference Batch
 one (one that follows no conv to fold into) becomes a depthwise 1x1 channels-last conv, as
 onnxruntime's NCHWc transformer makes it.
 
+Quantized CNNs (the QDQ fusions' QLinear ops, or a QOperator model's) go channels-last the same
+way: a 2-D 8-bit QLinearConv of constant weights and per-tensor x / y zero points, of one group
+or depthwise, becomes com.microsoft ``QLinearConv`` with ``channels_last=1`` (onnxruntime's
+contrib op; its NhwcTransformer makes the same change), QLinearAdd / QLinearMul /
+QLinearSigmoid / QLinearLeakyRelu, ai.onnxplex QLinearLookup and per-tensor QuantizeLinear /
+DequantizeLinear between them are elementwise, and QLinearGlobalAveragePool takes
+``channels_last=1``: a quantized MobileNetV2 transposes its 8-bit input once and its pooled
+vector, where each conv transposed its input in and its output back.
+
 Then ``NhwcFusedConv + activation``: a channels-last conv without an activation followed by
 one of FusedConv's (Relu, Clip, ...), SiLU (``Mul(y, Sigmoid(y))``) or HardSwish takes it as
 its activation ("Swish", "HardSwish" for the last two), which the native kernels apply to each
@@ -58,6 +67,7 @@ from . import OptimizerContext, register_pass
 from ._fusions_cnn import (
     _CONV_ACTIVATIONS,
     MS_DOMAIN,
+    ONNXPLEX_DOMAIN,
     _activation,
     _const,
     _copy_attrs,
@@ -97,11 +107,10 @@ def _convertible(node: ir.Node) -> bool:
     x, w, y = _input(node, 0), _input(node, 1), node.outputs[0]
     if x is None or _dtype(x) != _FLOAT or _dtype(y) != _FLOAT or not _is_const(w):
         return False
-    xs, ws = _static_dims(x, 4), _static_dims(w, 4)
-    if xs is None or ws is None or not isinstance(xs[1], int):
+    shapes = _conv_shapes(x, w, node)
+    if shapes is None:
         return False
-    group = node.attributes.get("group")
-    group = 1 if group is None else int(group.value)
+    xs, ws, group = shapes
     depthwise = group == xs[1] == ws[0] and ws[1] == 1
     # grouped: groups of a multiple of 4 output channels (the native kernel's vectors)
     grouped = isinstance(ws[0], int) and group > 1 and ws[0] % group == 0 and \
@@ -111,6 +120,75 @@ def _convertible(node: ir.Node) -> bool:
     z = _input(node, 3)
     # the sum input: only of the output's own shape (no broadcasting)
     return z is None or _same_static_shape(z, y)
+
+
+_Q8 = (ir.DataType.UINT8, ir.DataType.INT8)
+
+
+def _qlinear_convertible(node: ir.Node) -> bool:
+    """A 2-D 8-bit QLinearConv (the QDQ fusions', or a QOperator model's) with constant
+    weights, per-tensor x and y zero points, of one group or depthwise: the shapes cpu_mlas's
+    channels-last integer kernels run (com.microsoft QLinearConv with channels_last=1)."""
+    if not _is_onnx(node, "QLinearConv"):
+        return False
+    x, w, y = _input(node, 0), _input(node, 3), node.outputs[0]
+    if x is None or _dtype(x) not in _Q8 or _dtype(y) not in _Q8 or not _is_const(w) or \
+            _dtype(w) not in _Q8:
+        return False
+    for k in (1, 2, 4, 5, 6, 7, 8):
+        v = _input(node, k)
+        if v is not None and not _is_const(v):
+            return False
+    for k in (2, 7):   # per-tensor zero points of x and y
+        v = _input(node, k)
+        if v is not None and not _scalar(v):
+            return False
+    shapes = _conv_shapes(x, w, node)
+    if shapes is None:
+        return False
+    xs, ws, group = shapes
+    return group == 1 or (group == xs[1] == ws[0] and ws[1] == 1)
+
+
+def _conv_shapes(x: ir.Value, w: ir.Value, node: ir.Node) -> tuple | None:
+    """(x's 4 dims, w's 4 dims, group) of a 2-D conv whose channels are known, or None."""
+    xs, ws = _static_dims(x, 4), _static_dims(w, 4)
+    if xs is None or ws is None or not isinstance(xs[1], int):
+        return None
+    group = node.attributes.get("group")
+    return xs, ws, 1 if group is None else int(group.value)
+
+
+# com.microsoft's quantized elementwise ops (their scales and zero points scalars), as
+# layout-agnostic as the float ones; and per-tensor QuantizeLinear / DequantizeLinear.
+_QLINEAR_ELEMENTWISE = frozenset({"QLinearAdd", "QLinearMul", "QLinearSigmoid",
+                                  "QLinearLeakyRelu"})
+
+
+def _quantized_elementwise(node: ir.Node) -> bool:
+    if node.domain == MS_DOMAIN and node.op_type in _QLINEAR_ELEMENTWISE:
+        return True
+    if not _is_onnx(node, "QuantizeLinear", "DequantizeLinear"):
+        return False
+    # per tensor: a scalar scale and zero point (no axis the layout would move)
+    return all(v is not None and _is_const(v) and _scalar(v) for v in node.inputs[1:])
+
+
+def _lookup(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
+    """ai.onnxplex QLinearLookup (an 8-bit table, see ``_fusions_cnn._qdq_table``) of a
+    channels-last value: byte by byte, layout-agnostic; its table stays as it is."""
+    return node.domain == ONNXPLEX_DOMAIN and node.op_type == "QLinearLookup" and \
+        _input(node, 0) in nhwc
+
+
+def _qlinear_global_pool(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
+    """com.microsoft QLinearGlobalAveragePool of a channels-last value: its channels_last
+    form, whose [N, 1, 1, C] result is the NCHW [N, C, 1, 1]'s memory."""
+    if node.domain != MS_DOMAIN or node.op_type != "QLinearGlobalAveragePool":
+        return False
+    cl = node.attributes.get("channels_last")
+    return _input(node, 0) in nhwc and (cl is None or int(cl.value) == 0) and \
+        _static_dims(_input(node, 0), 4) is not None
 
 
 # Elementwise ops that do not care about layout: any input either the output's own shape or a
@@ -154,7 +232,8 @@ def _elementwise(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
     value constant over H and W (a squeeze-excite block's ``Mul(x, gate)``: the gate
     ``[N, C, 1, 1]`` broadcast over the image; NCHW and NHWC broadcast the same once every
     operand is permuted alike) or a constant of rank 4 or less."""
-    if not (_is_onnx(node, *_ELEMENTWISE) or _quick_gelu(node)):
+    if not (_is_onnx(node, *_ELEMENTWISE) or _quick_gelu(node)
+            or _quantized_elementwise(node)):
         return False
     y = node.outputs[0]
     if _static_dims(y, 4) is None:
@@ -342,7 +421,7 @@ def _transpose(graph: ir.Graph, src: ir.Value, perm: tuple[int, ...], name: str)
     return node
 
 
-@register_pass("NhwcTransformer", LAYOUT, requires={"Conv", "FusedConv"})
+@register_pass("NhwcTransformer", LAYOUT, requires={"Conv", "FusedConv", "QLinearConv"})
 @_counted
 def _nhwc_transformer(ctx: OptimizerContext) -> int:
     graph = ctx.model.graph
@@ -405,6 +484,19 @@ def _nhwc_transformer(ctx: OptimizerContext) -> int:
             while inputs and inputs[-1] is None:
                 inputs.pop()
             domain, op_type = MS_DOMAIN, "NhwcFusedConv"
+        elif _qlinear_convertible(node):
+            inputs = list(node.inputs)
+            inputs[0] = channels_last(inputs[0], node)
+            domain, op_type = MS_DOMAIN, "QLinearConv"
+            attrs = [a for a in _copy_attrs(node) if a.name != "channels_last"]
+            attrs.append(ir.AttrInt64("channels_last", 1))
+        elif _lookup(node, nhwc):
+            inputs = [nhwc[node.inputs[0]], *node.inputs[1:]]
+            domain, op_type = node.domain, node.op_type
+        elif _qlinear_global_pool(node, nhwc):
+            inputs = [nhwc[node.inputs[0]], *node.inputs[1:]]
+            domain, op_type = MS_DOMAIN, node.op_type
+            attrs = [ir.AttrInt64("channels_last", 1)]
         elif _max_pool(node, nhwc):
             inputs = [nhwc[node.inputs[0]]]
             domain, op_type = MS_DOMAIN, "NhwcMaxPool"

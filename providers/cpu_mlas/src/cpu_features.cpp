@@ -15,6 +15,8 @@ CpuFeatures probe() {
               __builtin_cpu_supports("fma");
   f.avx512_vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  f.avx512_vbmi = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vbmi");
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
   f.amx_int8 = __builtin_cpu_supports("amx-int8");
 #endif

@@ -7,6 +7,7 @@ struct CpuFeatures {
   bool avx2 = false;        // AVX2 + FMA (and the OS saves the ymm state)
   bool avx512f = false;     // AVX-512 F/BW/VL/DQ + FMA (and the OS saves the zmm state)
   bool avx512_vnni = false; // AVX-512 F/BW/VL + VNNI (and the OS saves the zmm state)
+  bool avx512_vbmi = false; // AVX-512 F/BW + VBMI (byte permutes; the OS saves the zmm state)
   bool amx_int8 = false;    // reported for information only
 };
 

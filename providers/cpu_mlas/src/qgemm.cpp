@@ -450,6 +450,15 @@ void pad_image_u8(const uint8_t* xi, size_t c, size_t h, size_t w, size_t pt, si
   }
 }
 
+// A channels-last image into its padded copy: rows of w * c bytes, the border x's zero point.
+void pad_image_nhwc_u8(const uint8_t* xi, size_t c, size_t h, size_t w, size_t pt, size_t pl,
+                       size_t hp, size_t wp, uint8_t pad_value, uint8_t* scratch) {
+  std::memset(scratch, pad_value, hp * wp * c);
+  for (size_t y = 0; y < h; ++y) {
+    std::memcpy(scratch + ((y + pt) * wp + pl) * c, xi + y * w * c, w * c);
+  }
+}
+
 // The im2col rows of output positions [p0, p1) (of one image, ow a row) from its padded
 // channels-last copy: each position's kernel rows, kw * c bytes in a run at dilation 1, else a
 // tap's c bytes at a time.
@@ -574,8 +583,49 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
                 int32_t x_zero_point, const float* wf, size_t kh, size_t kw, size_t sh,
                 size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow,
                 const int32_t* bias, const double* multiplier, size_t multiplier_count,
-                int32_t y_zero_point, bool out_signed, void* out, size_t threads) {
+                int32_t y_zero_point, bool out_signed, bool channels_last, void* out,
+                size_t threads) {
   const DwConvGeometry g{h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl};
+  if (channels_last) {
+    // x [n][h][w][c]: blocks of output rows, each from the input rows it reads (centered
+    // into float32 in the task's own buffer, ~256 KiB of floats with its output), the
+    // channels-last float kernel (vectors across channels), the sums (float32 integers)
+    // requantized as the GEMM's are, into out [n][oh][ow][c]
+    const Requantizer rq(c, bias, multiplier, multiplier_count, y_zero_point, out_signed);
+    const size_t span = (kh - 1) * dh + 1;   // input rows one output row reads
+    const size_t row_floats = std::max<size_t>(1, (w * sh + ow) * c);
+    const size_t fit = std::max<size_t>(1, (size_t{64} << 10) / row_floats);
+    const size_t rows = std::max<size_t>(1, std::min({oh, fit, (oh + 2 * threads - 1) /
+                                                                    (2 * threads)}));
+    const size_t tasks = (oh + rows - 1) / rows;
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    parallel_for(n * tasks, threads, [&](size_t task) {
+      const size_t img = task / tasks, oy0 = task % tasks * rows,
+                   oy1 = std::min(oh, oy0 + rows);
+      // input rows [r0, r1) of the block; the rows before r0 it would read are padding
+      const auto first = static_cast<std::ptrdiff_t>(oy0 * sh) - static_cast<std::ptrdiff_t>(pt);
+      const size_t r0 = first > 0 ? static_cast<size_t>(first) : 0;
+      const size_t r1 = std::min<size_t>(h, static_cast<size_t>(std::max<std::ptrdiff_t>(
+                                                0, first + static_cast<std::ptrdiff_t>(
+                                                       (oy1 - oy0 - 1) * sh + span))));
+      const size_t hl = r1 > r0 ? r1 - r0 : 0, pt_local = first < 0 ? pt - oy0 * sh : 0;
+      thread_local std::vector<float> xf, yf;
+      thread_local std::vector<int32_t> acc;
+      const size_t count = (oy1 - oy0) * ow;
+      xf.resize(std::max<size_t>(hl * w * c, 1));
+      yf.resize(count * c);
+      acc.resize(count * c);
+      dequantize_8bit(x + ((img * h + r0) * w) * c, x_signed, hl * w * c, 1.0f, x_zero_point,
+                      xf.data());
+      const DwConvGeometry gl{hl, w, oy1 - oy0, ow, kh, kw, sh, sw, dh, dw, pt_local, pl};
+      dwconv_nhwc_f32(xf.data(), wf, nullptr, yf.data(), c, 0, c, 0, oy1 - oy0, gl, -kInf,
+                      kInf);
+      for (size_t i = 0; i < count * c; ++i) acc[i] = static_cast<int32_t>(yf[i]);
+      rq.rows(acc.data(), count,
+              static_cast<uint8_t*>(out) + ((img * oh + oy0) * ow) * c);
+    });
+    return;
+  }
   const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
   const double zp = static_cast<double>(y_zero_point);
   // channels a task: about 512 KiB of float input planes (one channel at least), at least
@@ -608,7 +658,7 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
                      size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb,
                      size_t pr, size_t oh, size_t ow, const int32_t* bias,
                      const double* multiplier, size_t multiplier_count, int32_t y_zero_point,
-                     bool out_signed, void* out, size_t threads) {
+                     bool out_signed, bool channels_last, void* out, size_t threads) {
   const size_t k = kh * kw * c, positions = oh * ow, m = wt.n;
   if (k != wt.k) throw std::invalid_argument("the packed weight's K is not kh * kw * C");
   if (threads == 0) threads = 1;
@@ -630,9 +680,17 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
                          pb == 0 && pr == 0;
   auto* o8 = static_cast<uint8_t*>(out);
   for (size_t img = 0; img < n; ++img) {
-    pad_image_u8(x + img * c * h * w, c, h, w, pt, pl, hp, wp,
-                 static_cast<uint8_t>(x_zero_point), scratch.data());
+    const uint8_t* xi = x + img * c * h * w;
     const uint8_t* padded = scratch.data();
+    if (!channels_last) {
+      pad_image_u8(xi, c, h, w, pt, pl, hp, wp, static_cast<uint8_t>(x_zero_point),
+                   scratch.data());
+    } else if (hp != h || wp != w) {
+      pad_image_nhwc_u8(xi, c, h, w, pt, pl, hp, wp, static_cast<uint8_t>(x_zero_point),
+                        scratch.data());
+    } else {
+      padded = xi;   // already the channels-last image the im2col rows come from
+    }
     uint8_t* dst = o8 + img * m * positions;
     parallel_for(blocks, inner == 1 ? threads : 1, [&](size_t task) {
       const size_t p0 = task * block, p1 = std::min(positions, p0 + block), count = p1 - p0;
@@ -648,7 +706,11 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
       }
       pack_a(rows, x_signed, count, k, &x_zero_point, 1, wt.isa, inner, pa);
       qgemm_i32(pa, wt, acc.data(), m, inner);
-      rq.rows_channels_first(acc.data(), count, dst + p0, positions);
+      if (channels_last) {
+        rq.rows(acc.data(), count, dst + p0 * m);
+      } else {
+        rq.rows_channels_first(acc.data(), count, dst + p0, positions);
+      }
     });
   }
 }
@@ -690,9 +752,18 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
 void lookup_8bit(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out,
                  size_t threads) {
   constexpr size_t kChunk = 64u << 10;
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  const bool vbmi = cpu_features().avx512_vbmi;
+#endif
   parallel_for((n + kChunk - 1) / kChunk, threads, [&](size_t task) {
-    const size_t i1 = std::min(n, (task + 1) * kChunk);
-    for (size_t i = task * kChunk; i < i1; ++i) out[i] = table[x[i]];
+    const size_t i0 = task * kChunk, i1 = std::min(n, i0 + kChunk);
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    if (vbmi) return lookup_8bit_vbmi(x + i0, i1 - i0, table, out + i0);
+#endif
+    // (a local copy: the stores to out cannot change the table the loads read)
+    uint8_t t[256];
+    std::memcpy(t, table, sizeof t);
+    for (size_t i = i0; i < i1; ++i) out[i] = t[x[i]];
   });
 }
 

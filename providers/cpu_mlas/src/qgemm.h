@@ -83,7 +83,8 @@ void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t sc
 
 // A one-group 2-D conv of 8-bit images x [n][c][h][w] with a packed weight (W^T [kh * kw * c,
 // m], pack_b): im2col rows (padding holding x_zero_point), the integer GEMM, then
-// requantize_i32 into out [n][m][oh][ow]. Its im2col rows, packed A and int32 sums live in
+// requantize_i32 into out [n][m][oh][ow] (channels_last: x is [n][h][w][c] and out
+// [n][oh][ow][m], a pointwise conv's GEMM reading x as it is). Its im2col rows, packed A and int32 sums live in
 // buffers of the calling thread kept between calls (a conv's were fresh megabytes on every
 // call, paid for in page faults).
 void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
@@ -91,7 +92,7 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
                      size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb,
                      size_t pr, size_t oh, size_t ow, const int32_t* bias,
                      const double* multiplier, size_t multiplier_count, int32_t y_zero_point,
-                     bool out_signed, void* out, size_t threads);
+                     bool out_signed, bool channels_last, void* out, size_t threads);
 
 // Requantization of int32 sums acc [images][positions][channels] (channels-last) into 8-bit
 // out: saturate(round_half_even(double(acc + bias[c]) * multiplier[c or 0]) + zero_point), to
@@ -263,12 +264,15 @@ template <typename TA, typename TB, typename TY>
 // centered float weights wf [c][kh][kw] (w - w_zero_point): per task, a few channel planes
 // of one image are centered into float32 (exactly), convolved by the float depthwise kernel
 // (exact: 8-bit taps' sums below 2^24) and requantized as requantize_f32_channels into out
-// [n][c][oh][ow], all in buffers of the task's thread.
+// [n][c][oh][ow], all in buffers of the task's thread. channels_last: x [n][h][w][c] and out
+// [n][oh][ow][c]; an image is centered at once, the channels-last float kernel runs blocks of
+// output rows (vectors across channels), each block's sums requantized as the GEMM's.
 void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
                 int32_t x_zero_point, const float* wf, size_t kh, size_t kw, size_t sh,
                 size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow,
                 const int32_t* bias, const double* multiplier, size_t multiplier_count,
-                int32_t y_zero_point, bool out_signed, void* out, size_t threads);
+                int32_t y_zero_point, bool out_signed, bool channels_last, void* out,
+                size_t threads);
 
 // Per-tensor 8-bit QLinearAdd / QLinearMul (detail::qlinear_binary_rows), rows over threads.
 struct QBinaryOperand {
@@ -352,6 +356,9 @@ void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool 
 // requantize_f32_channels' run (qgemm.h's requant_run_f32), compiled for AVX-512.
 void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, double zp,
                             double lo, double hi, uint8_t* out);
+// lookup_8bit's loop on AVX-512 VBMI byte permutes (call only where cpu_features says so).
+void lookup_8bit_vbmi(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out);
+
 // requant_rows, compiled for AVX-512.
 void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
                          size_t n, double zp, double lo, double hi, uint8_t* out);

@@ -154,12 +154,50 @@ void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_
   *sum = total;
 }
 
+namespace {
+
+// 16 8-bit values of an operand at element i as float32 (float(x) - zp) * scale, the scalar
+// dequantize_run's two roundings; a per-row operand is its row's value in every lane.
+inline __m512 qb_load(const QBinaryOperand& o, size_t row, size_t at, __mmask16 mask) {
+  if (!o.full) {
+    const float v = o.is_signed ? static_cast<float>(static_cast<const int8_t*>(o.data)[row])
+                                : static_cast<float>(static_cast<const uint8_t*>(o.data)[row]);
+    return _mm512_set1_ps((v - o.zero_point) * o.scale);
+  }
+  const __m128i bytes = _mm_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(o.data) + at);
+  const __m512i w = o.is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+  return _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(w), _mm512_set1_ps(o.zero_point)),
+                       _mm512_set1_ps(o.scale));
+}
+
+}  // namespace
+
+// detail::qlinear_binary_rows 16 outputs a step: the same float32 operations in the same
+// order (no fused multiply-add), the quotient rounded half to even (roundscale, as the
+// scalar's 1.5 * 2^23 trick within the clamped range), NaN to 0: the same bytes.
 void qlinear_binary_rows_avx512(const QBinaryOperand& a, const QBinaryOperand& b, float sc,
                                 float zc, bool out_signed, bool mul, size_t row0, size_t row1,
                                 size_t inner, void* y) {
-  detail::qlinear_binary_typed(a.data, a.is_signed, a.full, a.scale, a.zero_point, b.data,
-                               b.is_signed, b.full, b.scale, b.zero_point, sc, zc, out_signed,
-                               mul, row0, row1, inner, y);
+  const float lo = out_signed ? -128.0f : 0.0f, hi = out_signed ? 127.0f : 255.0f;
+  const __m512 below = _mm512_set1_ps(lo - zc - 1.0f), above = _mm512_set1_ps(hi - zc + 1.0f);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), z = _mm512_set1_ps(zc);
+  const __m512 s = _mm512_set1_ps(sc);
+  auto* out = static_cast<uint8_t*>(y);
+  for (size_t r = row0; r < row1; ++r) {
+    for (size_t i = 0; i < inner; i += 16) {
+      const size_t left = inner - i, at = r * inner + i;
+      const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      const __m512 fa = qb_load(a, r, at, mask), fb = qb_load(b, r, at, mask);
+      __m512 v = _mm512_div_ps(mul ? _mm512_mul_ps(fa, fb) : _mm512_add_ps(fa, fb), s);
+      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      v = _mm512_min_ps(_mm512_max_ps(v, below), above);
+      v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                        z);
+      v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
+      const __m512i q = _mm512_maskz_cvttps_epi32(static_cast<__mmask16>(~nan), v);
+      _mm_mask_storeu_epi8(out + at, mask, _mm512_cvtepi32_epi8(q));
+    }
+  }
 }
 
 void dequantize_8bit_avx512(const void* x, bool x_signed, size_t n, float scale, float zp,
@@ -172,6 +210,23 @@ void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool 
                           void* q) {
   if (q_signed) return detail::quantize_run(x, n, scale, zp, static_cast<int8_t*>(q));
   detail::quantize_run(x, n, scale, zp, static_cast<uint8_t*>(q));
+}
+
+// table[x[i]] 64 bytes a step: the table's two halves each a two-register byte permute
+// (vpermi2b indexes 128 bytes by the low 7 bits), the top bit choosing between them.
+__attribute__((target("avx512f,avx512bw,avx512vbmi")))
+void lookup_8bit_vbmi(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64),
+                t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  for (size_t i = 0; i < n; i += 64) {
+    const size_t left = n - i;
+    const __mmask64 mask = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(mask, x + i);
+    const __m512i lo = _mm512_permutex2var_epi8(t0, v, t1);
+    const __m512i hi = _mm512_permutex2var_epi8(t2, v, t3);
+    const __mmask64 top = _mm512_movepi8_mask(v);   // bytes >= 128
+    _mm512_mask_storeu_epi8(out + i, mask, _mm512_mask_blend_epi8(top, lo, hi));
+  }
 }
 
 void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, double zp,

@@ -73,13 +73,17 @@ struct Image8 {
   py::array x;
   size_t n, c, h, w;
 
-  Image8(const py::array& x_in, int32_t zero_point) : x(int8_array(x_in, "x", is_signed)) {
-    if (x.ndim() != 4) throw py::value_error("x must be [N, C, H, W]");
+  // channels_last: x is [N, H, W, C]
+  Image8(const py::array& x_in, int32_t zero_point, bool channels_last = false)
+      : x(int8_array(x_in, "x", is_signed)) {
+    if (x.ndim() != 4) {
+      throw py::value_error(channels_last ? "x must be [N, H, W, C]" : "x must be [N, C, H, W]");
+    }
     check_8bit(zero_point, is_signed, "x_zero_point");
     n = static_cast<size_t>(x.shape(0));
-    c = static_cast<size_t>(x.shape(1));
-    h = static_cast<size_t>(x.shape(2));
-    w = static_cast<size_t>(x.shape(3));
+    c = static_cast<size_t>(x.shape(channels_last ? 3 : 1));
+    h = static_cast<size_t>(x.shape(channels_last ? 1 : 2));
+    w = static_cast<size_t>(x.shape(channels_last ? 2 : 3));
   }
 
   const uint8_t* data() const { return static_cast<const uint8_t*>(x.data()); }
@@ -253,16 +257,18 @@ void register_qgemm(py::module_& m) {
                               std::array<size_t, 2> dilations, std::array<size_t, 4> pads,
                               std::array<size_t, 2> out_hw, const py::object& bias_in,
                               const py::object& multiplier_in, int32_t y_zero_point,
-                              bool out_signed, size_t threads) {
-    const Image8 x(x_in, x_zero_point);
+                              bool out_signed, size_t threads, bool channels_last) {
+    const Image8 x(x_in, x_zero_point, channels_last);
     check_conv_geometry(x.h, x.w, kernel, strides, dilations, pads, out_hw);
     if (kernel[0] * kernel[1] * x.c != wt.k) {
       throw py::value_error("the packed weight's K is not kh * kw * C");
     }
     const RequantArgs r(bias_in, multiplier_in, wt.n, y_zero_point, out_signed);
-    py::array out(r.out_type, std::vector<py::ssize_t>{
-        x.x.shape(0), static_cast<py::ssize_t>(wt.n), static_cast<py::ssize_t>(out_hw[0]),
-        static_cast<py::ssize_t>(out_hw[1])});
+    const auto m = static_cast<py::ssize_t>(wt.n), oh = static_cast<py::ssize_t>(out_hw[0]),
+               ow = static_cast<py::ssize_t>(out_hw[1]);
+    py::array out(r.out_type, channels_last
+                                  ? std::vector<py::ssize_t>{x.x.shape(0), oh, ow, m}
+                                  : std::vector<py::ssize_t>{x.x.shape(0), m, oh, ow});
     void* op = out.mutable_data();
     const size_t mc = static_cast<size_t>(r.multiplier.size());
     {
@@ -271,25 +277,27 @@ void register_qgemm(py::module_& m) {
                       kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0],
                       pads[1], pads[2], pads[3], out_hw[0], out_hw[1],
                       r.bias.empty() ? nullptr : r.bias.data(), r.multiplier.data(), mc,
-                      y_zero_point, out_signed, op, threads);
+                      y_zero_point, out_signed, channels_last, op, threads);
     }
     return out;
   }, py::arg("x"), py::arg("x_zero_point"), py::arg("wt"), py::arg("kernel"),
      py::arg("strides"), py::arg("dilations"), py::arg("pads"), py::arg("out_hw"),
      py::arg("bias"), py::arg("multiplier"), py::arg("y_zero_point"), py::arg("out_signed"),
-     py::arg("threads") = 1,
-     "A one-group 2-D QLinearConv of 8-bit x [N, C, H, W] (per-tensor x_zero_point) with a "
-     "packed weight wt (W^T in (ky, kx, C) order, pack_b): im2col rows, the integer GEMM and "
-     "requantize_i32 (bias, multiplier, y_zero_point as there) into [N, M, OH, OW]; its "
-     "scratch buffers are the calling thread's, kept between calls.");
+     py::arg("threads") = 1, py::arg("channels_last") = false,
+     "A one-group 2-D QLinearConv of 8-bit x [N, C, H, W] ([N, H, W, C] when channels_last; "
+     "per-tensor x_zero_point) with a packed weight wt (W^T in (ky, kx, C) order, pack_b): "
+     "im2col rows, the integer GEMM and requantize_i32 (bias, multiplier, y_zero_point as "
+     "there) into [N, M, OH, OW] ([N, OH, OW, M] when channels_last); its scratch buffers are "
+     "the calling thread's, kept between calls.");
 
   m.def("qdwconv_u8", [](const py::array& x_in, int32_t x_zero_point,
                          const py::array_t<float, py::array::c_style | py::array::forcecast>& wf,
                          std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
                          std::array<size_t, 4> pads, std::array<size_t, 2> out_hw,
                          const py::object& bias_in, const py::object& multiplier_in,
-                         int32_t y_zero_point, bool out_signed, size_t threads) {
-    const Image8 x(x_in, x_zero_point);
+                         int32_t y_zero_point, bool out_signed, size_t threads,
+                         bool channels_last) {
+    const Image8 x(x_in, x_zero_point, channels_last);
     if (wf.ndim() != 3 || static_cast<size_t>(wf.shape(0)) != x.c) {
       throw py::value_error("wf must be [C, kh, kw]");
     }
@@ -297,9 +305,11 @@ void register_qgemm(py::module_& m) {
                                        static_cast<size_t>(wf.shape(2))};
     check_conv_geometry(x.h, x.w, kernel, strides, dilations, pads, out_hw);
     const RequantArgs r(bias_in, multiplier_in, x.c, y_zero_point, out_signed);
-    py::array out(r.out_type, std::vector<py::ssize_t>{
-        x.x.shape(0), x.x.shape(1), static_cast<py::ssize_t>(out_hw[0]),
-        static_cast<py::ssize_t>(out_hw[1])});
+    const auto c = static_cast<py::ssize_t>(x.c), oh = static_cast<py::ssize_t>(out_hw[0]),
+               ow = static_cast<py::ssize_t>(out_hw[1]);
+    py::array out(r.out_type, channels_last
+                                  ? std::vector<py::ssize_t>{x.x.shape(0), oh, ow, c}
+                                  : std::vector<py::ssize_t>{x.x.shape(0), c, oh, ow});
     const float* wp = wf.data();
     void* op = out.mutable_data();
     const size_t mc = static_cast<size_t>(r.multiplier.size());
@@ -308,17 +318,18 @@ void register_qgemm(py::module_& m) {
       qdwconv_u8(x.data(), x.is_signed, x.n, x.c, x.h, x.w, x_zero_point, wp, kernel[0],
                  kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1],
                  out_hw[0], out_hw[1], r.bias.empty() ? nullptr : r.bias.data(),
-                 r.multiplier.data(), mc, y_zero_point, out_signed, op, threads);
+                 r.multiplier.data(), mc, y_zero_point, out_signed, channels_last, op,
+                 threads);
     }
     return out;
   }, py::arg("x"), py::arg("x_zero_point"), py::arg("wf"), py::arg("strides"),
      py::arg("dilations"), py::arg("pads"), py::arg("out_hw"), py::arg("bias"),
      py::arg("multiplier"), py::arg("y_zero_point"), py::arg("out_signed"),
-     py::arg("threads") = 1,
-     "A depthwise 2-D QLinearConv of 8-bit x [N, C, H, W] (per-tensor x_zero_point) with "
-     "centered float weights wf [C, kh, kw] (w - w_zero_point): centered, convolved in "
-     "float32 (exact) and requantized as requantize_i32, a few channels a task, into "
-     "[N, C, OH, OW].");
+     py::arg("threads") = 1, py::arg("channels_last") = false,
+     "A depthwise 2-D QLinearConv of 8-bit x [N, C, H, W] ([N, H, W, C] when channels_last; "
+     "per-tensor x_zero_point) with centered float weights wf [C, kh, kw] (w - w_zero_point): "
+     "centered, convolved in float32 (exact) and requantized as requantize_i32, a few channels "
+     "(channels-last: output rows) a task, into [N, C, OH, OW] ([N, OH, OW, C]).");
 
   m.def("requantize_f32_channels", [](const py::array_t<float, py::array::c_style>& y,
                                       const py::object& bias_in,
