@@ -233,3 +233,23 @@ def test_fp16_encoder_fuses_as_the_float32_one_and_matches_onnxruntime():
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
     assert np.abs(got - want).max() <= 1e-2 * np.abs(want).max()
+
+
+def test_large_widened_weights_are_computed_when_read():
+    """A half weight of 1 MB or more as float32 is a lazy tensor in the graph, computed when
+    its kernel packs it (the session holds no float32 copy beside the packed one); the result
+    is the float32 graph's."""
+    import onnx_ir as ir
+
+    w = np.random.default_rng(2).standard_normal((512, 512)).astype(np.float16)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", H, [3, 512])],
+                          [helper.make_tensor_value_info("y", H, [3, 512])],
+                          [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    sess = _session(model)
+    (node,) = [n for n in sess.model.nodes if n.op_type == "MatMul"]
+    assert isinstance(node.inputs[1].const_value, ir.LazyTensor)
+    x = np.random.default_rng(3).standard_normal((3, 512)).astype(np.float16)
+    (want,) = _session(_widened(model)).run(None, {"x": x.astype(np.float32)})
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want.astype(np.float16))

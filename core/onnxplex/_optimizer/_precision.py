@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 
 import numpy as np
 import onnx
@@ -173,9 +174,7 @@ def _half_in_float32(ctx: OptimizerContext) -> int:
             return twin
         src = v.producer()
         if v.name in consts and v.const_value is not None:
-            arr = np.asarray(v.const_value.numpy()).astype(np.float32)
-            twin = _initializer(graph, arr, f"{v.name}_float")
-            twin.meta[STORED_AS] = v.type.dtype   # for the fusions' constant matching
+            twin = _widened_constant(graph, v)
         elif (src is not None and src.op_type == "Cast" and src.domain in ("", "ai.onnx")
               and _dtype(src.inputs[0]) == _FLOAT):
             twin = src.inputs[0]     # the model's float -> half Cast: read its input
@@ -201,6 +200,32 @@ def _half_in_float32(ctx: OptimizerContext) -> int:
     if changes:
         remove_unused(model.ir)
     return changes
+
+
+_LAZY_BYTES = 1 << 20
+"""A widened constant of at least this many bytes is computed when read (by the kernel that
+packs it), not held: BERT-base's float32 copies of its fp16 weights were 417 MiB kept for the
+session's life beside the kernels' packed copies (peak RSS 1.3x onnxruntime's)."""
+
+
+def _widened_constant(graph: ir.Graph, v: ir.Value) -> ir.Value:
+    """An initializer holding half constant ``v`` in float32 (a lazy tensor when large), marked
+    with the type it was stored in (for the fusions' constant matching)."""
+    src = v.const_value
+    shape = ir.Shape(src.shape.numpy())
+    if math.prod(shape.numpy()) * 4 >= _LAZY_BYTES:
+        def widen(src: ir.TensorProtocol = src) -> ir.TensorProtocol:
+            return ir.tensor(np.asarray(src.numpy()).astype(np.float32))
+
+        name = _fresh(graph, f"{v.name}_float")
+        twin = ir.Value(name=name, shape=shape, type=ir.TensorType(_FLOAT),
+                        const_value=ir.LazyTensor(widen, _FLOAT, shape, name=name))
+        graph.register_initializer(twin)
+    else:
+        twin = _initializer(graph, np.asarray(src.numpy()).astype(np.float32),
+                            f"{v.name}_float")
+    twin.meta[STORED_AS] = v.type.dtype
+    return twin
 
 
 def _narrow_readers(graph: ir.Graph, node: ir.Node, out: ir.Value, region: set[ir.Node],
