@@ -733,15 +733,16 @@ def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
     # The native calls' requantization arguments, from the scales, the output zero point and
     # the bias: computed again only when one of them is another object than the last run's
     # (initializers are the same arrays every run; ~5 us a conv otherwise).
-    last: list[Any] = [None, None]
+    last: list[Any] = [None]   # (key, arguments): one object, read and replaced whole
 
     def requant_args(x_scale, ws, y_scale, y_zero_point, b, out) -> tuple:
         key = (x_scale, ws, y_scale, y_zero_point, b, out)
-        if last[0] is not None and all(a is k for a, k in zip(last[0], key)):
-            return last[1]
+        entry = last[0]
+        if entry is not None and all(a is k for a, k in zip(entry[0], key)):
+            return entry[1]
         mult = _scale_multiplier(x_scale, np.asarray(ws).reshape(-1), y_scale).reshape(-1)
         tail = (_bias_i32(b), mult, scalar_zero_point(y_zero_point), out == np.int8)
-        last[:] = [key, tail]
+        last[0] = (key, tail)
         return tail
 
     def native_conv(x, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b, cl):
