@@ -139,6 +139,8 @@ def _may_apply(model) -> bool:
 
 @register_pass("half precision computed in float32", EXTENDED, applies=_may_apply)
 def _half_in_float32(ctx: OptimizerContext) -> int:
+    """Find the region (nodes the module docstring describes, in graph order), then widen
+    its inputs from outside, its constants and its outputs, and cast back at its edges."""
     model = ctx.model
     graph = model.graph
     opsets = model.opsets
