@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -416,15 +415,15 @@ def _row_broadcast(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
     return int(np.prod(out[:k], dtype=np.int64))
 
 
-def _qbinary_scalars(params: tuple) -> tuple | None:
+def _qbinary_scalars(params: tuple, last: list | None) -> tuple | None:
     """The per-tensor scales and zero points of a QLinearAdd / QLinearMul as the native call
     takes them (float, int, float, int, float, int), or None when one is not a single value.
-    The last call's answer is kept by the parameters' identities: a model's are the same
-    initializer arrays on every run (~10 us of numpy conversions a call otherwise)."""
-    last = _QBINARY_LAST.value
-    if last is not None and len(last[0]) == len(params) and \
-            all(p is k for p, k in zip(params, last[0])):
-        return last[1]
+    ``last``: the node's one-entry cache (``[(params, answer)]``, read and replaced whole),
+    kept by the parameters' identities: a model's are the same initializer arrays on every
+    run (~10 us of numpy conversions a call otherwise)."""
+    entry = last[0] if last is not None else None
+    if entry is not None and all(p is k for p, k in zip(params, entry[0])):
+        return entry[1]
     if any(p is not None and np.size(p) != 1 for p in params):
         return None
 
@@ -434,22 +433,17 @@ def _qbinary_scalars(params: tuple) -> tuple | None:
     a_s, a_z, b_s, b_z, c_s, c_z = params
     found = (sc(a_s), scalar_zero_point(a_z), sc(b_s), scalar_zero_point(b_z), sc(c_s),
              scalar_zero_point(c_z))
-    _QBINARY_LAST.value = (params, found)
+    if last is not None:
+        last[0] = (params, found)
     return found
 
 
-class _Last(threading.local):
-    value: tuple | None = None
-
-
-_QBINARY_LAST = _Last()
-
-
 def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scale,
-                    b_zero_point, c_scale, c_zero_point, out: np.dtype) -> np.ndarray | None:
+                    b_zero_point, c_scale, c_zero_point, out: np.dtype,
+                    last: list | None = None) -> np.ndarray | None:
     """QLinearAdd / QLinearMul natively (``qlinear_binary_8bit``: the numpy kernel's float32
     values) for per-tensor scales and zero points and operands that are whole or one value
-    per leading row of the output, else None."""
+    per leading row of the output, else None. ``last``: the node's cache of its scalars."""
     nat = native()
     if nat is None or not hasattr(nat, "qlinear_binary_8bit") or out not in _I8:
         return None
@@ -457,7 +451,7 @@ def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scal
     if a.dtype not in _I8 or b.dtype not in _I8:
         return None
     scalars = _qbinary_scalars((a_scale, a_zero_point, b_scale, b_zero_point, c_scale,
-                                c_zero_point))
+                                c_zero_point), last)
     if scalars is None:
         return None
     if a.shape == b.shape:   # (the common case: no broadcasting to work out)
@@ -501,12 +495,13 @@ def _make_qlinear_binary(ufunc: np.ufunc):
 
     def factory(node: NodeView, ctx: ProviderContext):
         threads = _blas.native_threads(ctx.intra_op_num_threads)
+        last: list = [None]
 
         def kernel(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
                    c_zero_point=None):
             out = np.dtype(c_zero_point.dtype if c_zero_point is not None else a.dtype)
             y = _native_qbinary(mul, threads, a, a_scale, a_zero_point, b, b_scale,
-                                b_zero_point, c_scale, c_zero_point, out)
+                                b_zero_point, c_scale, c_zero_point, out, last)
             if y is not None:
                 return y
             y = ufunc(_deq(a, a_scale, a_zero_point), _deq(b, b_scale, b_zero_point))

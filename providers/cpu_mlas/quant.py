@@ -13,8 +13,10 @@ matrix; each run is then one GEMM.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -745,30 +747,47 @@ def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
         last[0] = (key, tail)
         return tail
 
+    plans: list[Any] = [None]   # (key, call): the last native call planned, read whole
+
     def native_conv(x, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b, cl):
         """The native paths' result (``cl``: x and the result channels-last), or None:
-        per-tensor 8-bit output, the multiplier per output channel."""
+        per-tensor 8-bit output, the multiplier per output channel. The call is planned
+        once for an input shape and type and the same scale, zero point and bias objects
+        (a model's initializers), then made again as planned (~10 us of checks a call)."""
+        key = (x.shape, x.dtype, cl, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b)
+        entry = plans[0]
+        if entry is not None and entry[0][:3] == key[:3] and \
+                all(a is k for a, k in zip(entry[0][3:], key[3:])):
+            return entry[1](x)
+        call = plan_native(x, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b, cl)
+        if call is None:
+            return None
+        plans[0] = (key, call)
+        return call(x)
+
+    def plan_native(x, x_scale, x_zero_point, w_scale, y_scale, y_zero_point, b, cl):
         out = np.dtype(y_zero_point.dtype if y_zero_point is not None else x.dtype)
         if out not in _I8 or (y_zero_point is not None and np.size(y_zero_point) != 1):
             return None
         tail = requant_args(x_scale, w_scale, y_scale, y_zero_point, b,
                             _SIGNED if out == np.int8 else _UNSIGNED)
         if gemm is not None:
-            y = _qconv_gemm(x, x_zero_point, gemm[0], gemm[1], static, threads, *tail,
-                            channels_last=cl)
-            if y is not None:
-                return y
+            call = _qconv_gemm_plan(x, x_zero_point, gemm[0], gemm[1], static, threads,
+                                    *tail, channels_last=cl)
+            if call is not None:
+                return call
         per_tensor_x = x.ndim == 4 and x.dtype in _I8 and (
             x_zero_point is None or np.size(x_zero_point) == 1)
         if depthwise and per_tensor_x and x.shape[3 if cl else 1] == group:
             shape = (x.shape[0], x.shape[3], *x.shape[1:3]) if cl else x.shape
             strides, dil, pb, pe, (oh, ow) = static.geometry(shape, float_w.kshape)
             if oh > 0 and ow > 0:
-                return native().qdwconv_u8(
-                    x, scalar_zero_point(x_zero_point),
-                    float_w.taps.reshape(group, *float_w.kshape), strides, dil,
-                    (pb[0], pb[1], pe[0], pe[1]), (oh, ow), *tail, threads=threads,
-                    channels_last=cl)
+                return functools.partial(
+                    native().qdwconv_u8, x_zero_point=scalar_zero_point(x_zero_point),
+                    wf=float_w.taps.reshape(group, *float_w.kshape), strides=strides,
+                    dilations=dil, pads=(pb[0], pb[1], pe[0], pe[1]), out_hw=(oh, ow),
+                    bias=tail[0], multiplier=tail[1], y_zero_point=tail[2],
+                    out_signed=tail[3], threads=threads, channels_last=cl)
         return None
 
     def kernel(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
@@ -821,14 +840,16 @@ def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
     return kernel_channels_last
 
 
-def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
-                kshape: tuple[int, ...], static: Any, threads: int, bias: np.ndarray | None,
-                multiplier: np.ndarray, y_zp: int, out_signed: bool, *,
-                channels_last: bool = False) -> np.ndarray | None:
-    """A one-group 2-D QLinearConv on the native integer GEMM (``qlinear_conv_u8``: im2col
-    rows of x's channels-last image, padding holding x's zero point, ``@ (W^T - w_zp)``,
-    requantized into NCHW, or NHWC from an NHWC x with ``channels_last``), or None for an
-    input it does not take (then the float path runs)."""
+def _qconv_gemm_plan(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
+                     kshape: tuple[int, ...], static: Any, threads: int,
+                     bias: np.ndarray | None, multiplier: np.ndarray, y_zp: int,
+                     out_signed: bool, *, channels_last: bool = False
+                     ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The call, given x, of a one-group 2-D QLinearConv on the native integer GEMM
+    (``qlinear_conv_u8``: im2col rows of x's channels-last image, padding holding x's zero
+    point, ``@ (W^T - w_zp)``, requantized into NCHW, or NHWC from an NHWC x with
+    ``channels_last``) for inputs of x's shape and type, or None for an input it does not
+    take (then the float path runs)."""
     if x.ndim != 4 or x.dtype not in _I8 or (x_zp is not None and np.size(x_zp) != 1):
         return None
     shape = (x.shape[0], x.shape[3], *x.shape[1:3]) if channels_last else x.shape
@@ -839,11 +860,13 @@ def _qconv_gemm(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
     if oh <= 0 or ow <= 0 or n == 0:
         dims = (n, max(oh, 0), max(ow, 0), packed.n) if channels_last else \
             (n, packed.n, max(oh, 0), max(ow, 0))
-        return np.zeros(dims, np.int8 if out_signed else np.uint8)
-    return native().qlinear_conv_u8(
-        x, scalar_zero_point(x_zp), packed, kshape, strides, dil,
-        (pb[0], pb[1], pe[0], pe[1]), (oh, ow), bias, multiplier, y_zp, out_signed,
-        threads=threads, channels_last=channels_last)
+        dt = np.int8 if out_signed else np.uint8
+        return lambda x: np.zeros(dims, dt)
+    return functools.partial(
+        native().qlinear_conv_u8, x_zero_point=scalar_zero_point(x_zp), wt=packed,
+        kernel=kshape, strides=strides, dilations=dil, pads=(pb[0], pb[1], pe[0], pe[1]),
+        out_hw=(oh, ow), bias=bias, multiplier=multiplier, y_zero_point=y_zp,
+        out_signed=out_signed, threads=threads, channels_last=channels_last)
 
 
 _RANGE_BOUND = {np.dtype(np.uint8): 255, np.dtype(np.int8): 255}

@@ -410,8 +410,8 @@ def test_qlinear_conv_integer_gemm(geometry, x_dt, w_dt, per_channel, monkeypatc
     if native() is None:
         pytest.skip("the native module is not built")
     took = []
-    gemm = quant._qconv_gemm
-    monkeypatch.setattr(quant, "_qconv_gemm",
+    gemm = quant._qconv_gemm_plan
+    monkeypatch.setattr(quant, "_qconv_gemm_plan",
                         lambda *a, **k: took.append(r := gemm(*a, **k)) or r)
     g = _QCONV_GEOMETRIES[geometry]
     m, c = 5, 7
