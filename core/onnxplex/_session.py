@@ -288,7 +288,8 @@ def _weak_method(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-_LAYOUT_ONLY_PASSES = frozenset({"NhwcTransformer", "DQ -> elementwise op -> Q -> 8-bit table"})
+_LAYOUT_ONLY_PASSES = frozenset({"NhwcTransformer", "DQ -> elementwise op -> Q -> 8-bit table",
+                                 "QLinear op of x and a table of x -> one table"})
 """Passes whose nodes only onnxplex runs (a saved model at their level is not portable)."""
 
 

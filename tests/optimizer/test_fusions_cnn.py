@@ -626,6 +626,14 @@ def test_qdq_unary_becomes_lookup_op(op_type, attrs, qtype):
     assert np.abs(got.astype(np.int32) - ref.astype(np.int32)).max() <= 1
 
 
+def _every_byte(qtype, shape) -> np.ndarray:
+    """An 8-bit tensor of ``shape`` holding every value of ``qtype``, then random ones."""
+    info = np.iinfo(qtype)
+    size = int(np.prod(shape))
+    return np.concatenate([np.arange(info.min, info.max + 1), RNG.integers(
+        info.min, info.max + 1, size - 256)]).astype(qtype).reshape(shape)
+
+
 @pytest.mark.parametrize("op_type,attrs,extra", [
     ("HardSwish", {}, []), ("HardSigmoid", {"alpha": 0.25, "beta": 0.4}, []),
     ("Tanh", {}, []), ("Clip", {}, [("lo", -0.5), ("hi", 2.0)]), ("Exp", {}, [])],
@@ -644,9 +652,7 @@ def test_qdq_elementwise_op_becomes_a_table(op_type, attrs, extra, qtype):
                helper.make_node("QuantizeLinear", ["u", "s1", "z1"], ["q1"])],
               [helper.make_tensor_value_info("q0", elem, [4, 3, 8, 8])],
               [helper.make_tensor_value_info("q1", elem, None)], inits)
-    q0 = np.concatenate([np.arange(info.min, info.max + 1),
-                         RNG.integers(info.min, info.max + 1, 4 * 3 * 64 - 256)])
-    feeds = {"q0": q0.astype(qtype).reshape(4, 3, 8, 8)}
+    feeds = {"q0": _every_byte(qtype, (4, 3, 8, 8))}
     sess = onnxplex.InferenceSession(m.SerializeToString())
     assert [p.op_type for p in sess.get_provider_assignment().placements] == ["QLinearLookup"]
     plain = onnxplex.InferenceSession(m.SerializeToString(),
@@ -656,6 +662,35 @@ def test_qdq_elementwise_op_becomes_a_table(op_type, attrs, extra, qtype):
     ext = onnxplex.InferenceSession(
         m.SerializeToString(), _options(onnxplex.GraphOptimizationLevel.ORT_ENABLE_EXTENDED))
     assert op_type in [p.op_type for p in ext.get_provider_assignment().placements]
+
+
+@pytest.mark.parametrize("op_type", ["Mul", "Add"])
+@pytest.mark.parametrize("swap", [False, True], ids=["x_first", "x_second"])
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_qlinear_op_of_x_and_a_table_of_x_is_one_table(op_type, swap, qtype):
+    """A quantized SiLU as quantize_static writes it (DQ -> Sigmoid -> Q, DQ -> Mul(x, s) ->
+    Q: QLinearSigmoid then QLinearMul of the same x) is one ai.onnxplex QLinearLookup at the
+    layout level, with the extended level's bytes for every input byte."""
+    elem = TensorProto.UINT8 if qtype == np.uint8 else TensorProto.INT8
+    info = np.iinfo(qtype)
+    inits = [init("sx", 0.05), init("zx", info.min + 100, qtype), init("ss", 1 / 255),
+             init("zs", info.min, qtype), init("sy", 0.04), init("zy", info.min + 20, qtype)]
+    operands = ["d0", "d1"][::-1] if swap else ["d0", "d1"]
+    m = model([helper.make_node("DequantizeLinear", ["q0", "sx", "zx"], ["d0"]),
+               helper.make_node("Sigmoid", ["d0"], ["s"]),
+               helper.make_node("QuantizeLinear", ["s", "ss", "zs"], ["q1"]),
+               helper.make_node("DequantizeLinear", ["q1", "ss", "zs"], ["d1"]),
+               helper.make_node(op_type, operands, ["y"]),
+               helper.make_node("QuantizeLinear", ["y", "sy", "zy"], ["q2"])],
+              [helper.make_tensor_value_info("q0", elem, [4, 3, 8, 8])],
+              [helper.make_tensor_value_info("q2", elem, None)], inits)
+    feeds = {"q0": _every_byte(qtype, (4, 3, 8, 8))}
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    assert [p.op_type for p in sess.get_provider_assignment().placements] == ["QLinearLookup"]
+    ext = onnxplex.InferenceSession(m.SerializeToString(),
+                                    _options(GOL.ORT_ENABLE_EXTENDED))
+    assert "QLinear" + op_type in [p.op_type for p in ext.get_provider_assignment().placements]
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], ext.run(None, feeds)[0])
 
 
 def test_qdq_spatial_reduce_mean_is_a_global_average_pool():

@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from .._graph import OPSET_KEY, all_nodes, attrs_of
 from . import OptimizerContext, register_pass
-from ._basic import _fold_constants, ir_tensor, remove_unused
+from ._basic import _fold_constants, _run_node, ir_tensor, remove_unused
 
 logger = logging.getLogger(__name__)
 
@@ -1314,11 +1314,18 @@ def _qdq_table(ctx: OptimizerContext) -> int:
             continue   # a bound computed at run time
         table = _table(model, ctx.compile_node, (index[id(x.node)], i, index[id(q)]), x, rest)
         if table is not None:
-            found.append((node, q, x, table))
+            found.append(([node, q], x.x, table))
+    return _to_lookups(model, found)
+
+
+def _to_lookups(model, found: list[tuple[list[ir.Node], ir.Value, np.ndarray]]) -> int:
+    """Replace each group of nodes (the last one's output kept) by ai.onnxplex
+    QLinearLookup(x, table); the count."""
     graph = model.graph
-    for node, q, x, table in found:
-        t = _initializer(graph, table, f"{q.outputs[0].name}_table")
-        _fuse(graph, [node, q], ONNXPLEX_DOMAIN, "QLinearLookup", [x.x, t], [], q.outputs[0])
+    for old, x, table in found:
+        out = old[-1].outputs[0]
+        t = _initializer(graph, table, f"{out.name}_table")
+        _fuse(graph, old, ONNXPLEX_DOMAIN, "QLinearLookup", [x, t], [], out)
     if found:
         model.ir.opset_imports.setdefault(ONNXPLEX_DOMAIN, 1)
     return len(found)
@@ -1328,8 +1335,6 @@ def _table(model, compile_node, at: tuple[int, int, int], x: _DQ,
            rest: list[np.ndarray | None]) -> np.ndarray | None:
     """The 256 output bytes of DequantizeLinear -> op -> QuantizeLinear (nodes ``at``) for
     every input byte, by the kernels ``compile_node`` builds for each; None if one fails."""
-    from ._basic import _run_node
-
     values = np.arange(256, dtype=np.uint8).view(x.dtype.numpy())
     dq, op, q = (model.node_view(k) for k in at)
     try:
@@ -1346,3 +1351,60 @@ def _table(model, compile_node, at: tuple[int, int, int], x: _DQ,
     if y.shape != (256,) or y.dtype not in (np.uint8, np.int8):
         return None
     return np.ascontiguousarray(y)
+
+
+_LOOKUPS = {(MS_DOMAIN, "QLinearSigmoid"), (MS_DOMAIN, "QLinearLeakyRelu"),
+            (ONNXPLEX_DOMAIN, "QLinearLookup")}
+
+
+def _is_lookup(node: ir.Node | None) -> bool:
+    """A node whose 8-bit output is a function of each byte of its first input alone."""
+    return node is not None and (node.domain, node.op_type) in _LOOKUPS
+
+
+@register_pass("QLinear op of x and a table of x -> one table", LAYOUT,
+               requires={"QLinearMul", "QLinearAdd"})
+@_counted
+def _composed_tables(ctx: OptimizerContext) -> int:
+    """com.microsoft QLinearMul / QLinearAdd of a value x and a byte-wise function of the same
+    x (QLinearSigmoid, QLinearLeakyRelu, a QLinearLookup: a quantized SiLU is
+    ``QLinearMul(x, QLinearSigmoid(x))``) is itself a function of x's bytes: ai.onnxplex
+    QLinearLookup of x, its table the two nodes' kernels run on the 256 byte values (the
+    same bytes as the two nodes)."""
+    if ctx.compile_node is None:
+        return 0
+    model = ctx.model
+    nodes = model.nodes
+    index = {id(n): i for i, n in enumerate(nodes)}
+    found = []
+    for i, node in enumerate(nodes):
+        if node.domain != MS_DOMAIN or node.op_type not in ("QLinearMul", "QLinearAdd") or \
+                id(node) in ctx.protected or len(node.inputs) < 7:
+            continue
+        a, b = _input(node, 0), _input(node, 3)
+        if a is None or b is None or _dtype(a) not in _Q8:
+            continue
+        pair = next(((k, x, t.producer()) for k, (x, t) in enumerate(((a, b), (b, a)))
+                     if _is_lookup(t.producer()) and _input(t.producer(), 0) is x), None)
+        if pair is None:
+            continue
+        k, x, f = pair
+        if id(f) in ctx.protected or not all(
+                v is None or not v.name or _const(v) is not None
+                for v in (*f.inputs[1:], *node.inputs[1:3], *node.inputs[4:])):
+            continue
+        values = np.arange(256, dtype=np.uint8).view(_dtype(x).numpy())
+        consts = lambda n: [None if v is None or not v.name else _const(v)  # noqa: E731
+                            for v in n.inputs[1:]]
+        try:
+            fx = np.asarray(_run_node(model.node_view(index[id(f)]),
+                                      [values, *consts(f)], ctx.compile_node)[0])
+            args = [None if v is None or not v.name else _const(v) for v in node.inputs]
+            args[0], args[3] = (values, fx) if k == 0 else (fx, values)
+            table = np.asarray(_run_node(model.node_view(i), args, ctx.compile_node)[0])
+        except Exception as e:  # noqa: BLE001 - the nodes stay as they are
+            logger.debug("no composed table for %s: %s", node.name, e)
+            continue
+        if table.shape == (256,) and table.dtype in (np.uint8, np.int8):
+            found.append(([node], x, np.ascontiguousarray(table)))
+    return _to_lookups(model, found)
