@@ -23,6 +23,9 @@ def arguments(doc: str, default_out: str, argv: list[str] | None, models: tuple[
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--only", help="comma-separated subset of the models")
+    ap.add_argument("--providers", default="",
+                    help="onnxplex's providers, as the zoo runner takes them "
+                         "(name[:key=value...], comma-separated; default: the session's)")
     if extra is not None:
         extra(ap)
     args = ap.parse_args(argv)
@@ -41,6 +44,18 @@ def cached(make: Callable[[Path, Path], None], src: Path, dst: Path) -> Path:
         make(src, tmp)
         tmp.replace(dst)
     return dst
+
+
+def plex_session(path: Path, threads: int, providers: str):
+    """An onnxplex session of ``path`` with ``threads`` intra-op threads and ``providers``
+    (the zoo runner's configuration syntax; empty: the default list)."""
+    import onnxplex
+    from benchmarks.zoo.run import provider_list
+
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = threads
+    return onnxplex.InferenceSession(str(path), so,
+                                     providers=provider_list(providers) if providers else None)
 
 
 def alternate(ours, theirs, feeds: dict, runs: int) -> tuple[float, float]:

@@ -1,6 +1,7 @@
 """Half-precision (fp16) zoo models side by side: onnxplex against onnxruntime.
 
     python benchmarks/half.py --models DIR [--out DIR2] [--threads 1,2] [--runs 20] [--only ...]
+                              [--providers xnnpack_like,cpu_mlas]
 
 ``DIR`` holds float models of the zoo with their inputs (``python -m benchmarks.zoo.build
 --out DIR``); each of :data:`MODELS` found there is converted once with onnxruntime's own
@@ -26,7 +27,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._variants import alternate, arguments, cached, print_geomeans  # noqa: E402
+from benchmarks._variants import alternate, arguments, cached, plex_session, print_geomeans  # noqa: E402
 from benchmarks.build_models import convert_fp16  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "mnasnet0_5",
@@ -41,16 +42,14 @@ def _relative(a: np.ndarray, ref: np.ndarray) -> float:
     return float(np.abs(np.asarray(a, np.float64) - ref).max()) / scale
 
 
-def bench(path: Path, float_path: Path, feeds: dict, threads: int, runs: int) -> dict:
+def bench(path: Path, float_path: Path, feeds: dict, threads: int, runs: int,
+          providers: str = "") -> dict:
     import onnxruntime as ort
 
-    import onnxplex
     from onnxplex._perf import _ort_session
 
     ort.set_default_logger_severity(3)
-    so = onnxplex.SessionOptions()
-    so.intra_op_num_threads = threads
-    ours = onnxplex.InferenceSession(str(path), so)
+    ours = plex_session(path, threads, providers)
     theirs = _ort_session(ort, str(path), "ORT_ENABLE_ALL", threads, 0)
     full = _ort_session(ort, str(float_path), "ORT_ENABLE_ALL", threads, 0)
     ref = full.run(None, feeds)[0]
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         with np.load(src / f"{name}.inputs.npz") as z:
             feeds = {k: z[k] for k in z.files}
         for t in threads:
-            r = bench(half, f, feeds, t, args.runs)
+            r = bench(half, f, feeds, t, args.runs, args.providers)
             ratio = r["ours_ms"] / r["theirs_ms"]
             ratios[t].append(ratio)
             print(f"{name:<18} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "

@@ -1,7 +1,7 @@
 """Statically quantized CNNs side by side: onnxplex against onnxruntime.
 
     python benchmarks/quantized.py --models DIR [--out DIR2] [--threads 1,2] [--runs 20]
-                                   [--formats qdq,qdq_pt,qop]
+                                   [--formats qdq,qdq_pt,qop] [--providers ...]
 
 ``DIR`` holds float models of the zoo (``python -m benchmarks.zoo.build --out DIR``); each of
 :data:`MODELS` found there is quantized once per format with onnxruntime's own tool
@@ -31,7 +31,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._variants import alternate, arguments, cached, print_geomeans  # noqa: E402
+from benchmarks._variants import alternate, arguments, cached, plex_session, print_geomeans  # noqa: E402
 from benchmarks.build_models import quantize_qdq  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
@@ -42,15 +42,12 @@ FORMATS = {   # name -> quantize_qdq's keywords
 }
 
 
-def bench(path: Path, threads: int, runs: int) -> dict[str, float]:
+def bench(path: Path, threads: int, runs: int, providers: str = "") -> dict[str, float]:
     import onnxruntime as ort
 
-    import onnxplex
     from onnxplex._perf import _ort_session
 
-    so = onnxplex.SessionOptions()
-    so.intra_op_num_threads = threads
-    ours = onnxplex.InferenceSession(str(path), so)
+    ours = plex_session(path, threads, providers)
     # as every benchmark here creates it: its workers sleep between runs instead of spinning
     # on the cores the onnxplex run that follows needs
     theirs = _ort_session(ort, str(path), "ORT_ENABLE_ALL", threads, 0)
@@ -91,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                        out / f"{name}_{fmt}.onnx")
             label = name if fmt == "qdq" else f"{name} ({fmt})"
             for t in threads:
-                r = bench(q, t, args.runs)
+                r = bench(q, t, args.runs, args.providers)
                 ratio = r["ours_ms"] / r["theirs_ms"]
                 ratios.setdefault((t, fmt), []).append(ratio)
                 print(f"{label:<22} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "

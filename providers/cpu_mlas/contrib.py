@@ -512,6 +512,14 @@ def _make_qlinear_binary(ufunc: np.ufunc):
     return factory
 
 
+def _lookup(x: np.ndarray, table: np.ndarray, threads: int) -> np.ndarray:
+    """``table[x's byte]`` (natively where the module is built)."""
+    nat = native()
+    if nat is not None and hasattr(nat, "lookup_8bit"):
+        return nat.lookup_8bit(np.ascontiguousarray(x), table, threads=threads)
+    return table[x.view(np.uint8)]
+
+
 def _make_qlinear_lookup(fn: Callable[[NodeView], Callable[[np.ndarray], np.ndarray]]):
     """com.microsoft QLinearSigmoid / QLinearLeakyRelu (X, X_scale, X_zero_point, Y_scale,
     Y_zero_point): an 8-bit input has 256 values, so the op is a table of them, built (once
@@ -542,10 +550,7 @@ def _make_qlinear_lookup(fn: Callable[[NodeView], Callable[[np.ndarray], np.ndar
                 if len(tables) >= 8:
                     tables.clear()
                 tables[key] = table
-            nat = native()
-            if nat is not None and hasattr(nat, "lookup_8bit"):
-                return nat.lookup_8bit(x, table, threads=threads)
-            return table[x.view(np.uint8)]
+            return _lookup(x, table, threads)
 
         return kernel
 
@@ -590,10 +595,7 @@ def make_qlinear_lookup_table(node: NodeView, ctx: ProviderContext):
         x, table = np.asarray(x), np.asarray(table)
         if table.shape != (256,) or x.dtype not in (np.uint8, np.int8):
             raise ValueError("QLinearLookup needs an 8-bit x and a 256-entry table")
-        nat = native()
-        if nat is not None and hasattr(nat, "lookup_8bit"):
-            return nat.lookup_8bit(np.ascontiguousarray(x), table, threads=threads)
-        return table[x.view(np.uint8)]
+        return _lookup(x, table, threads)
 
     return kernel
 

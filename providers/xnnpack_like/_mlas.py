@@ -248,11 +248,12 @@ def x86_group_reason(nodes: Sequence[Any], kleidi_ops: int) -> str | None:
       other models 0.98-1.05x, ConvNeXt-T alone faster (0.92x; see docs/providers.md);
     * float16 / bfloat16: the delegate's own path rounds every epilogue to half precision and
       runs depthwise convs in numpy, where cpu_mlas computes the region in float32 on its
-      native kernels with the float fusions: 2.7x (ResNet-18) and 25x (MobileNetV2) as long
-      as cpu_mlas alone on onnxruntime's fp16 conversions (2026-12-06, 2 threads);
+      native kernels with the float fusions: 2.8x (ResNet-18) and 20x (MobileNetV2) as long
+      as cpu_mlas alone on onnxruntime's fp16 conversions (2026-12-06, 2 threads,
+      ``benchmarks/half.py --providers``);
     * 8-bit QDQ: the delegate's own integer path against cpu_mlas's native QLinearConv and
-      depthwise kernels: 12x (ResNet-18) and 4x (MobileNetV2) as long on quantize_static's
-      models (same day)."""
+      depthwise kernels: 16x (ResNet-18) and 6.6x (MobileNetV2) as long on quantize_static's
+      models (same day, ``benchmarks/quantized.py --providers``)."""
     if kleidi_ops:
         return None
     types = {v.elem_type for n in nodes for v in (*n.inputs, *n.outputs) if v is not None}

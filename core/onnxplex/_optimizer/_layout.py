@@ -81,6 +81,7 @@ from ._fusions_cnn import (
     _is_onnx,
     _rewrite,
     _same_static_shape,
+    _spatial_axes_mean,
     _use_ms_domain,
     bn_scale,
     inference_bn,
@@ -290,20 +291,7 @@ def _spatial_mean(node: ir.Node, nhwc: dict[ir.Value, ir.Value]) -> bool:
         return False
     if _is_onnx(node, "GlobalAveragePool"):
         return True
-    if not _is_onnx(node, "ReduceMean"):
-        return False
-    keep = node.attributes.get("keepdims")
-    if keep is not None and int(keep.value) != 1:
-        return False
-    axes_attr = node.attributes.get("axes")
-    axes_in = _input(node, 1)
-    if axes_attr is not None:
-        axes = [int(a) for a in axes_attr.value]
-    elif _is_const(axes_in):
-        axes = [int(a) for a in axes_in.const_value.numpy().reshape(-1)]
-    else:
-        return False
-    return sorted(a % 4 for a in axes) == [2, 3]
+    return _is_onnx(node, "ReduceMean") and _spatial_axes_mean(node, 4)
 
 
 # An NCHW axis's place channels-last (N, H, W, C)
