@@ -599,6 +599,20 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
                                                                     (2 * threads)}));
     const size_t tasks = (oh + rows - 1) / rows;
     constexpr float kInf = std::numeric_limits<float>::infinity();
+    // With AVX-512 the sums are requantized as they are made (qdwconv_nhwc_rows_avx512), the
+    // weights laid out tap-major for it
+    std::vector<float> wt;
+    bool fused = false;
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    fused = rq.avx512 && rq.finite && kh * kw <= 256;
+    if (fused) {
+      const size_t cp = (c + 15) / 16 * 16, taps = kh * kw;
+      wt.assign(taps * cp, 0.0f);
+      for (size_t ch = 0; ch < c; ++ch) {
+        for (size_t t = 0; t < taps; ++t) wt[t * cp + ch] = wf[ch * taps + t];
+      }
+    }
+#endif
     parallel_for(n * tasks, threads, [&](size_t task) {
       const size_t img = task / tasks, oy0 = task % tasks * rows,
                    oy1 = std::min(oh, oy0 + rows);
@@ -613,11 +627,19 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
       thread_local std::vector<int32_t> acc;
       const size_t count = (oy1 - oy0) * ow;
       xf.resize(std::max<size_t>(hl * w * c, 1));
-      yf.resize(count * c);
-      acc.resize(count * c);
       dequantize_8bit(x + ((img * h + r0) * w) * c, x_signed, hl * w * c, 1.0f, x_zero_point,
                       xf.data());
       const DwConvGeometry gl{hl, w, oy1 - oy0, ow, kh, kw, sh, sw, dh, dw, pt_local, pl};
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+      if (fused) {   // sums and requantization in one pass, no float or int32 outputs
+        return qdwconv_nhwc_rows_avx512(xf.data(), gl, c, wt.data(), rq.b.data(), rq.m.data(),
+                                        rq.zp, rq.lo, rq.hi,
+                                        static_cast<uint8_t*>(out) + ((img * oh + oy0) * ow) * c,
+                                        0, oy1 - oy0);
+      }
+#endif
+      yf.resize(count * c);
+      acc.resize(count * c);
       dwconv_nhwc_f32(xf.data(), wf, nullptr, yf.data(), c, 0, c, 0, oy1 - oy0, gl, -kInf,
                       kInf);
       for (size_t i = 0; i < count * c; ++i) acc[i] = static_cast<int32_t>(yf[i]);

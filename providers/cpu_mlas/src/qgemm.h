@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dwconv.h"
 #include "weight_buffer.h"
 
 namespace onnxplex::mlas {
@@ -362,6 +363,16 @@ void lookup_8bit_vbmi(const uint8_t* x, size_t n, const uint8_t* table, uint8_t*
 // requant_rows, compiled for AVX-512.
 void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
                          size_t n, double zp, double lo, double hi, uint8_t* out);
+// Output rows [oy0, oy1) of a depthwise QLinearConv over channels-last rows xf [h][w][c]
+// already centered into float32 (x - x_zero_point, exact), requantized in the same pass
+// (AVX-512): wt [kh * kw][cp] the centered weights, tap-major, cp = c rounded up to 16 (zeros
+// past c); out [oh][ow][c]. Per position, 16 channels at a time, the taps inside the image
+// summed in float32 (exact: integers below 2^24 while kh * kw <= 256; a tap in the padding
+// adds (zero point - zero point) * w = 0 and is skipped), then the sums + bias requantized as
+// requant_rows_avx512 does the GEMM's: the bytes of the unfused path.
+void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c,
+                              const float* wt, const int32_t* bias, const double* m, double zp,
+                              double lo, double hi, uint8_t* out, size_t oy0, size_t oy1);
 #endif
 
 }  // namespace onnxplex::mlas

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "qgemm.h"
 
@@ -238,31 +239,145 @@ void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, do
 // two vectors of doubles times the multipliers, clamped past the output range, rounded half
 // to even (roundscale), the zero point added, clamped, narrowed to bytes. The same doubles
 // and the same rounding as the scalar row: the same bytes.
-void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
-                         size_t n, double zp, double lo, double hi, uint8_t* out) {
-  const __m512d vlo = _mm512_set1_pd(lo - 1.0 - zp), vhi = _mm512_set1_pd(hi + 1.0 - zp);
-  const __m512d z = _mm512_set1_pd(zp), olo = _mm512_set1_pd(lo), ohi = _mm512_set1_pd(hi);
-  auto half = [&](__m256i v, const double* mm, __mmask8 mask) {
+namespace {
+
+// 16 int32 sums (bias added) requantized into 16 8-bit values, as detail::requant_row does
+// them: y = saturate(round_half_even(v * m) + zp), the product in float64. The product is
+// clamped to [lo - 1 - zp, hi + 1 - zp] first (no int32 overflow; what lies past it saturates
+// alike), converted to int32 rounding to nearest even (one instruction for roundscale and
+// the truncating conversion), and the zero point added and the range taken in int32 on all 16
+// lanes: the signed case by vpmovsdb's saturation, the unsigned one by a max with 0 and
+// vpmovusdb's (lo and hi are always the 8-bit type's own).
+struct Requant16 {
+  __m512d vlo, vhi;
+  __m512i z;
+  bool out_signed;
+  Requant16(double zp, double lo, double hi)
+      : vlo(_mm512_set1_pd(lo - 1.0 - zp)), vhi(_mm512_set1_pd(hi + 1.0 - zp)),
+        z(_mm512_set1_epi32(static_cast<int32_t>(zp))), out_signed(lo < 0.0) {}
+  __m256i half(__m256i v, const double* mm, __mmask8 mask) const {
     __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(v), _mm512_maskz_loadu_pd(mask, mm));
     d = _mm512_min_pd(_mm512_max_pd(d, vlo), vhi);
-    d = _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
-    d = _mm512_min_pd(_mm512_max_pd(d, olo), ohi);
-    return _mm512_cvttpd_epi32(d);
-  };
+    return _mm512_cvt_roundpd_epi32(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  void store(__m512i v, const double* m, __mmask16 mask, uint8_t* o) const {
+    const __m256i lo8 = half(_mm512_castsi512_si256(v), m, __mmask8(mask & 0xFF));
+    const __m256i hi8 = half(_mm512_extracti64x4_epi64(v, 1), m + 8, __mmask8(mask >> 8));
+    __m512i q = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(lo8), hi8, 1), z);
+    if (out_signed) {
+      _mm512_mask_cvtsepi32_storeu_epi8(o, mask, q);
+    } else {
+      q = _mm512_max_epi32(q, _mm512_setzero_si512());
+      _mm512_mask_cvtusepi32_storeu_epi8(o, mask, q);
+    }
+  }
+};
+
+}  // namespace
+
+void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
+                         size_t n, double zp, double lo, double hi, uint8_t* out) {
+  const Requant16 rq(zp, lo, hi);
   for (size_t r = 0; r < rows; ++r) {
     const int32_t* ar = a + r * n;
     uint8_t* o = out + r * n;
     for (size_t c = 0; c < n; c += 16) {
       const size_t left = n - c;
       const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      const __m512i v = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, ar + c),
-                                         _mm512_maskz_loadu_epi32(mask, bias + c));
-      const __m256i lo8 = half(_mm512_castsi512_si256(v), m + c, __mmask8(mask & 0xFF));
-      const __m256i hi8 = half(_mm512_extracti64x4_epi64(v, 1), m + c + 8,
-                               __mmask8(mask >> 8));
-      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo8), hi8, 1);
-      _mm_mask_storeu_epi8(o + c, mask, _mm512_cvtepi32_epi8(q));
+      rq.store(_mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, ar + c),
+                                _mm512_maskz_loadu_epi32(mask, bias + c)),
+               m + c, mask, o + c);
     }
+  }
+}
+
+namespace {
+
+
+// P consecutive output positions of one row, 16 channels: kernel rows [ky0, ky1) and columns
+// [kx0, kx1) (every position's taps in those columns inside the image), `rows` the input of
+// the first position's tap (ky0, kx0); positions `step` floats apart. P independent
+// accumulator chains (an FMA's latency is four of its issue slots), each weight vector
+// loaded once for the P positions, the inputs read by the FMAs as memory operands.
+template <int P>
+inline void dw_positions(const float* rows, std::ptrdiff_t row_stride, size_t step,
+                         size_t tap_step, size_t ky0, size_t ky1, size_t kx0, size_t kx1,
+                         size_t kw, const float* wt, size_t cp, __mmask16 mask,
+                         const Requant16& rq, const int32_t* bias, const double* m,
+                         uint8_t* o, size_t out_step) {
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  for (size_t ky = ky0; ky < ky1; ++ky) {
+    const float* row = rows + static_cast<std::ptrdiff_t>(ky - ky0) * row_stride;
+    const float* wk = wt + ky * kw * cp;
+    for (size_t kx = kx0; kx < kx1; ++kx) {
+      const __m512 wv = _mm512_loadu_ps(wk + kx * cp);
+      const float* q = row + (kx - kx0) * tap_step;
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        acc[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, q + p * step), wv, acc[p]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) {
+    rq.store(_mm512_add_epi32(_mm512_cvtps_epi32(acc[p]), _mm512_maskz_loadu_epi32(mask, bias)),
+             m, mask, o + p * out_step);
+  }
+}
+
+}  // namespace
+
+void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c,
+                              const float* wt, const int32_t* bias, const double* m, double zp,
+                              double lo, double hi, uint8_t* out, size_t oy0, size_t oy1) {
+  constexpr int P = 4;
+  const size_t cp = (c + 15) / 16 * 16;
+  const Requant16 rq(zp, lo, hi);
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  const auto pl = static_cast<std::ptrdiff_t>(g.pl), sw = static_cast<std::ptrdiff_t>(g.sw);
+  const auto cc = static_cast<std::ptrdiff_t>(c);
+  const std::ptrdiff_t row_floats = w * cc;
+  const size_t step = g.sw * c, tap_step = g.dw * c;
+  // the output columns whose taps all lie inside the image's columns: [in0, in1)
+  const auto wo = static_cast<std::ptrdiff_t>(g.wo);
+  const std::ptrdiff_t last = w - 1 - static_cast<std::ptrdiff_t>((g.kw - 1) * g.dw) + pl;
+  const std::ptrdiff_t in0 = std::min((pl + sw - 1) / sw, wo);
+  const std::ptrdiff_t in1 = std::max(in0, last >= 0 ? std::min(last / sw + 1, wo) : 0);
+  for (size_t oy = oy0; oy < oy1; ++oy) {
+    const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * g.sh) -
+                               static_cast<std::ptrdiff_t>(g.pt);
+    size_t ky0 = 0, ky1 = g.kh;   // the kernel rows inside the image
+    while (ky0 < ky1 && iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh) < 0) ++ky0;
+    while (ky1 > ky0 && iy0 + static_cast<std::ptrdiff_t>((ky1 - 1) * g.dh) >= h) --ky1;
+    if (ky0 == ky1) ky0 = ky1 = 0;   // (no row inside: sums of nothing, read nowhere)
+    const float* top = xf + (iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh)) * row_floats;
+    const std::ptrdiff_t row_stride = static_cast<std::ptrdiff_t>(g.dh) * row_floats;
+    uint8_t* orow = out + oy * g.wo * c;
+    auto run = [&](std::ptrdiff_t ox, auto positions, size_t kx0, size_t kx1) {
+      constexpr int Q = decltype(positions)::value;
+      const std::ptrdiff_t ix = ox * sw - pl + static_cast<std::ptrdiff_t>(kx0 * g.dw);
+      for (size_t c0 = 0; c0 < c; c0 += 16) {
+        const size_t left = c - c0;
+        const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+        dw_positions<Q>(ky0 == ky1 ? xf : top + ix * cc + static_cast<std::ptrdiff_t>(c0),
+                        row_stride, step, tap_step, ky0, ky1, kx0, kx1, g.kw, wt + c0, cp, mask,
+                        rq, bias + c0, m + c0, orow + static_cast<size_t>(ox) * c + c0, c);
+      }
+    };
+    auto single = [&](std::ptrdiff_t ox) {   // one position: its kernel columns inside
+      const std::ptrdiff_t ix0 = ox * sw - pl;
+      size_t kx0 = 0, kx1 = g.kw;
+      while (kx0 < kx1 && ix0 + static_cast<std::ptrdiff_t>(kx0 * g.dw) < 0) ++kx0;
+      while (kx1 > kx0 && ix0 + static_cast<std::ptrdiff_t>((kx1 - 1) * g.dw) >= w) --kx1;
+      if (kx0 == kx1) kx0 = kx1 = 0;
+      run(ox, std::integral_constant<int, 1>{}, kx0, kx1);
+    };
+    std::ptrdiff_t ox = 0;
+    for (; ox < in0; ++ox) single(ox);
+    for (; ox + P <= in1; ox += P) run(ox, std::integral_constant<int, P>{}, 0, g.kw);
+    for (; ox < wo; ++ox) single(ox);
   }
 }
 
