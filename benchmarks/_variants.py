@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,17 @@ def cached(make: Callable[[Path, Path], None], src: Path, dst: Path) -> Path:
         make(src, tmp)
         tmp.replace(dst)
     return dst
+
+
+def model_files(src: Path, names: list[str], width: int) -> Iterator[tuple[str, Path]]:
+    """(name, ``src``/name.onnx) of each model that is there; a missing one is reported on
+    stderr (``width``: the table's name column) and skipped."""
+    for name in names:
+        f = src / f"{name}.onnx"
+        if f.exists():
+            yield name, f
+        else:
+            print(f"{name:<{width}} not in {src}", file=sys.stderr)
 
 
 def plex_session(path: Path, threads: int, providers: str):

@@ -27,7 +27,14 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._variants import alternate, arguments, cached, plex_session, print_geomeans  # noqa: E402
+from benchmarks._variants import (  # noqa: E402
+    alternate,
+    arguments,
+    cached,
+    model_files,
+    plex_session,
+    print_geomeans,
+)
 from benchmarks.build_models import convert_fp16  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "mnasnet0_5",
@@ -66,11 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'model':<18} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
           f"{'ratio':>6} {'rel. err onnxplex':>18} {'rel. err onnxruntime':>21} "
           f"{'vs onnxruntime':>15}")
-    for name in names:
-        f = src / f"{name}.onnx"
-        if not f.exists():
-            print(f"{name:<18} not in {src}", file=sys.stderr)
-            continue
+    for name, f in model_files(src, names, 18):
         half = cached(convert_fp16, f, out / f"{name}_fp16.onnx")
         with np.load(src / f"{name}.inputs.npz") as z:
             feeds = {k: z[k] for k in z.files}

@@ -31,7 +31,14 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._variants import alternate, arguments, cached, plex_session, print_geomeans  # noqa: E402
+from benchmarks._variants import (  # noqa: E402
+    alternate,
+    arguments,
+    cached,
+    model_files,
+    plex_session,
+    print_geomeans,
+)
 from benchmarks.build_models import quantize_qdq  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
@@ -78,11 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[tuple[int, str], list[float]] = {}
     print(f"{'model':<22} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
           f"{'ratio':>6} {'max diff (steps)':>17} {'ort own (steps)':>16}")
-    for name in names:
-        f = src / f"{name}.onnx"
-        if not f.exists():
-            print(f"{name:<22} not in {src}", file=sys.stderr)
-            continue
+    for name, f in model_files(src, names, 22):
         for fmt in formats:
             q = cached(functools.partial(quantize_qdq, **FORMATS[fmt]), f,
                        out / f"{name}_{fmt}.onnx")

@@ -235,10 +235,6 @@ void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, do
   detail::requant_run_f32(y, n, bias, m, zp, lo, hi, out);
 }
 
-// requant_row's arithmetic, 16 channels a step: the sums plus the bias (int32, wrapping), as
-// two vectors of doubles times the multipliers, clamped past the output range, rounded half
-// to even (roundscale), the zero point added, clamped, narrowed to bytes. The same doubles
-// and the same rounding as the scalar row: the same bytes.
 namespace {
 
 // 16 int32 sums (bias added) requantized into 16 8-bit values, as detail::requant_row does
@@ -351,17 +347,20 @@ void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c
     size_t ky0 = 0, ky1 = g.kh;   // the kernel rows inside the image
     while (ky0 < ky1 && iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh) < 0) ++ky0;
     while (ky1 > ky0 && iy0 + static_cast<std::ptrdiff_t>((ky1 - 1) * g.dh) >= h) --ky1;
-    if (ky0 == ky1) ky0 = ky1 = 0;   // (no row inside: sums of nothing, read nowhere)
-    const float* top = xf + (iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh)) * row_floats;
+    const float* top =   // (the first kernel row inside the image's input row)
+        ky0 < ky1 ? xf + (iy0 + static_cast<std::ptrdiff_t>(ky0 * g.dh)) * row_floats : xf;
     const std::ptrdiff_t row_stride = static_cast<std::ptrdiff_t>(g.dh) * row_floats;
     uint8_t* orow = out + oy * g.wo * c;
     auto run = [&](std::ptrdiff_t ox, auto positions, size_t kx0, size_t kx1) {
       constexpr int Q = decltype(positions)::value;
-      const std::ptrdiff_t ix = ox * sw - pl + static_cast<std::ptrdiff_t>(kx0 * g.dw);
+      // the first tap's column; with no tap inside the image (past a wide padding) nothing
+      // is read and the sums are of nothing
+      const bool taps = ky0 < ky1 && kx0 < kx1;
+      const std::ptrdiff_t first = ox * sw - pl + static_cast<std::ptrdiff_t>(kx0 * g.dw);
       for (size_t c0 = 0; c0 < c; c0 += 16) {
         const size_t left = c - c0;
         const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        dw_positions<Q>(ky0 == ky1 ? xf : top + ix * cc + static_cast<std::ptrdiff_t>(c0),
+        dw_positions<Q>(taps ? top + first * cc + static_cast<std::ptrdiff_t>(c0) : xf,
                         row_stride, step, tap_step, ky0, ky1, kx0, kx1, g.kw, wt + c0, cp, mask,
                         rq, bias + c0, m + c0, orow + static_cast<size_t>(ox) * c + c0, c);
       }
@@ -371,7 +370,6 @@ void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c
       size_t kx0 = 0, kx1 = g.kw;
       while (kx0 < kx1 && ix0 + static_cast<std::ptrdiff_t>(kx0 * g.dw) < 0) ++kx0;
       while (kx1 > kx0 && ix0 + static_cast<std::ptrdiff_t>((kx1 - 1) * g.dw) >= w) --kx1;
-      if (kx0 == kx1) kx0 = kx1 = 0;
       run(ox, std::integral_constant<int, 1>{}, kx0, kx1);
     };
     std::ptrdiff_t ox = 0;

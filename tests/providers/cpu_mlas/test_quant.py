@@ -344,6 +344,20 @@ def test_qlinear_matmul(dt, per_axis, const):
               const_inputs=[3, 5] if const else [])
 
 
+def _counted_native(monkeypatch, name: str) -> list[int]:
+    """The native module's function ``name`` wrapped to count its calls (skips the test when
+    the module is not built): the list grows by one a call."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    calls: list[int] = []
+    real = getattr(nat, name)
+    monkeypatch.setattr(nat, name, lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
 @pytest.mark.parametrize("per_column", [False, True])
 @pytest.mark.parametrize("a_dt,b_dt", [(np.uint8, np.int8), (np.int8, np.int8),
                                        (np.uint8, np.uint8)])
@@ -351,14 +365,7 @@ def test_qlinear_matmul_constant_b_native(a_dt, b_dt, per_column, monkeypatch):
     """A constant 2-D B runs on the native integer GEMM, packed once, with the native
     requantization: the ONNX reference's integers and requantization exactly (3-D A, zero
     points everywhere, per-column scales and zero points of B)."""
-    from onnxplex.providers.cpu_mlas._native import native
-
-    nat = native()
-    if nat is None:
-        pytest.skip("the native module is not built")
-    calls = []
-    real = nat.qgemm_i32
-    monkeypatch.setattr(nat, "qgemm_i32", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _counted_native(monkeypatch, "qgemm_i32")
     a, b = ints(a_dt, 2, 7, 70), ints(b_dt, 70, 9)
     b_s = (RNG.random(9).astype(np.float32) * 0.02 + 0.01) if per_column else \
         np.array([0.015], np.float32)
@@ -457,14 +464,7 @@ def test_qlinear_conv_depthwise_native(geometry, x_dt, per_channel, monkeypatch)
     channels a task: centered exactly into float32, the float depthwise kernel, the shared
     requantization): the ONNX reference's values exactly, with zero points, per-channel
     weight scales and zero points, a bias and two images."""
-    from onnxplex.providers.cpu_mlas._native import native
-
-    nat = native()
-    if nat is None:
-        pytest.skip("the native module is not built")
-    calls = []
-    real = nat.qdwconv_u8
-    monkeypatch.setattr(nat, "qdwconv_u8", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _counted_native(monkeypatch, "qdwconv_u8")
     c = 5
     x = ints(x_dt, 2, c, 9, 11)
     w = ints(np.int8, c, 1, *geometry["kernel"])
