@@ -85,3 +85,31 @@ def test_skipped_pass_reports_are_plain_values():
         [(r.name, r.changes, r.skipped) for r in second]
     skipped = [r for r in first if r.seconds == 0.0]
     assert skipped and all(r.changes == 0 and not r.skipped for r in skipped)
+
+
+def test_small_arrays_are_shared_while_a_session_is_built_only():
+    from onnx import TensorProto, helper
+
+    from onnxplex import _graph
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [helper.make_tensor("b", TensorProto.FLOAT, [2], [1.0, 2.0])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    tensor = onnxplex.load_model(model).graph.initializers["b"].const_value
+    # outside a build every read is a new array, and nothing is kept
+    assert _graph._readonly_array(tensor) is not _graph._readonly_array(tensor)
+    assert _graph._SMALL is None
+    with _graph.sharing_small_arrays():
+        first = _graph._readonly_array(tensor)
+        assert _graph._readonly_array(tensor) is first
+        assert not first.flags.writeable and first.tolist() == [1.0, 2.0]
+        with _graph.sharing_small_arrays():   # nested: the outer build's cache stays
+            assert _graph._readonly_array(tensor) is first
+        assert _graph._readonly_array(tensor) is first
+    assert _graph._SMALL is None
+    sess = onnxplex.InferenceSession(model.SerializeToString())
+    assert _graph._SMALL is None   # (a session does not keep the cache either)
+    np.testing.assert_array_equal(sess.run(None, {"x": np.ones(2, np.float32)})[0], [2, 3])

@@ -16,6 +16,7 @@ module adds is what a *runtime* needs before it trusts a file from a stranger:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import logging
@@ -625,27 +626,42 @@ _FIELD_TYPES = {int(t): (f, np.dtype(d)) for t, f, d in (
     (onnx.TensorProto.INT32, "int32_data", np.int32))}
 
 
+_SMALL: dict[int, tuple[ir.TensorProtocol, np.ndarray]] | None = None
+_SMALL_ELEMENTS = 4096
+
+
+@contextlib.contextmanager
+def sharing_small_arrays() -> Iterator[None]:
+    """While a session is built, :func:`_readonly_array` keeps the arrays of small tensors
+    held in protos, by the tensor's identity (each entry keeps its tensor, so the identity
+    cannot be reused while it lives): loading, the optimizer's match tests and the node views
+    each read a model's shapes, scales and biases (2-7 us a read, several reads a constant).
+    The arrays are read-only, so sharing them is safe; nothing is kept afterwards (an entry
+    pins its whole model proto). Concurrent builds share one cache; the first one out ends it,
+    which only costs the others their hits."""
+    global _SMALL
+    outer = _SMALL
+    if outer is None:
+        _SMALL = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _SMALL = None
+
+
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
     if type(tensor) is ir.serde.TensorProtoTensor:
-        # the common case (a model's small weights, biases and shapes) without onnx-ir's
-        # general reader: half its ~6 us a tensor
-        proto = tensor.raw
-        kind = proto.data_type
-        if proto.data_location != onnx.TensorProto.EXTERNAL:
-            dtype = _RAW_TYPES.get(kind)
-            if dtype is not None and proto.HasField("raw_data"):
-                raw = proto.raw_data
-                dims = tuple(proto.dims)
-                if raw and len(raw) == dtype.itemsize * _num_elements(dims):
-                    return canonical_dtype(np.frombuffer(raw, dtype).reshape(dims))
-            elif kind in _FIELD_TYPES:
-                name, np_type = _FIELD_TYPES[kind]
-                values = getattr(proto, name)
-                dims = tuple(proto.dims)
-                if values and len(values) == _num_elements(dims):
-                    arr = np.array(values, np_type).reshape(dims)
-                    arr.flags.writeable = False
-                    return arr
+        cache = _SMALL
+        if cache is not None:
+            hit = cache.get(id(tensor))
+            if hit is not None and hit[0] is tensor:
+                return hit[1]
+        arr = _proto_array(tensor.raw)
+        if arr is not None:
+            if cache is not None and arr.size <= _SMALL_ELEMENTS:
+                cache[id(tensor)] = (tensor, arr)
+            return arr
     try:
         arr = tensor.read_array() if _is_a(tensor, _FileTensor) else tensor.numpy()
     except OnnxplexError:
@@ -660,6 +676,29 @@ def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
         arr = arr.view()
         arr.flags.writeable = False
     return canonical_dtype(arr)
+
+
+def _proto_array(proto: onnx.TensorProto) -> np.ndarray | None:
+    """The common case (a model's small weights, biases and shapes, in the proto itself)
+    without onnx-ir's general reader (half its ~6 us a tensor); None for the others."""
+    if proto.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    kind = proto.data_type
+    dtype = _RAW_TYPES.get(kind)
+    if dtype is not None and proto.HasField("raw_data"):
+        raw = proto.raw_data
+        dims = tuple(proto.dims)
+        if raw and len(raw) == dtype.itemsize * _num_elements(dims):
+            return canonical_dtype(np.frombuffer(raw, dtype).reshape(dims))
+    elif kind in _FIELD_TYPES:
+        name, np_type = _FIELD_TYPES[kind]
+        values = getattr(proto, name)
+        dims = tuple(proto.dims)
+        if values and len(values) == _num_elements(dims):
+            arr = np.array(values, np_type).reshape(dims)
+            arr.flags.writeable = False
+            return arr
+    return None
 
 
 def canonical_dtype(arr: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ from ._errors import (
 )
 from ._feeds import structured_feed, tensor_feed
 from ._functions import expand_nodes
-from ._graph import Model, Subgraph, ValueInfo, load_model
+from ._graph import Model, Subgraph, ValueInfo, load_model, sharing_small_arrays
 from ._iobinding import IOBinding
 from ._optimizer import PassReport, optimize
 from ._ortcompat import ORT_EXECUTION_PROVIDERS, ProviderNames, ProviderOptionsByName
@@ -317,7 +317,7 @@ class InferenceSession:
         t0 = time.perf_counter_ns()
         self._source = path_or_bytes  # set_providers builds the session again from it
         self._profile_start_ns = time.time_ns() if self._profile is not None else 0
-        with _gc_paused():
+        with _gc_paused(), sharing_small_arrays():
             self._create(path_or_bytes, providers, provider_options)
         self._profile_event("session_initialization", "Session", t0, time.perf_counter_ns())
 
