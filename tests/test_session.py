@@ -252,3 +252,64 @@ def test_object_array_feeds_a_string_input_as_is_and_str_arrays_convert():
         assert y.dtype == object and y.tolist() == [["a", "b"]]
     with pytest.raises(onnxplex.InvalidFeedError, match="rank 2"):
         sess.run(None, {"s": np.array(["a", "b"], dtype=object)})
+
+
+def _matmul_model(rows: int, cols: int) -> bytes:
+    w = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / (rows * cols)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cols])],
+                          [onnx.numpy_helper.from_array(w, "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _full_collections(fn) -> int:
+    import gc
+
+    seen = []
+
+    def count(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            seen.append(1)
+
+    gc.callbacks.append(count)
+    try:
+        fn()
+    finally:
+        gc.callbacks.remove(count)
+    return len(seen)
+
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_a_dropped_session_gives_its_weights_back_at_once(rebuild):
+    """onnx-ir's graph is cyclic: a dropped session of a model with large in-memory weights
+    runs the collector (as set_providers does for the session it replaces), so the weights
+    are freed when the session goes, not when the collector next gets to them."""
+    import weakref
+
+    model = _matmul_model(2048, 2100)   # 17 MB of weights, above the threshold
+    sess = onnxplex.InferenceSession(model)
+    graph = weakref.ref(sess.model.ir.graph)
+    x = np.ones((1, 2048), np.float32)
+    expected = sess.run(None, {"x": x})[0]
+    if rebuild:
+        sess.set_providers(["cpu_mlas"])
+        assert graph() is None
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], expected)
+        graph = weakref.ref(sess.model.ir.graph)
+    assert _full_collections(lambda: sess.__dict__.get("_model")) == 0
+    del sess
+    assert graph() is None
+
+
+def test_a_small_session_is_dropped_without_a_collection():
+    import gc
+
+    sess = onnxplex.InferenceSession(_matmul_model(8, 8))
+    gc.collect()
+
+    def drop():
+        nonlocal sess
+        del sess
+
+    assert _full_collections(drop) == 0
