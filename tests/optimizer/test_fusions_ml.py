@@ -75,10 +75,41 @@ def test_cast_of_a_constant_tables_moved_data_casts_the_table(table_type, to, ex
     feed = {"x": np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)}
     sess = onnxplex.InferenceSession(model.SerializeToString())
     assert ("Cast" not in [n.op_type for n in sess.model.nodes]) == fused
+    # the table the cast copy replaced is gone (the pass removes it: no sweep follows)
+    assert ("classes" in sess.model.graph.initializers) == (not fused)
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, feed)
     got = sess.run(None, feed)
     assert [o.name for o in sess.get_outputs()] == [o.name for o in outputs]
     for w, o in zip(want, got):
+        assert o.dtype == w.dtype
+        np.testing.assert_array_equal(o, w)
+
+
+def test_cast_of_a_shared_constant_table_keeps_the_table_for_its_other_reader():
+    """The table is cast for the chain that moves it; another node still reads the original,
+    which stays (the pass removes the table only once nothing reads it)."""
+    from onnx import numpy_helper
+    table = np.array([3, 250, 7, 9], np.int32)
+    nodes = [helper.make_node("ArgMax", ["x"], ["i"], axis=1, keepdims=1),
+             helper.make_node("ArrayFeatureExtractor", ["classes", "i"], ["picked"],
+                              domain="ai.onnx.ml"),
+             helper.make_node("Cast", ["picked"], ["label"], to=TensorProto.INT64),
+             helper.make_node("ReduceMax", ["classes"], ["top"], keepdims=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     ["N", 4])],
+                          [helper.make_tensor_value_info("label", TensorProto.INT64, None),
+                           helper.make_tensor_value_info("top", TensorProto.INT32, [])],
+                          [numpy_helper.from_array(table, "classes")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("ai.onnx.ml", 1)])
+    feed = {"x": np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)}
+    sess = onnxplex.InferenceSession(model.SerializeToString(),
+                                     disabled_optimizers=["constant folding"])
+    assert "Cast" not in [n.op_type for n in sess.model.nodes]
+    assert "classes" in sess.model.graph.initializers
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)
+    for w, o in zip(want, sess.run(None, feed)):
         assert o.dtype == w.dtype
         np.testing.assert_array_equal(o, w)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .._graph import attrs_of
+from .._graph import _readonly_array, attrs_of
 from . import OptimizerContext, register_pass
 from ._fusions_cnn import EXTENDED, _counted, _fuse, _initializer, _sole_consumer
 
@@ -79,7 +79,7 @@ def _mover(node: ir.Node | None) -> bool:
 
 
 @register_pass("Cast of a constant's moved data -> cast constant", EXTENDED, requires={"Cast"})
-@_counted
+@_counted(sweep=False)
 def _cast_moved_constant(ctx: OptimizerContext) -> int:
     """A Cast from an integer type to an integer or float type whose input is a chain of
     :data:`_MOVERS` (each read by the next alone) starting at a constant table: the table is
@@ -110,7 +110,7 @@ def _cast_moved_constant(ctx: OptimizerContext) -> int:
         if to not in _AFE_TYPES and any(n.op_type == "ArrayFeatureExtractor" for n in chain):
             continue   # (a type ArrayFeatureExtractor does not take)
         try:
-            table = v.const_value.numpy()
+            table = _readonly_array(v.const_value)
         except Exception:  # noqa: BLE001 - unreadable: left as it is
             continue
         first, last = chain[-1], chain[0]
@@ -121,5 +121,7 @@ def _cast_moved_constant(ctx: OptimizerContext) -> int:
             node.outputs[0].dtype = target
         _fuse(graph, [last, cast], last.domain, last.op_type, list(last.inputs),
               list(attrs_of(last)), cast.outputs[0])
+        if not v.uses() and not v.is_graph_output():   # (the one thing the pass leaves unread)
+            del graph.initializers[v.name]
         changes += 1
     return changes
