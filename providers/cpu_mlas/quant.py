@@ -505,19 +505,24 @@ _Q8 = {TP.UINT8, TP.INT8}
 
 def _requantize(acc: np.ndarray, multiplier: np.ndarray, y_zp: np.ndarray | None,
                 out: np.dtype) -> np.ndarray:
-    """``saturate(round_half_even(acc * multiplier) + zero_point)`` to ``out``."""
-    d = acc.astype(np.float64) * multiplier
-    np.rint(d, out=d)
-    if y_zp is not None:
-        d += np.asarray(y_zp).astype(np.float64)
+    """``saturate(round_half_even(float32(acc) * multiplier) + zero_point)`` to ``out``, in
+    float32 as onnxruntime (MLAS) requantizes: the sum and the product each rounded to float32
+    (the ONNX reference multiplies in float64, which rounds a value lying within a float32
+    rounding of a half the other way, one step apart). The product is clamped to the output
+    range less the zero point before rounding; a NaN product (a non-finite multiplier) gives
+    the bottom of the range, as MLAS's max against it does."""
+    zp = np.zeros((), _F32) if y_zp is None else np.asarray(y_zp).astype(_F32)
     lo, hi = _int_range(out)
-    np.clip(d, lo, hi, out=d)
-    return d.astype(out)
+    f = acc.astype(_F32) * np.asarray(multiplier, _F32)
+    f = np.fmin(np.fmax(f, lo - zp), hi - zp)   # (fmax: a NaN gives lo - zp)
+    np.rint(f, out=f)
+    f += zp
+    return f.astype(out)
 
 
 def _scale_multiplier(a_s: np.ndarray, b_s: np.ndarray, y_s: np.ndarray) -> np.ndarray:
     """``a_scale * b_scale / y_scale`` in the scales' own precision (as the ONNX graph),
-    then widened to float64."""
+    then widened to float64 (exactly: the requantization multiplies by it in float32)."""
     a_s, b_s, y_s = np.asarray(a_s), np.asarray(b_s), np.asarray(y_s)
     dt = a_s.dtype if a_s.dtype.kind == "f" else np.dtype(_F32)
     if dt == np.float64 or dt == _F32 or dt == np.float16:
@@ -540,7 +545,7 @@ def _make_qlinear_matmul(node: NodeView, ctx: ProviderContext):
     """QLinearMatMul-10/21: integer GEMM (exact, on float BLAS), per-tensor / per-row (A) /
     per-column (B) scales and zero points, requantized to the output zero point's type. With
     a constant 2-D B and a per-tensor A and output, on the native integer GEMM with B packed
-    once, requantized natively (the same integers and the same float64 requantization)."""
+    once, requantized natively (the same integers and the same float32 requantization)."""
     b_info, bzp_info = node.input(3), node.input(5)
     packed = None
     native_b = None
@@ -612,7 +617,7 @@ def _make_qgemm(node: NodeView, ctx: ProviderContext):
     ``y_scale``, else requantized to ``y_zero_point``'s type (round half to even, saturated).
     A constant B (per-tensor or per-column scale and zero point) is packed once for the native
     integer GEMM; the requantization is the QLinear ops' (the multiplier from the scales in
-    their own precision, applied in float64)."""
+    their own precision, applied in float32 as onnxruntime applies it)."""
     trans_a = int(node.attr("transA", 0)) == 1
     trans_b = int(node.attr("transB", 0)) == 1
     alpha = float(node.attr("alpha", 1.0))

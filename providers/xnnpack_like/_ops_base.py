@@ -310,9 +310,11 @@ class Requantizer:
     ``acc``: the exact integer accumulator (as floats) of centered activations
     (``x - x_zero_point``) and weights; ``multiplier``: ``x_scale * w_scale / y_scale`` per
     output channel (or one); ``bias_q``: an int32 bias in the accumulator's scale; ``bias_f``: a
-    float bias already divided by the output scale (a bias in another scale). Arithmetic is
-    float64, where every int32 accumulator and product is exact or correctly rounded. ``relu``:
-    a Relu before the QuantizeLinear, which raises the lower bound to the zero point.
+    float bias already divided by the output scale (a bias in another scale). As XNNPACK's fp32
+    requantization and onnxruntime's (MLAS): the exact integer sum rounded to float32, the
+    product and the float bias in float32, rounded half to even (cpu_mlas's integer kernels
+    give the same bytes). ``relu``: a Relu before the QuantizeLinear, which raises the lower
+    bound to the zero point.
     """
 
     def __init__(self, x_zero_point: float, multiplier: np.ndarray, bias_q: np.ndarray | None,
@@ -335,16 +337,16 @@ class Requantizer:
         return xc
 
     def __call__(self, acc: np.ndarray) -> np.ndarray:
-        d = acc.astype(np.float64)
         if self.bias_q is not None:
-            d += self.bias_q
-        d *= self.multiplier
+            acc = acc.astype(np.float64) + self.bias_q   # (exact: integers below 2^53)
+        f = acc.astype(F32)
+        f *= self.multiplier.astype(F32)
         if self.bias_f is not None:
-            d += self.bias_f
-        np.rint(d, out=d)
-        d += self.y_zero_point
-        np.clip(d, self.lo, self.hi, out=d)
-        return d.astype(self.out_dtype)
+            f += self.bias_f.astype(F32)
+        np.rint(f, out=f)
+        f += np.float32(self.y_zero_point)
+        np.clip(f, self.lo, self.hi, out=f)
+        return f.astype(self.out_dtype)
 
 
 def scale_multiplier(x_scale: float, w_scale: np.ndarray, y_scale: float) -> np.ndarray:

@@ -485,9 +485,9 @@ void im2col_rows_u8(const uint8_t* scratch, size_t c, size_t wp, size_t kh, size
 // repeated), whether every multiplier is finite, and the row kernel to use.
 struct Requantizer {
   size_t channels;
-  double zp, lo, hi;
+  float zp, lo, hi;
   std::vector<int32_t> b;
-  std::vector<double> m;
+  std::vector<float> m;   // (float32 as onnxruntime's; the callers' doubles hold float32 values)
   bool finite = true;
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
   bool avx512 = cpu_features().avx512_vnni;   // (the file built with AVX-512 flags)
@@ -495,12 +495,12 @@ struct Requantizer {
 
   Requantizer(size_t channels_, const int32_t* bias, const double* multiplier,
               size_t multiplier_count, int32_t zero_point, bool out_signed)
-      : channels(channels_), zp(static_cast<double>(zero_point)),
-        lo(out_signed ? -128.0 : 0.0), hi(out_signed ? 127.0 : 255.0), b(channels_, 0),
+      : channels(channels_), zp(static_cast<float>(zero_point)),
+        lo(out_signed ? -128.0f : 0.0f), hi(out_signed ? 127.0f : 255.0f), b(channels_, 0),
         m(channels_) {
     for (size_t c = 0; c < channels; ++c) {
       if (bias != nullptr) b[c] = bias[c];
-      m[c] = multiplier[multiplier_count == 1 ? 0 : c];
+      m[c] = static_cast<float>(multiplier[multiplier_count == 1 ? 0 : c]);
       finite = finite && std::isfinite(m[c]);
     }
   }
@@ -562,8 +562,8 @@ namespace {
 
 // One channel's run of sums held as float32 integers, requantized (requant_run_f32, or
 // element by element for a multiplier that is not finite: requant_any).
-void requant_channel_f32(const float* src, size_t n, int32_t b, double m, double zp,
-                         double lo, double hi, uint8_t* dst) {
+void requant_channel_f32(const float* src, size_t n, int32_t b, float m, float zp,
+                         float lo, float hi, uint8_t* dst) {
   if (!std::isfinite(m)) {
     for (size_t p = 0; p < n; ++p) {
       dst[p] = detail::requant_any(detail::add_wrapped(static_cast<int32_t>(src[p]), b), m, zp,
@@ -648,8 +648,8 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
     });
     return;
   }
-  const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
-  const double zp = static_cast<double>(y_zero_point);
+  const float lo = out_signed ? -128.0f : 0.0f, hi = out_signed ? 127.0f : 255.0f;
+  const float zp = static_cast<float>(y_zero_point);
   // channels a task: about 512 KiB of float input planes (one channel at least), at least
   // two tasks a thread when there are channels for them
   const size_t fit = (size_t{512} << 10) / std::max<size_t>(h * w * sizeof(float), 1);
@@ -669,7 +669,8 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
     for (size_t k = 0; k < cn; ++k) {
       const size_t ch = c0 + k;
       requant_channel_f32(yf.data() + k * oh * ow, oh * ow, bias != nullptr ? bias[ch] : 0,
-                          multiplier[multiplier_count == 1 ? 0 : ch], zp, lo, hi,
+                          static_cast<float>(multiplier[multiplier_count == 1 ? 0 : ch]), zp,
+                          lo, hi,
                           o8 + (img * c + ch) * oh * ow);
     }
   });
@@ -741,13 +742,14 @@ void requantize_f32_channels(const float* y, size_t images, size_t channels, siz
                              const int32_t* bias, const double* multiplier,
                              size_t multiplier_count, int32_t zero_point, bool out_signed,
                              void* out, size_t threads) {
-  const double lo = out_signed ? -128.0 : 0.0, hi = out_signed ? 127.0 : 255.0;
-  const double zp = static_cast<double>(zero_point);
+  const float lo = out_signed ? -128.0f : 0.0f, hi = out_signed ? 127.0f : 255.0f;
+  const float zp = static_cast<float>(zero_point);
   auto* o8 = static_cast<uint8_t*>(out);
   parallel_for(images * channels, threads, [&](size_t row) {
     const size_t c = row % channels;
     requant_channel_f32(y + row * positions, positions, bias != nullptr ? bias[c] : 0,
-                        multiplier[multiplier_count == 1 ? 0 : c], zp, lo, hi,
+                        static_cast<float>(multiplier[multiplier_count == 1 ? 0 : c]), zp, lo,
+                        hi,
                         o8 + row * positions);
   });
 }

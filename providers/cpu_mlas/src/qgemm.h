@@ -96,7 +96,7 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
                      bool out_signed, bool channels_last, void* out, size_t threads);
 
 // Requantization of int32 sums acc [images][positions][channels] (channels-last) into 8-bit
-// out: saturate(round_half_even(double(acc + bias[c]) * multiplier[c or 0]) + zero_point), to
+// out: saturate(round_half_even(float(acc + bias[c]) * multiplier[c or 0]) + zero_point), to
 // int8 (out_signed) or uint8, written channels-first [images][channels][positions] when
 // channels_first, else in acc's layout. bias (int32, added with wrap-around as numpy's int32
 // add) may be null; multiplier_count 1 (per tensor) or channels.
@@ -107,18 +107,17 @@ void requantize_i32(const int32_t* acc, size_t images, size_t positions, size_t 
 
 namespace detail {
 
-// saturate(round_half_even(d) + zp) for a finite d, as a double: d is clamped first to a range
-// past [lo, hi] (the result saturates there anyway), inside which adding and taking away
-// 1.5 * 2^52 rounds to the nearest integer, ties to even, in the default rounding mode.
-// Branch-free: loops over it vectorize. Static (as the functions below): each including
-// translation unit (the generic one, the AVX-512 one) keeps its own copy, compiled with its own
-// flags (the copies of a plain inline function are merged into one).
-[[maybe_unused]] static inline double requant_value(double d, double zp, double lo,
-                                                    double hi) {
-  constexpr double kMagic = 6755399441055744.0;   // 1.5 * 2^52
-  d = std::min(std::max(d, lo - 1.0 - zp), hi + 1.0 - zp);
-  d = (d + kMagic) - kMagic + zp;
-  return std::min(std::max(d, lo), hi);
+// saturate(round_half_even(f) + zp) for a finite float32 f, as a float: f is clamped first to
+// a range past [lo - zp, hi - zp] (the result saturates there anyway), inside which adding
+// and taking away 1.5 * 2^23 rounds to the nearest integer, ties to even, in the default
+// rounding mode. Branch-free: loops over it vectorize. Static (as the functions below): each
+// including translation unit (the generic one, the AVX-512 one) keeps its own copy, compiled
+// with its own flags (the copies of a plain inline function are merged into one).
+[[maybe_unused]] static inline float requant_value(float f, float zp, float lo, float hi) {
+  constexpr float kMagic = 12582912.0f;   // 1.5 * 2^23
+  f = std::min(std::max(f, lo - 1.0f - zp), hi + 1.0f - zp);
+  f = (f + kMagic) - kMagic + zp;
+  return std::min(std::max(f, lo), hi);
 }
 
 // The int32 sum v plus the bias with wrap-around (as numpy's int32 add).
@@ -126,43 +125,44 @@ namespace detail {
   return static_cast<int32_t>(static_cast<uint32_t>(v) + static_cast<uint32_t>(bias));
 }
 
-// One row of channels: out[c] = saturate(round_half_even(double(a[c] + bias[c]) * m[c]) + zp),
-// for finite multipliers.
+// One row of channels, as onnxruntime requantizes (MLAS, float32 throughout):
+// out[c] = saturate(round_half_even(float(a[c] + bias[c]) * m[c]) + zp), for finite
+// multipliers; the conversion of the sum and the product are each rounded to float32.
 [[maybe_unused]] static inline void requant_row(const int32_t* a, const int32_t* bias,
-                                                const double* m, size_t n, double zp, double lo,
-                                                double hi, uint8_t* out) {
+                                                const float* m, size_t n, float zp, float lo,
+                                                float hi, uint8_t* out) {
   for (size_t c = 0; c < n; ++c) {
-    const double d = requant_value(static_cast<double>(add_wrapped(a[c], bias[c])) * m[c], zp,
-                                   lo, hi);
-    out[c] = static_cast<uint8_t>(static_cast<int32_t>(d));
+    const float f = requant_value(static_cast<float>(add_wrapped(a[c], bias[c])) * m[c], zp,
+                                  lo, hi);
+    out[c] = static_cast<uint8_t>(static_cast<int32_t>(f));
   }
 }
 
 // A run of one channel's sums held as float32 integers (a float convolution of centered 8-bit
 // values, exact below 2^24): requant_row's arithmetic with one bias and one multiplier.
 [[maybe_unused]] static inline void requant_run_f32(const float* y, size_t n, int32_t bias,
-                                                    double m, double zp, double lo, double hi,
+                                                    float m, float zp, float lo, float hi,
                                                     uint8_t* out) {
   for (size_t i = 0; i < n; ++i) {
-    const double d = requant_value(
-        static_cast<double>(add_wrapped(static_cast<int32_t>(y[i]), bias)) * m, zp, lo, hi);
-    out[i] = static_cast<uint8_t>(static_cast<int32_t>(d));
+    const float f = requant_value(
+        static_cast<float>(add_wrapped(static_cast<int32_t>(y[i]), bias)) * m, zp, lo, hi);
+    out[i] = static_cast<uint8_t>(static_cast<int32_t>(f));
   }
 }
 
 // The same for one value and any multiplier (an infinite or NaN one, whose product may not be
-// a number: that gives lo), element by element.
-[[maybe_unused]] static inline uint8_t requant_any(int32_t v, double m, double zp, double lo,
-                                                   double hi) {
-  const double d = static_cast<double>(v) * m;
-  const double r = d != d ? lo : std::min(std::max(std::nearbyint(d) + zp, lo), hi);
+// a number: that gives lo, as onnxruntime's max against lo - zp does), element by element.
+[[maybe_unused]] static inline uint8_t requant_any(int32_t v, float m, float zp, float lo,
+                                                   float hi) {
+  const float f = static_cast<float>(v) * m;
+  const float r = f != f ? lo : std::min(std::max(std::nearbyint(f) + zp, lo), hi);
   return static_cast<uint8_t>(static_cast<int32_t>(r));
 }
 
 // requant_row over `rows` rows of n channels (a and out rows n apart): one call a block.
 [[maybe_unused]] static inline void requant_rows(const int32_t* a, size_t rows,
-                                                 const int32_t* bias, const double* m,
-                                                 size_t n, double zp, double lo, double hi,
+                                                 const int32_t* bias, const float* m,
+                                                 size_t n, float zp, float lo, float hi,
                                                  uint8_t* out) {
   for (size_t r = 0; r < rows; ++r) requant_row(a + r * n, bias, m, n, zp, lo, hi, out + r * n);
 }
@@ -355,14 +355,14 @@ void dequantize_8bit_avx512(const void* x, bool x_signed, size_t n, float scale,
 void quantize_8bit_avx512(const float* x, size_t n, float scale, float zp, bool q_signed,
                           void* q);
 // requantize_f32_channels' run (qgemm.h's requant_run_f32), compiled for AVX-512.
-void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, double zp,
-                            double lo, double hi, uint8_t* out);
+void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, float m, float zp,
+                            float lo, float hi, uint8_t* out);
 // lookup_8bit's loop on AVX-512 VBMI byte permutes (call only where cpu_features says so).
 void lookup_8bit_vbmi(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out);
 
 // requant_rows, compiled for AVX-512.
-void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
-                         size_t n, double zp, double lo, double hi, uint8_t* out);
+void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const float* m,
+                         size_t n, float zp, float lo, float hi, uint8_t* out);
 // Output rows [oy0, oy1) of a depthwise QLinearConv over channels-last rows xf [h][w][c]
 // already centered into float32 (x - x_zero_point, exact), requantized in the same pass
 // (AVX-512): wt [kh * kw][cp] the centered weights, tap-major, cp = c rounded up to 16 (zeros
@@ -371,8 +371,8 @@ void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, con
 // adds (zero point - zero point) * w = 0 and is skipped), then the sums + bias requantized as
 // requant_rows_avx512 does the GEMM's: the bytes of the unfused path.
 void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c,
-                              const float* wt, const int32_t* bias, const double* m, double zp,
-                              double lo, double hi, uint8_t* out, size_t oy0, size_t oy1);
+                              const float* wt, const int32_t* bias, const float* m, float zp,
+                              float lo, float hi, uint8_t* out, size_t oy0, size_t oy1);
 #endif
 
 }  // namespace onnxplex::mlas

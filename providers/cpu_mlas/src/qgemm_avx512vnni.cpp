@@ -230,36 +230,32 @@ void lookup_8bit_vbmi(const uint8_t* x, size_t n, const uint8_t* table, uint8_t*
   }
 }
 
-void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, double m, double zp,
-                            double lo, double hi, uint8_t* out) {
+void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, float m, float zp,
+                            float lo, float hi, uint8_t* out) {
   detail::requant_run_f32(y, n, bias, m, zp, lo, hi, out);
 }
 
 namespace {
 
 // 16 int32 sums (bias added) requantized into 16 8-bit values, as detail::requant_row does
-// them: y = saturate(round_half_even(v * m) + zp), the product in float64. The product is
-// clamped to [lo - 1 - zp, hi + 1 - zp] first (no int32 overflow; what lies past it saturates
-// alike), converted to int32 rounding to nearest even (one instruction for roundscale and
-// the truncating conversion), and the zero point added and the range taken in int32 on all 16
-// lanes: the signed case by vpmovsdb's saturation, the unsigned one by a max with 0 and
-// vpmovusdb's (lo and hi are always the 8-bit type's own).
+// them (and onnxruntime's MLAS): y = saturate(round_half_even(float(v) * m) + zp), in float32.
+// The product is clamped to [lo - 1 - zp, hi + 1 - zp] first (no int32 overflow; what lies
+// past it saturates alike), converted to int32 rounding to nearest even, and the zero point
+// added and the range taken in int32 on all 16 lanes: the signed case by vpmovsdb's
+// saturation, the unsigned one by a max with 0 and vpmovusdb's (lo and hi are always the 8-bit
+// type's own).
 struct Requant16 {
-  __m512d vlo, vhi;
+  __m512 vlo, vhi;
   __m512i z;
   bool out_signed;
-  Requant16(double zp, double lo, double hi)
-      : vlo(_mm512_set1_pd(lo - 1.0 - zp)), vhi(_mm512_set1_pd(hi + 1.0 - zp)),
-        z(_mm512_set1_epi32(static_cast<int32_t>(zp))), out_signed(lo < 0.0) {}
-  __m256i half(__m256i v, const double* mm, __mmask8 mask) const {
-    __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(v), _mm512_maskz_loadu_pd(mask, mm));
-    d = _mm512_min_pd(_mm512_max_pd(d, vlo), vhi);
-    return _mm512_cvt_roundpd_epi32(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  }
-  void store(__m512i v, const double* m, __mmask16 mask, uint8_t* o) const {
-    const __m256i lo8 = half(_mm512_castsi512_si256(v), m, __mmask8(mask & 0xFF));
-    const __m256i hi8 = half(_mm512_extracti64x4_epi64(v, 1), m + 8, __mmask8(mask >> 8));
-    __m512i q = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(lo8), hi8, 1), z);
+  Requant16(float zp, float lo, float hi)
+      : vlo(_mm512_set1_ps(lo - 1.0f - zp)), vhi(_mm512_set1_ps(hi + 1.0f - zp)),
+        z(_mm512_set1_epi32(static_cast<int32_t>(zp))), out_signed(lo < 0.0f) {}
+  void store(__m512i v, const float* m, __mmask16 mask, uint8_t* o) const {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, m));
+    f = _mm512_min_ps(_mm512_max_ps(f, vlo), vhi);
+    __m512i q = _mm512_add_epi32(
+        _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
     if (out_signed) {
       _mm512_mask_cvtsepi32_storeu_epi8(o, mask, q);
     } else {
@@ -271,8 +267,8 @@ struct Requant16 {
 
 }  // namespace
 
-void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const double* m,
-                         size_t n, double zp, double lo, double hi, uint8_t* out) {
+void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const float* m,
+                         size_t n, float zp, float lo, float hi, uint8_t* out) {
   const Requant16 rq(zp, lo, hi);
   for (size_t r = 0; r < rows; ++r) {
     const int32_t* ar = a + r * n;
@@ -299,7 +295,7 @@ template <int P>
 inline void dw_positions(const float* rows, std::ptrdiff_t row_stride, size_t step,
                          size_t tap_step, size_t ky0, size_t ky1, size_t kx0, size_t kx1,
                          size_t kw, const float* wt, size_t cp, __mmask16 mask,
-                         const Requant16& rq, const int32_t* bias, const double* m,
+                         const Requant16& rq, const int32_t* bias, const float* m,
                          uint8_t* o, size_t out_step) {
   __m512 acc[P];
 #pragma GCC unroll 8
@@ -326,8 +322,8 @@ inline void dw_positions(const float* rows, std::ptrdiff_t row_stride, size_t st
 }  // namespace
 
 void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c,
-                              const float* wt, const int32_t* bias, const double* m, double zp,
-                              double lo, double hi, uint8_t* out, size_t oy0, size_t oy1) {
+                              const float* wt, const int32_t* bias, const float* m, float zp,
+                              float lo, float hi, uint8_t* out, size_t oy0, size_t oy1) {
   constexpr int P = 4;
   const size_t cp = (c + 15) / 16 * 16;
   const Requant16 rq(zp, lo, hi);

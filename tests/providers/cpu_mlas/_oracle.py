@@ -10,6 +10,7 @@ import onnx
 import onnxruntime as ort
 from kernel_harness import node_model
 from onnx.reference import ReferenceEvaluator
+from onnx.reference.ops import op_conv, op_qlinear_conv, op_qlinear_matmul
 
 from onnxplex import ProviderContext, load_model
 from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
@@ -49,11 +50,64 @@ def ort_run(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 
     return sess.run(None, _feeds(inputs, kw.get("const_inputs", ())))
 
 
+def requantize_f32(acc: np.ndarray, multiplier: np.ndarray, y_zero_point: np.ndarray | None,
+                   dtype: np.dtype) -> np.ndarray:
+    """onnxruntime's (MLAS's) requantization of exact integer sums, written out here: the sum
+    and the product by the float32 multiplier each rounded to float32, clamped to the range
+    less the zero point, rounded half to even, the zero point added."""
+    zp = np.float32(0) if y_zero_point is None else np.asarray(y_zero_point).astype(np.float32)
+    info = np.iinfo(dtype)
+    f = acc.astype(np.float32) * np.asarray(multiplier, np.float32)
+    f = np.minimum(np.maximum(f, info.min - zp), info.max - zp)
+    return (np.rint(f) + zp).astype(dtype)
+
+
+class QLinearConv(op_qlinear_conv.QLinearConv):
+    """onnx's QLinearConv with onnxruntime's float32 requantization (onnx's multiplies the
+    int32 sums in float64, which rounds a value within a float32 rounding of a half the other
+    way: one step apart)."""
+
+    op_domain = ""   # (the evaluator takes a new op by its class name)
+
+    def _run(self, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
+             B=None, auto_pad=None, dilations=None, group=None, kernel_shape=None, pads=None,
+             strides=None):
+        X = x.astype(np.int32) - (0 if x_zero_point is None else x_zero_point.astype(np.int32))
+        W = w.astype(np.int32)
+        if w_zero_point is not None:
+            zp = w_zero_point.astype(np.int32)
+            W -= zp.reshape((-1,) + (1,) * (W.ndim - 1)) if zp.ndim == 1 else zp
+        acc = op_conv._conv_implementation(
+            X, W, B, auto_pad or self.auto_pad, dilations or self.dilations,
+            group or self.group, kernel_shape or self.kernel_shape, pads or self.pads,
+            strides or self.strides).astype(np.int32)
+        m = (np.float32(x_scale) * np.asarray(w_scale, np.float32)) / np.float32(y_scale)
+        m = m.reshape((1, -1) + (1,) * (acc.ndim - 2)) if m.size > 1 else m
+        out = y_zero_point.dtype if y_zero_point is not None else x.dtype
+        return (requantize_f32(acc, m, y_zero_point, out),)
+
+
+class QLinearMatMul(op_qlinear_matmul.QLinearMatMul):
+    """onnx's QLinearMatMul with onnxruntime's float32 requantization (see above)."""
+
+    op_domain = ""
+
+    def _run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+        A = a.astype(np.int32) - (0 if a_zero_point is None else a_zero_point.astype(np.int32))
+        B = b.astype(np.int32) - (0 if b_zero_point is None else b_zero_point.astype(np.int32))
+        m = (np.asarray(a_scale, np.float32) * np.asarray(b_scale, np.float32)) \
+            / np.asarray(y_scale, np.float32)
+        out = y_zero_point.dtype if y_zero_point is not None else a.dtype
+        return (requantize_f32(np.matmul(A, B), m, y_zero_point, out),)
+
+
 def ref_run(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1,
             **kw) -> list[np.ndarray]:
+    """onnx's reference evaluator; its QLinearConv and QLinearMatMul requantize as onnxruntime
+    does (float32), as cpu_mlas does."""
     m = node_model(op_type, inputs, n_outputs, **kw)
-    return [np.asarray(r) for r in ReferenceEvaluator(m).run(
-        None, _feeds(inputs, kw.get("const_inputs", ())))]
+    ev = ReferenceEvaluator(m, new_ops=[QLinearConv, QLinearMatMul])
+    return [np.asarray(r) for r in ev.run(None, _feeds(inputs, kw.get("const_inputs", ())))]
 
 
 def oracle_run(op_type: str, inputs: Sequence[np.ndarray | None], n_outputs: int = 1, *,

@@ -492,12 +492,57 @@ def test_qlinear_conv_runtime_weight_and_depthwise_float_path():
               const_inputs=const)
 
 
+def _ort_and_ours(model: onnx.ModelProto, feed: dict) -> tuple[np.ndarray, np.ndarray]:
+    import onnxplex
+
+    b = model.SerializeToString()
+    want = ort.InferenceSession(b, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    return want, onnxplex.InferenceSession(b).run(None, feed)[0]
+
+
+def test_requantization_rounds_as_onnxruntime_where_the_reference_differs():
+    """Two sums whose product by the multiplier lies within a float32 rounding of a half:
+    onnxruntime multiplies in float32 (MLAS) and so do we; onnx's reference multiplies in
+    float64 and lands one step away. QLinearMatMul: 17015 * 0.0035556862 is 60.50003 in
+    float64, 60.5 in float32 (an even tie: 60); QLinearConv: -15000 * 0.0015 (the float32
+    multiplier 0.05 * 0.003 / 0.1) is -22.5000002 in float64, -22.5 in float32 (-22)."""
+    from onnx.reference import ReferenceEvaluator
+
+    scalar = lambda name, dt, v: helper.make_tensor(name, dt, [], [v])  # noqa: E731
+    mm = helper.make_model(helper.make_graph(
+        [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
+        "mm", [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 1])],
+        [scalar("as", TensorProto.FLOAT, 0.0035556862), scalar("az", TensorProto.UINT8, 0),
+         helper.make_tensor("b", TensorProto.INT8, [1, 1], [83]),
+         scalar("bs", TensorProto.FLOAT, 1.0), scalar("bz", TensorProto.INT8, 0),
+         scalar("ys", TensorProto.FLOAT, 1.0), scalar("yz", TensorProto.UINT8, 128)]),
+        opset_imports=[helper.make_opsetid("", 21)])
+    feed = {"a": np.array([[205]], np.uint8)}
+    want, got = _ort_and_ours(mm, feed)
+    assert want.item() == got.item() == 188
+    assert ReferenceEvaluator(mm).run(None, feed)[0].item() == 189   # (the float64 rounding)
+
+    conv = helper.make_model(helper.make_graph(
+        [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"])],
+        "conv", [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 1, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 1, 1, 1])],
+        [scalar("xs", TensorProto.FLOAT, 0.05), scalar("xz", TensorProto.INT8, -68),
+         helper.make_tensor("w", TensorProto.INT8, [1, 1, 1, 1], [-125]),
+         scalar("ws", TensorProto.FLOAT, 0.003), scalar("wz", TensorProto.INT8, 0),
+         scalar("ys", TensorProto.FLOAT, 0.1), scalar("yz", TensorProto.INT8, -66)]),
+        opset_imports=[helper.make_opsetid("", 10)])
+    feed = {"x": np.array([[[[52]]]], np.int8)}   # (52 + 68) * -125 = -15000
+    want, got = _ort_and_ours(conv, feed)
+    assert want.item() == got.item() == -88
+
+
 @pytest.mark.parametrize("out_dt", [np.uint8, np.int8])
 @pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("channels_first", [False, True])
 def test_native_requantize_matches_numpy(out_dt, per_channel, channels_first):
-    """The native requantization is the numpy one (float64 product, round half to even,
-    zero point, saturation), bias added with int32 wrap-around, in either output layout:
+    """The native requantization is the numpy one (float32 product as onnxruntime's, round
+    half to even, zero point, saturation), bias added with int32 wrap-around, in either output layout:
     ties, saturation on both sides, huge sums and a 0.5-step multiplier included."""
     from onnxplex.providers.cpu_mlas._native import native
 
