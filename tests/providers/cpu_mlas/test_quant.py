@@ -708,3 +708,36 @@ def test_qlinear_conv_channels_last_matches_channels_first(geometry, x_dt, threa
     want = run(x, "")
     got = run(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "com.microsoft", channels_last=1)
     np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("c", [16, 37])
+@pytest.mark.parametrize("geometry", [
+    dict(k=(3, 3), s=(1, 1), d=(1, 1), p=(1, 1, 1, 1), hw=(7, 23)),   # blocks of 8 and 4, edges
+    dict(k=(3, 3), s=(2, 2), d=(1, 1), p=(0, 1, 1, 0), hw=(9, 30)),
+    dict(k=(5, 5), s=(1, 2), d=(1, 1), p=(2, 2, 2, 2), hw=(6, 41)),
+    dict(k=(3, 3), s=(1, 1), d=(2, 2), p=(2, 2, 2, 2), hw=(5, 19)),
+    dict(k=(3, 3), s=(1, 1), d=(1, 1), p=(1, 1, 1, 1), hw=(3, 3))],   # no interior block
+    ids=["3x3", "3x3_s2_asym", "5x5_s12", "dilated", "tiny"])
+def test_native_depthwise_channels_last_equals_channels_first(c, geometry):
+    """The channels-last depthwise kernel (AVX-512: sums and requantization in one pass, 8
+    positions a block, then 4, then one) gives the bytes of the channels-first path (a float
+    kernel per channel plane, then the per-channel requantization), across block boundaries,
+    image edges and a partial vector of channels."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr), (h, w) = (
+        geometry[k] for k in ("k", "s", "d", "p", "hw"))
+    oh = (h + pt + pb - ((kh - 1) * dh + 1)) // sh + 1
+    ow = (w + pl + pr - ((kw - 1) * dw + 1)) // sw + 1
+    x = ints(np.uint8, 2, c, h, w)
+    wf = ints(np.int8, c, kh, kw).astype(np.float32)
+    bias = RNG.integers(-3000, 3000, c).astype(np.int32)
+    mult = (RNG.random(c).astype(np.float32) * 0.004 + 0.0005).astype(np.float64)
+    args = ((sh, sw), (dh, dw), (pt, pl, pb, pr), (oh, ow), bias, mult, 77, False, 2)
+    first = nat.qdwconv_u8(x, 131, wf, *args)
+    last = nat.qdwconv_u8(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), 131, wf, *args,
+                          channels_last=True)
+    np.testing.assert_array_equal(last, first.transpose(0, 2, 3, 1))
