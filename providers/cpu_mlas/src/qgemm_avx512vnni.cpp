@@ -319,6 +319,37 @@ inline void dw_positions(const float* rows, std::ptrdiff_t row_stride, size_t st
   }
 }
 
+// One output position, B blocks of 16 channels (all whole): dw_positions<1>'s sums with B
+// independent accumulator chains across the channel blocks instead of one (a position alone,
+// at an image edge or in a narrow row, would otherwise wait on each tap's FMA).
+template <int B>
+inline void dw_channel_blocks(const float* rows, std::ptrdiff_t row_stride, size_t tap_step,
+                              size_t ky0, size_t ky1, size_t kx0, size_t kx1, size_t kw,
+                              const float* wt, size_t cp, const Requant16& rq,
+                              const int32_t* bias, const float* m, uint8_t* o) {
+  __m512 acc[B];
+#pragma GCC unroll 8
+  for (int b = 0; b < B; ++b) acc[b] = _mm512_setzero_ps();
+  for (size_t ky = ky0; ky < ky1; ++ky) {
+    const float* row = rows + static_cast<std::ptrdiff_t>(ky - ky0) * row_stride;
+    const float* wk = wt + ky * kw * cp;
+    for (size_t kx = kx0; kx < kx1; ++kx) {
+      const float* q = row + (kx - kx0) * tap_step;
+      const float* wv = wk + kx * cp;
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) {
+        acc[b] = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * b), _mm512_loadu_ps(wv + 16 * b),
+                                 acc[b]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int b = 0; b < B; ++b) {
+    rq.store(_mm512_add_epi32(_mm512_cvtps_epi32(acc[b]), _mm512_loadu_si512(bias + 16 * b)),
+             m + 16 * b, __mmask16(0xFFFF), o + 16 * b);
+  }
+}
+
 }  // namespace
 
 void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c,
@@ -356,7 +387,17 @@ void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c
       // is read and the sums are of nothing
       const bool taps = ky0 < ky1 && kx0 < kx1;
       const std::ptrdiff_t first = ox * sw - pl + static_cast<std::ptrdiff_t>(kx0 * g.dw);
-      for (size_t c0 = 0; c0 < c; c0 += 16) {
+      size_t c0 = 0;
+      if constexpr (Q == 1) {   // one position: four channel blocks at a time while whole
+        if (taps) {
+          for (; c0 + 64 <= c; c0 += 64) {
+            dw_channel_blocks<4>(top + first * cc + static_cast<std::ptrdiff_t>(c0),
+                                 row_stride, tap_step, ky0, ky1, kx0, kx1, g.kw, wt + c0, cp,
+                                 rq, bias + c0, m + c0, orow + static_cast<size_t>(ox) * c + c0);
+          }
+        }
+      }
+      for (; c0 < c; c0 += 16) {
         const size_t left = c - c0;
         const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
         dw_positions<Q>(taps ? top + first * cc + static_cast<std::ptrdiff_t>(c0) : xf,

@@ -710,7 +710,7 @@ def test_qlinear_conv_channels_last_matches_channels_first(geometry, x_dt, threa
     np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))
 
 
-@pytest.mark.parametrize("c", [16, 37])
+@pytest.mark.parametrize("c", [16, 37, 70, 128])
 @pytest.mark.parametrize("geometry", [
     dict(k=(3, 3), s=(1, 1), d=(1, 1), p=(1, 1, 1, 1), hw=(7, 23)),   # blocks of 8 and 4, edges
     dict(k=(3, 3), s=(2, 2), d=(1, 1), p=(0, 1, 1, 0), hw=(9, 30)),
@@ -720,9 +720,10 @@ def test_qlinear_conv_channels_last_matches_channels_first(geometry, x_dt, threa
     ids=["3x3", "3x3_s2_asym", "5x5_s12", "dilated", "tiny"])
 def test_native_depthwise_channels_last_equals_channels_first(c, geometry):
     """The channels-last depthwise kernel (AVX-512: sums and requantization in one pass, 8
-    positions a block, then 4, then one) gives the bytes of the channels-first path (a float
-    kernel per channel plane, then the per-channel requantization), across block boundaries,
-    image edges and a partial vector of channels."""
+    positions a block, then 4, then one, a lone position four channel blocks at a time) gives
+    the bytes of the channels-first path (a float kernel per channel plane, then the
+    per-channel requantization), across block boundaries, image edges and a partial vector of
+    channels."""
     from onnxplex.providers.cpu_mlas._native import native
 
     nat = native()
