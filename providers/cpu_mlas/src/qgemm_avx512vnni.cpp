@@ -286,67 +286,45 @@ void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, con
 namespace {
 
 
-// P consecutive output positions of one row, 16 channels: kernel rows [ky0, ky1) and columns
-// [kx0, kx1) (every position's taps in those columns inside the image), `rows` the input of
-// the first position's tap (ky0, kx0); positions `step` floats apart. P independent
-// accumulator chains (an FMA's latency is four of its issue slots), each weight vector
-// loaded once for the P positions, the inputs read by the FMAs as memory operands.
-template <int P>
-inline void dw_positions(const float* rows, std::ptrdiff_t row_stride, size_t step,
-                         size_t tap_step, size_t ky0, size_t ky1, size_t kx0, size_t kx1,
-                         size_t kw, const float* wt, size_t cp, __mmask16 mask,
-                         const Requant16& rq, const int32_t* bias, const float* m,
-                         uint8_t* o, size_t out_step) {
-  __m512 acc[P];
+// P consecutive output positions of one row, B blocks of 16 channels: kernel rows [ky0, ky1)
+// and columns [kx0, kx1) (every position's taps in those columns inside the image), `rows` the
+// input of the first position's tap (ky0, kx0); positions `step` floats apart; `mask` the
+// channels of each block (a partial one only with B = 1). P * B independent accumulator
+// chains (an FMA's latency is four of its issue slots: 8 chains keep both FMA ports busy), each
+// weight vector loaded once for the P positions. B > 1 serves a lone position (an image edge,
+// a narrow row), whose single chain would wait on every tap.
+template <int P, int B = 1>
+inline void dw_tile(const float* rows, std::ptrdiff_t row_stride, size_t step,
+                    size_t tap_step, size_t ky0, size_t ky1, size_t kx0, size_t kx1, size_t kw,
+                    const float* wt, size_t cp, __mmask16 mask, const Requant16& rq,
+                    const int32_t* bias, const float* m, uint8_t* o, size_t out_step) {
+  __m512 acc[P * B];
 #pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
-  for (size_t ky = ky0; ky < ky1; ++ky) {
-    const float* row = rows + static_cast<std::ptrdiff_t>(ky - ky0) * row_stride;
-    const float* wk = wt + ky * kw * cp;
-    for (size_t kx = kx0; kx < kx1; ++kx) {
-      const __m512 wv = _mm512_loadu_ps(wk + kx * cp);
-      const float* q = row + (kx - kx0) * tap_step;
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) {
-        acc[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, q + p * step), wv, acc[p]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) {
-    rq.store(_mm512_add_epi32(_mm512_cvtps_epi32(acc[p]), _mm512_maskz_loadu_epi32(mask, bias)),
-             m, mask, o + p * out_step);
-  }
-}
-
-// One output position, B blocks of 16 channels (all whole): dw_positions<1>'s sums with B
-// independent accumulator chains across the channel blocks instead of one (a position alone,
-// at an image edge or in a narrow row, would otherwise wait on each tap's FMA).
-template <int B>
-inline void dw_channel_blocks(const float* rows, std::ptrdiff_t row_stride, size_t tap_step,
-                              size_t ky0, size_t ky1, size_t kx0, size_t kx1, size_t kw,
-                              const float* wt, size_t cp, const Requant16& rq,
-                              const int32_t* bias, const float* m, uint8_t* o) {
-  __m512 acc[B];
-#pragma GCC unroll 8
-  for (int b = 0; b < B; ++b) acc[b] = _mm512_setzero_ps();
+  for (int i = 0; i < P * B; ++i) acc[i] = _mm512_setzero_ps();
   for (size_t ky = ky0; ky < ky1; ++ky) {
     const float* row = rows + static_cast<std::ptrdiff_t>(ky - ky0) * row_stride;
     const float* wk = wt + ky * kw * cp;
     for (size_t kx = kx0; kx < kx1; ++kx) {
       const float* q = row + (kx - kx0) * tap_step;
-      const float* wv = wk + kx * cp;
 #pragma GCC unroll 8
       for (int b = 0; b < B; ++b) {
-        acc[b] = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * b), _mm512_loadu_ps(wv + 16 * b),
-                                 acc[b]);
+        const __m512 wv = _mm512_loadu_ps(wk + kx * cp + 16 * b);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) {
+          acc[b * P + p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, q + p * step + 16 * b),
+                                           wv, acc[b * P + p]);
+        }
       }
     }
   }
 #pragma GCC unroll 8
   for (int b = 0; b < B; ++b) {
-    rq.store(_mm512_add_epi32(_mm512_cvtps_epi32(acc[b]), _mm512_loadu_si512(bias + 16 * b)),
-             m + 16 * b, __mmask16(0xFFFF), o + 16 * b);
+    const __m512i bv = _mm512_maskz_loadu_epi32(mask, bias + 16 * b);
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      rq.store(_mm512_add_epi32(_mm512_cvtps_epi32(acc[b * P + p]), bv), m + 16 * b, mask,
+               o + p * out_step + 16 * b);
+    }
   }
 }
 
@@ -391,18 +369,19 @@ void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c
       if constexpr (Q == 1) {   // one position: four channel blocks at a time while whole
         if (taps) {
           for (; c0 + 64 <= c; c0 += 64) {
-            dw_channel_blocks<4>(top + first * cc + static_cast<std::ptrdiff_t>(c0),
-                                 row_stride, tap_step, ky0, ky1, kx0, kx1, g.kw, wt + c0, cp,
-                                 rq, bias + c0, m + c0, orow + static_cast<size_t>(ox) * c + c0);
+            dw_tile<1, 4>(top + first * cc + static_cast<std::ptrdiff_t>(c0), row_stride,
+                          step, tap_step, ky0, ky1, kx0, kx1, g.kw, wt + c0, cp,
+                          __mmask16(0xFFFF), rq, bias + c0, m + c0,
+                          orow + static_cast<size_t>(ox) * c + c0, c);
           }
         }
       }
       for (; c0 < c; c0 += 16) {
         const size_t left = c - c0;
         const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        dw_positions<Q>(taps ? top + first * cc + static_cast<std::ptrdiff_t>(c0) : xf,
-                        row_stride, step, tap_step, ky0, ky1, kx0, kx1, g.kw, wt + c0, cp, mask,
-                        rq, bias + c0, m + c0, orow + static_cast<size_t>(ox) * c + c0, c);
+        dw_tile<Q>(taps ? top + first * cc + static_cast<std::ptrdiff_t>(c0) : xf, row_stride,
+                   step, tap_step, ky0, ky1, kx0, kx1, g.kw, wt + c0, cp, mask, rq, bias + c0,
+                   m + c0, orow + static_cast<size_t>(ox) * c + c0, c);
       }
     };
     auto single = [&](std::ptrdiff_t ox) {   // one position: its kernel columns inside
