@@ -252,7 +252,10 @@ struct Requant16 {
       : vlo(_mm512_set1_ps(lo - 1.0f - zp)), vhi(_mm512_set1_ps(hi + 1.0f - zp)),
         z(_mm512_set1_epi32(static_cast<int32_t>(zp))), out_signed(lo < 0.0f) {}
   void store(__m512i v, const float* m, __mmask16 mask, uint8_t* o) const {
-    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, m));
+    store(v, _mm512_maskz_loadu_ps(mask, m), mask, o);
+  }
+  void store(__m512i v, __m512 m, __mmask16 mask, uint8_t* o) const {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), m);
     f = _mm512_min_ps(_mm512_max_ps(f, vlo), vhi);
     __m512i q = _mm512_add_epi32(
         _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
@@ -267,18 +270,53 @@ struct Requant16 {
 
 }  // namespace
 
+namespace {
+
+// requant_rows_avx512 over the channels [c0, c0 + 16 * V) of every row (the last vector
+// masked by `last`): their biases and multipliers held in registers across the rows.
+template <int V>
+void requant_column_group(const int32_t* a, size_t rows, const int32_t* bias, const float* m,
+                          size_t n, size_t c0, __mmask16 last, const Requant16& rq,
+                          uint8_t* out) {
+  __m512i bv[V];
+  __m512 mv[V];
+#pragma GCC unroll 8
+  for (int j = 0; j < V; ++j) {
+    const __mmask16 mask = j == V - 1 ? last : __mmask16(0xFFFF);
+    bv[j] = _mm512_maskz_loadu_epi32(mask, bias + c0 + 16 * j);
+    mv[j] = _mm512_maskz_loadu_ps(mask, m + c0 + 16 * j);
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const int32_t* ar = a + r * n + c0;
+    uint8_t* o = out + r * n + c0;
+#pragma GCC unroll 8
+    for (int j = 0; j < V; ++j) {
+      const __mmask16 mask = j == V - 1 ? last : __mmask16(0xFFFF);
+      rq.store(_mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, ar + 16 * j), bv[j]), mv[j],
+               mask, o + 16 * j);
+    }
+  }
+}
+
+}  // namespace
+
 void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, const float* m,
                          size_t n, float zp, float lo, float hi, uint8_t* out) {
   const Requant16 rq(zp, lo, hi);
-  for (size_t r = 0; r < rows; ++r) {
-    const int32_t* ar = a + r * n;
-    uint8_t* o = out + r * n;
-    for (size_t c = 0; c < n; c += 16) {
-      const size_t left = n - c;
-      const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      rq.store(_mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, ar + c),
-                                _mm512_maskz_loadu_epi32(mask, bias + c)),
-               m + c, mask, o + c);
+  // groups of up to 8 vectors of channels (128), row by row within a group
+  for (size_t c0 = 0; c0 < n; c0 += 128) {
+    const size_t span = std::min<size_t>(128, n - c0), vectors = (span + 15) / 16;
+    const size_t tail = span - (vectors - 1) * 16;
+    const __mmask16 last = tail >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << tail) - 1);
+    switch (vectors) {
+      case 1: requant_column_group<1>(a, rows, bias, m, n, c0, last, rq, out); break;
+      case 2: requant_column_group<2>(a, rows, bias, m, n, c0, last, rq, out); break;
+      case 3: requant_column_group<3>(a, rows, bias, m, n, c0, last, rq, out); break;
+      case 4: requant_column_group<4>(a, rows, bias, m, n, c0, last, rq, out); break;
+      case 5: requant_column_group<5>(a, rows, bias, m, n, c0, last, rq, out); break;
+      case 6: requant_column_group<6>(a, rows, bias, m, n, c0, last, rq, out); break;
+      case 7: requant_column_group<7>(a, rows, bias, m, n, c0, last, rq, out); break;
+      default: requant_column_group<8>(a, rows, bias, m, n, c0, last, rq, out); break;
     }
   }
 }

@@ -540,7 +540,8 @@ def test_requantization_rounds_as_onnxruntime_where_the_reference_differs():
 @pytest.mark.parametrize("out_dt", [np.uint8, np.int8])
 @pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("channels_first", [False, True])
-def test_native_requantize_matches_numpy(out_dt, per_channel, channels_first):
+@pytest.mark.parametrize("channels", [19, 150])   # (150: a group of 128 and one of 22)
+def test_native_requantize_matches_numpy(out_dt, per_channel, channels_first, channels):
     """The native requantization is the numpy one (float32 product as onnxruntime's, round
     half to even, zero point, saturation), bias added with int32 wrap-around, in either output layout:
     ties, saturation on both sides, huge sums and a 0.5-step multiplier included."""
@@ -549,7 +550,7 @@ def test_native_requantize_matches_numpy(out_dt, per_channel, channels_first):
     nat = native()
     if nat is None:
         pytest.skip("the native module is not built")
-    images, positions, channels = 2, 70, 19   # (a partial block of 64 positions)
+    images, positions = 2, 70   # (a partial block of 64 positions)
     acc = RNG.integers(-5000, 5000, (images, positions, channels)).astype(np.int32)
     acc[0, 0, :4] = [2**31 - 1, -2**31, 5, -5]
     bias = RNG.integers(-300, 300, channels).astype(np.int32)
