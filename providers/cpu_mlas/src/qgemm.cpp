@@ -266,6 +266,7 @@ namespace {
 
 QgemmLayout size_a(PackedA& out, size_t m, size_t k, QgemmIsa isa) {
   const QgemmLayout l = layout_of(isa);
+  out.view = nullptr;
   out.m = m;
   out.kp = round_up(std::max<size_t>(k, 1), l.kpad);
   // Whole micro-tiles of rows (zeros past m): a kernel may load all mr rows. The packers
@@ -314,6 +315,19 @@ void pack_a(const void* a, bool a_signed, size_t m, size_t k, const int32_t* zer
       out.zp[r] = zp + (a_signed ? 128 : 0);
     }
   });
+}
+
+bool view_a(const uint8_t* a, size_t m, size_t k, int32_t zero_point, QgemmIsa isa,
+            PackedA& out) {
+  const QgemmLayout l = layout_of(isa);
+  // (AMX loads whole tiles of rows, past m: only the row-exact VNNI and AVX2 kernels qualify)
+  if (l.a_bytes != 1 || k == 0 || k % l.kpad != 0 || isa == QgemmIsa::kAmx) return false;
+  out.m = m;
+  out.kp = k;
+  out.view = a;
+  out.zp.assign(m, zero_point);
+  out.row_sum.assign(m, 0);
+  return true;
 }
 
 void quantize_pack_a(const float* a, size_t m, size_t k, QgemmIsa isa, size_t threads,
@@ -387,9 +401,23 @@ TileFn tile_fn(QgemmIsa isa) {
   }
 }
 
+// the requantized 8-bit output of qgemm_requant_u8
+struct RequantOut {
+  uint8_t* c;
+  const int32_t* bias;
+  const float* mult;
+  float zp, lo, hi;
+  bool folded;
+};
+
 void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
-         const float* scale, const float* bias, size_t threads) {
+         const float* scale, const float* bias, size_t threads,
+         const RequantOut* q = nullptr) {
   if (a.kp != b.kp) throw std::invalid_argument("A and B disagree on K");
+  if (a.view != nullptr &&
+      !std::all_of(b.zp.begin(), b.zp.end(), [](int32_t z) { return z == 0; })) {
+    throw std::invalid_argument("an A read in place (no row sums) needs B zero points of 0");
+  }
   const QgemmLayout l = layout_of(b.isa);
   const TileFn fn = tile_fn(b.isa);
   const size_t m = a.m, n = b.n;
@@ -418,17 +446,26 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
     t.ldc = ldc;
     t.scale = scale == nullptr ? nullptr : scale + n0;
     t.bias = bias == nullptr ? nullptr : bias + n0;
+    if (q != nullptr) {
+      t.q_bias = q->bias + n0;
+      t.q_mult = q->mult + n0;
+      t.q_zp = q->zp;
+      t.q_lo = q->lo;
+      t.q_hi = q->hi;
+      t.q_folded = q->folded;
+    }
     const size_t m1 = std::min(m, (chunk + 1) * task_rows);
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
     if (amx) amx_task_begin();
 #endif
     for (size_t r = chunk * task_rows; r < m1; r += l.mr) {
       t.rows = std::min(l.mr, m1 - r);
-      t.a = a.data.data() + r * lda;
+      t.a = (a.view != nullptr ? a.view : a.data.data()) + r * lda;
       t.a_zp = a.zp.data() + r;
       t.a_sum = a.row_sum.data() + r;
       t.c_i32 = ci == nullptr ? nullptr : ci + r * ldc + n0;
       t.c_f32 = cf == nullptr ? nullptr : cf + r * ldc + n0;
+      t.c_u8 = q == nullptr ? nullptr : q->c + r * ldc + n0;
       fn(t);
     }
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
@@ -687,6 +724,19 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
   if (threads == 0) threads = 1;
   const size_t hp = h + pt + pb, wp = w + pl + pr;
   const Requantizer rq(m, bias, multiplier, multiplier_count, y_zero_point, out_signed);
+  // Channels-last with finite multipliers and a B packed for AVX-512 VNNI: the requantization
+  // runs in the GEMM's epilogue (its biases and multipliers padded to whole panels)
+  const bool fused = channels_last && rq.finite && qgemm_requant_available(wt);
+  const bool in_place =
+      !x_signed && std::all_of(wt.zp.begin(), wt.zp.end(), [](int32_t z) { return z == 0; });
+  std::vector<int32_t> qb;
+  std::vector<float> qm;
+  if (fused) {
+    qb.assign(wt.np, 0);
+    qm.assign(wt.np, 0.0f);
+    std::copy(rq.b.begin(), rq.b.end(), qb.begin());
+    std::copy(rq.m.begin(), rq.m.end(), qm.begin());
+  }
   thread_local std::vector<uint8_t> scratch;
   scratch.resize(std::max<size_t>(hp * wp * c, 1));
   // Blocks of positions go through the whole pipeline in one task (im2col rows, A pack,
@@ -727,7 +777,14 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
         im2col_rows_u8(padded, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, col.data());
         rows = col.data();
       }
-      pack_a(rows, x_signed, count, k, &x_zero_point, 1, wt.isa, inner, pa);
+      // uint8 rows the GEMM reads in place (B's zero points 0: no row sums), else packed
+      if (!(fused && in_place && view_a(rows, count, k, x_zero_point, wt.isa, pa))) {
+        pack_a(rows, x_signed, count, k, &x_zero_point, 1, wt.isa, inner, pa);
+      }
+      if (fused) {   // requantized in the GEMM's epilogue, straight into the output rows
+        return qgemm_requant_u8(pa, wt, qb.data(), qm.data(), rq.zp, out_signed,
+                                dst + p0 * m, m, inner);
+      }
       qgemm_i32(pa, wt, acc.data(), m, inner);
       if (channels_last) {
         rq.rows(acc.data(), count, dst + p0 * m);
@@ -813,6 +870,40 @@ void quantize_8bit(const float* x, size_t n, float scale, int32_t zero_point, bo
 
 void qgemm_i32(const PackedA& a, const PackedB& b, int32_t* c, size_t ldc, size_t threads) {
   run(a, b, c, nullptr, ldc, nullptr, nullptr, threads);
+}
+
+bool qgemm_requant_available(const PackedB& b) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  return b.isa == QgemmIsa::kAvx512Vnni;
+#else
+  (void)b;
+  return false;
+#endif
+}
+
+void qgemm_requant_u8(const PackedA& a, const PackedB& b, const int32_t* bias,
+                      const float* multiplier, float zero_point, bool out_signed, uint8_t* c,
+                      size_t ldc, size_t threads) {
+  if (!qgemm_requant_available(b)) {
+    throw std::invalid_argument("qgemm_requant_u8 needs a B packed for AVX-512 VNNI");
+  }
+  const bool one_a_zp =
+      a.m == 0 || std::all_of(a.zp.begin(), a.zp.begin() + static_cast<std::ptrdiff_t>(a.m),
+                              [&](int32_t z) { return z == a.zp[0]; });
+  const bool b_zp_zero = std::all_of(b.zp.begin(), b.zp.end(), [](int32_t z) { return z == 0; });
+  const bool folded = one_a_zp && b_zp_zero;
+  thread_local std::vector<int32_t> fb;
+  if (folded) {   // bias + a_zp * corr, wrapping as the epilogue's int32 arithmetic
+    fb.resize(b.np);
+    const auto za = static_cast<uint32_t>(a.m == 0 ? 0 : a.zp[0]);
+    for (size_t j = 0; j < b.np; ++j) {
+      fb[j] = static_cast<int32_t>(static_cast<uint32_t>(bias[j]) +
+                                   za * static_cast<uint32_t>(b.corr[j]));
+    }
+  }
+  const RequantOut q{c, folded ? fb.data() : bias, multiplier, zero_point,
+                     out_signed ? -128.0f : 0.0f, out_signed ? 127.0f : 255.0f, folded};
+  run(a, b, nullptr, nullptr, ldc, nullptr, nullptr, threads, &q);
 }
 
 void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t scale_count,

@@ -64,11 +64,18 @@ struct PackedA {
   std::vector<uint8_t> data;     // [m][kp] elements of layout.a_bytes bytes
   std::vector<int32_t> row_sum;  // [m]
   std::vector<int32_t> zp;       // [m] zero point in the uint8 domain
+  const uint8_t* view = nullptr;   // rows read in place instead of data (view_a)
 };
 
 // a: [m, k] row-major, int8 if a_signed else uint8; zero_points: none, 1 or m values.
 void pack_a(const void* a, bool a_signed, size_t m, size_t k, const int32_t* zero_points,
             size_t zp_count, QgemmIsa isa, size_t threads, PackedA& out);
+
+// uint8 rows a [m, k] as A without copying them, where the variant reads such rows as they
+// are (one byte an element, K a multiple of its k group): false otherwise. The row sums are
+// not computed, so the A is only for a B whose zero points are all 0 (qgemm refuses others).
+bool view_a(const uint8_t* a, size_t m, size_t k, int32_t zero_point, QgemmIsa isa,
+            PackedA& out);
 
 // DynamicQuantizeLinear of float32 a [m, k] into A (uint8, one scale and zero point):
 // scale = (max(0, max a) - min(0, min a)) / 255 (1 if that is 0), zp = round(clip(-min/scale)),
@@ -78,6 +85,16 @@ void quantize_pack_a(const float* a, size_t m, size_t k, QgemmIsa isa, size_t th
 
 // C = A @ B corrected for the zero points; int32 out [m, n] (row stride ldc).
 void qgemm_i32(const PackedA& a, const PackedB& b, int32_t* c, size_t ldc, size_t threads);
+// C = A @ B corrected, plus bias[n], requantized as requantize_i32 (multiplier[n], finite) in
+// the micro-kernel's epilogue: 8-bit out [m, n] (row stride ldc bytes), no int32 sums in
+// memory. bias and multiplier hold b.np values (whole panels; zeros past n). Only for a B
+// packed for AVX-512 VNNI (qgemm_requant_available).
+// With every row of A under one zero point and B's zero points all 0, the corrections are
+// folded into the bias here (per call: n values) and the epilogue only adds it.
+bool qgemm_requant_available(const PackedB& b);
+void qgemm_requant_u8(const PackedA& a, const PackedB& b, const int32_t* bias,
+                      const float* multiplier, float zero_point, bool out_signed, uint8_t* c,
+                      size_t ldc, size_t threads);
 // float32 out: C * scale[n or 0] (+ bias[n]); scale_count 1 (per tensor) or n.
 void qgemm_f32(const PackedA& a, const PackedB& b, const float* scale, size_t scale_count,
                const float* bias, float* c, size_t ldc, size_t threads);
@@ -322,6 +339,16 @@ struct QgemmTile {
   size_t ldc;              // elements
   const float* scale;      // [panel] (float out)
   const float* bias;       // [panel] or null
+  // requantized 8-bit out (AVX-512 VNNI tiles only; c_i32 and c_f32 null): c_u8 rows ldc
+  // bytes apart, q_bias [panel] added to the corrected sums, then as requant_row with
+  // q_mult [panel], q_zp, q_lo, q_hi (int8 when q_lo < 0)
+  uint8_t* c_u8;
+  const int32_t* q_bias;
+  const float* q_mult;
+  float q_zp, q_lo, q_hi;
+  // q_bias already holds the zero-point corrections (every row's A zero point the same, B's
+  // all zero): the epilogue adds it to the sums and requantizes
+  bool q_folded;
 };
 
 void qgemm_tile_scalar(const QgemmTile& t);

@@ -27,6 +27,37 @@ inline __m512i bcast32(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// 16 int32 sums (bias added) requantized into 16 8-bit values, as detail::requant_row does
+// them (and onnxruntime's MLAS): y = saturate(round_half_even(float(v) * m) + zp), in float32.
+// The product is clamped to [lo - 1 - zp, hi + 1 - zp] first (no int32 overflow; what lies
+// past it saturates alike), converted to int32 rounding to nearest even, and the zero point
+// added and the range taken in int32 on all 16 lanes: the signed case by vpmovsdb's
+// saturation, the unsigned one by a max with 0 and vpmovusdb's (lo and hi are always the 8-bit
+// type's own).
+struct Requant16 {
+  __m512 vlo, vhi;
+  __m512i z;
+  bool out_signed;
+  Requant16(float zp, float lo, float hi)
+      : vlo(_mm512_set1_ps(lo - 1.0f - zp)), vhi(_mm512_set1_ps(hi + 1.0f - zp)),
+        z(_mm512_set1_epi32(static_cast<int32_t>(zp))), out_signed(lo < 0.0f) {}
+  void store(__m512i v, const float* m, __mmask16 mask, uint8_t* o) const {
+    store(v, _mm512_maskz_loadu_ps(mask, m), mask, o);
+  }
+  void store(__m512i v, __m512 m, __mmask16 mask, uint8_t* o) const {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), m);
+    f = _mm512_min_ps(_mm512_max_ps(f, vlo), vhi);
+    __m512i q = _mm512_add_epi32(
+        _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    if (out_signed) {
+      _mm512_mask_cvtsepi32_storeu_epi8(o, mask, q);
+    } else {
+      q = _mm512_max_epi32(q, _mm512_setzero_si512());
+      _mm512_mask_cvtusepi32_storeu_epi8(o, mask, q);
+    }
+  }
+};
+
 // R rows; NV vectors of 16 columns computed (a panel's last partial part: 64 columns are
 // kVecs, 48 of a 96-wide B's second panel are 2 of them... the rest are zeros never stored).
 template <size_t R, size_t NV = kVecs>
@@ -50,6 +81,7 @@ void tile(const QgemmTile& t) {
       for (size_t v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, bv[v]);
     }
   }
+  const Requant16 rq(t.q_zp, t.q_lo, t.q_hi);   // (used with c_u8 only)
 #pragma GCC unroll 4
   for (size_t v = 0; v < NV; ++v) {
     const size_t col = v * 16;
@@ -59,16 +91,29 @@ void tile(const QgemmTile& t) {
     const __m512i zp = _mm512_loadu_si512(t.b_zp + col);
     const __m512i corr = _mm512_loadu_si512(t.b_corr + col);
     __m512 scale = _mm512_setzero_ps(), bias = _mm512_setzero_ps();
+    __m512i qbias = _mm512_setzero_si512();
     if (t.c_f32 != nullptr) {
       scale = _mm512_loadu_ps(t.scale + col);
       if (t.bias != nullptr) bias = _mm512_loadu_ps(t.bias + col);
+    } else if (t.c_u8 != nullptr) {
+      scale = _mm512_loadu_ps(t.q_mult + col);
+      qbias = _mm512_loadu_si512(t.q_bias + col);
+    }
+    if (t.c_u8 != nullptr && t.q_folded) {   // (the corrections are in q_bias)
+#pragma GCC unroll 8
+      for (size_t r = 0; r < R; ++r) {
+        rq.store(_mm512_add_epi32(acc[r][v], qbias), scale, mask, t.c_u8 + r * t.ldc + col);
+      }
+      continue;
     }
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       __m512i c = _mm512_add_epi32(acc[r][v],
                                    _mm512_mullo_epi32(_mm512_set1_epi32(t.a_zp[r]), corr));
       c = _mm512_sub_epi32(c, _mm512_mullo_epi32(zp, _mm512_set1_epi32(t.a_sum[r])));
-      if (t.c_i32 != nullptr) {
+      if (t.c_u8 != nullptr) {
+        rq.store(_mm512_add_epi32(c, qbias), scale, mask, t.c_u8 + r * t.ldc + col);
+      } else if (t.c_i32 != nullptr) {
         _mm512_mask_storeu_epi32(t.c_i32 + r * t.ldc + col, mask, c);
       } else {
         __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(c), scale);
@@ -237,36 +282,6 @@ void requant_run_f32_avx512(const float* y, size_t n, int32_t bias, float m, flo
 
 namespace {
 
-// 16 int32 sums (bias added) requantized into 16 8-bit values, as detail::requant_row does
-// them (and onnxruntime's MLAS): y = saturate(round_half_even(float(v) * m) + zp), in float32.
-// The product is clamped to [lo - 1 - zp, hi + 1 - zp] first (no int32 overflow; what lies
-// past it saturates alike), converted to int32 rounding to nearest even, and the zero point
-// added and the range taken in int32 on all 16 lanes: the signed case by vpmovsdb's
-// saturation, the unsigned one by a max with 0 and vpmovusdb's (lo and hi are always the 8-bit
-// type's own).
-struct Requant16 {
-  __m512 vlo, vhi;
-  __m512i z;
-  bool out_signed;
-  Requant16(float zp, float lo, float hi)
-      : vlo(_mm512_set1_ps(lo - 1.0f - zp)), vhi(_mm512_set1_ps(hi + 1.0f - zp)),
-        z(_mm512_set1_epi32(static_cast<int32_t>(zp))), out_signed(lo < 0.0f) {}
-  void store(__m512i v, const float* m, __mmask16 mask, uint8_t* o) const {
-    store(v, _mm512_maskz_loadu_ps(mask, m), mask, o);
-  }
-  void store(__m512i v, __m512 m, __mmask16 mask, uint8_t* o) const {
-    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), m);
-    f = _mm512_min_ps(_mm512_max_ps(f, vlo), vhi);
-    __m512i q = _mm512_add_epi32(
-        _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
-    if (out_signed) {
-      _mm512_mask_cvtsepi32_storeu_epi8(o, mask, q);
-    } else {
-      q = _mm512_max_epi32(q, _mm512_setzero_si512());
-      _mm512_mask_cvtusepi32_storeu_epi8(o, mask, q);
-    }
-  }
-};
 
 }  // namespace
 

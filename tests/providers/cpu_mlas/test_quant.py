@@ -743,3 +743,41 @@ def test_native_depthwise_channels_last_equals_channels_first(c, geometry):
     last = nat.qdwconv_u8(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), 131, wf, *args,
                           channels_last=True)
     np.testing.assert_array_equal(last, first.transpose(0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("isa", ["avx512vnni", ""])   # ("": the CPU's best, AMX here)
+@pytest.mark.parametrize("x_dt,w_dt,out_signed", [
+    (np.uint8, np.int8, False), (np.int8, np.int8, True), (np.uint8, np.uint8, True)])
+@pytest.mark.parametrize("shape", [
+    dict(c=16, m=96, k=(1, 1), p=(0, 0, 0, 0), hw=(9, 13)),    # 1x1: two panels, 64 + 32
+    dict(c=24, m=70, k=(1, 1), p=(0, 0, 0, 0), hw=(20, 31)),   # a partial vector of outputs
+    dict(c=8, m=19, k=(3, 3), p=(1, 1, 1, 1), hw=(11, 7))],    # im2col rows, K = 72
+    ids=["1x1_two_panels", "1x1_partial", "3x3"])
+def test_native_qlinear_conv_channels_last_requantizes_in_the_gemm(isa, x_dt, w_dt, out_signed,
+                                                                  shape):
+    """Channels-last with a B packed for AVX-512 VNNI, the sums are requantized in the GEMM's
+    epilogue, without int32 sums in memory: the bytes of the channels-first path (int32 sums,
+    then the separate requantization), with per-channel multipliers, a bias, weight zero
+    points (uint8 weights), both output types and two threads."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None or (isa and not nat.isa_available(isa)):
+        pytest.skip("the native module or the variant is not here")
+    c, m, (kh, kw), pads, (h, w) = (shape[k] for k in ("c", "m", "k", "p", "hw"))
+    x = ints(x_dt, 2, c, h, w)
+    wq = ints(w_dt, m, c, kh, kw)
+    w_zp = ints(w_dt, m) if w_dt == np.uint8 else None
+    packed = nat.pack_b(np.ascontiguousarray(wq.transpose(2, 3, 1, 0).reshape(kh * kw * c, m)),
+                        w_zp, isa=isa)
+    oh, ow = h + pads[0] + pads[2] - kh + 1, w + pads[1] + pads[3] - kw + 1
+    bias = RNG.integers(-20000, 20000, m).astype(np.int32)
+    mult = (RNG.random(m).astype(np.float32) * 0.0004 + 0.00005).astype(np.float64)
+    x_zp = int(ints(x_dt, 1)[0])
+    args = ((kh, kw), (1, 1), (1, 1), pads, (oh, ow), bias, mult, -3 if out_signed else 120,
+            out_signed, 2)
+    first = nat.qlinear_conv_u8(x, x_zp, packed, *args)
+    last = nat.qlinear_conv_u8(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), x_zp, packed,
+                               *args, channels_last=True)
+    np.testing.assert_array_equal(last, first.transpose(0, 2, 3, 1))
+    assert len(np.unique(last)) > 20   # (not all saturated)
