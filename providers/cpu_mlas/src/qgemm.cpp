@@ -830,6 +830,31 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
   });
 }
 
+namespace {
+
+template <typename T>
+void sum_columns(const T* x, size_t rows, size_t cols, int32_t* out) {
+  std::fill(out, out + cols, 0);
+  for (size_t r = 0; r < rows; ++r) {   // (row by row: each row's add loop vectorizes)
+    const T* row = x + r * cols;
+    for (size_t c = 0; c < cols; ++c) out[c] += row[c];
+  }
+}
+
+}  // namespace
+
+void sum_8bit_columns(const void* x, bool x_signed, size_t images, size_t rows, size_t cols,
+                      int32_t* out, size_t threads) {
+  parallel_for(images, threads, [&](size_t i) {
+    if (x_signed) {
+      sum_columns(static_cast<const int8_t*>(x) + i * rows * cols, rows, cols, out + i * cols);
+    } else {
+      sum_columns(static_cast<const uint8_t*>(x) + i * rows * cols, rows, cols,
+                  out + i * cols);
+    }
+  });
+}
+
 void lookup_8bit(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out,
                  size_t threads) {
   constexpr size_t kChunk = 64u << 10;

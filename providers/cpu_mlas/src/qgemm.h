@@ -302,6 +302,12 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
                          bool out_signed, bool mul, size_t rows, size_t inner, void* y,
                          size_t threads);
 
+// out[i][c] = the sum over r of x[i][r][c] (int32; rows below 2^23 cannot overflow it) for
+// `images` blocks of rows x cols 8-bit values (x_signed: int8): a channels-last global pooling's
+// sums, images over threads.
+void sum_8bit_columns(const void* x, bool x_signed, size_t images, size_t rows, size_t cols,
+                      int32_t* out, size_t threads);
+
 // out[i] = table[byte of x[i]] for n 8-bit values: an 8-bit elementwise op as a lookup table
 // (QLinearSigmoid, QLinearLeakyRelu), chunks over threads.
 void lookup_8bit(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out,
