@@ -855,6 +855,34 @@ void sum_8bit_columns(const void* x, bool x_signed, size_t images, size_t rows, 
   });
 }
 
+void qlinear_global_average_pool_8bit(const void* x, bool x_signed, size_t images, size_t rows,
+                                      size_t cols, float x_zero_point, float x_scale,
+                                      float y_scale, float y_zero_point, bool out_signed,
+                                      void* out, size_t threads) {
+  const float lo = out_signed ? -128.0f : 0.0f, hi = out_signed ? 127.0f : 255.0f;
+  parallel_for(images, threads, [&](size_t i) {
+    thread_local std::vector<int32_t> sums;
+    sums.resize(cols);
+    if (x_signed) {
+      sum_columns(static_cast<const int8_t*>(x) + i * rows * cols, rows, cols, sums.data());
+    } else {
+      sum_columns(static_cast<const uint8_t*>(x) + i * rows * cols, rows, cols, sums.data());
+    }
+    for (size_t c = 0; c < cols; ++c) {
+      float f = static_cast<float>(static_cast<double>(sums[c]) / static_cast<double>(rows));
+      f = (f - x_zero_point) * x_scale;
+      f = std::nearbyint(f / y_scale) + y_zero_point;   // (a NaN product gives lo)
+      f = f != f ? lo : std::min(std::max(f, lo), hi);
+      const auto q = static_cast<int32_t>(f);
+      if (out_signed) {
+        static_cast<int8_t*>(out)[i * cols + c] = static_cast<int8_t>(q);
+      } else {
+        static_cast<uint8_t*>(out)[i * cols + c] = static_cast<uint8_t>(q);
+      }
+    }
+  });
+}
+
 void lookup_8bit(const uint8_t* x, size_t n, const uint8_t* table, uint8_t* out,
                  size_t threads) {
   constexpr size_t kChunk = 64u << 10;

@@ -307,6 +307,14 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
 // sums, images over threads.
 void sum_8bit_columns(const void* x, bool x_signed, size_t images, size_t rows, size_t cols,
                       int32_t* out, size_t threads);
+// com.microsoft QLinearGlobalAveragePool over channels-last x [images][rows][cols] (rows > 0):
+// per column, mean = float32(double(sum) / rows), then as the op's float32 steps:
+// q = saturate(round_half_even(((mean - x_zp) * x_scale) / y_scale) + y_zp), into out
+// [images][cols] (int8 when out_signed).
+void qlinear_global_average_pool_8bit(const void* x, bool x_signed, size_t images, size_t rows,
+                                      size_t cols, float x_zero_point, float x_scale,
+                                      float y_scale, float y_zero_point, bool out_signed,
+                                      void* out, size_t threads);
 
 // out[i] = table[byte of x[i]] for n 8-bit values: an 8-bit elementwise op as a lookup table
 // (QLinearSigmoid, QLinearLeakyRelu), chunks over threads.

@@ -235,6 +235,33 @@ void register_qgemm(py::module_& m) {
      "int32 [images, columns]: the sums over the rows of an int8/uint8 x [images, rows, "
      "columns] (fewer than 2^23 rows), images over threads.");
 
+  m.def("qlinear_global_average_pool_8bit", [](const py::array& x_in, float x_zero_point,
+                                                float x_scale, float y_scale,
+                                                float y_zero_point, bool out_signed,
+                                                size_t threads) {
+    bool x_signed = false;
+    const py::array x = int8_array(x_in, "x", x_signed);
+    if (x.ndim() != 3 || x.shape(1) == 0) {
+      throw py::value_error("x must be 3-D [images, rows, columns] with rows");
+    }
+    const auto images = static_cast<size_t>(x.shape(0)), rows = static_cast<size_t>(x.shape(1)),
+               cols = static_cast<size_t>(x.shape(2));
+    if (rows >= (size_t{1} << 23)) throw py::value_error("more than 2^23 rows: int32 sums overflow");
+    const auto dt = out_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>();
+    py::array out(dt, std::vector<py::ssize_t>{x.shape(0), x.shape(2)});
+    const void* xp = x.data();
+    void* op = out.mutable_data();
+    {
+      py::gil_scoped_release release;
+      qlinear_global_average_pool_8bit(xp, x_signed, images, rows, cols, x_zero_point, x_scale,
+                                       y_scale, y_zero_point, out_signed, op, threads);
+    }
+    return out;
+  }, py::arg("x"), py::arg("x_zero_point"), py::arg("x_scale"), py::arg("y_scale"),
+     py::arg("y_zero_point"), py::arg("out_signed"), py::arg("threads") = 1,
+     "com.microsoft QLinearGlobalAveragePool of channels-last int8/uint8 x [images, rows, "
+     "columns]: [images, columns] of int8 (out_signed) or uint8.");
+
   m.def("dequantize_8bit", [](const py::array& x_in, float scale, int32_t zero_point) {
     bool x_signed = false;
     const py::array x = int8_array(x_in, "x", x_signed);

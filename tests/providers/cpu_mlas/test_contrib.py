@@ -362,3 +362,27 @@ def test_native_column_sums_of_8bit_rows(qtype, shape):
     np.testing.assert_array_equal(got, x.sum(axis=1, dtype=np.int64))
     with pytest.raises(ValueError, match="3-D"):
         native().sum_8bit_columns(x.reshape(shape[0], -1), 1)
+
+
+@pytest.mark.skipif(native() is None, reason="the native module is not built")
+@pytest.mark.parametrize("x_dt,y_dt", [(np.uint8, np.uint8), (np.int8, np.int8),
+                                       (np.uint8, np.int8)])
+def test_native_qlinear_global_average_pool_is_the_float32_steps(x_dt, y_dt):
+    """The one-call channels-last pooling computes the op's float32 steps exactly as the numpy
+    kernel does them (mean = float32(sum / count), minus x's zero point, times x's scale,
+    divided by y's scale, rounded half to even, y's zero point added, saturated): across many
+    scales and zero points, a single row (each mean an integer: the ties of the division
+    included) and 49 rows."""
+    for trial in range(60):
+        rows = 1 if trial % 3 == 0 else 49
+        xi, yi = np.iinfo(x_dt), np.iinfo(y_dt)
+        x = RNG.integers(xi.min, xi.max + 1, (2, rows, 37)).astype(x_dt)
+        xz, yz = x_dt(RNG.integers(xi.min, xi.max + 1)), y_dt(RNG.integers(yi.min, yi.max + 1))
+        xs = np.float32(RNG.choice([0.5, 0.25, 0.1, RNG.random() * 0.2 + 1e-3]))
+        ys = np.float32(RNG.choice([0.5, 1.0, 0.3, RNG.random() * 0.2 + 1e-3]))
+        mean = (x.sum(axis=1, dtype=np.int64) / np.float64(rows)).astype(np.float32)
+        want = np.clip(np.rint(((mean - np.float32(xz)) * xs) / ys) + np.float32(yz),
+                       yi.min, yi.max).astype(y_dt)
+        got = native().qlinear_global_average_pool_8bit(x, float(xz), float(xs), float(ys),
+                                                         float(yz), y_dt == np.int8, 2)
+        np.testing.assert_array_equal(got, want)
