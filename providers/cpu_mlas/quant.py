@@ -106,12 +106,19 @@ _AMX_MIN_K = 64
 VNNI kernel (steps of 4) was faster (3136 x 16 x 72: 65 against 97 us; at K = 72, AMX led)."""
 
 
+_AMX_MIN_ROWS = 16
+"""An AMX tile holds 16 rows of A: a product of fewer rows (a batch-1 classifier, a
+squeeze-excite block's 1x1 convs on a 1x1 image) runs on the VNNI kernel instead (1 x 1024 x
+1000: 60 against 20 us)."""
+
+
 def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None, *,
-                  short_k: bool = False) -> Any | None:
+                  short_k: bool = False, rows: int | None = None) -> Any | None:
     """``b`` [K, N] (int8/uint8) packed for the native integer GEMM, or None when the module
     is not available or the operands have another form (then the numpy path runs).
     ``short_k``: a K below :data:`_AMX_MIN_K` is packed for the VNNI kernel rather than AMX
-    (callers whose products are many rows of short K: a 1x1 conv's)."""
+    (callers whose products are many rows of short K: a 1x1 conv's). ``rows``: the product's
+    rows (A's), when the graph's static shapes tell them: below :data:`_AMX_MIN_ROWS`, VNNI."""
     nat = native()
     b = np.asarray(b)
     if nat is None or b.ndim != 2 or b.dtype not in _I8:
@@ -122,10 +129,47 @@ def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None, *,
             return None
         zero_point = zero_point.reshape(-1)
     packed = nat.pack_b(b, zero_point, threads=_blas.intra_threads())
-    if short_k and packed.isa == "amx" and b.shape[0] < _AMX_MIN_K \
+    few_rows = rows is not None and rows < _AMX_MIN_ROWS
+    if (few_rows or (short_k and b.shape[0] < _AMX_MIN_K)) and packed.isa == "amx" \
             and nat.isa_available("avx512vnni"):
         packed = nat.pack_b(b, zero_point, isa="avx512vnni", threads=_blas.intra_threads())
     return packed
+
+
+class FewRowsPacking:
+    """A weight packed for the native GEMM whose products' rows the graph does not fix (a
+    symbolic batch): packed for the CPU's best variant, and for VNNI too the first time a
+    product of fewer than :data:`_AMX_MIN_ROWS` rows asks (:meth:`for_rows`), when the best
+    is AMX. The weight is kept for that (such weights are small: classifiers, squeeze-excite
+    convs)."""
+
+    __slots__ = ("primary", "_b", "_zp", "_few")
+
+    def __init__(self, primary: Any, b: np.ndarray, zero_point: np.ndarray | None) -> None:
+        self.primary, self._b, self._zp, self._few = primary, b, zero_point, None
+
+    def for_rows(self, m: int) -> Any:
+        if m >= _AMX_MIN_ROWS or self.primary.isa != "amx":
+            return self.primary
+        few = self._few
+        if few is None:   # (two runs racing here each pack it once; either result is right)
+            few = self._few = native_pack_b(self._b, self._zp, rows=m) or self.primary
+        return few
+
+
+def packed_for_rows(b: np.ndarray, zero_point: np.ndarray | None, *, short_k: bool = False,
+                    rows: int | None = None, few_possible: bool = False) -> Any | None:
+    """:func:`native_pack_b`, as a :class:`FewRowsPacking` when ``few_possible`` (the rows are
+    not known and may be few) and the packing is AMX's; call ``for_rows(m)`` on the result
+    when it is one."""
+    packed = native_pack_b(b, zero_point, short_k=short_k, rows=rows)
+    if packed is None or not few_possible or rows is not None or packed.isa != "amx":
+        return packed
+    return FewRowsPacking(packed, b, None if zero_point is None else np.asarray(zero_point))
+
+
+def _for_rows(packed: Any, m: int) -> Any:
+    return packed.for_rows(m) if isinstance(packed, FewRowsPacking) else packed
 
 
 def native_a_zero_point(zp: np.ndarray | None, a_shape: tuple[int, ...],
@@ -627,20 +671,26 @@ def _make_qgemm(node: NodeView, ctx: ProviderContext):
     if b_info is not None and b_info.is_const and (bzp_info is None or bzp_info.is_const):
         bq = np.asarray(b_info.const)
         if bq.ndim == 2 and hasattr(native(), "qgemm_i32"):
-            native_b = native_pack_b(np.ascontiguousarray(bq.T if trans_b else bq),
-                                     None if bzp_info is None else bzp_info.const)
+            a_shape = node.input(0).shape if node.input(0) is not None else None
+            a_rows = (a_shape[1] if trans_a else a_shape[0]) if a_shape and len(a_shape) == 2 \
+                else None
+            native_b = packed_for_rows(np.ascontiguousarray(bq.T if trans_b else bq),
+                                       None if bzp_info is None else bzp_info.const,
+                                       rows=a_rows if isinstance(a_rows, int) else None,
+                                       few_possible=not isinstance(a_rows, int))
 
     def kernel(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None,
                y_zero_point=None):
         a = np.asarray(a).T if trans_a else np.asarray(a)
         n = b.shape[0] if trans_b else b.shape[1]
-        if (native_b is not None and a.dtype in _I8 and a.shape[-1] == native_b.k
+        packed = None if native_b is None or a.ndim != 2 else _for_rows(native_b, a.shape[0])
+        if (packed is not None and a.dtype in _I8 and a.shape[-1] == packed.k
                 and np.size(a_scale) == 1
                 and (a_zero_point is None or np.size(a_zero_point) == 1)):
             acc = native().qgemm_i32(
                 np.ascontiguousarray(a),
                 None if a_zero_point is None else np.asarray(a_zero_point).reshape(1),
-                native_b, threads=threads).reshape(a.shape[0], n)
+                packed, threads=threads).reshape(a.shape[0], n)
         else:
             bb = np.asarray(b).T if trans_b else np.asarray(b)
             bf = _centered(bb, b_zero_point, False)
@@ -706,6 +756,23 @@ def make_qlinear_conv_ms(node: NodeView, ctx: ProviderContext):
     return _qlinear_conv(node, ctx, channels_last=int(node.attr("channels_last", 0)) == 1)
 
 
+def _conv_rows(node: NodeView, channels_last: bool) -> tuple[int | None, bool]:
+    """The GEMM rows of a conv (batch x output positions) when its output's static shape
+    fixes them, and whether they may be few otherwise (the positions are few and the batch is
+    symbolic: a squeeze-excite block's 1x1 convs on a 1x1 image)."""
+    y = node.outputs[0] if node.outputs else None
+    shape = None if y is None else y.shape
+    if shape is None or len(shape) < 3:
+        return None, False
+    spatial = shape[1:-1] if channels_last else shape[2:]
+    if not all(isinstance(d, int) for d in spatial):
+        return None, False
+    positions = int(np.prod(spatial, dtype=np.int64))
+    if isinstance(shape[0], int):
+        return positions * shape[0], False
+    return None, positions < _AMX_MIN_ROWS
+
+
 def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
     """QLinearConv, channels-first or channels-last.
 
@@ -728,7 +795,8 @@ def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
         wzp = None if wzp_info is None else np.asarray(wzp_info.const)
         if group == 1 and w.ndim == 4 and w.dtype in _I8:
             wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]))
-            packed = native_pack_b(wt, wzp, short_k=True)
+            rows, few = _conv_rows(node, channels_last)
+            packed = packed_for_rows(wt, wzp, short_k=True, rows=rows, few_possible=few)
             if packed is not None and hasattr(native(), "qlinear_conv_u8"):
                 gemm = (packed, tuple(w.shape[2:]))
         if gemm is None:
@@ -859,9 +927,10 @@ def _qconv_gemm_plan(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,
         return None
     shape = (x.shape[0], x.shape[3], *x.shape[1:3]) if channels_last else x.shape
     n, c = shape[:2]
+    strides, dil, pb, pe, (oh, ow) = static.geometry(shape, kshape)
+    packed = _for_rows(packed, n * max(oh, 0) * max(ow, 0))
     if packed.k != math.prod(kshape) * c:
         return None
-    strides, dil, pb, pe, (oh, ow) = static.geometry(shape, kshape)
     if oh <= 0 or ow <= 0 or n == 0:
         dims = (n, max(oh, 0), max(ow, 0), packed.n) if channels_last else \
             (n, packed.n, max(oh, 0), max(ow, 0))

@@ -781,3 +781,56 @@ def test_native_qlinear_conv_channels_last_requantizes_in_the_gemm(isa, x_dt, w_
                                *args, channels_last=True)
     np.testing.assert_array_equal(last, first.transpose(0, 2, 3, 1))
     assert len(np.unique(last)) > 20   # (not all saturated)
+
+
+def test_a_symbolic_batch_packs_for_few_rows_when_a_run_has_few(monkeypatch):
+    """A QGemm (a classifier) and a 1x1 QLinearConv on a 1x1 image (a squeeze-excite conv)
+    whose batch is symbolic: packed for the CPU's best variant at session start, and for
+    VNNI when a run of fewer than 16 rows first comes (AMX's tile holds 16); both sizes of
+    batch give onnxruntime's bytes."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    if native() is None:
+        pytest.skip("the native module is not built")
+    packs: list[int | None] = []
+    real = quant.native_pack_b
+
+    def counted(b, zp, **kw):
+        packs.append(kw.get("rows"))
+        return real(b, zp, **kw)
+
+    monkeypatch.setattr(quant, "native_pack_b", counted)
+    k, n = 192, 40
+    w = ints(np.int8, n, k)
+    scalar = lambda name, dt, v: helper.make_tensor(name, dt, [], [v])  # noqa: E731
+    common = [scalar("as", TensorProto.FLOAT, 0.02), scalar("az", TensorProto.UINT8, 128),
+              helper.make_tensor("bs", TensorProto.FLOAT, [n], (RNG.random(n) * 0.01 + 0.001)
+                                 .astype(np.float32).tolist()),
+              helper.make_tensor("bz", TensorProto.INT8, [n], [0] * n),
+              scalar("ys", TensorProto.FLOAT, 0.05), scalar("yz", TensorProto.UINT8, 100)]
+    gemm = helper.make_node("QGemm", ["a", "as", "az", "w2", "bs", "bz", "", "ys", "yz"],
+                            ["y"], domain="com.microsoft", transB=1)
+    conv = helper.make_node("QLinearConv", ["x", "as", "az", "w4", "bs", "bz", "ys", "yz"],
+                            ["z"])
+    graph = helper.make_graph(
+        [gemm, conv], "few_rows",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, ["N", k]),
+         helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", k, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, ["N", n]),
+         helper.make_tensor_value_info("z", TensorProto.UINT8, ["N", n, 1, 1])],
+        [*common, helper.make_tensor("w2", TensorProto.INT8, [n, k], w.reshape(-1).tolist()),
+         helper.make_tensor("w4", TensorProto.INT8, [n, k, 1, 1], w.reshape(-1).tolist())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    import onnxplex
+
+    sess = onnxplex.InferenceSession(model.SerializeToString())
+    oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert all(r is None for r in packs)   # (nothing known about the rows yet)
+    amx = native().isa_available("amx") and native().isa_available("avx512vnni")
+    for batch in (1, 40, 3):
+        feed = {"a": ints(np.uint8, batch, k), "x": ints(np.uint8, batch, k, 1, 1)}
+        for got, want in zip(sess.run(None, feed), oracle.run(None, feed)):
+            np.testing.assert_array_equal(got, want)
+    # one VNNI packing for each weight, made by the batch-1 run and kept for batch 3
+    assert sorted(r for r in packs if r is not None) == ([1, 1] if amx else [])
