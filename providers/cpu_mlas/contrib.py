@@ -12,8 +12,9 @@
 * MatMulIntegerToFloat: ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``;
 * DynamicQuantizeMatMul: A quantized to uint8 as DynamicQuantizeLinear does, then as
   MatMulIntegerToFloat with a constant B (centered and prepacked once);
-* QLinearAdd / QLinearMul / QLinearGlobalAveragePool: dequantize, compute in float32,
-  requantize (round half to even, saturate).
+* QLinearAdd / QLinearGlobalAveragePool: dequantize, compute in float32, requantize (round
+  half to even, saturate); QLinearMul as onnxruntime's MLAS computes it (the exact integer
+  product, times ``a_scale * b_scale / c_scale`` in float32, plus the zero point), its bytes.
 """
 
 from __future__ import annotations
@@ -403,6 +404,27 @@ def _req(yf: np.ndarray, scale, zp, dtype: np.dtype) -> np.ndarray:
     return yf.astype(dtype)
 
 
+def _qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point,
+                 out: np.dtype) -> np.ndarray:
+    """QLinearMul as onnxruntime's MLAS computes it (and the native kernel): the exact
+    integer product of the centered operands, times ``a_scale * b_scale / c_scale`` in
+    float32, plus the output zero point, rounded half to even and saturated; a value that is
+    not a number or lies past int32 gives the bottom of the range (MLAS's conversion)."""
+    def centered(x, zp):
+        xi = np.asarray(x).astype(np.int32)
+        return xi if zp is None else xi - np.asarray(zp).astype(np.int32)
+
+    product = centered(a, a_zero_point) * centered(b, b_zero_point)
+    ratio = (np.asarray(a_scale, _F32) * np.asarray(b_scale, _F32)) / np.asarray(c_scale, _F32)
+    zc = _F32(0) if c_zero_point is None else np.asarray(c_zero_point).astype(_F32)
+    with np.errstate(all="ignore"):
+        f = product.astype(_F32) * ratio + zc
+        info = np.iinfo(out)
+        ok = np.isfinite(f) & (np.abs(f) < _F32(2**31))
+        r = np.where(ok, np.rint(np.where(ok, f, 0)), info.min)
+    return np.clip(r, info.min, info.max).astype(out)
+
+
 def _row_broadcast(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
     """The rows (product of ``out``'s leading axes) over which an operand of ``shape`` holds
     one value each, broadcast along the rest (a squeeze-excite gate [N, C, 1, 1] against
@@ -505,6 +527,9 @@ def _make_qlinear_binary(ufunc: np.ufunc):
                                 b_zero_point, c_scale, c_zero_point, out, last)
             if y is not None:
                 return y
+            if mul:
+                return _qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                    c_scale, c_zero_point, out)
             y = ufunc(_deq(a, a_scale, a_zero_point), _deq(b, b_scale, b_zero_point))
             return _req(np.asarray(y, _F32), c_scale, c_zero_point, out)
 

@@ -212,15 +212,43 @@ template <typename T>
   }
 }
 
-// QLinearAdd / QLinearMul of per-tensor 8-bit operands, as the numpy kernel computes them in
-// float32: y = (float(a) - za) * sa (+ or *) (float(b) - zb) * sb, then quantize_run(y / sc).
-// `rows` rows of `inner` outputs; an operand with a_full / b_full false holds one value per
-// row (broadcast along it: a squeeze-excite gate), else one per output. Blocks of 256
-// values through float buffers.
+// QLinearMul's output for the exact integer product p = (a - za) * (b - zb), as onnxruntime's
+// MLAS computes it: f = float(p) * ratio + zc in float32 (ratio = sa * sb / sc), converted
+// rounding half to even, saturated to the 8-bit type; a product past int32's range (or not a
+// number: a zero output scale) converts to INT32_MIN and so saturates to the bottom.
+template <typename TY>
+[[maybe_unused]] static inline TY qlinear_mul_value(int32_t p, float ratio, float zc) {
+  constexpr int32_t lo = static_cast<TY>(-1) < 0 ? -128 : 0, hi = lo < 0 ? 127 : 255;
+  const float f = static_cast<float>(p) * ratio + zc;
+  const int32_t r = (f == f && std::fabs(f) < 2147483648.0f)
+                        ? static_cast<int32_t>(std::nearbyint(f)) : INT32_MIN;
+  return static_cast<TY>(std::min(std::max(r, lo), hi));
+}
+
+// QLinearAdd / QLinearMul of per-tensor 8-bit operands. Add, as the numpy kernel computes it in
+// float32: y = (float(a) - za) * sa + (float(b) - zb) * sb, then quantize_run(y / sc); Mul as
+// onnxruntime does (qlinear_mul_value). `rows` rows of `inner` outputs; an operand with
+// a_full / b_full false holds one value per row (broadcast along it: a squeeze-excite gate),
+// else one per output. Blocks of 256 values through float buffers.
 template <typename TA, typename TB, typename TY>
 [[maybe_unused]] static inline void qlinear_binary_rows(
     const TA* a, bool a_full, float sa, float za, const TB* b, bool b_full, float sb, float zb,
     float sc, float zc, bool mul, size_t row0, size_t row1, size_t inner, TY* y) {
+  if (mul) {
+    const float ratio = (sa * sb) / sc;
+    const auto iza = static_cast<int32_t>(za), izb = static_cast<int32_t>(zb);
+    for (size_t r = row0; r < row1; ++r) {
+      const int32_t ra = a_full ? 0 : static_cast<int32_t>(a[r]) - iza;
+      const int32_t rb = b_full ? 0 : static_cast<int32_t>(b[r]) - izb;
+      for (size_t i = 0; i < inner; ++i) {
+        const size_t at = r * inner + i;
+        const int32_t pa = a_full ? static_cast<int32_t>(a[at]) - iza : ra;
+        const int32_t pb = b_full ? static_cast<int32_t>(b[at]) - izb : rb;
+        y[at] = qlinear_mul_value<TY>(pa * pb, ratio, zc);
+      }
+    }
+    return;
+  }
   constexpr size_t kBlock = 256;
   float fa[kBlock], fb[kBlock];
   for (size_t r = row0; r < row1; ++r) {

@@ -216,6 +216,19 @@ inline __m512 qb_load(const QBinaryOperand& o, size_t row, size_t at, __mmask16 
                        _mm512_set1_ps(o.scale));
 }
 
+// 16 8-bit values of an operand at element i as int32 x - zp (a per-row operand: its row's).
+inline __m512i qb_centered(const QBinaryOperand& o, size_t row, size_t at, __mmask16 mask) {
+  const auto zp = static_cast<int32_t>(o.zero_point);
+  if (!o.full) {
+    const int32_t v = o.is_signed ? static_cast<const int8_t*>(o.data)[row]
+                                  : static_cast<const uint8_t*>(o.data)[row];
+    return _mm512_set1_epi32(v - zp);
+  }
+  const __m128i bytes = _mm_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(o.data) + at);
+  const __m512i w = o.is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+  return _mm512_sub_epi32(w, _mm512_set1_epi32(zp));
+}
+
 }  // namespace
 
 // detail::qlinear_binary_rows 16 outputs a step: the same float32 operations in the same
@@ -229,6 +242,25 @@ void qlinear_binary_rows_avx512(const QBinaryOperand& a, const QBinaryOperand& b
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), z = _mm512_set1_ps(zc);
   const __m512 s = _mm512_set1_ps(sc);
   auto* out = static_cast<uint8_t*>(y);
+  if (mul) {   // detail::qlinear_mul_value 16 lanes a step: the same bytes
+    const __m512 ratio = _mm512_set1_ps((a.scale * b.scale) / sc);
+    const __m512i vlo_i = _mm512_set1_epi32(static_cast<int32_t>(lo));
+    const __m512i vhi_i = _mm512_set1_epi32(static_cast<int32_t>(hi));
+    for (size_t r = row0; r < row1; ++r) {
+      for (size_t i = 0; i < inner; i += 16) {
+        const size_t left = inner - i, at = r * inner + i;
+        const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+        const __m512i p = _mm512_mullo_epi32(qb_centered(a, r, at, mask),
+                                             qb_centered(b, r, at, mask));
+        const __m512 f = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), ratio), z);
+        // (NaN and magnitudes past int32 convert to INT32_MIN: the bottom of the range)
+        __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_min_epi32(_mm512_max_epi32(q, vlo_i), vhi_i);
+        _mm_mask_storeu_epi8(out + at, mask, _mm512_cvtepi32_epi8(q));
+      }
+    }
+    return;
+  }
   for (size_t r = row0; r < row1; ++r) {
     for (size_t i = 0; i < inner; i += 16) {
       const size_t left = inner - i, at = r * inner + i;
