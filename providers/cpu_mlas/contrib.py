@@ -12,9 +12,10 @@
 * MatMulIntegerToFloat: ``(A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias``;
 * DynamicQuantizeMatMul: A quantized to uint8 as DynamicQuantizeLinear does, then as
   MatMulIntegerToFloat with a constant B (centered and prepacked once);
-* QLinearAdd / QLinearGlobalAveragePool: dequantize, compute in float32, requantize (round
-  half to even, saturate); QLinearMul as onnxruntime's MLAS computes it (the exact integer
-  product, times ``a_scale * b_scale / c_scale`` in float32, plus the zero point), its bytes.
+* QLinearGlobalAveragePool: dequantize, compute in float32, requantize (round half to even,
+  saturate); QLinearAdd and QLinearMul as onnxruntime's MLAS computes them (Add: the raw
+  values' fused multiply-adds by the scale ratios; Mul: the exact integer product times
+  ``a_scale * b_scale / c_scale`` in float32, plus the zero point), its bytes.
 """
 
 from __future__ import annotations
@@ -418,11 +419,52 @@ def _qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_
     ratio = (np.asarray(a_scale, _F32) * np.asarray(b_scale, _F32)) / np.asarray(c_scale, _F32)
     zc = _F32(0) if c_zero_point is None else np.asarray(c_zero_point).astype(_F32)
     with np.errstate(all="ignore"):
-        f = product.astype(_F32) * ratio + zc
-        info = np.iinfo(out)
+        return _mlas_round(product.astype(_F32) * ratio + zc, out)
+
+
+def _mlas_round(f: np.ndarray, out: np.dtype) -> np.ndarray:
+    """MLAS's conversion of float32 values to 8 bits: half to even, saturated; NaN or a
+    magnitude past int32 converts to INT32_MIN, so to the bottom of the range."""
+    info = np.iinfo(out)
+    with np.errstate(all="ignore"):
         ok = np.isfinite(f) & (np.abs(f) < _F32(2**31))
         r = np.where(ok, np.rint(np.where(ok, f, 0)), info.min)
     return np.clip(r, info.min, info.max).astype(out)
+
+
+def _fma32(x, y, z) -> np.ndarray:
+    """float32 ``x * y + z`` rounded once (a fused multiply-add): the 8-bit operand and
+    float32 factor's product is exact in float64 and so is its sum with a float32 of this
+    op's magnitudes, then one rounding to float32."""
+    return (np.asarray(x, np.float64) * np.asarray(y, np.float64)
+            + np.asarray(z, np.float64)).astype(_F32)
+
+
+def _qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point,
+                 out: np.dtype) -> np.ndarray:
+    """QLinearAdd as onnxruntime's MLAS (AVX2) computes it, and the native kernel: with
+    ``rac = a_scale / c_scale``, ``rbc = b_scale / c_scale`` and ``fixed = zc - (rac * za +
+    rbc * zb)`` (its sum of products fused), ``fma(a, rac, fma(b, rbc, fixed))`` on the raw
+    values; where a is broadcast along the last axis (one value per run of b's) the roles
+    swap: ``fma(b, rbc, fma(a, rac, zc - (rbc * zb + rac * za)))``; then
+    :func:`_mlas_round`. (Checked against onnxruntime 1.32 element by element.)"""
+    a, b = np.asarray(a), np.asarray(b)
+    f32 = lambda v: np.asarray(v, _F32).reshape(())  # noqa: E731
+    zp = lambda v: _F32(0) if v is None else np.asarray(v).astype(_F32).reshape(())  # noqa: E731
+    rac, rbc = f32(a_scale) / f32(c_scale), f32(b_scale) / f32(c_scale)
+    za, zb, zc = zp(a_zero_point), zp(b_zero_point), zp(c_zero_point)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    # onnxruntime runs an a broadcast along the last axis (one value per run of b's) with the
+    # operands' roles swapped: b's terms first
+    a_spans = len(shape) > 0 and shape[-1] != 1 and (a.ndim == 0 or a.shape[-1] == 1) \
+        and not (b.ndim == 0 or b.shape[-1] == 1)
+    af, bf = a.astype(_F32), b.astype(_F32)
+    with np.errstate(all="ignore"):
+        if a_spans:
+            f = _fma32(bf, rbc, _fma32(af, rac, zc - _fma32(rbc, zb, rac * za)))
+        else:
+            f = _fma32(af, rac, _fma32(bf, rbc, zc - _fma32(rac, za, rbc * zb)))
+    return _mlas_round(np.broadcast_to(f, shape), out)
 
 
 def _row_broadcast(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
@@ -527,11 +569,9 @@ def _make_qlinear_binary(ufunc: np.ufunc):
                                 b_zero_point, c_scale, c_zero_point, out, last)
             if y is not None:
                 return y
-            if mul:
-                return _qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                                    c_scale, c_zero_point, out)
-            y = ufunc(_deq(a, a_scale, a_zero_point), _deq(b, b_scale, b_zero_point))
-            return _req(np.asarray(y, _F32), c_scale, c_zero_point, out)
+            exact = _qlinear_mul if mul else _qlinear_add
+            return exact(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                         c_zero_point, out)
 
         return kernel
 

@@ -212,24 +212,41 @@ template <typename T>
   }
 }
 
-// QLinearMul's output for the exact integer product p = (a - za) * (b - zb), as onnxruntime's
-// MLAS computes it: f = float(p) * ratio + zc in float32 (ratio = sa * sb / sc), converted
-// rounding half to even, saturated to the 8-bit type; a product past int32's range (or not a
-// number: a zero output scale) converts to INT32_MIN and so saturates to the bottom.
+
+// QLinearAdd's constant part, as onnxruntime's MLAS (AVX2) computes it: with the ratios
+// rac = sa / sc and rbc = sb / sc, zc - (rac * za + rbc * zb), its sum of products fused
+// (one rounding: how onnxruntime's build compiles it).
+[[maybe_unused]] static inline float qlinear_add_fixed(float rac, float za, float rbc, float zb,
+                                                       float zc) {
+  return zc - std::fma(rac, za, rbc * zb);
+}
+
+// MLAS's conversion of a QLinearAdd / QLinearMul value: half to even, saturated to the 8-bit
+// type; NaN or a magnitude past int32 converts to INT32_MIN (the bottom of the range).
 template <typename TY>
-[[maybe_unused]] static inline TY qlinear_mul_value(int32_t p, float ratio, float zc) {
+[[maybe_unused]] static inline TY qlinear_round(float f) {
   constexpr int32_t lo = static_cast<TY>(-1) < 0 ? -128 : 0, hi = lo < 0 ? 127 : 255;
-  const float f = static_cast<float>(p) * ratio + zc;
   const int32_t r = (f == f && std::fabs(f) < 2147483648.0f)
                         ? static_cast<int32_t>(std::nearbyint(f)) : INT32_MIN;
   return static_cast<TY>(std::min(std::max(r, lo), hi));
 }
 
-// QLinearAdd / QLinearMul of per-tensor 8-bit operands. Add, as the numpy kernel computes it in
-// float32: y = (float(a) - za) * sa + (float(b) - zb) * sb, then quantize_run(y / sc); Mul as
-// onnxruntime does (qlinear_mul_value). `rows` rows of `inner` outputs; an operand with
-// a_full / b_full false holds one value per row (broadcast along it: a squeeze-excite gate),
-// else one per output. Blocks of 256 values through float buffers.
+// QLinearMul's output for the exact integer product p = (a - za) * (b - zb), as onnxruntime's
+// MLAS computes it: float(p) * ratio + zc in float32 (ratio = sa * sb / sc, unfused), then
+// qlinear_round: half to even, saturated; NaN or a magnitude past int32 converts to INT32_MIN
+// (the bottom of the range).
+template <typename TY>
+[[maybe_unused]] static inline TY qlinear_mul_value(int32_t p, float ratio, float zc) {
+  return qlinear_round<TY>(static_cast<float>(p) * ratio + zc);
+}
+
+// QLinearAdd / QLinearMul of per-tensor 8-bit operands as onnxruntime's MLAS computes them.
+// Add in float32 on the raw 8-bit values: fma(a, rac, fma(b, rbc, fixed)) (qlinear_add_fixed);
+// where a is one value per row (b's run) the roles swap, as onnxruntime runs a broadcast first
+// input: fma(b, rbc, fma(a, rac, fixed with the terms swapped)). Mul on the exact integer
+// product (qlinear_mul_value). (Checked against onnxruntime 1.32 element by element.)
+// `rows` rows of `inner` outputs; an operand with a_full / b_full false holds one value per
+// row (broadcast along it: a squeeze-excite gate), else one per output.
 template <typename TA, typename TB, typename TY>
 [[maybe_unused]] static inline void qlinear_binary_rows(
     const TA* a, bool a_full, float sa, float za, const TB* b, bool b_full, float sb, float zb,
@@ -249,29 +266,32 @@ template <typename TA, typename TB, typename TY>
     }
     return;
   }
-  constexpr size_t kBlock = 256;
-  float fa[kBlock], fb[kBlock];
+  const float rac = sa / sc, rbc = sb / sc;
+  const float fixed = qlinear_add_fixed(rac, za, rbc, zb, zc);
   for (size_t r = row0; r < row1; ++r) {
-    const float va = a_full ? 0.0f : (static_cast<float>(a[r]) - za) * sa;
-    const float vb = b_full ? 0.0f : (static_cast<float>(b[r]) - zb) * sb;
-    for (size_t i0 = 0; i0 < inner; i0 += kBlock) {
-      const size_t n = std::min(kBlock, inner - i0), at = r * inner + i0;
-      if (a_full) {
-        dequantize_run(a + at, n, sa, za, fa);
-      } else {
-        for (size_t i = 0; i < n; ++i) fa[i] = va;
+    if (a_full && b_full) {
+      for (size_t i = 0; i < inner; ++i) {
+        const size_t at = r * inner + i;
+        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(a[at]), rac,
+                                           std::fma(static_cast<float>(b[at]), rbc, fixed)));
       }
-      if (b_full) {
-        dequantize_run(b + at, n, sb, zb, fb);
-      } else {
-        for (size_t i = 0; i < n; ++i) fb[i] = vb;
+    } else if (a_full) {   // b one value this row
+      const float part = std::fma(static_cast<float>(b[r]), rbc, fixed);
+      for (size_t i = 0; i < inner; ++i) {
+        const size_t at = r * inner + i;
+        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(a[at]), rac, part));
       }
-      if (mul) {
-        for (size_t i = 0; i < n; ++i) fa[i] = fa[i] * fb[i];
-      } else {
-        for (size_t i = 0; i < n; ++i) fa[i] = fa[i] + fb[i];
+    } else if (b_full) {   // a one value this row: the roles swap
+      const float part =
+          std::fma(static_cast<float>(a[r]), rac, qlinear_add_fixed(rbc, zb, rac, za, zc));
+      for (size_t i = 0; i < inner; ++i) {
+        const size_t at = r * inner + i;
+        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(b[at]), rbc, part));
       }
-      quantize_run(fa, n, sc, zc, y + at);
+    } else {
+      const TY v = qlinear_round<TY>(std::fma(static_cast<float>(a[r]), rac,
+                                              std::fma(static_cast<float>(b[r]), rbc, fixed)));
+      for (size_t i = 0; i < inner; ++i) y[r * inner + i] = v;
     }
   }
 }

@@ -202,18 +202,17 @@ void quantize_row_avx512(const float* x, size_t k, float scale, float zp, uint8_
 
 namespace {
 
-// 16 8-bit values of an operand at element i as float32 (float(x) - zp) * scale, the scalar
-// dequantize_run's two roundings; a per-row operand is its row's value in every lane.
-inline __m512 qb_load(const QBinaryOperand& o, size_t row, size_t at, __mmask16 mask) {
-  if (!o.full) {
-    const float v = o.is_signed ? static_cast<float>(static_cast<const int8_t*>(o.data)[row])
-                                : static_cast<float>(static_cast<const uint8_t*>(o.data)[row]);
-    return _mm512_set1_ps((v - o.zero_point) * o.scale);
-  }
+// 16 8-bit values of an operand at element i as float32 (raw, not centered); a per-row
+// operand is its row's value in every lane.
+inline __m512 qb_raw(const QBinaryOperand& o, size_t at, __mmask16 mask) {
   const __m128i bytes = _mm_maskz_loadu_epi8(mask, static_cast<const uint8_t*>(o.data) + at);
-  const __m512i w = o.is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-  return _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(w), _mm512_set1_ps(o.zero_point)),
-                       _mm512_set1_ps(o.scale));
+  return _mm512_cvtepi32_ps(o.is_signed ? _mm512_cvtepi8_epi32(bytes)
+                                        : _mm512_cvtepu8_epi32(bytes));
+}
+
+inline float qb_row(const QBinaryOperand& o, size_t row) {
+  return o.is_signed ? static_cast<float>(static_cast<const int8_t*>(o.data)[row])
+                     : static_cast<float>(static_cast<const uint8_t*>(o.data)[row]);
 }
 
 // 16 8-bit values of an operand at element i as int32 x - zp (a per-row operand: its row's).
@@ -231,49 +230,61 @@ inline __m512i qb_centered(const QBinaryOperand& o, size_t row, size_t at, __mma
 
 }  // namespace
 
-// detail::qlinear_binary_rows 16 outputs a step: the same float32 operations in the same
-// order (no fused multiply-add), the quotient rounded half to even (roundscale, as the
-// scalar's 1.5 * 2^23 trick within the clamped range), NaN to 0: the same bytes.
+// detail::qlinear_binary_rows 16 outputs a step, with the same operations (its fused
+// multiply-adds as _mm512_fmadd_ps, its unfused ones apart): the same bytes.
 void qlinear_binary_rows_avx512(const QBinaryOperand& a, const QBinaryOperand& b, float sc,
                                 float zc, bool out_signed, bool mul, size_t row0, size_t row1,
                                 size_t inner, void* y) {
   const float lo = out_signed ? -128.0f : 0.0f, hi = out_signed ? 127.0f : 255.0f;
-  const __m512 below = _mm512_set1_ps(lo - zc - 1.0f), above = _mm512_set1_ps(hi - zc + 1.0f);
-  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), z = _mm512_set1_ps(zc);
-  const __m512 s = _mm512_set1_ps(sc);
+  const __m512i vlo = _mm512_set1_epi32(static_cast<int32_t>(lo));
+  const __m512i vhi = _mm512_set1_epi32(static_cast<int32_t>(hi));
   auto* out = static_cast<uint8_t*>(y);
-  if (mul) {   // detail::qlinear_mul_value 16 lanes a step: the same bytes
-    const __m512 ratio = _mm512_set1_ps((a.scale * b.scale) / sc);
-    const __m512i vlo_i = _mm512_set1_epi32(static_cast<int32_t>(lo));
-    const __m512i vhi_i = _mm512_set1_epi32(static_cast<int32_t>(hi));
+  // (NaN and magnitudes past int32 convert to INT32_MIN: the bottom of the range)
+  auto store = [&](__m512 f, __mmask16 mask, size_t at) {
+    __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_min_epi32(_mm512_max_epi32(q, vlo), vhi);
+    _mm_mask_storeu_epi8(out + at, mask, _mm512_cvtepi32_epi8(q));
+  };
+  if (mul) {   // detail::qlinear_mul_value
+    const __m512 ratio = _mm512_set1_ps((a.scale * b.scale) / sc), z = _mm512_set1_ps(zc);
     for (size_t r = row0; r < row1; ++r) {
       for (size_t i = 0; i < inner; i += 16) {
         const size_t left = inner - i, at = r * inner + i;
         const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
         const __m512i p = _mm512_mullo_epi32(qb_centered(a, r, at, mask),
                                              qb_centered(b, r, at, mask));
-        const __m512 f = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), ratio), z);
-        // (NaN and magnitudes past int32 convert to INT32_MIN: the bottom of the range)
-        __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        q = _mm512_min_epi32(_mm512_max_epi32(q, vlo_i), vhi_i);
-        _mm_mask_storeu_epi8(out + at, mask, _mm512_cvtepi32_epi8(q));
+        store(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), ratio), z), mask, at);
       }
     }
     return;
   }
+  const float rac = a.scale / sc, rbc = b.scale / sc;
+  const float fixed = detail::qlinear_add_fixed(rac, a.zero_point, rbc, b.zero_point, zc);
+  const __m512 vrac = _mm512_set1_ps(rac), vrbc = _mm512_set1_ps(rbc);
   for (size_t r = row0; r < row1; ++r) {
+    // an operand that is one value this row joins the fixed part first (a: the roles swap)
+    const float part =
+        a.full && b.full ? fixed
+        : a.full         ? std::fma(qb_row(b, r), rbc, fixed)
+        : b.full ? std::fma(qb_row(a, r), rac,
+                            detail::qlinear_add_fixed(rbc, b.zero_point, rac, a.zero_point, zc))
+                 : 0.0f;
+    const __m512 vpart = _mm512_set1_ps(part);
     for (size_t i = 0; i < inner; i += 16) {
       const size_t left = inner - i, at = r * inner + i;
       const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      const __m512 fa = qb_load(a, r, at, mask), fb = qb_load(b, r, at, mask);
-      __m512 v = _mm512_div_ps(mul ? _mm512_mul_ps(fa, fb) : _mm512_add_ps(fa, fb), s);
-      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      v = _mm512_min_ps(_mm512_max_ps(v, below), above);
-      v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                        z);
-      v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
-      const __m512i q = _mm512_maskz_cvttps_epi32(static_cast<__mmask16>(~nan), v);
-      _mm_mask_storeu_epi8(out + at, mask, _mm512_cvtepi32_epi8(q));
+      __m512 f;
+      if (a.full && b.full) {
+        f = _mm512_fmadd_ps(qb_raw(a, at, mask), vrac,
+                            _mm512_fmadd_ps(qb_raw(b, at, mask), vrbc, vpart));
+      } else if (a.full) {
+        f = _mm512_fmadd_ps(qb_raw(a, at, mask), vrac, vpart);
+      } else if (b.full) {
+        f = _mm512_fmadd_ps(qb_raw(b, at, mask), vrbc, vpart);
+      } else {
+        f = _mm512_set1_ps(std::fma(qb_row(a, r), rac, std::fma(qb_row(b, r), rbc, fixed)));
+      }
+      store(f, mask, at);
     }
   }
 }

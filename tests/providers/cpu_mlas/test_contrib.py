@@ -173,10 +173,7 @@ def test_qlinear_binary(op_type, qtype, b_shape):
               zp(info.min + 128)]
     kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 4, 5, 6, 7))
     got, want = ours(op_type, inputs, **kw), oracle_run(op_type, inputs, oracle="ort", **kw)
-    if op_type == "QLinearMul":   # (onnxruntime's integer product and float32 steps: exact)
-        np.testing.assert_array_equal(got[0], want[0])
-    else:
-        _close_ints(got, want)
+    np.testing.assert_array_equal(got[0], want[0])   # (onnxruntime's own steps: exact)
 
 
 @pytest.mark.parametrize("qtype", [np.uint8, np.int8])
@@ -186,11 +183,14 @@ def test_qlinear_binary(op_type, qtype, b_shape):
     ((33,), ())], ids=["same", "gate_last", "gate_rows", "gate_first", "outer", "scalar"])
 @pytest.mark.parametrize("scales", [(0.02, 0.03, 0.3), (0.5, 0.25, 0.001), (0.01, 0.01, 1.7)],
                          ids=["plain", "saturating", "small"])
-def test_qlinear_mul_is_onnxruntimes_byte_for_byte(qtype, shapes, scales):
-    """QLinearMul gives onnxruntime's bytes: the exact integer product of the centered operands
-    times a_scale * b_scale / c_scale in float32, plus c's zero point, rounded half to even,
-    saturated (its MLAS kernel), on the native path and on the numpy one (an outer broadcast
-    the native call does not take), with saturation on both sides."""
+@pytest.mark.parametrize("op_type", ["QLinearMul", "QLinearAdd"])
+def test_qlinear_mul_and_add_are_onnxruntimes_byte_for_byte(op_type, qtype, shapes, scales):
+    """QLinearMul and QLinearAdd give onnxruntime's bytes (its MLAS kernels' steps: Mul's
+    exact integer product times a_scale * b_scale / c_scale in float32 plus c's zero point;
+    Add's fused multiply-adds of the raw values by the scale ratios, a broadcast operand
+    joining the constant part first), rounded half to even and saturated, on the native path
+    and on the numpy one (an outer broadcast the native call does not take), with
+    saturation on both sides."""
     info = np.iinfo(qtype)
     (sa, sb), (ka, kb, kc) = shapes, scales
     a = RNG.integers(info.min, info.max + 1, sa).astype(qtype)
@@ -200,8 +200,8 @@ def test_qlinear_mul_is_onnxruntimes_byte_for_byte(qtype, shapes, scales):
     inputs = [a, sc(ka), zp(info.min + 100), b, sc(kb), zp(info.min + 90), sc(kc),
               zp(info.min + 128)]
     kw = dict(domain=MS, opset=17, const_inputs=(1, 2, 4, 5, 6, 7))
-    got = ours("QLinearMul", inputs, **kw)[0]
-    want = oracle_run("QLinearMul", inputs, oracle="ort", **kw)[0]
+    got = ours(op_type, inputs, **kw)[0]
+    want = oracle_run(op_type, inputs, oracle="ort", **kw)[0]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
@@ -214,9 +214,8 @@ def test_qlinear_mul_is_onnxruntimes_byte_for_byte(qtype, shapes, scales):
                          ids=["same", "gate", "gate_first", "scalar", "not_rows"])
 @pytest.mark.parametrize("types", [(np.uint8, np.uint8, np.uint8), (np.int8, np.uint8, np.int8)])
 def test_qlinear_binary_native_matches_numpy(mul, shapes, types):
-    """The native QLinearAdd / QLinearMul give the numpy kernel's values exactly (Add: its
-    float32 dequantization, sum, division and rounding; Mul: onnxruntime's integer product and
-    float32 steps), for whole operands, a squeeze-excite
+    """The native QLinearAdd / QLinearMul give the numpy kernel's values exactly (onnxruntime's
+    steps: Add's fused multiply-adds, Mul's integer product), for whole operands, a squeeze-excite
     gate's one value per row on either side and a scalar; another broadcast (a row vector,
     a channels-last gate) is copied out to the output's shape first."""
     from onnxplex.providers.cpu_mlas import contrib
@@ -228,12 +227,7 @@ def test_qlinear_binary_native_matches_numpy(mul, shapes, types):
     args = (a, np.float32(0.021), np.asarray(7, ta), b, np.float32(0.033), b_zp,
             np.float32(0.07 if mul else 0.04), np.asarray(5, tc))
     got = contrib._native_qbinary(mul, 2, *args, np.dtype(tc))
-    if mul:
-        want = contrib._qlinear_mul(*args, np.dtype(tc))
-    else:
-        want = contrib._req(np.asarray(np.add(contrib._deq(a, args[1], args[2]),
-                                              contrib._deq(b, args[4], args[5])), np.float32),
-                            args[6], args[7], np.dtype(tc))
+    want = (contrib._qlinear_mul if mul else contrib._qlinear_add)(*args, np.dtype(tc))
     assert got is not None and got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
