@@ -33,7 +33,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from . import _fast_attrs, _fast_read, _maptype, _wire
+from . import _contrib_shapes, _fast_attrs, _fast_read, _maptype, _wire
 from ._dtypes import elem_type_name, np_dtype, ort_type_string, type_string
 from ._errors import (
     ExternalDataError,
@@ -1867,6 +1867,8 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
         except Exception as e2:  # noqa: BLE001 - inference is advisory; kernels see real shapes
             logger.warning("onnx shape inference failed, continuing without it: %s", e2)
             return proto, [], set()
+    # onnxruntime's contrib ops (a QOperator model's) and what follows them
+    light = _contrib_shapes.infer_contrib(light, _lenient_inference)
     if payload:
         g.ClearField("value_info")
         g.value_info.extend(light.graph.value_info)
@@ -1874,6 +1876,11 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
             mine.type.CopyFrom(found.type)
         return proto, [], set()   # (its weights never left it)
     return light, big, declared
+
+
+def _lenient_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                             data_prop=True)
 
 
 _INCONSISTENT = ("Inferred shape and existing shape differ",
