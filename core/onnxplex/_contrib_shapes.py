@@ -5,8 +5,8 @@ untyped, and everything downstream of one unknown too: in a QOperator model (onn
 quantizer writes QLinearAdd, QLinearMul, QLinearConcat... between ONNX QLinearConvs) every
 conv after the first residual add had no input shape, and the layout pass, which needs it,
 left 43 of MobileNetV2's 52 convs channels-first. :func:`infer_contrib` gives those outputs
-the types and shapes onnxruntime's own contrib schemas infer, then runs onnx's inference again
-for what follows them, until nothing more is learned.
+the types and shapes onnxruntime's own contrib schemas infer, and the ONNX ops after them
+theirs, node by node (onnx's single-node inference), in one pass over the graph.
 """
 
 from __future__ import annotations
@@ -142,53 +142,74 @@ def _dims(tp: onnx.TypeProto) -> Info | None:
     return tt.elem_type, dims
 
 
-def _known(graph: onnx.GraphProto) -> dict[str, Info]:
-    known: dict[str, Info] = {}
-    for t in graph.initializer:
-        known[t.name] = (t.data_type, list(t.dims))
-    for vi in (*graph.input, *graph.value_info, *graph.output):
-        info = _dims(vi.type)
-        if info is not None:
-            known[vi.name] = info
-    return known
+def _shaped(tp: onnx.TypeProto | None) -> bool:
+    return tp is not None and tp.WhichOneof("value") == "tensor_type" and \
+        bool(tp.tensor_type.elem_type) and tp.tensor_type.HasField("shape")
 
 
-def _contrib_round(graph: onnx.GraphProto) -> int:
-    """Type the untyped outputs of contrib ops whose inputs are known; how many were."""
-    known = _known(graph)
-    added = 0
-    for node in graph.node:
-        rule = RULES.get(node.op_type) if node.domain == MS else None
-        if rule is None or not node.output or not node.output[0] or node.output[0] in known:
-            continue
-        ins = [known.get(name) if name else None for name in node.input]
-        try:
-            found = rule(node, ins)
-        except Exception:  # noqa: BLE001 - a malformed node: left untyped, as before
-            found = None
-        if found is None:
-            continue
-        elem, dims = found
-        graph.value_info.append(helper.make_tensor_value_info(node.output[0], elem, dims))
-        known[node.output[0]] = found
-        added += 1
-    return added
+def _onnx_outputs(node: onnx.NodeProto, model: onnx.ModelProto, opset: int,
+                  types: dict[str, onnx.TypeProto],
+                  consts: dict[str, onnx.TensorProto]) -> dict[str, onnx.TypeProto]:
+    """onnx's inference of one ONNX node from its inputs' types (and constant inputs' values),
+    or nothing (no schema, an input not known, a body, an error: left as it is)."""
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+           for a in node.attribute):
+        return {}
+    if any(name and not _shaped(types.get(name)) for name in node.input):
+        return {}
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+        return onnx.shape_inference.infer_node_outputs(
+            schema, node, {n: types[n] for n in node.input if n},
+            input_data={n: consts[n] for n in node.input if n in consts},
+            opset_imports=list(model.opset_import))
+    except Exception:  # noqa: BLE001 - inference is advisory
+        return {}
 
 
-def infer_contrib(model: onnx.ModelProto, infer: Callable[[onnx.ModelProto], onnx.ModelProto],
-                  max_rounds: int = 64) -> onnx.ModelProto:
-    """``model`` (already through onnx's inference) with its contrib ops' outputs typed and
-    ``infer`` (onnx's inference) run again after each round that typed some, so what follows
-    them is inferred too; a model without such ops is returned as it is."""
-    if not any(n.domain == MS and n.op_type in RULES for n in model.graph.node):
+def infer_contrib(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (already through onnx's inference) with its contrib ops' outputs typed, and
+    the ONNX ops after them that onnx's inference could not type, in one pass in node order;
+    a model without such ops is returned as it is."""
+    graph = model.graph
+    if not any(n.domain == MS and n.op_type in RULES for n in graph.node):
         return model
-    for _ in range(max_rounds):
-        if not _contrib_round(model.graph):
-            break
-        try:
-            model = infer(model)
-        except Exception:  # noqa: BLE001 - inference is advisory: keep what is known
-            break
+    types: dict[str, onnx.TypeProto] = {
+        t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims))
+        for t in graph.initializer}
+    entries: dict[str, onnx.ValueInfoProto] = {}
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        types[vi.name] = vi.type
+    for vi in graph.value_info:
+        entries[vi.name] = vi
+    consts = {t.name: t for t in graph.initializer}
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+    def learn(name: str, tp: onnx.TypeProto) -> None:
+        entry = entries.get(name)
+        if entry is None:
+            entry = entries[name] = graph.value_info.add()
+            entry.name = name
+        entry.type.CopyFrom(tp)
+        types[name] = entry.type
+
+    for node in graph.node:
+        if all(not name or _shaped(types.get(name)) for name in node.output):
+            continue
+        if node.domain == MS and node.op_type in RULES:
+            if not node.output[0] or _shaped(types.get(node.output[0])):
+                continue
+            ins = [_dims(types[name]) if name in types else None for name in node.input]
+            try:
+                found = RULES[node.op_type](node, ins)
+            except Exception:  # noqa: BLE001 - a malformed node: left untyped, as before
+                found = None
+            if found is not None:
+                learn(node.output[0], helper.make_tensor_type_proto(*found))
+        elif node.domain in ("", "ai.onnx"):
+            for name, tp in _onnx_outputs(node, model, opset, types, consts).items():
+                if name and not _shaped(types.get(name)):
+                    learn(name, tp)
     return model
 
 

@@ -1868,7 +1868,7 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
             logger.warning("onnx shape inference failed, continuing without it: %s", e2)
             return proto, [], set()
     # onnxruntime's contrib ops (a QOperator model's) and what follows them
-    light = _contrib_shapes.infer_contrib(light, _lenient_inference)
+    light = _contrib_shapes.infer_contrib(light)
     if payload:
         g.ClearField("value_info")
         g.value_info.extend(light.graph.value_info)
@@ -1876,11 +1876,6 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
             mine.type.CopyFrom(found.type)
         return proto, [], set()   # (its weights never left it)
     return light, big, declared
-
-
-def _lenient_inference(model: onnx.ModelProto) -> onnx.ModelProto:
-    return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
-                                             data_prop=True)
 
 
 _INCONSISTENT = ("Inferred shape and existing shape differ",

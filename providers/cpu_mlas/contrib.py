@@ -753,7 +753,6 @@ def make_qlinear_global_average_pool(node: NodeView, ctx: ProviderContext):
     """com.microsoft QLinearGlobalAveragePool: the mean over spatial axes, requantized
     (``channels_last`` 0: NCHW..., 1: NHWC...)."""
     channels_last = int(node.attr("channels_last", 0)) == 1
-    column_sums = getattr(native(), "sum_8bit_columns", None)
     pool = getattr(native(), "qlinear_global_average_pool_8bit", None)
     threads = _native.threads(ctx.intra_op_num_threads)
 
@@ -776,11 +775,7 @@ def make_qlinear_global_average_pool(node: NodeView, ctx: ProviderContext):
         # them below 2^23 positions), over the count
         wide = np.int32 if count < (1 << 23) else np.int64
         if channels_last:
-            # (natively: numpy's reduction over the middle axis casts each byte through a
-            # buffer, ~0.5 ns an element, most of a squeeze-excite block's pooling)
-            sums = column_sums(np.ascontiguousarray(x).reshape(n, count, c), threads) \
-                if column_sums is not None and wide is np.int32 and x.size \
-                else np.add.reduce(x.reshape(n, count, c), axis=1, dtype=wide)
+            sums = np.add.reduce(x.reshape(n, count, c), axis=1, dtype=wide)
             shape = (n,) + (1,) * (x.ndim - 2) + (c,)
         else:
             sums = np.add.reduce(x.reshape(n, c, count), axis=2, dtype=wide)

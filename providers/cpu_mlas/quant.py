@@ -128,12 +128,11 @@ def native_pack_b(b: np.ndarray, zero_point: np.ndarray | None, *,
         if zero_point.dtype not in _I8 or zero_point.size not in (1, b.shape[1]):
             return None
         zero_point = zero_point.reshape(-1)
-    packed = nat.pack_b(b, zero_point, threads=_blas.intra_threads())
     few_rows = rows is not None and rows < _AMX_MIN_ROWS
-    if (few_rows or (short_k and b.shape[0] < _AMX_MIN_K)) and packed.isa == "amx" \
-            and nat.isa_available("avx512vnni"):
-        packed = nat.pack_b(b, zero_point, isa="avx512vnni", threads=_blas.intra_threads())
-    return packed
+    vnni = (few_rows or (short_k and b.shape[0] < _AMX_MIN_K)) and nat.isa() == "amx" \
+        and nat.isa_available("avx512vnni")
+    return nat.pack_b(b, zero_point, isa="avx512vnni" if vnni else "",
+                      threads=_blas.intra_threads())
 
 
 class FewRowsPacking:

@@ -258,6 +258,7 @@ PackedB pack_b(const void* b, bool b_signed, size_t k, size_t n, size_t ldb,
     p.zp[j] = zp;
     p.corr[j] = static_cast<int32_t>(static_cast<uint32_t>(k) * static_cast<uint32_t>(zp) -
                                      colsum[j]);
+    p.zp_zero = p.zp_zero && zp == 0;
   }
   return p;
 }
@@ -414,8 +415,7 @@ void run(const PackedA& a, const PackedB& b, int32_t* ci, float* cf, size_t ldc,
          const float* scale, const float* bias, size_t threads,
          const RequantOut* q = nullptr) {
   if (a.kp != b.kp) throw std::invalid_argument("A and B disagree on K");
-  if (a.view != nullptr &&
-      !std::all_of(b.zp.begin(), b.zp.end(), [](int32_t z) { return z == 0; })) {
+  if (a.view != nullptr && !b.zp_zero) {
     throw std::invalid_argument("an A read in place (no row sums) needs B zero points of 0");
   }
   const QgemmLayout l = layout_of(b.isa);
@@ -728,7 +728,7 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
   // runs in the GEMM's epilogue (its biases and multipliers padded to whole panels)
   const bool fused = channels_last && rq.finite && qgemm_requant_available(wt);
   const bool in_place =
-      !x_signed && std::all_of(wt.zp.begin(), wt.zp.end(), [](int32_t z) { return z == 0; });
+      !x_signed && wt.zp_zero;
   std::vector<int32_t> qb;
   std::vector<float> qm;
   if (fused) {
@@ -843,18 +843,6 @@ void sum_columns(const T* x, size_t rows, size_t cols, int32_t* out) {
 
 }  // namespace
 
-void sum_8bit_columns(const void* x, bool x_signed, size_t images, size_t rows, size_t cols,
-                      int32_t* out, size_t threads) {
-  parallel_for(images, threads, [&](size_t i) {
-    if (x_signed) {
-      sum_columns(static_cast<const int8_t*>(x) + i * rows * cols, rows, cols, out + i * cols);
-    } else {
-      sum_columns(static_cast<const uint8_t*>(x) + i * rows * cols, rows, cols,
-                  out + i * cols);
-    }
-  });
-}
-
 void qlinear_global_average_pool_8bit(const void* x, bool x_signed, size_t images, size_t rows,
                                       size_t cols, float x_zero_point, float x_scale,
                                       float y_scale, float y_zero_point, bool out_signed,
@@ -943,8 +931,7 @@ void qgemm_requant_u8(const PackedA& a, const PackedB& b, const int32_t* bias,
   const bool one_a_zp =
       a.m == 0 || std::all_of(a.zp.begin(), a.zp.begin() + static_cast<std::ptrdiff_t>(a.m),
                               [&](int32_t z) { return z == a.zp[0]; });
-  const bool b_zp_zero = std::all_of(b.zp.begin(), b.zp.end(), [](int32_t z) { return z == 0; });
-  const bool folded = one_a_zp && b_zp_zero;
+  const bool folded = one_a_zp && b.zp_zero;
   thread_local std::vector<int32_t> fb;
   if (folded) {   // bias + a_zp * corr, wrapping as the epilogue's int32 arithmetic
     fb.resize(b.np);

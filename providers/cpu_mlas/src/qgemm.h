@@ -50,6 +50,7 @@ struct PackedB {
   WeightBuffer<uint8_t> data;    // np / panel panels of [kp / kgroup][panel][kgroup] elements
   std::vector<int32_t> zp;       // [np] zero point in the int8 domain (0 past n)
   std::vector<int32_t> corr;     // [np] K * zp - colsum (wrapping)
+  bool zp_zero = true;           // every zero point (in the int8 domain) 0
 };
 
 // b: [k, n] row-major (row stride ldb elements), int8 if b_signed else uint8. zero_points: 1
@@ -350,13 +351,8 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
                          bool out_signed, bool mul, size_t rows, size_t inner, void* y,
                          size_t threads);
 
-// out[i][c] = the sum over r of x[i][r][c] (int32; rows below 2^23 cannot overflow it) for
-// `images` blocks of rows x cols 8-bit values (x_signed: int8): a channels-last global pooling's
-// sums, images over threads.
-void sum_8bit_columns(const void* x, bool x_signed, size_t images, size_t rows, size_t cols,
-                      int32_t* out, size_t threads);
-// com.microsoft QLinearGlobalAveragePool over channels-last x [images][rows][cols] (rows > 0):
-// per column, mean = float32(double(sum) / rows), then as the op's float32 steps:
+// com.microsoft QLinearGlobalAveragePool over channels-last x [images][rows][cols] (rows > 0,
+// below 2^23: int32 sums cannot overflow): per column, mean = float32(double(sum) / rows), then as the op's float32 steps:
 // q = saturate(round_half_even(((mean - x_zp) * x_scale) / y_scale) + y_zp), into out
 // [images][cols] (int8 when out_signed).
 void qlinear_global_average_pool_8bit(const void* x, bool x_signed, size_t images, size_t rows,

@@ -216,25 +216,6 @@ void register_qgemm(py::module_& m) {
      "out[i] = table[x[i]'s byte] for an int8/uint8 x and a 256-value int8/uint8 table "
      "(indexed by the byte: an int8 -1 reads entry 255); the table's type, x's shape.");
 
-  m.def("sum_8bit_columns", [](const py::array& x_in, size_t threads) {
-    bool x_signed = false;
-    const py::array x = int8_array(x_in, "x", x_signed);
-    if (x.ndim() != 3) throw py::value_error("x must be 3-D [images, rows, columns]");
-    const auto images = static_cast<size_t>(x.shape(0)), rows = static_cast<size_t>(x.shape(1)),
-               cols = static_cast<size_t>(x.shape(2));
-    if (rows >= (size_t{1} << 23)) throw py::value_error("more than 2^23 rows: int32 sums overflow");
-    py::array_t<int32_t> out({x.shape(0), x.shape(2)});
-    const void* xp = x.data();
-    int32_t* op = out.mutable_data();
-    {
-      py::gil_scoped_release release;
-      sum_8bit_columns(xp, x_signed, images, rows, cols, op, threads);
-    }
-    return out;
-  }, py::arg("x"), py::arg("threads") = 1,
-     "int32 [images, columns]: the sums over the rows of an int8/uint8 x [images, rows, "
-     "columns] (fewer than 2^23 rows), images over threads.");
-
   m.def("qlinear_global_average_pool_8bit", [](const py::array& x_in, float x_zero_point,
                                                 float x_scale, float y_scale,
                                                 float y_zero_point, bool out_signed,

@@ -378,23 +378,6 @@ def test_dynamic_quantize_matmul_releases_its_weight(with_bias):
 
 
 @pytest.mark.skipif(native() is None, reason="the native module is not built")
-@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
-@pytest.mark.parametrize("shape", [(1, 196, 576), (3, 7, 5), (2, 0, 4), (1, 40000, 3)])
-def test_native_column_sums_of_8bit_rows(qtype, shape):
-    """QLinearGlobalAveragePool's channels-last sums (sum_8bit_columns): numpy's int32 sums,
-    extremes included; no rows sum to 0; anything but 3-D is refused."""
-    info = np.iinfo(qtype)
-    x = RNG.integers(info.min, info.max + 1, shape).astype(qtype)
-    if x.size:
-        x.reshape(-1)[:3] = [info.max, info.max, info.min]
-    got = native().sum_8bit_columns(x, 2)
-    assert got.dtype == np.int32 and got.shape == (shape[0], shape[2])
-    np.testing.assert_array_equal(got, x.sum(axis=1, dtype=np.int64))
-    with pytest.raises(ValueError, match="3-D"):
-        native().sum_8bit_columns(x.reshape(shape[0], -1), 1)
-
-
-@pytest.mark.skipif(native() is None, reason="the native module is not built")
 @pytest.mark.parametrize("x_dt,y_dt", [(np.uint8, np.uint8), (np.int8, np.int8),
                                        (np.uint8, np.int8)])
 def test_native_qlinear_global_average_pool_is_the_float32_steps(x_dt, y_dt):
