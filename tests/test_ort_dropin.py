@@ -8,11 +8,12 @@ the onnxplex run that onnxplex behaves the same. Where a value cannot be written
 covers what onnxplex deliberately does differently (stricter errors, CPU only), each with
 the reason.
 
-Deliberate differences, not tested as equal: provider names (``get_providers()`` lists
-``cpu_mlas`` where onnxruntime lists ``CPUExecutionProvider``; ``in`` and option lookups accept
-both), exception classes (onnxplex raises its own hierarchy; ``InvalidArgumentError`` is a
-``ValueError``), ``SessionOptions.profile_file_prefix``'s default (``onnxplex_profile``), and
-unknown provider names or provider options (errors in onnxplex; onnxruntime warns or ignores).
+Error classes and messages, converted feeds, provider-name comparisons and the SessionOptions
+that change a model as it loads are in ``test_ort_dropin_errors.py``. Deliberate differences,
+not tested as equal: provider names print as onnxplex's (``cpu_mlas``; they compare equal to
+``CPUExecutionProvider``), ``SessionOptions.profile_file_prefix``'s default
+(``onnxplex_profile``), and unknown provider names or provider options (errors in onnxplex;
+onnxruntime warns or ignores).
 """
 
 from __future__ import annotations

@@ -56,15 +56,17 @@ def test_run_accepts_readonly_and_noncontiguous(sess):
 
 
 @pytest.mark.parametrize("feed, message", [
-    ({"a": np.ones((2, 4), np.float32)}, r"missing input\(s\) \['b'\]"),
+    ({"a": np.ones((2, 4), np.float32)},
+     r"Required inputs \(\['b'\]\) are missing from input feed \(\['a'\]\)"),
     ({"a": np.ones((2, 4), np.float32), "b": np.ones((2, 4), np.float32),
-      "c": np.ones(1, np.float32)}, "unknown input name 'c'"),
+      "c": np.ones(1, np.float32)}, "Invalid input name: c"),
     ({"a": np.ones((2, 4), np.float64), "b": np.ones((2, 4), np.float32)},
-     r"input 'a': expected dtype tensor\(float\) \(float32\), got float64"),
+     r"Unexpected input data type. Actual: \(tensor\(double\)\) , expected: "
+     r"\(tensor\(float\)\): input 'a'"),
     ({"a": np.ones((2, 5), np.float32), "b": np.ones((2, 5), np.float32)},
-     r"input 'a': dimension 1 must be 4 \(shape \['batch', 4\]\), got 5"),
+     r"invalid dimensions for input: a .*\n index: 1 Got: 5 Expected: 4\n"),
     ({"a": np.ones((2, 4, 1), np.float32), "b": np.ones((2, 4), np.float32)},
-     "input 'a': expected rank 2"),
+     "Invalid rank for input: a Got: 3 Expected: 2"),
     ({"a": np.ones((2, 4), np.float32), "b": np.ones((3, 4), np.float32)},
      r"input 'b': dimension 0 \('batch'\) is 3, but input 'a' has 'batch' = 2"),
 ])
@@ -75,7 +77,7 @@ def test_bad_feeds_are_named(sess, feed, message):
 
 def test_unknown_output_name(sess):
     feed = {"a": np.ones((1, 4), np.float32), "b": np.ones((1, 4), np.float32)}
-    with pytest.raises(InvalidArgumentError, match="unknown output name 'z'"):
+    with pytest.raises(InvalidArgumentError, match="Invalid output name:z"):
         sess.run(["z"], feed)
 
 
@@ -250,7 +252,7 @@ def test_object_array_feeds_a_string_input_as_is_and_str_arrays_convert():
     for feed in (np.array([["a", "b"]], dtype=object), np.array([["a", "b"]])):
         (y,) = sess.run(None, {"s": feed})
         assert y.dtype == object and y.tolist() == [["a", "b"]]
-    with pytest.raises(onnxplex.InvalidFeedError, match="rank 2"):
+    with pytest.raises(onnxplex.InvalidFeedError, match="Got: 1 Expected: 2"):
         sess.run(None, {"s": np.array(["a", "b"], dtype=object)})
 
 

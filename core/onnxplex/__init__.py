@@ -6,7 +6,26 @@ the ``onnxplex`` entry-point group the first time they are needed.
 
 from __future__ import annotations
 
-from . import _lazy_imports  # noqa: F401 - first: defers sympy before onnx-ir is imported
+from . import (
+    _lazy_imports,  # noqa: F401 - first: defers sympy before onnx-ir is imported
+    capi,  # onnxruntime's capi modules (onnxplex.capi.onnxruntime_pybind11_state...)
+)
+from ._devices import (
+    OrtAllocatorType,
+    OrtArenaCfg,
+    OrtDevice,
+    OrtDeviceMemoryType,
+    OrtDeviceVendorId,
+    OrtEpDevice,
+    OrtHardwareDevice,
+    OrtHardwareDeviceType,
+    OrtMemoryInfo,
+    OrtMemoryInfoDeviceType,
+    OrtMemType,
+    create_and_register_allocator,
+    create_and_register_allocator_v2,
+    get_ep_devices,
+)
 from ._errors import (
     CapabilityError,
     CompileError,
@@ -28,10 +47,16 @@ from ._errors import (
 from ._graph import GraphView, Model, NodeView, Subgraph, ValueInfo, load_model
 from ._iobinding import IOBinding
 from ._ortcompat import (
+    disable_telemetry_events,
+    enable_telemetry_events,
     get_all_providers,
     get_available_providers,
+    get_build_info,
     get_version_string,
+    set_default_logger_callback,
     set_default_logger_severity,
+    set_default_logger_verbosity,
+    set_seed,
 )
 from ._ortvalue import OrtValue
 from ._partition import NodePlacement, Partition, PartitionPlan, convex_groups
@@ -86,6 +111,27 @@ __all__ = [
     "get_all_providers",
     "set_default_logger_severity",
     "get_version_string",
+    "get_build_info",
+    "set_default_logger_callback",
+    "set_default_logger_verbosity",
+    "enable_telemetry_events",
+    "disable_telemetry_events",
+    "set_seed",
+    "OrtDevice",
+    "OrtMemoryInfo",
+    "OrtMemType",
+    "OrtAllocatorType",
+    "OrtDeviceMemoryType",
+    "OrtMemoryInfoDeviceType",
+    "OrtDeviceVendorId",
+    "OrtArenaCfg",
+    "OrtEpDevice",
+    "OrtHardwareDevice",
+    "OrtHardwareDeviceType",
+    "create_and_register_allocator",
+    "create_and_register_allocator_v2",
+    "get_ep_devices",
+    "capi",
     # provider contract
     "API_VERSION",
     "ExecutionProvider",

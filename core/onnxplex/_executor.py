@@ -377,9 +377,11 @@ def _raise_failure(step: Step, e: BaseException) -> None:
     if isinstance(e, (KernelExecutionError, RunCancelledError)):
         raise e
     detail = str(e) if isinstance(e, OnnxplexError) else f"{type(e).__name__}: {e}"
-    raise KernelExecutionError(
-        f"node '{step.name}' ({step.op_type}) on provider {step.provider} failed: {detail}",
-        provider=step.provider, node=step.name, op_type=step.op_type) from e
+    raise KernelExecutionError(   # (onnxruntime's first sentence, then onnxplex's)
+        f"Non-zero status code returned while running {step.op_type} node. Name:'{step.name}' "
+        f"Status Message: node '{step.name}' ({step.op_type}) on provider {step.provider} "
+        f"failed: {detail}", provider=step.provider, node=step.name,
+        op_type=step.op_type) from e
 
 
 def _settle(step: Step, result: Any) -> list[Any]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 
 from ._dtypes import np_dtype, ort_type_string, type_string
-from ._errors import InvalidFeedError
+from ._errors import InvalidFeedError, as_status
 from ._graph import ValueInfo, check_tensor_size
 from ._maptype import map_value
 
@@ -24,28 +25,65 @@ __all__ = ["random_feeds", "tensor_feed", "structured_feed"]
 
 
 def tensor_feed(name: str, value: Any, elem_type: int | None) -> np.ndarray:
-    """``value`` as a C-contiguous array of ``elem_type``'s dtype (a str array becomes an
-    object array, a non-native byte order is accepted, as in onnxruntime); raises
-    :class:`InvalidFeedError` naming ``name`` for another dtype. Shapes are not checked."""
-    try:
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-    except (ValueError, TypeError) as e:
-        raise InvalidFeedError(f"input {name}: cannot be read as an array "
-                               f"({type(value).__name__}): {e}") from None
-    if elem_type is not None:
-        want = np_dtype(elem_type)
+    """``value`` as a C-contiguous array of ``elem_type``'s dtype; raises
+    :class:`InvalidFeedError` naming ``name`` for an array of another dtype. Shapes are not
+    checked. As onnxruntime takes them: a list (nested for more axes) is converted to the
+    declared type (``[1, 2]`` for a float input); a str array becomes an object array, and so
+    do ``bytes`` (``|S``) and void arrays for a string input (decoded as UTF-8); a non-native
+    byte order is accepted. Python scalars and tuples are taken as lists are and a numpy scalar
+    as a 0-d array (where onnxruntime refuses them)."""
+    want = np_dtype(elem_type) if elem_type is not None else None
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            if isinstance(value, (list, tuple, int, float, bool, str)) and want is not None:
+                arr = np.array(value, dtype=want)
+            else:
+                arr = np.asarray(value)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise as_status(InvalidFeedError, RuntimeError)(   # (onnxruntime's class)
+                f"Could not create tensor from given input list: input {name} "
+                f"({type(value).__name__}) cannot be read as {type_string(elem_type)}: {e}"
+            ) from None
+    if want is not None:
         if arr.dtype != want and arr.dtype.newbyteorder("=") == want:
             arr = arr.astype(want)   # non-native byte order: accepted, as onnxruntime
-        if arr.dtype != want and not (want == np.dtype(object) and arr.dtype.kind == "U"):
-            raise InvalidFeedError(f"input {name}: expected dtype {type_string(elem_type)} "
-                                   f"({want}), got {arr.dtype}")
-        if want == np.dtype(object) and arr.dtype.kind == "U":
-            arr = arr.astype(object)
+        if want == np.dtype(object) and arr.dtype.kind in "USV":
+            arr = _strings(arr)
+        if arr.dtype != want:
+            raise InvalidFeedError(
+                f"Unexpected input data type. Actual: ({_tensor_type(arr.dtype)}) , expected: "
+                f"({type_string(elem_type)}): input {name} is a numpy {arr.dtype} array; "
+                f"convert it with .astype(np.{want})")
     if not arr.flags.c_contiguous:
         # Kernels see C-contiguous tensors, as onnxruntime's do (it copies too): the results
         # do not depend on the caller's strides.
         arr = np.ascontiguousarray(arr)
     return arr
+
+
+def _strings(arr: np.ndarray) -> np.ndarray:
+    """A str, bytes or void array as an object array of str (bytes decoded as UTF-8, a void
+    element's trailing NULs dropped, as onnxruntime reads them)."""
+    if arr.dtype.kind == "U":
+        return arr.astype(object)
+    out = np.empty(arr.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, v in enumerate(arr.reshape(-1)):
+        b = v if arr.dtype.kind == "S" else bytes(v).rstrip(b"\0")
+        flat[i] = b.decode("utf-8", errors="replace")
+    return out
+
+
+def _tensor_type(dtype: np.dtype) -> str:
+    """onnxruntime's name of a numpy dtype's tensor type (``tensor(double)``)."""
+    if dtype.kind in "USVO":
+        return "tensor(string)"
+    try:
+        return type_string(onnx.helper.np_dtype_to_tensor_dtype(dtype))
+    except (KeyError, TypeError, ValueError):
+        return f"numpy {dtype}"
 
 
 def structured_feed(info: ValueInfo, value: Any) -> Any:

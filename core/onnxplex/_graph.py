@@ -37,10 +37,16 @@ from . import _contrib_shapes, _fast_attrs, _fast_read, _maptype, _wire
 from ._dtypes import elem_type_name, np_dtype, ort_type_string, type_string
 from ._errors import (
     ExternalDataError,
+    Fail,
+    InvalidArgument,
+    InvalidArgumentError,
     InvalidModelError,
+    InvalidProtobuf,
+    NoSuchFile,
     OnnxplexError,
     TensorSizeError,
     UnsupportedModelError,
+    as_status,
 )
 from ._records import record
 
@@ -870,8 +876,22 @@ def _topological_order(graph: ir.Graph,
 # --------------------------------------------------------------------------------------------
 
 
+class Overrides(NamedTuple):
+    """What a session's options change in a model as it is loaded (onnxruntime's
+    ``SessionOptions.add_initializer`` / ``add_external_initializers`` and
+    ``add_free_dimension_override_by_name`` / ``_by_denotation``)."""
+
+    initializers: Mapping[str, np.ndarray] = MappingProxyType({})
+    """Main-graph initializers replaced by these arrays (names the model lacks: ignored)."""
+    dims_by_name: Mapping[str, int] = MappingProxyType({})
+    dims_by_denotation: Mapping[str, int] = MappingProxyType({})
+
+    def __bool__(self) -> bool:
+        return bool(self.initializers or self.dims_by_name or self.dims_by_denotation)
+
+
 def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
-               *, infer_shapes: bool = True) -> Model:
+               *, infer_shapes: bool = True, overrides: Overrides | None = None) -> Model:
     """Load, validate and shape-annotate a model from a path, serialized bytes or a ModelProto.
 
     External data is resolved relative to the model file's folder; models given as bytes or
@@ -902,9 +922,11 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
                 with open(path, "rb") as f:
                     data = f.read()
         except FileNotFoundError:
-            raise InvalidModelError(f"model file not found: {path!r}") from None
+            raise as_status(InvalidModelError, NoSuchFile)(
+                f"model file not found: {path!r}") from None
         except IsADirectoryError:
-            raise InvalidModelError(f"model path is a directory, not a file: {path!r}") from None
+            raise as_status(InvalidModelError, InvalidProtobuf)(
+                f"model path is a directory, not a file: {path!r}") from None
         except OSError as e:
             raise InvalidModelError(f"cannot read model file {path!r}: {e}") from e
         proto = _parse(data, path)
@@ -916,8 +938,43 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
             f"cannot load a model from {type(source).__name__}; "
             "give a path, bytes or an onnx.ModelProto"
         )
+    if overrides:
+        _override(proto, overrides)
+        serialized = None   # (inference reads the changed proto)
     return load_proto(proto, base_dir, infer_shapes=infer_shapes, split=split,
                       serialized=serialized)
+
+
+def _override(proto: onnx.ModelProto, overrides: Overrides) -> None:
+    """``overrides`` applied to the main graph of ``proto``: initializers replaced by the
+    given arrays (which must have the replaced one's type and shape; an external one's file is
+    then not read), symbolic dimensions of the inputs, outputs and value infos named (or, on
+    the inputs, denoted) as given made those sizes."""
+    g = proto.graph
+    given = overrides.initializers
+    for t in g.initializer:
+        arr = given.get(t.name)
+        if arr is None:
+            continue
+        want = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+        if arr.dtype != want or tuple(arr.shape) != tuple(t.dims):
+            raise InvalidArgumentError(
+                f"the initializer given for {t.name!r} is {arr.dtype} {list(arr.shape)}; the "
+                f"model's is {np.dtype(want)} {list(t.dims)}")
+        t.CopyFrom(onnx.numpy_helper.from_array(np.ascontiguousarray(arr), t.name))
+    by_name, by_denotation = overrides.dims_by_name, overrides.dims_by_denotation
+    if not (by_name or by_denotation):
+        return
+    for k, infos in enumerate((g.input, g.output, g.value_info)):
+        for info in infos:
+            if not info.type.HasField("tensor_type"):
+                continue
+            for d in info.type.tensor_type.shape.dim:
+                size = by_name.get(d.dim_param) if d.HasField("dim_param") else None
+                if size is None and k == 0 and d.denotation:
+                    size = by_denotation.get(d.denotation)
+                if size is not None:
+                    d.dim_value = size
 
 
 def _split_weights(path: str, base_dir: str) -> _wire.Split | None:
@@ -1136,16 +1193,17 @@ def _unsorted_bodies(graph: ir.Graph) -> bool:
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
     if not data:
-        raise InvalidModelError(f"{where}: the model is empty (0 bytes)")
+        raise as_status(InvalidModelError, InvalidArgument)(
+            f"{where}: the model is empty (0 bytes)")
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as e:
         if "MaxDepth" in str(e) or "recursion" in str(e).lower():
-            raise InvalidModelError(
+            raise as_status(InvalidModelError, InvalidProtobuf)(
                 f"{where}: messages are nested too deeply to parse ({e}); subgraphs nested "
                 "this deep are refused") from e
-        raise InvalidModelError(
+        raise as_status(InvalidModelError, InvalidProtobuf)(
             f"{where}: not a valid ONNX model (protobuf parse failed: {e}); "
             "the file may be truncated or not an .onnx file"
         ) from e
@@ -1710,7 +1768,7 @@ def _check_structure(graph: _Graph, outer: set[str]) -> None:
     for k, node in enumerate(graph.nodes):
         for name in node.inputs:
             if name and name not in defined and name not in producers:
-                raise InvalidModelError(
+                raise as_status(InvalidModelError, InvalidArgument)(   # (onnxruntime's)
                     f"{where}: node {k} ({node.op_type} {node.name!r}) reads {name!r}, which "
                     "no node, graph input or initializer defines"
                 )
@@ -1856,10 +1914,11 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
                                                   data_prop=True)
     except Exception as e:  # noqa: BLE001 - onnx raises InferenceError, sometimes others
         if any(c in str(e) for c in _INCONSISTENT):
-            raise InvalidModelError(
+            raise as_status(InvalidModelError, Fail)(
                 f"the model's declared shapes or types contradict its nodes: {e}") from e
         if any(c in str(e) for c in _MISTYPED):
-            raise InvalidModelError(f"a node's inputs are of types its op does not take "
+            raise as_status(InvalidModelError, Fail)(   # (onnxruntime: a Type Error)
+                f"a node's inputs are of types its op does not take "
                                     f"(onnxruntime refuses it too): {e}") from e
         try:
             light = onnx.shape_inference.infer_shapes(light, check_type=False,

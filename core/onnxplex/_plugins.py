@@ -35,6 +35,7 @@ from ._errors import (
     PluginLoadError,
     ProviderOptionError,
     ProviderUnavailableError,
+    as_status,
 )
 from ._provider import API_VERSION, Availability, ExecutionProvider
 
@@ -254,8 +255,10 @@ class _Registry:
         entry = self.entries.get(canonical)
         if entry is None:
             known = ", ".join(sorted(self.entries)) or "none"
-            raise InvalidArgumentError(f"unknown execution provider {name!r}; registered: "
-                                       f"{known}")
+            # (onnxruntime's set_providers raises a RuntimeError starting with these words)
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"Unknown Provider Type: {name}: unknown execution provider {name!r}; "
+                f"registered: {known}")
         return entry
 
 

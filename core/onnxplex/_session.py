@@ -31,6 +31,7 @@ import onnx
 import onnx_ir as ir
 
 from . import _executor
+from ._devices import OrtEpDevice, OrtMemoryInfo, cpu_memory_info
 from ._dtypes import array_type_name, np_dtype
 from ._errors import (
     CompileError,
@@ -40,13 +41,19 @@ from ._errors import (
     OnnxplexError,
     PartitionError,
     ProviderError,
+    as_status,
 )
 from ._feeds import structured_feed, tensor_feed
 from ._functions import expand_nodes
-from ._graph import Model, Subgraph, ValueInfo, load_model, sharing_small_arrays
+from ._graph import Model, Overrides, Subgraph, ValueInfo, load_model, sharing_small_arrays
 from ._iobinding import IOBinding
 from ._optimizer import PassReport, optimize
-from ._ortcompat import ORT_EXECUTION_PROVIDERS, ProviderNames, ProviderOptionsByName
+from ._ortcompat import (
+    ORT_EXECUTION_PROVIDERS,
+    ProviderName,
+    ProviderNames,
+    ProviderOptionsByName,
+)
 from ._ortvalue import OrtValue
 from ._partition import PartitionPlan, partition
 from ._plugins import (
@@ -138,18 +145,77 @@ class SessionOptions(_Settings):
         self.use_per_session_threads = True
         self.execution_order = ExecutionOrder.DEFAULT
         self._config: dict[str, str] = {}
+        self._initializers: dict[str, OrtValue] = {}
+        self._dims_by_name: dict[str, int] = {}
+        self._dims_by_denotation: dict[str, int] = {}
         self._sealed = True
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Set a session configuration entry (e.g. ``session.disable_cpu_ep_fallback``)."""
-        self._config[str(key)] = str(value)
+        """Set a session configuration entry (e.g. ``session.disable_cpu_ep_fallback``); keys
+        and values are strings, a key 1 to 1024 characters long (as onnxruntime checks)."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise as_status(InvalidArgumentError, TypeError)(
+                f"add_session_config_entry takes a str key and a str value, got "
+                f"{type(key).__name__} and {type(value).__name__}")
+        if not key or len(key) > 1024:
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"Config key is empty or longer than maximum length 1024 ({len(key)} "
+                "characters)")
+        if key in self._config and self._config[key] != value:
+            logger.debug("session config entry %r (%r) is overwritten with %r", key,
+                         self._config[key], value)
+        self._config[key] = value
 
     def get_session_config_entry(self, key: str) -> str:
-        """The value of a configuration entry; a KeyError-like error when unset (as ORT)."""
+        """The value of a configuration entry; an error (a ``RuntimeError``, as onnxruntime's)
+        when it is not set."""
         try:
             return self._config[key]
         except KeyError:
-            raise InvalidArgumentError(f"session config entry {key!r} is not set") from None
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"SessionOptions does not have configuration with key: {key}") from None
+
+    def add_initializer(self, name: str, value: OrtValue) -> None:
+        """Use ``value`` (an :class:`OrtValue`, which must stay alive as long as the sessions
+        built with these options) for the model's initializer ``name``: it must have that
+        initializer's type and shape. A name the model has no initializer of is ignored, as
+        onnxruntime ignores it."""
+        if not isinstance(value, OrtValue):
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"add_initializer({name!r}, ...) takes an OrtValue, got {type(value).__name__} "
+                "(wrap an array with OrtValue.ortvalue_from_numpy)")
+        if name in self._initializers:
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"An OrtValue for this name has already been added: {name}")
+        self._initializers[name] = value
+
+    def add_external_initializers(self, names: Sequence[str],
+                                  values: Sequence[OrtValue]) -> None:
+        """:meth:`add_initializer` for each name and value: onnxruntime's way to give the
+        data of initializers stored as external data (their files are then not read)."""
+        names, values = list(names), list(values)
+        if len(names) != len(values):
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"add_external_initializers: {len(names)} names and {len(values)} values")
+        for name, value in zip(names, values):
+            self.add_initializer(name, value)
+
+    def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
+        """Give the symbolic dimension ``dim_name`` of the model's inputs and outputs the size
+        ``dim_value`` (``get_inputs()`` then shows it, and feeds must have it)."""
+        self._dims_by_name[str(dim_name)] = _dim_size(dim_value)
+
+    def add_free_dimension_override_by_denotation(self, dim_denotation: str,
+                                                  dim_value: int) -> None:
+        """Give the input dimensions denoted ``dim_denotation`` (``DATA_BATCH``,
+        ``DATA_CHANNEL``...) the size ``dim_value``."""
+        self._dims_by_denotation[str(dim_denotation)] = _dim_size(dim_value)
+
+    def _overrides(self) -> Overrides | None:
+        if not (self._initializers or self._dims_by_name or self._dims_by_denotation):
+            return None
+        return Overrides({k: v.numpy() for k, v in self._initializers.items()},
+                         dict(self._dims_by_name), dict(self._dims_by_denotation))
 
     def has_providers(self) -> bool:
         """Always False: providers are chosen with ``InferenceSession(providers=...)``."""
@@ -164,8 +230,8 @@ class SessionOptions(_Settings):
 
     def _copy(self) -> SessionOptions:
         other = SessionOptions()
-        other.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_config"})
-        other._config = dict(self._config)
+        other.__dict__.update({k: dict(v) if isinstance(v, dict) else v
+                               for k, v in self.__dict__.items()})
         return other
 
 
@@ -216,6 +282,13 @@ class ModelMetadata:
     graph_description: str
     version: int
     custom_metadata_map: dict[str, str] = field(default_factory=dict)
+
+
+def _dim_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise InvalidArgumentError(f"a free dimension override must be a size >= 0, got "
+                                   f"{value!r}")
+    return int(value)
 
 
 def get_device() -> str:
@@ -325,7 +398,7 @@ class InferenceSession:
     def _create(self, path_or_bytes: Any, providers: Sequence[Any] | None,
                 provider_options: Sequence[Mapping[str, Any]] | None) -> None:
         with self._phase("model_loading"):
-            model = load_model(path_or_bytes)
+            model = load_model(path_or_bytes, overrides=self._options._overrides())
         self._meta = _metadata(model)
         self._inputs = self._describe_inputs(model)
         named = frozenset(d for a in self._inputs for d in a.shape if isinstance(d, str))
@@ -446,8 +519,9 @@ class InferenceSession:
         # pass raise there, loading the source again restores it (cheaper than a snapshot of
         # every session's graph). A Model given as the source is the same object: a snapshot.
         source = self._source
+        overrides = self._options._overrides()
         reload = (None if isinstance(source, Model)
-                  else lambda: load_model(source).ir.graph)
+                  else lambda: load_model(source, overrides=overrides).ir.graph)
         others = [p for p in providers if p.name != DEFAULT_PROVIDER]
 
         def optimize_model(model: Model, reload: Callable[[], Any] | None) -> list[PassReport]:
@@ -504,7 +578,8 @@ class InferenceSession:
         # keeps it (see run)
         self._plain_runs = (not self._serialize_runs and self._pool is None
                             and _ERRSTATE_VAR is not None)
-        if _debug_level() >= 1 or self._options.log_severity_level == 0:
+        if _debug_level() >= 1 or self._options.log_severity_level == 0 \
+                or logger.isEnabledFor(logging.DEBUG):   # (verbose: set_default_logger_*)
             logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
                        "placement:\n%s", plan.report())
 
@@ -618,7 +693,7 @@ class InferenceSession:
             for n in names:
                 if n not in out_slots:
                     raise InvalidArgumentError(
-                        f"unknown output name {n!r}; the model's outputs are "
+                        f"Invalid output name:{n}; the model's outputs are "
                         f"{list(out_slots)}")
         feeds = self._validate_feeds(input_feed)
         slots = _executor.feed_slots(plan, feeds)
@@ -685,7 +760,7 @@ class InferenceSession:
                 info = self._model.value_info(name)   # an overridable initializer
             if info is None:
                 raise InvalidFeedError(
-                    f"unknown input name {name!r}; the model's inputs are "
+                    f"Invalid input name: {name}; the model's inputs are "
                     f"{[a.name for a in self._inputs]}")
             if info.kind != "tensor":   # a sequence, map or optional
                 if name in self._raw_maps and type(value) is dict and _str_float_map(value):
@@ -700,13 +775,16 @@ class InferenceSession:
             if info.shape is not None:
                 if arr.ndim != len(info.shape):
                     raise InvalidFeedError(
-                        f"input {name!r}: expected rank {len(info.shape)} (shape "
-                        f"{list(info.shape)}), got rank {arr.ndim} (shape {list(arr.shape)})")
+                        f"Invalid rank for input: {name} Got: {arr.ndim} Expected: "
+                        f"{len(info.shape)} Please fix either the inputs/outputs or the model. "
+                        f"(declared shape {list(info.shape)}, fed {list(arr.shape)})")
                 for axis, (want_d, got) in enumerate(zip(info.shape, arr.shape)):
                     if isinstance(want_d, int) and want_d != got:
                         raise InvalidFeedError(
-                            f"input {name!r}: dimension {axis} must be {want_d} (shape "
-                            f"{list(info.shape)}), got {got} (shape {list(arr.shape)})")
+                            f"Got invalid dimensions for input: {name} for the following "
+                            f"indices\n index: {axis} Got: {got} Expected: {want_d}\n Please "
+                            "fix either the inputs/outputs or the model. (declared shape "
+                            f"{list(info.shape)}, fed {list(arr.shape)})")
                     if isinstance(want_d, str):
                         seen = symbols.get(want_d)
                         if seen is not None and seen[0] != got:
@@ -718,8 +796,8 @@ class InferenceSession:
         missing = [] if out.keys() >= self._input_names else [
             a.name for a in self._inputs if a.name not in out]
         if missing:
-            raise InvalidFeedError(f"missing input(s) {missing}; the model's inputs are "
-                                   f"{[a.name for a in self._inputs]}")
+            raise InvalidFeedError(f"Required inputs ({missing}) are missing from input feed "
+                                   f"({list(feed)}).")
         return out
 
     # ---------------------------------------------------------------------------- profiling
@@ -873,10 +951,24 @@ class InferenceSession:
     def get_modelmeta(self) -> ModelMetadata:
         return self._meta
 
+    def get_input_memory_infos(self) -> list[OrtMemoryInfo]:
+        """Where each input is read from: the CPU's memory (onnxplex's tensors are numpy
+        arrays)."""
+        return [cpu_memory_info() for _ in self._inputs]
+
+    def get_output_memory_infos(self) -> list[OrtMemoryInfo]:
+        """Where each output is written: the CPU's memory."""
+        return [cpu_memory_info() for _ in self._outputs]
+
+    def get_input_epdevices(self) -> list[OrtEpDevice | None]:
+        """The device each input is consumed on, per input: None (no particular device; an
+        entry onnxruntime also leaves null for its CPU provider's inputs)."""
+        return [None for _ in self._inputs]
+
     def get_providers(self) -> list[str]:
         """Providers of this session in priority order (the default CPU provider included);
         ``in`` also accepts onnxruntime's names (``"CPUExecutionProvider" in ...``)."""
-        return ProviderNames(p.name for p in self._providers)
+        return ProviderNames(ProviderName(p.name) for p in self._providers)
 
     def get_provider_options(self) -> dict[str, dict[str, str]]:
         """Each provider's effective options as strings, by provider name (onnxruntime's

@@ -4,8 +4,9 @@ Bernoulli, Multinomial.
 With a ``seed`` attribute a kernel draws from ``numpy.random.RandomState(int(seed))`` created
 afresh for each call, as the ONNX reference implementation does: a seeded node returns the
 same values on every run and concurrent runs never share a generator. Without a seed each call
-draws from a fresh ``numpy.random.default_rng()`` (OS entropy). Samples are drawn in float64
-and cast to the output type (the ml_dtypes floats through float32).
+draws from a fresh ``numpy.random.default_rng()`` (OS entropy), or, after
+``onnxplex.set_seed(s)``, from a generator drawn from one seeded with ``s``. Samples are drawn
+in float64 and cast to the output type (the ml_dtypes floats through float32).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 from onnxplex._dtypes import np_dtype
+from onnxplex._ortcompat import seeded_draw
 
 from ._np_helpers import LOW_PRECISION_FLOATS
 from ._registry import op
@@ -35,7 +37,10 @@ class _Source:
 
     def new(self) -> Any:
         if self.seed is None:
-            return np.random.default_rng()
+            # after onnxruntime's set_seed (onnxplex.set_seed): a generator drawn from the
+            # process-wide seeded one, so the sequence of runs repeats
+            child = seeded_draw(lambda g: np.random.default_rng(g.integers(2**63)))
+            return np.random.default_rng() if child is None else child
         return np.random.RandomState(self.seed)
 
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:

@@ -1,0 +1,479 @@
+"""onnxruntime code runs unchanged, part two: its error classes and messages, the feeds its
+Python API converts, its provider names in comparisons, and the SessionOptions calls that
+change a model as it is loaded.
+
+Each scenario runs on onnxruntime and on onnxplex (the ``ort`` fixture) and requires the same
+outcome: the same result, or an error of the same onnxruntime class (imported from the
+module's own ``capi.onnxruntime_pybind11_state``, as onnxruntime code imports it) whose
+message holds the same onnxruntime sentence. A scenario onnxruntime runs differently on
+purpose is at the end, each with its reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+
+ORT_MODULES = ["onnxruntime", "onnxplex"]
+
+
+@pytest.fixture(params=ORT_MODULES)
+def ort(request):
+    return importlib.import_module(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_onnxruntime():
+    """onnxruntime logs every refused model at error level; the tests expect the refusal."""
+    ort = importlib.import_module("onnxruntime")
+    ort.set_default_logger_severity(4)
+    level = logging.getLogger("onnxplex").level
+    yield
+    ort.set_default_logger_severity(2)
+    logging.getLogger("onnxplex").setLevel(level)
+
+
+def status(ort, name: str) -> type[Exception]:
+    """onnxruntime's status exception class ``name`` as the module under test exports it."""
+    return getattr(importlib.import_module(f"{ort.__name__}.capi.onnxruntime_pybind11_state"),
+                   name)
+
+
+def model(nodes=None, x_type=TensorProto.FLOAT, x_shape=("N", 4), y_shape=("N", 4),
+          inits=(), opset=17) -> bytes:
+    nodes = nodes or [helper.make_node("Relu", ["x"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", x_type, x_shape)],
+                          [helper.make_tensor_value_info("y", x_type, y_shape)], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=8).SerializeToString()
+
+
+def session(ort, m=None, so=None):
+    return ort.InferenceSession(model() if m is None else m, so,
+                                providers=["CPUExecutionProvider"])
+
+
+X = np.arange(8, dtype=np.float32).reshape(2, 4) - 3
+
+
+# --------------------------------------------------------------------------------------------
+# The capi modules
+# --------------------------------------------------------------------------------------------
+
+STATUS_NAMES = ["Fail", "InvalidArgument", "NoSuchFile", "NoModel", "EngineError",
+                "RuntimeException", "InvalidProtobuf", "ModelLoaded", "NotImplemented",
+                "InvalidGraph", "EPFail", "ModelLoadCanceled", "ModelRequiresCompilation",
+                "NotFound"]
+
+
+def test_capi_modules_export_what_onnxruntime_code_imports(ort):
+    state = importlib.import_module(f"{ort.__name__}.capi.onnxruntime_pybind11_state")
+    for name in STATUS_NAMES:
+        cls = getattr(state, name)
+        assert issubclass(cls, Exception) and cls.__name__ == name
+    assert len({getattr(state, n) for n in STATUS_NAMES}) == len(STATUS_NAMES)
+    c = importlib.import_module(f"{ort.__name__}.capi._pybind_state")
+    assert c.Fail is state.Fail
+    assert "CPUExecutionProvider" in c.get_available_providers()
+    so = c.get_default_session_options()
+    assert so.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    for name in ("SessionOptions", "RunOptions", "OrtValue", "NodeArg", "ModelMetadata",
+                 "GraphOptimizationLevel", "ExecutionMode", "ExecutionOrder"):
+        assert hasattr(state, name), name
+    collection = importlib.import_module(
+        f"{ort.__name__}.capi.onnxruntime_inference_collection")
+    assert collection.InferenceSession is ort.InferenceSession
+    assert collection.IOBinding is ort.IOBinding
+
+
+# --------------------------------------------------------------------------------------------
+# Errors: onnxruntime's class and sentence
+# --------------------------------------------------------------------------------------------
+
+
+def _undefined_input():
+    return model([helper.make_node("Add", ["x", "q"], ["y"])])
+
+
+def _mistyped():
+    return model([helper.make_node("Add", ["x", "c"], ["y"])],
+                 inits=[numpy_helper.from_array(np.ones(4, np.int64), "c")])
+
+
+def _reshape_fails():
+    return model([helper.make_node("Reshape", ["x", "s"], ["y"])], y_shape=None,
+                 inits=[numpy_helper.from_array(np.array([3, 7], np.int64), "s")])
+
+
+LOAD_ERRORS = [
+    ("missing file", lambda tmp: str(tmp / "absent.onnx"), "NoSuchFile", None),
+    ("not protobuf", lambda tmp: b"\x01\x02 not a model", "InvalidProtobuf", None),
+    ("a directory", lambda tmp: str(tmp), "InvalidProtobuf", None),
+    ("empty bytes", lambda tmp: b"", "InvalidArgument", None),
+    ("undefined node input", lambda tmp: _undefined_input(), "InvalidArgument", None),
+    ("mistyped node", lambda tmp: _mistyped(), "Fail", None),
+    ("opset too new", lambda tmp: model(opset=99), "Fail", None),
+]
+
+
+@pytest.mark.parametrize("case, source, cls, text", LOAD_ERRORS, ids=[c[0] for c in LOAD_ERRORS])
+def test_load_errors_have_onnxruntimes_class(ort, tmp_path, case, source, cls, text):
+    with pytest.raises(status(ort, cls)):
+        session(ort, source(tmp_path))
+
+
+FEED_ERRORS = [
+    ("missing input", {}, ValueError,
+     "Required inputs (['x']) are missing from input feed ([])."),
+    ("unknown input", {"x": X, "bogus": X}, "InvalidArgument", "Invalid input name: bogus"),
+    ("float64 for float", {"x": X.astype(np.float64)}, "InvalidArgument",
+     "Unexpected input data type. Actual: (tensor(double)) , expected: (tensor(float))"),
+    ("int64 for float", {"x": X.astype(np.int64)}, "InvalidArgument",
+     "Unexpected input data type. Actual: (tensor(int64)) , expected: (tensor(float))"),
+    ("strings for float", {"x": np.array([["a"] * 4], object)}, "InvalidArgument",
+     "Actual: (tensor(string)) , expected: (tensor(float))"),
+    ("wrong rank", {"x": np.ones(4, np.float32)}, "InvalidArgument",
+     "Invalid rank for input: x Got: 1 Expected: 2 Please fix either the inputs/outputs or "
+     "the model."),
+    ("wrong dimension", {"x": np.ones((2, 5), np.float32)}, "InvalidArgument",
+     "Got invalid dimensions for input: x for the following indices\n index: 1 Got: 5 "
+     "Expected: 4\n Please fix either the inputs/outputs or the model."),
+]
+
+
+@pytest.mark.parametrize("case, feed, cls, text", FEED_ERRORS, ids=[c[0] for c in FEED_ERRORS])
+def test_feed_errors_have_onnxruntimes_class_and_sentence(ort, case, feed, cls, text):
+    expected = cls if isinstance(cls, type) else status(ort, cls)
+    with pytest.raises(expected) as e:
+        session(ort).run(None, feed)
+    assert text in str(e.value)
+
+
+def test_unknown_output_name(ort):
+    with pytest.raises(status(ort, "InvalidArgument"), match="Invalid output name:nope"):
+        session(ort).run(["nope"], {"x": X})
+
+
+def test_kernel_failure_is_a_fail_naming_the_node(ort):
+    with pytest.raises(status(ort, "Fail"),
+                       match="Non-zero status code returned while running Reshape node"):
+        session(ort, _reshape_fails()).run(None, {"x": X})
+
+
+def test_session_config_entry_errors_are_runtime_errors(ort):
+    so = ort.SessionOptions()
+    with pytest.raises(RuntimeError,
+                       match="SessionOptions does not have configuration with key: nope"):
+        so.get_session_config_entry("nope")
+    for key in ("", "k" * 1025):
+        with pytest.raises(RuntimeError,
+                           match="Config key is empty or longer than maximum length 1024"):
+            so.add_session_config_entry(key, "1")
+    so.add_session_config_entry("k", "a")
+    so.add_session_config_entry("k", "b")   # (overwritten)
+    assert so.get_session_config_entry("k") == "b"
+
+
+@pytest.mark.filterwarnings("ignore:Specified provider")   # (onnxruntime warns first)
+def test_set_providers_with_an_unknown_name_is_a_runtime_error(ort):
+    sess = session(ort)
+    with pytest.raises(RuntimeError, match="Unknown Provider Type: InvalidProvider"):
+        sess.set_providers(["InvalidProvider"])
+
+
+def test_onnxplex_errors_are_also_onnxruntimes_classes():
+    """Both ``except onnxplex.X`` and ``except <onnxruntime class>`` catch the same error."""
+    state = onnxplex.capi.onnxruntime_pybind11_state
+    with pytest.raises(onnxplex.InvalidModelError) as e:
+        session(onnxplex, b"")
+    assert isinstance(e.value, state.InvalidArgument)
+    with pytest.raises(onnxplex.InvalidFeedError) as e:
+        session(onnxplex).run(None, {"x": X.astype(np.float64)})
+    assert isinstance(e.value, (state.InvalidArgument, ValueError))
+    with pytest.raises(onnxplex.KernelExecutionError) as e:
+        session(onnxplex, _reshape_fails()).run(None, {"x": X})
+    assert isinstance(e.value, state.Fail) and e.value.op_type == "Reshape"
+    assert type(e.value).__name__ == "KernelExecutionError"
+    assert issubclass(onnxplex.PartitionError, state.NotImplemented)
+    assert issubclass(onnxplex.ProviderError, state.EPFail)
+    assert issubclass(onnxplex.RunCancelledError, state.Fail)
+
+
+# --------------------------------------------------------------------------------------------
+# Feeds onnxruntime converts
+# --------------------------------------------------------------------------------------------
+
+def _identity(elem, shape):
+    return model([helper.make_node("Identity", ["x"], ["y"])], x_type=elem, x_shape=shape,
+                 y_shape=shape)
+
+
+CONVERTED = [
+    ("float list of ints", TensorProto.FLOAT, [2], [1, 2]),
+    ("nested float list", TensorProto.FLOAT, ["N", 2], [[1, 2.5], [3, 4]]),
+    ("empty float list", TensorProto.FLOAT, ["N"], []),
+    ("float list of numeric strings", TensorProto.FLOAT, [2], ["1", "2.5"]),
+    ("int64 list of floats", TensorProto.INT64, [2], [1.5, -2.5]),
+    ("int32 list", TensorProto.INT32, [2], [1, 2]),
+    ("float16 list", TensorProto.FLOAT16, [2], [1.0, 0.1]),
+    ("bool list", TensorProto.BOOL, [2], [True, False]),
+    ("string list", TensorProto.STRING, [2, 2], [["this", "is"], ["a", "test"]]),
+    # (each element shorter than the itemsize: onnxruntime reads a bytes element up to a NUL,
+    # past its end into the next one when it fills its width)
+    ("bytes array", TensorProto.STRING, [2, 2],
+     np.array([b"this", b"is", b"a", b"test"], dtype="|S6").reshape(2, 2)),
+    ("void array", TensorProto.STRING, [2, 2],
+     np.array([b"must", b"have", b"same", b"size"], dtype=np.void).reshape(2, 2)),
+    ("str array", TensorProto.STRING, [2], np.array(["Olá", "你好"])),
+]
+
+
+@pytest.mark.parametrize("case, elem, shape, value", CONVERTED, ids=[c[0] for c in CONVERTED])
+def test_feeds_onnxruntime_converts(case, elem, shape, value):
+    m = _identity(elem, shape)
+    (want,) = session(importlib.import_module("onnxruntime"), m).run(None, {"x": value})
+    (got,) = session(onnxplex, m).run(None, {"x": value})
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tolist() == want.tolist()
+
+
+def test_a_list_that_does_not_fit_the_type_is_refused(ort):
+    with pytest.raises(RuntimeError, match="Could not create tensor from given input list"):
+        session(ort, _identity(TensorProto.UINT8, [2])).run(None, {"x": [1, 300]})
+
+
+# --------------------------------------------------------------------------------------------
+# Provider names
+# --------------------------------------------------------------------------------------------
+
+
+def test_provider_names_compare_as_onnxruntimes(ort):
+    assert ort.get_all_providers()[-1] == "CPUExecutionProvider"
+    assert "CPUExecutionProvider" in ort.get_available_providers()
+    sess = session(ort)
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    assert ["CPUExecutionProvider"] == sess.get_providers()
+    assert sess.get_providers()[0] == "CPUExecutionProvider"
+    assert "CPUExecutionProvider" == sess.get_providers()[0]
+    assert sess.get_providers() != ["SomeOtherExecutionProvider"]
+    sess.set_providers(["CPUExecutionProvider"])
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    everything = ort.InferenceSession(model(), providers=ort.get_available_providers())
+    assert "CPUExecutionProvider" in everything.get_providers()
+    np.testing.assert_array_equal(everything.run(None, {"x": X})[0], np.maximum(X, 0))
+
+
+def test_provider_names_stay_onnxplexs_own():
+    sess = session(onnxplex)
+    assert sess.get_providers() == ["cpu_mlas"]
+    assert str(sess.get_providers()[0]) == "cpu_mlas"
+    assert onnxplex.get_available_providers()[-1] == "cpu_mlas"
+
+
+# --------------------------------------------------------------------------------------------
+# SessionOptions that change the model as it is loaded
+# --------------------------------------------------------------------------------------------
+
+W = np.array([[2.0, 1.0], [4.0, 3.0], [6.0, 5.0]], dtype=np.float32)
+
+
+def _mul(external_dir=None) -> onnx.ModelProto:
+    """y = x * W, W [3, 2] an initializer (external data in ``external_dir``'s w.bin)."""
+    g = helper.make_graph([helper.make_node("Mul", ["x", "W"], ["y"])], "mul",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])],
+                          [numpy_helper.from_array(np.ones((3, 2), np.float32), "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    if external_dir is not None:
+        onnx.external_data_helper.convert_model_to_external_data(
+            m, all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    return m
+
+
+def test_add_initializer_replaces_the_models(ort):
+    so = ort.SessionOptions()
+    value = ort.OrtValue.ortvalue_from_numpy(W)
+    so.add_initializer("W", value)
+    x = np.full((3, 2), 2.0, np.float32)
+    (y,) = session(ort, _mul().SerializeToString(), so).run(["y"], {"x": x})
+    np.testing.assert_array_equal(y, 2 * W)
+    other = ort.SessionOptions()   # a name the model has no initializer of: ignored
+    other.add_initializer("not_there", value)
+    (y,) = session(ort, _mul().SerializeToString(), other).run(["y"], {"x": x})
+    np.testing.assert_array_equal(y, x)
+
+
+def test_add_initializer_refuses_what_onnxruntime_refuses(ort):
+    so = ort.SessionOptions()
+    with pytest.raises(RuntimeError):
+        so.add_initializer("W", W)   # an OrtValue, not an array
+    so.add_initializer("W", ort.OrtValue.ortvalue_from_numpy(W))
+    with pytest.raises(RuntimeError, match="already been added"):
+        so.add_initializer("W", ort.OrtValue.ortvalue_from_numpy(W))
+
+
+def test_add_initializer_of_another_shape_is_refused():
+    # (onnxruntime builds the session and crashes or computes with it; onnxplex refuses)
+    so = onnxplex.SessionOptions()
+    so.add_initializer("W", onnxplex.OrtValue.ortvalue_from_numpy(np.ones(3, np.float32)))
+    with pytest.raises(onnxplex.InvalidArgumentError, match="'W' is float32 \\[3\\]"):
+        session(onnxplex, _mul().SerializeToString(), so)
+
+
+def test_add_external_initializers_supplies_external_data(ort, tmp_path):
+    path = tmp_path / "mul.onnx"
+    onnx.save_model(_mul(tmp_path), path)
+    (tmp_path / "w.bin").unlink()   # the data comes from the options, not the file
+    so = ort.SessionOptions()
+    so.add_external_initializers(["W"], [ort.OrtValue.ortvalue_from_numpy(W)])
+    x = np.full((3, 2), 3.0, np.float32)
+    (y,) = session(ort, str(path), so).run(["y"], {"x": x})
+    np.testing.assert_array_equal(y, 3 * W)
+
+
+def _free_dims() -> bytes:
+    g = helper.make_graph([helper.make_node("Abs", ["x"], ["y"])], "abs",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                         ["Dim1", "Dim2", 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                         ["Dim1", "Dim2", 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dims[0].denotation, dims[1].denotation = "DATA_BATCH", "DATA_CHANNEL"
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("how, first, second, shape", [
+    ("name", "Dim1", "Dim2", [4, 6, 5]),
+    ("denotation", "DATA_BATCH", "DATA_CHANNEL", [3, 5, 5]),
+])
+def test_free_dimension_overrides(ort, how, first, second, shape):
+    so = ort.SessionOptions()
+    add = getattr(so, f"add_free_dimension_override_by_{how}")
+    add(first, shape[0])
+    add(second, shape[1])
+    sess = session(ort, _free_dims(), so)
+    assert sess.get_inputs()[0].shape == shape
+    x = -np.ones(shape, np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], -x)
+    wrong = list(shape)
+    wrong[0] += 1
+    with pytest.raises(status(ort, "InvalidArgument"),
+                       match=f"index: 0 Got: {wrong[0]} Expected: {shape[0]}"):
+        sess.run(None, {"x": np.ones(wrong, np.float32)})
+
+
+# --------------------------------------------------------------------------------------------
+# Devices, memory infos, allocators
+# --------------------------------------------------------------------------------------------
+
+
+def test_sessions_describe_their_inputs_and_outputs_memory(ort):
+    sess = session(ort)
+    for infos in (sess.get_input_memory_infos(), sess.get_output_memory_infos()):
+        assert len(infos) == 1
+        info = infos[0]
+        assert info.name == "Cpu" and info.device_id == 0
+        assert int(info.mem_type) == int(ort.OrtMemType.DEFAULT) == 0
+    assert len(sess.get_input_epdevices()) == 1
+
+
+def test_device_and_memory_info_objects(ort):
+    c = importlib.import_module(f"{ort.__name__}.capi._pybind_state")
+    device = ort.OrtDevice.make("cpu", 0)
+    assert (device.device_type(), device.device_id(), device.device_mem_type()) == (0, 0, 0)
+    assert c.OrtDevice.cpu() == 0 and c.OrtDevice.default_memory() == 0
+    assert ort.OrtDevice.make("cuda", 1).device_id() == 1
+    info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                             ort.OrtMemType.DEFAULT)
+    assert (info.name, info.device_id) == ("Cpu", 0)
+    assert info.allocator_type == ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR
+    v2 = ort.OrtMemoryInfo.create_v2("Cpu", ort.OrtMemoryInfoDeviceType.CPU, 0, 0,
+                                     ort.OrtDeviceMemoryType.DEFAULT, 0,
+                                     ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
+    assert v2.allocator_type == ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR
+    assert v2.device_mem_type == ort.OrtDeviceMemoryType.DEFAULT
+    for enum, members in ((ort.OrtMemType, {"CPU_INPUT": -2, "CPU_OUTPUT": -1, "DEFAULT": 0}),
+                          (ort.OrtAllocatorType, {"ORT_DEVICE_ALLOCATOR": 0,
+                                                  "ORT_ARENA_ALLOCATOR": 1})):
+        for name, value in members.items():
+            assert int(getattr(enum, name)) == value
+
+
+def test_shared_cpu_allocator_registers(ort):
+    info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                             ort.OrtMemType.DEFAULT)
+    ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, -1, -1))
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.use_env_allocators", "1")
+    np.testing.assert_array_equal(session(ort, so=so).run(None, {"x": X})[0], np.maximum(X, 0))
+
+
+# --------------------------------------------------------------------------------------------
+# Module functions
+# --------------------------------------------------------------------------------------------
+
+
+def test_build_info_device_and_telemetry(ort):
+    assert "Build Info" in ort.get_build_info()
+    assert "CPU" in ort.get_device()
+    ort.disable_telemetry_events()
+    ort.enable_telemetry_events()
+
+
+# (onnxruntime reports the raising callback's errors as unraisable exceptions)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_logger_callback(ort):
+    messages = []
+
+    def callback(severity, category, logid, code_location, message):
+        messages.append((severity, category, logid, code_location, message))
+
+    try:
+        ort.set_default_logger_callback(callback, severity=0)
+        session(ort)
+        assert messages, "a verbose session creation logs something"
+        for record in messages:
+            assert [type(v) for v in record] == [int, str, str, str, str]
+        for bad in (5, -1):
+            with pytest.raises(RuntimeError):
+                ort.set_default_logger_callback(callback, severity=bad)
+        with pytest.raises(RuntimeError):
+            ort.set_default_logger_callback("not a callable")
+
+        def raising(*args):
+            raise ValueError("from the callback")
+
+        ort.set_default_logger_callback(raising, severity=0)
+        session(ort).run(None, {"x": X})   # (the callback's error goes nowhere)
+    finally:
+        ort.set_default_logger_callback(None)
+        ort.set_default_logger_severity(2)
+    count = len(messages)
+    session(ort)
+    assert len(messages) == count   # (reset: the callback is gone)
+
+
+def test_set_seed_repeats_unseeded_random_ops():
+    # onnxruntime's set_seed seeds its training ops; onnxplex's also makes a RandomNormal
+    # without a seed attribute repeat its draws from one set_seed to the next
+    g = helper.make_graph([helper.make_node("RandomNormal", [], ["y"], shape=[8])], "r", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    sess = session(onnxplex, m)
+    onnxplex.set_seed(5)
+    first = [sess.run(None, {})[0] for _ in range(2)]
+    onnxplex.set_seed(5)
+    again = [sess.run(None, {})[0] for _ in range(2)]
+    np.testing.assert_array_equal(first[0], again[0])
+    np.testing.assert_array_equal(first[1], again[1])
+    assert not np.array_equal(first[0], first[1])
+    onnxplex.set_seed(6)
+    assert not np.array_equal(sess.run(None, {})[0], first[0])
