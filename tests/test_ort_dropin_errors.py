@@ -12,7 +12,9 @@ purpose is at the end, each with its reason.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
+import os
 
 import numpy as np
 import onnx
@@ -477,3 +479,80 @@ def test_set_seed_repeats_unseeded_random_ops():
     assert not np.array_equal(first[0], first[1])
     onnxplex.set_seed(6)
     assert not np.array_equal(sess.run(None, {})[0], first[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Session options in the model, saved optimized models, the profile file
+# --------------------------------------------------------------------------------------------
+
+
+def test_session_options_from_the_models_ort_config(ort, monkeypatch, tmp_path):
+    m = onnx.load_from_string(model())
+    helper.set_model_props(m, {"ort_config": json.dumps({"session_options": {
+        "inter_op_num_threads": 5, "intra_op_num_threads": 2,
+        "graph_optimization_level": 99, "enable_profiling": 1, "unknown_key": 7}})})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORT_LOAD_CONFIG_FROM_MODEL", "1")
+    sess = session(ort, m.SerializeToString())
+    so = sess.get_session_options()
+    assert (so.inter_op_num_threads, so.intra_op_num_threads) == (5, 2)
+    assert so.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL   # (not in the config)
+    assert so.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert so.enable_profiling
+    sess.run(None, {"x": X})
+    assert os.path.exists(sess.end_profiling())
+    monkeypatch.setenv("ORT_LOAD_CONFIG_FROM_MODEL", "0")
+    assert session(ort, m.SerializeToString()).get_session_options().intra_op_num_threads == 0
+
+
+def test_unparsable_ort_config_is_refused(ort, monkeypatch, capsys):
+    m = onnx.load_from_string(model())
+    helper.set_model_props(m, {"ort_config": "{not json"})
+    monkeypatch.setenv("ORT_LOAD_CONFIG_FROM_MODEL", "1")
+    with pytest.raises(RuntimeError, match="`ort_config` key cannot be parsed"):
+        session(ort, m.SerializeToString())
+
+
+def test_optimized_model_saved_with_external_initializers(ort, tmp_path):
+    big = numpy_helper.from_array(np.arange(300 * 4, dtype=np.float32).reshape(300, 4), "big")
+    small = numpy_helper.from_array(np.arange(4, dtype=np.float32), "small")
+    m = model([helper.make_node("Gather", ["big", "i"], ["g"]),
+               helper.make_node("Add", ["g", "small"], ["y"])],
+              x_type=TensorProto.INT64, x_shape=[2], y_shape=[2, 4], inits=[big, small])
+    m = onnx.load_from_string(m)
+    m.graph.input[0].name, m.graph.node[0].input[1] = "i", "i"
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    (tmp_path / "out").mkdir()
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "out" / "opt.onnx")
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                "weights.bin")
+    so.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "100")
+    i = np.array([3, 299], np.int64)
+    (want,) = session(ort, m.SerializeToString(), so).run(None, {"i": i})
+    assert (tmp_path / "out" / "weights.bin").stat().st_size >= 300 * 4 * 4
+    saved = onnx.load(str(tmp_path / "out" / "opt.onnx"), load_external_data=False)
+    external = {t.name for t in saved.graph.initializer
+                if t.data_location == TensorProto.EXTERNAL}
+    assert "big" in external and "small" not in external
+    for engine in (ort, importlib.import_module("onnxruntime")):   # loads, in both
+        (got,) = session(engine, str(tmp_path / "out" / "opt.onnx")).run(None, {"i": i})
+        np.testing.assert_array_equal(got, want)
+
+
+def test_profile_file_has_onnxruntimes_layout(ort, tmp_path):
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = session(ort, so=so)
+    sess.run(None, {"x": X})
+    path = sess.end_profiling()
+    with open(path) as f:
+        lines = f.readlines()
+    assert "[" in lines[0] and "]" in lines[-1]
+    for line in lines[1:-1]:
+        for tag in ("pid", "dur", "ts", "ph", "X", "name", "args"):
+            assert tag in line
+    assert json.loads("".join(lines))

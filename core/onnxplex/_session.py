@@ -35,6 +35,7 @@ from ._devices import OrtEpDevice, OrtMemoryInfo, cpu_memory_info
 from ._dtypes import array_type_name, np_dtype
 from ._errors import (
     CompileError,
+    InvalidArgument,
     InvalidArgumentError,
     InvalidFeedError,
     InvalidModelError,
@@ -382,6 +383,9 @@ class InferenceSession:
                  provider_options: Sequence[Mapping[str, Any]] | None = None,
                  **kwargs: Any) -> None:
         self._disabled_optimizers = frozenset(kwargs.pop("disabled_optimizers", None) or ())
+        read_config = kwargs.pop("read_config_from_model", None)
+        self._read_config = (os.environ.get("ORT_LOAD_CONFIG_FROM_MODEL") == "1"
+                             if read_config is None else bool(read_config))
         if kwargs:
             raise InvalidArgumentError(f"unknown InferenceSession argument(s) {sorted(kwargs)}")
         self._options = (sess_options or SessionOptions())._copy()
@@ -400,6 +404,8 @@ class InferenceSession:
         with self._phase("model_loading"):
             model = load_model(path_or_bytes, overrides=self._options._overrides())
         self._meta = _metadata(model)
+        if self._read_config:
+            self._apply_ort_config(self._meta.custom_metadata_map.get("ort_config"))
         self._inputs = self._describe_inputs(model)
         named = frozenset(d for a in self._inputs for d in a.shape if isinstance(d, str))
         self._outputs = [_node_arg(model.value_info(v.name), named) for v in model.graph.outputs]
@@ -504,6 +510,43 @@ class InferenceSession:
                                     f"{type(e).__name__}: {e}", provider=name) from e
         return instances
 
+    def _apply_ort_config(self, text: str | None) -> None:
+        """The session options a model carries in its ``ort_config`` metadata entry
+        (``{"session_options": {"intra_op_num_threads": 2, ...}}``), read as onnxruntime reads
+        them when ``ORT_LOAD_CONFIG_FROM_MODEL=1`` (or ``read_config_from_model=True``): the
+        thread counts, execution mode, optimization level and profiling switch override the
+        options given; other keys are ignored."""
+        if text is None:
+            return
+        try:
+            config = json.loads(text)
+        except ValueError as e:
+            raise as_status(InvalidModelError, InvalidArgument, RuntimeError)(   # (onnxruntime's)
+                f"Json stored in the `ort_config` key cannot be parsed. Error message: {e}"
+            ) from None
+        settings = config.get("session_options", {}) if isinstance(config, dict) else {}
+        checks: dict[str, Callable[[int], Any]] = {
+            "intra_op_num_threads": lambda v: v if v >= 0 else None,
+            "inter_op_num_threads": lambda v: v if v >= 0 else None,
+            "execution_mode": lambda v: ExecutionMode(v) if v in (0, 1) else None,
+            "graph_optimization_level": lambda v: GraphOptimizationLevel(v)
+            if v in GraphOptimizationLevel._value2member_map_ else None,
+            "enable_profiling": lambda v: bool(v) if v in (0, 1) else None,
+        }
+        for key, value in settings.items():
+            check = checks.get(key)
+            if check is None:
+                logger.info("ignoring unsupported session option in ORT config: %s", key)
+                continue
+            setting = check(value) if isinstance(value, int) and not isinstance(value, bool) \
+                else None
+            if setting is None:
+                raise as_status(InvalidModelError, InvalidArgument)(
+                    f"Unsupported {key} value in ORT config: {value!r}")
+            setattr(self._options, key, setting)
+        if self._options.enable_profiling and self._profile is None:
+            self._profile, self._profile_start_ns = [], time.time_ns()
+
     def _build(self, model: Model) -> None:
         resolved = self._resolve_providers(*self._requested)
         providers = self._instantiate(resolved)
@@ -552,7 +595,8 @@ class InferenceSession:
         self._held_bytes = _weights_in_memory(model)
         self._active = active
         if self._options.optimized_model_filepath:   # (after function bodies are expanded)
-            onnx.save_model(_savable(model.to_proto()), self._options.optimized_model_filepath)
+            _save_optimized(_savable(model.to_proto()), self._options.optimized_model_filepath,
+                            self._options._config)
             if any(r.name in _LAYOUT_ONLY_PASSES and r.changes for r in self._optimizer_reports):
                 # as onnxruntime warns when it saves NCHWc nodes
                 logger.warning(
@@ -831,8 +875,8 @@ class InferenceSession:
         })
 
     def end_profiling(self) -> str:
-        """Write the Chrome-trace JSON (onnxruntime's event format); returns its path, or ''
-        when profiling is off."""
+        """Write the Chrome-trace JSON (onnxruntime's event format and file layout); returns its
+        path, or '' when profiling is off."""
         if self._profile is None:
             return ""
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
@@ -841,7 +885,10 @@ class InferenceSession:
             events = sorted(self._profile, key=lambda e: e["ts"])
             self._profile = None
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(events, f, indent=0)
+            # onnxruntime's layout: a JSON array, "[" alone on the first line, then one event
+            # a line (tools and tests read it line by line), "]" on the last
+            f.write("[\n" + ",\n".join(json.dumps(e, separators=(",", ":")) for e in events)
+                    + "\n]\n")
         return path
 
     def get_profiling_start_time_ns(self) -> int:
@@ -1024,6 +1071,35 @@ def _savable(proto: onnx.ModelProto) -> onnx.ModelProto:
         proto.graph.input.extend(keep)
         proto.ir_version = 4
     return proto
+
+
+EXTERNAL_INITIALIZERS_FILE = "session.optimized_model_external_initializers_file_name"
+EXTERNAL_INITIALIZERS_MIN_SIZE = "session.optimized_model_external_initializers_min_size_in_bytes"
+
+
+def _save_optimized(proto: onnx.ModelProto, path: str, config: Mapping[str, str]) -> None:
+    """Save the optimized model to ``path``; with onnxruntime's
+    ``session.optimized_model_external_initializers_file_name`` set, the initializers of at
+    least ``..._min_size_in_bytes`` (default 1024) go to that file, beside the model (a name
+    relative to the model's folder, as onnxruntime writes it)."""
+    location = config.get(EXTERNAL_INITIALIZERS_FILE)
+    if not location:
+        onnx.save_model(proto, path)
+        return
+    try:
+        threshold = int(config.get(EXTERNAL_INITIALIZERS_MIN_SIZE, "1024"))
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{EXTERNAL_INITIALIZERS_MIN_SIZE} must be an integer number of bytes, got "
+            f"{config[EXTERNAL_INITIALIZERS_MIN_SIZE]!r}") from None
+    if os.path.isabs(location) or ".." in location.replace("\\", "/").split("/"):
+        raise InvalidArgumentError(f"{EXTERNAL_INITIALIZERS_FILE} must name a file inside the "
+                                   f"optimized model's folder, got {location!r}")
+    data = os.path.join(os.path.dirname(os.path.abspath(path)), location)
+    if os.path.exists(data):
+        os.remove(data)   # (onnx appends to an existing file; onnxruntime writes it anew)
+    onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=location, size_threshold=threshold, convert_attribute=False)
 
 
 def _raw_map_inputs(plan: _executor.ExecutionPlan, infos: Mapping[str, ValueInfo]
