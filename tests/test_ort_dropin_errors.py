@@ -556,3 +556,82 @@ def test_profile_file_has_onnxruntimes_layout(ort, tmp_path):
         for tag in ("pid", "dur", "ts", "ph", "X", "name", "args"):
             assert tag in line
     assert json.loads("".join(lines))
+
+
+# --------------------------------------------------------------------------------------------
+# C-level calls: OrtValueVector, DLPack, graph assignment info, load cancellation, plugin EPs
+# --------------------------------------------------------------------------------------------
+
+
+def test_run_with_ortvaluevector(ort):
+    c = importlib.import_module(f"{ort.__name__}.capi._pybind_state")
+    sess = session(ort)
+    feeds = c.OrtValueVector()
+    feeds.push_back(ort.OrtValue.ortvalue_from_numpy(X)._ortvalue)
+    assert len(feeds) == 1 and feeds.element_type_at(0) == TensorProto.FLOAT
+    fetches = c.OrtValueVector()
+    sess.run_with_ortvaluevector(ort.RunOptions(), ["x"], feeds, ["y"], fetches,
+                                 [c.OrtDevice(c.OrtDevice.cpu(), c.OrtDevice.default_memory(),
+                                              0, 0)])
+    assert len(fetches) == 1
+    np.testing.assert_array_equal(fetches[0].numpy(), np.maximum(X, 0))
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", X)
+    binding.bind_output("y")
+    sess.run_with_iobinding(binding)
+    outs = binding.get_outputs_as_ortvaluevector()
+    assert len(outs) == 1
+    np.testing.assert_array_equal(outs[0].numpy(), np.maximum(X, 0))
+
+
+def test_dlpack_round_trip(ort):
+    c = importlib.import_module(f"{ort.__name__}.capi._pybind_state")
+    value = ort.OrtValue.ortvalue_from_numpy(X)._ortvalue
+    back = c.OrtValue.from_dlpack(value.to_dlpack())
+    np.testing.assert_array_equal(back.numpy(), X)
+    assert back.data_ptr() == value.data_ptr()   # (shared, not copied)
+
+
+def test_provider_graph_assignment_info(ort):
+    m = model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+               helper.make_node("Neg", ["r"], ["y"], name="neg")])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    with pytest.raises(status(ort, "Fail"), match="session.record_ep_graph_assignment_info"):
+        session(ort, m, so).get_provider_graph_assignment_info()
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    info = session(ort, m, so).get_provider_graph_assignment_info()
+    nodes = [(n.name, n.op_type, n.domain) for sub in info for n in sub.get_nodes()]
+    assert nodes == [("relu", "Relu", ""), ("neg", "Neg", "")]
+    assert all(sub.ep_name == "CPUExecutionProvider" for sub in info)
+
+
+def test_load_cancellation_flag(ort):
+    so = ort.SessionOptions()
+    so.set_load_cancellation_flag(True)
+    with pytest.raises(status(ort, "ModelLoadCanceled")):
+        session(ort, so=so)
+    so.set_load_cancellation_flag(False)
+    session(ort, so=so).run(None, {"x": X})
+
+
+def test_providers_added_to_the_session_options(ort):
+    so = ort.SessionOptions()
+    assert not so.has_providers()
+    so.add_provider("CPUExecutionProvider", {})
+    assert so.has_providers()
+    sess = ort.InferenceSession(model(), so)
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_session_fallback_switches_and_tuning_results(ort):
+    sess = session(ort)
+    sess.disable_fallback()
+    sess.enable_fallback()
+    assert sess.get_tuning_results() == []
+    sess.set_tuning_results([])
+
+
+def test_native_ep_libraries_are_refused_with_fail(ort, tmp_path):
+    with pytest.raises(status(ort, "Fail")):
+        ort.register_execution_provider_library("mine", str(tmp_path / "absent.so"))

@@ -34,6 +34,7 @@ from ._errors import (
     InvalidFeedError,
     InvalidModelError,
     KernelExecutionError,
+    LoadCancelledError,
     OnnxplexError,
     PartitionError,
     PluginLoadError,
@@ -53,10 +54,14 @@ from ._ortcompat import (
     get_available_providers,
     get_build_info,
     get_version_string,
+    preload_dlls,
+    register_execution_provider_library,
     set_default_logger_callback,
     set_default_logger_severity,
     set_default_logger_verbosity,
+    set_global_thread_pool_sizes,
     set_seed,
+    unregister_execution_provider_library,
 )
 from ._ortvalue import OrtValue
 from ._partition import NodePlacement, Partition, PartitionPlan, convex_groups
@@ -117,6 +122,10 @@ __all__ = [
     "enable_telemetry_events",
     "disable_telemetry_events",
     "set_seed",
+    "register_execution_provider_library",
+    "unregister_execution_provider_library",
+    "set_global_thread_pool_sizes",
+    "preload_dlls",
     "OrtDevice",
     "OrtMemoryInfo",
     "OrtMemType",
@@ -178,4 +187,5 @@ __all__ = [
     "PartitionError",
     "TensorSizeError",
     "RunCancelledError",
+    "LoadCancelledError",
 ]

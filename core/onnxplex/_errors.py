@@ -39,6 +39,7 @@ __all__ = [
     "PartitionError",
     "TensorSizeError",
     "RunCancelledError",
+    "LoadCancelledError",
 ]
 
 
@@ -193,6 +194,10 @@ class TensorSizeError(InvalidModelError, Fail):
 
 class RunCancelledError(OnnxplexError, Fail):
     """A run was cancelled through ``RunOptions.terminate``."""
+
+
+class LoadCancelledError(OnnxplexError, ModelLoadCanceled):
+    """Session creation was cancelled (``SessionOptions.set_load_cancellation_flag(True)``)."""
 
 
 for _cls in ORT_STATUS_CLASSES:   # where onnxruntime's code imports them from

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._errors import InvalidArgumentError
-from ._ortvalue import OrtValue, array_at, check_cpu_device
+from ._ortvalue import OrtValue, OrtValueVector, array_at, check_cpu_device
 
 if TYPE_CHECKING:
     from ._session import InferenceSession, RunOptions
@@ -109,6 +109,10 @@ class IOBinding:
     def get_outputs(self) -> list[OrtValue]:
         """The outputs of the last run, in binding order (pre-bound ``OrtValue`` s as bound)."""
         return list(self._results)
+
+    def get_outputs_as_ortvaluevector(self) -> OrtValueVector:
+        """:meth:`get_outputs` as an :class:`OrtValueVector`."""
+        return OrtValueVector(self._results)
 
     def copy_outputs_to_cpu(self) -> list[Any]:
         """Copies of the last run's outputs as numpy arrays (lists for sequences, dicts for

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import _plugins
-from ._errors import InvalidArgumentError, as_status
+from ._errors import Fail, InvalidArgumentError, as_status
 
 __all__ = [
     "ORT_EXECUTION_PROVIDERS",
@@ -39,6 +39,10 @@ __all__ = [
     "seeded_draw",
     "get_build_info",
     "get_version_string",
+    "register_execution_provider_library",
+    "unregister_execution_provider_library",
+    "set_global_thread_pool_sizes",
+    "preload_dlls",
 ]
 
 # Execution providers of onnxruntime builds (onnxruntime.get_all_providers() of 1.31). A
@@ -240,6 +244,39 @@ def get_build_info() -> str:
     native = importlib.util.find_spec("onnxplex._runloop") is not None  # (the plan's C loop)
     return (f"onnxplex Build Info: version={__version__}, python={platform.python_version()}, "
             f"machine={platform.machine()}, runloop={'native' if native else 'python'}")
+
+
+def register_execution_provider_library(registration_name: str, library_path: str) -> None:
+    """Refused: onnxruntime plugin EP libraries are native code for onnxruntime; onnxplex's
+    providers are Python plugins found through the ``onnxplex`` entry-point group (or
+    :func:`onnxplex.register_provider`)."""
+    raise as_status(InvalidArgumentError, Fail)(
+        f"cannot load execution provider library {library_path!r} ({registration_name!r}): "
+        "onnxplex loads providers as Python plugins (the 'onnxplex' entry-point group, or "
+        "onnxplex.register_provider), not onnxruntime EP libraries")
+
+
+def unregister_execution_provider_library(registration_name: str) -> None:
+    """Refused: no onnxruntime EP library was registered (see
+    :func:`register_execution_provider_library`)."""
+    raise as_status(InvalidArgumentError, Fail)(
+        f"no execution provider library is registered as {registration_name!r}")
+
+
+_global_pool_sizes: tuple[int, int] | None = None
+
+
+def set_global_thread_pool_sizes(intra_op_num_threads: int = 0,
+                                 inter_op_num_threads: int = 0) -> None:
+    """onnxruntime's process-wide thread pools (for sessions with
+    ``use_per_session_threads = False``): recorded; onnxplex's sessions size their own
+    threads from their options."""
+    global _global_pool_sizes
+    _global_pool_sizes = (int(intra_op_num_threads), int(inter_op_num_threads))
+
+
+def preload_dlls(*args: Any, **kwargs: Any) -> None:
+    """No-op: onnxplex needs no CUDA or MSVC runtime libraries preloaded."""
 
 
 def get_version_string() -> str:

@@ -21,11 +21,14 @@ import numpy as np
 from ._dtypes import np_dtype, onnx_elem_type, type_string
 from ._errors import InvalidArgumentError
 
-__all__ = ["OrtValue", "check_cpu_device", "array_at", "element_dtype"]
+__all__ = ["OrtValue", "OrtValueVector", "check_cpu_device", "array_at", "element_dtype"]
 
 
 def check_cpu_device(device_type: Any, what: str) -> None:
-    """Raise unless ``device_type`` names the CPU (onnxplex has no other device)."""
+    """Raise unless ``device_type`` names the CPU (onnxplex has no other device): ``"cpu"``,
+    or an :class:`onnxplex.OrtDevice` of type 0 (the C-level calls pass one)."""
+    if callable(getattr(device_type, "device_type", None)) and device_type.device_type() == 0:
+        return
     if not isinstance(device_type, str) or device_type.lower() != "cpu":
         raise InvalidArgumentError(
             f"{what}: device_type {device_type!r} is not supported; onnxplex runs on the CPU "
@@ -78,6 +81,12 @@ class OrtValue:
         # Not public: use the factory methods (onnxruntime's constructor takes a C value).
         self._value = value
         self._type = type_str
+
+    @property
+    def _ortvalue(self) -> OrtValue:
+        """The value itself: onnxruntime's Python OrtValue wraps a C-level one under this
+        name, which code passes to the C-level calls (``OrtValueVector.push_back``)."""
+        return self
 
     # ------------------------------------------------------------------------ factories
 
@@ -133,9 +142,19 @@ class OrtValue:
                    else np.full(dims, "", dtype=object))
 
     @classmethod
-    def from_dlpack(cls, data: Any, /) -> OrtValue:
-        """A tensor sharing memory with a CPU DLPack producer (numpy, torch, ...)."""
-        return cls.ortvalue_from_numpy(np.from_dlpack(data))
+    def from_dlpack(cls, data: Any, is_bool_tensor: bool = False, /) -> OrtValue:
+        """A tensor sharing memory with a CPU DLPack producer (numpy, torch, ...) or a DLPack
+        capsule (``to_dlpack()``'s); ``is_bool_tensor``: the uint8 data is bool (DLPack before
+        its bool type), viewed as bool without a copy."""
+        producer = _Capsule(data) if type(data).__name__ == "PyCapsule" else data
+        arr = np.from_dlpack(producer)
+        if is_bool_tensor and arr.dtype in (np.uint8, np.int8):
+            arr = arr.view(np.bool_)
+        return cls.ortvalue_from_numpy(arr)
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule of the tensor (shares memory), as onnxruntime's ``to_dlpack``."""
+        return self._tensor("to_dlpack").__dlpack__()
 
     # ------------------------------------------------------------------------ accessors
 
@@ -233,6 +252,73 @@ class OrtValue:
             kind = "an empty optional" if self._value is None else type(self._value).__name__
             raise InvalidArgumentError(f"OrtValue.{method}: this value is {kind}, not a tensor")
         return self._value
+
+
+class _Capsule:
+    """A bare DLPack capsule made a producer numpy takes (a CPU tensor's)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)   # (kDLCPU)
+
+
+class OrtValueVector:
+    """onnxruntime's vector of :class:`OrtValue` (``run_with_ortvaluevector``'s feeds and
+    fetches, ``IOBinding.get_outputs_as_ortvaluevector``)."""
+
+    def __init__(self, values: Sequence[OrtValue] = ()) -> None:
+        self._values: list[OrtValue] = list(values)
+
+    def push_back(self, value: OrtValue) -> None:
+        if not isinstance(value, OrtValue):
+            raise InvalidArgumentError(f"OrtValueVector holds OrtValues, got "
+                                       f"{type(value).__name__}")
+        self._values.append(value)
+
+    def push_back_batch(self, tensors: Sequence[Any], data_ptrs: Sequence[int],
+                        element_types: Sequence[Any], shapes: Sequence[Sequence[int]],
+                        devices: Sequence[Any]) -> None:
+        """Append tensors given by address, element type and shape (the caller keeps each
+        buffer alive, as with onnxruntime; ``tensors`` are the objects owning them)."""
+        for ptr, et, shape in zip(data_ptrs, element_types, shapes, strict=True):
+            self._values.append(OrtValue(array_at(ptr, et, shape, "push_back_batch")))
+
+    def reserve(self, n: int) -> None:
+        """No-op (a Python list grows as needed)."""
+
+    def shrink_to_fit(self) -> None:
+        """No-op."""
+
+    def element_type_at(self, index: int) -> int:
+        return self._values[index].element_type()
+
+    def dlpack_at(self, index: int) -> Any:
+        return self._values[index].to_dlpack()
+
+    def to_dlpacks(self, to_tensor: Any = None) -> list[Any]:
+        """Every value as a DLPack capsule, or ``to_tensor(capsule)`` of each."""
+        caps = [v.to_dlpack() for v in self._values]
+        return caps if to_tensor is None else [to_tensor(c) for c in caps]
+
+    def _clear(self) -> None:
+        self._values.clear()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, index: int) -> OrtValue:
+        return self._values[index]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __repr__(self) -> str:
+        return f"OrtValueVector({self._values!r})"
 
 
 def _check_tensor_dtype(dtype: np.dtype, what: str) -> None:

@@ -35,10 +35,12 @@ from ._devices import OrtEpDevice, OrtMemoryInfo, cpu_memory_info
 from ._dtypes import array_type_name, np_dtype
 from ._errors import (
     CompileError,
+    Fail,
     InvalidArgument,
     InvalidArgumentError,
     InvalidFeedError,
     InvalidModelError,
+    LoadCancelledError,
     OnnxplexError,
     PartitionError,
     ProviderError,
@@ -55,7 +57,7 @@ from ._ortcompat import (
     ProviderNames,
     ProviderOptionsByName,
 )
-from ._ortvalue import OrtValue
+from ._ortvalue import OrtValue, OrtValueVector
 from ._partition import PartitionPlan, partition
 from ._plugins import (
     DEFAULT_PROVIDER,
@@ -149,6 +151,9 @@ class SessionOptions(_Settings):
         self._initializers: dict[str, OrtValue] = {}
         self._dims_by_name: dict[str, int] = {}
         self._dims_by_denotation: dict[str, int] = {}
+        self._providers: list[tuple[str, dict[str, str]]] = []
+        self._selection_policy: Any = None
+        self._cancel_load = False
         self._sealed = True
 
     def add_session_config_entry(self, key: str, value: str) -> None:
@@ -218,9 +223,33 @@ class SessionOptions(_Settings):
         return Overrides({k: v.numpy() for k, v in self._initializers.items()},
                          dict(self._dims_by_name), dict(self._dims_by_denotation))
 
+    def add_provider(self, provider_name: str, provider_options: Mapping[str, Any]) -> None:
+        """Ask for a provider (onnxruntime's plugin-EP way): a session given these options and
+        no ``providers`` uses the providers added here, in the order added."""
+        self._providers.append((str(provider_name),
+                                {str(k): str(v) for k, v in dict(provider_options).items()}))
+
+    def add_provider_for_devices(self, ep_devices: Sequence[Any],
+                                 provider_options: Mapping[str, Any]) -> None:
+        """:meth:`add_provider` for the providers of ``ep_devices`` (from
+        ``get_ep_devices()``)."""
+        for device in ep_devices:
+            self.add_provider(device.ep_name, provider_options)
+
+    def set_provider_selection_policy(self, policy: Any) -> None:
+        """onnxruntime's automatic provider selection policy: every policy gives onnxplex's
+        default providers (they all run on the CPU)."""
+        self._selection_policy = policy
+
     def has_providers(self) -> bool:
-        """Always False: providers are chosen with ``InferenceSession(providers=...)``."""
-        return False
+        """Whether providers were added with :meth:`add_provider` (or a selection policy
+        set)."""
+        return bool(self._providers) or self._selection_policy is not None
+
+    def set_load_cancellation_flag(self, value: bool) -> None:
+        """Cancel the creation of sessions built with these options (checked between the
+        steps of creation; a session that has begun reading its model stops at the next)."""
+        self._cancel_load = bool(value)
 
     def register_custom_ops_library(self, library_path: str) -> None:
         """Not supported: onnxruntime custom-op libraries are native code for onnxruntime."""
@@ -283,6 +312,29 @@ class ModelMetadata:
     graph_description: str
     version: int
     custom_metadata_map: dict[str, str] = field(default_factory=dict)
+
+
+RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
+
+
+@dataclass(frozen=True)
+class EpAssignedNode:
+    """A node in :meth:`InferenceSession.get_provider_graph_assignment_info`."""
+
+    name: str
+    op_type: str
+    domain: str
+
+
+@dataclass(frozen=True)
+class EpAssignedSubgraph:
+    """The nodes one provider runs as one unit."""
+
+    ep_name: str
+    nodes: tuple[EpAssignedNode, ...]
+
+    def get_nodes(self) -> list[EpAssignedNode]:
+        return list(self.nodes)
 
 
 def _dim_size(value: Any) -> int:
@@ -389,6 +441,7 @@ class InferenceSession:
         if kwargs:
             raise InvalidArgumentError(f"unknown InferenceSession argument(s) {sorted(kwargs)}")
         self._options = (sess_options or SessionOptions())._copy()
+        self._given_options = sess_options   # (its load cancellation flag may be set meanwhile)
         self._lock = threading.Lock()
         self._profile: list[dict[str, Any]] | None = [] if self._options.enable_profiling else None
         self._profile_t0 = time.perf_counter_ns()
@@ -399,10 +452,17 @@ class InferenceSession:
             self._create(path_or_bytes, providers, provider_options)
         self._profile_event("session_initialization", "Session", t0, time.perf_counter_ns())
 
+    def _check_cancelled(self) -> None:
+        if getattr(self._given_options, "_cancel_load", False):
+            raise LoadCancelledError("the session's creation was cancelled "
+                                     "(SessionOptions.set_load_cancellation_flag(True))")
+
     def _create(self, path_or_bytes: Any, providers: Sequence[Any] | None,
                 provider_options: Sequence[Mapping[str, Any]] | None) -> None:
+        self._check_cancelled()
         with self._phase("model_loading"):
             model = load_model(path_or_bytes, overrides=self._options._overrides())
+        self._check_cancelled()
         self._meta = _metadata(model)
         if self._read_config:
             self._apply_ort_config(self._meta.custom_metadata_map.get("ort_config"))
@@ -414,6 +474,8 @@ class InferenceSession:
         self._input_names = frozenset(self._input_infos)
         self._overridable = [_node_arg(model.value_info(v.name)) for v in model.graph.inputs
                              if v.name in model.overridable]
+        if providers is None and self._options._providers:
+            providers = [(name, dict(opts)) for name, opts in self._options._providers]
         self._requested = (providers, provider_options)
         self._build(model)
 
@@ -588,6 +650,7 @@ class InferenceSession:
                                         if r.changes}
         self._fallback_off = fallback_off
         self._body_plans: list[tuple[str, PartitionPlan]] = []
+        self._check_cancelled()
         with self._phase("partition_and_compile"):
             model, plan, units, active = self._partition_compile(model, providers)
         self._plan = plan
@@ -607,6 +670,7 @@ class InferenceSession:
                     "kernel for them; save at ORT_ENABLE_EXTENDED for a portable model",
                     self._options.optimized_model_filepath)
 
+        self._check_cancelled()
         with self._phase("execution_plan"):
             self._exec = _executor.build_plan(model, units)
         self._raw_maps = _raw_map_inputs(self._exec, self._input_infos)
@@ -917,6 +981,26 @@ class InferenceSession:
         return [OrtValue(v, types.get(n)) for n, v in
                 zip(names, self.run(names, feeds, run_options))]
 
+    def run_with_ortvaluevector(self, run_options: RunOptions | None,
+                                feed_names: Sequence[str], feeds: OrtValueVector,
+                                fetch_names: Sequence[str], fetches: OrtValueVector,
+                                fetch_devices: Sequence[Any]) -> None:
+        """onnxruntime's lowest-overhead run: feeds and results as :class:`OrtValueVector` s
+        (``fetches`` is filled with the results, in ``fetch_names`` order; the devices must be
+        the CPU)."""
+        if len(feed_names) != len(feeds):
+            raise InvalidFeedError(f"run_with_ortvaluevector: {len(feed_names)} feed names and "
+                                   f"{len(feeds)} feeds")
+        for device in fetch_devices:
+            if getattr(device, "device_type", lambda: 0)() != 0:
+                raise InvalidArgumentError(f"run_with_ortvaluevector: fetch device {device!r} "
+                                           "is not the CPU; onnxplex runs on the CPU only")
+        results = self.run_with_ort_values(list(fetch_names), dict(zip(feed_names, feeds)),
+                                           run_options)
+        fetches._clear()
+        for value in results:
+            fetches.push_back(value)
+
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
                   callback: Any, user_data: Any, run_options: RunOptions | None = None) -> None:
         """Run on another thread, then call ``callback(results, user_data, error)``: the
@@ -1024,6 +1108,44 @@ class InferenceSession:
 
     def get_session_options(self) -> SessionOptions:
         return self._options
+
+    def disable_fallback(self) -> None:
+        """onnxruntime retries a failed run on its CPU provider unless this is called;
+        onnxplex has no such retry (the CPU provider already runs what others decline), so
+        this only records the choice."""
+        self._enable_fallback = False
+
+    def enable_fallback(self) -> None:
+        """See :meth:`disable_fallback`."""
+        self._enable_fallback = True
+
+    def get_tuning_results(self) -> list[dict[str, Any]]:
+        """onnxruntime's tunable-op results: onnxplex's kernels are not tuned at run time, so
+        there are none."""
+        return []
+
+    def set_tuning_results(self, results: Sequence[Mapping[str, Any]],
+                           error_on_invalid: bool = False) -> None:
+        """Accept tuning results: there is nothing to tune; results naming a provider this
+        session does not have are an error when ``error_on_invalid``."""
+        names = self.get_providers()
+        for r in results:
+            ep = r.get("ep") if isinstance(r, Mapping) else None
+            if ep not in names and error_on_invalid:
+                raise as_status(InvalidArgumentError, RuntimeError)(
+                    f"Cannot find execution provider {ep}")
+
+    def get_provider_graph_assignment_info(self) -> list[EpAssignedSubgraph]:
+        """The nodes each provider runs, one entry per partition (after optimization), as
+        onnxruntime reports them when ``session.record_ep_graph_assignment_info`` is "1"."""
+        if self._options._config.get(RECORD_ASSIGNMENT, "0") != "1":
+            raise as_status(InvalidArgumentError, Fail)(
+                f"Session configuration entry '{RECORD_ASSIGNMENT}' must be set to \"1\" to "
+                "retrieve EP graph assignment information.")
+        place = {p.index: p for p in self._plan.placements}
+        return [EpAssignedSubgraph(ProviderName(part.provider), tuple(
+            EpAssignedNode(place[i].name, place[i].op_type, place[i].domain)
+            for i in part.nodes)) for part in self._plan.partitions]
 
     def get_provider_assignment(self) -> PartitionPlan:
         """Where every node runs, the partitions, and each decline reason (see

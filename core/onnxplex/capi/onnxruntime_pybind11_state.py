@@ -47,12 +47,18 @@ from .._ortcompat import (
     get_available_providers,
     get_build_info,
     get_version_string,
+    preload_dlls,
+    register_execution_provider_library,
     set_default_logger_callback,
     set_default_logger_severity,
     set_default_logger_verbosity,
+    set_global_thread_pool_sizes,
     set_seed,
+    unregister_execution_provider_library,
 )
-from .._ortvalue import OrtValue
+from .._ortvalue import OrtValue, OrtValueVector
+from .._session import EpAssignedNode as OrtEpAssignedNode
+from .._session import EpAssignedSubgraph as OrtEpAssignedSubgraph
 from .._session import (
     ExecutionMode,
     ExecutionOrder,
@@ -75,7 +81,7 @@ __all__ = [
     "ModelLoadCanceled", "ModelLoaded", "ModelRequiresCompilation", "NoModel", "NoSuchFile",
     "NotFound", "NotImplemented", "RuntimeException",
     "ExecutionMode", "ExecutionOrder", "GraphOptimizationLevel", "ModelMetadata", "NodeArg",
-    "OrtValue", "RunOptions", "SessionIOBinding", "SessionOptions",
+    "OrtValue", "OrtValueVector", "RunOptions", "SessionIOBinding", "SessionOptions",
     "OrtAllocatorType", "OrtArenaCfg", "OrtDevice", "OrtDeviceMemoryType", "OrtEpDevice",
     "OrtHardwareDevice", "OrtHardwareDeviceType", "OrtMemType", "OrtMemoryInfo",
     "OrtMemoryInfoDeviceType",
@@ -84,4 +90,6 @@ __all__ = [
     "get_available_providers", "get_build_info", "get_default_session_options", "get_device",
     "get_ep_devices", "get_version_string", "set_default_logger_callback",
     "set_default_logger_severity", "set_default_logger_verbosity", "set_seed",
+    "preload_dlls", "register_execution_provider_library", "set_global_thread_pool_sizes",
+    "unregister_execution_provider_library", "OrtEpAssignedNode", "OrtEpAssignedSubgraph",
 ]
