@@ -635,3 +635,31 @@ def test_session_fallback_switches_and_tuning_results(ort):
 def test_native_ep_libraries_are_refused_with_fail(ort, tmp_path):
     with pytest.raises(status(ort, "Fail")):
         ort.register_execution_provider_library("mine", str(tmp_path / "absent.so"))
+
+
+# --------------------------------------------------------------------------------------------
+# Sparse tensors in models
+# --------------------------------------------------------------------------------------------
+
+
+def _sparse(name: str, coords: bool) -> onnx.SparseTensorProto:
+    values = numpy_helper.from_array(np.array([1.5, -2.0], np.float32), name)
+    idx = np.array([[0, 1], [1, 2]], np.int64) if coords else np.array([1, 5], np.int64)
+    return helper.make_sparse_tensor(values, numpy_helper.from_array(idx, "idx"), [2, 3])
+
+
+@pytest.mark.parametrize("coords", [False, True], ids=["linear indices", "coordinates"])
+@pytest.mark.parametrize("where", ["sparse initializer", "Constant sparse_value"])
+def test_sparse_constants_compute_as_dense(ort, where, coords):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    add = helper.make_node("Add", ["x", "W"], ["y"])
+    io = ([helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    if where == "sparse initializer":
+        g = helper.make_graph([add], "g", *io, sparse_initializer=[_sparse("W", coords)])
+    else:
+        const = helper.make_node("Constant", [], ["W"], sparse_value=_sparse("W", coords))
+        g = helper.make_graph([const, add], "g", *io)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    (y,) = session(ort, m.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_array_equal(y, x + np.array([[0, 1.5, 0], [0, 0, -2.0]], np.float32))

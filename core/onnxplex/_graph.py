@@ -995,6 +995,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     _maptype.install()
     _fast_attrs.install()
     walked = _walk(proto)
+    if _densify_sparse(walked):   # (sparse initializers and Constants become dense ones)
+        walked, serialized = _walk(proto), None
     _check_versions(proto, walked)
     _check_schemas(proto, walked)
     external = _check_tensors(walked, base_dir)
@@ -1033,6 +1035,65 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         raise InvalidModelError(f"the model could not be read into the graph: "
                                 f"{type(e).__name__}: {e}") from e
     return loaded
+
+
+_SPARSE_TENSOR = onnx.AttributeProto.SPARSE_TENSOR
+
+
+def _densify_sparse(walked: _Walked) -> bool:
+    """Sparse initializers (``graph.sparse_initializer``) made dense initializers, and
+    ``Constant(sparse_value=...)`` a ``Constant(value=...)``, in every graph of the model, as
+    onnxruntime makes them dense when it loads a model (its kernels read dense tensors).
+    Whether anything changed."""
+    changed = False
+    for g in walked.graphs():
+        if g.proto.sparse_initializer:
+            for sp in g.proto.sparse_initializer:
+                g.proto.initializer.append(_dense(sp, g.where))
+            del g.proto.sparse_initializer[:]
+            changed = True
+        for node in g.nodes:
+            if node.op_type != "Constant" or not any(a.kind == _SPARSE_TENSOR
+                                                     for a in node.attrs):
+                continue
+            for a in list(node.proto.attribute):
+                if a.type == _SPARSE_TENSOR and a.name == "sparse_value":
+                    dense = _dense(a.sparse_tensor, f"{g.where}: Constant {node.name!r}")
+                    node.proto.attribute.remove(a)
+                    node.proto.attribute.append(onnx.helper.make_attribute("value", dense))
+                    changed = True
+    return changed
+
+
+def _dense(sp: onnx.SparseTensorProto, where: str) -> onnx.TensorProto:
+    """The dense tensor of a sparse one (COO: linear indices [NNZ] or coordinates
+    [NNZ, rank]); raises :class:`InvalidModelError` for indices outside its shape."""
+    name = sp.values.name
+    try:
+        values = onnx.numpy_helper.to_array(sp.values).reshape(-1)
+        indices = onnx.numpy_helper.to_array(sp.indices).astype(np.int64)
+    except Exception as e:  # noqa: BLE001 - malformed sparse tensors raise assorted errors
+        raise InvalidModelError(f"{where}: sparse tensor {name!r} cannot be read: {e}") from e
+    dims = tuple(int(d) for d in sp.dims)
+    check_tensor_size(dims, sp.values.data_type, f"{where}: sparse tensor {name!r}")
+    size = int(np.prod(dims)) if dims else 1
+    if indices.ndim == 2 and indices.shape[1] == len(dims) and len(dims) > 1:
+        bad = (indices < 0) | (indices >= np.array(dims, np.int64))
+        if bad.any():
+            raise InvalidModelError(f"{where}: sparse tensor {name!r} has indices outside its "
+                                    f"shape {list(dims)}")
+        indices = np.ravel_multi_index(tuple(indices.T), dims) if indices.size else \
+            np.zeros(0, np.int64)
+    indices = indices.reshape(-1)
+    if indices.size != values.size or (indices.size and (indices.min() < 0
+                                                         or indices.max() >= size)):
+        raise InvalidModelError(
+            f"{where}: sparse tensor {name!r} has {values.size} values and {indices.size} "
+            f"indices, or indices outside its {size} elements")
+    dense = np.zeros(size, dtype=values.dtype) if values.dtype != object else \
+        np.full(size, b"", dtype=object)
+    dense[indices] = values
+    return onnx.numpy_helper.from_array(dense.reshape(dims), name)
 
 
 def _forget_generated_dims(proto: onnx.ModelProto) -> bool:
