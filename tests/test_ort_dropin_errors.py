@@ -663,3 +663,114 @@ def test_sparse_constants_compute_as_dense(ort, where, coords):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     (y,) = session(ort, m.SerializeToString()).run(None, {"x": x})
     np.testing.assert_array_equal(y, x + np.array([[0, 1.5, 0], [0, 0, -2.0]], np.float32))
+
+
+def test_sparse_tensor_objects(ort):
+    cpu = ort.OrtDevice.make("cpu", 0)
+    shape = [9, 9]
+    values = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    indices = np.array([3, 5, 15], dtype=np.int64)
+    st = ort.SparseTensor.sparse_coo_from_numpy(shape, values, indices, cpu)
+    assert st.format() == ort.OrtSparseFormat.ORT_SPARSE_COO
+    assert (st.dense_shape(), st.data_type(), st.device_name()) == \
+        (shape, "sparse_tensor(float)", "cpu")
+    got_values, got_indices = st.values(), st.as_coo_view().indices()
+    assert not got_values.flags.writeable and not got_indices.flags.writeable
+    np.testing.assert_array_equal(got_values, values)
+    np.testing.assert_array_equal(got_indices, indices)
+    value = ort.OrtValue.ort_value_from_sparse_tensor(st)
+    assert value.is_sparse_tensor() and not value.is_tensor()
+    assert value.data_type() == "sparse_tensor(float)"
+    np.testing.assert_array_equal(value.as_sparse_tensor().values(), values)
+    with pytest.raises(RuntimeError):
+        value.numpy()
+    with pytest.raises(RuntimeError):
+        ort.OrtValue.ortvalue_from_numpy(values).as_sparse_tensor()
+    strings = ort.SparseTensor.sparse_coo_from_numpy(
+        shape, np.array(["xyz", "yxz", "zyx"]), indices, cpu)
+    assert strings.data_type() == "sparse_tensor(string)"
+    assert strings.values().tolist() == ["xyz", "yxz", "zyx"]
+    with pytest.raises(RuntimeError):
+        st.as_csrc_view()
+    with pytest.raises(RuntimeError):
+        st.to_cuda(ort.OrtDevice.make("cuda", 0))
+    with pytest.raises(RuntimeError, match="Index size: 3 must be equal to or twice"):
+        ort.SparseTensor.sparse_coo_from_numpy([3, 3], values[:2], indices, cpu)
+    with pytest.raises(RuntimeError, match="1-D"):
+        ort.SparseTensor.sparse_coo_from_numpy([3, 3], values.reshape(1, 3), indices, cpu)
+    inner = np.array([1, 1, 1], np.int64)
+    outer = np.array([0, 1, 2, 3, 3, 3, 3, 3, 3, 3], np.int64)
+    csr = ort.SparseTensor.sparse_csr_from_numpy(shape, values, inner, outer, cpu)
+    assert csr.format() == ort.OrtSparseFormat.ORT_SPARSE_CSRC
+    np.testing.assert_array_equal(csr.as_csrc_view().inner(), inner)
+    np.testing.assert_array_equal(csr.as_csrc_view().outer(), outer)
+    assert not csr.as_csrc_view().outer().flags.writeable
+
+
+def _sparse_matmul_model(**attrs) -> bytes:
+    node = helper.make_node("SparseToDenseMatMul", ["A", "B"], ["y"], domain="com.microsoft",
+                            **attrs)
+    # (symbolic shapes: onnxruntime's shape inference of the op ignores transA/transB)
+    g = helper.make_graph([node], "g",
+                          [helper.make_sparse_tensor_value_info("A", TensorProto.FLOAT,
+                                                                ["a0", "a1"]),
+                           helper.make_tensor_value_info("B", TensorProto.FLOAT, ["b0", "b1"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=8).SerializeToString()
+
+
+SPARSE_MATMUL_CASES = [
+    (module, fmt) for module in ORT_MODULES for fmt in ("coo coordinates", "csr")
+] + [("onnxplex", "coo linear")]   # (onnxruntime's kernel takes COO coordinates only)
+
+
+@pytest.mark.parametrize("module, fmt", SPARSE_MATMUL_CASES)
+@pytest.mark.parametrize("attrs", [{}, {"alpha": 0.5}, {"transA": 1}, {"transB": 1},
+                                   {"transA": 1, "transB": 1, "alpha": -2.0}],
+                         ids=["plain", "alpha", "transA", "transB", "both"])
+def test_sparse_input_to_sparse_to_dense_matmul(module, fmt, attrs):
+    ort = importlib.import_module(module)
+    rng = np.random.default_rng(1)
+    dense = np.where(rng.random((3, 4)) < 0.4, rng.standard_normal((3, 4)), 0).astype(np.float32)
+    if attrs.get("transA"):
+        dense = np.ascontiguousarray(dense.T)
+    b = rng.standard_normal((2, 4) if attrs.get("transB") else (4, 2)).astype(np.float32)
+    cpu = ort.OrtDevice.make("cpu", 0)
+    rows, cols = np.nonzero(dense)
+    if fmt == "csr":
+        outer = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=dense.shape[0]))])
+        a = ort.SparseTensor.sparse_csr_from_numpy(list(dense.shape), dense[rows, cols],
+                                                   cols.astype(np.int64),
+                                                   outer.astype(np.int64), cpu)
+    else:
+        idx = (np.ravel_multi_index((rows, cols), dense.shape) if fmt == "coo linear"
+               else np.stack([rows, cols], axis=1))
+        a = ort.SparseTensor.sparse_coo_from_numpy(list(dense.shape), dense[rows, cols],
+                                                   idx.astype(np.int64), cpu)
+    sess = session(ort, _sparse_matmul_model(**attrs))
+    assert sess.get_inputs()[0].type == "sparse_tensor(float)"
+    (y,) = sess.run_with_ort_values(["y"], {"A": ort.OrtValue.ort_value_from_sparse_tensor(a),
+                                            "B": ort.OrtValue.ortvalue_from_numpy(b)})
+    op_a = dense.T if attrs.get("transA") else dense
+    op_b = b.T if attrs.get("transB") else b
+    np.testing.assert_allclose(y.numpy(), attrs.get("alpha", 1.0) * op_a @ op_b,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_sparse_graph_output_is_returned_sparse(ort):
+    values = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "c")
+    sp = helper.make_sparse_tensor(values, numpy_helper.from_array(
+        np.array([1, 5], np.int64), "i"), [2, 3])
+    g = helper.make_graph([helper.make_node("Constant", [], ["c"], sparse_value=sp)], "g", [],
+                          [helper.make_sparse_tensor_value_info("c", TensorProto.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    sess = session(ort, m.SerializeToString())
+    (st,) = sess.run(None, {})
+    assert st.format == ort.OrtSparseFormat.ORT_SPARSE_COO   # (a property on the C class)
+    assert st.dense_shape() == [2, 3]
+    np.testing.assert_array_equal(st.values(), [1.0, 2.0])
+    np.testing.assert_array_equal(st.get_coo_data().indices(), [1, 5])
+    (value,) = sess.run_with_ort_values(None, {})
+    assert value.is_sparse_tensor() and value.data_type() == "sparse_tensor(float)"

@@ -96,6 +96,7 @@ from ._session import (
     SessionOptions,
     get_device,
 )
+from ._sparse import OrtSparseFormat, SparseTensor
 
 __version__ = "0.1.0"
 
@@ -126,6 +127,8 @@ __all__ = [
     "unregister_execution_provider_library",
     "set_global_thread_pool_sizes",
     "preload_dlls",
+    "SparseTensor",
+    "OrtSparseFormat",
     "OrtDevice",
     "OrtMemoryInfo",
     "OrtMemType",

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ._dtypes import np_dtype, onnx_elem_type, type_string
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, as_status
+from ._sparse import SparseTensor
 
 __all__ = ["OrtValue", "OrtValueVector", "check_cpu_device", "array_at", "element_dtype"]
 
@@ -175,7 +176,9 @@ class OrtValue:
         return self._tensor("__dlpack_device__").__dlpack_device__()
 
     def shape(self) -> list[int]:
-        """The tensor's shape as a list of ints."""
+        """The tensor's shape as a list of ints (a sparse tensor's dense shape)."""
+        if isinstance(self._value, SparseTensor):
+            return self._value.dense_shape()
         return [int(d) for d in self._tensor("shape").shape]
 
     def data_type(self) -> str:
@@ -183,6 +186,8 @@ class OrtValue:
         ``'seq(tensor(int64))'``, ``'optional(tensor(float))'``."""
         if isinstance(self._value, np.ndarray):
             return type_string(onnx_elem_type(self._value.dtype))
+        if isinstance(self._value, SparseTensor):
+            return self._value.data_type()
         if self._type is not None:
             return self._type
         if isinstance(self._value, list) and self._value \
@@ -222,8 +227,23 @@ class OrtValue:
         return all(isinstance(v, np.ndarray) for v in self._value)
 
     def is_sparse_tensor(self) -> bool:
-        """Always False: onnxplex has no sparse tensors."""
-        return False
+        return isinstance(self._value, SparseTensor)
+
+    @classmethod
+    def ort_value_from_sparse_tensor(cls, sparse_tensor: SparseTensor) -> OrtValue:
+        """A value holding ``sparse_tensor`` (for a ``sparse_tensor(...)`` input)."""
+        if not isinstance(sparse_tensor, SparseTensor):
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"ort_value_from_sparse_tensor takes a SparseTensor, got "
+                f"{type(sparse_tensor).__name__}")
+        return cls(sparse_tensor)
+
+    def as_sparse_tensor(self) -> SparseTensor:
+        """The sparse tensor this value holds (an error for any other value)."""
+        if not isinstance(self._value, SparseTensor):
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                "OrtValue.as_sparse_tensor: this value is not a sparse tensor")
+        return self._value
 
     def update_inplace(self, data: Any) -> None:
         """Copy ``data`` (an array or an OrtValue of the same shape and dtype) into this
@@ -250,7 +270,8 @@ class OrtValue:
     def _tensor(self, method: str) -> np.ndarray:
         if not isinstance(self._value, np.ndarray):
             kind = "an empty optional" if self._value is None else type(self._value).__name__
-            raise InvalidArgumentError(f"OrtValue.{method}: this value is {kind}, not a tensor")
+            raise as_status(InvalidArgumentError, RuntimeError)(   # (onnxruntime's class)
+                f"OrtValue.{method}: this value is {kind}, not a tensor")
         return self._value
 
 

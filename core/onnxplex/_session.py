@@ -67,6 +67,7 @@ from ._plugins import (
 )
 from ._provider import ExecutionProvider, ProviderContext
 from ._records import record
+from ._sparse import SparseTensor
 
 __all__ = [
     "GraphOptimizationLevel",
@@ -352,7 +353,7 @@ def get_device() -> str:
 def _node_arg(info: ValueInfo, declared: frozenset[str] = frozenset()) -> NodeArg:
     """``declared``: the symbolic dims the model's inputs name; other ``unk__N`` names were
     made up by onnx shape inference and show as ``None`` (unknown), as in onnxruntime."""
-    if info.kind == "tensor":
+    if info.kind in ("tensor", "sparsetensor"):
         shape = [] if info.shape is None else [
             None if isinstance(d, str) and d not in declared and _INFERRED_DIM.fullmatch(d)
             else d for d in info.shape]
@@ -684,8 +685,12 @@ class InferenceSession:
         self._serialize_runs = not all(p.concurrent_run_supported for p in active)
         # runs that need no lock, no inter-op pool and find numpy's error state where numpy 2
         # keeps it (see run)
+        # outputs declared sparse_tensor(...): returned as SparseTensor (COO), as onnxruntime
+        # returns them (the kernels compute dense arrays)
+        self._sparse_outputs = frozenset(   # (as declared: folding may have made them dense)
+            a.name for a in self._outputs if a.type.startswith("sparse_tensor("))
         self._plain_runs = (not self._serialize_runs and self._pool is None
-                            and _ERRSTATE_VAR is not None)
+                            and _ERRSTATE_VAR is not None and not self._sparse_outputs)
         if _debug_level() >= 1 or self._options.log_severity_level == 0 \
                 or logger.isEnabledFor(logging.DEBUG):   # (verbose: set_default_logger_*)
             logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
@@ -828,6 +833,10 @@ class InferenceSession:
                 self._execute(slots, cancelled, record)
         if record is not None:
             self._profile_event("model_run", "Session", t0, time.perf_counter_ns())
+        if self._sparse_outputs:
+            return [SparseTensor.from_dense(v) if n in self._sparse_outputs
+                    and isinstance(v, np.ndarray) else _owned(v, feeds)
+                    for n, v in ((n, slots[out_slots[n]]) for n in names)]
         return [_owned(slots[out_slots[n]], feeds) for n in names]
 
     def _execute(self, slots, cancelled, record) -> None:

@@ -819,3 +819,51 @@ def make_cdist(node: NodeView, ctx: ProviderContext):
         return np.sqrt(y) if root else y
 
     return kernel
+
+
+@op("SparseToDenseMatMul", since=1, domain=MS)
+def make_sparse_to_dense_matmul(node: NodeView, ctx: ProviderContext):
+    """com.microsoft SparseToDenseMatMul: ``alpha * op(A) @ op(B)``, A a sparse tensor (COO or
+    CSR, 2-D), B dense; each stored value of A adds its row of B (O(nnz * N), A is never made
+    dense)."""
+    alpha = float(node.attr("alpha", 1.0))
+    trans_a, trans_b = bool(node.attr("transA", 0)), bool(node.attr("transB", 0))
+
+    def kernel(a, b):
+        if not hasattr(a, "dense_shape") or not hasattr(a, "format"):
+            raise ValueError(f"SparseToDenseMatMul: A must be a sparse tensor, got "
+                             f"{type(a).__name__}")
+        shape = a.dense_shape()
+        if len(shape) != 2 or np.ndim(b) != 2:
+            raise ValueError(f"SparseToDenseMatMul: A {shape} and B {list(np.shape(b))} must "
+                             "be 2-D")
+        rows, cols = _sparse_coordinates(a)
+        m, k = shape
+        if trans_a:
+            rows, cols, m, k = cols, rows, k, m
+        bm = b.T if trans_b else b
+        if bm.shape[0] != k:
+            raise ValueError(f"SparseToDenseMatMul: op(A) is [{m}, {k}], op(B) is "
+                             f"{list(bm.shape)}")
+        values = np.asarray(a.values())
+        y = np.zeros((m, bm.shape[1]), dtype=np.result_type(values.dtype, bm.dtype))
+        np.add.at(y, rows, values[:, None] * bm[cols])
+        if alpha != 1.0:
+            y *= y.dtype.type(alpha)
+        return y
+
+    return kernel
+
+
+def _sparse_coordinates(a) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of each stored value of a 2-D COO or CSR sparse tensor."""
+    fmt = int(a.format())
+    k = a.dense_shape()[1]
+    if fmt == 1:   # COO: linear indices or [NNZ, 2] coordinates
+        idx = np.asarray(a.as_coo_view().indices())
+        return (idx // k, idx % k) if idx.ndim == 1 else (idx[:, 0], idx[:, 1])
+    if fmt == 2:   # CSR(C)
+        view = a.as_csrc_view()
+        outer = np.asarray(view.outer())
+        return np.repeat(np.arange(outer.size - 1), np.diff(outer)), np.asarray(view.inner())
+    raise ValueError("SparseToDenseMatMul: A must be COO or CSR")

@@ -69,6 +69,7 @@ from .._session import (
     SessionOptions,
     get_device,
 )
+from .._sparse import OrtSparseFormat, SparseTensor
 
 
 def get_default_session_options() -> SessionOptions:
@@ -81,7 +82,8 @@ __all__ = [
     "ModelLoadCanceled", "ModelLoaded", "ModelRequiresCompilation", "NoModel", "NoSuchFile",
     "NotFound", "NotImplemented", "RuntimeException",
     "ExecutionMode", "ExecutionOrder", "GraphOptimizationLevel", "ModelMetadata", "NodeArg",
-    "OrtValue", "OrtValueVector", "RunOptions", "SessionIOBinding", "SessionOptions",
+    "OrtSparseFormat", "OrtValue", "OrtValueVector", "RunOptions", "SparseTensor",
+    "SessionIOBinding", "SessionOptions",
     "OrtAllocatorType", "OrtArenaCfg", "OrtDevice", "OrtDeviceMemoryType", "OrtEpDevice",
     "OrtHardwareDevice", "OrtHardwareDeviceType", "OrtMemType", "OrtMemoryInfo",
     "OrtMemoryInfoDeviceType",
