@@ -774,3 +774,82 @@ def test_sparse_graph_output_is_returned_sparse(ort):
     np.testing.assert_array_equal(st.get_coo_data().indices(), [1, 5])
     (value,) = sess.run_with_ort_values(None, {})
     assert value.is_sparse_tensor() and value.data_type() == "sparse_tensor(float)"
+
+
+# --------------------------------------------------------------------------------------------
+# LoRA adapters
+# --------------------------------------------------------------------------------------------
+
+ADAPTER_PARAMS = {"lora_A": np.arange(6, dtype=np.float32).reshape(2, 3) / 4,
+                  "lora_B": np.array([1, -2, 3], np.int64),
+                  "scale": np.array([0.5], np.float16)}   # (onnxruntime reads no 0-d one)
+
+
+@pytest.mark.parametrize("writer, reader", [("onnxruntime", "onnxplex"),
+                                            ("onnxplex", "onnxruntime"),
+                                            ("onnxplex", "onnxplex")])
+def test_adapter_files_move_between_engines(tmp_path, writer, reader):
+    w, r = importlib.import_module(writer), importlib.import_module(reader)
+    adapter = w.AdapterFormat()
+    adapter.set_adapter_version(3)
+    adapter.set_model_version(7)
+    adapter.set_parameters({k: w.OrtValue.ortvalue_from_numpy(v)
+                            for k, v in ADAPTER_PARAMS.items()})
+    path = str(tmp_path / "a.onnx_adapter")
+    adapter.export_adapter(path)
+    back = r.AdapterFormat.read_adapter(path)
+    assert (back.get_adapter_version(), back.get_model_version()) == (3, 7)
+    got = {k: v.numpy() for k, v in back.get_parameters().items()}
+    assert got.keys() == ADAPTER_PARAMS.keys()
+    for k, v in ADAPTER_PARAMS.items():
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape
+        np.testing.assert_array_equal(got[k], v)
+
+
+def test_active_adapter_feeds_its_parameters(ort, tmp_path):
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "lora_A"], ["t"]),
+         helper.make_node("Add", ["t", "bias"], ["y"])], "lora",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2]),
+         helper.make_tensor_value_info("lora_A", TensorProto.FLOAT, [2, 2]),
+         helper.make_tensor_value_info("bias", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        [numpy_helper.from_array(np.zeros((2, 2), np.float32), "lora_A"),
+         numpy_helper.from_array(np.zeros(2, np.float32), "bias")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    adapter = ort.AdapterFormat()
+    adapter.set_parameters({"lora_A": ort.OrtValue.ortvalue_from_numpy(
+        2 * np.eye(2, dtype=np.float32)), "bias": ort.OrtValue.ortvalue_from_numpy(
+        np.ones(2, np.float32))})
+    path = str(tmp_path / "a.onnx_adapter")
+    adapter.export_adapter(path)
+    lora = ort.LoraAdapter()
+    lora.Load(path)
+    sess = session(ort, m.SerializeToString())
+    x = np.array([[1.0, 2.0]], np.float32)
+    ro = ort.RunOptions()
+    ro.add_active_adapter(lora)
+    np.testing.assert_array_equal(sess.run(None, {"x": x}, ro)[0], [[3.0, 5.0]])
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [[0.0, 0.0]])
+    # (the adapter's value wins over a feed of the same name)
+    np.testing.assert_array_equal(
+        sess.run(None, {"x": x, "lora_A": np.eye(2, dtype=np.float32)}, ro)[0], [[3.0, 5.0]])
+    other = ort.AdapterFormat()
+    other.set_parameters({"nope": ort.OrtValue.ortvalue_from_numpy(np.ones(2, np.float32))})
+    other.export_adapter(str(tmp_path / "b.onnx_adapter"))
+    unknown = ort.LoraAdapter()
+    unknown.Load(str(tmp_path / "b.onnx_adapter"))
+    bad = ort.RunOptions()
+    bad.add_active_adapter(unknown)
+    with pytest.raises(status(ort, "InvalidArgument"), match="Invalid input name: nope"):
+        sess.run(None, {"x": x}, bad)
+
+
+def test_malformed_adapter_file_is_refused(tmp_path):
+    path = tmp_path / "bad.onnx_adapter"
+    path.write_bytes(b"\x0c\x00\x00\x00TORT" + b"\xff" * 20)
+    with pytest.raises(RuntimeError, match="malformed|format version"):
+        onnxplex.AdapterFormat.read_adapter(str(path))
+    path.write_bytes(b"not an adapter at all")
+    with pytest.raises(RuntimeError, match="not an onnxruntime adapter file"):
+        onnxplex.AdapterFormat.read_adapter(str(path))

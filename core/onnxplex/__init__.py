@@ -10,6 +10,7 @@ from . import (
     _lazy_imports,  # noqa: F401 - first: defers sympy before onnx-ir is imported
     capi,  # onnxruntime's capi modules (onnxplex.capi.onnxruntime_pybind11_state...)
 )
+from ._adapters import AdapterFormat, LoraAdapter
 from ._devices import (
     OrtAllocatorType,
     OrtArenaCfg,
@@ -127,6 +128,8 @@ __all__ = [
     "unregister_execution_provider_library",
     "set_global_thread_pool_sizes",
     "preload_dlls",
+    "AdapterFormat",
+    "LoraAdapter",
     "SparseTensor",
     "OrtSparseFormat",
     "OrtDevice",

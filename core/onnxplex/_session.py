@@ -31,6 +31,7 @@ import onnx
 import onnx_ir as ir
 
 from . import _executor
+from ._adapters import LoraAdapter
 from ._devices import OrtEpDevice, OrtMemoryInfo, cpu_memory_info
 from ._dtypes import array_type_name, np_dtype
 from ._errors import (
@@ -276,7 +277,17 @@ class RunOptions(_Settings):
         self.terminate = False
         self.only_execute_path_to_fetches = False
         self._config: dict[str, str] = {}
+        self._adapters: list[LoraAdapter] = []
         self._sealed = True
+
+    def add_active_adapter(self, adapter: LoraAdapter) -> None:
+        """Feed ``adapter``'s parameters to runs made with these options (they take the
+        place of the model's overridable initializers of those names, and of feeds of the
+        same names, as in onnxruntime)."""
+        if not isinstance(adapter, LoraAdapter):
+            raise as_status(InvalidArgumentError, TypeError)(
+                f"add_active_adapter takes a LoraAdapter, got {type(adapter).__name__}")
+        self._adapters.append(adapter)
 
     def add_run_config_entry(self, key: str, value: str) -> None:
         """Set a run configuration entry (kept; onnxplex reads none yet)."""
@@ -797,6 +808,10 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: RunOptions | None = None) -> list[Any]:
         """Run the model; returns the requested outputs (all when ``output_names`` is None)."""
+        if run_options is not None and run_options._adapters:
+            input_feed = dict(input_feed)
+            for adapter in run_options._adapters:
+                input_feed.update(adapter._parameters)
         plan = self._exec
         out_slots = plan.output_slots
         if not output_names:

@@ -8,6 +8,7 @@ onnxplex's own.
 
 from __future__ import annotations
 
+from .._adapters import AdapterFormat, LoraAdapter
 from .._devices import (
     OrtAllocatorType,
     OrtArenaCfg,
@@ -78,6 +79,7 @@ def get_default_session_options() -> SessionOptions:
 
 
 __all__ = [
+    "AdapterFormat", "LoraAdapter",
     "EPFail", "EngineError", "Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf",
     "ModelLoadCanceled", "ModelLoaded", "ModelRequiresCompilation", "NoModel", "NoSuchFile",
     "NotFound", "NotImplemented", "RuntimeException",
