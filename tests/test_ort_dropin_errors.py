@@ -853,3 +853,77 @@ def test_malformed_adapter_file_is_refused(tmp_path):
     path.write_bytes(b"not an adapter at all")
     with pytest.raises(RuntimeError, match="not an onnxruntime adapter file"):
         onnxplex.AdapterFormat.read_adapter(str(path))
+
+
+# --------------------------------------------------------------------------------------------
+# More of what onnxruntime's own tests do
+# --------------------------------------------------------------------------------------------
+
+
+def test_c_level_session_and_values(ort):
+    state = importlib.import_module(f"{ort.__name__}.capi.onnxruntime_pybind11_state")
+    sess = session(ort)
+    value = ort.OrtValue.ortvalue_from_numpy(X)
+    vect = sess._sess.run_with_ort_values({"x": value._get_c_value()}, ["y"], ort.RunOptions())
+    assert isinstance(vect, state.OrtValueVector)
+    np.testing.assert_array_equal(vect[0].numpy(), np.maximum(X, 0))
+    assert value.__dlpack_device__() == (1, 0)
+    again = ort.OrtValue.from_dlpack(value)   # (any __dlpack__ producer; memory shared)
+    assert again.data_ptr() == value.data_ptr()
+    flags = ort.OrtValue.from_dlpack(ort.OrtValue.ortvalue_from_numpy(
+        np.array([True, False]))).numpy()
+    assert flags.dtype == np.bool_
+
+
+def test_arena_config_settings(ort):
+    cfg = ort.OrtArenaCfg(8, 0, 4, 2)
+    assert (cfg.max_mem, cfg.arena_extend_strategy, cfg.initial_chunk_size_bytes,
+            cfg.max_dead_bytes_per_chunk) == (8, 0, 4, 2)
+    settings = {"max_mem": 32, "arena_extend_strategy": 11, "initial_chunk_size_bytes": 18,
+                "max_dead_bytes_per_chunk": 14, "initial_growth_chunk_size_bytes": 12,
+                "max_power_of_two_extend_bytes": 17}
+    cfg = ort.OrtArenaCfg(settings)
+    assert {k: getattr(cfg, k) for k in settings} == settings
+    with pytest.raises(RuntimeError, match="Invalid OrtArenaCfg option: bogus"):
+        ort.OrtArenaCfg({"bogus": 1})
+
+
+def test_run_config_entries(ort):
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    assert ro.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+    with pytest.raises(RuntimeError, match="RunOptions does not have configuration with key"):
+        ro.get_run_config_entry("nope")
+    session(ort).run([], {"x": X}, ro)
+
+
+def test_external_initializer_files_in_memory(ort, tmp_path):
+    path = tmp_path / "mul.onnx"
+    onnx.save_model(_mul(tmp_path), path)
+    data = (tmp_path / "w.bin").read_bytes()
+    (tmp_path / "w.bin").unlink()
+    so = ort.SessionOptions()
+    replaced = W.tobytes() + data[W.nbytes:]
+    so.add_external_initializers_from_files_in_memory(["w.bin"], [replaced], [len(replaced)])
+    x = np.full((3, 2), 2.0, np.float32)
+    (y,) = session(ort, str(path), so).run(["y"], {"x": x})
+    np.testing.assert_array_equal(y, 2 * W)
+
+
+def test_check_and_normalize_provider_args(ort):
+    check = importlib.import_module(
+        f"{ort.__name__}.capi.onnxruntime_inference_collection").check_and_normalize_provider_args
+    valid = ["a", "b", "c"]
+    assert check(None, None, valid) == ([], [])
+    assert check(["a", "b"], None, valid) == (["a", "b"], [{}, {}])
+    assert check([("a", {1: 2}), "b"], None, valid) == (["a", "b"], [{"1": "2"}, {}])
+    assert check(["a", "b"], [{1: 2}, {}], valid) == (["a", "b"], [{"1": "2"}, {}])
+    with pytest.warns(UserWarning):
+        assert check(["a", "b", "a"], [{"x": 1}, {}, {"y": 2}], valid) == \
+            (["a", "b"], [{"x": "1"}, {}])
+    with pytest.warns(UserWarning, match="not in available provider names"):
+        check(["d"], None, valid)
+    for providers, options in ((3, None), ([3], None), (["a"], 3), (["a"], ["not dict"]),
+                               (["a", "b"], [{1: 2}]), ([("a", {1: 2})], [{3: 4}])):
+        with pytest.raises(ValueError):
+            check(providers, options, valid)

@@ -218,22 +218,28 @@ def cpu_memory_info() -> OrtMemoryInfo:
 
 class OrtArenaCfg:
     """An arena configuration for :func:`create_and_register_allocator`: kept, not used
-    (numpy allocates onnxplex's tensors)."""
+    (numpy allocates onnxplex's tensors). Built from the four classic settings in order, or
+    from a dict of any of :data:`ARENA_SETTINGS`; unset ones are -1 (the default)."""
+
+    ARENA_SETTINGS = ("max_mem", "arena_extend_strategy", "initial_chunk_size_bytes",
+                      "max_dead_bytes_per_chunk", "initial_growth_chunk_size_bytes",
+                      "max_power_of_two_extend_bytes")
 
     def __init__(self, *args: Any) -> None:
         if len(args) == 1 and isinstance(args[0], dict):
-            self.config = {str(k): int(v) for k, v in args[0].items()}
-        elif len(args) in (0, 4):
-            keys = ("max_mem", "arena_extend_strategy", "initial_chunk_size_bytes",
-                    "max_dead_bytes_per_chunk")
-            self.config = dict(zip(keys, map(int, args)))
+            given = dict(args[0])
+            for key in given:
+                if key not in self.ARENA_SETTINGS:
+                    raise as_status(InvalidArgumentError, RuntimeError)(
+                        f"Invalid OrtArenaCfg option: {key}")
+        elif len(args) == 4:
+            given = dict(zip(self.ARENA_SETTINGS, args))
         else:
             raise as_status(InvalidArgumentError, TypeError)(
                 "OrtArenaCfg takes a dict of settings or (max_mem, arena_extend_strategy, "
                 "initial_chunk_size_bytes, max_dead_bytes_per_chunk)")
-        for name in ("max_mem", "arena_extend_strategy", "initial_chunk_size_bytes",
-                     "max_dead_bytes_per_chunk"):
-            setattr(self, name, self.config.get(name, -1))
+        for name in self.ARENA_SETTINGS:
+            setattr(self, name, int(given.get(name, -1)))
 
 
 def create_and_register_allocator(mem_info: OrtMemoryInfo, arena_cfg: OrtArenaCfg | None

@@ -885,9 +885,13 @@ class Overrides(NamedTuple):
     """Main-graph initializers replaced by these arrays (names the model lacks: ignored)."""
     dims_by_name: Mapping[str, int] = MappingProxyType({})
     dims_by_denotation: Mapping[str, int] = MappingProxyType({})
+    files: Mapping[str, bytes] = MappingProxyType({})
+    """External data files given in memory (``add_external_initializers_from_files_in_memory``),
+    by the location the initializers name."""
 
     def __bool__(self) -> bool:
-        return bool(self.initializers or self.dims_by_name or self.dims_by_denotation)
+        return bool(self.initializers or self.dims_by_name or self.dims_by_denotation
+                    or self.files)
 
 
 def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
@@ -951,6 +955,10 @@ def _override(proto: onnx.ModelProto, overrides: Overrides) -> None:
     then not read), symbolic dimensions of the inputs, outputs and value infos named (or, on
     the inputs, denoted) as given made those sizes."""
     g = proto.graph
+    if overrides.files:
+        for t in g.initializer:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                _read_from_memory(t, overrides.files)
     given = overrides.initializers
     for t in g.initializer:
         arr = given.get(t.name)
@@ -1094,6 +1102,28 @@ def _dense(sp: onnx.SparseTensorProto, where: str) -> onnx.TensorProto:
         np.full(size, b"", dtype=object)
     dense[indices] = values
     return onnx.numpy_helper.from_array(dense.reshape(dims), name)
+
+
+def _read_from_memory(t: onnx.TensorProto, files: Mapping[str, bytes]) -> None:
+    """An external-data initializer whose file was given in memory, made an ordinary one from
+    the bytes its offset and length select there."""
+    info = {e.key: e.value for e in t.external_data}
+    data = files.get(os.path.normpath(info.get("location", "")))
+    if data is None:
+        return
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else len(data) - offset
+    except ValueError:
+        raise ExternalDataError(f"tensor {t.name!r}: external data offset/length is not a "
+                                "number") from None
+    if offset < 0 or length < 0 or offset + length > len(data):
+        raise ExternalDataError(
+            f"tensor {t.name!r}: bytes {offset}..{offset + length} lie outside the "
+            f"{len(data)} bytes given in memory for {info.get('location')!r}")
+    t.raw_data = data[offset:offset + length]
+    del t.external_data[:]
+    t.data_location = onnx.TensorProto.DEFAULT
 
 
 def _forget_generated_dims(proto: onnx.ModelProto) -> bool:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ __all__ = [
     "unregister_execution_provider_library",
     "set_global_thread_pool_sizes",
     "preload_dlls",
+    "check_and_normalize_provider_args",
 ]
 
 # Execution providers of onnxruntime builds (onnxruntime.get_all_providers() of 1.31). A
@@ -277,6 +279,55 @@ def set_global_thread_pool_sizes(intra_op_num_threads: int = 0,
 
 def preload_dlls(*args: Any, **kwargs: Any) -> None:
     """No-op: onnxplex needs no CUDA or MSVC runtime libraries preloaded."""
+
+
+def check_and_normalize_provider_args(
+        providers: Any, provider_options: Any,
+        available_provider_names: Sequence[str]) -> tuple[list[str], list[dict[str, str]]]:
+    """onnxruntime's check of ``InferenceSession``'s provider arguments: ``providers`` names
+    (or ``(name, options)`` tuples, then without ``provider_options``), ``provider_options``
+    a parallel list of dicts; returns the names and their options as str -> str dicts. A name
+    given twice keeps its first options (with a warning); a name outside
+    ``available_provider_names`` warns. Malformed arguments raise ValueError."""
+    if providers is None:
+        return [], []
+    if not isinstance(providers, Sequence):
+        raise ValueError("'providers' should be a sequence.")
+    pairs: list[tuple[Any, Any]]
+    if provider_options is not None:
+        if not isinstance(provider_options, Sequence):
+            raise ValueError("'provider_options' should be a sequence.")
+        if len(providers) != len(provider_options):
+            raise ValueError("'providers' and 'provider_options' should be the same length if "
+                             "both are given.")
+        if not all(isinstance(p, str) for p in providers):
+            raise ValueError("Only string values for 'providers' are supported if "
+                             "'provider_options' is given.")
+        if not all(isinstance(o, dict) for o in provider_options):
+            raise ValueError("'provider_options' values must be dicts.")
+        pairs = list(zip(providers, provider_options))
+    else:
+        pairs = []
+        for p in providers:
+            if isinstance(p, str):
+                pairs.append((p, {}))
+            elif isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) \
+                    and isinstance(p[1], dict):
+                pairs.append(p)
+            else:
+                raise ValueError("'providers' values must be either strings or (string, dict) "
+                                 "tuples.")
+    chosen: dict[str, dict[str, str]] = {}
+    for name, options in pairs:
+        if name not in available_provider_names:
+            warnings.warn(f"Specified provider '{name}' is not in available provider names."
+                          f"Available providers: '{', '.join(available_provider_names)}'",
+                          stacklevel=2)
+        if name in chosen:
+            warnings.warn(f"Duplicate provider '{name}' encountered, ignoring.", stacklevel=2)
+            continue
+        chosen[name] = {str(k): str(v) for k, v in options.items()}
+    return list(chosen), list(chosen.values())
 
 
 def get_version_string() -> str:

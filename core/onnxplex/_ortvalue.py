@@ -83,6 +83,10 @@ class OrtValue:
         self._value = value
         self._type = type_str
 
+    def _get_c_value(self) -> OrtValue:
+        """The value itself (onnxruntime's accessor of the C-level value it wraps)."""
+        return self
+
     @property
     def _ortvalue(self) -> OrtValue:
         """The value itself: onnxruntime's Python OrtValue wraps a C-level one under this

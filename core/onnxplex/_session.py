@@ -153,6 +153,7 @@ class SessionOptions(_Settings):
         self._initializers: dict[str, OrtValue] = {}
         self._dims_by_name: dict[str, int] = {}
         self._dims_by_denotation: dict[str, int] = {}
+        self._external_files: dict[str, bytes] = {}
         self._providers: list[tuple[str, dict[str, str]]] = []
         self._selection_policy: Any = None
         self._cancel_load = False
@@ -208,6 +209,25 @@ class SessionOptions(_Settings):
         for name, value in zip(names, values):
             self.add_initializer(name, value)
 
+    def add_external_initializers_from_files_in_memory(
+            self, file_names: Sequence[str], buffers: Sequence[Any],
+            lengths: Sequence[int]) -> None:
+        """The contents of external data files, in memory: initializers whose external data
+        names one of ``file_names`` are read from the matching buffer (``bytes``, a numpy
+        array or any buffer; its first ``lengths[i]`` bytes) instead of from disk."""
+        names, bufs, sizes = list(file_names), list(buffers), list(lengths)
+        if not len(names) == len(bufs) == len(sizes):
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"add_external_initializers_from_files_in_memory: {len(names)} names, "
+                f"{len(bufs)} buffers and {len(sizes)} lengths")
+        for name, buf, size in zip(names, bufs, sizes):
+            data = memoryview(buf).cast("B")
+            if not 0 <= int(size) <= data.nbytes:
+                raise as_status(InvalidArgumentError, RuntimeError)(
+                    f"external file {name!r}: length {size} is outside its buffer of "
+                    f"{data.nbytes} bytes")
+            self._external_files[os.path.normpath(str(name))] = bytes(data[:int(size)])
+
     def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
         """Give the symbolic dimension ``dim_name`` of the model's inputs and outputs the size
         ``dim_value`` (``get_inputs()`` then shows it, and feeds must have it)."""
@@ -220,10 +240,12 @@ class SessionOptions(_Settings):
         self._dims_by_denotation[str(dim_denotation)] = _dim_size(dim_value)
 
     def _overrides(self) -> Overrides | None:
-        if not (self._initializers or self._dims_by_name or self._dims_by_denotation):
+        if not (self._initializers or self._dims_by_name or self._dims_by_denotation
+                or self._external_files):
             return None
         return Overrides({k: v.numpy() for k, v in self._initializers.items()},
-                         dict(self._dims_by_name), dict(self._dims_by_denotation))
+                         dict(self._dims_by_name), dict(self._dims_by_denotation),
+                         dict(self._external_files))
 
     def add_provider(self, provider_name: str, provider_options: Mapping[str, Any]) -> None:
         """Ask for a provider (onnxruntime's plugin-EP way): a session given these options and
@@ -298,7 +320,8 @@ class RunOptions(_Settings):
         try:
             return self._config[key]
         except KeyError:
-            raise InvalidArgumentError(f"run config entry {key!r} is not set") from None
+            raise as_status(InvalidArgumentError, RuntimeError)(
+                f"RunOptions does not have configuration with key: {key}") from None
 
 
 @dataclass(frozen=True)
@@ -324,6 +347,33 @@ class ModelMetadata:
     graph_description: str
     version: int
     custom_metadata_map: dict[str, str] = field(default_factory=dict)
+
+
+class _CLevelSession:
+    """onnxruntime's C-level ``InferenceSession`` calls, on an onnxplex session: the run
+    calls take their arguments in that class's order and return an :class:`OrtValueVector`
+    where it does; anything else is the session's own."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: InferenceSession) -> None:
+        self._session = session
+
+    def run(self, output_names: Sequence[str], input_feed: Mapping[str, Any],
+            run_options: RunOptions | None = None) -> list[Any]:
+        return self._session.run(output_names, input_feed, run_options)
+
+    def run_with_ort_values(self, input_dict: Mapping[str, OrtValue],
+                            output_names: Sequence[str] | None,
+                            run_options: RunOptions | None = None) -> OrtValueVector:
+        return OrtValueVector(self._session.run_with_ort_values(output_names, input_dict,
+                                                                run_options))
+
+    def run_with_ortvaluevector(self, *args: Any) -> None:
+        self._session.run_with_ortvaluevector(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
 
 
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
@@ -1132,6 +1182,12 @@ class InferenceSession:
 
     def get_session_options(self) -> SessionOptions:
         return self._options
+
+    @property
+    def _sess(self) -> _CLevelSession:
+        """What onnxruntime code reaches as ``sess._sess`` (its C-level session): the
+        C-level run calls, with the argument orders of that class."""
+        return _CLevelSession(self)
 
     def disable_fallback(self) -> None:
         """onnxruntime retries a failed run on its CPU provider unless this is called;
