@@ -927,3 +927,25 @@ def test_check_and_normalize_provider_args(ort):
                                (["a", "b"], [{1: 2}]), ([("a", {1: 2})], [{3: 4}])):
         with pytest.raises(ValueError):
             check(providers, options, valid)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint32, np.int64,
+                                   np.uint64, np.int16, np.uint16, np.int8, np.uint8,
+                                   np.float16, np.bool_])
+def test_c_level_io_binding(ort, dtype):
+    c = importlib.import_module(f"{ort.__name__}.capi._pybind_state")
+    device = c.OrtDevice(c.OrtDevice.cpu(), c.OrtDevice.default_memory(), 0)
+    x = np.arange(8).reshape((-1, 2)).astype(dtype)
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    g = helper.make_graph([helper.make_node("Identity", ["X"], ["Y"])], "id",
+                          [helper.make_tensor_value_info("X", elem, [None, 2])],
+                          [helper.make_tensor_value_info("Y", elem, [None, 2])])
+    m = helper.make_model(g, ir_version=7, opset_imports=[helper.make_operatorsetid("", 17)])
+    sess = session(ort, m.SerializeToString())
+    bind = c.SessionIOBinding(sess._sess)
+    bind.bind_ortvalue_input("X", c.OrtValue.ortvalue_from_numpy(x, device))
+    bind.bind_output("Y", device)
+    sess._sess.run_with_iobinding(bind, None)
+    y = bind.get_outputs()[0].numpy()
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y, x)

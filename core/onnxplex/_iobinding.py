@@ -31,7 +31,8 @@ class IOBinding:
     """
 
     def __init__(self, session: InferenceSession) -> None:
-        self._session = session
+        # (``SessionIOBinding(sess._sess)``, as onnxruntime code builds one: the session)
+        self._session = getattr(session, "_onnxplex_session", session)
         self._inputs: dict[str, Any] = {}
         self._outputs: dict[str, OrtValue | None] = {}
         self._results: list[OrtValue] = []

@@ -359,6 +359,10 @@ class _CLevelSession:
     def __init__(self, session: InferenceSession) -> None:
         self._session = session
 
+    @property
+    def _onnxplex_session(self) -> InferenceSession:
+        return self._session
+
     def run(self, output_names: Sequence[str], input_feed: Mapping[str, Any],
             run_options: RunOptions | None = None) -> list[Any]:
         return self._session.run(output_names, input_feed, run_options)
