@@ -949,3 +949,38 @@ def test_c_level_io_binding(ort, dtype):
     y = bind.get_outputs()[0].numpy()
     assert y.dtype == x.dtype
     np.testing.assert_array_equal(y, x)
+
+
+def _dict_vectorizer() -> bytes:
+    map_type = helper.make_map_type_proto(TensorProto.INT64,
+                                          helper.make_tensor_type_proto(TensorProto.FLOAT, []))
+    g = helper.make_graph(
+        [helper.make_node("DictVectorizer", ["float_input"], ["v"], domain="ai.onnx.ml",
+                          int64_vocabulary=[0, 1, 2, 3, 4])], "dv",
+        [helper.make_value_info("float_input", map_type)],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 5])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid("ai.onnx.ml", 1)],
+                             ir_version=8).SerializeToString()
+
+
+def test_map_feeds_of_numpy_scalars_and_a_wrong_key(ort):
+    sess = session(ort, _dict_vectorizer())
+    assert (sess.get_inputs()[0].type, sess.get_inputs()[0].shape) == \
+        ("map(int64,tensor(float))", [])
+    x = {0: 25.0, 1: 5.13, 2: 0.0, 3: 0.453, 4: 5.966}
+    want = np.array([list(x.values())], np.float32)
+    for feed in (x, {np.int64(k): np.float32(v) for k, v in x.items()},
+                 {np.int64(k): np.float64(v) for k, v in x.items()},
+                 {np.int32(k): np.float64(v) for k, v in x.items()}):
+        np.testing.assert_array_equal(sess.run(None, {"float_input": feed})[0], want)
+    wrong = dict(x, a=5.6)
+    with pytest.raises(RuntimeError, match="Unexpected key type  <class 'str'>, it cannot be "
+                                           "linked to C type int64_t"):
+        sess.run(None, {"float_input": wrong})
+
+
+def test_void_strings_keep_their_nul_bytes(ort):
+    value = np.array([b"A\0A\0", b"B\0B\0", b"C\0C\0"], np.void).reshape(1, 3)
+    (y,) = session(ort, _identity(TensorProto.STRING, [1, 3])).run(None, {"x": value})
+    assert y.tolist() == [["A\0A\0", "B\0B\0", "C\0C\0"]]

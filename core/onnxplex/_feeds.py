@@ -64,14 +64,15 @@ def tensor_feed(name: str, value: Any, elem_type: int | None) -> np.ndarray:
 
 
 def _strings(arr: np.ndarray) -> np.ndarray:
-    """A str, bytes or void array as an object array of str (bytes decoded as UTF-8, a void
-    element's trailing NULs dropped, as onnxruntime reads them)."""
+    """A str, bytes or void array as an object array of str, bytes decoded as UTF-8 as
+    onnxruntime reads them: a bytes element up to its first trailing NUL (numpy's own
+    reading), a void element whole, NULs included (onnxruntime's ML.NET tests rely on it)."""
     if arr.dtype.kind == "U":
         return arr.astype(object)
     out = np.empty(arr.shape, dtype=object)
     flat = out.reshape(-1)
     for i, v in enumerate(arr.reshape(-1)):
-        b = v if arr.dtype.kind == "S" else bytes(v).rstrip(b"\0")
+        b = v if arr.dtype.kind == "S" else bytes(v)
         flat[i] = b.decode("utf-8", errors="replace")
     return out
 
@@ -114,8 +115,8 @@ def _convert(where: str, value: Any, typ: Any) -> Any:
     if kind == "MapType":
         try:
             return map_value(value, typ, sort=True)
-        except ValueError as e:
-            raise InvalidFeedError(f"input {where}: {e}") from None
+        except ValueError as e:   # (a RuntimeError too, as onnxruntime's)
+            raise as_status(InvalidFeedError, RuntimeError)(f"{e} for input {where}") from None
     return value
 
 

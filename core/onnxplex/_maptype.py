@@ -179,14 +179,18 @@ def map_value(value: Any, typ: MapType, *, sort: bool) -> dict:
     if not isinstance(value, Mapping):
         raise ValueError(f"expected a dict for {ort_type_string(typ)}, got "
                          f"{type(value).__name__}")
-    keys = sorted(value) if sort else list(value)
+    try:
+        keys = sorted(value) if sort else list(value)
+    except TypeError:   # keys of mixed kinds: the checks below name the one at fault
+        keys = list(value)
     values = [value[k] for k in keys]
     if _kind(typ.key_type)[1] == "O":
         if not all(type(k) is str for k in keys):   # (the common case in one pass)
             for k in keys:
-                if not isinstance(k, str):
-                    raise ValueError(f"{ort_type_string(typ)} needs str keys, got the "
-                                     f"{type(k).__name__} key {k!r}")
+                if not isinstance(k, str):   # (onnxruntime's words first)
+                    raise ValueError(f"Unexpected key type  {type(k)}, it cannot be linked to "
+                                     f"C type std::string: {ort_type_string(typ)} needs str "
+                                     f"keys, got the {type(k).__name__} key {k!r}")
             keys = [str(k) for k in keys]   # (numpy's str_)
     else:
         lo, hi = _int_range(typ.key_type)
@@ -195,7 +199,10 @@ def map_value(value: Any, typ: MapType, *, sort: bool) -> dict:
             for k in keys:
                 if not isinstance(k, (int, np.integer)) or not lo <= k <= hi:
                     what = "out of range" if isinstance(k, (int, np.integer)) else "not an int"
-                    raise ValueError(f"{ort_type_string(typ)} needs int keys of "
+                    c_type = f"{typ.key_type.name.lower()}_t"
+                    lead = "" if isinstance(k, (int, np.integer)) else \
+                        f"Unexpected key type  {type(k)}, it cannot be linked to C type {c_type}: "
+                    raise ValueError(f"{lead}{ort_type_string(typ)} needs int keys of "
                                      f"{typ.key_type.name.lower()}, the {type(k).__name__} "
                                      f"key {k!r} is {what}")
             keys = [int(k) for k in keys]
