@@ -984,3 +984,11 @@ def test_void_strings_keep_their_nul_bytes(ort):
     value = np.array([b"A\0A\0", b"B\0B\0", b"C\0C\0"], np.void).reshape(1, 3)
     (y,) = session(ort, _identity(TensorProto.STRING, [1, 3])).run(None, {"x": value})
     assert y.tolist() == [["A\0A\0", "B\0B\0", "C\0C\0"]]
+
+
+def test_backend_module(ort):
+    backend = importlib.import_module(f"{ort.__name__}.backend")
+    m = onnx.load_from_string(model())
+    assert backend.supports_device("CPU")
+    np.testing.assert_array_equal(backend.run(m, [X])[0], np.maximum(X, 0))
+    np.testing.assert_array_equal(backend.prepare(m).run([X])[0], np.maximum(X, 0))

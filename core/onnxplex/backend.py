@@ -106,6 +106,7 @@ class OnnxplexBackend(Backend):
 
 prepare = OnnxplexBackend.prepare
 run_model = OnnxplexBackend.run_model
+run = run_model   # (onnxruntime.backend's name for it)
 run_node = OnnxplexBackend.run_node
 supports_device = OnnxplexBackend.supports_device
 is_compatible = OnnxplexBackend.is_compatible
