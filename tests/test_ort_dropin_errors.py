@@ -992,3 +992,23 @@ def test_backend_module(ort):
     assert backend.supports_device("CPU")
     np.testing.assert_array_equal(backend.run(m, [X])[0], np.maximum(X, 0))
     np.testing.assert_array_equal(backend.prepare(m).run([X])[0], np.maximum(X, 0))
+
+
+def test_sparse_initializer_as_output(ort):
+    values = np.array([1.764052391052246, 0.40015721321105957, 0.978738009929657], np.float32)
+    sp = helper.make_sparse_tensor(numpy_helper.from_array(values, "values"),
+                                   numpy_helper.from_array(np.array([2, 3, 5], np.int64), "i"),
+                                   [3, 3])
+    g = helper.make_graph([], "g", [], [helper.make_sparse_tensor_value_info(
+        "values", TensorProto.FLOAT, [3, 3])], sparse_initializer=[sp])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    sess = session(ort, m.SerializeToString())
+    state = importlib.import_module(f"{ort.__name__}.capi.onnxruntime_pybind11_state")
+    vect = sess._sess.run_with_ort_values({}, ["values"], state.RunOptions())
+    assert isinstance(vect, state.OrtValueVector)
+    (value,) = sess.run_with_ort_values(["values"], {})
+    assert isinstance(value, ort.OrtValue)
+    st = value.as_sparse_tensor()
+    assert isinstance(st, ort.SparseTensor) and st.dense_shape() == [3, 3]
+    np.testing.assert_array_equal(st.values(), values)
+    np.testing.assert_array_equal(st.as_coo_view().indices(), [2, 3, 5])
