@@ -462,3 +462,18 @@ def test_large_raw_data_is_checked_when_read(monkeypatch, where):
                   [vi("c", [], TensorProto.BOOL), vi("x", [2, 3])], [vi("y", [2, 3])])
     assert_refused(m, InvalidModelError, r"'w' cannot be read as its type and shape \[2, 3\]"
                    r".*cannot reshape array of size 4")
+
+
+@pytest.mark.parametrize("perm, match", [([0, 1, 2], "3 entries for an input of rank 2"),
+                                         ([0, 0], "not a permutation"),
+                                         ([1, 2], "not a permutation")])
+def test_transpose_perm_outside_the_spec_is_refused(perm, match):
+    # (an identity perm of the wrong length was removed as a no-op: the input came back)
+    m = model([helper.make_node("Transpose", ["x"], ["y"], perm=perm)], [vi("x", ["N", 4])],
+              [vi("y", None)])
+    with pytest.raises(onnxplex.OnnxplexError, match=match):
+        onnxplex.InferenceSession(m.SerializeToString())
+    with pytest.raises(Exception):   # noqa: B017 - onnxruntime refuses it too
+        import onnxruntime
+        onnxruntime.InferenceSession(m.SerializeToString(),
+                                     providers=["CPUExecutionProvider"])

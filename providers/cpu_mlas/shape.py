@@ -205,6 +205,13 @@ def _rotation(perm: tuple[int, ...]) -> tuple[int, int] | None:
 def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     perm = node.attr("perm")
     perm = None if perm is None else tuple(int(p) for p in perm)
+    if perm is not None and sorted(perm) != list(range(len(perm))):
+        raise ValueError(f"Transpose: perm {list(perm)} is not a permutation of "
+                         f"0..{len(perm) - 1}")
+    rank = node.inputs[0].rank if node.inputs and node.inputs[0] is not None else None
+    if perm is not None and rank is not None and rank != len(perm):
+        raise ValueError(f"Transpose: perm {list(perm)} has {len(perm)} entries for an input "
+                         f"of rank {rank}")
     # (rank 4 and up: a rank-2 or -3 transpose stays a view, which the GEMMs read as it is)
     split = None if perm is None or len(perm) < 4 else _rotation(perm)
     nat = native() if split is not None else None

@@ -120,8 +120,14 @@ def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
             return (first is None or first.dtype is None or to is None
                     or int(to.value) == first.dtype.value), None
         if op == "Transpose":
+            # an identity perm of the input's own rank (one of another length is invalid:
+            # left for the kernel to refuse, not removed as a no-op)
             perm = node.attributes.get("perm")
-            return perm is None or list(perm.value) == sorted(perm.value), None
+            if perm is None:
+                return _MATCH
+            order = list(perm.value)
+            return (order == list(range(len(order))) and first is not None
+                    and first.shape is not None and len(first.shape) == len(order)), None
         return _NO_MATCH
     if op in _IDENTITY_OPERAND:
         keep = _neutral_operand(node)
