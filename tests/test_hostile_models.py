@@ -130,8 +130,17 @@ def test_versions_and_opset_imports():
 
 def test_unknown_ops_and_domains_name_the_node():
     m = chain(["Relu"])
-    m.graph.node[0].op_type = "Frobnicate"
-    err = assert_refused(m, PartitionError, "node 0 'A': Frobnicate")
+    m.graph.node[0].op_type = "Frobnicate"   # (in ONNX's own domain: not an ONNX op)
+    assert_refused(m, InvalidModelError, "node 'A' \\(Frobnicate\\) is not an ONNX operator "
+                   "at opset 17")
+    m = chain(["Relu"])
+    m.graph.node[0].op_type = "Gelu"         # (an ONNX op, but from opset 20)
+    assert_refused(m, InvalidModelError, "onnx has it from opset 20")
+    m = chain(["Relu"])
+    m.graph.node[0].domain = "com.evil"
+    m.opset_import.append(helper.make_opsetid("com.evil", 1))
+    m.graph.node[0].op_type = "Frobnicate"   # (another domain: a provider may run it)
+    err = assert_refused(m, PartitionError, "node 0 'A': com.evil::Frobnicate")
     assert err.unassigned == (0,)
     m = chain(["Relu"])
     m.graph.node[0].domain = "com.evil"
@@ -477,3 +486,39 @@ def test_transpose_perm_outside_the_spec_is_refused(perm, match):
         import onnxruntime
         onnxruntime.InferenceSession(m.SerializeToString(),
                                      providers=["CPUExecutionProvider"])
+
+
+def _binary_model(op, elem, **attrs):
+    return model([helper.make_node(op, ["a", "b"], ["y"], **attrs)],
+                 [vi("a", [3], elem), vi("b", [3], elem)], [vi("y", [3], elem)])
+
+
+@pytest.mark.parametrize("op, attrs, what", [("Div", {}, "division"), ("Mod", {}, "modulo"),
+                                             ("Mod", {"fmod": 1}, "modulo")])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64])
+def test_integer_division_by_zero_is_refused(op, attrs, what, dtype):
+    # (numpy's answer is 0: a silent wrong result; onnxruntime refuses the run)
+    import onnxruntime
+
+    m = _binary_model(op, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), **attrs)
+    feed = {"a": np.array([7, 8, 9], dtype), "b": np.array([2, 0, 3], dtype)}
+    with pytest.raises(onnxplex.KernelExecutionError, match=f"Integer {what} by zero"):
+        onnxplex.InferenceSession(m.SerializeToString()).run(None, feed)
+    with pytest.raises(Exception, match=f"Integer {what} by zero"):   # noqa: B017
+        onnxruntime.InferenceSession(m.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, feed)
+    feed["b"] = np.array([2, 5, 3], dtype)   # (no zero: the same answer as onnxruntime)
+    np.testing.assert_array_equal(
+        onnxplex.InferenceSession(m.SerializeToString()).run(None, feed)[0],
+        onnxruntime.InferenceSession(m.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, feed)[0])
+
+
+def test_int_min_divided_by_minus_one_wraps_without_crashing():
+    # (onnxruntime's process dies of SIGFPE here; C's result would be undefined)
+    for dtype in (np.int32, np.int64):
+        m = _binary_model("Div", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+        lo = np.iinfo(dtype).min
+        (y,) = onnxplex.InferenceSession(m.SerializeToString()).run(
+            None, {"a": np.array([lo, 7, -7], dtype), "b": np.array([-1, -2, 2], dtype)})
+        assert y.tolist() == [lo, -3, -3]

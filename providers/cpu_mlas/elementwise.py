@@ -719,17 +719,34 @@ def _small_binary(name: str, node: NodeView, kernel: Kernel) -> Kernel:
     return kernel if _legacy_broadcast(node) is not None else _small(name, node, kernel)
 
 
+def _nonzero_divisor(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], what: str
+                     ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``fn`` for integer operands, refusing a zero divisor as onnxruntime does ("Integer
+    division by zero"; numpy's answer, 0, would be a silent wrong result). INT_MIN / -1 wraps
+    to INT_MIN (onnxruntime's process dies of SIGFPE there)."""
+    def checked(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not np.all(b):
+            raise ValueError(f"Integer {what} by zero")
+        return fn(a, b)
+
+    return checked
+
+
+_INT_DIVIDE = _nonzero_divisor(trunc_divide, "division")
+_UINT_DIVIDE = _nonzero_divisor(np.floor_divide, "division")   # (floor is trunc for unsigned)
+
+
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu":
-        return trunc_divide(a, b)
+        return _INT_DIVIDE(a, b)
     return np.divide(a, b)
 
 
 def _divide_for(dt: np.dtype) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     if dt.kind == "i":
-        return trunc_divide
+        return _INT_DIVIDE
     if dt.kind == "u":
-        return np.floor_divide  # (floor is trunc for unsigned)
+        return _UINT_DIVIDE
     return np.divide if dt.kind in "fc" else _divide
 
 
@@ -802,7 +819,12 @@ def make_pow(node: NodeView, ctx: ProviderContext) -> Kernel:
 @op("Mod", since=28)  # float fmod=0 allowed (floor semantics)
 def make_mod(node: NodeView, ctx: ProviderContext) -> Kernel:
     fn = np.fmod if node.attr("fmod", 0) else np.mod
-    return _binary(node, fn)
+    checked = _nonzero_divisor(fn, "modulo")
+
+    def mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return checked(a, b) if a.dtype.kind in "iu" else fn(a, b)
+
+    return _binary(node, mod, lambda dt: checked if dt.kind in "iu" else fn)
 
 
 @op("BitShift", since=11)
