@@ -193,3 +193,29 @@ def test_opt_in_providers_run_only_when_named():
     finally:
         _plugins.unregister_provider("opt_in_test")
     assert "xnnpack_like" not in onnxplex.InferenceSession(model).get_providers()
+
+
+EXITING_IMPORT = "import sys\nsys.exit(3)\n"
+EXITING_HOOK = """
+    import sys
+    import onnxplex
+
+    @onnxplex.hookimpl
+    def onnxplex_register_providers(register):
+        sys.exit(4)
+"""
+
+
+def test_plugins_calling_sys_exit_do_not_end_the_process(tmp_path):
+    # (only Exception was contained: a sys.exit() at a plugin's import ended the caller)
+    _fake_dist(tmp_path, "exiting_import_plugin", EXITING_IMPORT)
+    _fake_dist(tmp_path, "exiting_hook_plugin", EXITING_HOOK)
+    _fake_dist(tmp_path, "good_plugin_mod", GOOD)
+    code = ("import onnxplex; print(sorted(onnxplex.get_all_providers())); "
+            "print([p.plugin for p in onnxplex.plugin_problems()])")
+    out = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
+                         text=True, env={"PYTHONPATH": str(tmp_path), "PATH": ""}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "good_plugin" in out.stdout and "cpu_mlas" in out.stdout
+    assert "exiting_import_plugin" in out.stdout and "exiting_hook_plugin" in out.stdout
+    assert "SystemExit" in out.stderr

@@ -75,6 +75,11 @@ class _Hookspecs:
         once per provider. ``name`` is required when a dotted path is given."""
 
 
+PLUGIN_FAILURES = (Exception, SystemExit)
+"""What plugin code may raise that is contained as the plugin's failure: any error, and a
+``sys.exit()`` at import or in a hook (which would otherwise end the caller's process).
+KeyboardInterrupt still propagates: it is the user's, not the plugin's."""
+
 @dataclass
 class ProviderEntry:
     """A registered provider: its name, where its class lives, and who shipped it."""
@@ -97,7 +102,7 @@ class ProviderEntry:
                     obj: Any = importlib.import_module(mod_name)
                     for part in attr.split("."):
                         obj = getattr(obj, part)
-                except Exception as e:  # noqa: BLE001 - any import failure is the plugin's
+                except PLUGIN_FAILURES as e:  # noqa: BLE001 - any import failure is the plugin's
                     raise PluginLoadError(
                         f"provider {self.name!r} ({self.origin}): cannot import {target!r}: "
                         f"{type(e).__name__}: {e}") from e
@@ -133,7 +138,7 @@ class ProviderEntry:
             raise
         except PluginLoadError as e:
             return Availability(False, str(e))
-        except Exception as e:  # noqa: BLE001 - a probe that raises means unavailable
+        except PLUGIN_FAILURES as e:  # noqa: BLE001 - a probe that raises means unavailable
             return Availability(False, f"available() raised {type(e).__name__}: {e}")
 
 
@@ -194,7 +199,7 @@ class _Registry:
             ver = ep.dist.version if ep.dist is not None else ""
             try:
                 plugin = ep.load()
-            except Exception as e:  # noqa: BLE001 - isolate every broken plugin
+            except PLUGIN_FAILURES as e:  # noqa: BLE001 - isolate every broken plugin
                 self._problem(ep.name, f"{dist} {ver}".strip(), f"import failed: "
                               f"{type(e).__name__}: {e}")
                 continue
@@ -203,7 +208,7 @@ class _Registry:
     def _register_plugin(self, plugin: Any, name: str, dist: str = "", ver: str = "") -> None:
         try:
             self.pm.register(plugin, name=f"{name}:{id(plugin)}")
-        except Exception as e:  # noqa: BLE001 - e.g. a hook with a wrong signature
+        except PLUGIN_FAILURES as e:  # noqa: BLE001 - e.g. a hook with a wrong signature
             self._problem(name, f"{dist} {ver}".strip(), f"not a valid plugin: {e}")
             return
         impls = [i for i in self.pm.hook.onnxplex_register_providers.get_hookimpls()
@@ -218,7 +223,7 @@ class _Registry:
                          plugin=_plugin)
             try:
                 impl.function(register=register)
-            except Exception as e:  # noqa: BLE001
+            except PLUGIN_FAILURES as e:  # noqa: BLE001
                 self._problem(name, f"{dist} {ver}".strip(),
                               f"onnxplex_register_providers raised {type(e).__name__}: {e}")
 
