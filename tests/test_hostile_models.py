@@ -522,3 +522,24 @@ def test_int_min_divided_by_minus_one_wraps_without_crashing():
         (y,) = onnxplex.InferenceSession(m.SerializeToString()).run(
             None, {"a": np.array([lo, 7, -7], dtype), "b": np.array([-1, -2, 2], dtype)})
         assert y.tolist() == [lo, -3, -3]
+
+
+@pytest.mark.parametrize("shape, allowzero, match", [([-2, 4], 0, "has -2"),
+                                                     ([-1, -1], 0, "more than one -1"),
+                                                     ([0, -1], 1, "both 0 and -1")])
+@pytest.mark.parametrize("const", [True, False], ids=["constant shape", "fed shape"])
+def test_reshape_shapes_outside_the_spec_are_refused(shape, allowzero, match, const):
+    # (-2 was taken as -1: numpy infers any negative size)
+    import onnxruntime
+
+    s = np.array(shape, np.int64)
+    ins = [vi("x", [2, 4])] + ([] if const else [vi("s", [2], TensorProto.INT64)])
+    inits = [numpy_helper.from_array(s, "s")] if const else []
+    m = model([helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=allowzero)], ins,
+              [vi("y", None)], inits=inits, opsets=[helper.make_opsetid("", 14)])
+    feed = {"x": np.ones((2, 4), np.float32)} | ({} if const else {"s": s})
+    with pytest.raises(onnxplex.OnnxplexError, match=match):
+        onnxplex.InferenceSession(m.SerializeToString()).run(None, feed)
+    with pytest.raises(Exception):   # noqa: B017 - onnxruntime refuses it too
+        onnxruntime.InferenceSession(m.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, feed)

@@ -73,6 +73,7 @@ def make_reshape(node: NodeView, ctx: ProviderContext) -> Kernel:
     allowzero = bool(node.attr("allowzero", 0))
     shape = int_list(node.attr("shape")) if node.opset < 5 else int_list(const_input(node, 1))
     if shape is not None:
+        _check_reshape_spec(shape, allowzero)
         dims = _dims(node)
         if not allowzero and 0 in shape and dims is not None and len(dims) >= len(shape):
             # a 0 copies the input's dim: a known one now, else one read per call
@@ -88,9 +89,24 @@ def make_reshape(node: NodeView, ctx: ProviderContext) -> Kernel:
         return lambda x, s=None: x.reshape(_reshape_target(x.shape, const, False))
 
     def kernel(x: np.ndarray, s: np.ndarray) -> np.ndarray:
-        return x.reshape(_reshape_target(x.shape, s.tolist(), allowzero))
+        spec = s.tolist()
+        _check_reshape_spec(spec, allowzero)
+        return x.reshape(_reshape_target(x.shape, spec, allowzero))
 
     return kernel
+
+
+def _check_reshape_spec(shape: list[int], allowzero: bool) -> None:
+    """Reshape's shape as the spec allows it: sizes >= 0, at most one -1, and with allowzero
+    not both a 0 and a -1 (numpy would take any negative size as the one to infer)."""
+    bad = [d for d in shape if d < -1]
+    if bad:
+        raise ValueError(f"Reshape: shape {list(shape)} has {bad[0]}; sizes are >= 0, or -1 "
+                         "for the one inferred")
+    if shape.count(-1) > 1:
+        raise ValueError(f"Reshape: shape {list(shape)} has more than one -1")
+    if allowzero and -1 in shape and 0 in shape:
+        raise ValueError(f"Reshape: shape {list(shape)} has both 0 and -1 with allowzero=1")
 
 
 @op("Flatten", since=1)
