@@ -543,3 +543,32 @@ def test_reshape_shapes_outside_the_spec_are_refused(shape, allowzero, match, co
     with pytest.raises(Exception):   # noqa: B017 - onnxruntime refuses it too
         onnxruntime.InferenceSession(m.SerializeToString(),
                                      providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def _local_function(name, calls):
+    domain = "" if calls == "Relu" else "local"
+    return helper.make_function("local", name, ["a"], ["b"],
+                                [helper.make_node(calls, ["a"], ["b"], domain=domain)],
+                                [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+
+
+@pytest.mark.parametrize("calls, cycle", [
+    ({"F": "F"}, "local::F -> local::F"),
+    ({"F": "G", "G": "H", "H": "F"}, "local::F -> local::G -> local::H -> local::F"),
+])
+def test_recursive_local_functions_are_refused_quickly(calls, cycle):
+    # (inlining them never ended: the load hung, its memory growing)
+    import onnxruntime
+
+    funcs = [_local_function(name, callee) for name, callee in calls.items()]
+    m = model([helper.make_node("F", ["x"], ["y"], domain="local")], [vi("x", [2])],
+              [vi("y", [2])], opsets=[*OPSET, helper.make_opsetid("local", 1)],
+              functions=funcs)
+    assert_refused(m, InvalidModelError, f"call themselves recursively \\({cycle}\\)")
+    with pytest.raises(Exception):   # noqa: B017 - onnxruntime: INVALID_GRAPH
+        onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    del m.functions[-1]   # (the last one ends the chain instead: it runs)
+    m.functions.append(_local_function(funcs[-1].name, "Relu"))
+    y = onnxplex.InferenceSession(m.SerializeToString()).run(
+        None, {"x": np.array([-1.0, 2.0], np.float32)})[0]
+    np.testing.assert_array_equal(y, [0.0, 2.0])

@@ -867,7 +867,8 @@ def _topological_order(graph: ir.Graph,
     if len(order) != len(nodes):
         stuck = [nodes[i] for i, c in enumerate(pending) if c > 0][:5]
         desc = ", ".join(f"{n.op_type} '{n.name}'" for n in stuck)
-        raise InvalidModelError(f"the graph has a cycle; nodes on or after it include: {desc}")
+        raise as_status(InvalidModelError, Fail)(   # (onnxruntime: FAIL, "not acyclic")
+            f"the graph has a cycle; nodes on or after it include: {desc}")
     return [nodes[i] for i in order]
 
 
@@ -1007,6 +1008,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         walked, serialized = _walk(proto), None
     _check_versions(proto, walked)
     _check_schemas(proto, walked)
+    _check_function_calls(proto, walked)
     external = _check_tensors(walked, base_dir)
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
@@ -1477,10 +1479,20 @@ def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
         scopes.append((opsets, f"function {f.name!r}", nodes))
         scopes.extend((opsets, g.where, g.nodes) for n in nodes for a in n.attrs
                       for g in _graphs_from(list(a.bodies)))
+    local = {(f.domain, f.name) for f in proto.functions}
     for opsets, where, nodes in scopes:
         for node in nodes:
             domain = "" if node.domain == "ai.onnx" else node.domain
             version = opsets.get(domain)
+            if domain == "" and version is not None and isinstance(node.op_type, str) \
+                    and _schema(domain, node.op_type, version) is None \
+                    and ("", node.op_type) not in local and ("ai.onnx", node.op_type) not in local:
+                # (onnxruntime: INVALID_GRAPH, "This is an invalid model")
+                since = "" if not onnx.defs.has(node.op_type) else \
+                    f"; onnx has it from opset {onnx.defs.get_schema(node.op_type).since_version}"
+                raise InvalidModelError(
+                    f"{where}: node {node.name!r} ({node.op_type}) is not an ONNX operator at "
+                    f"opset {version}{since}")
             wrong = None if version is None else _schema_violation(node, domain, version)
             if wrong is not None:
                 # a node of a function body written for another opset keeps that opset
@@ -1493,6 +1505,51 @@ def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
             if wrong is not None:
                 raise InvalidModelError(
                     f"{where}: node {node.name!r} ({node.op_type}, opset {version}) {wrong}")
+
+
+def _check_function_calls(proto: onnx.ModelProto, walked: _Walked) -> None:
+    """Model-local functions must not call themselves, directly or through others (or in a
+    subgraph of their body): inlining such a function never ends (the load hung, memory
+    growing without bound). Refused naming the cycle."""
+    if not proto.functions:
+        return
+    key = {(("" if f.domain == "ai.onnx" else f.domain), f.name): k
+           for k, f in enumerate(proto.functions)}
+    calls: list[set[int]] = []
+    for nodes in walked.functions:
+        called: set[int] = set()
+        pending = list(nodes)
+        while pending:
+            n = pending.pop()
+            k = key.get(("" if n.domain == "ai.onnx" else n.domain, n.op_type))
+            if k is not None:
+                called.add(k)
+            for a in n.attrs:
+                for body in _graphs_from(list(a.bodies)):
+                    pending.extend(body.nodes)
+        calls.append(called)
+    state = [0] * len(calls)   # 0 unseen, 1 on the current path, 2 done
+    for start in range(len(calls)):
+        if state[start]:
+            continue
+        path, stack = [start], [iter(sorted(calls[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state[nxt] == 1:
+                cycle = path[path.index(nxt):] + [nxt]
+                names = " -> ".join(f"{proto.functions[k].domain}::{proto.functions[k].name}"
+                                    for k in cycle)
+                raise InvalidModelError(   # (onnxruntime: INVALID_GRAPH)
+                    f"model-local functions call themselves recursively ({names}); a function "
+                    "body cannot be inlined into itself")
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(calls[nxt])))
 
 
 def _opset_versions(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
@@ -1839,7 +1896,7 @@ def _check_structure(graph: _Graph, outer: set[str]) -> None:
         if not name:
             return
         if name in seen:
-            raise InvalidModelError(
+            raise as_status(InvalidModelError, Fail)(   # (onnxruntime: FAIL)
                 f"{where}: value name {name!r} is defined twice (by {seen[name]} and by {by}); "
                 "ONNX graphs must assign each name once"
             )
@@ -1850,7 +1907,8 @@ def _check_structure(graph: _Graph, outer: set[str]) -> None:
         define(i.name, "a graph input")
     for t in g.initializer:
         if seen.get(t.name, "a graph input") != "a graph input":
-            raise InvalidModelError(f"{where}: initializer name {t.name!r} is defined twice")
+            raise as_status(InvalidModelError, Fail)(
+                f"{where}: initializer name {t.name!r} is defined twice")
         seen[t.name] = "an initializer"
         defined.add(t.name)
     for sp in g.sparse_initializer:
@@ -1871,7 +1929,7 @@ def _check_structure(graph: _Graph, outer: set[str]) -> None:
                 define(o, f"node {k} ({node.op_type} {node.name!r})")
     for o in g.output:
         if o.name not in defined and o.name not in producers:
-            raise InvalidModelError(
+            raise as_status(InvalidModelError, Fail)(   # (onnxruntime: FAIL)
                 f"{where}: graph output {o.name!r} is not produced by any node, input or "
                 "initializer"
             )
