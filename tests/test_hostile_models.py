@@ -572,3 +572,62 @@ def test_recursive_local_functions_are_refused_quickly(calls, cycle):
     y = onnxplex.InferenceSession(m.SerializeToString()).run(
         None, {"x": np.array([-1.0, 2.0], np.float32)})[0]
     np.testing.assert_array_equal(y, [0.0, 2.0])
+
+
+def _if_signature(then_outs, else_outs, node_outs):
+    def branch(name, op, n):
+        return helper.make_graph([helper.make_node(op, ["x"], [f"{name}{i}"]) for i in range(n)],
+                                 name, [], [vi(f"{name}{i}", [2]) for i in range(n)])
+    node = helper.make_node("If", ["c"], [f"y{i}" for i in range(node_outs)],
+                            then_branch=branch("t", "Neg", then_outs),
+                            else_branch=branch("e", "Relu", else_outs))
+    return model([node], [vi("c", [], TensorProto.BOOL), vi("x", [2])],
+                 [vi(f"y{i}", [2]) for i in range(node_outs)])
+
+
+def _loop_signature(body_ins, body_outs):
+    ins = [vi("i", [], TensorProto.INT64), vi("cin", [], TensorProto.BOOL), vi("v", [2])]
+    outs = [vi("cout", [], TensorProto.BOOL), vi("vo", [2]), vi("vo", [2])]
+    body = helper.make_graph([helper.make_node("Identity", ["cin"], ["cout"]),
+                              helper.make_node("Neg", ["v" if body_ins > 2 else "x"], ["vo"])],
+                             "body", ins[:body_ins], outs[:body_outs])
+    return model([helper.make_node("Loop", ["M", "c", "x"], ["y"], body=body)],
+                 [vi("M", [], TensorProto.INT64), vi("c", [], TensorProto.BOOL), vi("x", [2])],
+                 [vi("y", [2])])
+
+
+def _scan_signature(body_ins):
+    ins = [vi("s", [2]), vi("e", [2])][:body_ins]
+    body = helper.make_graph([helper.make_node("Add", ["s", "e" if body_ins > 1 else "s"],
+                                               ["so"])], "body", ins, [vi("so", [2])])
+    return model([helper.make_node("Scan", ["s0", "xs"], ["y"], body=body, num_scan_inputs=1)],
+                 [vi("s0", [2]), vi("xs", [3, 2])], [vi("y", [2])])
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: _if_signature(1, 2, 1), "then_branch gives 1 and its else_branch 2"),
+    (lambda: _if_signature(2, 1, 2), "then_branch gives 2 and its else_branch 1"),
+    (lambda: _if_signature(2, 2, 1), "has 1 output\\(s\\), its then_branch gives 2"),
+    (lambda: _loop_signature(2, 2), "body must take 3 inputs \\(it takes 2\\)"),
+    (lambda: _loop_signature(3, 1), "give 2 outputs \\(it gives 1\\)"),
+    (lambda: _scan_signature(1), "its body takes 1 and gives 1"),
+], ids=["If else longer", "If then longer", "If node shorter", "Loop body inputs",
+        "Loop body outputs", "Scan body inputs"])
+def test_control_flow_signatures_are_checked_at_load(build, match):
+    # (an If ran whichever branch it took; the others failed inside their kernel at run)
+    import onnxruntime
+
+    m = build()
+    assert_refused(m, InvalidModelError, match)
+    with pytest.raises(Exception):   # noqa: B017 - onnxruntime refuses them too
+        onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_control_flow_with_matching_signatures_still_runs():
+    x = np.array([1.0, -2.0], np.float32)
+    (y,) = onnxplex.InferenceSession(_loop_signature(3, 2).SerializeToString()).run(
+        None, {"M": np.array(2, np.int64), "c": np.array(True), "x": x})
+    np.testing.assert_array_equal(y, x)
+    (y,) = onnxplex.InferenceSession(_scan_signature(2).SerializeToString()).run(
+        None, {"s0": x, "xs": np.ones((3, 2), np.float32)})
+    np.testing.assert_array_equal(y, x + 3)

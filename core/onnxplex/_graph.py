@@ -1009,6 +1009,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     _check_versions(proto, walked)
     _check_schemas(proto, walked)
     _check_function_calls(proto, walked)
+    _check_control_flow(proto, walked)
     external = _check_tensors(walked, base_dir)
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
@@ -1550,6 +1551,52 @@ def _check_function_calls(proto: onnx.ModelProto, walked: _Walked) -> None:
                 state[nxt] = 1
                 path.append(nxt)
                 stack.append(iter(sorted(calls[nxt])))
+
+
+def _check_control_flow(proto: onnx.ModelProto, walked: _Walked) -> None:
+    """If, Loop and Scan nodes and their bodies agree on their signatures, as ONNX defines
+    them (onnxruntime refuses a model otherwise): an If's branches give as many outputs as the
+    node has; a Loop body takes (iteration, condition, N carried values) for the node's N
+    carried inputs and gives (condition, N carried, K scanned) for its N + K outputs; a Scan
+    body takes the N states and M scanned slices the node is given and gives its N + K
+    outputs. (An If ran whichever branch it took, with fewer outputs than declared.)"""
+    version = _opset_versions(proto.opset_import).get("", 0)
+    for g in walked.graphs():
+        for node in g.nodes:
+            if node.domain not in ("", "ai.onnx") or node.op_type not in ("If", "Loop", "Scan"):
+                continue
+            bodies = {a.name: a.bodies[0].proto for a in node.attrs if a.bodies}
+            n_in, n_out = len(node.inputs), len(node.outputs)
+            what = f"{g.where}: {node.op_type} node {node.name!r}"
+            wrong = None
+            if node.op_type == "If":
+                then_b, else_b = bodies.get("then_branch"), bodies.get("else_branch")
+                if then_b is not None and else_b is not None and not (
+                        len(then_b.output) == len(else_b.output) == n_out):
+                    wrong = (f"has {n_out} output(s), its then_branch gives "
+                             f"{len(then_b.output)} and its else_branch {len(else_b.output)}")
+            elif node.op_type == "Loop":
+                body = bodies.get("body")
+                carried = n_in - 2
+                if body is not None and (len(body.input) != 2 + carried or n_out < carried
+                                         or len(body.output) != 1 + n_out):
+                    wrong = (f"has {carried} loop-carried input(s) and {n_out} output(s); its "
+                             f"body must take {2 + carried} inputs (it takes "
+                             f"{len(body.input)}) and give {1 + n_out} outputs (it gives "
+                             f"{len(body.output)})")
+            else:
+                body = bodies.get("body")
+                scanned = next((int(a.i) for a in node.proto.attribute
+                                if a.name == "num_scan_inputs"), None)
+                given = n_in - (1 if version < 9 else 0)   # (Scan 8: sequence_lens first)
+                if body is not None and scanned is not None and (
+                        len(body.input) != given or len(body.output) != n_out
+                        or not 0 <= scanned <= given):
+                    wrong = (f"is given {given} state and scanned input(s) and has {n_out} "
+                             f"output(s); its body takes {len(body.input)} and gives "
+                             f"{len(body.output)}")
+            if wrong is not None:
+                raise as_status(InvalidModelError, Fail)(f"{what} {wrong}")
 
 
 def _opset_versions(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
