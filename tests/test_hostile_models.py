@@ -631,3 +631,38 @@ def test_control_flow_with_matching_signatures_still_runs():
     (y,) = onnxplex.InferenceSession(_scan_signature(2).SerializeToString()).run(
         None, {"s0": x, "xs": np.ones((3, 2), np.float32)})
     np.testing.assert_array_equal(y, x + 3)
+
+
+_XD = np.arange(6, dtype=np.float32).reshape(2, 3)
+_INDEX_CASES = {
+    "GatherElements": (dict(axis=1), lambda i: {"x": _XD, "i": np.array([[0, i]], np.int64)}),
+    "ScatterElements": (dict(axis=1), lambda i: {"x": _XD, "i": np.array([[i]], np.int64),
+                                                  "u": np.array([[9.0]], np.float32)}),
+    "ScatterND": ({}, lambda i: {"x": _XD, "i": np.array([[0, i]], np.int64),
+                                 "u": np.array([9.0], np.float32)}),
+    "GatherND": ({}, lambda i: {"x": _XD, "i": np.array([[0, i]], np.int64)}),
+    "Gather": (dict(axis=1), lambda i: {"x": _XD, "i": np.array([i], np.int64)}),
+}
+
+
+@pytest.mark.parametrize("index", [-4, -3, -1, 2, 3])
+@pytest.mark.parametrize("op", list(_INDEX_CASES))
+def test_indices_are_checked_against_the_axis_once(op, index):
+    # (an index below -dim was wrapped twice: -4 on an axis of 3 read or wrote element 2)
+    import onnxruntime
+
+    attrs, feeds = _INDEX_CASES[op]
+    feed = feeds(index)
+    ins = [vi(n, list(a.shape), helper.np_dtype_to_tensor_dtype(a.dtype))
+           for n, a in feed.items()]
+    m = model([helper.make_node(op, list(feed), ["y"], **attrs)], ins, [vi("y", None)],
+              opsets=[helper.make_opsetid("", 18)]).SerializeToString()
+    ort = onnxruntime.InferenceSession(m, providers=["CPUExecutionProvider"])
+    plex = onnxplex.InferenceSession(m)
+    if -3 <= index <= 2:
+        np.testing.assert_array_equal(plex.run(None, feed)[0], ort.run(None, feed)[0])
+        return
+    with pytest.raises(Exception):   # noqa: B017 - onnxruntime: INVALID_ARGUMENT or FAIL
+        ort.run(None, feed)
+    with pytest.raises(onnxplex.KernelExecutionError, match=f"index {index} is out of"):
+        plex.run(None, feed)

@@ -27,7 +27,13 @@ import numpy as np
 
 from . import _maptype
 from ._dtypes import elem_type_name, np_dtype, ort_type_string
-from ._errors import KernelExecutionError, OnnxplexError, RunCancelledError
+from ._errors import (
+    InvalidArgument,
+    KernelExecutionError,
+    OnnxplexError,
+    RunCancelledError,
+    as_status,
+)
 from ._graph import Model, Subgraph, ValueInfo, canonical_dtype
 from ._records import record
 
@@ -370,6 +376,9 @@ def _call(step: Step, slots: list[Any], record: StepRecorder | None = None) -> S
     return result if isinstance(result, tuple) else (result,)
 
 
+_INDEX_FAILURE = as_status(KernelExecutionError, InvalidArgument)
+
+
 def _raise_failure(step: Step, e: BaseException) -> None:
     """Raise ``e`` (a kernel's exception) as a :class:`KernelExecutionError` naming ``step``;
     one already attributed (a nested body's node, an output check) or a cancelled nested run
@@ -377,7 +386,10 @@ def _raise_failure(step: Step, e: BaseException) -> None:
     if isinstance(e, (KernelExecutionError, RunCancelledError)):
         raise e
     detail = str(e) if isinstance(e, OnnxplexError) else f"{type(e).__name__}: {e}"
-    raise KernelExecutionError(   # (onnxruntime's first sentence, then onnxplex's)
+    # (an index out of range in the data: onnxruntime's INVALID_ARGUMENT, as its indexing
+    # kernels report it; other kernel failures are its FAIL)
+    cls = _INDEX_FAILURE if isinstance(e, IndexError) else KernelExecutionError
+    raise cls(   # (onnxruntime's first sentence, then onnxplex's)
         f"Non-zero status code returned while running {step.op_type} node. Name:'{step.name}' "
         f"Status Message: node '{step.name}' ({step.op_type}) on provider {step.provider} "
         f"failed: {detail}", provider=step.provider, node=step.name,

@@ -573,8 +573,24 @@ def make_slice(node: NodeView, ctx: ProviderContext) -> Kernel:
 # --------------------------------------------------------------------------------------------
 
 
-def _fix_negative(idx: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
-    if idx.dtype.kind == "u" or not idx.size or idx.min() >= 0:
+def checked_indices(idx: np.ndarray, dim: int | np.ndarray, what: str) -> np.ndarray:
+    """``idx`` with negative entries counted from the end of ``dim`` (one size, or one per
+    index's last axis), after checking every entry lies in ``[-dim, dim - 1]``: numpy's own
+    indexing would wrap an entry below ``-dim`` a second time and read or write another
+    element in bounds (onnxruntime refuses such indices)."""
+    if not idx.size:
+        return idx
+    if idx.dtype.kind == "u":
+        bad = idx >= dim
+    else:
+        bad = (idx < -np.asarray(dim)) | (idx >= dim)
+    if bad.any():
+        at = np.argwhere(bad)[0]
+        value = int(idx[tuple(at)])
+        size = int(np.broadcast_to(np.asarray(dim), idx.shape)[tuple(at)])
+        raise IndexError(f"{what}: index {value} is out of range [{-size}, {size - 1}] "
+                         f"(at position {tuple(int(i) for i in at)} of the indices)")
+    if idx.dtype.kind == "u" or idx.min() >= 0:
         return idx
     return np.where(idx < 0, idx + dim, idx)
 
@@ -622,7 +638,7 @@ def make_gather_elements(node: NodeView, ctx: ProviderContext) -> Kernel:
 
     def kernel(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, x.ndim)
-        idx = _fix_negative(idx, x.shape[a])
+        idx = checked_indices(idx, x.shape[a], "GatherElements")
         return np.take_along_axis(_crop_to(x, idx.shape, a), idx, axis=a)
 
     return kernel
@@ -640,8 +656,8 @@ def make_gather_nd(node: NodeView, ctx: ProviderContext) -> Kernel:
         inner = x.shape[b:b + k]
         rest = x.shape[b + k:]
         q_shape = idx.shape[b:-1]
-        idx = _fix_negative(idx.astype(np.int64, copy=False),
-                            np.asarray(inner, dtype=np.int64))
+        idx = checked_indices(idx.astype(np.int64, copy=False),
+                              np.asarray(inner, dtype=np.int64), "GatherND")
         flat = np.ravel_multi_index(tuple(np.moveaxis(idx.reshape(nb, -1, k), -1, 0)), inner) \
             if k else np.zeros((nb, math.prod(q_shape)), np.int64)
         xr = x.reshape((nb, math.prod(inner)) + rest)
@@ -679,8 +695,8 @@ def make_scatter_nd(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(x: np.ndarray, idx: np.ndarray, updates: np.ndarray) -> np.ndarray:
         out = x.copy()
         k = idx.shape[-1]
-        idx = _fix_negative(idx.astype(np.int64, copy=False),
-                            np.asarray(x.shape[:k], dtype=np.int64))
+        idx = checked_indices(idx.astype(np.int64, copy=False),
+                              np.asarray(x.shape[:k], dtype=np.int64), "ScatterND")
         where = tuple(np.moveaxis(idx, -1, 0))
         if ufunc is None:
             out[where] = updates
@@ -707,7 +723,7 @@ def make_scatter_elements(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(x: np.ndarray, idx: np.ndarray, updates: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, x.ndim)
         out = x.copy()
-        where = _elements_index(_fix_negative(idx, x.shape[a]), a)
+        where = _elements_index(checked_indices(idx, x.shape[a], node.op_type), a)
         if ufunc is None:
             out[where] = updates
         else:
