@@ -130,18 +130,16 @@ def test_versions_and_opset_imports():
 
 def test_unknown_ops_and_domains_name_the_node():
     m = chain(["Relu"])
-    m.graph.node[0].op_type = "Frobnicate"   # (in ONNX's own domain: not an ONNX op)
-    assert_refused(m, InvalidModelError, "node 'A' \\(Frobnicate\\) is not an ONNX operator "
-                   "at opset 17")
-    m = chain(["Relu"])
-    m.graph.node[0].op_type = "Gelu"         # (an ONNX op, but from opset 20)
-    assert_refused(m, InvalidModelError, "onnx has it from opset 20")
+    m.graph.node[0].op_type = "Frobnicate"   # (ONNX's own domain: onnxruntime's INVALID_GRAPH)
+    err = assert_refused(m, PartitionError, "node 0 'A': Frobnicate")
+    assert err.unassigned == (0,)
+    assert isinstance(err, onnxplex.capi.onnxruntime_pybind11_state.InvalidGraph)
     m = chain(["Relu"])
     m.graph.node[0].domain = "com.evil"
     m.opset_import.append(helper.make_opsetid("com.evil", 1))
-    m.graph.node[0].op_type = "Frobnicate"   # (another domain: a provider may run it)
+    m.graph.node[0].op_type = "Frobnicate"   # (another domain: no kernel, NOT_IMPLEMENTED)
     err = assert_refused(m, PartitionError, "node 0 'A': com.evil::Frobnicate")
-    assert err.unassigned == (0,)
+    assert not isinstance(err, onnxplex.capi.onnxruntime_pybind11_state.InvalidGraph)
     m = chain(["Relu"])
     m.graph.node[0].domain = "com.evil"
     assert_refused(m, InvalidModelError, "domain 'com.evil', which the model does not import")
@@ -666,3 +664,17 @@ def test_indices_are_checked_against_the_axis_once(op, index):
         ort.run(None, feed)
     with pytest.raises(onnxplex.KernelExecutionError, match=f"index {index} is out of"):
         plex.run(None, feed)
+
+
+def test_a_node_of_ten_thousand_inputs_loads_in_linear_time():
+    # (each input's description searched the graph's inputs: 10,000 took ~26 s, now ~0.3;
+    # the bound is loose, for a busy machine, and still far below the quadratic time)
+    n = 10_000
+    m = model([helper.make_node("Concat", [f"x{i}" for i in range(n)], ["y"], axis=0)],
+              [vi(f"x{i}", [1, 2]) for i in range(n)], [vi("y", [n, 2])])
+    t0 = time.perf_counter()
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    assert time.perf_counter() - t0 < 8
+    feed = {f"x{i}": np.full((1, 2), i, np.float32) for i in range(n)}
+    (y,) = sess.run(None, feed)
+    np.testing.assert_array_equal(y[:, 0], np.arange(n, dtype=np.float32))

@@ -122,7 +122,25 @@ LOAD_ERRORS = [
     ("undefined node input", lambda tmp: _undefined_input(), "InvalidArgument", None),
     ("mistyped node", lambda tmp: _mistyped(), "Fail", None),
     ("opset too new", lambda tmp: model(opset=99), "Fail", None),
+    ("IR version too new", lambda tmp: _ir(99), "Fail", None),
+    ("a cycle", lambda tmp: model([helper.make_node("Relu", ["z"], ["y"]),
+                                   helper.make_node("Relu", ["y"], ["z"])]), "Fail", None),
+    ("a name defined twice", lambda tmp: model([helper.make_node("Relu", ["x"], ["y"]),
+                                               helper.make_node("Neg", ["x"], ["y"])]),
+     "Fail", None),
+    ("an output nothing produces", lambda tmp: model([helper.make_node("Relu", ["x"], ["q"])]),
+     "Fail", None),
+    ("an unknown op", lambda tmp: model([helper.make_node("FooBar", ["x"], ["y"])]),
+     "InvalidGraph", None),
+    ("an unknown attribute", lambda tmp: model([helper.make_node("Relu", ["x"], ["y"], bogus=1)]),
+     "InvalidGraph", None),
 ]
+
+
+def _ir(version: int) -> bytes:
+    m = onnx.load_from_string(model())
+    m.ir_version = version
+    return m.SerializeToString()
 
 
 @pytest.mark.parametrize("case, source, cls, text", LOAD_ERRORS, ids=[c[0] for c in LOAD_ERRORS])
@@ -561,6 +579,13 @@ def test_profile_file_has_onnxruntimes_layout(ort, tmp_path):
 # --------------------------------------------------------------------------------------------
 # C-level calls: OrtValueVector, DLPack, graph assignment info, load cancellation, plugin EPs
 # --------------------------------------------------------------------------------------------
+
+
+def test_terminated_run_is_a_fail(ort):
+    ro = ort.RunOptions()
+    ro.terminate = True
+    with pytest.raises(status(ort, "Fail")):
+        session(ort).run(None, {"x": X}, ro)
 
 
 def test_run_with_ortvaluevector(ort):

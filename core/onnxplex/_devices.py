@@ -43,17 +43,23 @@ class OrtMemType(enum.IntEnum):
 
 
 class OrtAllocatorType(enum.IntEnum):
+    """An allocator's kind (onnxruntime's values): a device allocator or an arena over one."""
+
     INVALID = -1
     ORT_DEVICE_ALLOCATOR = 0
     ORT_ARENA_ALLOCATOR = 1
 
 
 class OrtDeviceMemoryType(enum.IntEnum):
+    """A device's memory kind: its own (DEFAULT) or host memory it can reach."""
+
     DEFAULT = 0
     HOST_ACCESSIBLE = 5
 
 
 class OrtMemoryInfoDeviceType(enum.IntEnum):
+    """The device kind of an :class:`OrtMemoryInfo` (``create_v2``)."""
+
     CPU = 0
     GPU = 1
     FPGA = 2
@@ -61,6 +67,8 @@ class OrtMemoryInfoDeviceType(enum.IntEnum):
 
 
 class OrtHardwareDeviceType(enum.IntEnum):
+    """The kind of an :class:`OrtHardwareDevice`."""
+
     CPU = 0
     GPU = 1
     NPU = 2

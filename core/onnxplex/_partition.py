@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import CapabilityError, PartitionError
+import onnx
+
+from ._errors import CapabilityError, InvalidGraph, PartitionError, as_status
 from ._graph import GraphView, Model, NodeView
 from ._provider import Capability, ExecutionProvider
 from ._records import record
@@ -336,8 +338,13 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
     if partial:   # a provisional plan: only what the given providers claim
         return PartitionPlan(tuple(p.name for p in providers), partitions, [], notes)
     if missing:
-        raise PartitionError(_unclaimed_message(views, missing, declines, providers,
-                                                fallback_disabled), unassigned=tuple(missing))
+        # a node of ONNX's own domain that is no ONNX op at the model's opset (nor one a
+        # provider runs there): onnxruntime calls the model invalid (INVALID_GRAPH)
+        cls = as_status(PartitionError, InvalidGraph) if any(
+            views[i].domain in ("", "ai.onnx") and not _onnx_op(views[i].op_type, views[i].opset)
+            for i in missing) else PartitionError
+        raise cls(_unclaimed_message(views, missing, declines, providers, fallback_disabled),
+                  unassigned=tuple(missing))
 
     # Only declines by providers ranked above the one that runs a node explain a fallback.
     rank = {p.name: k for k, p in enumerate(providers)}
@@ -373,6 +380,15 @@ def _validate(prov: ExecutionProvider, cap: Capability, offered: set[int], n: in
                                       provider=prov.name)
             seen.add(i)
     return cap.groups
+
+
+def _onnx_op(op_type: str, opset: int) -> bool:
+    """Whether ONNX defines ``op_type`` at ``opset``."""
+    try:
+        onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return False
+    return True
 
 
 def _unclaimed_message(views: list[NodeView], missing: list[int],
