@@ -678,3 +678,23 @@ def test_a_node_of_ten_thousand_inputs_loads_in_linear_time():
     feed = {f"x{i}": np.full((1, 2), i, np.float32) for i in range(n)}
     (y,) = sess.run(None, feed)
     np.testing.assert_array_equal(y[:, 0], np.arange(n, dtype=np.float32))
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+b", r"(x+x+)+y", r"\d+", r"[[:alpha:]]+\s?",
+                                     r"www\.[\w.-]+\.\bcom\b"])
+def test_regex_full_match_is_re2(pattern):
+    # (Python's backtracking re took exponential time on (a+)+b over a long text of a's,
+    # and its \d matched non-ASCII digits, which RE2 and onnxruntime do not)
+    import onnxruntime
+
+    m = model([helper.make_node("RegexFullMatch", ["x"], ["y"], pattern=pattern)],
+              [vi("x", [None], TensorProto.STRING)], [vi("y", [None], TensorProto.BOOL)],
+              opsets=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+    x = np.array(["a" * 5000 + "c", "x" * 5000, "123", "١٢٣", "abc ", "www.google.com"],
+                 dtype=object)
+    t0 = time.perf_counter()
+    got = onnxplex.InferenceSession(m).run(None, {"x": x})[0]
+    assert time.perf_counter() - t0 < 5
+    want = onnxruntime.InferenceSession(m, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -180,10 +179,16 @@ def make_regex_full_match(node: NodeView, ctx: ProviderContext) -> Kernel:
     pattern = node.attr("pattern")
     if pattern is None:
         raise ValueError("RegexFullMatch: attribute 'pattern' is required")
+    # RE2 itself (google-re2), as onnxruntime and the ONNX spec use: its syntax and
+    # semantics (\d is ASCII), and linear time, where Python's backtracking re took
+    # exponential time on patterns such as (a+)+b
+    import re2
+
     try:
-        regex = re.compile(_text(pattern))
-    except re.error as e:
-        raise ValueError(f"RegexFullMatch: invalid pattern {pattern!r}: {e}") from None
+        regex = re2.compile(_text(pattern))
+    except re2.error as e:
+        raise ValueError(f"RegexFullMatch: invalid RE2 pattern {_text(pattern)!r}: {e}") \
+            from None
     match = np.frompyfunc(lambda s: regex.fullmatch(s) is not None, 1, 1)
 
     def kernel(x: np.ndarray) -> np.ndarray:
