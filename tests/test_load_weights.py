@@ -252,7 +252,7 @@ def test_a_weight_whose_file_changed_is_refused(tmp_path):
     model = load_model(path)
     np.testing.assert_array_equal(model.value_info("w").const, w)
     _single_matmul(tmp_path, w[:, :64].copy())    # the same path, other contents
-    with pytest.raises(InvalidModelError, match="changed after it was loaded"):
+    with pytest.raises(InvalidModelError, match="changed after the model was loaded"):
         _ = model.value_info("w").const
 
 

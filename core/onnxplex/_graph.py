@@ -1037,6 +1037,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
             if external > (len(split.offsets) if split is not None else 0):
                 # external data of the model's own, beside the weights cut out of its file
                 ir.external_data.set_base_dir(model.graph, base_dir)
+                _read_external_weights(model, base_dir)
         loaded = Model(model, base_dir)
         # loaded.nodes orders the graph: a cycle is refused there, by name
         bodies = any(a.bodies for n in walked.graph.nodes for a in n.attrs)
@@ -1204,6 +1205,31 @@ def _read_split_weights(model: ir.Model, base_dir: str, split: _wire.Split) -> N
             t.dtype, t.shape, name=t.name, doc_string=t.doc_string)
 
 
+def _read_external_weights(model: ir.Model, base_dir: str) -> None:
+    """The main graph's initializers stored as external data become tensors read from their
+    file on demand (:class:`_FileTensor`, as the weights cut out of the model file are)
+    instead of onnx-ir's memory-mapped ones: a mapped file truncated or rewritten while a
+    session lives kills the process with SIGBUS at the next read of a weight, where a read
+    finds the change and says so. Sub-byte types (packed 4-bit and 2-bit data) stay
+    onnx-ir's."""
+    stamps: dict[str, tuple[int, int, int]] = {}
+    for value in model.graph.initializers.values():
+        t = value.const_value
+        if not isinstance(t, ir.ExternalTensor) or t.dtype.bitwidth != \
+                8 * np.dtype(t.dtype.numpy()).itemsize:
+            continue
+        path = os.path.join(base_dir, t.location)
+        if path not in stamps:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue   # (reading it reports the problem, as before)
+            stamps[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        value.const_value = _FileTensor(
+            _file_reader(path, stamps[path], t.name, t.offset or 0, tuple(t.shape.numpy()),
+                         t.dtype), t.dtype, t.shape, name=t.name, doc_string=t.doc_string)
+
+
 class _FileTensor(ir.LazyTensor):
     """A weight still in the model file. onnx-ir reads it as a tensor, like any LazyTensor;
     the runtime (:func:`_readonly_array`) reads the array alone, without the tensor wrapper
@@ -1228,7 +1254,7 @@ def _file_reader(path: str, stamp: tuple[int, int, int], name: str, offset: int,
             st = os.fstat(fd)
             if (st.st_ino, st.st_size, st.st_mtime_ns) != stamp:
                 raise InvalidModelError(
-                    f"the model file {path!r} changed after it was loaded; its weight {name!r} "
+                    f"the file {path!r} changed after the model was loaded; its weight {name!r} "
                     "can no longer be read (load the model again)")
             return _wire.pread_tensor(fd, offset, shape, np_type)
         finally:
