@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from graphs import chain, diamond_abc
+from onnx import TensorProto, helper
 
 import onnxplex
 from onnxplex import Capability, ExecutionProvider, NodeGroup, PartitionError, SessionOptions
@@ -153,3 +154,56 @@ def test_claim_of_node_not_offered_is_rejected(null_provider):
         assert _placement(sess) == {"A": "null", "B": "cpu_mlas"}
     finally:
         onnxplex._plugins.unregister_provider("liar")
+
+
+_NUMPY_OPS = {"Relu": lambda x: np.maximum(x, 0), "Neg": np.negative,
+              "Sigmoid": lambda x: 1 / (1 + np.exp(-x)), "Abs": np.abs}
+
+
+class _GroupFuser(ExecutionProvider):
+    """Claims its ``ops`` as one group and runs the group's nodes in order with numpy."""
+
+    ops: frozenset = frozenset()
+
+    def get_capability(self, graph):
+        mine = tuple(n.index for n in graph.nodes if n.op_type in self.ops)
+        return Capability((NodeGroup(mine),) if mine else ())
+
+    def compile(self, subgraph):
+        def kernel(*args):
+            env = {v.name: a for v, a in zip(subgraph.inputs, args)}
+            for node in subgraph.nodes:
+                env[node.outputs[0].name] = _NUMPY_OPS[node.op_type](env[node.inputs[0].name])
+            return tuple(env[v.name] for v in subgraph.outputs)
+        return kernel
+
+
+def test_groups_stay_convex_through_another_providers_fused_group():
+    """A -> B1 and B2 -> D, with {B1, B2} fused by the first provider: fusing {A, D} would
+    need the fused unit between them, a cycle no path of single nodes shows (the check must
+    follow paths through a fused unit from any of its members)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"),
+             helper.make_node("Neg", ["a"], ["b1"], name="B1"),
+             helper.make_node("Sigmoid", ["x"], ["b2"], name="B2"),
+             helper.make_node("Abs", ["b2"], ["y"], name="D")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])
+                           for n in ("b1", "y")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    first = type("First", (_GroupFuser,), {"name": "fuse_b", "ops": frozenset({"Neg", "Sigmoid"})})
+    second = type("Second", (_GroupFuser,), {"name": "fuse_ad", "ops": frozenset({"Relu", "Abs"})})
+    onnxplex.register_provider(first)
+    onnxplex.register_provider(second)
+    try:
+        so = SessionOptions()
+        so.graph_optimization_level = onnxplex.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = onnxplex.InferenceSession(m, so, providers=["fuse_b", "fuse_ad"])
+        x = np.array([-1.0, 0.5, 2.0], np.float32)
+        b1, y = sess.run(None, {"x": x})
+        np.testing.assert_allclose(b1, -np.maximum(x, 0))
+        np.testing.assert_allclose(y, 1 / (1 + np.exp(-x)), rtol=1e-6)
+        parts = sess.get_provider_assignment().partitions
+        assert sorted(p.nodes for p in parts if p.provider == "fuse_ad") == [(0,), (3,)]
+    finally:
+        onnxplex._plugins.unregister_provider("fuse_b")
+        onnxplex._plugins.unregister_provider("fuse_ad")
