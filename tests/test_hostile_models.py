@@ -735,3 +735,31 @@ def test_external_weights_truncated_under_a_live_session_do_not_kill_it(tmp_path
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert out.stdout.split()[0] in ("same", "refused")
     assert "reload refused" in out.stdout
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs, error, match", [
+    ((1, 3, 4, 4), (2, 1, 3, 3), dict(group=2), onnxplex.KernelExecutionError,
+     "the input has 3 channels; the weight \\[2, 1, ...\\] with group 2 needs 2"),
+    ((1, 3, 4, 4), (2, 2, 3, 3), {}, onnxplex.KernelExecutionError,
+     "the input has 3 channels; the weight \\[2, 2, ...\\] with group 1 needs 2"),
+    ((1, 1, 2, 2), (1, 1, 3, 3), {}, onnxplex.KernelExecutionError,
+     "the kernel \\[3, 3\\] \\(dilated \\[3, 3\\]\\) is larger than the padded input \\[2, 2\\]"),
+    ((1, 1, 4, 4), (1, 1, 3, 3), dict(strides=[0, 1]), InvalidModelError,
+     "strides must only contain positive values"),
+    ((1, 1, 4, 4), (1, 1, 3, 3), dict(dilations=[1, 0]), InvalidModelError,
+     "dilations must only contain positive values"),
+    ((1, 1, 4, 4), (1, 1, 3, 3), dict(pads=[-1, 0, 0, 0]), InvalidModelError,
+     "pads must not contain negative values"),
+], ids=["group", "weight channels", "kernel too large", "stride 0", "dilation 0", "negative pad"])
+def test_conv_geometry_errors_say_what_is_wrong(x_shape, w_shape, attrs, error, match):
+    # (before: numpy's reshape error, an empty output, a ZeroDivisionError, or a result)
+    import onnxruntime
+
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], **attrs)], [vi("x", list(x_shape))],
+              [vi("y", None)], inits=[numpy_helper.from_array(np.ones(w_shape, np.float32), "w")])
+    feed = {"x": np.ones(x_shape, np.float32)}
+    with pytest.raises(error, match=match):
+        onnxplex.InferenceSession(m.SerializeToString()).run(None, feed)
+    with pytest.raises(Exception):   # noqa: B017 - onnxruntime refuses them too
+        onnxruntime.InferenceSession(m.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, feed)

@@ -2137,6 +2137,10 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
         if any(c in str(e) for c in _INCONSISTENT):
             raise as_status(InvalidModelError, Fail)(
                 f"the model's declared shapes or types contradict its nodes: {e}") from e
+        if any(c in str(e) for c in _BAD_ATTRIBUTE):
+            raise as_status(InvalidModelError, Fail)(
+                f"a node's attributes are outside the spec (onnxruntime refuses it too): {e}"
+            ) from e
         if any(c in str(e) for c in _MISTYPED):
             raise as_status(InvalidModelError, Fail)(   # (onnxruntime: a Type Error)
                 f"a node's inputs are of types its op does not take "
@@ -2164,6 +2168,9 @@ _INCONSISTENT = ("Inferred shape and existing shape differ",
 (Inputs declared with shapes an op cannot combine, such as non-broadcasting ones, still load:
 providers may decline such nodes with a reason, and running them is a kernel error.)"""
 _MISTYPED = ("typestr: ", "has inconsistent type")
+_BAD_ATTRIBUTE = ("must only contain positive values", "must not contain negative values")
+"""onnx's inference messages about attribute values outside the spec (a Conv or pool's zero
+stride or dilation, negative pads): onnxruntime refuses the model; kernels divided by them."""
 """onnx's type-constraint messages (``check_type``) about a node's inputs: one of a type
 outside the op's constraint, or two bound to one type variable with different types (as
 onnxruntime refuses them). An output type onnx's inference derives outside the constraint

@@ -87,8 +87,25 @@ def _conv_geometry(node: NodeView, x_shape: tuple[int, ...], kshape: Sequence[in
     in_sp = x_shape[2:]
     k_eff = [(k - 1) * d + 1 for k, d in zip(kshape, dil)]
     pb, pe = auto_pads(node.attr("auto_pad", "NOTSET"), in_sp, k_eff, strides, node.attr("pads"))
+    if min(strides, default=1) < 1 or min(dil, default=1) < 1 or min(kshape, default=1) < 1:
+        raise ValueError(f"{node.op_type}: strides {strides}, dilations {dil} and kernel "
+                         f"{list(kshape)} must be positive")
+    if min(pb, default=0) < 0 or min(pe, default=0) < 0:
+        raise ValueError(f"{node.op_type}: pads {list(pb) + list(pe)} must not be negative")
     out_sp = [(n + b + e - k) // s + 1 for n, b, e, k, s in zip(in_sp, pb, pe, k_eff, strides)]
+    if min(out_sp, default=1) < 1:
+        raise ValueError(f"{node.op_type}: the kernel {list(kshape)} (dilated {k_eff}) is larger "
+                         f"than the padded input {[n + b + e for n, b, e in zip(in_sp, pb, pe)]}")
     return strides, dil, pb, pe, out_sp
+
+
+def _check_channels(op: str, c: int, cw: _ConvWeights) -> None:
+    """A conv's input channels against its weight: ``C == C/G * G`` and ``G`` dividing ``M``
+    (numpy's reshape error said nothing of either)."""
+    if c != cw.cg * cw.group or cw.m % cw.group:
+        raise ValueError(f"{op}: the input has {c} channels; the weight [{cw.m}, {cw.cg}, ...] "
+                         f"with group {cw.group} needs {cw.cg * cw.group} (and its {cw.m} output "
+                         f"channels a multiple of {cw.group})")
 
 
 class _ConvWeights:
@@ -261,6 +278,7 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
     x = to_compute(x)
     n, c = x.shape[:2]
     g, kshape = cw.group, cw.kshape
+    _check_channels(static.node.op_type, c, cw)
     strides, dil, pb, pe, out_sp = static.geometry(x.shape, kshape)
     clamp = static.clamp if act is not None else None
     out_shape = (n, cw.m) + tuple(out_sp)
@@ -317,6 +335,7 @@ def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.nda
         return plan(x, bias, z, scale)
     n, c = x.shape[0], x.shape[-1]
     kshape = cw.kshape
+    _check_channels(static.node.op_type, c, cw)
     strides, dil, pb, _, out_sp = static.geometry((n, c, *x.shape[1:-1]), kshape)
     out_shape = (n, *out_sp, cw.m)
     nat = native() if len(kshape) == 2 and x.dtype == np.float32 else None
