@@ -763,3 +763,52 @@ def test_conv_geometry_errors_say_what_is_wrong(x_shape, w_shape, attrs, error, 
     with pytest.raises(Exception):   # noqa: B017 - onnxruntime refuses them too
         onnxruntime.InferenceSession(m.SerializeToString(),
                                      providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def _seq_type():
+    return helper.make_sequence_type_proto(helper.make_tensor_type_proto(FLOAT, None))
+
+
+def test_a_loop_growing_a_sequence_stops_at_the_memory_limit(monkeypatch):
+    # (it grew until the machine's OOM killer ended the process)
+    monkeypatch.setenv("ONNXPLEX_MAX_TENSOR_BYTES", str(64 << 20))
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cin"], ["cout"]),
+         helper.make_node("SequenceInsert", ["seq", "x"], ["seq2"])], "body",
+        [vi("i", [], TensorProto.INT64), vi("cin", [], TensorProto.BOOL),
+         helper.make_value_info("seq", _seq_type())],
+        [vi("cout", [], TensorProto.BOOL), helper.make_value_info("seq2", _seq_type())])
+    m = model([helper.make_node("SequenceEmpty", [], ["s0"], dtype=FLOAT),
+               helper.make_node("Loop", ["M", "", "s0"], ["s"], body=body),
+               helper.make_node("SequenceLength", ["s"], ["n"])],
+              [vi("x", [512, 512]), vi("M", [], TensorProto.INT64)],
+              [vi("n", [], TensorProto.INT64)])
+    sess = onnxplex.InferenceSession(m.SerializeToString())
+    x = np.ones((512, 512), np.float32)
+    assert sess.run(None, {"x": x, "M": np.array(3, np.int64)})[0] == 3
+    with pytest.raises(onnxplex.KernelExecutionError,
+                       match="SequenceInsert's sequence \\(holding 64 tensors\\).* more than"):
+        sess.run(None, {"x": x, "M": np.array(10**9, np.int64)})
+
+
+@pytest.mark.parametrize("op, inputs, feed, match", [
+    ("ConstantOfShape", [vi("s", [2], TensorProto.INT64)],
+     {"s": np.array([10**6, 10**6], np.int64)}, "ConstantOfShape's output"),
+    ("Expand", [vi("x", [1, 1]), vi("s", [2], TensorProto.INT64)],
+     {"x": np.ones((1, 1), np.float32), "s": np.array([10**5, 10**5], np.int64)},
+     "Expand's output"),
+    ("Tile", [vi("x", [2, 2]), vi("s", [2], TensorProto.INT64)],
+     {"x": np.ones((2, 2), np.float32), "s": np.array([10**5, 10**5], np.int64)},
+     "Tile's output"),
+    ("Range", [vi("a", [], TensorProto.INT64), vi("b", [], TensorProto.INT64),
+               vi("d", [], TensorProto.INT64)],
+     {"a": np.array(0, np.int64), "b": np.array(10**12, np.int64), "d": np.array(1, np.int64)},
+     "Range's output"),
+])
+def test_outputs_sized_by_data_are_checked_before_allocating(monkeypatch, op, inputs, feed,
+                                                             match):
+    monkeypatch.setenv("ONNXPLEX_MAX_TENSOR_BYTES", str(64 << 20))
+    out = vi("y", None, TensorProto.INT64 if op == "Range" else FLOAT)
+    m = model([helper.make_node(op, [i.name for i in inputs], ["y"])], inputs, [out])
+    with pytest.raises(onnxplex.KernelExecutionError, match=f"{match}.* more than the 64.00 MiB"):
+        onnxplex.InferenceSession(m.SerializeToString()).run(None, feed)

@@ -1826,6 +1826,29 @@ def format_bytes(n: int) -> str:
     return f"{n} bytes"  # pragma: no cover
 
 
+def check_allocation(shape: Sequence[int], dtype: np.dtype, what: str, *,
+                     already: int = 0) -> None:
+    """Refuse, before a kernel allocates it, an output of ``shape`` and ``dtype`` (plus
+    ``already`` bytes it adds to, for a growing sequence) larger than
+    :func:`max_tensor_bytes` (the machine's memory, or ``ONNXPLEX_MAX_TENSOR_BYTES``): the run
+    limit kernels whose output size comes from data (Expand, Tile, ConstantOfShape, Range,
+    sequences in a loop) check, instead of growing until the machine's OOM killer ends the
+    process. Raises :class:`TensorSizeError` naming ``what``."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n < 0:
+        raise TensorSizeError(f"{what}: negative size in the shape {list(shape)}")
+    nbytes = n * np.dtype(dtype).itemsize + already
+    limit = max_tensor_bytes()
+    if nbytes > limit:
+        raise TensorSizeError(
+            f"{what} ({np.dtype(dtype)}{[int(d) for d in shape]}) would need "
+            f"{format_bytes(nbytes)} ({nbytes} bytes), more than the {format_bytes(limit)} "
+            "allowed (this machine's memory, or ONNXPLEX_MAX_TENSOR_BYTES); refused before "
+            "allocating it")
+
+
 def check_tensor_size(shape: Sequence[Dim], elem_type: int | None, what: str) -> None:
     """Refuse, before anything is allocated, a static shape with a negative dim or one whose
     tensor would need more than :func:`max_tensor_bytes`. The one place onnxplex checks sizes

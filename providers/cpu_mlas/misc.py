@@ -10,6 +10,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 from onnxplex._dtypes import np_dtype
+from onnxplex._graph import check_allocation
 
 from . import _native
 from ._np_helpers import LOW_PRECISION_FLOATS, const_input, norm_axis
@@ -37,6 +38,7 @@ def make_range(node: NodeView, ctx: ProviderContext) -> Kernel:
             if d == 0:
                 raise ValueError("Range: delta must not be 0")
             n = max(0, -((s - lim) // d))
+            check_allocation((n,), dt, "Range's output")
             return np.arange(s, s + n * d, d, dtype=dt)[:n]
         work = dt
         if dt in LOW_PRECISION_FLOATS or dt == np.float16:
@@ -45,6 +47,7 @@ def make_range(node: NodeView, ctx: ProviderContext) -> Kernel:
         if float(d) == 0.0:
             raise ValueError("Range: delta must not be 0")
         n = max(0, math.ceil(float(lim - s) / float(d)))
+        check_allocation((n,), work, "Range's output")
         # ORT accumulates (value += delta), which cumsum reproduces bit for bit
         steps = np.full(n, d, dtype=work)
         if n:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
+from onnxplex._graph import check_allocation
 
 from ._np_helpers import norm_axis
 from ._registry import op
@@ -60,6 +61,9 @@ def make_sequence_at(node: NodeView, ctx: ProviderContext) -> Kernel:
 def make_sequence_insert(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(seq: list[np.ndarray], tensor: np.ndarray,
                position: np.ndarray | None = None) -> list[np.ndarray]:
+        held = sum(a.nbytes for a in seq if isinstance(a, np.ndarray))
+        check_allocation(np.shape(tensor), getattr(tensor, "dtype", np.uint8),
+                         f"SequenceInsert's sequence (holding {len(seq)} tensors)", already=held)
         out = list(seq)
         out.insert(_index(position, len(seq), len(seq), allow_end=True, what="SequenceInsert"),
                    tensor)

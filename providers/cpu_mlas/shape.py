@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
+from onnxplex._graph import check_allocation
 
 from ._blas import intra_threads
 from ._native import native
@@ -301,6 +302,7 @@ def make_expand(node: NodeView, ctx: ProviderContext) -> Kernel:
                 targets[key] = target
         if target == x.shape:
             return x
+        check_allocation(target, x.dtype, "Expand's output")
         y = np.empty(target, dtype=x.dtype)
         np.copyto(y, x)
         return y
@@ -319,7 +321,14 @@ def make_tile(node: NodeView, ctx: ProviderContext) -> Kernel:
 
         return kernel_v1
     reps = int_list(const_input(node, 1))
-    return lambda x, r: np.tile(x, reps if reps is not None else r.tolist())
+
+    def kernel(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        rr = reps if reps is not None else r.tolist()
+        if len(rr) == x.ndim:
+            check_allocation([d * k for d, k in zip(x.shape, rr)], x.dtype, "Tile's output")
+        return np.tile(x, rr)
+
+    return kernel
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,7 +360,13 @@ def make_constant_of_shape(node: NodeView, ctx: ProviderContext) -> Kernel:
         value = decode_strings(value)
     fill = value.reshape(-1)[0]
     dtype = value.dtype
-    return lambda s: np.full(tuple(int(d) for d in s.tolist()), fill, dtype=dtype)
+
+    def kernel(s: np.ndarray) -> np.ndarray:
+        shape = tuple(int(d) for d in s.tolist())
+        check_allocation(shape, dtype, "ConstantOfShape's output")
+        return np.full(shape, fill, dtype=dtype)
+
+    return kernel
 
 
 def _constant_value(node: NodeView) -> np.ndarray:
