@@ -88,15 +88,20 @@ def _conv_geometry(node: NodeView, x_shape: tuple[int, ...], kshape: Sequence[in
     k_eff = [(k - 1) * d + 1 for k, d in zip(kshape, dil)]
     pb, pe = auto_pads(node.attr("auto_pad", "NOTSET"), in_sp, k_eff, strides, node.attr("pads"))
     if min(strides, default=1) < 1 or min(dil, default=1) < 1 or min(kshape, default=1) < 1:
-        raise ValueError(f"{node.op_type}: strides {strides}, dilations {dil} and kernel "
+        raise ValueError(f"{_op_name(node)}: strides {strides}, dilations {dil} and kernel "
                          f"{list(kshape)} must be positive")
     if min(pb, default=0) < 0 or min(pe, default=0) < 0:
-        raise ValueError(f"{node.op_type}: pads {list(pb) + list(pe)} must not be negative")
+        raise ValueError(f"{_op_name(node)}: pads {list(pb) + list(pe)} must not be negative")
     out_sp = [(n + b + e - k) // s + 1 for n, b, e, k, s in zip(in_sp, pb, pe, k_eff, strides)]
     if min(out_sp, default=1) < 1:
-        raise ValueError(f"{node.op_type}: the kernel {list(kshape)} (dilated {k_eff}) is larger "
+        raise ValueError(f"{_op_name(node)}: the kernel {list(kshape)} (dilated {k_eff}) is larger "
                          f"than the padded input {[n + b + e for n, b, e in zip(in_sp, pb, pe)]}")
     return strides, dil, pb, pe, out_sp
+
+
+def _op_name(node: Any) -> str:
+    """The op of a conv's node (a NodeView, or another provider's attribute record)."""
+    return getattr(node, "op_type", "Conv")
 
 
 def _check_channels(op: str, c: int, cw: _ConvWeights) -> None:
@@ -278,7 +283,7 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
     x = to_compute(x)
     n, c = x.shape[:2]
     g, kshape = cw.group, cw.kshape
-    _check_channels(static.node.op_type, c, cw)
+    _check_channels(_op_name(static.node), c, cw)
     strides, dil, pb, pe, out_sp = static.geometry(x.shape, kshape)
     clamp = static.clamp if act is not None else None
     out_shape = (n, cw.m) + tuple(out_sp)
@@ -335,7 +340,7 @@ def _conv_nhwc(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.nda
         return plan(x, bias, z, scale)
     n, c = x.shape[0], x.shape[-1]
     kshape = cw.kshape
-    _check_channels(static.node.op_type, c, cw)
+    _check_channels(_op_name(static.node), c, cw)
     strides, dil, pb, _, out_sp = static.geometry((n, c, *x.shape[1:-1]), kshape)
     out_shape = (n, *out_sp, cw.m)
     nat = native() if len(kshape) == 2 and x.dtype == np.float32 else None
