@@ -812,3 +812,21 @@ def test_outputs_sized_by_data_are_checked_before_allocating(monkeypatch, op, in
     m = model([helper.make_node(op, [i.name for i in inputs], ["y"])], inputs, [out])
     with pytest.raises(onnxplex.KernelExecutionError, match=f"{match}.* more than the 64.00 MiB"):
         onnxplex.InferenceSession(m.SerializeToString()).run(None, feed)
+
+
+def test_tokenizer_patterns_run_in_linear_time():
+    # (the Tokenizer's RE2 patterns ran on Python's backtracking re, translated: (a+)+b over a
+    # long text took exponential time)
+    import onnxruntime
+
+    node = helper.make_node("Tokenizer", ["x"], ["y"], domain="com.microsoft", mark=0,
+                            mincharnum=1, pad_value="#", tokenexp="(a+)+b")
+    m = model([node], [vi("x", [2], TensorProto.STRING)], [vi("y", None, TensorProto.STRING)],
+              opsets=[*OPSET, helper.make_opsetid("com.microsoft", 1)]).SerializeToString()
+    x = np.array(["a" * 3000 + "c", "xaab aaab"], dtype=object)
+    t0 = time.perf_counter()
+    (got,) = onnxplex.InferenceSession(m).run(None, {"x": x})
+    assert time.perf_counter() - t0 < 5
+    (want,) = onnxruntime.InferenceSession(m, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})
+    np.testing.assert_array_equal(got, want)

@@ -1,9 +1,11 @@
-"""RE2 regular expressions, as onnxruntime's text kernels compile them, run on Python's ``re``.
+"""RE2 regular expressions, as onnxruntime's text kernels compile them: matched by RE2 itself
+(google-re2), with a translation to Python's syntax for analysing them.
 
 onnxruntime's ``com.microsoft::Tokenizer`` compiles its ``separators`` and ``tokenexp`` with RE2
-in leftmost-longest mode (``RE2::Options::set_longest_match(true)``). :func:`compile_re2`
-translates an RE2 pattern to an equivalent Python one and :class:`Re2Pattern` searches with
-leftmost-longest semantics. What the translation takes care of:
+in leftmost-longest mode (``RE2::Options::set_longest_match(true)``). :class:`Re2Pattern` does
+the same with google-re2 (RE2's semantics and linear time). :func:`translate` writes an RE2
+pattern in Python's syntax, which the pattern analysis parses (can it match nothing; are its
+matches runs of one character class). What the translation takes care of:
 
 * ``\\d \\w \\s \\b \\B`` (and the negations) are ASCII in RE2; ``\\s`` is ``[\\t\\n\\f\\r ]``,
   without the ``\\v`` that Python's ASCII ``\\s`` has. ``[[:alpha:]]``-style classes (ASCII).
@@ -13,13 +15,10 @@ leftmost-longest semantics. What the translation takes care of:
   global flags there); ``(?U)`` and lazy quantifiers change nothing in leftmost-longest mode.
 * ``\\x{...}``, ``\\Q...\\E``, octal escapes (``\\12`` is octal in RE2, a backreference in
   Python), ``(?<name>...)``, and ``{`` that does not start a valid repeat (a literal in RE2).
-* Python-only syntax RE2 refuses (lookarounds, backreferences, ``(?x)``/``(?u)``/``(?a)``,
-  comments, atomic groups, possessive quantifiers, ``\\Z``, ``\\u``, ``\\N{...}``...) is refused
-  here too, as onnxruntime refuses the model.
+* Python-only syntax RE2 refuses is refused by RE2 itself.
 
-Known differences: ``\\p{...}``/``\\pL`` Unicode classes and ``\\C`` are refused (onnxruntime
-accepts them); under ``(?i)`` Python folds a few letters RE2 does not (``ı`` with ``i``, ``µ``
-with ``μ``...); RE2's limits on program size are not enforced.
+A pattern the translation does not take (``\\p{...}`` Unicode classes, ``\\C``) still runs on
+RE2, without the analysis' fast paths.
 """
 
 from __future__ import annotations
@@ -375,25 +374,6 @@ def translate(pattern: str, what: str) -> str:
     return _Translator(pattern, what).run()
 
 
-def _first_is_longest(items) -> bool:
-    """Whether backtracking's first match is always the longest: a sequence of single-character
-    matchers, each optionally repeated greedily, and anchors; no alternation, no repeated
-    groups (checked exhaustively on small alphabets; lazy repeats were made greedy)."""
-    c = _sre_c
-    single = (c.LITERAL, c.NOT_LITERAL, c.IN, c.ANY)
-    for op_, av in items:
-        if op_ is c.SUBPATTERN:
-            if not _first_is_longest(av[-1]):
-                return False
-        elif op_ is c.MAX_REPEAT:
-            sub = av[2]
-            if len(sub) != 1 or sub[0][0] not in single:
-                return False
-        elif op_ not in single and op_ is not c.AT:
-            return False
-    return True
-
-
 def _merge(ranges: Ranges) -> Ranges:
     out: Ranges = []
     for a, b in sorted(ranges):
@@ -488,46 +468,36 @@ def _char_runs(tree) -> tuple[Ranges, int, bool] | None:
 
 
 class Re2Pattern:
-    """A compiled RE2 pattern searched with leftmost-longest semantics (RE2's longest_match)."""
+    """A compiled RE2 pattern searched with leftmost-longest semantics (RE2's longest_match),
+    matched by RE2 itself (google-re2: linear time on any pattern, where Python's backtracking
+    ``re`` could take exponential time). The translation to Python's syntax serves only the
+    analysis of the pattern: whether it can match nothing (``never_empty``) and whether its
+    matches are runs of one character class (``char_runs``: a native tokenizer finds those
+    without a regex); a pattern RE2 accepts that the translation does not (``\\p{L}``) just
+    gets no fast path."""
 
     def __init__(self, pattern: str, what: str) -> None:
+        import re2
+
         self.pattern = pattern
-        py = translate(pattern, what)
+        options = re2.Options()
+        options.longest_match = True
         try:
-            self.regex = re.compile(py)
-        except re.error as e:
+            self.regex = re2.compile(pattern, options)
+        except re2.error as e:
             raise ValueError(f"{what}: cannot use the RE2 pattern {pattern!r}: {e}") from None
-        # char_runs: (ranges, shortest, single) when the matches are runs of one character
-        # class (see _char_runs), which a native tokenizer finds without a regex
+        self.simple = True   # (RE2 finds the leftmost-longest match itself)
+        self.never_empty, self.char_runs = False, None
         if _sre_parse is not None:
-            tree = _sre_parse.parse(py)
-            self.simple = _first_is_longest(tree)
-            self.never_empty = tree.getwidth()[0] > 0
-            self.char_runs = _char_runs(tree)
-        else:  # pragma: no cover
-            self.simple, self.never_empty, self.char_runs = False, False, None
-        if not self.simple:
-            logger.debug("%s: %r may match shorter leftmost-first than leftmost-longest; its "
-                         "matches are lengthened one end at a time (slower)", what, pattern)
-            # A match of the pattern from p that ends exactly at e, with the text after e
-            # still there for $ and \b to look at: match(text, p, e + 1) against the first,
-            # match(text, p) against the second for e == len(text).
-            self._ends_before_last = re.compile(f"(?:{py})(?=[\\s\\S]\\Z)")
-            self._ends_at_end = re.compile(f"(?:{py})\\Z")
+            try:
+                tree = _sre_parse.parse(translate(pattern, what))
+            except (ValueError, re.error):
+                tree = None
+            if tree is not None:
+                self.never_empty = tree.getwidth()[0] > 0
+                self.char_runs = _char_runs(tree)
 
     def search(self, text: str, pos: int) -> tuple[int, int] | None:
         """(start, end) of the leftmost-longest match at or after ``pos``, or ``None``."""
         m = self.regex.search(text, pos)
-        if m is None:
-            return None
-        start, end = m.span()
-        if self.simple:
-            return start, end
-        # the leftmost start is the same for both semantics; look for a longer end there
-        n = len(text)
-        if end < n and self._ends_at_end.match(text, start):
-            return start, n
-        for e in range(n - 1, end, -1):
-            if self._ends_before_last.match(text, start, e + 1):
-                return start, e
-        return start, end
+        return None if m is None else m.span()

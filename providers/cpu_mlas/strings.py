@@ -212,8 +212,14 @@ def _split_by(sep: Re2Pattern, text: str, min_chars: int) -> list[str]:
     """The pieces of ``text`` between the leftmost-longest matches of ``sep`` that have at least
     ``min_chars`` characters. As in onnxruntime, an empty match also consumes the character
     after it (so a separator that can match nothing eats the text around it)."""
-    if sep.simple and sep.never_empty:
-        return [t for t in sep.regex.split(text) if len(t) >= min_chars]
+    if sep.simple and sep.never_empty:   # (whole matches: the pattern's groups do not count)
+        pieces, at = [], 0
+        for m in sep.regex.finditer(text):
+            a, b = m.span()
+            pieces.append(text[at:a])
+            at = b
+        pieces.append(text[at:])
+        return [t for t in pieces if len(t) >= min_chars]
     out, start, n = [], 0, len(text)
     while start <= n:
         m = sep.search(text, start)
@@ -232,7 +238,7 @@ def _find_tokens(exp: Re2Pattern, text: str, min_chars: int) -> list[str]:
     """The leftmost-longest matches of ``exp`` of at least ``min_chars`` characters; after a
     shorter one the search resumes one character past its start, as in onnxruntime."""
     if exp.simple and exp.never_empty and min_chars == 1:
-        return exp.regex.findall(text)   # no capturing groups: whole matches
+        return [m.group(0) for m in exp.regex.finditer(text)]   # (whole matches)
     out, start, n = [], 0, len(text)
     while start <= n:
         m = exp.search(text, start)
