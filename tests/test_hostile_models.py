@@ -830,3 +830,17 @@ def test_tokenizer_patterns_run_in_linear_time():
     (want,) = onnxruntime.InferenceSession(m, providers=["CPUExecutionProvider"]).run(
         None, {"x": x})
     np.testing.assert_array_equal(got, want)
+
+
+def test_names_that_are_not_text_inside_local_functions():
+    # (found by the fuzzer: inlining the body failed inside onnx-ir with a SerdeError)
+    fn = helper.make_function("local", "F", ["a"], ["b"],
+                              [helper.make_node("Add", ["QQQQ", "a"], ["b"])],
+                              [helper.make_opsetid("", 17)])
+    fn.node[0].input[0] = "a"
+    fn.node.insert(0, helper.make_node("Neg", ["a"], ["QQQQ"]))
+    fn.node[1].input[0] = "QQQQ"
+    m = model([helper.make_node("F", ["x"], ["y"], domain="local")], [vi("x", [2])],
+              [vi("y", [2])], opsets=[*OPSET, helper.make_opsetid("local", 1)], functions=[fn])
+    data = m.SerializeToString().replace(b"QQQQ", b"\x80QQQ")
+    assert_refused(data, InvalidModelError, "model-local function 'F': the name .* is not UTF-8")

@@ -1539,6 +1539,21 @@ def _check_function_calls(proto: onnx.ModelProto, walked: _Walked) -> None:
     growing without bound). Refused naming the cycle."""
     if not proto.functions:
         return
+    for f, nodes in zip(proto.functions, walked.functions):
+        # names must be text, as in the graphs (_check_structure): a body is inlined by
+        # serializing it, where bytes that are not UTF-8 failed inside onnx-ir
+        pending = list(nodes)
+        texts: list[Any] = [f.name, f.domain, *f.input, *f.output]
+        while pending:
+            n = pending.pop()
+            texts += [n.op_type, n.domain, *n.inputs, *n.outputs]
+            for a in n.attrs:
+                for body in _graphs_from(list(a.bodies)):
+                    pending.extend(body.nodes)
+        bad = next((t for t in texts if not isinstance(t, str)), None)
+        if bad is not None:
+            raise InvalidModelError(f"model-local function {f.name!r}: the name {bad!r} is not "
+                                    "UTF-8 text")
     key = {(("" if f.domain == "ai.onnx" else f.domain), f.name): k
            for k, f in enumerate(proto.functions)}
     calls: list[set[int]] = []
