@@ -844,3 +844,20 @@ def test_names_that_are_not_text_inside_local_functions():
               [vi("y", [2])], opsets=[*OPSET, helper.make_opsetid("local", 1)], functions=[fn])
     data = m.SerializeToString().replace(b"QQQQ", b"\x80QQQ")
     assert_refused(data, InvalidModelError, "model-local function 'F': the name .* is not UTF-8")
+
+
+def test_a_negative_input_dim_is_refused_before_onnx_inference_sees_it():
+    # (found by the long fuzz run: onnx's GatherND inference crashes the interpreter on it)
+    m = model([helper.make_node("GatherND", ["x", "nd"], ["y"])],
+              [vi("x", [2, 3]), vi("nd", [2, -1], TensorProto.INT64)], [vi("y", [2])])
+    assert_refused(m, InvalidModelError, "input 'nd' has a negative dimension -1")
+
+
+@pytest.mark.parametrize("axis, match", [(5, "'axis' must be in \\[-2 , 1\\]"),
+                                         (-(2**40), "axis -1099511627776, beyond any tensor")])
+def test_softmax_axis_outside_the_rank_is_refused_at_load(axis, match):
+    # (found by the fuzzer: a huge axis failed inside the kernel at run time, where
+    # onnxruntime wraps it into range and runs)
+    m = model([helper.make_node("Softmax", ["x"], ["y"], axis=axis)], [vi("x", [2, 3])],
+              [vi("y", [2, 3])])
+    assert_refused(m, InvalidModelError, match)

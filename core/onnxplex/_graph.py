@@ -1019,6 +1019,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     _check_schemas(proto, walked)
     _check_function_calls(proto, walked)
     _check_control_flow(proto, walked)
+    _check_input_dims(proto)
     external = _check_tensors(walked, base_dir)
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
@@ -1520,6 +1521,8 @@ def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
             domain = "" if node.domain == "ai.onnx" else node.domain
             version = opsets.get(domain)
             wrong = None if version is None else _schema_violation(node, domain, version)
+            if wrong is None and any(a.name in ("axis", "axes") for a in node.attrs):
+                wrong = _axis_violation(node)
             if wrong is not None:
                 # a node of a function body written for another opset keeps that opset
                 # (OPSET_KEY, read only here: torch's exporter gives every node metadata)
@@ -1593,6 +1596,24 @@ def _check_function_calls(proto: onnx.ModelProto, walked: _Walked) -> None:
                 stack.append(iter(sorted(calls[nxt])))
 
 
+def _check_input_dims(proto: onnx.ModelProto) -> None:
+    """No negative dimension in the main graph's declared inputs, refused before onnx's shape
+    inference sees them (its GatherND inference crashes the interpreter on one; feeds are
+    checked against these shapes, so one could never be fed anyway)."""
+    for info in proto.graph.input:
+        if not info.type.HasField("tensor_type"):
+            continue
+        for d in info.type.tensor_type.shape.dim:
+            if d.dim_value < 0:
+                dims = [x.dim_value if x.HasField("dim_value") else x.dim_param or None
+                        for x in info.type.tensor_type.shape.dim]
+                raise InvalidModelError(f"input {info.name!r} has a negative dimension "
+                                        f"{d.dim_value} in its shape {dims}")
+
+
+_AXIS_LIMIT = 1 << 31
+
+
 def _check_control_flow(proto: onnx.ModelProto, walked: _Walked) -> None:
     """If, Loop and Scan nodes and their bodies agree on their signatures, as ONNX defines
     them (onnxruntime refuses a model otherwise): an If's branches give as many outputs as the
@@ -1637,6 +1658,18 @@ def _check_control_flow(proto: onnx.ModelProto, walked: _Walked) -> None:
                              f"{len(body.output)}")
             if wrong is not None:
                 raise as_status(InvalidModelError, Fail)(f"{what} {wrong}")
+
+
+def _axis_violation(node: _Node) -> str | None:
+    """An ``axis``/``axes`` attribute beyond any tensor's rank (onnx's inference and
+    onnxruntime read it as a 32-bit int and wrap it into range)."""
+    for a in node.proto.attribute:
+        if a.name in ("axis", "axes"):
+            values = [a.i] if a.type == onnx.AttributeProto.INT else list(a.ints)
+            bad = next((v for v in values if not -_AXIS_LIMIT < v < _AXIS_LIMIT), None)
+            if bad is not None:
+                return f"has {a.name} {bad}, beyond any tensor's rank"
+    return None
 
 
 def _opset_versions(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
@@ -2206,9 +2239,11 @@ _INCONSISTENT = ("Inferred shape and existing shape differ",
 (Inputs declared with shapes an op cannot combine, such as non-broadcasting ones, still load:
 providers may decline such nodes with a reason, and running them is a kernel error.)"""
 _MISTYPED = ("typestr: ", "has inconsistent type")
-_BAD_ATTRIBUTE = ("must only contain positive values", "must not contain negative values")
+_BAD_ATTRIBUTE = ("must only contain positive values", "must not contain negative values",
+                  "must be in [", "Invalid value(", "Invalid value of attribute")
 """onnx's inference messages about attribute values outside the spec (a Conv or pool's zero
-stride or dilation, negative pads): onnxruntime refuses the model; kernels divided by them."""
+stride or dilation, negative pads, an axis outside the input's rank): onnxruntime refuses the
+model; kernels divided by them or failed at run time."""
 """onnx's type-constraint messages (``check_type``) about a node's inputs: one of a type
 outside the op's constraint, or two bound to one type variable with different types (as
 onnxruntime refuses them). An output type onnx's inference derives outside the constraint
