@@ -804,6 +804,16 @@ def test_a_loop_growing_a_sequence_stops_at_the_memory_limit(monkeypatch):
                vi("d", [], TensorProto.INT64)],
      {"a": np.array(0, np.int64), "b": np.array(10**12, np.int64), "d": np.array(1, np.int64)},
      "Range's output"),
+    ("Pad", [vi("x", [2, 2]), vi("p", [4], TensorProto.INT64)],
+     {"x": np.ones((2, 2), np.float32), "p": np.array([0, 0, 10**5, 10**5], np.int64)},
+     "Pad's output"),
+    ("Resize", [vi("x", [1, 1, 2, 2]), vi("r", [0]), vi("sc", [4])],
+     {"x": np.ones((1, 1, 2, 2), np.float32), "r": np.zeros(0, np.float32),
+      "sc": np.array([1, 1, 10**4, 10**4], np.float32)}, "Resize's output"),
+    ("OneHot", [vi("i", [2], TensorProto.INT64), vi("d", [], TensorProto.INT64),
+                vi("v", [2])],
+     {"i": np.array([0, 1], np.int64), "d": np.array(10**9, np.int64),
+      "v": np.array([0, 1], np.float32)}, "OneHot's output"),
 ])
 def test_outputs_sized_by_data_are_checked_before_allocating(monkeypatch, op, inputs, feed,
                                                              match):

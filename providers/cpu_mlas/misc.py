@@ -84,6 +84,7 @@ def make_one_hot(node: NodeView, ctx: ProviderContext) -> Kernel:
         idx = indices.astype(np.int64) if indices.dtype != np.int64 else indices
         idx = np.where(idx < 0, idx + d, idx)
         a = norm_axis(axis, idx.ndim + 1)
+        check_allocation((*idx.shape, d), values.dtype, "OneHot's output")
         hot = np.expand_dims(idx, a) == np.arange(d).reshape(
             (d,) + (1,) * (idx.ndim - a))
         vals = values.reshape(-1)

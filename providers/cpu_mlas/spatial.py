@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
+from onnxplex._graph import check_allocation
 
 from ._blas import intra_threads
 from ._native import native
@@ -310,6 +311,7 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
     out, sc = _output_geometry(x.shape, spec, scales, sizes)
     if list(out) == list(x.shape):
         return x.copy()
+    check_allocation(out, x.dtype if x.dtype.kind == "f" else np.float32, "Resize's output")
     pairs = _roi_pairs(spec, x.ndim, roi)
     if spec.mode == "nearest":
         y = x  # a pure gather: any element type, as is
@@ -412,6 +414,8 @@ def _pad(x: np.ndarray, pads: Sequence[int], mode: str, value: Any,
         ends = [max(0, e) for e in ends]
     if not any(begins) and not any(ends):
         return x.copy()
+    check_allocation([n + b + e for n, b, e in zip(x.shape, begins, ends)], x.dtype,
+                     "Pad's output")
     if mode == "constant":
         shape = [n + b + e for n, b, e in zip(x.shape, begins, ends)]
         fill = np.asarray(0 if value is None else value).astype(x.dtype)
