@@ -824,6 +824,62 @@ def test_outputs_sized_by_data_are_checked_before_allocating(monkeypatch, op, in
         onnxplex.InferenceSession(m.SerializeToString()).run(None, feed)
 
 
+def _limited(limit, mode=None):
+    opts = onnxplex.SessionOptions()
+    opts.add_session_config_entry("session.onnxplex.max_tensor_bytes", limit)
+    if mode is not None:
+        opts.execution_mode = mode
+    return opts
+
+
+@pytest.mark.parametrize("mode", [onnxplex.ExecutionMode.ORT_SEQUENTIAL,
+                                  onnxplex.ExecutionMode.ORT_PARALLEL])
+def test_the_memory_limit_is_a_session_setting(monkeypatch, mode):
+    """``session.onnxplex.max_tensor_bytes`` limits one session's kernels, whatever the process
+    default, on the run's thread and on the inter-op pool's; another session in the same
+    process keeps the default."""
+    monkeypatch.delenv("ONNXPLEX_MAX_TENSOR_BYTES", raising=False)
+    # (two independent steps: the inter-op pool runs the second, Expand)
+    m = model([helper.make_node("Relu", ["x"], ["r"], name="side"),
+               helper.make_node("Expand", ["x", "s"], ["e"], name="grow"),
+               helper.make_node("ReduceSum", ["e"], ["y"], keepdims=0)],
+              [vi("x", [1, 1]), vi("s", [2], TensorProto.INT64)],
+              [vi("y", None), vi("r", None)]).SerializeToString()
+    feed = {"x": np.ones((1, 1), np.float32), "s": np.array([2048, 2048], np.int64)}  # 16 MiB
+    limited = onnxplex.InferenceSession(m, _limited("8MiB", mode))
+    default = onnxplex.InferenceSession(m)
+    with pytest.raises(onnxplex.KernelExecutionError,
+                       match=r"grow.*Expand's output .*16\.00 MiB.* more than the 8\.00 MiB "
+                             r"allowed \(the session's session\.onnxplex\.max_tensor_bytes\)"):
+        limited.run(None, feed)
+    assert default.run(None, feed)[0] == 2048 * 2048
+    # the session's own setting wins over the process's
+    monkeypatch.setenv("ONNXPLEX_MAX_TENSOR_BYTES", str(1 << 20))
+    assert onnxplex.InferenceSession(m, _limited(str(32 << 20), mode)).run(
+        None, feed)[0] == 2048 * 2048
+    with pytest.raises(onnxplex.KernelExecutionError, match="ONNXPLEX_MAX_TENSOR_BYTES"):
+        default.run(None, feed)
+
+
+def test_the_session_memory_limit_applies_at_load(monkeypatch):
+    monkeypatch.delenv("ONNXPLEX_MAX_TENSOR_BYTES", raising=False)
+    w = numpy_helper.from_array(np.ones((1024, 1024), np.float32), "w")   # 4 MiB
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [1024, 1024])],
+              [vi("y", None)], [w]).SerializeToString()
+    with pytest.raises(TensorSizeError, match=r"4\.00 MiB .* more than the 1\.00 MiB allowed "
+                                              r"\(the session's"):
+        onnxplex.InferenceSession(m, _limited("1 MiB"))
+    assert onnxplex.InferenceSession(m, _limited("4MiB")).get_outputs()[0].name == "y"
+
+
+@pytest.mark.parametrize("value", ["", "0", "-5", "0.5", "abc", "12 XB", "inf", "nan", "MiB"])
+def test_a_bad_session_memory_limit_is_refused(value):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1])], [vi("y", None)])
+    with pytest.raises(onnxplex.InvalidArgumentError,
+                       match="session.onnxplex.max_tensor_bytes=.*expected a positive number"):
+        onnxplex.InferenceSession(m.SerializeToString(), _limited(value))
+
+
 def test_tokenizer_patterns_run_in_linear_time():
     # (the Tokenizer's RE2 patterns ran on Python's backtracking re, translated: (a+)+b over a
     # long text took exponential time)

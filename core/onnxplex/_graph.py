@@ -17,6 +17,7 @@ module adds is what a *runtime* needs before it trusts a file from a stranger:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import heapq
 import logging
@@ -1842,9 +1843,39 @@ def _expected_nbytes(t: onnx.TensorProto) -> int | None:
     return None if bits is None else (_num_elements(t.dims) * bits + 7) // 8
 
 
+MAX_TENSOR_BYTES_KEY = "session.onnxplex.max_tensor_bytes"
+"""The session config entry of a session's memory limit: the largest tensor (or growing
+sequence) in bytes its model may declare or its kernels may allocate."""
+
+_SESSION_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "onnxplex_max_tensor_bytes", default=None)
+"""The limit of the session building or running in this context (see :func:`tensor_limit`);
+the inter-op pool's tasks run in copies of the run's context, so they see it too."""
+
+
+@contextlib.contextmanager
+def tensor_limit(nbytes: int | None) -> Iterator[None]:
+    """Make ``nbytes`` the memory limit (:func:`max_tensor_bytes`) of what runs in this
+    context: a session's load and runs, with its ``session.onnxplex.max_tensor_bytes``.
+    ``None`` keeps the process default."""
+    if nbytes is None:
+        yield
+        return
+    token = _SESSION_LIMIT.set(nbytes)
+    try:
+        yield
+    finally:
+        _SESSION_LIMIT.reset(token)
+
+
 def max_tensor_bytes() -> int:
-    """The largest tensor (bytes) a model may declare: ``ONNXPLEX_MAX_TENSOR_BYTES`` when set,
-    else the machine's physical memory (a tensor larger than that can never be held)."""
+    """The largest tensor (bytes) a model may declare or a kernel allocate: the session's
+    ``session.onnxplex.max_tensor_bytes`` config entry while one of its loads or runs is in
+    progress, else ``ONNXPLEX_MAX_TENSOR_BYTES`` when set, else the machine's physical memory
+    (a tensor larger than that can never be held)."""
+    session = _SESSION_LIMIT.get()
+    if session is not None:
+        return session
     env = os.environ.get("ONNXPLEX_MAX_TENSOR_BYTES", "").strip()
     if env:
         try:
@@ -1852,6 +1883,15 @@ def max_tensor_bytes() -> int:
         except ValueError:
             logger.warning("ignoring ONNXPLEX_MAX_TENSOR_BYTES=%r: not a number", env)
     return _physical_memory()
+
+
+def _limit_origin() -> str:
+    """Where :func:`max_tensor_bytes` came from, for its errors."""
+    if _SESSION_LIMIT.get() is not None:
+        return f"the session's {MAX_TENSOR_BYTES_KEY}"
+    if os.environ.get("ONNXPLEX_MAX_TENSOR_BYTES", "").strip():
+        return "ONNXPLEX_MAX_TENSOR_BYTES"
+    return f"this machine's memory; set {MAX_TENSOR_BYTES_KEY} to change it"
 
 
 @functools.cache
@@ -1877,8 +1917,8 @@ def format_bytes(n: int) -> str:
 def check_allocation(shape: Sequence[int], dtype: np.dtype, what: str, *,
                      already: int = 0) -> None:
     """Refuse, before a kernel allocates it, an output of ``shape`` and ``dtype`` (plus
-    ``already`` bytes it adds to, for a growing sequence) larger than
-    :func:`max_tensor_bytes` (the machine's memory, or ``ONNXPLEX_MAX_TENSOR_BYTES``): the run
+    ``already`` bytes it adds to, for a growing sequence) larger than :func:`max_tensor_bytes`
+    (the session's limit, ``ONNXPLEX_MAX_TENSOR_BYTES`` or the machine's memory): the run
     limit kernels whose output size comes from data (Expand, Tile, ConstantOfShape, Range,
     sequences in a loop) check, instead of growing until the machine's OOM killer ends the
     process. Raises :class:`TensorSizeError` naming ``what``."""
@@ -1893,8 +1933,7 @@ def check_allocation(shape: Sequence[int], dtype: np.dtype, what: str, *,
         raise TensorSizeError(
             f"{what} ({np.dtype(dtype)}{[int(d) for d in shape]}) would need "
             f"{format_bytes(nbytes)} ({nbytes} bytes), more than the {format_bytes(limit)} "
-            "allowed (this machine's memory, or ONNXPLEX_MAX_TENSOR_BYTES); refused before "
-            "allocating it")
+            f"allowed ({_limit_origin()}); refused before allocating it")
 
 
 def check_tensor_size(shape: Sequence[Dim], elem_type: int | None, what: str) -> None:
@@ -1918,8 +1957,8 @@ def check_tensor_size(shape: Sequence[Dim], elem_type: int | None, what: str) ->
         typ = elem_type_name(elem_type) if elem_type else "tensor"
         raise TensorSizeError(
             f"{what} ({typ}{list(shape)}) would need {format_bytes(nbytes)} ({nbytes} bytes), "
-            f"more than the {format_bytes(limit)} allowed (this machine's memory, or "
-            "ONNXPLEX_MAX_TENSOR_BYTES); refused before allocating it")
+            f"more than the {format_bytes(limit)} allowed ({_limit_origin()}); refused "
+            "before allocating it")
 
 
 _RAW_CHECK_BYTES = 16 << 20

@@ -49,7 +49,16 @@ from ._errors import (
 )
 from ._feeds import structured_feed, tensor_feed
 from ._functions import expand_nodes
-from ._graph import Model, Overrides, Subgraph, ValueInfo, load_model, sharing_small_arrays
+from ._graph import (
+    MAX_TENSOR_BYTES_KEY,
+    Model,
+    Overrides,
+    Subgraph,
+    ValueInfo,
+    load_model,
+    sharing_small_arrays,
+    tensor_limit,
+)
 from ._iobinding import IOBinding
 from ._optimizer import PassReport, optimize
 from ._ortcompat import (
@@ -486,6 +495,27 @@ _LAYOUT_ONLY_PASSES = frozenset({"NhwcTransformer", "DQ -> elementwise op -> Q -
 """Passes whose nodes only onnxplex runs (a saved model at their level is not portable)."""
 
 
+def _configured_tensor_limit(config: Mapping[str, str]) -> int | None:
+    """The session's memory limit from its ``session.onnxplex.max_tensor_bytes`` config entry
+    (a positive number of bytes, with an optional KiB/MiB/GiB/TiB unit); ``None`` when it is
+    not set (the process default: ``ONNXPLEX_MAX_TENSOR_BYTES`` or the machine's memory)."""
+    text = config.get(MAX_TENSOR_BYTES_KEY)
+    if text is None:
+        return None
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "b": 1}
+    number = text.strip().lower()
+    unit = next((u for u in units if number.endswith(u)), "")
+    try:
+        value = float(number[:len(number) - len(unit)]) * units.get(unit, 1)
+    except ValueError:
+        value = 0.0
+    if not value >= 1 or value == float("inf"):
+        raise as_status(InvalidArgumentError, InvalidArgument)(
+            f"session config entry {MAX_TENSOR_BYTES_KEY}={text!r}: expected a positive number "
+            "of bytes, optionally with a unit (e.g. '536870912' or '512MiB')")
+    return int(value)
+
+
 class InferenceSession:
     """Load a model and run it on an ordered list of execution providers.
 
@@ -508,13 +538,14 @@ class InferenceSession:
             raise InvalidArgumentError(f"unknown InferenceSession argument(s) {sorted(kwargs)}")
         self._options = (sess_options or SessionOptions())._copy()
         self._given_options = sess_options   # (its load cancellation flag may be set meanwhile)
+        self._tensor_limit = _configured_tensor_limit(self._options._config)
         self._lock = threading.Lock()
         self._profile: list[dict[str, Any]] | None = [] if self._options.enable_profiling else None
         self._profile_t0 = time.perf_counter_ns()
         t0 = time.perf_counter_ns()
         self._source = path_or_bytes  # set_providers builds the session again from it
         self._profile_start_ns = time.time_ns() if self._profile is not None else 0
-        with _gc_paused(), sharing_small_arrays():
+        with _gc_paused(), sharing_small_arrays(), tensor_limit(self._tensor_limit):
             self._create(path_or_bytes, providers, provider_options)
         self._profile_event("session_initialization", "Session", t0, time.perf_counter_ns())
 
@@ -755,7 +786,8 @@ class InferenceSession:
         self._sparse_outputs = frozenset(   # (as declared: folding may have made them dense)
             a.name for a in self._outputs if a.type.startswith("sparse_tensor("))
         self._plain_runs = (not self._serialize_runs and self._pool is None
-                            and _ERRSTATE_VAR is not None and not self._sparse_outputs)
+                            and _ERRSTATE_VAR is not None and not self._sparse_outputs
+                            and self._tensor_limit is None)
         if _debug_level() >= 1 or self._options.log_severity_level == 0 \
                 or logger.isEnabledFor(logging.DEBUG):   # (verbose: set_default_logger_*)
             logger.log(logging.WARNING if _debug_level() else logging.DEBUG,
@@ -909,6 +941,13 @@ class InferenceSession:
         return [_owned(slots[out_slots[n]], feeds) for n in names]
 
     def _execute(self, slots, cancelled, record) -> None:
+        if self._tensor_limit is not None:
+            with tensor_limit(self._tensor_limit):
+                self._execute_checked(slots, cancelled, record)
+        else:
+            self._execute_checked(slots, cancelled, record)
+
+    def _execute_checked(self, slots, cancelled, record) -> None:
         if cancelled is None and _executor.no_cancellation_set():
             self._execute_plan(slots, cancelled, record)   # (nothing to hand to bodies)
             return
