@@ -19,20 +19,40 @@ class _Point:
     tags: list = dataclasses.field(default_factory=list)
 
 
-def test_record_applies_defaults_and_factories():
-    a, b = record(_Point, x=1), record(_Point, x=1)
-    assert a == _Point(1) and a.y == 2 and a.tags == [] and a.tags is not b.tags
-    assert record(_Point, x=1, y=5, tags=[3]) == _Point(1, 5, [3])
-    assert hash(record(_Point, x=1, y=5, tags=())) == hash(_Point(1, 5, ()))
+@dataclasses.dataclass(frozen=True, slots=True, weakref_slot=True)
+class _SlottedPoint:
+    x: int
+    y: int = 2
+    tags: list = dataclasses.field(default_factory=list)
+
+
+POINTS = pytest.mark.parametrize("point", [_Point, _SlottedPoint])
+
+
+@POINTS
+def test_record_applies_defaults_and_factories(point):
+    a, b = record(point, x=1), record(point, x=1)
+    assert a == point(1) and a.y == 2 and a.tags == [] and a.tags is not b.tags
+    assert record(point, x=1, y=5, tags=[3]) == point(1, 5, [3])
+    assert hash(record(point, x=1, y=5, tags=())) == hash(point(1, 5, ()))
+    assert repr(record(point, tags=None, x=0)) == repr(point(0, 2, None))
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.x = 3
 
 
-def test_record_refuses_what_init_refuses():
+@POINTS
+def test_record_refuses_what_init_refuses(point):
     with pytest.raises(TypeError, match="x"):
-        record(_Point, y=1)   # (missing: __init__ names it)
+        record(point, y=1)   # (missing: __init__ names it)
     with pytest.raises(TypeError, match="z"):
-        record(_Point, x=1, z=1)
+        record(point, x=1, z=1)
+
+
+def test_slotted_records_have_no_dictionary():
+    import weakref
+
+    p = record(_SlottedPoint, x=1)
+    assert not hasattr(p, "__dict__") and weakref.ref(p)() is p
 
 
 def test_record_only_for_plain_dataclasses():
@@ -54,3 +74,5 @@ def test_the_classes_built_this_way_are_plain_dataclasses(cls):
     (record() refuses such classes)."""
     fields = {f.name for f in dataclasses.fields(cls)}
     assert not hasattr(cls, "__post_init__") and fields
+    # slotted: ~110 bytes an instance instead of ~340 (a 100,000-node session builds 600,000)
+    assert "__slots__" in cls.__dict__ and "__weakref__" in cls.__slots__

@@ -78,7 +78,7 @@ def _check_cancelled(cancelled: Callable[[], bool] | None, step: Step | None) ->
         raise RunCancelledError(f"run cancelled by RunOptions.terminate{where}")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class Step:
     """One kernel call of the plan."""
 
@@ -146,7 +146,7 @@ _CONVERTERS = {("NCHW", "NHWC"): _to_nhwc, ("NHWC", "NCHW"): _to_nchw}
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class CompiledUnit:
     """A partition after ``compile``: what the executor needs to call it."""
 

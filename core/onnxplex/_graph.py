@@ -90,7 +90,7 @@ class LazyConst:
             return arr
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class ValueInfo:
     """What is known about one value (an edge of the graph) before running it.
 
@@ -167,7 +167,7 @@ class ValueInfo:
 _NO_ARRAYS: Mapping[str, np.ndarray] = MappingProxyType({})
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class NodeView:
     """A read-only description of one node, as providers and kernels see it.
 
@@ -303,7 +303,7 @@ class GraphView:
         return self._model.opsets.get(domain)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class Subgraph:
     """A claimed group of nodes, handed to ``compile``.
 

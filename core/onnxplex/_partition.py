@@ -30,7 +30,7 @@ __all__ = ["Partition", "PartitionPlan", "NodePlacement", "partition", "convex_g
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Partition:
     """One unit of execution: nodes a provider runs as one kernel (fused when several)."""
 
@@ -51,7 +51,7 @@ class Partition:
         return next((n for i, n in self.node_notes if i == index), "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class NodePlacement:
     """Where one node runs and why every provider before it declined it."""
 
