@@ -14,9 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import onnx
 
-from ._dtypes import np_dtype, ort_type_string, type_string
+from ._dtypes import np_dtype, onnx_elem_type, ort_type_string, type_string
 from ._errors import InvalidFeedError, as_status
 from ._graph import ValueInfo, check_tensor_size
 from ._maptype import map_value
@@ -82,8 +81,8 @@ def _tensor_type(dtype: np.dtype) -> str:
     if dtype.kind in "USVO":
         return "tensor(string)"
     try:
-        return type_string(onnx.helper.np_dtype_to_tensor_dtype(dtype))
-    except (KeyError, TypeError, ValueError):
+        return type_string(onnx_elem_type(dtype))
+    except KeyError:
         return f"numpy {dtype}"
 
 

@@ -503,16 +503,14 @@ class Model:
         if name in self.graph.initializers:
             return self.graph.initializers[name]
         # (graph inputs by name, indexed once: a search per input made loading a model of
-        # many inputs quadratic, 10,000 inputs of a Concat ~26 s)
-        for fresh in (False, True):
-            by_name = None if fresh else self._inputs_by_name
-            if by_name is None:
-                by_name = self._inputs_by_name = {v.name: v for v in self.graph.inputs}
-            v = by_name.get(name)
-            if v is not None and v.name == name and v.is_graph_input():
-                return v
-            if self._inputs_by_name is by_name and fresh:
-                break
+        # many inputs quadratic, 10,000 inputs of a Concat ~26 s; a miss, or an entry gone
+        # stale because the inputs changed without a reindex, rebuilds the index once)
+        v = (self._inputs_by_name or {}).get(name)
+        if v is None or v.name != name or not v.is_graph_input():
+            self._inputs_by_name = {v.name: v for v in self.graph.inputs}
+            v = self._inputs_by_name.get(name)
+        if v is not None and v.name == name and v.is_graph_input():
+            return v
         # Outer-scope values read by this graph or its nested bodies (rare; a linear search).
         for v in self.graph.outputs:
             if v.name == name:
@@ -1543,14 +1541,21 @@ def _check_function_calls(proto: onnx.ModelProto, walked: _Walked) -> None:
     growing without bound). Refused naming the cycle."""
     if not proto.functions:
         return
+    key = {(("" if f.domain == "ai.onnx" else f.domain), f.name): k
+           for k, f in enumerate(proto.functions)}
+    calls: list[set[int]] = []   # per function: the model-local functions its body calls
     for f, nodes in zip(proto.functions, walked.functions):
         # names must be text, as in the graphs (_check_structure): a body is inlined by
         # serializing it, where bytes that are not UTF-8 failed inside onnx-ir
-        pending = list(nodes)
         texts: list[Any] = [f.name, f.domain, *f.input, *f.output]
+        called: set[int] = set()
+        pending = list(nodes)
         while pending:
             n = pending.pop()
             texts += [n.op_type, n.domain, *n.inputs, *n.outputs]
+            k = key.get(("" if n.domain == "ai.onnx" else n.domain, n.op_type))
+            if k is not None:
+                called.add(k)
             for a in n.attrs:
                 for body in _graphs_from(list(a.bodies)):
                     pending.extend(body.nodes)
@@ -1558,20 +1563,6 @@ def _check_function_calls(proto: onnx.ModelProto, walked: _Walked) -> None:
         if bad is not None:
             raise InvalidModelError(f"model-local function {f.name!r}: the name {bad!r} is not "
                                     "UTF-8 text")
-    key = {(("" if f.domain == "ai.onnx" else f.domain), f.name): k
-           for k, f in enumerate(proto.functions)}
-    calls: list[set[int]] = []
-    for nodes in walked.functions:
-        called: set[int] = set()
-        pending = list(nodes)
-        while pending:
-            n = pending.pop()
-            k = key.get(("" if n.domain == "ai.onnx" else n.domain, n.op_type))
-            if k is not None:
-                called.add(k)
-            for a in n.attrs:
-                for body in _graphs_from(list(a.bodies)):
-                    pending.extend(body.nodes)
         calls.append(called)
     state = [0] * len(calls)   # 0 unseen, 1 on the current path, 2 done
     for start in range(len(calls)):

@@ -71,14 +71,14 @@ def _value_array(values: Any, what: str) -> np.ndarray:
 
 
 def sparse_type_string(dtype: np.dtype) -> str:
-    from ._dtypes import onnx_elem_type, type_string
+    from ._dtypes import elem_type_name, onnx_elem_type
 
-    inner = "string" if dtype == np.dtype(object) else \
-        type_string(onnx_elem_type(dtype))[len("tensor("):-1]
-    return f"sparse_tensor({inner})"
+    return f"sparse_tensor({elem_type_name(onnx_elem_type(dtype))})"
 
 
-class _CooView:
+class _IndicesView:
+    """The COO and block-sparse views: one ``indices()`` array each."""
+
     def __init__(self, indices: np.ndarray) -> None:
         self._indices = indices
 
@@ -95,14 +95,6 @@ class _CsrView:
 
     def outer(self) -> np.ndarray:
         return _frozen(self._outer)
-
-
-class _BlockView:
-    def __init__(self, indices: np.ndarray) -> None:
-        self._indices = indices
-
-    def indices(self) -> np.ndarray:
-        return _frozen(self._indices)
 
 
 class SparseTensor:
@@ -207,20 +199,20 @@ class SparseTensor:
     def device_name(self) -> str:
         return "cpu"
 
-    def as_coo_view(self) -> _CooView:
+    def as_coo_view(self) -> _IndicesView:
         if self._format != OrtSparseFormat.ORT_SPARSE_COO:
             raise _error("This sparse tensor does not contain COO format")
-        return _CooView(self._indices)
+        return _IndicesView(self._indices)
 
     def as_csrc_view(self) -> _CsrView:
         if self._format != OrtSparseFormat.ORT_SPARSE_CSRC:
             raise _error("This sparse tensor does not contain CSR(C) format")
         return _CsrView(self._indices, self._outer)
 
-    def as_blocksparse_view(self) -> _BlockView:
+    def as_blocksparse_view(self) -> _IndicesView:
         if self._format != OrtSparseFormat.ORT_SPARSE_BLOCK_SPARSE:
             raise _error("This sparse tensor does not contain BlockSparse format")
-        return _BlockView(self._indices)
+        return _IndicesView(self._indices)
 
     get_coo_data = as_coo_view            # (the C-level class's names)
     get_csrc_data = as_csrc_view
