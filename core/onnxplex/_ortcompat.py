@@ -265,16 +265,13 @@ def unregister_execution_provider_library(registration_name: str) -> None:
         f"no execution provider library is registered as {registration_name!r}")
 
 
-_global_pool_sizes: tuple[int, int] | None = None
-
-
 def set_global_thread_pool_sizes(intra_op_num_threads: int = 0,
                                  inter_op_num_threads: int = 0) -> None:
     """onnxruntime's process-wide thread pools (for sessions with
-    ``use_per_session_threads = False``): recorded; onnxplex's sessions size their own
-    threads from their options."""
-    global _global_pool_sizes
-    _global_pool_sizes = (int(intra_op_num_threads), int(inter_op_num_threads))
+    ``use_per_session_threads = False``): the sizes are checked to be integers and not kept;
+    onnxplex's sessions size their own threads from their options."""
+    for size in (intra_op_num_threads, inter_op_num_threads):
+        int(size)   # (a non-number raises, as onnxruntime's binding refuses it)
 
 
 def preload_dlls(*args: Any, **kwargs: Any) -> None:

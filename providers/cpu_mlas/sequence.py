@@ -8,6 +8,7 @@ ONNX values are immutable).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -57,11 +58,17 @@ def make_sequence_at(node: NodeView, ctx: ProviderContext) -> Kernel:
     return kernel
 
 
+_NBYTES = operator.attrgetter("nbytes")
+
+
 @op("SequenceInsert", since=11)
 def make_sequence_insert(node: NodeView, ctx: ProviderContext) -> Kernel:
     def kernel(seq: list[np.ndarray], tensor: np.ndarray,
                position: np.ndarray | None = None) -> list[np.ndarray]:
-        held = sum(a.nbytes for a in seq if isinstance(a, np.ndarray))
+        try:   # (the tensors' bytes at C speed: in a Loop this runs on every iteration)
+            held = sum(map(_NBYTES, seq))
+        except AttributeError:   # (a sequence of maps)
+            held = sum(a.nbytes for a in seq if isinstance(a, np.ndarray))
         check_allocation(np.shape(tensor), getattr(tensor, "dtype", np.uint8),
                          f"SequenceInsert's sequence (holding {len(seq)} tensors)", already=held)
         out = list(seq)
