@@ -803,6 +803,9 @@ def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
     # a 2-D depthwise conv of a constant weight: one native call (qdwconv_u8)
     depthwise = (float_w is not None and float_w.depthwise and len(float_w.kshape) == 2
                  and hasattr(native(), "qdwconv_u8"))
+    # (its weights packed once for the 8-bit channels-last kernel, where the CPU has one)
+    dw_packed = native().qdw_pack_vnni(float_w.taps.reshape(group, *float_w.kshape)) \
+        if depthwise and hasattr(native(), "qdw_pack_vnni") else None
 
     # The native calls' requantization arguments, from the scales, the output zero point and
     # the bias: computed again only when one of them is another object than the last run's
@@ -859,7 +862,8 @@ def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
                     wf=float_w.taps.reshape(group, *float_w.kshape), strides=strides,
                     dilations=dil, pads=(pb[0], pb[1], pe[0], pe[1]), out_hw=(oh, ow),
                     bias=tail[0], multiplier=tail[1], y_zero_point=tail[2],
-                    out_signed=tail[3], threads=threads, channels_last=cl)
+                    out_signed=tail[3], threads=threads, channels_last=cl,
+                    packed=dw_packed)
         return None
 
     def kernel(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,

@@ -616,12 +616,28 @@ void requant_channel_f32(const float* src, size_t n, int32_t b, float m, float z
 
 }  // namespace
 
+QdwVnniWeights qdw_pack_vnni(const float* wf, size_t c, size_t kh, size_t kw) {
+  QdwVnniWeights out;
+  out.c = c;
+  out.kh = kh;
+  out.kw = kw;
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  if (cpu_features().avx512_vnni && !pack_qdw_weights_vnni(wf, c, kh, kw, out.wq, out.sums)) {
+    out.wq.clear();
+    out.sums.clear();
+  }
+#else
+  (void)wf;
+#endif
+  return out;
+}
+
 void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
                 int32_t x_zero_point, const float* wf, size_t kh, size_t kw, size_t sh,
                 size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow,
                 const int32_t* bias, const double* multiplier, size_t multiplier_count,
                 int32_t y_zero_point, bool out_signed, bool channels_last, void* out,
-                size_t threads) {
+                size_t threads, const QdwVnniWeights* packed) {
   const DwConvGeometry g{h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl};
   if (channels_last) {
     // x [n][h][w][c]: blocks of output rows, each from the input rows it reads (centered
@@ -648,6 +664,33 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
       for (size_t ch = 0; ch < c; ++ch) {
         for (size_t t = 0; t < taps; ++t) wt[t * cp + ch] = wf[ch * taps + t];
       }
+    }
+#endif
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    // Weights that are int8 once centered (symmetric int8 weights, the quantizers' default):
+    // the 8-bit input is read as it is, four kernel rows a vpdpbusd (qdwconv_nhwc_rows_vnni)
+    QdwVnniWeights own;
+    if (packed == nullptr || packed->c != c || packed->kh != kh || packed->kw != kw) {
+      own = qdw_pack_vnni(wf, c, kh, kw);
+      packed = &own;
+    }
+    if (rq.avx512 && rq.finite && !packed->wq.empty()) {
+      const std::vector<int32_t>& sums = packed->sums;
+      const auto zpx = static_cast<uint32_t>(x_zero_point + (x_signed ? 128 : 0));
+      std::vector<int32_t> corr((c + 15) / 16 * 16, 0);
+      for (size_t ch = 0; ch < c; ++ch) {   // bias - zp * sum(w), wrapping as the sums do
+        corr[ch] = static_cast<int32_t>(static_cast<uint32_t>(rq.b[ch]) -
+                                        zpx * static_cast<uint32_t>(sums[ch]));
+      }
+      parallel_for(n * tasks, threads, [&](size_t task) {
+        const size_t img = task / tasks, oy0 = task % tasks * rows,
+                     oy1 = std::min(oh, oy0 + rows);
+        qdwconv_nhwc_rows_vnni(x + img * h * w * c, x_signed, x_zero_point, g, c,
+                               packed->wq.data(),
+                               corr.data(), rq.m.data(), rq.zp, rq.lo, rq.hi,
+                               static_cast<uint8_t*>(out) + img * oh * ow * c, oy0, oy1);
+      });
+      return;
     }
 #endif
     parallel_for(n * tasks, threads, [&](size_t task) {

@@ -334,12 +334,23 @@ template <typename TA, typename TB, typename TY>
 // [n][c][oh][ow], all in buffers of the task's thread. channels_last: x [n][h][w][c] and out
 // [n][oh][ow][c]; an image is centered at once, the channels-last float kernel runs blocks of
 // output rows (vectors across channels), each block's sums requantized as the GEMM's.
+// The weights of a depthwise conv packed for qdwconv_nhwc_rows_vnni once (qdw_pack_vnni):
+// wq [G][kw][cp][4] int8 and each channel's sum of weights; empty when they do not fit int8
+// or the CPU has no AVX-512 VNNI.
+struct QdwVnniWeights {
+  size_t c = 0, kh = 0, kw = 0;
+  std::vector<int8_t> wq;
+  std::vector<int32_t> sums;
+};
+QdwVnniWeights qdw_pack_vnni(const float* wf, size_t c, size_t kh, size_t kw);
+
+// (packed: qdw_pack_vnni of wf, or nullptr to pack per call)
 void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, size_t w,
                 int32_t x_zero_point, const float* wf, size_t kh, size_t kw, size_t sh,
                 size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow,
                 const int32_t* bias, const double* multiplier, size_t multiplier_count,
                 int32_t y_zero_point, bool out_signed, bool channels_last, void* out,
-                size_t threads);
+                size_t threads, const QdwVnniWeights* packed = nullptr);
 
 // Per-tensor 8-bit QLinearAdd / QLinearMul (detail::qlinear_binary_rows), rows over threads.
 struct QBinaryOperand {
@@ -458,6 +469,23 @@ void requant_rows_avx512(const int32_t* a, size_t rows, const int32_t* bias, con
 void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c,
                               const float* wt, const int32_t* bias, const float* m, float zp,
                               float lo, float hi, uint8_t* out, size_t oy0, size_t oy1);
+// The same output rows computed on the 8-bit input itself with vpdpbusd (AVX-512 VNNI), for
+// weights that are int8 once centered: x [h][w][c] (int8 when x_signed: flipped to uint8 by
+// adding 128, x_zero_point with it), wq the weights packed by pack_qdw_weights_vnni, corr[c] =
+// bias[c] - x_zero_point * (sum of channel c's weights) (see there). Per output row, each
+// input column's kernel rows are interleaved four to an int32 lane ([G][columns][cp] quads,
+// columns and rows outside the image holding the zero point, whose products the correction
+// cancels), so that one vpdpbusd adds four taps of 16 channels: exact integer sums, the same
+// requantization, the bytes of the float path.
+void qdwconv_nhwc_rows_vnni(const uint8_t* x, bool x_signed, int32_t x_zero_point,
+                            const DwConvGeometry& g, size_t c, const int8_t* wq,
+                            const int32_t* corr, const float* m, float zp, float lo, float hi,
+                            uint8_t* out, size_t oy0, size_t oy1);
+// wf [c][kh][kw] centered float weights -> wq [G][kw][cp][4] int8 (G = ceil(kh / 4): kernel
+// rows 4 g .. 4 g + 3 in one lane, zeros past kh and past c) and sums[c] (every tap's
+// weight); false (nothing usable) when a weight is no integer in [-128, 127].
+bool pack_qdw_weights_vnni(const float* wf, size_t c, size_t kh, size_t kw,
+                           std::vector<int8_t>& wq, std::vector<int32_t>& sums);
 #endif
 
 }  // namespace onnxplex::mlas

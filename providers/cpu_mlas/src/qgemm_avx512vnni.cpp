@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "qgemm.h"
 
@@ -495,6 +497,155 @@ void qdwconv_nhwc_rows_avx512(const float* xf, const DwConvGeometry& g, size_t c
       ox += P / 2;
     }
     for (; ox < wo; ++ox) single(ox);
+  }
+}
+
+bool pack_qdw_weights_vnni(const float* wf, size_t c, size_t kh, size_t kw,
+                           std::vector<int8_t>& wq, std::vector<int32_t>& sums) {
+  const size_t groups = (kh + 3) / 4, cp = (c + 15) / 16 * 16;
+  wq.assign(groups * kw * cp * 4, 0);
+  sums.assign(c, 0);
+  for (size_t ch = 0; ch < c; ++ch) {
+    for (size_t ky = 0; ky < kh; ++ky) {
+      for (size_t kx = 0; kx < kw; ++kx) {
+        const float v = wf[(ch * kh + ky) * kw + kx];
+        if (!(v >= -128.0f && v <= 127.0f) || std::floor(v) != v) return false;
+        const auto q = static_cast<int8_t>(v);
+        wq[(((ky / 4) * kw + kx) * cp + ch) * 4 + ky % 4] = q;
+        sums[ch] += q;
+      }
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// P consecutive output positions of one row, B blocks of 16 channels (the last one `mask`ed):
+// every quad of kernel rows and every kernel column is one vpdpbusd per position and block
+// (P * B independent chains, each weight vector loaded once for the P positions; B > 1 for a
+// lone position, whose single chain would wait on every step), then the sums requantized.
+template <int P, int B>
+inline void qdw_vnni_tile(const int32_t* quads, size_t cols, size_t cp, size_t groups,
+                          const int8_t* wq, const DwConvGeometry& g, size_t ox, size_t b0,
+                          const int32_t* corr, const float* m, __mmask16 mask,
+                          const Requant16& rq, uint8_t* o, size_t c) {
+  __m512i acc[B][P];
+#pragma GCC unroll 4
+  for (int b = 0; b < B; ++b) {
+    const __m512i start = _mm512_loadu_si512(corr + 16 * (b0 + b));
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) acc[b][p] = start;
+  }
+  for (size_t gq = 0; gq < groups; ++gq) {
+    const int32_t* qrow = quads + gq * cols * cp + 16 * b0 + ox * g.sw * cp;
+    const int8_t* wrow = wq + (gq * g.kw * cp + 16 * b0) * 4;
+    for (size_t kx = 0; kx < g.kw; ++kx) {
+      const int32_t* q = qrow + kx * g.dw * cp;
+#pragma GCC unroll 4
+      for (int b = 0; b < B; ++b) {
+        const __m512i wv = _mm512_loadu_si512(wrow + (kx * cp + 16 * b) * 4);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) {
+          acc[b][p] = _mm512_dpbusd_epi32(acc[b][p],
+                                          _mm512_loadu_si512(q + p * g.sw * cp + 16 * b), wv);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int b = 0; b < B; ++b) {
+    const size_t at = 16 * (b0 + b);
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      rq.store(acc[b][p], m + at, b + 1 < B ? __mmask16(0xFFFF) : mask, o + (ox + p) * c + at);
+    }
+  }
+}
+
+}  // namespace
+
+void qdwconv_nhwc_rows_vnni(const uint8_t* x, bool x_signed, int32_t x_zero_point,
+                            const DwConvGeometry& g, size_t c, const int8_t* wq,
+                            const int32_t* corr, const float* m, float zp, float lo, float hi,
+                            uint8_t* out, size_t oy0, size_t oy1) {
+  const size_t groups = (g.kh + 3) / 4, cp = (c + 15) / 16 * 16, blocks = cp / 16;
+  // the input columns the row's positions read, the first at column -pl
+  const size_t cols = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  const auto zpb = static_cast<char>(static_cast<uint8_t>(x_zero_point + (x_signed ? 128 : 0)));
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(x_signed ? 0x80 : 0));
+  const __m128i zp16 = _mm_set1_epi8(zpb);
+  const __m512i zp64 = _mm512_set1_epi8(zpb);
+  const __mmask16 tail = c % 16 == 0 ? __mmask16(0xFFFF) : __mmask16((1u << (c % 16)) - 1);
+  const Requant16 rq(zp, lo, hi);
+  thread_local std::vector<int32_t> quads;
+  quads.resize(groups * cols * cp);
+  const auto h = static_cast<std::ptrdiff_t>(g.h), w = static_cast<std::ptrdiff_t>(g.w);
+  for (size_t oy = oy0; oy < oy1; ++oy) {
+    const std::ptrdiff_t iy0 =
+        static_cast<std::ptrdiff_t>(oy * g.sh) - static_cast<std::ptrdiff_t>(g.pt);
+    // the row's quads: input column by column, four kernel rows to a lane (rows past the
+    // kernel or outside the image, and columns outside it, hold the zero point)
+    for (size_t gq = 0; gq < groups; ++gq) {
+      const uint8_t* rows[4];
+      for (size_t j = 0; j < 4; ++j) {
+        const size_t ky = 4 * gq + j;
+        const std::ptrdiff_t iy = iy0 + static_cast<std::ptrdiff_t>(ky * g.dh);
+        rows[j] = ky < g.kh && iy >= 0 && iy < h ? x + static_cast<size_t>(iy * w) * c : nullptr;
+      }
+      int32_t* qrow = quads.data() + gq * cols * cp;
+      for (size_t col = 0; col < cols; ++col) {
+        const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(col) -
+                                  static_cast<std::ptrdiff_t>(g.pl);
+        int32_t* dst = qrow + col * cp;
+        if (ix < 0 || ix >= w) {
+          for (size_t b = 0; b < blocks; ++b) _mm512_storeu_si512(dst + 16 * b, zp64);
+          continue;
+        }
+        const size_t at = static_cast<size_t>(ix) * c;
+        for (size_t b = 0; b < blocks; ++b) {
+          const __mmask16 bm = b + 1 < blocks ? __mmask16(0xFFFF) : tail;
+          __m128i r[4];
+#pragma GCC unroll 4
+          for (size_t j = 0; j < 4; ++j) {
+            r[j] = rows[j] != nullptr
+                       ? _mm_xor_si128(_mm_maskz_loadu_epi8(bm, rows[j] + at + 16 * b), flip)
+                       : zp16;
+          }
+          const __m128i a0 = _mm_unpacklo_epi8(r[0], r[1]), a1 = _mm_unpackhi_epi8(r[0], r[1]);
+          const __m128i b0 = _mm_unpacklo_epi8(r[2], r[3]), b1 = _mm_unpackhi_epi8(r[2], r[3]);
+          __m512i q = _mm512_castsi128_si512(_mm_unpacklo_epi16(a0, b0));   // channels 0-3
+          q = _mm512_inserti32x4(q, _mm_unpackhi_epi16(a0, b0), 1);          // 4-7
+          q = _mm512_inserti32x4(q, _mm_unpacklo_epi16(a1, b1), 2);          // 8-11
+          q = _mm512_inserti32x4(q, _mm_unpackhi_epi16(a1, b1), 3);          // 12-15
+          _mm512_storeu_si512(dst + 16 * b, q);
+        }
+      }
+    }
+    uint8_t* orow = out + oy * g.wo * c;
+    const int32_t* qd = quads.data();
+    for (size_t b = 0; b < blocks; ++b) {
+      const __mmask16 mask = b + 1 < blocks ? __mmask16(0xFFFF) : tail;
+      size_t ox = 0;
+      for (; ox + 8 <= g.wo; ox += 8) {
+        qdw_vnni_tile<8, 1>(qd, cols, cp, groups, wq, g, ox, b, corr, m, mask, rq, orow, c);
+      }
+      if (ox + 4 <= g.wo) {
+        qdw_vnni_tile<4, 1>(qd, cols, cp, groups, wq, g, ox, b, corr, m, mask, rq, orow, c);
+      }
+    }
+    // the positions left (fewer than four), four blocks of channels at a time while whole
+    for (size_t ox = g.wo / 8 * 8 + (g.wo % 8 >= 4 ? 4 : 0); ox < g.wo; ++ox) {
+      size_t b = 0;
+      for (; b + 4 <= blocks; b += 4) {
+        qdw_vnni_tile<1, 4>(qd, cols, cp, groups, wq, g, ox, b, corr, m,
+                            b + 4 < blocks ? __mmask16(0xFFFF) : tail, rq, orow, c);
+      }
+      for (; b < blocks; ++b) {
+        qdw_vnni_tile<1, 1>(qd, cols, cp, groups, wq, g, ox, b, corr, m,
+                            b + 1 < blocks ? __mmask16(0xFFFF) : tail, rq, orow, c);
+      }
+    }
   }
 }
 

@@ -317,13 +317,28 @@ void register_qgemm(py::module_& m) {
      "there) into [N, M, OH, OW] ([N, OH, OW, M] when channels_last); its scratch buffers are "
      "the calling thread's, kept between calls.");
 
+  py::class_<QdwVnniWeights, std::shared_ptr<QdwVnniWeights>>(m, "QdwPacked",
+      "A depthwise conv's weights packed for the 8-bit kernel (qdw_pack_vnni; immutable).")
+      .def_property_readonly("usable", [](const QdwVnniWeights& p) { return !p.wq.empty(); });
+
+  m.def("qdw_pack_vnni", [](const py::array_t<float, py::array::c_style | py::array::forcecast>&
+                                wf) {
+    if (wf.ndim() != 3) throw py::value_error("wf must be [C, kh, kw]");
+    return std::make_shared<QdwVnniWeights>(qdw_pack_vnni(
+        wf.data(), static_cast<size_t>(wf.shape(0)), static_cast<size_t>(wf.shape(1)),
+        static_cast<size_t>(wf.shape(2))));
+  }, py::arg("wf"),
+     "qdwconv_u8's weights wf [C, kh, kw] packed once for its 8-bit AVX-512 VNNI kernel (int8 "
+     "quads of kernel rows and each channel's weight sum); not usable (the float path runs) "
+     "when a weight is no integer in [-128, 127] or the CPU has no VNNI.");
+
   m.def("qdwconv_u8", [](const py::array& x_in, int32_t x_zero_point,
                          const py::array_t<float, py::array::c_style | py::array::forcecast>& wf,
                          std::array<size_t, 2> strides, std::array<size_t, 2> dilations,
                          std::array<size_t, 4> pads, std::array<size_t, 2> out_hw,
                          const py::object& bias_in, const py::object& multiplier_in,
                          int32_t y_zero_point, bool out_signed, size_t threads,
-                         bool channels_last) {
+                         bool channels_last, const std::shared_ptr<QdwVnniWeights>& packed) {
     const Image8 x(x_in, x_zero_point, channels_last);
     if (wf.ndim() != 3 || static_cast<size_t>(wf.shape(0)) != x.c) {
       throw py::value_error("wf must be [C, kh, kw]");
@@ -346,17 +361,20 @@ void register_qgemm(py::module_& m) {
                  kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0], pads[1],
                  out_hw[0], out_hw[1], r.bias.empty() ? nullptr : r.bias.data(),
                  r.multiplier.data(), mc, y_zero_point, out_signed, channels_last, op,
-                 threads);
+                 threads, packed.get());
     }
     return out;
   }, py::arg("x"), py::arg("x_zero_point"), py::arg("wf"), py::arg("strides"),
      py::arg("dilations"), py::arg("pads"), py::arg("out_hw"), py::arg("bias"),
      py::arg("multiplier"), py::arg("y_zero_point"), py::arg("out_signed"),
      py::arg("threads") = 1, py::arg("channels_last") = false,
+     py::arg("packed") = std::shared_ptr<QdwVnniWeights>(),
      "A depthwise 2-D QLinearConv of 8-bit x [N, C, H, W] ([N, H, W, C] when channels_last; "
      "per-tensor x_zero_point) with centered float weights wf [C, kh, kw] (w - w_zero_point): "
      "centered, convolved in float32 (exact) and requantized as requantize_i32, a few channels "
-     "(channels-last: output rows) a task, into [N, C, OH, OW] ([N, OH, OW, C]).");
+     "(channels-last: output rows) a task, into [N, C, OH, OW] ([N, OH, OW, C]). Channels-last "
+     "with AVX-512 VNNI and int8 weights: on the 8-bit input itself (vpdpbusd), the same bytes; "
+     "packed: qdw_pack_vnni(wf), done once (else per call).");
 
   m.def("requantize_f32_channels", [](const py::array_t<float, py::array::c_style>& y,
                                       const py::object& bias_in,

@@ -543,8 +543,8 @@ def test_requantization_rounds_as_onnxruntime_where_the_reference_differs():
 @pytest.mark.parametrize("channels", [19, 150])   # (150: a group of 128 and one of 22)
 def test_native_requantize_matches_numpy(out_dt, per_channel, channels_first, channels):
     """The native requantization is the numpy one (float32 product as onnxruntime's, round
-    half to even, zero point, saturation), bias added with int32 wrap-around, in either output layout:
-    ties, saturation on both sides, huge sums and a 0.5-step multiplier included."""
+    half to even, zero point, saturation), bias added with int32 wrap-around, in either output
+    layout: ties, saturation on both sides, huge sums and a 0.5-step multiplier included."""
     from onnxplex.providers.cpu_mlas._native import native
 
     nat = native()
@@ -743,6 +743,81 @@ def test_native_depthwise_channels_last_equals_channels_first(c, geometry):
     last = nat.qdwconv_u8(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), 131, wf, *args,
                           channels_last=True)
     np.testing.assert_array_equal(last, first.transpose(0, 2, 3, 1))
+
+
+def _depthwise_reference(x, x_zp, wf, strides, dilations, pads, out_hw, bias, mult, y_zp,
+                         out_signed):
+    """A channels-last depthwise QLinearConv in int64 numpy: the centered taps summed over a
+    zero-padded image, the bias added, then ``round-half-even(sum * multiplier) + y_zp``
+    clamped (the requantization of the native kernels, float32 multiplier)."""
+    n, h, w, c = x.shape
+    kh, kw = wf.shape[1:]
+    pt, pl, pb, pr = pads
+    oh, ow = out_hw
+    xp = np.zeros((n, h + pt + pb + kh * dilations[0], w + pl + pr + kw * dilations[1], c),
+                  np.int64)
+    xp[:, pt:pt + h, pl:pl + w] = x.astype(np.int64) - x_zp
+    acc = np.zeros((n, oh, ow, c), np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            y0, x0 = ky * dilations[0], kx * dilations[1]
+            acc += xp[:, y0:y0 + strides[0] * (oh - 1) + 1:strides[0],
+                      x0:x0 + strides[1] * (ow - 1) + 1:strides[1]] * wf[:, ky, kx].astype(
+                np.int64)
+    acc += bias
+    q = np.rint(acc.astype(np.float32) * mult.astype(np.float32)).astype(np.int64) + y_zp
+    return np.clip(q, *((-128, 127) if out_signed else (0, 255)))
+
+
+_DW_CASES = [  # (channels, h, w, kernel, strides, dilations, pads)
+    (1, 5, 7, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    (15, 12, 12, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
+    (16, 9, 30, (3, 3), (2, 2), (1, 1), (0, 1, 1, 0)),
+    (33, 6, 41, (5, 5), (1, 2), (1, 1), (2, 2, 2, 2)),
+    (64, 7, 7, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),   # lone positions: 4 channel blocks
+    (70, 5, 19, (3, 3), (1, 1), (2, 2), (2, 2, 2, 2)),
+    (24, 8, 8, (7, 7), (1, 1), (1, 1), (3, 3, 3, 3)),   # two quads of kernel rows
+    (40, 6, 9, (3, 1), (2, 1), (1, 1), (0, 0, 1, 0)),
+    (17, 3, 3, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
+    (48, 4, 4, (3, 3), (1, 1), (1, 1), (4, 4, 4, 4)),   # positions whose taps are all padding
+]
+
+
+@pytest.mark.parametrize("case", range(len(_DW_CASES)))
+@pytest.mark.parametrize("x_dt,out_signed", [(np.uint8, False), (np.int8, True),
+                                             (np.uint8, True)])
+@pytest.mark.parametrize("weights", ["int8", "int8_packed", "wide"])
+def test_native_depthwise_channels_last_against_integer_reference(case, x_dt, out_signed,
+                                                                  weights):
+    """The channels-last depthwise QLinearConv against an int64 numpy computation: with
+    weights that fit int8 (AVX-512 VNNI: the 8-bit input read as it is, four kernel rows a
+    vpdpbusd; weights packed per call or once, qdw_pack_vnni), and with a centered weight
+    outside int8 (uint8 weights with a zero point: the float path), across channel tails,
+    strides, dilations, kernels of more than four rows, padding on every side."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    c, h, w, (kh, kw), strides, dil, pads = _DW_CASES[case]
+    oh = (h + pads[0] + pads[2] - ((kh - 1) * dil[0] + 1)) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - ((kw - 1) * dil[1] + 1)) // strides[1] + 1
+    x = ints(x_dt, 2, h, w, c)
+    x_zp = int(ints(x_dt, 1)[0])
+    wf = ints(np.int8, c, kh, kw).astype(np.float32)
+    if weights == "wide":
+        wf[c // 2, 0, 0] = 200.0   # (a uint8 weight 255 with zero point 55)
+    packed = nat.qdw_pack_vnni(wf) if weights == "int8_packed" else None
+    vnni = bool(nat.cpu_features().get("avx512_vnni"))
+    assert nat.qdw_pack_vnni(wf).usable == (vnni and weights != "wide")
+    bias = RNG.integers(-3000, 3000, c).astype(np.int32)
+    mult = (RNG.random(c).astype(np.float32) * 0.004 + 0.0005).astype(np.float64)
+    y_zp = int(RNG.integers(-100, 100) if out_signed else RNG.integers(0, 255))
+    got = nat.qdwconv_u8(x, x_zp, wf, strides, dil, pads, (oh, ow), bias, mult, y_zp,
+                         out_signed, 2, True, packed=packed)
+    want = _depthwise_reference(x, x_zp, wf, strides, dil, pads, (oh, ow), bias, mult, y_zp,
+                                out_signed)
+    np.testing.assert_array_equal(got.astype(np.int64), want)
 
 
 @pytest.mark.parametrize("isa", ["avx512vnni", ""])   # ("": the CPU's best, AMX here)
