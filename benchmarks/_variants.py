@@ -1,5 +1,6 @@
 """What the benchmarks of converted zoo models (quantized.py, half.py) share: their command
-line, the alternating timing of two sessions and the closing geometric means."""
+line, the alternating timing of the engines (onnxplex, onnxruntime and, when it is installed,
+OpenVINO) and the closing geometric means."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +71,33 @@ def plex_session(path: Path, threads: int, providers: str):
                                      providers=provider_list(providers) if providers else None)
 
 
-def alternate(ours, theirs, feeds: dict, runs: int) -> tuple[float, float]:
-    """Median milliseconds of ``ours.run`` and ``theirs.run`` over ``runs`` rounds, the order
-    swapping every round."""
-    times: tuple[list[float], list[float]] = ([], [])
+def alternate(runners: Sequence[Callable[[dict], Any]], feeds: dict, runs: int) -> list[float]:
+    """Median milliseconds of each ``runner(feeds)`` over ``runs`` rounds, each round starting
+    one engine later than the last (the one run right after another engine's pays for the
+    caches it evicted: every engine is in every position as often)."""
+    times: list[list[float]] = [[] for _ in runners]
+    n = len(runners)
     for i in range(runs):
-        pair = ((ours, times[0]), (theirs, times[1]))
-        for sess, into in (pair if i % 2 == 0 else pair[::-1]):
+        for k in range(n):
+            j = (i + k) % n
             t0 = time.perf_counter()
-            sess.run(None, feeds)
-            into.append(time.perf_counter() - t0)
-    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
+            runners[j](feeds)
+            times[j].append(time.perf_counter() - t0)
+    return [statistics.median(t) * 1e3 for t in times]
+
+
+def openvino_runner(path: Path, threads: int, output_names: Sequence[str]
+                    ) -> tuple[Callable[[dict], Any] | None, str]:
+    """OpenVINO's runner of ``path`` (benchmarks/peers.py: fp32 hint, latency, ``threads``),
+    or None and why not (not installed, or the model refused)."""
+    from benchmarks.peers import OpenVinoPeer, first_line, load_openvino
+
+    if load_openvino() is None:
+        return None, "not installed"
+    try:
+        return OpenVinoPeer(str(path), threads, list(output_names)).run, ""
+    except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
+        return None, first_line(e)
 
 
 def print_geomeans(ratios: dict[Any, list[float]]) -> None:

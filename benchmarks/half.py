@@ -12,7 +12,9 @@ zoo's inputs for that model (onnxruntime as the other benchmarks create it: work
 between runs). Prints per model and thread count the median latency of each, the ratio
 (onnxplex / onnxruntime, below 1 is faster), and how far each engine's first output is from
 the float32 model's (largest absolute difference over the output's largest magnitude): the
-error that half precision costs, for onnxplex and for onnxruntime.
+error that half precision costs, for onnxplex and for onnxruntime. With OpenVINO installed it
+runs third in the rotation (benchmarks/peers.py's configuration: f32 hint, latency, the same
+threads), with its time, onnxplex's ratio to it and its own error.
 
 The converter and onnxruntime are benchmark dependencies only; the library never imports them.
 """
@@ -32,6 +34,7 @@ from benchmarks._variants import (  # noqa: E402
     arguments,
     cached,
     model_files,
+    openvino_runner,
     plex_session,
     print_geomeans,
 )
@@ -61,18 +64,25 @@ def bench(path: Path, float_path: Path, feeds: dict, threads: int, runs: int,
     full = _ort_session(ort, str(float_path), "ORT_ENABLE_ALL", threads, 0)
     ref = full.run(None, feeds)[0]
     a, b = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
-    ours_ms, theirs_ms = alternate(ours, theirs, feeds, runs)
-    return {"ours_ms": ours_ms, "theirs_ms": theirs_ms,
+    runners = [lambda f: ours.run(None, f), lambda f: theirs.run(None, f)]
+    ov, why = openvino_runner(path, threads, [o.name for o in theirs.get_outputs()])
+    ov_err = None
+    if ov is not None:
+        ov_err = _relative(ov(feeds)[0], ref)
+        runners.append(ov)
+    ms = alternate(runners, feeds, runs)
+    return {"ours_ms": ms[0], "theirs_ms": ms[1], "ov_ms": ms[2] if ov is not None else None,
+            "ov_why": why, "ov_err": ov_err,
             "ours_err": _relative(a, ref), "theirs_err": _relative(b, ref),
             "vs_ort": _relative(a, b)}
 
 
 def main(argv: list[str] | None = None) -> int:
     args, src, out, names, threads = arguments(__doc__, "half", argv, MODELS)
-    ratios: dict[int, list[float]] = {t: [] for t in threads}
+    ratios: dict[int | tuple[int, str], list[float]] = {t: [] for t in threads}
     print(f"{'model':<18} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
           f"{'ratio':>6} {'rel. err onnxplex':>18} {'rel. err onnxruntime':>21} "
-          f"{'vs onnxruntime':>15}")
+          f"{'vs onnxruntime':>15} {'openvino ms':>12} {'plex/ov':>8} {'rel. err openvino':>18}")
     for name, f in model_files(src, names, 18):
         half = cached(convert_fp16, f, out / f"{name}_fp16.onnx")
         with np.load(src / f"{name}.inputs.npz") as z:
@@ -81,9 +91,16 @@ def main(argv: list[str] | None = None) -> int:
             r = bench(half, f, feeds, t, args.runs, args.providers)
             ratio = r["ours_ms"] / r["theirs_ms"]
             ratios[t].append(ratio)
+            if r["ov_ms"] is not None:
+                ratios.setdefault((t, "onnxplex / openvino"), []).append(
+                    r["ours_ms"] / r["ov_ms"])
+                ov = (f"{r['ov_ms']:>12.2f} {r['ours_ms'] / r['ov_ms']:>8.2f} "
+                      f"{r['ov_err']:>18.2e}")
+            else:
+                ov = f"openvino: {r['ov_why']}"
             print(f"{name:<18} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
                   f"{ratio:>6.2f} {r['ours_err']:>18.2e} {r['theirs_err']:>21.2e} "
-                  f"{r['vs_ort']:>15.2e}", flush=True)
+                  f"{r['vs_ort']:>15.2e} {ov}", flush=True)
     print_geomeans(ratios)
     return 0
 

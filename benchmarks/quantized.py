@@ -15,7 +15,10 @@ ratio (onnxplex / onnxruntime, below 1 is faster), and the largest output differ
 of the output's scale (its largest magnitude / 255: one quantization step or so is the two
 engines rounding a requantization differently, as fixed-point and float arithmetic do) and,
 for scale, how far onnxruntime's own output moves between its unoptimized graph
-(``ORT_DISABLE_ALL``: the QDQ graph computed in float) and its optimized one.
+(``ORT_DISABLE_ALL``: the QDQ graph computed in float) and its optimized one. With OpenVINO
+installed (``pip install '.[openvino]'``) it runs third in the rotation (benchmarks/peers.py's
+configuration: f32 hint, latency, the same threads; its int8 path is its own choice), with its
+time, onnxplex's ratio to it and its output's distance from onnxruntime's in the same steps.
 
 The quantizer and onnxruntime are benchmark dependencies only; the library never imports them.
 """
@@ -36,6 +39,7 @@ from benchmarks._variants import (  # noqa: E402
     arguments,
     cached,
     model_files,
+    openvino_runner,
     plex_session,
     print_geomeans,
 )
@@ -67,8 +71,15 @@ def bench(path: Path, threads: int, runs: int, providers: str = "") -> dict[str,
     a, b = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
     b0 = plain.run(None, feeds)[0]
     step = float(np.abs(b).max()) / 255 or 1.0
-    ours_ms, theirs_ms = alternate(ours, theirs, feeds, runs)
-    return {"ours_ms": ours_ms, "theirs_ms": theirs_ms,
+    runners = [lambda f: ours.run(None, f), lambda f: theirs.run(None, f)]
+    ov, why = openvino_runner(path, threads, [o.name for o in theirs.get_outputs()])
+    ov_steps = None
+    if ov is not None:
+        ov_steps = float(np.abs(np.asarray(ov(feeds)[0], np.float64) - b).max()) / step
+        runners.append(ov)
+    ms = alternate(runners, feeds, runs)
+    return {"ours_ms": ms[0], "theirs_ms": ms[1], "ov_ms": ms[2] if ov is not None else None,
+            "ov_why": why, "ov_steps": ov_steps,
             "steps": float(np.abs(a.astype(np.float64) - b).max()) / step,
             "ort_steps": float(np.abs(b0.astype(np.float64) - b).max()) / step}
 
@@ -84,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown formats {sorted(unknown)}; choose from {', '.join(FORMATS)}")
     ratios: dict[tuple[int, str], list[float]] = {}
     print(f"{'model':<22} {'threads':>7} {'onnxplex ms':>12} {'onnxruntime ms':>15} "
-          f"{'ratio':>6} {'max diff (steps)':>17} {'ort own (steps)':>16}")
+          f"{'ratio':>6} {'max diff (steps)':>17} {'ort own (steps)':>16} "
+          f"{'openvino ms':>12} {'plex/ov':>8} {'ov diff (steps)':>16}")
     for name, f in model_files(src, names, 22):
         for fmt in formats:
             q = cached(functools.partial(quantize_qdq, **FORMATS[fmt]), f,
@@ -94,8 +106,15 @@ def main(argv: list[str] | None = None) -> int:
                 r = bench(q, t, args.runs, args.providers)
                 ratio = r["ours_ms"] / r["theirs_ms"]
                 ratios.setdefault((t, fmt), []).append(ratio)
+                if r["ov_ms"] is not None:
+                    ratios.setdefault((t, f"{fmt}, onnxplex / openvino"), []).append(
+                        r["ours_ms"] / r["ov_ms"])
+                    ov = (f"{r['ov_ms']:>12.2f} {r['ours_ms'] / r['ov_ms']:>8.2f} "
+                          f"{r['ov_steps']:>16.2f}")
+                else:
+                    ov = f"openvino: {r['ov_why']}"
                 print(f"{label:<22} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
-                      f"{ratio:>6.2f} {r['steps']:>17.2f} {r['ort_steps']:>16.2f}",
+                      f"{ratio:>6.2f} {r['steps']:>17.2f} {r['ort_steps']:>16.2f} {ov}",
                       flush=True)
     print_geomeans(ratios)
     return 0

@@ -185,3 +185,39 @@ def test_without_openvino_said_once_and_columns_show_dash(mlp, no_openvino, caps
     cells = _zoo_cells(ztext, "mlp")
     assert cells["plex/ov @1"] == "-" and cells["create plex/ov"] == "-"
     assert capsys.readouterr().err.count("OpenVINO not installed") == 0  # said once only
+
+
+def test_variant_benchmarks_rotate_three_engines():
+    """quantized.py and half.py time onnxplex, onnxruntime and OpenVINO in a rotation: every
+    engine runs once a round, each round starting one engine later, so each is in each
+    position equally often (the one after another engine pays for its evicted caches)."""
+    from benchmarks._variants import alternate
+
+    order: list[int] = []
+    runners = [lambda f, k=k: order.append(k) for k in range(3)]
+    ms = alternate(runners, {}, 6)
+    assert len(ms) == 3 and all(m >= 0 for m in ms)
+    rounds = [order[i:i + 3] for i in range(0, 18, 3)]
+    assert all(sorted(r) == [0, 1, 2] for r in rounds)
+    assert [r[0] for r in rounds] == [0, 1, 2, 0, 1, 2]
+
+
+def test_variant_benchmark_openvino_runner(tmp_path):
+    """The variant benchmarks' OpenVINO runner returns the model's outputs in its order (and
+    equal to onnxruntime's), or None and the reason a model cannot run there."""
+    pytest.importorskip("openvino")
+    from benchmarks._variants import openvino_runner
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(_mlp_model(), path)
+    run, why = openvino_runner(path, 1, ["idx", "y"])
+    assert run is not None and why == ""
+    x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=[CONFIG]).run(None, {"x": x})
+    got = run({"x": x})
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+    bad = tmp_path / "strings.onnx"
+    onnx.save(_string_model(), bad)
+    run, why = openvino_runner(bad, 1, ["t"])
+    assert run is None and "string" in why
