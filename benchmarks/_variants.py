@@ -97,7 +97,16 @@ def openvino_runner(path: Path, threads: int, output_names: Sequence[str]
     try:
         return OpenVinoPeer(str(path), threads, list(output_names)).run, ""
     except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
-        return None, first_line(e)
+        # (its front end's report lists the ops it could not convert, "-- <op> with a
+        # message:", under lines of source locations)
+        failed = []
+        for line in str(e).splitlines():
+            if line.startswith("-- ") and " with a message" in line:
+                failed.append(line[3:].split(" with a message")[0])
+            elif line.startswith("-- No conversion rule found for operations:"):
+                failed += [op.strip() for op in line.split(":", 1)[1].split(",")]
+        return None, ("ops not converted: " + ", ".join(dict.fromkeys(failed))
+                      if failed else first_line(e))
 
 
 def print_geomeans(ratios: dict[Any, list[float]]) -> None:
