@@ -869,7 +869,7 @@ void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float
 #endif
     detail::qlinear_binary_typed(a.data, a.is_signed, a.full, a.scale, a.zero_point, b.data,
                                  b.is_signed, b.full, b.scale, b.zero_point, sc, zc,
-                                 out_signed, mul, r0, r1, inner, y);
+                                 out_signed, mul, r0, r1, inner, y, a.cyclic, b.cyclic);
   });
 }
 

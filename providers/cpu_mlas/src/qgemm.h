@@ -248,10 +248,12 @@ template <typename TY>
 // product (qlinear_mul_value). (Checked against onnxruntime 1.32 element by element.)
 // `rows` rows of `inner` outputs; an operand with a_full / b_full false holds one value per
 // row (broadcast along it: a squeeze-excite gate), else one per output.
+// An operand with a_cyc / b_cyc (and full) holds `inner` values, the same for every row.
 template <typename TA, typename TB, typename TY>
 [[maybe_unused]] static inline void qlinear_binary_rows(
     const TA* a, bool a_full, float sa, float za, const TB* b, bool b_full, float sb, float zb,
-    float sc, float zc, bool mul, size_t row0, size_t row1, size_t inner, TY* y) {
+    float sc, float zc, bool mul, size_t row0, size_t row1, size_t inner, TY* y,
+    bool a_cyc = false, bool b_cyc = false) {
   if (mul) {
     const float ratio = (sa * sb) / sc;
     const auto iza = static_cast<int32_t>(za), izb = static_cast<int32_t>(zb);
@@ -260,8 +262,8 @@ template <typename TA, typename TB, typename TY>
       const int32_t rb = b_full ? 0 : static_cast<int32_t>(b[r]) - izb;
       for (size_t i = 0; i < inner; ++i) {
         const size_t at = r * inner + i;
-        const int32_t pa = a_full ? static_cast<int32_t>(a[at]) - iza : ra;
-        const int32_t pb = b_full ? static_cast<int32_t>(b[at]) - izb : rb;
+        const int32_t pa = a_full ? static_cast<int32_t>(a[a_cyc ? i : at]) - iza : ra;
+        const int32_t pb = b_full ? static_cast<int32_t>(b[b_cyc ? i : at]) - izb : rb;
         y[at] = qlinear_mul_value<TY>(pa * pb, ratio, zc);
       }
     }
@@ -273,21 +275,22 @@ template <typename TA, typename TB, typename TY>
     if (a_full && b_full) {
       for (size_t i = 0; i < inner; ++i) {
         const size_t at = r * inner + i;
-        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(a[at]), rac,
-                                           std::fma(static_cast<float>(b[at]), rbc, fixed)));
+        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(a[a_cyc ? i : at]), rac,
+                                           std::fma(static_cast<float>(b[b_cyc ? i : at]), rbc,
+                                                    fixed)));
       }
     } else if (a_full) {   // b one value this row
       const float part = std::fma(static_cast<float>(b[r]), rbc, fixed);
       for (size_t i = 0; i < inner; ++i) {
         const size_t at = r * inner + i;
-        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(a[at]), rac, part));
+        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(a[a_cyc ? i : at]), rac, part));
       }
     } else if (b_full) {   // a one value this row: the roles swap
       const float part =
           std::fma(static_cast<float>(a[r]), rac, qlinear_add_fixed(rbc, zb, rac, za, zc));
       for (size_t i = 0; i < inner; ++i) {
         const size_t at = r * inner + i;
-        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(b[at]), rbc, part));
+        y[at] = qlinear_round<TY>(std::fma(static_cast<float>(b[b_cyc ? i : at]), rbc, part));
       }
     } else {
       const TY v = qlinear_round<TY>(std::fma(static_cast<float>(a[r]), rac,
@@ -301,14 +304,14 @@ template <typename TA, typename TB, typename TY>
 [[maybe_unused]] static inline void qlinear_binary_typed(
     const void* a, bool a_signed, bool a_full, float sa, float za, const void* b, bool b_signed,
     bool b_full, float sb, float zb, float sc, float zc, bool out_signed, bool mul, size_t row0,
-    size_t row1, size_t inner, void* y) {
+    size_t row1, size_t inner, void* y, bool a_cyc = false, bool b_cyc = false) {
   auto with_y = [&](auto* ta, auto* tb) {
     if (out_signed) {
       qlinear_binary_rows(ta, a_full, sa, za, tb, b_full, sb, zb, sc, zc, mul, row0, row1,
-                          inner, static_cast<int8_t*>(y));
+                          inner, static_cast<int8_t*>(y), a_cyc, b_cyc);
     } else {
       qlinear_binary_rows(ta, a_full, sa, za, tb, b_full, sb, zb, sc, zc, mul, row0, row1,
-                          inner, static_cast<uint8_t*>(y));
+                          inner, static_cast<uint8_t*>(y), a_cyc, b_cyc);
     }
   };
   auto with_b = [&](auto* ta) {
@@ -357,6 +360,8 @@ struct QBinaryOperand {
   const void* data;
   bool is_signed, full;
   float scale, zero_point;
+  bool cyclic = false;   // (with full) `inner` values, the same for every row: a channels-last
+                         // squeeze-excite gate [1, 1, 1, C] against [1, H, W, C]
 };
 void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float sc, float zc,
                          bool out_signed, bool mul, size_t rows, size_t inner, void* y,

@@ -253,8 +253,8 @@ void qlinear_binary_rows_avx512(const QBinaryOperand& a, const QBinaryOperand& b
       for (size_t i = 0; i < inner; i += 16) {
         const size_t left = inner - i, at = r * inner + i;
         const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        const __m512i p = _mm512_mullo_epi32(qb_centered(a, r, at, mask),
-                                             qb_centered(b, r, at, mask));
+        const __m512i p = _mm512_mullo_epi32(qb_centered(a, r, a.cyclic ? i : at, mask),
+                                             qb_centered(b, r, b.cyclic ? i : at, mask));
         store(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), ratio), z), mask, at);
       }
     }
@@ -276,13 +276,14 @@ void qlinear_binary_rows_avx512(const QBinaryOperand& a, const QBinaryOperand& b
       const size_t left = inner - i, at = r * inner + i;
       const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
       __m512 f;
+      const size_t ia = a.cyclic ? i : at, ib = b.cyclic ? i : at;
       if (a.full && b.full) {
-        f = _mm512_fmadd_ps(qb_raw(a, at, mask), vrac,
-                            _mm512_fmadd_ps(qb_raw(b, at, mask), vrbc, vpart));
+        f = _mm512_fmadd_ps(qb_raw(a, ia, mask), vrac,
+                            _mm512_fmadd_ps(qb_raw(b, ib, mask), vrbc, vpart));
       } else if (a.full) {
-        f = _mm512_fmadd_ps(qb_raw(a, at, mask), vrac, vpart);
+        f = _mm512_fmadd_ps(qb_raw(a, ia, mask), vrac, vpart);
       } else if (b.full) {
-        f = _mm512_fmadd_ps(qb_raw(b, at, mask), vrbc, vpart);
+        f = _mm512_fmadd_ps(qb_raw(b, ib, mask), vrbc, vpart);
       } else {
         f = _mm512_set1_ps(std::fma(qb_row(a, r), rac, std::fma(qb_row(b, r), rbc, fixed)));
       }

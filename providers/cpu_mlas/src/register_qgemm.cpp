@@ -159,7 +159,7 @@ void register_qgemm(py::module_& m) {
                                   int32_t b_zero_point, bool b_full, float c_scale,
                                   int32_t c_zero_point, bool out_signed, bool mul,
                                   std::vector<py::ssize_t> out_shape, size_t rows,
-                                  size_t inner, size_t threads) {
+                                  size_t inner, size_t threads, bool a_cyclic, bool b_cyclic) {
     bool a_signed = false, b_signed = false;
     const py::array a = int8_array(a_in, "a", a_signed);
     const py::array b = int8_array(b_in, "b", b_signed);
@@ -172,15 +172,18 @@ void register_qgemm(py::module_& m) {
       total *= static_cast<size_t>(d);
     }
     if (rows * inner != total) throw py::value_error("rows * inner is not out_shape's size");
-    if (static_cast<size_t>(a.size()) != (a_full ? total : rows) ||
-        static_cast<size_t>(b.size()) != (b_full ? total : rows)) {
+    if ((a_cyclic && !a_full) || (b_cyclic && !b_full)) {
+      throw py::value_error("a cyclic operand is a full one (one value per element of a row)");
+    }
+    if (static_cast<size_t>(a.size()) != (a_cyclic ? inner : a_full ? total : rows) ||
+        static_cast<size_t>(b.size()) != (b_cyclic ? inner : b_full ? total : rows)) {
       throw py::value_error("an operand's size does not match its broadcast");
     }
     py::array y(out_signed ? py::dtype::of<int8_t>() : py::dtype::of<uint8_t>(), out_shape);
     const QBinaryOperand qa{a.data(), a_signed, a_full, a_scale,
-                            static_cast<float>(a_zero_point)};
+                            static_cast<float>(a_zero_point), a_cyclic};
     const QBinaryOperand qb{b.data(), b_signed, b_full, b_scale,
-                            static_cast<float>(b_zero_point)};
+                            static_cast<float>(b_zero_point), b_cyclic};
     void* yp = y.mutable_data();
     {
       py::gil_scoped_release release;
@@ -192,9 +195,11 @@ void register_qgemm(py::module_& m) {
      py::arg("b"), py::arg("b_scale"), py::arg("b_zero_point"), py::arg("b_full"),
      py::arg("c_scale"), py::arg("c_zero_point"), py::arg("out_signed"), py::arg("mul"),
      py::arg("out_shape"), py::arg("rows"), py::arg("inner"), py::arg("threads") = 1,
+     py::arg("a_cyclic") = false, py::arg("b_cyclic") = false,
      "com.microsoft QLinearAdd / QLinearMul (mul) of per-tensor 8-bit a and b into "
      "out_shape, computed as the numpy kernel does in float32: rows x inner outputs; an "
-     "operand not full holds one value per row.");
+     "operand not full holds one value per row, a cyclic one (full) inner values repeated "
+     "every row.");
 
   m.def("lookup_8bit", [](const py::array& x_in, const py::array& table_in, size_t threads) {
     bool x_signed = false, t_signed = false;

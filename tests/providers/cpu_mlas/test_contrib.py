@@ -181,8 +181,10 @@ def test_qlinear_binary(op_type, qtype, b_shape):
 @pytest.mark.parametrize("qtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shapes", [
     ((2, 3, 40, 50), (2, 3, 40, 50)), ((1, 28, 28, 96), (1, 1, 1, 96)),
+    ((1, 1, 1, 40), (1, 9, 7, 40)), ((2, 5, 6, 24), (2, 1, 1, 24)),
     ((1, 96, 28, 28), (1, 96, 1, 1)), ((1, 96, 1, 1), (1, 96, 28, 28)), ((5, 1, 7), (1, 6, 1)),
-    ((33,), ())], ids=["same", "gate_last", "gate_rows", "gate_first", "outer", "scalar"])
+    ((33,), ())], ids=["same", "gate_last", "gate_last_first", "gate_last_batch2", "gate_rows",
+                       "gate_first", "outer", "scalar"])
 @pytest.mark.parametrize("scales", [(0.02, 0.03, 0.3), (0.5, 0.25, 0.001), (0.01, 0.01, 1.7)],
                          ids=["plain", "saturating", "small"])
 @pytest.mark.parametrize("op_type", ["QLinearMul", "QLinearAdd"])
@@ -212,14 +214,18 @@ def test_qlinear_mul_and_add_are_onnxruntimes_byte_for_byte(op_type, qtype, shap
 @pytest.mark.parametrize("mul", [False, True], ids=["add", "mul"])
 @pytest.mark.parametrize("shapes", [
     ((2, 3, 40, 50), (2, 3, 40, 50)), ((2, 3, 40, 50), (2, 3, 1, 1)),
-    ((2, 3, 1, 1), (2, 3, 40, 50)), ((7, 300), ()), ((4, 5), (1, 5))],
-                         ids=["same", "gate", "gate_first", "scalar", "not_rows"])
+    ((2, 3, 1, 1), (2, 3, 40, 50)), ((7, 300), ()), ((4, 5), (1, 5)),
+    ((1, 1, 1, 37), (1, 6, 5, 37)), ((3, 4, 1), (1, 4, 1)), ((2, 5, 6, 24), (2, 1, 1, 24))],
+                         ids=["same", "gate", "gate_first", "scalar", "row_vector",
+                              "gate_last_first", "middle_run", "gate_last_batch2"])
 @pytest.mark.parametrize("types", [(np.uint8, np.uint8, np.uint8), (np.int8, np.uint8, np.int8)])
 def test_qlinear_binary_native_matches_numpy(mul, shapes, types):
     """The native QLinearAdd / QLinearMul give the numpy kernel's values exactly (onnxruntime's
     steps: Add's fused multiply-adds, Mul's integer product), for whole operands, a squeeze-excite
-    gate's one value per row on either side and a scalar; another broadcast (a row vector,
-    a channels-last gate) is copied out to the output's shape first."""
+    gate's one value per row on either side and a scalar; a run of values repeated for every
+    row (a row vector, a channels-last gate [1, 1, 1, C], [1, 4, 1] against [3, 4, 1]) is read
+    cyclically; another broadcast (a gate [2, 1, 1, C] of two images) is copied out to the
+    output's shape first."""
     from onnxplex.providers.cpu_mlas import contrib
 
     (sa, sb), (ta, tb, tc) = shapes, types
