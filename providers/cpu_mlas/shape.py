@@ -197,7 +197,8 @@ def make_unsqueeze(node: NodeView, ctx: ProviderContext) -> Kernel:
     return lambda x, a: x.reshape(_unsqueeze_shape(x.shape, int_list(a) or []))
 
 
-# A rank-4 float32 rotation (the layout level's NCHW <-> NHWC transposes) of at least this many
+# A rank-4 rotation (the layout level's NCHW <-> NHWC transposes; float32 in register tiles,
+# other 1-, 2-, 4- and 8-byte elements as they are) of at least this many
 # elements is copied by the native kernel; smaller ones, and other perms, stay numpy views.
 _NATIVE_TRANSPOSE_MIN = 4096
 _NATIVE_CONCAT_BYTES = 256 << 10   # (below it numpy's copy is as quick as the call)
@@ -236,6 +237,8 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
         return lambda x: np.transpose(x, perm)
     kept, k = split
     transpose_f32 = nat.transpose_f32
+    # other element types (a quantized model's 8-bit images, halves) moved as their bytes
+    transpose_elems = getattr(nat, "transpose_elems", None)
     # per input shape: (x as [n, rows, cols], y's [n, cols, rows], y's shape), or None for
     # numpy's transposed view (worked out once: the shape arithmetic was ~2 us of a call,
     # a tiny CNN's layout transposes take ~3)
@@ -246,7 +249,9 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
         # us at 224^2, a channel shuffle's [784, 2, 58] swap 190 us; the native tiles: a few
         # us, 31
         dt = x.dtype
-        if (dt is not _F32 and dt != _F32) or not x.flags.c_contiguous:
+        f32 = dt is _F32 or dt == _F32
+        if not x.flags.c_contiguous or not (f32 or (
+                transpose_elems is not None and dt.kind in "uifb" and dt.itemsize in _MOVED)):
             return np.transpose(x, perm)
         shape = x.shape
         plan = shapes.get(shape, False)
@@ -258,14 +263,15 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
         if plan is None:
             return np.transpose(x, perm)
         x3, y3, out = plan
-        y = np.empty(y3, dtype=np.float32)
-        transpose_f32(x.reshape(x3), y)
+        y = np.empty(y3, dtype=dt)
+        (transpose_f32 if f32 else transpose_elems)(x.reshape(x3), y)
         return y.reshape(out)
 
     return kernel
 
 
 _F32 = np.dtype(np.float32)
+_MOVED = (1, 2, 4, 8)   # element sizes transpose_elems moves
 
 
 def _transpose_shapes(shape: tuple[int, ...], perm: tuple[int, ...], kept: int, k: int

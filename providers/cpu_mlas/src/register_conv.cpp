@@ -242,6 +242,38 @@ NhwcConvPlan gconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
 
 }  // namespace
 
+// dst [cols][rows] = src [rows][cols] (rows lds elements apart) for elements of any type T
+// moved as they are (bytes, halves, int64): few rows (a channels-last view of an RGB image,
+// rows = 3 planes) one output position at a time, else 32 x 32 blocks (both sides' lines in
+// L1).
+template <typename T, size_t Rows>
+void interleave_rows(const T* src, size_t cols, size_t lds, T* dst) {
+  for (size_t j = 0; j < cols; ++j) {
+    for (size_t i = 0; i < Rows; ++i) dst[j * Rows + i] = src[i * lds + j];
+  }
+}
+
+template <typename T>
+void transpose_elems(const T* src, size_t rows, size_t cols, size_t lds, T* dst) {
+  switch (rows) {
+    case 1: return interleave_rows<T, 1>(src, cols, lds, dst);
+    case 2: return interleave_rows<T, 2>(src, cols, lds, dst);
+    case 3: return interleave_rows<T, 3>(src, cols, lds, dst);
+    case 4: return interleave_rows<T, 4>(src, cols, lds, dst);
+    default: break;
+  }
+  constexpr size_t kBlock = 32;
+  for (size_t i0 = 0; i0 < rows; i0 += kBlock) {
+    const size_t i1 = std::min(rows, i0 + kBlock);
+    for (size_t j0 = 0; j0 < cols; j0 += kBlock) {
+      const size_t j1 = std::min(cols, j0 + kBlock);
+      for (size_t j = j0; j < j1; ++j) {
+        for (size_t i = i0; i < i1; ++i) dst[j * rows + i] = src[i * lds + j];
+      }
+    }
+  }
+}
+
 void register_conv(py::module_& m) {
   m.def("bias_act_f32", [](py::array& y, const py::object& b_in, const py::object& z_in,
                            float lo, float hi) {
@@ -459,6 +491,45 @@ void register_conv(py::module_& m) {
   }, py::arg("x"), py::arg("y"),
      "y[i] = x[i].T for x [N, R, C] (rows contiguous, any outer strides) and y [N, C, R] "
      "(C-contiguous float32): a batch of 2-D transposes in register tiles.");
+
+  m.def("transpose_elems", [](const py::array& x, py::array& y) {
+    // (any element type, moved as its bytes: 8-bit images, halves, int64 indices)
+    const auto size = static_cast<size_t>(x.itemsize());
+    if (x.ndim() != 3 || y.ndim() != 3 || !x.dtype().is(y.dtype())) {
+      throw py::value_error("x and y must be rank-3 arrays of one dtype");
+    }
+    if (size != 1 && size != 2 && size != 4 && size != 8) {
+      throw py::value_error("elements of 1, 2, 4 or 8 bytes only");
+    }
+    if (!(x.flags() & py::array::c_style) || !(y.flags() & py::array::c_style) ||
+        !y.writeable()) {
+      throw py::value_error("x must be C-contiguous, y C-contiguous and writeable");
+    }
+    const size_t n = static_cast<size_t>(x.shape(0)), rows = static_cast<size_t>(x.shape(1)),
+                 cols = static_cast<size_t>(x.shape(2));
+    if (static_cast<size_t>(y.shape(0)) != n || static_cast<size_t>(y.shape(1)) != cols ||
+        static_cast<size_t>(y.shape(2)) != rows) {
+      throw py::value_error("y must have the shape of x with its last two axes swapped");
+    }
+    const auto* xp = static_cast<const unsigned char*>(x.data());
+    auto* yp = static_cast<unsigned char*>(y.mutable_data());
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = i * rows * cols * size;
+      switch (size) {
+        case 1: transpose_elems(reinterpret_cast<const uint8_t*>(xp + at), rows, cols, cols,
+                                reinterpret_cast<uint8_t*>(yp + at)); break;
+        case 2: transpose_elems(reinterpret_cast<const uint16_t*>(xp + at), rows, cols, cols,
+                                reinterpret_cast<uint16_t*>(yp + at)); break;
+        case 4: transpose_elems(reinterpret_cast<const uint32_t*>(xp + at), rows, cols, cols,
+                                reinterpret_cast<uint32_t*>(yp + at)); break;
+        default: transpose_elems(reinterpret_cast<const uint64_t*>(xp + at), rows, cols, cols,
+                                 reinterpret_cast<uint64_t*>(yp + at)); break;
+      }
+    }
+  }, py::arg("x"), py::arg("y"),
+     "y[i] = x[i].T for C-contiguous x [N, R, C] and y [N, C, R] of one dtype whose elements "
+     "are 1, 2, 4 or 8 bytes, moved as they are (transpose_f32's tiles are float32's).");
 
   m.def("maxpool_f32", [](const py::array& x_in, py::array& y_in, std::array<size_t, 2> kernel,
                           std::array<size_t, 2> strides, std::array<size_t, 2> dilations,

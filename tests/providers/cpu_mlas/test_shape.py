@@ -62,6 +62,23 @@ def test_transpose(perm):
     check("Transpose", [rand(2, 3, 4)], opset=13, **attrs)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.bool_, np.float16, np.int32,
+                                   np.float32, np.int64, np.float64])
+@pytest.mark.parametrize("shape,perm", [
+    ((1, 3, 40, 41), (0, 2, 3, 1)),     # an RGB image channels-last: three planes interleaved
+    ((2, 37, 9, 15), (0, 2, 3, 1)),     # blocks of 32 with tails on both sides
+    ((1, 20, 21, 70), (0, 3, 1, 2))],   # channels-last back to channels-first
+    ids=["rgb_to_nhwc", "to_nhwc", "to_nchw"])
+def test_transpose_rotations_of_every_element_size(dtype, shape, perm):
+    """The layout level's rank-4 rotations above the native kernel's size: float32 in its
+    register tiles, 1-, 2-, 4- and 8-byte elements moved as they are (an 8-bit quantized
+    image, halves, indices), the values and dtype numpy's transpose gives."""
+    x = (RNG.standard_normal(shape) * 50).astype(dtype)
+    got = ours("Transpose", [x], opset=13, perm=list(perm))[0]
+    assert got.dtype == x.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, np.transpose(x, perm))
+
+
 @pytest.mark.parametrize("axes", [None, (0,), (-1,), (0, 3)])
 @pytest.mark.parametrize("opset", [11, 13])
 def test_squeeze(axes, opset):
