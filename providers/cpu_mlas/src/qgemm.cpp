@@ -499,22 +499,32 @@ void pad_image_nhwc_u8(const uint8_t* xi, size_t c, size_t h, size_t w, size_t p
 // The im2col rows of output positions [p0, p1) (of one image, ow a row) from its padded
 // channels-last copy: each position's kernel rows, kw * c bytes in a run at dilation 1, else a
 // tap's c bytes at a time.
-void im2col_rows_u8(const uint8_t* scratch, size_t c, size_t wp, size_t kh, size_t kw,
-                    size_t sh, size_t sw, size_t dh, size_t dw, size_t ow, size_t p0, size_t p1,
-                    uint8_t* out) {
-  const size_t row = kh * kw * c;
-  for (size_t p = p0; p < p1; ++p, out += row) {
+// Rows [p0, p1) of the im2col matrix, each `ld` bytes (>= kh * kw * c; the bytes past the taps
+// zeroed: the GEMM's padded K, whose B rows are zeros). A kernel row of at most 16 bytes (a
+// stem's 3 channels: 9 or 21) is moved as one 16-byte load and store where both stay inside
+// the buffers (`src_end`, `out_end`): a memcpy call per kernel row of 9 bytes was most of a
+// 224 x 224 stem's im2col.
+void im2col_rows_u8(const uint8_t* scratch, const uint8_t* src_end, size_t c, size_t wp,
+                    size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t ow,
+                    size_t p0, size_t p1, uint8_t* out, size_t ld, const uint8_t* out_end) {
+  const size_t row = kh * kw * c, run = kw * c;
+  for (size_t p = p0; p < p1; ++p, out += ld) {
     const size_t oy = p / ow, ox = p % ow;
     uint8_t* d = out;
     for (size_t ky = 0; ky < kh; ++ky) {
       const uint8_t* src = scratch + ((oy * sh + ky * dh) * wp + ox * sw) * c;
       if (dw == 1) {
-        std::memcpy(d, src, kw * c);
-        d += kw * c;
+        if (run <= 16 && src + 16 <= src_end && d + 16 <= out_end) {
+          std::memcpy(d, src, 16);   // (a fixed size: one load and one store)
+        } else {
+          std::memcpy(d, src, run);
+        }
+        d += run;
       } else {
         for (size_t kx = 0; kx < kw; ++kx, d += c) std::memcpy(d, src + kx * dw * c, c);
       }
     }
+    if (ld > row) std::memset(out + row, 0, ld - row);
   }
 }
 
@@ -794,6 +804,12 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
   // 1x1, stride 1, unpadded: the channels-last image is the im2col matrix itself
   const bool pointwise = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 &&
                          pb == 0 && pr == 0;
+  // im2col rows the GEMM reads in place (view_a) are written K-padded for it (a stem's 27
+  // taps: 28 bytes a row), rather than packed again into padded rows
+  const QgemmLayout layout = layout_of(wt.isa);
+  const size_t ld = fused && in_place && !pointwise && layout.a_bytes == 1 &&
+                            wt.isa != QgemmIsa::kAmx && wt.kp % layout.kpad == 0
+                        ? wt.kp : k;
   auto* o8 = static_cast<uint8_t*>(out);
   for (size_t img = 0; img < n; ++img) {
     const uint8_t* xi = x + img * c * h * w;
@@ -816,12 +832,18 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
       acc.resize(count * m);
       const uint8_t* rows = padded + p0 * c;   // a pointwise conv's rows: the image's own
       if (!pointwise) {
-        col.resize(count * k);
-        im2col_rows_u8(padded, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, col.data());
+        col.resize(count * ld);
+        const uint8_t* src_end = padded == xi ? xi + h * w * c : scratch.data() + scratch.size();
+        im2col_rows_u8(padded, src_end, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, col.data(),
+                       ld, col.data() + col.size());
         rows = col.data();
       }
       // uint8 rows the GEMM reads in place (B's zero points 0: no row sums), else packed
-      if (!(fused && in_place && view_a(rows, count, k, x_zero_point, wt.isa, pa))) {
+      if (!(fused && in_place && view_a(rows, count, pointwise ? k : ld, x_zero_point,
+                                        wt.isa, pa))) {
+        if (!pointwise && ld != k) {   // (ld was chosen for view_a's conditions)
+          throw std::logic_error("qlinear_conv_u8: K-padded im2col rows not taken in place");
+        }
         pack_a(rows, x_signed, count, k, &x_zero_point, 1, wt.isa, inner, pa);
       }
       if (fused) {   // requantized in the GEMM's epilogue, straight into the output rows

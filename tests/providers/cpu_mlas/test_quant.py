@@ -826,8 +826,10 @@ def test_native_depthwise_channels_last_against_integer_reference(case, x_dt, ou
 @pytest.mark.parametrize("shape", [
     dict(c=16, m=96, k=(1, 1), p=(0, 0, 0, 0), hw=(9, 13)),    # 1x1: two panels, 64 + 32
     dict(c=24, m=70, k=(1, 1), p=(0, 0, 0, 0), hw=(20, 31)),   # a partial vector of outputs
-    dict(c=8, m=19, k=(3, 3), p=(1, 1, 1, 1), hw=(11, 7))],    # im2col rows, K = 72
-    ids=["1x1_two_panels", "1x1_partial", "3x3"])
+    dict(c=8, m=19, k=(3, 3), p=(1, 1, 1, 1), hw=(11, 7)),     # im2col rows, K = 72
+    dict(c=3, m=16, k=(3, 3), p=(1, 1, 1, 1), hw=(15, 17)),    # a stem: K = 27, rows K-padded
+    dict(c=5, m=24, k=(3, 3), p=(0, 0, 0, 0), hw=(9, 11))],    # K = 45, read from x unpadded
+    ids=["1x1_two_panels", "1x1_partial", "3x3", "3x3_rgb", "3x3_k45_unpadded"])
 def test_native_qlinear_conv_channels_last_requantizes_in_the_gemm(isa, x_dt, w_dt, out_signed,
                                                                   shape):
     """Channels-last with a B packed for AVX-512 VNNI, the sums are requantized in the GEMM's
