@@ -797,9 +797,16 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
   // block's rows, packed A and sums stay in this core's cache. A block's im2col rows are up
   // to ~256 KiB; too few blocks to share out (a deep layer's 7 x 7 plane) and the GEMM
   // splits its columns over the threads instead.
-  const size_t block = std::max<size_t>(16, std::min<size_t>(256, (size_t{256} << 10) /
-                                                                       std::max<size_t>(k, 1)));
-  const size_t blocks = (positions + block - 1) / block;
+  size_t block = std::max<size_t>(16, std::min<size_t>(256, (size_t{256} << 10) /
+                                                                std::max<size_t>(k, 1)));
+  size_t blocks = (positions + block - 1) / block;
+  if (blocks >= 2 * threads) {
+    // blocks shared out: a whole number of rounds of the threads, of equal size (56 x 56
+    // positions on two threads: 14 of 224, not 13 of 256 that leave one thread a block behind)
+    const size_t tasks = round_up(blocks, threads);
+    block = (positions + tasks - 1) / tasks;
+    blocks = (positions + block - 1) / block;
+  }
   const size_t inner = blocks >= 2 * threads ? 1 : threads;   // threads of a block's GEMM
   // 1x1, stride 1, unpadded: the channels-last image is the im2col matrix itself
   const bool pointwise = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 &&
