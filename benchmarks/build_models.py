@@ -347,17 +347,35 @@ def _gemm_to_matmul_add(model) -> None:
 
 
 def _build_mlp_int4(path: Path) -> None:
+    quantize_int4(build("mlp", path.parent), path)
+
+
+def quantize_int4(src: Path, dst: Path) -> None:
+    """``src``'s MatMuls of constant weights as com.microsoft MatMulNBits (4 bits, blocks of
+    32, symmetric) by onnxruntime's ``MatMulNBitsQuantizer``, its Gemms of a constant weight
+    written as MatMul + Add first (the quantizer takes MatMul only)."""
     import logging
 
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-    model = onnx.load(str(build("mlp", path.parent)))
+    model = onnx.load(str(src))
     _gemm_to_matmul_add(model)
     logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
     q = MatMulNBitsQuantizer(model, bits=4, block_size=32, is_symmetric=True)
     q.process()
-    onnx.save(q.model.model, str(path))
+    onnx.save(q.model.model, str(dst))
+
+
+def quantize_dynamic_int8(src: Path, dst: Path) -> None:
+    """``src`` through onnxruntime's ``quantize_dynamic`` with its defaults as a new user
+    calls it (int8 weights, activations quantized at run time: DynamicQuantizeLinear ->
+    MatMulInteger)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
 
 
 def convert_fp16(src: Path, dst: Path) -> None:

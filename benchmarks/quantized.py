@@ -1,24 +1,28 @@
-"""Statically quantized CNNs side by side: onnxplex against onnxruntime.
+"""Quantized zoo models side by side: onnxplex against onnxruntime (and OpenVINO).
 
     python benchmarks/quantized.py --models DIR [--out DIR2] [--threads 1,2] [--runs 20]
-                                   [--formats qdq,qdq_pt,qop] [--providers ...]
+                                   [--formats qdq,qdq_pt,qop,dyn,int4] [--providers ...]
 
-``DIR`` holds float models of the zoo (``python -m benchmarks.zoo.build --out DIR``); each of
-:data:`MODELS` found there is quantized once per format with onnxruntime's own tool
-(``onnxruntime.quantization.quantize_static``: uint8 activations, int8 weights, MinMax
-calibration on four seeded random inputs; :data:`FORMATS`: QDQ with weights per output
-channel, the default; QDQ per tensor; QOperator per channel) into ``DIR2`` (default
-``DIR/quantized``, kept between runs), then both engines run it in one process, alternating,
-on the same seeded input (onnxruntime as the other benchmarks create it: workers that sleep
-between runs rather than spin). Prints per model and thread count the median latency of each, the
-ratio (onnxplex / onnxruntime, below 1 is faster), and the largest output difference in units
-of the output's scale (its largest magnitude / 255: one quantization step or so is the two
-engines rounding a requantization differently, as fixed-point and float arithmetic do) and,
-for scale, how far onnxruntime's own output moves between its unoptimized graph
-(``ORT_DISABLE_ALL``: the QDQ graph computed in float) and its optimized one. With OpenVINO
-installed (``pip install '.[openvino]'``) it runs third in the rotation (benchmarks/peers.py's
-configuration: f32 hint, latency, the same threads; its int8 path is its own choice), with its
-time, onnxplex's ratio to it and its output's distance from onnxruntime's in the same steps.
+``DIR`` holds float models of the zoo (``python -m benchmarks.zoo.build --out DIR``); each
+model of a format's list found there is quantized once with onnxruntime's own tools into
+``DIR2`` (default ``DIR/quantized``, kept between runs). :data:`FORMATS`: the CNNs statically
+(``quantize_static``: uint8 activations, int8 weights, MinMax calibration on four seeded
+random inputs) as QDQ with weights per output channel (``qdq``, the default), QDQ per tensor
+(``qdq_pt``) and QOperator per channel (``qop``); the transformers dynamically
+(``quantize_dynamic``'s defaults: int8 weights, activations quantized at run time, ``dyn``)
+and with 4-bit weights (``MatMulNBitsQuantizer``: MatMulNBits, blocks of 32, symmetric,
+``int4``). The engines then run each in one process, alternating, on the same input (a seeded
+random image for a CNN, the zoo's own inputs for a transformer; onnxruntime as the other
+benchmarks create it: workers that sleep between runs rather than spin). Prints per model and
+thread count the median latency of each, the ratio (onnxplex / onnxruntime, below 1 is
+faster), and the largest output difference in units of the output's scale (its largest
+magnitude / 255: for an 8-bit output one quantization step, the two engines rounding a
+requantization differently) and, for scale, how far onnxruntime's own output moves between
+its unoptimized graph (``ORT_DISABLE_ALL``: the QDQ graph computed in float) and its optimized
+one. With OpenVINO installed (``pip install '.[openvino]'``) it runs third in the rotation
+(benchmarks/peers.py's configuration: f32 hint, latency, the same threads; its int8 path is its
+own choice), with its time, onnxplex's ratio to it and its output's distance from
+onnxruntime's in the same units.
 
 The quantizer and onnxruntime are benchmark dependencies only; the library never imports them.
 """
@@ -43,17 +47,27 @@ from benchmarks._variants import (  # noqa: E402
     plex_session,
     print_geomeans,
 )
-from benchmarks.build_models import quantize_qdq  # noqa: E402
+from benchmarks.build_models import (  # noqa: E402
+    quantize_dynamic_int8,
+    quantize_int4,
+    quantize_qdq,
+)
 
-MODELS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
-FORMATS = {   # name -> quantize_qdq's keywords
-    "qdq": {},
-    "qdq_pt": {"per_channel": False},
-    "qop": {"operator": True},
+CNNS = ("resnet18", "mobilenet_v3_small", "mobilenet_v2", "resnet50", "efficientnet_b0")
+TRANSFORMERS = ("bert", "distilbert", "gpt2", "llama", "clip")
+MODELS = CNNS + TRANSFORMERS
+# name -> (how a float model becomes the variant, the models it is made of)
+FORMATS = {
+    "qdq": (quantize_qdq, CNNS),
+    "qdq_pt": (functools.partial(quantize_qdq, per_channel=False), CNNS),
+    "qop": (functools.partial(quantize_qdq, operator=True), CNNS),
+    "dyn": (quantize_dynamic_int8, TRANSFORMERS),
+    "int4": (quantize_int4, TRANSFORMERS),
 }
 
 
-def bench(path: Path, threads: int, runs: int, providers: str = "") -> dict[str, float]:
+def bench(path: Path, threads: int, runs: int, providers: str = "",
+          feeds: dict | None = None) -> dict[str, float]:
     import onnxruntime as ort
 
     from onnxplex._perf import _ort_session
@@ -62,9 +76,10 @@ def bench(path: Path, threads: int, runs: int, providers: str = "") -> dict[str,
     # as every benchmark here creates it: its workers sleep between runs instead of spinning
     # on the cores the onnxplex run that follows needs
     theirs = _ort_session(ort, str(path), "ORT_ENABLE_ALL", threads, 0)
-    inp = ours.get_inputs()[0]
-    shape = [d if isinstance(d, int) else 1 for d in inp.shape]
-    feeds = {inp.name: np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
+    if feeds is None:   # (a CNN: one image input)
+        inp = ours.get_inputs()[0]
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        feeds = {inp.name: np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
     oo0 = ort.SessionOptions()
     oo0.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     plain = ort.InferenceSession(str(path), oo0, providers=["CPUExecutionProvider"])
@@ -99,11 +114,18 @@ def main(argv: list[str] | None = None) -> int:
           f"{'openvino ms':>12} {'plex/ov':>8} {'ov diff (steps)':>16}")
     for name, f in model_files(src, names, 22):
         for fmt in formats:
-            q = cached(functools.partial(quantize_qdq, **FORMATS[fmt]), f,
-                       out / f"{name}_{fmt}.onnx")
+            make, models = FORMATS[fmt]
+            if name not in models:
+                continue
+            q = cached(make, f, out / f"{name}_{fmt}.onnx")
             label = name if fmt == "qdq" else f"{name} ({fmt})"
+            inputs = src / f"{name}.inputs.npz"   # (the zoo's inputs: token ids for a text model)
+            feeds = None
+            if inputs.exists() and name in TRANSFORMERS:
+                with np.load(inputs) as z:
+                    feeds = {k: z[k] for k in z.files}
             for t in threads:
-                r = bench(q, t, args.runs, args.providers)
+                r = bench(q, t, args.runs, args.providers, feeds)
                 ratio = r["ours_ms"] / r["theirs_ms"]
                 ratios.setdefault((t, fmt), []).append(ratio)
                 if r["ov_ms"] is not None:
