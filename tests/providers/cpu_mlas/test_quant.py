@@ -95,6 +95,32 @@ def test_dynamic_quantize_linear(case):
     assert got[1].shape == () and got[2].dtype == np.uint8
 
 
+def test_dynamic_quantize_linear_is_onnxruntimes_on_random_tensors():
+    """DynamicQuantizeLinear gives onnxruntime's scale, zero point and bytes exactly on 200
+    random tensors of random sizes and spreads (a dynamically quantized transformer
+    re-quantizes every layer's activations with it: a differing byte would be a whole step)."""
+    import onnxplex
+
+    g = helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], "dql",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("z", TensorProto.UINT8, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)],
+                              ir_version=8).SerializeToString()
+    plex = onnxplex.InferenceSession(model)
+    theirs = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        shape = (int(rng.integers(1, 40)), int(rng.integers(1, 700)))
+        x = (rng.standard_normal(shape) * rng.random() * 10 + rng.standard_normal()).astype(
+            np.float32)
+        for got, want in zip(plex.run(None, {"x": x}), theirs.run(None, {"x": x})):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
 # --------------------------------------------------------------------------------------------
 # QuantizeLinear / DequantizeLinear
 # --------------------------------------------------------------------------------------------
