@@ -723,18 +723,63 @@ def _centered_weight(w: np.ndarray, zp: np.ndarray | None) -> np.ndarray:
 
 @op("ConvInteger", since=10, dtypes={"T1": _Q8, "T2": _Q8})
 def make_conv_integer(node: NodeView, ctx: ProviderContext):
-    """ConvInteger-10: ``conv(x - x_zp, w - w_zp)`` in int32 (per-channel w_zero_point)."""
+    """ConvInteger-10: ``conv(x - x_zp, w - w_zp)`` in int32 (per-channel w_zero_point).
+
+    A one-group 2-D conv of a constant weight runs on the native integer GEMM: the weight
+    packed once ([kh * kw * C... as W's rows], its zero points with it), each run's im2col
+    rows of x (padding holding x's zero point, so padded taps add 0) times it, in int32 (a
+    dynamically quantized vision transformer's patch embedding: a 32 x 32 kernel, K = 3072,
+    whose float path had to prove every partial sum fits float32 and re-centered the weight
+    each run). Others (groups, 1-D and 3-D, a weight fed at run time) take the exact float
+    path, the constant weight's centering done once."""
     from .nn import ConvStatic, _ConvWeights
 
     group = int(node.attr("group", 1))
     static = ConvStatic(node)
+    threads = _blas.native_threads(ctx.intra_op_num_threads)
+    w_info, wzp_info = node.input(1), node.input(3)
+    const_w = w_info is not None and w_info.is_const and (wzp_info is None or wzp_info.is_const)
+    packed = None   # (packed W^T [C * kh * kw, M], kernel shape) for the native GEMM
+    weights = None  # the float path's centered weight, when constant
+    if const_w:
+        w = np.asarray(w_info.const)
+        wzp = None if wzp_info is None else np.asarray(wzp_info.const)
+        if group == 1 and w.ndim == 4 and w.dtype in _I8:
+            packed_b = native_pack_b(np.ascontiguousarray(w.reshape(w.shape[0], -1).T), wzp)
+            if packed_b is not None:
+                packed = (packed_b, tuple(w.shape[2:]))
+        weights = _ConvWeights(_centered_weight(w, wzp), group)
+
+    def native_conv(x, x_zero_point):
+        pb, (kh, kw) = packed
+        ok, azp = native_a_zero_point(x_zero_point, (1, 1), False)
+        if not ok or x.ndim != 4 or x.dtype not in _I8 or x.shape[1] * kh * kw != pb.k:
+            return None
+        n, c = x.shape[:2]
+        (sh, sw), (dh, dw), pb_, pe, (oh, ow) = static.geometry(x.shape, (kh, kw))
+        if oh <= 0 or ow <= 0 or n == 0:
+            return np.zeros((n, pb.n, max(oh, 0), max(ow, 0)), np.int32)
+        fill = 0 if azp is None else int(azp[0])   # (padded taps: x's zero point, adding 0)
+        xp = np.pad(x, ((0, 0), (0, 0), (pb_[0], pe[0]), (pb_[1], pe[1])), constant_values=fill) \
+            if any(pb_) or any(pe) else x
+        win = np.lib.stride_tricks.sliding_window_view(
+            xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+        win = win[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw, ::dh, ::dw]
+        rows = np.ascontiguousarray(win.transpose(0, 2, 3, 1, 4, 5)).reshape(n * oh * ow, -1)
+        y = native().qgemm_i32(rows, azp, pb, threads)
+        return np.ascontiguousarray(y.reshape(n, oh, ow, pb.n).transpose(0, 3, 1, 2))
 
     def kernel(x, w, x_zero_point=None, w_zero_point=None):
+        if packed is not None:
+            y = native_conv(np.asarray(x), x_zero_point)
+            if y is not None:
+                return y
         xf = _centered(x, None, False)
         if x_zero_point is not None:
             xf -= np.asarray(x_zero_point).astype(_F32)
-        return _int_conv(static, xf, _ConvWeights(_centered_weight(w, w_zero_point), group),
-                         x.dtype, w.dtype)
+        cw = weights if weights is not None else \
+            _ConvWeights(_centered_weight(w, w_zero_point), group)
+        return _int_conv(static, xf, cw, x.dtype, w.dtype)
 
     return kernel
 

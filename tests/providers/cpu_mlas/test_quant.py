@@ -689,6 +689,30 @@ def test_conv_integer_zero_points():
           oracle="ort", pads=[0, 1, 0, 1])
 
 
+@pytest.mark.parametrize("geometry", [*_QCONV_GEOMETRIES, "patchify"])
+@pytest.mark.parametrize("x_dt,w_dt,per_channel", [
+    (np.uint8, np.int8, True), (np.uint8, np.int8, False), (np.int8, np.int8, False),
+    (np.uint8, np.uint8, False)], ids=["u8s8_per_channel", "u8s8", "s8s8", "u8u8"])
+def test_conv_integer_native_gemm(geometry, x_dt, w_dt, per_channel, monkeypatch):
+    """A one-group ConvInteger with a constant weight runs on the native integer GEMM (its
+    im2col rows padded with x's zero point) and gives onnxruntime's int32 sums exactly (the
+    ONNX reference's for a per-channel weight zero point, which onnxruntime refuses), with
+    x and weight zero points (per output channel too), strides, dilations, auto_pad and a
+    vision transformer's patch embedding (kernel = stride)."""
+    calls = _counted_native(monkeypatch, "qgemm_i32")
+    g = dict(kernel=(8, 8), attrs=dict(strides=[8, 8])) if geometry == "patchify" else \
+        _QCONV_GEOMETRIES[geometry]
+    m, c = 6, 3
+    x = ints(x_dt, 2, c, 16, 24)
+    w = ints(w_dt, m, c, *g["kernel"])
+    w_zp = ints(w_dt, m) if per_channel else np.array(ints(w_dt, 1)[0], w_dt)
+    x_zp = np.array(ints(x_dt, 1)[0], x_dt)
+    # (onnxruntime refuses a per-channel weight zero point, which ONNX allows: the reference)
+    check("ConvInteger", [x, w, x_zp, w_zp], opset=10, oracle="ref" if per_channel else "ort",
+          const_inputs=[1, 3], **g["attrs"])
+    assert calls
+
+
 @pytest.mark.parametrize("geometry", [
     dict(kernel=(1, 1), attrs={}, group=False),
     dict(kernel=(3, 3), attrs=dict(pads=[1, 1, 1, 1]), group=False),
