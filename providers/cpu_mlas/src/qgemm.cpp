@@ -841,9 +841,17 @@ void qlinear_conv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t
       if (!pointwise) {
         col.resize(count * ld);
         const uint8_t* src_end = padded == xi ? xi + h * w * c : scratch.data() + scratch.size();
-        im2col_rows_u8(padded, src_end, c, wp, kh, kw, sh, sw, dh, dw, ow, p0, p1, col.data(),
-                       ld, col.data() + col.size());
-        rows = col.data();
+        uint8_t* cd = col.data();
+        // a block whose GEMM the threads share (a deep layer's few positions): its im2col
+        // rows shared out too, rather than written by one thread while the others wait (each
+        // part's 16-byte stores bounded by its own rows: they spill past a short kernel row)
+        const size_t parts = inner > 1 && count >= 32 * inner ? inner : 1;
+        parallel_for(parts, parts, [&](size_t part) {
+          const size_t q0 = p0 + count * part / parts, q1 = p0 + count * (part + 1) / parts;
+          im2col_rows_u8(padded, src_end, c, wp, kh, kw, sh, sw, dh, dw, ow, q0, q1,
+                         cd + (q0 - p0) * ld, ld, cd + (q1 - p0) * ld);
+        });
+        rows = cd;
       }
       // uint8 rows the GEMM reads in place (B's zero points 0: no row sums), else packed
       if (!(fused && in_place && view_a(rows, count, pointwise ? k : ld, x_zero_point,

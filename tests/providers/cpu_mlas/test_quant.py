@@ -910,6 +910,56 @@ def test_native_qlinear_conv_channels_last_requantizes_in_the_gemm(isa, x_dt, w_
     assert len(np.unique(last)) > 20   # (not all saturated)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [
+    dict(c=3, m=16, k=(3, 3), s=(2, 2), p=(1, 1, 1, 1), hw=(29, 33)),   # an RGB stem, K = 27
+    dict(c=16, m=40, k=(3, 3), s=(1, 1), p=(1, 1, 1, 1), hw=(15, 17)),  # one block, K = 144
+    dict(c=8, m=70, k=(5, 3), s=(1, 2), p=(2, 1, 2, 1), hw=(40, 23))],  # several blocks
+    ids=["stem", "one_block", "blocks"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_native_qlinear_conv_against_integer_reference(threads, shape, channels_last):
+    """The one-group 8-bit conv (im2col rows, K-padded where the GEMM reads them in place,
+    shared out over the threads with its blocks or inside one block; the VNNI GEMM and its
+    requantization) against an int64 numpy computation of the same requantized sums; with two
+    threads, twenty calls that must agree (an im2col row spilling into another thread's rows
+    was such a race)."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    nat = native()
+    if nat is None:
+        pytest.skip("the native module is not built")
+    c, m, (kh, kw), (sh, sw), pads, (h, w) = (shape[k] for k in ("c", "m", "k", "s", "p", "hw"))
+    oh = (h + pads[0] + pads[2] - kh) // sh + 1
+    ow = (w + pads[1] + pads[3] - kw) // sw + 1
+    x = ints(np.uint8, 2, c, h, w)
+    wq = ints(np.int8, m, c, kh, kw)
+    packed = nat.pack_b(np.ascontiguousarray(wq.transpose(2, 3, 1, 0).reshape(kh * kw * c, m)),
+                        None)
+    bias = RNG.integers(-2000, 2000, m).astype(np.int32)
+    mult = (RNG.random(m).astype(np.float32) * 0.002 + 0.0005).astype(np.float64)
+    x_zp, y_zp = 121, 117
+    xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if channels_last else x
+    # (called repeatedly: a race between the threads shows once the pool's workers are awake)
+    runs = [nat.qlinear_conv_u8(xs, x_zp, packed, (kh, kw), (sh, sw), (1, 1), pads, (oh, ow),
+                                bias, mult, y_zp, False, threads, channels_last=channels_last)
+            for _ in range(20 if threads > 1 else 1)]
+    got = runs[-1] if channels_last else runs[-1].transpose(0, 2, 3, 1)
+    for other in runs[:-1]:
+        np.testing.assert_array_equal(other, runs[-1])
+    xp = np.full((2, c, h + pads[0] + pads[2], w + pads[1] + pads[3]), x_zp, np.int64)
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    xp -= x_zp
+    acc = np.zeros((2, oh, ow, m), np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            taps = xp[:, :, ky:ky + sh * (oh - 1) + 1:sh, kx:kx + sw * (ow - 1) + 1:sw]
+            acc += np.einsum("nchw,mc->nhwm", taps, wq[:, :, ky, kx].astype(np.int64))
+    q = np.rint((acc + bias).astype(np.float32) * mult.astype(np.float32)).astype(np.int64)
+    want = np.clip(q + y_zp, 0, 255)
+    np.testing.assert_array_equal(got.astype(np.int64), want)
+    assert len(np.unique(want)) > 20   # (not all saturated)
+
+
 def test_a_symbolic_batch_packs_for_few_rows_when_a_run_has_few(monkeypatch):
     """A QGemm (a classifier) and a 1x1 QLinearConv on a 1x1 image (a squeeze-excite conv)
     whose batch is symbolic: packed for the CPU's best variant at session start, and for
