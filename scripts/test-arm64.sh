@@ -44,7 +44,10 @@
 #         project's runtime dependencies and pytest, at the host's installed versions where
 #         aarch64 wheels exist, unzipped; x86-64 binaries are refused.
 #      c. the _kleidi extension module cross-compiled against the sysroot's Python headers
-#         (pybind11's CMake files from the host), named with the sysroot Python's EXT_SUFFIX.
+#         (pybind11's CMake files from the host), named with the sysroot Python's EXT_SUFFIX;
+#         cpu_mlas's _mlas_native is cross-compiled beside it with the same -Werror flags, as a
+#         build check only (not installed: the python runs keep cpu_mlas's numpy paths, which
+#         QEMU runs in reasonable time).
 #      d. an install tree laid out like the wheel ([tool.scikit-build.wheel.packages]) with an
 #         onnxplex-<version>.dist-info whose entry_points.txt comes from pyproject.toml (the
 #         providers are found only through entry points).
@@ -494,6 +497,18 @@ build_python_module() { # 4c -> sets MODULE
   [ -n "$MODULE" ] || die "_kleidi: built, but no _kleidi$ext in $build"
   check_elf "$MODULE"
   log "build: _kleidi done in $(elapsed "$start") s: ${MODULE#"$REPO"/}"
+  # cpu_mlas's native module: compiled and linked for aarch64 (a build check: its non-x86
+  # paths are otherwise never compiled here), not installed
+  start=$(now_ns)
+  cmake --build "$build" --target _mlas_native -j "$JOBS" >"$CACHE/logs/mlas-native.build.log" 2>&1 || {
+    cat "$CACHE/logs/mlas-native.build.log" >&2
+    die "_mlas_native: aarch64 build failed"
+  }
+  local mlas
+  mlas=$(find "$build" -type f -name "_mlas_native$ext" -not -path '*/CMakeFiles/*' | head -n1)
+  [ -n "$mlas" ] || die "_mlas_native: built, but no _mlas_native$ext in $build"
+  check_elf "$mlas"
+  log "build: _mlas_native (build check) done in $(elapsed "$start") s"
 }
 
 check_loader() { # 4e: every aarch64 .so resolves its libraries in the sysroot

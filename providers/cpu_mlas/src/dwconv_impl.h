@@ -1065,7 +1065,7 @@ inline void max_over_taps(const float* const* taps, size_t n, size_t ch, float* 
   V m = V{} - std::numeric_limits<float>::infinity();
   for (size_t t = 0; t < n; ++t) {
     const V v = *reinterpret_cast<const V*>(taps[t] + ch);
-    m = (v > m) | (v != v) ? v : m;
+    m = ((v > m) | (v != v)) ? v : m;
   }
   *reinterpret_cast<V*>(out + ch) = m;
 }

@@ -167,10 +167,14 @@ inline void nms(const double* corners, const double* scores, size_t nb, size_t n
       order.clear();
       for (size_t i = 0; i < n; ++i)
         if (!has_score_threshold || s[i] > score_threshold) order.push_back(i);
-      // NaN scores last (argsort of -s puts them there), the rest by descending score
-      const auto nan_begin = std::stable_partition(order.begin(), order.end(),
-                                                   [&](size_t i) { return !std::isnan(s[i]); });
-      std::stable_sort(order.begin(), nan_begin, [&](size_t a, size_t c) { return s[a] > s[c]; });
+      // NaN scores last (argsort of -s puts them there), the rest by descending score, ties
+      // in index order (what a stable sort of the ascending indices gives; written without
+      // std::stable_* and their temporary buffers, deprecated in C++17 inside libstdc++ 12)
+      const auto nan_begin = std::partition(order.begin(), order.end(),
+                                            [&](size_t i) { return !std::isnan(s[i]); });
+      std::sort(nan_begin, order.end());
+      std::sort(order.begin(), nan_begin,
+                [&](size_t a, size_t c) { return s[a] > s[c] || (s[a] == s[c] && a < c); });
       kept.clear();
       double cell = 0.0;
       if (order.size() >= kNmsGridMin && iou_threshold >= 0) {

@@ -649,6 +649,7 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
                 int32_t y_zero_point, bool out_signed, bool channels_last, void* out,
                 size_t threads, const QdwVnniWeights* packed) {
   const DwConvGeometry g{h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl};
+  (void)packed;   // (read by the AVX-512 VNNI path only)
   if (channels_last) {
     // x [n][h][w][c]: blocks of output rows, each from the input rows it reads (centered
     // into float32 in the task's own buffer, ~256 KiB of floats with its output), the
@@ -665,7 +666,7 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
     // With AVX-512 the sums are requantized as they are made (qdwconv_nhwc_rows_avx512), the
     // weights laid out tap-major for it
     std::vector<float> wt;
-    bool fused = false;
+    [[maybe_unused]] bool fused = false;   // (set on x86 only)
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
     fused = rq.avx512 && rq.finite && kh * kw <= 256;
     if (fused) {

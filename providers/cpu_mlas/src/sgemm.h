@@ -99,7 +99,7 @@ class ASource {
   virtual void rows(size_t m0, size_t m1, size_t k0, size_t kc, float* dst, size_t ld) const = 0;
   // The k block to use from k0 on, at most `limit` values (a source may end blocks where its
   // rows stop being one strided run).
-  virtual size_t block(size_t k0, size_t limit) const { return limit; }
+  virtual size_t block([[maybe_unused]] size_t k0, size_t limit) const { return limit; }
   // The longest k block the GEMM offers block() (with B prepacked).
   virtual size_t block_limit() const { return kSgemmKc; }
   // Whether rows [m0, m0 + count) of the k block [k0, k0 + kc) are all zeros (the GEMM then
@@ -154,7 +154,7 @@ class NBits4Source final : public BSource {
 
  private:
   const SgemmNBits4& b_;
-  SgemmIsa isa_;
+  [[maybe_unused]] SgemmIsa isa_;   // (read by the x86 packers only)
 };
 
 // B as the im2col matrix of one image of a 2-D convolution, never materialized: x [C, H, W]
@@ -182,7 +182,7 @@ class Conv2dSource final : public BSource {
  private:
   const float* x_;
   Conv2dGeometry g_;
-  SgemmIsa isa_;
+  [[maybe_unused]] SgemmIsa isa_;   // (read by the x86 packers only)
 };
 
 // C [m, n] (row stride ldc) = A @ B with the epilogue. Exactly one of `a`/`pa` and one of
