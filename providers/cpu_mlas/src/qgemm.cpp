@@ -892,6 +892,10 @@ void requantize_f32_channels(const float* y, size_t images, size_t channels, siz
   });
 }
 
+void transpose_bytes(const uint8_t* src, size_t rows, size_t cols, size_t lds, uint8_t* dst) {
+  transpose_u8(src, lds, dst, rows, rows, cols);
+}
+
 void qlinear_binary_8bit(const QBinaryOperand& a, const QBinaryOperand& b, float sc, float zc,
                          bool out_signed, bool mul, size_t rows, size_t inner, void* y,
                          size_t threads) {

@@ -355,6 +355,10 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
                 int32_t y_zero_point, bool out_signed, bool channels_last, void* out,
                 size_t threads, const QdwVnniWeights* packed = nullptr);
 
+// dst [cols][rows] = src [rows][cols] (rows lds bytes apart), bytes: 16 x 16 tiles through
+// SSE2 unpacks on x86, the edges (and other CPUs) byte by byte.
+void transpose_bytes(const uint8_t* src, size_t rows, size_t cols, size_t lds, uint8_t* dst);
+
 // Per-tensor 8-bit QLinearAdd / QLinearMul (detail::qlinear_binary_rows), rows over threads.
 struct QBinaryOperand {
   const void* data;

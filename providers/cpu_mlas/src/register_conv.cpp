@@ -17,6 +17,7 @@
 #include "gelu.h"
 #include "layernorm.h"
 #include "parallel.h"
+#include "qgemm.h"
 #include "resize.h"
 #include "softmax.h"
 
@@ -517,8 +518,14 @@ void register_conv(py::module_& m) {
     for (size_t i = 0; i < n; ++i) {
       const size_t at = i * rows * cols * size;
       switch (size) {
-        case 1: transpose_elems(reinterpret_cast<const uint8_t*>(xp + at), rows, cols, cols,
-                                reinterpret_cast<uint8_t*>(yp + at)); break;
+        case 1:   // (bytes in 16 x 16 tiles, but for a few planes interleaved)
+          if (rows <= 4) {
+            transpose_elems(reinterpret_cast<const uint8_t*>(xp + at), rows, cols, cols,
+                            reinterpret_cast<uint8_t*>(yp + at));
+          } else {
+            transpose_bytes(xp + at, rows, cols, cols, yp + at);
+          }
+          break;
         case 2: transpose_elems(reinterpret_cast<const uint16_t*>(xp + at), rows, cols, cols,
                                 reinterpret_cast<uint16_t*>(yp + at)); break;
         case 4: transpose_elems(reinterpret_cast<const uint32_t*>(xp + at), rows, cols, cols,
