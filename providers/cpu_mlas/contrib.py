@@ -544,21 +544,16 @@ def _native_qbinary(mul: bool, threads: int, a, a_scale, a_zero_point, b, b_scal
             b = np.broadcast_to(b, shape)
         else:
             a = np.broadcast_to(a, shape)
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    if a_cyc or b_cyc:
-        return nat.qlinear_binary_8bit(
-            a, scalars[0], scalars[1], True, b, scalars[2], scalars[3], True, scalars[4],
-            scalars[5], out == np.int8, mul, shape, rows, inner, threads=threads,
-            a_cyclic=a_cyc, b_cyclic=b_cyc)
     return nat.qlinear_binary_8bit(
-        a, scalars[0], scalars[1], a_full, b, scalars[2], scalars[3], b_full, scalars[4],
-        scalars[5], out == np.int8, mul, shape, rows, inner, threads=threads)
+        np.ascontiguousarray(a), scalars[0], scalars[1], a_full, np.ascontiguousarray(b),
+        scalars[2], scalars[3], b_full, scalars[4], scalars[5], out == np.int8, mul, shape,
+        rows, inner, threads, a_cyc, b_cyc)
 
 
 @functools.lru_cache(maxsize=512)
 def _qbinary_layout(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple | None:
-    """How the native QLinearAdd / QLinearMul takes operands of these shapes: (output shape as
-    a list, rows, inner, a full, b full, a cyclic, b cyclic, the small operand copied out
+    """How the native QLinearAdd / QLinearMul takes operands of these shapes: (output shape,
+    rows, inner, a full, b full, a cyclic, b cyclic, the small operand copied out
     first), or None when it does not. Whole operands; one value per leading row of the
     output (a squeeze-excite gate [N, C, 1, 1] against [N, C, H, W]); the same run of
     ``inner`` values for every row, read cyclically (a channels-last gate [1, 1, 1, C]
@@ -566,7 +561,7 @@ def _qbinary_layout(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple
     copied out. (Worked out once per pair of shapes: ~15 us of numpy calls a run otherwise.)"""
     if a_shape == b_shape:
         total = int(np.prod(a_shape, dtype=np.int64))
-        return list(a_shape), 1, total, True, True, False, False, False
+        return a_shape, 1, total, True, True, False, False, False
     try:
         shape = np.broadcast_shapes(a_shape, b_shape)
     except ValueError:
@@ -578,13 +573,13 @@ def _qbinary_layout(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple
     small = b_shape if a_full else a_shape
     rows = _row_broadcast(small, shape)
     if rows:
-        return list(shape), rows, total // rows, a_full, b_full, False, False, False
+        return shape, rows, total // rows, a_full, b_full, False, False, False
     inner = _trailing_broadcast(small, shape)
     if inner:
-        return list(shape), total // inner, inner, True, True, not a_full, not b_full, False
+        return shape, total // inner, inner, True, True, not a_full, not b_full, False
     if int(np.prod(small, dtype=np.int64)) * 4 > total:
         return None
-    return list(shape), 1, total, True, True, False, False, True
+    return shape, 1, total, True, True, False, False, True
 
 
 def _make_qlinear_binary(ufunc: np.ufunc):

@@ -740,15 +740,16 @@ def make_conv_integer(node: NodeView, ctx: ProviderContext):
     w_info, wzp_info = node.input(1), node.input(3)
     const_w = w_info is not None and w_info.is_const and (wzp_info is None or wzp_info.is_const)
     packed = None   # (packed W^T [C * kh * kw, M], kernel shape) for the native GEMM
-    weights = None  # the float path's centered weight, when constant
+    # the float path's centered weight, when constant: made when that path first runs (not
+    # kept beside the packed one it only backs up)
+    weights: list[Any] = [None]
     if const_w:
         w = np.asarray(w_info.const)
         wzp = None if wzp_info is None else np.asarray(wzp_info.const)
         if group == 1 and w.ndim == 4 and w.dtype in _I8:
-            packed_b = native_pack_b(np.ascontiguousarray(w.reshape(w.shape[0], -1).T), wzp)
+            packed_b = native_pack_b(_transposed(w.reshape(w.shape[0], -1)), wzp)
             if packed_b is not None:
                 packed = (packed_b, tuple(w.shape[2:]))
-        weights = _ConvWeights(_centered_weight(w, wzp), group)
 
     def native_conv(x, x_zero_point):
         pb, (kh, kw) = packed
@@ -777,8 +778,11 @@ def make_conv_integer(node: NodeView, ctx: ProviderContext):
         xf = _centered(x, None, False)
         if x_zero_point is not None:
             xf -= np.asarray(x_zero_point).astype(_F32)
-        cw = weights if weights is not None else \
-            _ConvWeights(_centered_weight(w, w_zero_point), group)
+        cw = weights[0]
+        if cw is None:
+            cw = _ConvWeights(_centered_weight(w, w_zero_point), group)
+            if const_w:
+                weights[0] = cw
         return _int_conv(static, xf, cw, x.dtype, w.dtype)
 
     return kernel
@@ -964,22 +968,28 @@ def _qlinear_conv(node: NodeView, ctx: ProviderContext, *, channels_last: bool):
     return kernel_channels_last
 
 
+def _transposed(a: np.ndarray) -> np.ndarray:
+    """``a.T`` C-contiguous for a 2-D weight: natively for 8-bit elements (16 x 16 byte tiles;
+    numpy copies a transposed byte view element by element, ~0.8 ns a byte)."""
+    nat = native()
+    if nat is None or not hasattr(nat, "transpose_elems") or a.dtype.itemsize != 1 \
+            or a.size == 0:
+        return np.ascontiguousarray(a.T)
+    t = np.empty((1, a.shape[1], a.shape[0]), a.dtype)
+    nat.transpose_elems(np.ascontiguousarray(a)[None], t)
+    return t[0]
+
+
 def _taps_by_channel(w: np.ndarray) -> np.ndarray:
     """A 2-D conv weight [M, C, kh, kw] as the GEMM's B, W^T in (ky, kx, C) row order:
-    ``w.transpose(2, 3, 1, 0).reshape(-1, M)``, built as one native 2-D transpose (16 x 16 byte
-    tiles) and a gather of whole rows. numpy copies that 4-D transposed view element by
-    element: ~0.8 ns a byte, 21 ms of a QDQ ResNet-50's session creation for its 25 M weights."""
+    ``w.transpose(2, 3, 1, 0).reshape(-1, M)``, built as one 2-D transpose (:func:`_transposed`)
+    and a gather of whole rows (21 ms of a QDQ ResNet-50's session creation for its 25 M
+    weights as numpy's copy of the 4-D transposed view)."""
     m, c = w.shape[:2]
     k = w[0].size
-    nat = native()
-    if nat is None or not hasattr(nat, "transpose_elems") or k == 0 or m == 0 \
-            or w.dtype.itemsize != 1:
-        return np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, m))
-    t = np.empty((1, k, m), w.dtype)
-    nat.transpose_elems(np.ascontiguousarray(w).reshape(1, m, k), t)
-    taps = k // c
+    taps = k // c if c else 0
     order = np.arange(k).reshape(c, taps).T.reshape(-1)   # row (tap, c) <- row (c, tap)
-    return t[0][order]
+    return _transposed(w.reshape(m, k))[order]
 
 
 def _qconv_gemm_plan(x: np.ndarray, x_zp: np.ndarray | None, packed: Any,

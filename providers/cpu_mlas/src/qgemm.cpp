@@ -663,11 +663,39 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
                                                                     (2 * threads)}));
     const size_t tasks = (oh + rows - 1) / rows;
     constexpr float kInf = std::numeric_limits<float>::infinity();
-    // With AVX-512 the sums are requantized as they are made (qdwconv_nhwc_rows_avx512), the
-    // weights laid out tap-major for it
     std::vector<float> wt;
     [[maybe_unused]] bool fused = false;   // (set on x86 only)
 #if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+    if (rq.avx512 && rq.finite) {
+      // Weights that are int8 once centered (symmetric int8 weights, the quantizers'
+      // default): the 8-bit input is read as it is, four kernel rows a vpdpbusd
+      // (qdwconv_nhwc_rows_vnni)
+      QdwVnniWeights own;
+      if (packed == nullptr || packed->c != c || packed->kh != kh || packed->kw != kw) {
+        own = qdw_pack_vnni(wf, c, kh, kw);
+        packed = &own;
+      }
+      if (!packed->wq.empty()) {
+        const std::vector<int32_t>& sums = packed->sums;
+        const auto zpx = static_cast<uint32_t>(x_zero_point + (x_signed ? 128 : 0));
+        std::vector<int32_t> corr((c + 15) / 16 * 16, 0);
+        for (size_t ch = 0; ch < c; ++ch) {   // bias - zp * sum(w), wrapping as the sums do
+          corr[ch] = static_cast<int32_t>(static_cast<uint32_t>(rq.b[ch]) -
+                                          zpx * static_cast<uint32_t>(sums[ch]));
+        }
+        parallel_for(n * tasks, threads, [&](size_t task) {
+          const size_t img = task / tasks, oy0 = task % tasks * rows,
+                       oy1 = std::min(oh, oy0 + rows);
+          qdwconv_nhwc_rows_vnni(x + img * h * w * c, x_signed, x_zero_point, g, c,
+                                 packed->wq.data(), corr.data(), rq.m.data(), rq.zp, rq.lo,
+                                 rq.hi, static_cast<uint8_t*>(out) + img * oh * ow * c, oy0,
+                                 oy1);
+        });
+        return;
+      }
+    }
+    // Otherwise, with AVX-512, the float sums are requantized as they are made
+    // (qdwconv_nhwc_rows_avx512), the weights laid out tap-major for it
     fused = rq.avx512 && rq.finite && kh * kw <= 256;
     if (fused) {
       const size_t cp = (c + 15) / 16 * 16, taps = kh * kw;
@@ -675,33 +703,6 @@ void qdwconv_u8(const uint8_t* x, bool x_signed, size_t n, size_t c, size_t h, s
       for (size_t ch = 0; ch < c; ++ch) {
         for (size_t t = 0; t < taps; ++t) wt[t * cp + ch] = wf[ch * taps + t];
       }
-    }
-#endif
-#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
-    // Weights that are int8 once centered (symmetric int8 weights, the quantizers' default):
-    // the 8-bit input is read as it is, four kernel rows a vpdpbusd (qdwconv_nhwc_rows_vnni)
-    QdwVnniWeights own;
-    if (packed == nullptr || packed->c != c || packed->kh != kh || packed->kw != kw) {
-      own = qdw_pack_vnni(wf, c, kh, kw);
-      packed = &own;
-    }
-    if (rq.avx512 && rq.finite && !packed->wq.empty()) {
-      const std::vector<int32_t>& sums = packed->sums;
-      const auto zpx = static_cast<uint32_t>(x_zero_point + (x_signed ? 128 : 0));
-      std::vector<int32_t> corr((c + 15) / 16 * 16, 0);
-      for (size_t ch = 0; ch < c; ++ch) {   // bias - zp * sum(w), wrapping as the sums do
-        corr[ch] = static_cast<int32_t>(static_cast<uint32_t>(rq.b[ch]) -
-                                        zpx * static_cast<uint32_t>(sums[ch]));
-      }
-      parallel_for(n * tasks, threads, [&](size_t task) {
-        const size_t img = task / tasks, oy0 = task % tasks * rows,
-                     oy1 = std::min(oh, oy0 + rows);
-        qdwconv_nhwc_rows_vnni(x + img * h * w * c, x_signed, x_zero_point, g, c,
-                               packed->wq.data(),
-                               corr.data(), rq.m.data(), rq.zp, rq.lo, rq.hi,
-                               static_cast<uint8_t*>(out) + img * oh * ow * c, oy0, oy1);
-      });
-      return;
     }
 #endif
     parallel_for(n * tasks, threads, [&](size_t task) {
