@@ -234,6 +234,46 @@ def test_a_prepacked_weight_is_released(tmp_path, packing):
     np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-5)
 
 
+def test_a_weight_is_read_once_while_a_session_is_built(tmp_path, monkeypatch, packing):
+    """Every asker of a weight still in the file (the optimizer's tests, the fusions, the
+    kernels' packing) gets the memory read once for the build, read-only; the build does not
+    keep it (test_a_prepacked_weight_is_released), and a session built later reads again."""
+    reads: list[int] = []
+    real = _wire.pread_tensor
+
+    def counted(fd, offset, shape, dtype):
+        reads.append(offset)
+        return real(fd, offset, shape, dtype)
+
+    monkeypatch.setattr(_wire, "pread_tensor", counted)
+    w = RNG.standard_normal((256, 128)).astype(np.float32)
+    path = _single_matmul(tmp_path, w)
+    asked: list[np.ndarray] = []
+
+    class Asking(_Packing):
+        name = "asking"
+
+        def get_capability(self, graph):   # asks twice before compile asks again
+            asked.extend(n.input(1).const for n in graph.nodes for _ in range(2))
+            return super().get_capability(graph)
+
+    onnxplex.register_provider(Asking)
+    try:
+        sess = onnxplex.InferenceSession(path, providers=["asking"])
+    finally:
+        unregister_provider("asking")
+    assert len(reads) == 1 and len(asked) >= 2
+    assert all(np.shares_memory(a, asked[0]) and not a.flags.writeable for a in asked)
+    np.testing.assert_array_equal(asked[0], w)
+    del asked[:]
+    gc.collect()
+    assert "w" not in _held_constants(sess)
+    stored = sess.model.value_info("w").stored
+    assert stored._ref is None or stored._ref() is None, "the build kept the weight"
+    onnxplex.InferenceSession(path, providers=["packing"])
+    assert len(reads) == 2   # (a new build reads it again)
+
+
 def test_a_weight_read_at_run_time_is_held(tmp_path):
     """A constant that some consumer reads at run time stays in the session (read once)."""
     w = RNG.standard_normal((256, 128)).astype(np.float32)

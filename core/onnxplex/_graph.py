@@ -642,6 +642,7 @@ _FIELD_TYPES = {int(t): (f, np.dtype(d)) for t, f, d in (
 
 _SMALL: dict[int, tuple[ir.TensorProtocol, np.ndarray]] | None = None
 _SMALL_ELEMENTS = 4096
+_FILE_READS: dict[tuple[str, int], np.ndarray] | None = None
 
 
 @contextlib.contextmanager
@@ -652,16 +653,22 @@ def sharing_small_arrays() -> Iterator[None]:
     each read a model's shapes, scales and biases (2-7 us a read, several reads a constant).
     The arrays are read-only, so sharing them is safe; nothing is kept afterwards (an entry
     pins its whole model proto). Concurrent builds share one cache; the first one out ends it,
-    which only costs the others their hits."""
-    global _SMALL
+    which only costs the others their hits.
+
+    Weights still in the model file are likewise read once while the session is built
+    (:func:`_file_reader`): the optimizer's match tests, its fusions and the kernels' packing
+    each ask for them, and a QDQ ResNet-50 read its 26 MB of weights four times over (25 ms
+    of its creation, mostly the page faults of fresh arrays). They are held until the build
+    ends, as onnxruntime holds a model's weights while it creates a session."""
+    global _SMALL, _FILE_READS
     outer = _SMALL
     if outer is None:
-        _SMALL = {}
+        _SMALL, _FILE_READS = {}, {}
     try:
         yield
     finally:
         if outer is None:
-            _SMALL = None
+            _SMALL = _FILE_READS = None
 
 
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
@@ -1249,6 +1256,18 @@ def _file_reader(path: str, stamp: tuple[int, int, int], name: str, offset: int,
     np_type = dtype.numpy()
 
     def read() -> np.ndarray:
+        held = _FILE_READS   # (a session build in progress: see sharing_small_arrays)
+        if held is not None:
+            arr = held.get((path, offset))
+            if arr is not None:
+                return arr
+            arr = read_now()
+            arr.flags.writeable = False   # (shared by every reader of the build)
+            held[(path, offset)] = arr
+            return arr
+        return read_now()
+
+    def read_now() -> np.ndarray:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
         try:
             st = os.fstat(fd)

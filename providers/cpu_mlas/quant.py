@@ -672,7 +672,7 @@ def _make_qgemm(node: NodeView, ctx: ProviderContext):
             a_shape = node.input(0).shape if node.input(0) is not None else None
             a_rows = (a_shape[1] if trans_a else a_shape[0]) if a_shape and len(a_shape) == 2 \
                 else None
-            native_b = packed_for_rows(np.ascontiguousarray(bq.T if trans_b else bq),
+            native_b = packed_for_rows(_transposed(bq) if trans_b else np.ascontiguousarray(bq),
                                        None if bzp_info is None else bzp_info.const,
                                        rows=a_rows if isinstance(a_rows, int) else None,
                                        few_possible=not isinstance(a_rows, int))
