@@ -87,6 +87,29 @@ def test_weights_are_read_into_their_own_arrays(tmp_path, odd_name):
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_bfloat16_weight_is_read_from_the_file(tmp_path):
+    """A large bfloat16 weight cut out of the model file is read like any other (the buffer
+    protocol does not take ml_dtypes' types: reading one into its array raised "cannot
+    include dtype 'E' in a buffer", and a bfloat16 model did not load from its path)."""
+    import ml_dtypes
+
+    w = RNG.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)    # 128 KiB: cut out
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, None)],
+        [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), path)
+    split = _wire.split_weights(str(path), "m.onnx")
+    assert split is not None and len(split.offsets) == 1
+    x = RNG.standard_normal((2, 128)).astype(ml_dtypes.bfloat16)
+    (y,) = onnxplex.InferenceSession(str(path)).run(None, {"x": x})
+    assert y.dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(y.astype(np.float32),
+                               x.astype(np.float32) @ w.astype(np.float32), rtol=2e-2, atol=5e-2)
+
+
 def test_explicit_default_data_location_is_split(tmp_path):
     """torch's exporter writes data_location = DEFAULT on every tensor."""
     proto = _model(_weights())

@@ -224,7 +224,8 @@ def pread_tensor(fd: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) 
     into a new array (numpy allocates it aligned), with positioned reads where the platform
     has them (no file object; ``fd``'s offset is unchanged)."""
     arr = np.empty(shape, dtype=dtype.newbyteorder("<"))
-    view = memoryview(arr).cast("B")
+    # (through a byte view: the buffer protocol does not take ml_dtypes' types, bfloat16's 'E')
+    view = memoryview(arr.reshape(-1).view(np.uint8))
     with contextlib.ExitStack() as stack:
         if hasattr(os, "preadv"):
             def read_at(buf: memoryview, pos: int) -> int:
