@@ -15,10 +15,11 @@ from typing import Any
 
 
 def arguments(doc: str, default_out: str, argv: list[str] | None, models: tuple[str, ...],
-              extra: Callable[[argparse.ArgumentParser], Any] | None = None
+              formats: tuple[Sequence[str], str] | None = None
               ) -> tuple[argparse.Namespace, Path, Path, list[str], list[int]]:
-    """(arguments, source folder, output folder, model names, thread counts); ``extra`` adds
-    a script's own arguments."""
+    """(arguments, source folder, output folder, model names, thread counts); ``formats``:
+    the script's conversions and the default one, for a ``--formats`` argument (a list in
+    ``args.formats``, unknown names refused)."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--models", required=True, help="folder of the zoo's float models")
     ap.add_argument("--out", help=f"folder for the converted models (default MODELS/{default_out})")
@@ -28,9 +29,15 @@ def arguments(doc: str, default_out: str, argv: list[str] | None, models: tuple[
     ap.add_argument("--providers", default="",
                     help="onnxplex's providers, as the zoo runner takes them "
                          "(name[:key=value...], comma-separated; default: the session's)")
-    if extra is not None:
-        extra(ap)
+    if formats is not None:
+        ap.add_argument("--formats", default=formats[1],
+                        help=f"comma-separated, of {', '.join(formats[0])}")
     args = ap.parse_args(argv)
+    if formats is not None:
+        args.formats = args.formats.split(",")
+        unknown = set(args.formats) - set(formats[0])
+        if unknown:
+            ap.error(f"unknown formats {sorted(unknown)}; choose from {', '.join(formats[0])}")
     src = Path(args.models)
     out = Path(args.out) if args.out else src / default_out
     names = args.only.split(",") if args.only else list(models)
@@ -107,6 +114,19 @@ def openvino_runner(path: Path, threads: int, output_names: Sequence[str]
                 failed += [op.strip() for op in line.split(":", 1)[1].split(",")]
         return None, ("ops not converted: " + ", ".join(dict.fromkeys(failed))
                       if failed else first_line(e))
+
+
+def openvino_cells(r: dict[str, Any], ratios: dict[Any, list[float]], t: int, fmt: str,
+                   accuracy: str) -> str:
+    """The table's OpenVINO columns of result ``r`` (its time, onnxplex's ratio to it and
+    ``r[accuracy]`` in the script's ``"{:>W.Pf}"`` format, ``"openvino ms|error format"``), or
+    why it did not run; the ratio is counted into ``ratios`` under (``t``, ``fmt``, vs
+    OpenVINO)."""
+    if r["ov_ms"] is None:
+        return f"openvino: {r['ov_why']}"
+    ratios.setdefault((t, f"{fmt}, onnxplex / openvino"), []).append(r["ours_ms"] / r["ov_ms"])
+    key, spec = accuracy.split("|")
+    return f"{r['ov_ms']:>12.2f} {r['ours_ms'] / r['ov_ms']:>8.2f} {r[key]:{spec}}"
 
 
 def print_geomeans(ratios: dict[Any, list[float]]) -> None:

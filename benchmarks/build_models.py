@@ -388,6 +388,112 @@ def convert_fp16(src: Path, dst: Path) -> None:
     onnx.save_model(convert_float_to_float16(model, keep_io_types=True), str(dst))
 
 
+def convert_bf16(src: Path, dst: Path) -> None:
+    """``src`` in bfloat16, float32 inputs and outputs kept. No onnxruntime or onnx tool
+    writes bfloat16 models, so this is onnxruntime's float16 tool (as :func:`convert_fp16`
+    calls it) with the half type changed: the ops whose ONNX schema at the model's opset takes
+    float16 but not bfloat16 (Conv, pooling, Resize, ...: a model with bfloat16 there is not
+    valid ONNX) are left in float32 through the tool's block list, and then every float16
+    tensor type, Cast target and stored tensor becomes bfloat16; the weights are rounded to
+    bfloat16 from their float32 values (not through float16: no double rounding, no float16
+    range clamp)."""
+    import ml_dtypes
+    import numpy as np
+    import onnx
+    from onnx import AttributeProto, TensorProto, numpy_helper
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
+
+    model = onnx.load(str(src))
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    blocked = set(DEFAULT_OP_BLOCK_LIST)
+    for op in {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}:
+        try:
+            schema = onnx.defs.get_schema(op, opset)
+        except onnx.defs.SchemaError:
+            continue
+        for c in schema.type_constraints:
+            if "tensor(float16)" in c.allowed_type_strs \
+                    and "tensor(bfloat16)" not in c.allowed_type_strs:
+                blocked.add(op)
+    floats = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer
+              if t.data_type == TensorProto.FLOAT}
+    half = convert_float_to_float16(model, keep_io_types=True, op_block_list=sorted(blocked))
+
+    def tensor(t: onnx.TensorProto) -> None:
+        if t.data_type == TensorProto.FLOAT16:
+            values = floats.get(t.name)
+            if values is None:
+                values = numpy_helper.to_array(t).astype(np.float32)
+            t.CopyFrom(numpy_helper.from_array(values.astype(ml_dtypes.bfloat16), t.name))
+
+    def value_type(tp: onnx.TypeProto) -> None:
+        if tp.HasField("tensor_type") and tp.tensor_type.elem_type == TensorProto.FLOAT16:
+            tp.tensor_type.elem_type = TensorProto.BFLOAT16
+        elif tp.HasField("sequence_type"):
+            value_type(tp.sequence_type.elem_type)
+        elif tp.HasField("optional_type"):
+            value_type(tp.optional_type.elem_type)
+
+    def graph(g: onnx.GraphProto) -> None:
+        for t in g.initializer:
+            tensor(t)
+        for info in (*g.input, *g.output, *g.value_info):
+            value_type(info.type)
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == AttributeProto.TENSOR:
+                    tensor(a.t)
+                elif a.type == AttributeProto.GRAPH:
+                    graph(a.g)
+                elif a.type == AttributeProto.GRAPHS:
+                    for body in a.graphs:
+                        graph(body)
+                elif a.type == AttributeProto.INT and a.name in ("to", "dtype") \
+                        and a.i == TensorProto.FLOAT16:
+                    a.i = TensorProto.BFLOAT16
+
+    graph(half.graph)
+    # The tool leaves a blocked node's weights float32 but retypes their value_info entries,
+    # and appends the Casts it puts before blocked nodes: both mended here.
+    stored = {t.name for t in half.graph.initializer}
+    kept = [v for v in half.graph.value_info if v.name not in stored]
+    del half.graph.value_info[:]
+    half.graph.value_info.extend(kept)
+    _sort_nodes(half.graph)
+    onnx.save_model(half, str(dst))
+
+
+def _sort_nodes(g) -> None:
+    """``g``'s nodes in topological order (stable: each node as early as its inputs allow,
+    ties in the listed order), as ONNX wants them."""
+    import heapq
+
+    produced = {o: k for k, n in enumerate(g.node) for o in n.output if o}
+    users: dict[int, list[int]] = {}
+    pending = []
+    for k, n in enumerate(g.node):
+        deps = {produced[i] for i in n.input if i in produced} - {k}
+        pending.append(len(deps))
+        for d in deps:
+            users.setdefault(d, []).append(k)
+    ready = [k for k, c in enumerate(pending) if c == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for u in users.get(k, ()):
+            pending[u] -= 1
+            if pending[u] == 0:
+                heapq.heappush(ready, u)
+    nodes = [g.node[k] for k in order] + [n for k, n in enumerate(g.node) if pending[k] > 0]
+    copies = [type(n)() for n in nodes]
+    for c, n in zip(copies, nodes):
+        c.CopyFrom(n)
+    del g.node[:]
+    g.node.extend(copies)
+
+
 def quantize_qdq(src: Path, dst: Path, *, operator: bool = False,
                  per_channel: bool = True) -> None:
     """``src`` statically quantized as a new user would with onnxruntime's tool: QDQ (or

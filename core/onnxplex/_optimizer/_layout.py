@@ -199,6 +199,7 @@ _ELEMENTWISE = frozenset({
     "Celu", "Softplus", "Softsign", "ThresholdedRelu", "Mish", "Gelu", "Erf", "Neg", "Abs",
     "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean",
+    "Cast",   # (a half-precision conversion's Casts between convs it left in float32)
 })
 
 

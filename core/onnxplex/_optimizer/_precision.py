@@ -274,7 +274,7 @@ def _bypass(graph: ir.Graph, cast: ir.Node, out: ir.Value,
     k = graph_outputs.get(y)
     if k is None:
         y.replace_all_uses_with(out)
-        graph.remove(cast)
+        graph.remove(cast, safe=True)   # (safe: no longer a reader of ``out`` either)
         return
     if out in graph_outputs:
         cast.replace_input_with(0, out)
@@ -282,7 +282,7 @@ def _bypass(graph: ir.Graph, cast: ir.Node, out: ir.Value,
     graph.outputs[k] = out
     y.replace_all_uses_with(out)
     name, y.name = y.name, _fresh(graph, f"{y.name}_dropped")
-    graph.remove(cast)
+    graph.remove(cast, safe=True)
     del graph_outputs[y]
     out.name = name
     graph_outputs[out] = k

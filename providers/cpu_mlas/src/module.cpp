@@ -12,6 +12,7 @@ void register_select(py::module_& m); // register_select.cpp
 void register_rows(py::module_& m);   // register_rows.cpp
 void register_small(py::module_& m);  // register_small.cpp
 void register_rnn(py::module_& m);    // register_rnn.cpp
+void register_half(py::module_& m);   // register_half.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -27,4 +28,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_rows(m);    // scale/impute/normalize/logsumexp_rows_f32
   register_small(m);   // SmallOp, small_op, SMALL_OPS (elementwise ops on small arrays)
   register_rnn(m);     // rnn_seq_f32 (RNN/GRU/LSTM time loops)
+  register_half(m);    // f32_to_half, half_to_f32 (float16 / bfloat16 conversions)
 }
