@@ -19,6 +19,7 @@ from onnx import TensorProto
 from onnxplex import NodeView, ProviderContext
 from onnxplex._dtypes import np_dtype, onnx_elem_type
 
+from ._native import native
 from ._np_helpers import LOW_PRECISION_FLOATS, as_array, decode_strings
 from ._registry import op
 
@@ -180,7 +181,40 @@ def _plain_cast(to: int, src: np.dtype | None, saturate: bool) -> Kernel | None:
         return None
     if src in LOW_PRECISION_FLOATS and target != np.float32:
         return None
+    halves = _half_cast(src, target)
+    if halves is not None:
+        return halves
     return lambda x, *_: x.astype(target)
+
+
+_HALVES = {np.dtype(np.float16): False, np.dtype(ml_dtypes.bfloat16): True}
+
+
+def _half_cast(src: np.dtype, target: np.dtype) -> Kernel | None:
+    """float32 <-> float16 / bfloat16 natively (``f32_to_half``, ``half_to_f32``: F16C, or
+    the rounding in vector form; numpy converts float16 an element at a time, ~2.4 ns an
+    element, 30x slower): the results are numpy's and ml_dtypes' to the bit (a NaN stays a
+    NaN; a signalling NaN's payload may come out quiet). An input that is not C-contiguous
+    or not of the declared type goes through ``astype``."""
+    nat = native()
+    if nat is None or not hasattr(nat, "f32_to_half"):
+        return None
+    f32 = np.dtype(np.float32)
+    if src == f32 and target in _HALVES:
+        convert, bf16 = nat.f32_to_half, _HALVES[target]
+    elif src in _HALVES and target == f32:
+        convert, bf16 = nat.half_to_f32, _HALVES[src]
+    else:
+        return None
+
+    def cast(x: np.ndarray, *_: object) -> np.ndarray:
+        if x.__class__ is not np.ndarray or x.dtype != src or not x.flags.c_contiguous:
+            return np.asarray(x).astype(target)
+        y = np.empty(x.shape, target)
+        convert(x, y, bf16)
+        return y
+
+    return cast
 
 
 def _str_attr(node: NodeView, name: str, default: str) -> str:
