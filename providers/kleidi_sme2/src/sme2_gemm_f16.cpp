@@ -46,6 +46,15 @@ __attribute__((noinline)) void sme2_f16_kernel(const sme2::MopaArgs* args) {
                        /*NARROW=*/
                        "fcvt z6.h, p0/m, z6.s\n"
                        "fcvt z7.h, p0/m, z7.s\n",
+                       /*NARROW4=*/
+                       "fcvt z16.h, p0/m, z16.s\n"
+                       "fcvt z17.h, p0/m, z17.s\n"
+                       "fcvt z18.h, p0/m, z18.s\n"
+                       "fcvt z19.h, p0/m, z19.s\n"
+                       "fcvt z20.h, p0/m, z20.s\n"
+                       "fcvt z21.h, p0/m, z21.s\n"
+                       "fcvt z22.h, p0/m, z22.s\n"
+                       "fcvt z23.h, p0/m, z23.s\n",
                        /*ELEM=*/"2", /*ST=*/"st1h",
                        /*SCALAR=*/
                        "ldrh w27, [x28, x25, lsl #1]\n"

@@ -41,6 +41,7 @@ __attribute__((noinline)) void sme2_f32_kernel(const sme2::MopaArgs* args) {
                        /*K_STEP8=*/KLEIDI_SME2_K_STEP8("ld1w", "fmopa", "p0", "s"),
                        /*BIAS=*/"ld1w {z4.s, z5.s}, pn8/z, [x15]\n",
                        /*NARROW=*/"",
+                       /*NARROW4=*/"",
                        /*ELEM=*/"4", /*ST=*/"st1w",
                        /*SCALAR=*/
                        "ldr w27, [x28, x25, lsl #2]\n"
