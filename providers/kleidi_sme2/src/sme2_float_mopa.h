@@ -57,8 +57,10 @@ struct PlainGemm2VL : Tile2VL<KR> {
 //   x7 row stride x8 col stride x9 LHS block stride  x10 RHS panel stride  x11 VL  x12 ZA slice
 //   x13 2VL  x14 cols left  x15 RHS panel (current)  x16 dst (tile)  x17 LHS cursor
 //   x19 RHS cursor  x20 k left  x21 rows in tile  x22 cols in tile  x23 row  x24 dst row  x25 j
-//   x26 dst elem  x27 scratch  x28 row_buf.  p0 all-true .s; z0-z31 operands in the K loop
-//   (z0-z3 in K_STEP), then z4-z5 bias (fp32), z6-z7 row, z30/z31 clamp bounds (fp32); ZA
+//   x26 32 vectors' bytes (K loop), dst elem (strided store)  x27 scratch  x28 row_buf.
+//   p0 all-true .s; z0-z31 operands in the K loop (z0-z3 in K_STEP), then z0/z1 clamp bounds
+//   and z16-z23 rows (four-row store), z2 ones, z4-z5 bias (fp32), z6-z7 row, z30/z31 clamp
+//   bounds (fp32); ZA
 //   tiles: za0 rows [0,VL) x cols [0,VL), za1 rows [0,VL) x cols [VL,2VL), za2/za3 the same
 //   for rows [VL,2VL).
 // Fragments:
@@ -66,12 +68,12 @@ struct PlainGemm2VL : Tile2VL<KR> {
 //   WEIGHTS     "addvl x19, x15, #N\n": the RHS cursor past the panel's 2VL bias elements
 //   K_STEP      one K step: z0/z1 = LHS rows [0,VL)/[VL,2VL) from [x17], z2/z3 = RHS columns
 //               from [x19], the four MOPAs; each cursor then advances by 2 vectors
-//   K_STEP8     eight K steps (KLEIDI_SME2_K_STEP8): four 4-vector loads of each operand
-//               (z0-z15 LHS, z16-z31 RHS) and their 32 MOPAs, in K order (the sums are
-//               those of eight K_STEPs, bit for bit); each cursor then advances by 16
-//               vectors. The K loop runs these while eight or more steps are left, then
-//               K_STEP: 44 instructions for 32 MOPAs instead of 10 for 4 (loads, cursor
-//               updates and the loop branch were 6 of every 10).
+//   K_STEP16    sixteen K steps (KLEIDI_SME2_K_STEP16): eight 4-vector loads of each
+//               operand (z0-z15 LHS, z16-z31 RHS, twice) and their 64 MOPAs, in K order (the
+//               sums are those of sixteen K_STEPs, bit for bit); each cursor then advances
+//               by 32 vectors (x26). The K loop runs these while sixteen or more steps are
+//               left, then K_STEP: 84 instructions for 64 MOPAs instead of 10 for 4 (loads,
+//               cursor updates and the loop branch were 6 of every 10).
 //   BIAS        z4/z5 = the panel's bias columns [0,VL)/[VL,2VL) as fp32, from [x15]
 //   NARROW      z6/z7 (fp32, biased and clamped) -> the stored element in each 32-bit lane
 //   NARROW4     the same for z16-z23 (the four-row store, KLEIDI_SME2_STORE4)
@@ -84,19 +86,20 @@ struct PlainGemm2VL : Tile2VL<KR> {
   MOPA " za2.s, " P "/m, " P "/m, z" #A1 "." T ", z" #B0 "." T "\n"                          \
   MOPA " za3.s, " P "/m, " P "/m, z" #A1 "." T ", z" #B1 "." T "\n"
 
-// Eight K steps of the 2VL x 2VL tile: LD the multi-vector load ("ld1w", "ld1h") under the
+// Eight K steps of the 2VL x 2VL tile at vector offsets O0-O3 (+4 each) of both cursors: LD
+// the multi-vector load ("ld1w", "ld1h") under the
 // all-true counter pn8, four of each operand (LHS z0-z15, RHS z16-z31), MOPA the outer product
 // into the four 32-bit tiles, P its predicate ("p0", "p3"), T the operands' element suffix
 // ("s", "h").
-#define KLEIDI_SME2_K_STEP8(LD, MOPA, P, T)                                                   \
-  LD " {z0." T "-z3." T "}, pn8/z, [x17]\n"                                                  \
-  LD " {z4." T "-z7." T "}, pn8/z, [x17, #4, mul vl]\n"                                      \
-  LD " {z8." T "-z11." T "}, pn8/z, [x17, #8, mul vl]\n"                                     \
-  LD " {z12." T "-z15." T "}, pn8/z, [x17, #12, mul vl]\n"                                   \
-  LD " {z16." T "-z19." T "}, pn8/z, [x19]\n"                                                \
-  LD " {z20." T "-z23." T "}, pn8/z, [x19, #4, mul vl]\n"                                    \
-  LD " {z24." T "-z27." T "}, pn8/z, [x19, #8, mul vl]\n"                                    \
-  LD " {z28." T "-z31." T "}, pn8/z, [x19, #12, mul vl]\n"                                   \
+#define KLEIDI_SME2_K_STEP8(LD, MOPA, P, T, O0, O1, O2, O3)                                   \
+  LD " {z0." T "-z3." T "}, pn8/z, [x17, #" #O0 ", mul vl]\n"                                \
+  LD " {z4." T "-z7." T "}, pn8/z, [x17, #" #O1 ", mul vl]\n"                                \
+  LD " {z8." T "-z11." T "}, pn8/z, [x17, #" #O2 ", mul vl]\n"                               \
+  LD " {z12." T "-z15." T "}, pn8/z, [x17, #" #O3 ", mul vl]\n"                              \
+  LD " {z16." T "-z19." T "}, pn8/z, [x19, #" #O0 ", mul vl]\n"                              \
+  LD " {z20." T "-z23." T "}, pn8/z, [x19, #" #O1 ", mul vl]\n"                              \
+  LD " {z24." T "-z27." T "}, pn8/z, [x19, #" #O2 ", mul vl]\n"                              \
+  LD " {z28." T "-z31." T "}, pn8/z, [x19, #" #O3 ", mul vl]\n"                              \
   KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 0, 1, 16, 17)                                            \
   KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 2, 3, 18, 19)                                            \
   KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 4, 5, 20, 21)                                            \
@@ -105,6 +108,12 @@ struct PlainGemm2VL : Tile2VL<KR> {
   KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 10, 11, 26, 27)                                          \
   KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 12, 13, 28, 29)                                          \
   KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 14, 15, 30, 31)
+
+// Sixteen K steps: eight at vector offsets 0-15 of each cursor, eight at 16-31 (the loads'
+// immediates reach 28), the registers reused.
+#define KLEIDI_SME2_K_STEP16(LD, MOPA, P, T)                                                  \
+  KLEIDI_SME2_K_STEP8(LD, MOPA, P, T, 0, 4, 8, 12)                                          \
+  KLEIDI_SME2_K_STEP8(LD, MOPA, P, T, 16, 20, 24, 28)
 
 // Four contiguous rows of the tile, moved to z16-z19 (columns [0,VL)) and z20-z23 ([VL,2VL)):
 // clamped (multi-vector FMAX/FMIN, which keep a NaN as the per-row FMAX/FMIN do), narrowed
@@ -127,7 +136,7 @@ struct PlainGemm2VL : Tile2VL<KR> {
   "add w12, w12, #4\n"                                                                        \
   "add x23, x23, #4\n"
 
-#define KLEIDI_SME2_FLOAT_MOPA_ASM(SETUP, WEIGHTS, K_STEP, K_STEP8, BIAS, NARROW, NARROW4,   \
+#define KLEIDI_SME2_FLOAT_MOPA_ASM(SETUP, WEIGHTS, K_STEP, K_STEP16, BIAS, NARROW, NARROW4,  \
                                    ELEM, ST, SCALAR)                                       \
   ".arch_extension sme2\n"                                                                 \
   "mov x0, %[args]\n"                                                                      \
@@ -153,15 +162,17 @@ struct PlainGemm2VL : Tile2VL<KR> {
   "20:\n"                                                                                  \
   "zero {za}\n"                                                                            \
   "mov x17, x1\n" WEIGHTS                                                                  \
-  "subs x20, x6, #8\n" /* x20 = K steps - 8 */                                          \
+  "rdvl x26, #16\n"                                                                         \
+  "lsl x26, x26, #1\n" /* x26 = 32 vectors: the cursors' advance per K_STEP16 */           \
+  "subs x20, x6, #16\n" /* x20 = K steps - 16 */                                        \
   "b.lt 32f\n"                                                                             \
-  "31:\n" K_STEP8                                                                          \
-  "addvl x17, x17, #16\n"                                                                  \
-  "addvl x19, x19, #16\n"                                                                  \
-  "subs x20, x20, #8\n"                                                                    \
+  "31:\n" K_STEP16                                                                         \
+  "add x17, x17, x26\n"                                                                    \
+  "add x19, x19, x26\n"                                                                    \
+  "subs x20, x20, #16\n"                                                                   \
   "b.ge 31b\n"                                                                             \
   "32:\n"                                                                                  \
-  "adds x20, x20, #8\n" /* the 0-7 steps left */                                          \
+  "adds x20, x20, #16\n" /* the 0-15 steps left */                                        \
   "b.eq 40f\n"                                                                             \
   "30:\n" K_STEP                                                                           \
   "addvl x17, x17, #2\n"                                                                   \
@@ -170,7 +181,7 @@ struct PlainGemm2VL : Tile2VL<KR> {
   "b.ne 30b\n"                                                                             \
   /* ---- store: bias, clamp, predicated on the columns left */                            \
   "40:\n"                                                                                  \
-  "ldr w27, [x0, #80]\n" /* (clamp bounds here: K_STEP8 uses z30/z31) */                   \
+  "ldr w27, [x0, #80]\n" /* (clamp bounds here: K_STEP16 uses z30/z31) */                   \
   "dup z30.s, w27\n"                                                                       \
   "ldr w27, [x0, #84]\n"                                                                   \
   "dup z31.s, w27\n" BIAS                                                                  \

@@ -35,7 +35,7 @@ __attribute__((noinline)) void sme2_f16_kernel(const sme2::MopaArgs* args) {
                        "fmopa za1.s, p3/m, p3/m, z0.h, z3.h\n"
                        "fmopa za2.s, p3/m, p3/m, z1.h, z2.h\n"
                        "fmopa za3.s, p3/m, p3/m, z1.h, z3.h\n",
-                       /*K_STEP8=*/KLEIDI_SME2_K_STEP8("ld1h", "fmopa", "p3", "h"),
+                       /*K_STEP16=*/KLEIDI_SME2_K_STEP16("ld1h", "fmopa", "p3", "h"),
                        // VL fp16 values into the low halves of VL 32-bit lanes, then widened
                        // (LD1H to .s: "#1, mul vl" = VL halfwords further).
                        /*BIAS=*/

@@ -38,7 +38,7 @@ __attribute__((noinline)) void sme2_f32_kernel(const sme2::MopaArgs* args) {
                        "fmopa za1.s, p0/m, p0/m, z0.s, z3.s\n"
                        "fmopa za2.s, p0/m, p0/m, z1.s, z2.s\n"
                        "fmopa za3.s, p0/m, p0/m, z1.s, z3.s\n",
-                       /*K_STEP8=*/KLEIDI_SME2_K_STEP8("ld1w", "fmopa", "p0", "s"),
+                       /*K_STEP16=*/KLEIDI_SME2_K_STEP16("ld1w", "fmopa", "p0", "s"),
                        /*BIAS=*/"ld1w {z4.s, z5.s}, pn8/z, [x15]\n",
                        /*NARROW=*/"",
                        /*NARROW4=*/"",
