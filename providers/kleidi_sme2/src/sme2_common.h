@@ -67,3 +67,43 @@ struct Tile2VL {
 };
 
 }  // namespace onnxplex::kleidi::sme2
+
+// ---- the K loop's multi-step bodies, shared by the MOPA kernels (asm fragments) -------------
+// Operands as the kernels pack them: per K step, 2 vectors of the LHS block at x17 (rows
+// [0,VL) and [VL,2VL)) and 2 of the RHS panel at x19 (columns likewise); the four MOPAs add
+// their outer products into za0 (rows [0,VL) x cols [0,VL)), za1, za2, za3.
+
+#define KLEIDI_SME2_MOPA_2X2(MOPA, P, T, A0, A1, B0, B1)                                   \
+  MOPA " za0.s, " P "/m, " P "/m, z" #A0 "." T ", z" #B0 "." T "\n"                          \
+  MOPA " za1.s, " P "/m, " P "/m, z" #A0 "." T ", z" #B1 "." T "\n"                          \
+  MOPA " za2.s, " P "/m, " P "/m, z" #A1 "." T ", z" #B0 "." T "\n"                          \
+  MOPA " za3.s, " P "/m, " P "/m, z" #A1 "." T ", z" #B1 "." T "\n"
+
+// Eight K steps of the 2VL x 2VL tile at vector offsets O0-O3 (+4 each) of both cursors: LD
+// the multi-vector load ("ld1w", "ld1h") under the
+// all-true counter pn8, four of each operand (LHS z0-z15, RHS z16-z31), MOPA the outer product
+// into the four 32-bit tiles, P its predicate ("p0", "p3"), T the operands' element suffix
+// ("s", "h").
+#define KLEIDI_SME2_K_STEP8(LD, MOPA, P, T, O0, O1, O2, O3)                                   \
+  LD " {z0." T "-z3." T "}, pn8/z, [x17, #" #O0 ", mul vl]\n"                                \
+  LD " {z4." T "-z7." T "}, pn8/z, [x17, #" #O1 ", mul vl]\n"                                \
+  LD " {z8." T "-z11." T "}, pn8/z, [x17, #" #O2 ", mul vl]\n"                               \
+  LD " {z12." T "-z15." T "}, pn8/z, [x17, #" #O3 ", mul vl]\n"                              \
+  LD " {z16." T "-z19." T "}, pn8/z, [x19, #" #O0 ", mul vl]\n"                              \
+  LD " {z20." T "-z23." T "}, pn8/z, [x19, #" #O1 ", mul vl]\n"                              \
+  LD " {z24." T "-z27." T "}, pn8/z, [x19, #" #O2 ", mul vl]\n"                              \
+  LD " {z28." T "-z31." T "}, pn8/z, [x19, #" #O3 ", mul vl]\n"                              \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 0, 1, 16, 17)                                            \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 2, 3, 18, 19)                                            \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 4, 5, 20, 21)                                            \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 6, 7, 22, 23)                                            \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 8, 9, 24, 25)                                            \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 10, 11, 26, 27)                                          \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 12, 13, 28, 29)                                          \
+  KLEIDI_SME2_MOPA_2X2(MOPA, P, T, 14, 15, 30, 31)
+
+// Sixteen K steps: eight at vector offsets 0-15 of each cursor, eight at 16-31 (the loads'
+// immediates reach 28), the registers reused.
+#define KLEIDI_SME2_K_STEP16(LD, MOPA, P, T)                                                  \
+  KLEIDI_SME2_K_STEP8(LD, MOPA, P, T, 0, 4, 8, 12)                                          \
+  KLEIDI_SME2_K_STEP8(LD, MOPA, P, T, 16, 20, 24, 28)

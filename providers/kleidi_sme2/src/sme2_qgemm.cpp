@@ -50,9 +50,11 @@ using sme2::MopaArgs;
 //   x13 2VL  x14 cols left  x15 RHS panel (current)  x16 dst (tile)  x17 LHS cursor, then LHS
 //   tail (-zp)  x19 RHS cursor, then RHS tail  x20 k left, then s_a  x21 rows in tile
 //   x22 cols in tile  x23 row  x24 dst row  x25 j  x26 dst elem  x27 scratch  x28 row_buf.
-//   z0-z3 operands, z4-z5 rsum, z8-z9 s_w, z10-z11 bias, z6-z7 row, z12 -zp, z13 s_a,
-//   z14-z15 s_a * s_w, z30/z31 clamp bounds; p0 all true, p1/p2 column-edge store predicates,
-//   p3/p4 clamp compares; pn8 all-true bytes, pn9 all-true words.
+//   z0-z31 operands in the K loop (z0-z3 one group at a time), then z4-z5 rsum, z8-z9 s_w,
+//   z10-z11 bias, z6-z7 row, z12 -zp, z13 s_a, z14-z15 s_a * s_w, z30/z31 clamp bounds
+//   (set after the K loop); x26 also the K loop's 32-vector advance; p0 all true, p1/p2
+//   column-edge store predicates, p3/p4 clamp compares; pn8 all-true bytes, pn9 all-true
+//   words.
 //   ZA tiles: za0 rows [0,VL) x cols [0,VL), za1 rows [0,VL) x cols [VL,2VL), za2/za3 the same
 //   for rows [VL,2VL).
 __attribute__((noinline)) void sme2_qsi8cx_kernel(const MopaArgs* args) {
@@ -72,10 +74,6 @@ __attribute__((noinline)) void sme2_qsi8cx_kernel(const MopaArgs* args) {
       "ptrue p0.b\n"
       "ptrue pn8.b\n"
       "ptrue pn9.s\n"
-      "ldr w27, [x0, #80]\n"
-      "dup z30.s, w27\n"
-      "ldr w27, [x0, #84]\n"
-      "dup z31.s, w27\n"
       // ---- loop over row blocks
       "10:\n"
       "mov x14, x5\n"
@@ -88,8 +86,20 @@ __attribute__((noinline)) void sme2_qsi8cx_kernel(const MopaArgs* args) {
       "zero {za}\n"
       "mov x17, x1\n"
       "mov x19, x15\n"
-      "mov x20, x6\n"
-      "cbz x20, 40f\n"
+      // K: sixteen groups of 4 k an iteration (KLEIDI_SME2_K_STEP16: 84 instructions for 64
+      // SMOPAs), then one group at a time; the int32 sums are exact in any order
+      "rdvl x26, #16\n"
+      "lsl x26, x26, #1\n"  // x26 = 32 vectors: the cursors' advance per 16 groups
+      "subs x20, x6, #16\n"
+      "b.lt 32f\n"
+      "31:\n" KLEIDI_SME2_K_STEP16("ld1b", "smopa", "p0", "b")
+      "add x17, x17, x26\n"
+      "add x19, x19, x26\n"
+      "subs x20, x20, #16\n"
+      "b.ge 31b\n"
+      "32:\n"
+      "adds x20, x20, #16\n"
+      "b.eq 40f\n"
       "30:\n"
       "ld1b {z0.b, z1.b}, pn8/z, [x17]\n"
       "ld1b {z2.b, z3.b}, pn8/z, [x19]\n"
@@ -103,6 +113,10 @@ __attribute__((noinline)) void sme2_qsi8cx_kernel(const MopaArgs* args) {
       "b.ne 30b\n"
       // ---- output step: x17 = LHS tail, x19 = RHS tail
       "40:\n"
+      "ldr w27, [x0, #80]\n"  // (the clamp bounds here: the K loop uses z30/z31)
+      "dup z30.s, w27\n"
+      "ldr w27, [x0, #84]\n"
+      "dup z31.s, w27\n"
       "addvl x20, x17, #2\n"  // s_a[0]
       "ld1w {z4.s, z5.s}, pn9/z, [x19]\n"
       "ld1w {z8.s, z9.s}, pn9/z, [x19, #2, mul vl]\n"
