@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Work per instruction of the Kleidi micro-kernels, measured under QEMU (which gives no timing).
 
-    scripts/count-macs.py [--configs NAME ...] [--families F ...] [--all] [--m M --n N --k K]
-                          [--jobs J] [--no-build]
+    scripts/count-macs.py [--configs NAME ...] [--families F ...] [--all]
+                          [--sizes MxNxK ...] [--m M --n N --k K] [--jobs J] [--no-build]
 
 For each family x variant x CPU configuration it runs tests/native/kleidi_bench (cross-compiled
 for aarch64 with scripts/aarch64-clang19.cmake, like scripts/test-arm64.sh) under qemu-aarch64
@@ -22,8 +22,11 @@ one of the dominant one (e.g. SME2 FMOPA fp32: (SVL/32)^2; SMMLA: 32; SDOT: 16; 
 NEON FMLA .8h (fp16): 8; scalar reference: 1).
 ratio = measured / ideal = MAC-insn share x (useful MACs / issued MACs).
 
-Problem: M = N = 64 rounded up to the variant's tile (SME2 tiles grow with the vector length),
-K = 256 (a multiple of 32 for int4); igemm_f32 uses 8 chunks of 32. Default configurations
+Problems: 64 x 64 x 256 and 256 x 256 x 1024 (--sizes; --m/--n/--k for one; the scalar
+reference only at the first), M and N rounded
+up to the variant's tile (SME2 tiles grow with the vector length), K a multiple of 32 for
+int4; igemm_f32 splits K into chunks of 32. The "mix" column splits each call's instructions
+into multiply-accumulates, loads, stores and the rest. Default configurations
 measure each variant once where it is the natural pick: SME2 at 128/512/2048-bit SVL, i8mm and
 dotprod on `max,sme=off`, NEON fp32 and the reference on cortex-a72 (instruction counts of
 non-SME code do not depend on the CPU model), NEON fp16 on `max,sme=off` (cortex-a72 has no
@@ -61,6 +64,7 @@ CONFIGS = {
     "neon-a72": ("cortex-a72", None, ["neon", "reference"]),
 }
 DEFAULT_CONFIGS = ["sme2-vl128", "sme2-vl512", "sme2-vl2048", "i8mm-nosme", "neon-a72"]
+SIZES = [(64, 64, 256), (256, 256, 1024)]
 # what each CPU can run, for --all
 SUPPORTED = {
     "sme2": ["sme2", "i8mm", "dotprod", "neon", "reference"],
@@ -182,6 +186,7 @@ def measure(qemu: str, exe: Path, config: str, family: str, variant: str, mnk) -
     insns = sum(c2.values()) - sum(c1.values())
     dis = disassemble(exe)
     mac_insns = collections.Counter()
+    mix: collections.Counter = collections.Counter()
     issued_macs = 0
     for pc, cnt in diff.items():
         if cnt <= 0:
@@ -191,6 +196,7 @@ def measure(qemu: str, exe: Path, config: str, family: str, variant: str, mnk) -
         if per:
             mac_insns[(mn, per)] += cnt
             issued_macs += per * cnt
+        mix[kind_of(mn, ops, per)] += cnt
     M, N, K = int(info["m"]), int(info["n"]), int(info["k"])
     res = {
         "family": family, "variant": variant, "config": config, "kernel": info["kernel"],
@@ -198,6 +204,7 @@ def measure(qemu: str, exe: Path, config: str, family: str, variant: str, mnk) -
         "kr": int(info["kr"]), "insns": insns, "macs": M * N * K,
         "mac_insns": sum(mac_insns.values()), "issued_macs": issued_macs,
         "dominant": mac_insns.most_common(1)[0][0] if mac_insns else None,
+        "mix": {kind: mix[kind] for kind in KINDS},
         "total_c1": sum(c1.values()), "seconds": time.monotonic() - t0,
     }
     summary = CACHE / "logs" / f"{family}.{variant}.{config}.txt"
@@ -208,6 +215,42 @@ def measure(qemu: str, exe: Path, config: str, family: str, variant: str, mnk) -
             mn, ops = dis.get(int(pc, 16), ("?", ""))
             f.write(f"{cnt:10d} {pc.decode()} {mn} {ops}\n")
     return res
+
+
+KINDS = ("MAC", "load", "store", "other")
+
+
+def kind_of(mnemonic: str, operands: str, macs: int) -> str:
+    """An executed instruction's kind for the instruction mix: a multiply-accumulate (what
+    macs_of counts), a load or a store (of any width: LDR/LDP/LD1*/LD1R*, STR/STP/ST1*), or
+    anything else (address arithmetic, branches, moves out of ZA, conversions, the output
+    stage's arithmetic). binutils' objdump prints SME2's multi-vector LD1/ST1 as ``.inst``:
+    those are told apart by their encoding (0xa0/0xa1 in the top byte, bit 21 set for a
+    store: 0xa040c220 is ``ld1w {z0.s-z3.s}, pn8/z, [x17]``, 0xa060c220 its ST1W)."""
+    if macs:
+        return "MAC"
+    m = mnemonic.lower()
+    if m == ".inst":
+        try:
+            word = int(operands.split()[0], 16)
+        except (IndexError, ValueError):
+            return "other"
+        if word >> 24 in (0xA0, 0xA1):
+            return "store" if word & (1 << 21) else "load"
+        return "other"
+    if m.startswith(("ld", "prf")):
+        return "load"
+    if m.startswith("st"):
+        return "store"
+    return "other"
+
+
+def parse_size(text: str) -> tuple[int, int, int]:
+    try:
+        m, n, k = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a size is MxNxK, not {text!r}") from None
+    return m, n, k
 
 
 def fmt(x: float) -> str:
@@ -221,12 +264,16 @@ def main() -> None:
     ap.add_argument("--families", nargs="+", default=FAMILIES, choices=FAMILIES)
     ap.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     ap.add_argument("--all", action="store_true", help="every variant each CPU supports")
-    ap.add_argument("--m", type=int, default=64)
-    ap.add_argument("--n", type=int, default=64)
-    ap.add_argument("--k", type=int, default=256)
+    ap.add_argument("--sizes", nargs="+", type=parse_size, default=SIZES,
+                    help="problem sizes MxNxK (default: 64x64x256 256x256x1024)")
+    ap.add_argument("--m", type=int, help="one size M x N x K instead of --sizes")
+    ap.add_argument("--n", type=int)
+    ap.add_argument("--k", type=int)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-build", action="store_true")
     a = ap.parse_args()
+    if a.m or a.n or a.k:
+        a.sizes = [(a.m or 64, a.n or 64, a.k or 256)]
 
     qemu = os.environ.get("ONNXPLEX_QEMU_AARCH64") or str(QEMU_DEFAULT)
     if not Path(qemu).exists():
@@ -248,11 +295,14 @@ def main() -> None:
                 vs = FAMILY_DEFAULTS.get(family, {}).get(config, CONFIGS[config][2])
             for v in vs:
                 if v in a.variants:
-                    jobs.append((config, family, v))
+                    # (the scalar reference only at the first size: at 256 x 256 x 1024 it
+                    # executes ~10^9 instructions, hours under the per-instruction log)
+                    sizes = a.sizes[:1] if v == "reference" else a.sizes
+                    jobs += [(config, family, v, size) for size in sizes]
     results = []
     with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        futs = {pool.submit(measure, qemu, exe, c, f, v, (a.m, a.n, a.k)): (c, f, v)
-                for c, f, v in jobs}
+        futs = {pool.submit(measure, qemu, exe, c, f, v, size): (c, f, v)
+                for c, f, v, size in jobs}
         for fut in cf.as_completed(futs):
             c, f, v = futs[fut]
             r = fut.result()
@@ -266,11 +316,12 @@ def main() -> None:
 
     order = {c: i for i, c in enumerate(CONFIGS)}
     results.sort(key=lambda r: (FAMILIES.index(r["family"]), VARIANTS.index(r["variant"]),
-                                order[r["config"]]))
+                                order[r["config"]], r["macs"]))
     lines = [
         "| family | variant | CPU config | tile (mr x nr, kr) | M x N x K | instr/call | "
-        "MACs/instr measured | MAC-insn share | ideal (MACs per MAC insn) | ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "MACs/instr measured | MAC-insn share | ideal (MACs per MAC insn) | ratio | "
+        "mix MAC / load / store / other |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         measured = r["macs"] / r["insns"]
@@ -284,11 +335,13 @@ def main() -> None:
         share = (f"{100 * r['mac_insns'] / r['insns']:.0f}%"
                  if r["insns"] and r["variant"] != "reference" else "-")
         ratio = f"{measured / ideal:.2f}" if ideal else "-"
+        total = sum(r["mix"].values()) or 1
+        mix = " / ".join(f"{100 * r['mix'][kind] / total:.0f}%" for kind in KINDS)
         lines.append(
             f"| {r['family']} | {r['variant']} | {r['config']} | "
             f"{r['mr']} x {r['nr']}, {r['kr']} | "
             f"{r['m']} x {r['n']} x {r['k']} | {r['insns']} | {fmt(measured)} | {share} | "
-            f"{ideal_txt} | {ratio} |")
+            f"{ideal_txt} | {ratio} | {mix} |")
     table = "\n".join(lines)
     print(table)
     (CACHE / "table.md").write_text(table + "\n")
