@@ -494,6 +494,34 @@ void test_gemm_f16(size_t threads) {
   }
 }
 
+// Every fp32 GEMM variant's run function with a strided destination (dst_stride_col = 3
+// elements: the SME2 kernel's row-by-row store through row_buf, not its four-row one) writes
+// the same values as with a contiguous one, and nothing in between; M up to ~300 spans several
+// tiles at every SVL, K past 32 runs the sixteen-step loop.
+void test_gemm_f32_strided_dst() {
+  const size_t m = pick(0, 1) ? pick(1, 40) : pick(100, 300), n = pick(1, 70);
+  const size_t k = pick(0, 1) ? pick(1, 20) : pick(33, 90);
+  const auto a = activations(m, k), b = randn(k * n), bias = randn(n);
+  for (Variant v : compiled_variants(Family::gemm_f32)) {
+    if (!cpu_supports(Family::gemm_f32, v)) continue;
+    const GemmF32Ukernel& uk = gemm_f32_ukernel(v);
+    const size_t mr = uk.get_mr(), nr = uk.get_nr(), kr = uk.get_kr(), sr = uk.get_sr();
+    std::vector<uint8_t> lp(layout::lhs_plain_size(m, k, mr, kr, 4));
+    std::vector<uint8_t> rp(layout::rhs_plain_size(n, k, nr, kr, 4));
+    lhs_pack_f32(m, k, mr, kr, sr, a.data(), k * 4, lp.data());
+    rhs_pack_f32(n, k, nr, kr, sr, b.data(), n, 1, bias.data(), rp.data());
+    const float fill = -12345.0f;   // a value no product of these operands gives
+    std::vector<float> dense(m * n), strided(m * n * 3, fill);
+    uk.run_matmul(m, n, k, lp.data(), rp.data(), dense.data(), n * 4, 4, -3.0f, 3.0f);
+    uk.run_matmul(m, n, k, lp.data(), rp.data(), strided.data(), n * 12, 12, -3.0f, 3.0f);
+    for (size_t i = 0; i < m * n; ++i) {
+      CHECK(strided[i * 3] == dense[i] && strided[i * 3 + 1] == fill &&
+                strided[i * 3 + 2] == fill,
+            "gemm_f32 %s strided dst m=%zu n=%zu k=%zu at %zu", variant_name(v), m, n, k, i);
+    }
+  }
+}
+
 // Every fp16 variant's run function with a strided destination (dst_stride_col = 3 elements)
 // writes the same values as with a contiguous one, and nothing in between.
 void test_gemm_f16_strided_dst() {
@@ -647,6 +675,7 @@ int main(int argc, char** argv) {
       test_qgemm_qsi4c32(threads);
       test_gemm_f16(threads);
       test_gemm_f16_strided_dst();
+      test_gemm_f32_strided_dst();
     }
     for (Variant v : variants_under_test(Family::gemm_f16)) {
       const F16Stats& st = g_f16_stats[static_cast<int>(v)];
