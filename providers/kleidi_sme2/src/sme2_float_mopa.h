@@ -60,9 +60,8 @@ struct PlainGemm2VL : Tile2VL<KR> {
 //   x26 32 vectors' bytes (K loop), dst elem (strided store)  x27 scratch  x28 row_buf.
 //   p0 all-true .s; z0-z31 operands in the K loop (z0-z3 in K_STEP), then z0/z1 clamp bounds
 //   and z16-z23 rows (four-row store), z2 ones, z4-z5 bias (fp32), z6-z7 row, z30/z31 clamp
-//   bounds (fp32); ZA
-//   tiles: za0 rows [0,VL) x cols [0,VL), za1 rows [0,VL) x cols [VL,2VL), za2/za3 the same
-//   for rows [VL,2VL).
+//   bounds (fp32); ZA tiles: za0 rows [0,VL) x cols [0,VL), za1 rows [0,VL) x cols [VL,2VL),
+//   za2/za3 the same for rows [VL,2VL).
 // Fragments:
 //   SETUP       predicates the K step needs (p0.s is all-true already)
 //   WEIGHTS     "addvl x19, x15, #N\n": the RHS cursor past the panel's 2VL bias elements
@@ -83,8 +82,9 @@ struct PlainGemm2VL : Tile2VL<KR> {
 // Four contiguous rows of the tile, moved to z16-z19 (columns [0,VL)) and z20-z23 ([VL,2VL)):
 // clamped (multi-vector FMAX/FMIN, which keep a NaN as the per-row FMAX/FMIN do), narrowed
 // (NARROW4), stored predicated on the columns left (p1/p2), rows x7 bytes apart from x24; w12
-// (ZA slice), x23 (row) and x24 advance by four rows. 22 instructions for four rows, where the
-// row-by-row path takes ~17 a row.
+// (ZA slice), x23 (row) and x24 advance by four rows. With the two MOVAs and the loop's four,
+// 24 instructions for four fp32 rows (32 with fp16's FCVTs), where the row-by-row path takes
+// ~17 a row.
 #define KLEIDI_SME2_STORE4(NARROW4, ST)                                                        \
   "fmax {z16.s-z19.s}, {z16.s-z19.s}, z0.s\n"                                                 \
   "fmax {z20.s-z23.s}, {z20.s-z23.s}, z0.s\n"                                                 \
