@@ -160,8 +160,19 @@ void add_specials(std::vector<float>& a, size_t m, size_t k) {
     if (pick(0, 3) == 0) a[i * k + pick(0, k - 1)] = specials[pick(0, 2)];
 }
 
+// The SME2 tile (2 VL x 2 VL) when this CPU runs SME2, else the NEON one's rows: sizes that
+// are exact multiples of it (no edge predicates: the full-tile paths alone).
+size_t sme2_tile_or(size_t other) {
+  return cpu_supports(Family::gemm_f32, Variant::sme2) ? gemm_f32_ukernel(Variant::sme2).get_m_step()
+                                                       : other;
+}
+
 void test_gemm_f32(size_t threads) {
-  const size_t m = dim(67), n = dim(70), k = pick(0, 5) == 0 ? 1 : dim(150);
+  const bool whole_tiles = pick(0, 4) == 0;
+  const size_t tile = sme2_tile_or(8);
+  const size_t m = whole_tiles ? tile * pick(1, 3) : dim(67);
+  const size_t n = whole_tiles ? tile * pick(1, 2) : dim(70);
+  const size_t k = pick(0, 5) == 0 ? 1 : dim(150);
   auto a = activations(m, k);
   add_specials(a, m, k);
   const auto b = randn(k * n), bias = randn(n);
@@ -421,7 +432,10 @@ F16Stats g_f16_stats[kVariantCount];
 
 void test_gemm_f16(size_t threads) {
   const size_t r = pick(0, 9);
-  const size_t m = dim(67), n = dim(70);
+  const bool whole_tiles = pick(0, 4) == 0;   // (as test_gemm_f32)
+  const size_t tile = sme2_tile_or(8);
+  const size_t m = whole_tiles ? tile * pick(1, 3) : dim(67);
+  const size_t n = whole_tiles ? tile * pick(1, 2) : dim(70);
   const size_t k = r == 0 ? 1 : (r == 1 ? pick(600, 1200) : dim(150));  // K = 1, big K, odd K
   const auto a = activations_f16(m, k), b = to_f16(randn(k * n)), bias = to_f16(randn(n));
   const bool with_bias = pick(0, 1);
