@@ -16,6 +16,7 @@ module adds is what a *runtime* needs before it trusts a file from a stranger:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import functools
@@ -642,7 +643,12 @@ _FIELD_TYPES = {int(t): (f, np.dtype(d)) for t, f, d in (
 
 _SMALL: dict[int, tuple[ir.TensorProtocol, np.ndarray]] | None = None
 _SMALL_ELEMENTS = 4096
-_FILE_READS: dict[tuple[str, int], np.ndarray] | None = None
+_FILE_READS: collections.OrderedDict[tuple[str, int], np.ndarray] | None = None
+_FILE_READS_BYTES = 32 << 20
+"""At most this much of the weights read from the model file is held for a session build's
+other readers (the least recently asked for goes first): it bounds what sharing the reads adds
+to the build's peak memory (holding all of them took BERT-base's from 556 to 879 MB), and holds
+a QDQ ResNet-50's 25 MB of int8 weights, which its fusions read and its packing reads again."""
 
 
 @contextlib.contextmanager
@@ -655,15 +661,15 @@ def sharing_small_arrays() -> Iterator[None]:
     pins its whole model proto). Concurrent builds share one cache; the first one out ends it,
     which only costs the others their hits.
 
-    Weights still in the model file are likewise read once while the session is built
-    (:func:`_file_reader`): the optimizer's match tests, its fusions and the kernels' packing
-    each ask for them, and a QDQ ResNet-50 read its 26 MB of weights four times over (25 ms
-    of its creation, mostly the page faults of fresh arrays). They are held until the build
-    ends, as onnxruntime holds a model's weights while it creates a session."""
+    Weights still in the model file are likewise shared while the session is built
+    (:func:`_file_reader`, up to :data:`_FILE_READS_BYTES`): the optimizer's match tests, its
+    fusions and the kernels' packing each ask for them, and a QDQ ResNet-50 read its 26 MB of
+    weights four times over (25 ms of its creation, mostly the page faults of fresh
+    arrays)."""
     global _SMALL, _FILE_READS
     outer = _SMALL
     if outer is None:
-        _SMALL, _FILE_READS = {}, {}
+        _SMALL, _FILE_READS = {}, collections.OrderedDict()
     try:
         yield
     finally:
@@ -1257,15 +1263,21 @@ def _file_reader(path: str, stamp: tuple[int, int, int], name: str, offset: int,
 
     def read() -> np.ndarray:
         held = _FILE_READS   # (a session build in progress: see sharing_small_arrays)
-        if held is not None:
-            arr = held.get((path, offset))
-            if arr is not None:
-                return arr
-            arr = read_now()
-            arr.flags.writeable = False   # (shared by every reader of the build)
-            held[(path, offset)] = arr
+        if held is None:
+            return read_now()
+        key = (path, offset)
+        arr = held.get(key)
+        if arr is not None:
+            held.move_to_end(key)
             return arr
-        return read_now()
+        arr = read_now()
+        if arr.nbytes <= _FILE_READS_BYTES:
+            arr.flags.writeable = False   # (shared by the build's readers)
+            held[key] = arr
+            total = sum(a.nbytes for a in held.values())
+            while total > _FILE_READS_BYTES:
+                total -= held.popitem(last=False)[1].nbytes
+        return arr
 
     def read_now() -> np.ndarray:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
