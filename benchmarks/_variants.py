@@ -117,16 +117,14 @@ def openvino_runner(path: Path, threads: int, output_names: Sequence[str]
 
 
 def openvino_cells(r: dict[str, Any], ratios: dict[Any, list[float]], t: int, fmt: str,
-                   accuracy: str) -> str:
-    """The table's OpenVINO columns of result ``r`` (its time, onnxplex's ratio to it and
-    ``r[accuracy]`` in the script's ``"{:>W.Pf}"`` format, ``"openvino ms|error format"``), or
-    why it did not run; the ratio is counted into ``ratios`` under (``t``, ``fmt``, vs
-    OpenVINO)."""
+                   accuracy: str, spec: str) -> str:
+    """The table's OpenVINO columns of result ``r``: its time, onnxplex's ratio to it and
+    ``r[accuracy]`` formatted with ``spec`` (``">18.2e"``), or why it did not run; the ratio is
+    counted into ``ratios`` under (``t``, ``fmt``, vs OpenVINO)."""
     if r["ov_ms"] is None:
         return f"openvino: {r['ov_why']}"
     ratios.setdefault((t, f"{fmt}, onnxplex / openvino"), []).append(r["ours_ms"] / r["ov_ms"])
-    key, spec = accuracy.split("|")
-    return f"{r['ov_ms']:>12.2f} {r['ours_ms'] / r['ov_ms']:>8.2f} {r[key]:{spec}}"
+    return f"{r['ov_ms']:>12.2f} {r['ours_ms'] / r['ov_ms']:>8.2f} {r[accuracy]:{spec}}"
 
 
 def print_geomeans(ratios: dict[Any, list[float]]) -> None:

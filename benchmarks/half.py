@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = r["ours_ms"] / r["theirs_ms"]
                 what = fmt if not r["theirs_why"] else f"{fmt} vs onnxruntime's float32"
                 ratios.setdefault((t, what), []).append(ratio)
-                ov = openvino_cells(r, ratios, t, fmt, "ov_err|>18.2e")
+                ov = openvino_cells(r, ratios, t, fmt, "ov_err", ">18.2e")
                 theirs = (f"{r['theirs_err']:>21.2e} {r['vs_ort']:>15.2e}"
                           if r["theirs_err"] is not None
                           else f"{'-':>21} {'-':>15}")

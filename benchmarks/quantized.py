@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = bench(q, t, args.runs, args.providers, feeds)
                 ratio = r["ours_ms"] / r["theirs_ms"]
                 ratios.setdefault((t, fmt), []).append(ratio)
-                ov = openvino_cells(r, ratios, t, fmt, "ov_steps|>16.2f")
+                ov = openvino_cells(r, ratios, t, fmt, "ov_steps", ">16.2f")
                 print(f"{label:<22} {t:>7} {r['ours_ms']:>12.2f} {r['theirs_ms']:>15.2f} "
                       f"{ratio:>6.2f} {r['steps']:>17.2f} {r['ort_steps']:>16.2f} {ov}",
                       flush=True)

@@ -513,56 +513,52 @@ void test_gemm_f16(size_t threads) {
   }
 }
 
-// Every fp32 GEMM variant's run function with a strided destination (dst_stride_col = 3
-// elements: the SME2 kernel's row-by-row store through row_buf, not its four-row one) writes
-// the same values as with a contiguous one, and nothing in between; M up to ~300 spans several
-// tiles at every SVL, K past 32 runs the sixteen-step loop.
+// A GEMM ukernel's run function with a strided destination (dst_stride_col = 3 elements)
+// writes the same values as with a contiguous one, and nothing in between (`fill`, a value the
+// clamp [lo, hi] never gives). T: the element type; A, B, bias as the family's packers take them.
+template <class T, class Ukernel, class LhsPack, class RhsPack>
+void check_strided_dst(const char* family, Variant v, const Ukernel& uk, size_t m, size_t n,
+                       size_t k, const T* a, const T* b, const T* bias, LhsPack lhs_pack,
+                       RhsPack rhs_pack, T fill, float lo, float hi) {
+  const size_t mr = uk.get_mr(), nr = uk.get_nr(), kr = uk.get_kr(), sr = uk.get_sr();
+  std::vector<uint8_t> lp(layout::lhs_plain_size(m, k, mr, kr, sizeof(T)));
+  std::vector<uint8_t> rp(layout::rhs_plain_size(n, k, nr, kr, sizeof(T)));
+  lhs_pack(m, k, mr, kr, sr, a, k * sizeof(T), lp.data());
+  rhs_pack(n, k, nr, kr, sr, b, n, 1, bias, rp.data());
+  std::vector<T> dense(m * n), strided(m * n * 3, fill);
+  uk.run_matmul(m, n, k, lp.data(), rp.data(), dense.data(), n * sizeof(T), sizeof(T), lo, hi);
+  uk.run_matmul(m, n, k, lp.data(), rp.data(), strided.data(), n * 3 * sizeof(T), 3 * sizeof(T),
+                lo, hi);
+  for (size_t i = 0; i < m * n; ++i) {
+    CHECK(strided[i * 3] == dense[i] && strided[i * 3 + 1] == fill && strided[i * 3 + 2] == fill,
+          "%s %s strided dst m=%zu n=%zu k=%zu at %zu", family, variant_name(v), m, n, k, i);
+  }
+}
+
+// Every fp32 GEMM variant, strided (for SME2: the row-by-row store through row_buf checked
+// against the four-row one); M up to ~300 spans several tiles at every SVL, K past 32 runs the
+// sixteen-step loop.
 void test_gemm_f32_strided_dst() {
   const size_t m = pick(0, 1) ? pick(1, 40) : pick(100, 300), n = pick(1, 70);
   const size_t k = pick(0, 1) ? pick(1, 20) : pick(33, 90);
   const auto a = activations(m, k), b = randn(k * n), bias = randn(n);
   for (Variant v : compiled_variants(Family::gemm_f32)) {
     if (!cpu_supports(Family::gemm_f32, v)) continue;
-    const GemmF32Ukernel& uk = gemm_f32_ukernel(v);
-    const size_t mr = uk.get_mr(), nr = uk.get_nr(), kr = uk.get_kr(), sr = uk.get_sr();
-    std::vector<uint8_t> lp(layout::lhs_plain_size(m, k, mr, kr, 4));
-    std::vector<uint8_t> rp(layout::rhs_plain_size(n, k, nr, kr, 4));
-    lhs_pack_f32(m, k, mr, kr, sr, a.data(), k * 4, lp.data());
-    rhs_pack_f32(n, k, nr, kr, sr, b.data(), n, 1, bias.data(), rp.data());
-    const float fill = -12345.0f;   // a value no product of these operands gives
-    std::vector<float> dense(m * n), strided(m * n * 3, fill);
-    uk.run_matmul(m, n, k, lp.data(), rp.data(), dense.data(), n * 4, 4, -3.0f, 3.0f);
-    uk.run_matmul(m, n, k, lp.data(), rp.data(), strided.data(), n * 12, 12, -3.0f, 3.0f);
-    for (size_t i = 0; i < m * n; ++i) {
-      CHECK(strided[i * 3] == dense[i] && strided[i * 3 + 1] == fill &&
-                strided[i * 3 + 2] == fill,
-            "gemm_f32 %s strided dst m=%zu n=%zu k=%zu at %zu", variant_name(v), m, n, k, i);
-    }
+    check_strided_dst<float>("gemm_f32", v, gemm_f32_ukernel(v), m, n, k, a.data(), b.data(),
+                             bias.data(), lhs_pack_f32, rhs_pack_f32, -12345.0f, -3.0f, 3.0f);
   }
 }
 
-// Every fp16 variant's run function with a strided destination (dst_stride_col = 3 elements)
-// writes the same values as with a contiguous one, and nothing in between.
+// Every fp16 variant, strided (K past 32: the SME2 kernel's sixteen-step K loop as well as its
+// single steps).
 void test_gemm_f16_strided_dst() {
-  // (K past 32: the SME2 kernel's sixteen-step K loop as well as its single steps)
   const size_t m = pick(1, 40), n = pick(1, 40), k = pick(0, 1) ? pick(1, 20) : pick(33, 90);
   const auto a = activations_f16(m, k), b = to_f16(randn(k * n)), bias = to_f16(randn(n));
   for (Variant v : compiled_variants(Family::gemm_f16)) {
     if (!cpu_supports(Family::gemm_f16, v)) continue;
-    const GemmF16Ukernel& uk = gemm_f16_ukernel(v);
-    const size_t mr = uk.get_mr(), nr = uk.get_nr(), kr = uk.get_kr(), sr = uk.get_sr();
-    std::vector<uint8_t> lp(layout::lhs_plain_size(m, k, mr, kr, 2));
-    std::vector<uint8_t> rp(layout::rhs_plain_size(n, k, nr, kr, 2));
-    lhs_pack_f16(m, k, mr, kr, sr, a.data(), k * 2, lp.data());
-    rhs_pack_f16(n, k, nr, kr, sr, b.data(), n, 1, bias.data(), rp.data());
-    const f16_bits fill = 0x7e01;  // a NaN no kernel produces
-    std::vector<f16_bits> dense(m * n), strided(m * n * 3, fill);
-    uk.run_matmul(m, n, k, lp.data(), rp.data(), dense.data(), n * 2, 2, -1.0f, 1.0f);
-    uk.run_matmul(m, n, k, lp.data(), rp.data(), strided.data(), n * 6, 6, -1.0f, 1.0f);
-    for (size_t i = 0; i < m * n; ++i) {
-      CHECK(strided[i * 3] == dense[i] && strided[i * 3 + 1] == fill && strided[i * 3 + 2] == fill,
-            "gemm_f16 %s strided dst m=%zu n=%zu k=%zu at %zu", variant_name(v), m, n, k, i);
-    }
+    check_strided_dst<f16_bits>("gemm_f16", v, gemm_f16_ukernel(v), m, n, k, a.data(),
+                                b.data(), bias.data(), lhs_pack_f16, rhs_pack_f16,
+                                f16_bits{0x7e01} /* a NaN no kernel produces */, -1.0f, 1.0f);
   }
 }
 
