@@ -454,44 +454,17 @@ def convert_bf16(src: Path, dst: Path) -> None:
 
     graph(half.graph)
     # The tool leaves a blocked node's weights float32 but retypes their value_info entries,
-    # and appends the Casts it puts before blocked nodes: both mended here.
+    # and appends the Casts it puts before blocked nodes: both mended here (the order by
+    # onnx-ir's topological sort).
     stored = {t.name for t in half.graph.initializer}
     kept = [v for v in half.graph.value_info if v.name not in stored]
     del half.graph.value_info[:]
     half.graph.value_info.extend(kept)
-    _sort_nodes(half.graph)
-    onnx.save_model(half, str(dst))
+    import onnx_ir as ir
 
-
-def _sort_nodes(g) -> None:
-    """``g``'s nodes in topological order (stable: each node as early as its inputs allow,
-    ties in the listed order), as ONNX wants them."""
-    import heapq
-
-    produced = {o: k for k, n in enumerate(g.node) for o in n.output if o}
-    users: dict[int, list[int]] = {}
-    pending = []
-    for k, n in enumerate(g.node):
-        deps = {produced[i] for i in n.input if i in produced} - {k}
-        pending.append(len(deps))
-        for d in deps:
-            users.setdefault(d, []).append(k)
-    ready = [k for k, c in enumerate(pending) if c == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        k = heapq.heappop(ready)
-        order.append(k)
-        for u in users.get(k, ()):
-            pending[u] -= 1
-            if pending[u] == 0:
-                heapq.heappush(ready, u)
-    nodes = [g.node[k] for k in order] + [n for k, n in enumerate(g.node) if pending[k] > 0]
-    copies = [type(n)() for n in nodes]
-    for c, n in zip(copies, nodes):
-        c.CopyFrom(n)
-    del g.node[:]
-    g.node.extend(copies)
+    model = ir.serde.deserialize_model(half)
+    model.graph.sort()
+    onnx.save_model(ir.serde.serialize_model(model), str(dst))
 
 
 def quantize_qdq(src: Path, dst: Path, *, operator: bool = False,
