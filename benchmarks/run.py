@@ -2,6 +2,7 @@
 
     python benchmarks/run.py --models DIR [--only resnet50,mlp] [--threads 2,1]
                              [--runs 30] [--no-rss] [--out PREFIX] [--readme README.md]
+    python benchmarks/run.py --chart-from benchmarks/results.json [--chart OUT.png]
 
 For each model (built by ``benchmarks/build_models.py`` into ``DIR`` when missing) and each
 thread count, one process runs onnxplex, onnxruntime and OpenVINO on the same inputs,
@@ -16,9 +17,11 @@ OpenVINO is optional (``pip install '.[openvino]'``): without it the runner says
 installed" once and its columns show "-"; a model it cannot take shows
 ``openvino: <error class>: <first line>`` in its ratio column.
 
-Writes ``benchmarks/results.md`` (the table, with the machine line) and
-``benchmarks/results.png`` (a bar chart of the ratios); with ``--readme`` the table also
-replaces the block between ``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``.
+Writes ``benchmarks/results.md`` (the table, with the machine line), ``benchmarks/results.json``
+and ``benchmarks/results.png`` (a bar chart of the ratios to each peer, drawn by matplotlib:
+``pip install 'onnxplex[plot]'``); with ``--readme`` the table also replaces the block between
+``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``. ``--chart-from`` redraws the chart
+of a saved JSON without measuring anything.
 The machine is shared: only ratios measured in one process mean anything, never absolute ms.
 """
 
@@ -260,38 +263,49 @@ def table(rows: list[dict], rss: dict[str, dict[str, float | None]], machine: st
     return "\n".join(lines)
 
 
-def chart(rows: list[dict], path: Path) -> None:
-    from onnxplex._raster import Canvas
+def chart(rows: list[dict], path: Path) -> Path:
+    """The ratio bars of ``rows`` as a PNG at ``path``: one panel per peer (onnxruntime, and
+    OpenVINO when a row has its ratio), one bar per model and thread count, the line at 1.0
+    (parity). Drawn by matplotlib through ``onnxplex._charts`` (``pip install
+    'onnxplex[plot]'``; without it, a MissingDependencyError that says so)."""
+    from onnxplex._charts import Chart, new_figure
 
     threads = sorted({r["threads"] for r in rows}, reverse=True)
     models = list(dict.fromkeys(r["model"] for r in rows))
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c"]
-    left, bar_h, gap, top = 260, 12, 10, 40
-    width = 900
-    height = top + len(models) * (len(threads) * bar_h + gap) + 40
-    vmax = max(2.0, max(r["ratio"] for r in rows) * 1.1)
-    c = Canvas(width, height)
-    scale = (width - left - 40) / vmax
-    c.text(10, 10, "onnxplex / onnxruntime, median latency (lower is better)", scale=2)
-    y = top
-    for m in models:
-        c.text(left - 10, y + (len(threads) * bar_h) / 2 - 4, LABELS.get(m, m), anchor="right")
+    peers_ = [("ratio", "onnxruntime")]
+    if any(r.get("ratio_openvino") for r in rows):
+        peers_.append(("ratio_openvino", "OpenVINO"))
+    colors = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
+    band = 0.8 / len(threads)        # a model's bars share 0.8 of its row
+    fig = new_figure(560 + 330 * len(peers_), 150 + len(models) * (14 * len(threads) + 12))
+    axes = fig.subplots(1, len(peers_), sharey=True, squeeze=False)[0]
+    top = max(1.5, 1.15 * max(r[k] for r in rows for k, _ in peers_ if r.get(k)))
+    for ax, (key, peer) in zip(axes, peers_):
         for k, t in enumerate(threads):
-            r = next((r for r in rows if r["model"] == m and r["threads"] == t), None)
-            if r is not None:
-                c.rect(left, y, left + r["ratio"] * scale, y + bar_h - 2, colors[k % 3])
-                c.text(left + r["ratio"] * scale + 4, y + 2, f"{r['ratio']:.2f}")
-            y += bar_h
-        y += gap
-    for v in np.arange(0, vmax + 1e-9, 0.5):
-        x = left + v * scale
-        c.vline(x, top - 4, y, "#000000" if v == 1.0 else "#cccccc", 2 if v == 1.0 else 1)
-        c.text(x, y + 4, f"{v:.1f}", anchor="center")
-    for k, t in enumerate(threads):
-        c.rect(10 + k * 120, y + 20, 22 + k * 120, y + 30, colors[k % 3])
-        c.text(26 + k * 120, y + 21, f"{t} thread(s)")
-    c.pixels = c.pixels[: y + 36]
-    c.save(path)
+            ys, vals = [], []
+            for m, model in enumerate(models):
+                r = next((r for r in rows if r["model"] == model and r["threads"] == t), None)
+                if r is not None and r.get(key):
+                    ys.append(m - 0.4 + band * (k + 0.5))
+                    vals.append(r[key])
+            bars = ax.barh(ys, vals, height=band * 0.9, color=colors[k % len(colors)],
+                           label=f"{t} thread{'s' if t != 1 else ''}")
+            ax.bar_label(bars, fmt="%.2f", padding=3, fontsize=8)
+        ax.axvline(1.0, color="#222222", linewidth=1.2)
+        ax.set_xlim(0, top)
+        ax.set_title(f"onnxplex / {peer}", fontsize=11)
+        ax.set_xlabel("ratio of median latencies (below 1: onnxplex is faster)")
+        ax.grid(axis="x", color="#e4e4e4")
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    axes[0].set_yticks(range(len(models)), [LABELS.get(m, m) for m in models])
+    axes[0].set_ylim(len(models) - 0.5, -0.5)
+    axes[0].tick_params(axis="y", length=0)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(threads), frameon=False)
+    fig.suptitle("onnxplex against its peers, same process, alternating runs", fontsize=12)
+    return Chart(fig).save(path)
 
 
 def update_readme(readme: Path, block: str, start: str = START, end: str = END) -> None:
@@ -309,14 +323,26 @@ def main(argv=None) -> int:
         _rss_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", required=True, help="folder of built models (built if missing)")
+    p.add_argument("--models", help="folder of built models (built if missing)")
     p.add_argument("--only", default="", help="comma-separated subset of the models")
     p.add_argument("--threads", default="2,1", help="intra-op thread counts to measure")
     p.add_argument("--runs", type=int, default=30, help="timed runs per engine")
     p.add_argument("--no-rss", action="store_true", help="skip the peak-memory children")
     p.add_argument("--out", default=str(HERE / "results"), help="prefix of .md/.png/.json")
     p.add_argument("--readme", help="README to update between the benchmark markers")
+    p.add_argument("--chart-from", metavar="JSON",
+                   help="measure nothing: draw the chart of an earlier run's JSON "
+                        "(benchmarks/results.json) to --chart")
+    p.add_argument("--chart", metavar="PNG", help="where --chart-from draws (default: the "
+                                                  "JSON's name with .png)")
     a = p.parse_args(argv)
+    if a.chart_from:
+        src = Path(a.chart_from)
+        rows = json.loads(src.read_text())["rows"]
+        print(f"wrote {chart(rows, Path(a.chart or src.with_suffix('.png')))}")
+        return 0
+    if not a.models:
+        p.error("--models is required (unless --chart-from)")
     names = [n for n in a.only.split(",") if n] or list(build_models.MODEL_NAMES)
     threads = [int(t) for t in a.threads.split(",")]
     rows, rss = [], {}

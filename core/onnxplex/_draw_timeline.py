@@ -10,8 +10,9 @@ The picture has three parts, all on the same time axis (from the start of the ru
 * a legend with the time per provider in this run.
 
 It reads Chrome-trace events as :func:`onnxplex._perf.load_profile` returns them (onnxplex's or
-onnxruntime's) and draws with :class:`onnxplex._raster.Canvas`, so it needs no plotting
-library.
+onnxruntime's) and draws with matplotlib (:mod:`onnxplex._charts`: imported only here, an
+optional extra, ``pip install 'onnxplex[plot]'``). A run of a big model has hundreds of node
+events: the rows show the ``max_rows`` longest (in start order), the lanes show every one.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._charts import Chart, new_figure
 from ._draw import provider_colors, tint
 from ._errors import InvalidArgumentError
-from ._raster import GLYPH_H, Canvas
 
 __all__ = ["timeline"]
 
-WIDTH = 1200
-LABEL_W = 330          # the label column
-LANE_H, ROW_H = 16, 11
-MARGIN = 10
+WIDTH = 1200          # pixels
+ROW_PX, LANE_PX = 15, 22
+MAX_ROWS = 300        # node rows drawn (the longest events); the thread lanes show them all
+LABEL_CHARS = 48      # a row label longer than this is cut in the middle
 
 
 def _select_run(events: Sequence[Mapping[str, Any]], run: int | None):
@@ -62,21 +63,28 @@ def _select_run(events: Sequence[Mapping[str, Any]], run: int | None):
     return picked, t0, max(end, length or 0.0, 1.0), what
 
 
-def _nice_step(span: float, ticks: int = 8) -> float:
-    raw = span / ticks
-    mag = 10 ** math.floor(math.log10(raw))
-    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-
-
 def _fmt_us(us: float) -> str:
     return f"{us / 1e3:.3g} ms" if us >= 1000 else f"{us:.3g} us"
 
 
-def timeline(events: Sequence[Mapping[str, Any]], run: int | None = None,
-             width: int = WIDTH) -> Canvas:
-    """Draw run ``run`` (1-based; default the last) of a profile; see the module docstring.
 
-    Raises :class:`InvalidArgumentError` when the run does not exist or has no node events.
+
+def _cut(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` cut in the middle to at most ``limit`` characters: a node name's head (the
+    layer) and tail (the op) are what tell rows apart."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[:keep // 2] + "\u2026" + text[len(text) - (keep - keep // 2):]
+
+
+def timeline(events: Sequence[Mapping[str, Any]], run: int | None = None,
+             width: int = WIDTH, max_rows: int = MAX_ROWS) -> Chart:
+    """Draw run ``run`` (1-based; default the last) of a profile; see the module docstring.
+    ``width`` is in pixels; the height follows the number of threads and rows.
+
+    Raises :class:`InvalidArgumentError` when the run does not exist or has no node events,
+    :class:`MissingDependencyError` when matplotlib is not installed.
     """
     picked, t0, span, what = _select_run(events, run)
     args = [e.get("args") or {} for e in picked]
@@ -85,75 +93,75 @@ def timeline(events: Sequence[Mapping[str, Any]], run: int | None = None,
     providers = list(dict.fromkeys(str(a.get("provider", "?")) for a in args))
     colors = provider_colors(providers)
     tids = list(dict.fromkeys(picked[i].get("tid", 0) for i in order))
-
-    plot_w = width - LABEL_W - MARGIN - 70       # room on the right for duration labels
-    px = plot_w / span
-    step = _nice_step(span)
-
-    def xat(us: float) -> float:
-        return LABEL_W + us * px
-
-    lanes_top = 62
-    axis_y = lanes_top + len(tids) * (LANE_H + 4) + 4
-    rows_top = axis_y + 18
-    height = rows_top + len(order) * ROW_H + 30
-    c = Canvas(width, height)
-
     top_level = [i for i in range(len(picked)) if "parent" not in args[i]]
     total = sum(float(picked[i]["dur"]) for i in top_level)
-    c.text(MARGIN, MARGIN, Canvas.fit(f"profile timeline, {what}: {_fmt_us(span)}, "
-                                      f"{len(top_level)} node events ({_fmt_us(total)} in "
-                                      "nodes)", width - 2 * MARGIN, 2), scale=2)
-    x = MARGIN
-    for prov in providers:
-        mine = [float(picked[i]["dur"]) for i in top_level if args[i].get("provider") == prov]
-        label = f"{prov}: {_fmt_us(sum(mine))} in {len(mine)} nodes"
-        c.rect(x, 38, x + 12, 38 + GLYPH_H + 2, colors[prov])
-        c.text(x + 16, 40, label)
-        x += 16 + Canvas.text_width(label) + 20
-    sub_provider = next((str(a.get("provider", "?")) for a in args if "parent" in a), None)
-    if sub_provider is not None:
-        c.rect(x, 38, x + 12, 38 + GLYPH_H + 2, tint(colors[sub_provider], 0.5))
-        c.text(x + 16, 40, "inside a fused partition (lighter)")
+    rows = order
+    if len(order) > max_rows:   # the longest, still in start order
+        longest = set(sorted(order, key=lambda i: -float(picked[i]["dur"]))[:max_rows])
+        rows = [i for i in order if i in longest]
 
-    for row in range(1, len(order), 2):   # zebra rows, under the grid
-        y = rows_top + row * ROW_H
-        c.rect(MARGIN, y - 2, width - MARGIN, y + ROW_H - 2, "#f7f7f7")
-    grid = [k * step for k in range(int(span // step) + 1)]
-    for t in grid:
-        c.vline(xat(t), lanes_top - 2, height - 24, "#e4e4e4")
+    def provider(i: int) -> str:
+        return str(args[i].get("provider", "?"))
 
+    def color(i: int) -> str:
+        c = colors[provider(i)]
+        return tint(c, 0.5) if "parent" in args[i] else c
+
+    lanes_h, rows_h = len(tids) * LANE_PX + 12, len(rows) * ROW_PX + 12
+    fig = new_figure(width, 150 + lanes_h + rows_h)
+    from matplotlib.patches import Patch  # matplotlib is there: new_figure checked
+
+    lanes, bars = fig.subplots(2, 1, sharex=True,
+                               gridspec_kw={"height_ratios": [lanes_h, rows_h]})
+    ms = 1e-3
     for k, tid in enumerate(tids):
-        y = lanes_top + k * (LANE_H + 4)
-        c.rect(LABEL_W, y, LABEL_W + plot_w, y + LANE_H, "#f3f3f3")
-        c.text(LABEL_W - 8, y + 4, f"thread {k + 1} (tid {tid})", anchor="right")
-        for i in order:
-            if picked[i].get("tid", 0) == tid and "parent" not in args[i]:
-                ts = float(picked[i]["ts"]) - t0
-                color = colors[str(args[i].get("provider", "?"))]
-                c.rect(xat(ts), y, max(xat(ts) + 1, xat(ts + float(picked[i]["dur"]))),
-                       y + LANE_H, color)
-    for yy in (axis_y, height - 24):
-        c.hline(LABEL_W, LABEL_W + plot_w, yy, "#000000")
-        for t in grid:
-            c.vline(xat(t), yy, yy + 4, "#000000")
-            c.text(xat(t), yy + 6, _fmt_us(t) if t else "0", anchor="center")
+        mine = [i for i in order if picked[i].get("tid", 0) == tid and "parent" not in args[i]]
+        lanes.broken_barh([((float(picked[i]["ts"]) - t0) * ms, float(picked[i]["dur"]) * ms)
+                           for i in mine], (k - 0.4, 0.8),
+                          facecolors=[color(i) for i in mine], linewidth=0)
+    lanes.set_yticks(range(len(tids)), [f"thread {k + 1} (tid {tid})"
+                                        for k, tid in enumerate(tids)], fontsize=8)
+    lanes.set_ylim(len(tids) - 0.5, -0.5)
+    lanes.set_title("threads: every node of the run", fontsize=9, loc="left")
 
-    for row, i in enumerate(order):
-        y = rows_top + row * ROW_H
-        e, a = picked[i], args[i]
-        sub = "parent" in a
-        name = str(e.get("name", "?")).removesuffix("_kernel_time")
-        op = a.get("kernel") or a.get("op_name") or "?"
-        label = ("  " if sub else "") + f"{name} ({op})"
-        c.text(MARGIN, y, Canvas.fit(label, LABEL_W - MARGIN - 8))
-        ts, dur = float(e["ts"]) - t0, float(e["dur"])
-        color = colors[str(a.get("provider", "?"))]
-        x0, x1 = xat(ts), max(xat(ts) + 2, xat(ts + dur))
-        c.rect(x0, y, x1, y + GLYPH_H - 1, tint(color, 0.5) if sub else color)
-        text = _fmt_us(dur)
-        if x1 + 4 + Canvas.text_width(text) <= width - MARGIN:
-            c.text(x1 + 4, y, text)
-        else:
-            c.text(x0 - 4, y, text, anchor="right")
-    return c
+    starts = [(float(picked[i]["ts"]) - t0) * ms for i in rows]
+    durs = [float(picked[i]["dur"]) * ms for i in rows]
+    lengths = [max(d, span * ms * 0.002) for d in durs]   # a 1 us node still shows
+    y = list(range(len(rows)))
+    bars.barh(y, lengths, left=starts, height=0.72, color=[color(i) for i in rows],
+              linewidth=0)
+    labels = []
+    for i in rows:
+        name = str(picked[i].get("name", "?")).removesuffix("_kernel_time")
+        op = args[i].get("kernel") or args[i].get("op_name") or "?"
+        labels.append(("    " if "parent" in args[i] else "") + _cut(f"{name} ({op})"))
+    bars.set_yticks(y, labels, fontsize=7.5)
+    bars.set_ylim(len(rows) - 0.5, -0.5)
+    for yy, x0, n, d in zip(y, starts, lengths, durs):
+        bars.text(x0 + n + span * ms * 0.004, yy, _fmt_us(d / ms), va="center", fontsize=7,
+                  color="#333333")
+    bars.set_xlim(0, span * ms * 1.12)      # room for the last bars' durations
+    bars.set_xlabel("time since the start of the run (ms)")
+    shown = ("one row per node event" if rows is order else
+             f"rows: the {len(rows)} longest of {len(order)} node events")
+    bars.set_title(f"{shown}, in start order", fontsize=9, loc="left")
+    for ax in (lanes, bars):
+        ax.grid(axis="x", color="#e4e4e4", linewidth=0.8)
+        ax.set_axisbelow(True)
+        ax.tick_params(axis="y", length=0)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+
+    handles = []
+    for prov in providers:
+        mine = [float(picked[i]["dur"]) for i in top_level if provider(i) == prov]
+        handles.append(Patch(color=colors[prov],
+                             label=f"{prov}: {_fmt_us(sum(mine))} in {len(mine)} nodes"))
+    sub = next((i for i in range(len(picked)) if "parent" in args[i]), None)
+    if sub is not None:
+        handles.append(Patch(color=color(sub), label="inside a fused partition (lighter)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4),
+               fontsize=9, frameon=False)
+    fig.suptitle(f"Profile timeline, {what}: {_fmt_us(span)}, {len(top_level)} node events "
+                 f"({_fmt_us(total)} in nodes)", fontsize=12)
+    return Chart(fig)

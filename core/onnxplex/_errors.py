@@ -40,6 +40,7 @@ __all__ = [
     "TensorSizeError",
     "RunCancelledError",
     "LoadCancelledError",
+    "MissingDependencyError",
 ]
 
 
@@ -198,6 +199,12 @@ class RunCancelledError(OnnxplexError, Fail):
 
 class LoadCancelledError(OnnxplexError, ModelLoadCanceled):
     """Session creation was cancelled (``SessionOptions.set_load_cancellation_flag(True)``)."""
+
+
+class MissingDependencyError(OnnxplexError, ImportError):
+    """A feature needs an optional package that is not installed (charts need matplotlib).
+    The message names the package and the ``pip install 'onnxplex[extra]'`` that brings it;
+    it is an ``ImportError`` too, so code that guards an optional import keeps working."""
 
 
 for _cls in ORT_STATUS_CLASSES:   # where onnxruntime's code imports them from

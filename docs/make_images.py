@@ -1,0 +1,78 @@
+"""Redraw the pictures in docs/images from what the repo's own commands give.
+
+    python docs/make_images.py [--only timeline,placement,benchmark]
+
+* ``timeline.png``: ``onnxplex profile --png`` of the last of three profiled runs of the
+  one-layer test encoder (``tests/models.py``) on xnnpack_like + cpu_mlas (matplotlib:
+  ``pip install 'onnxplex[plot]'``);
+* ``placement.svg``: ``onnxplex partition --format svg`` of the same encoder and providers;
+* ``placement_resnet50_compact.svg``: the compact placement picture of onnx's light ResNet-50
+  (optimized, xnnpack_like + cpu_mlas), chains of same-provider nodes collapsed;
+* ``benchmark.png``: ``benchmarks/run.py --chart-from benchmarks/results.json``, the chart of
+  the benchmark table in the README (the same run; nothing is measured again).
+
+As in the tests, xnnpack_like runs its own kernels (``ONNXPLEX_XNNPACK_MLAS=0``) so that the
+pictures show it claiming the encoder's partitions on x86 too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGES = ROOT / "docs" / "images"
+ALL = ("timeline", "placement", "benchmark")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {ALL}")
+    a = p.parse_args(argv)
+    only = [w for w in a.only.split(",") if w]
+    os.environ["ONNXPLEX_XNNPACK_MLAS"] = "0"
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
+    import onnx
+    from models import light_model_paths, transformer_encoder, transformer_feed
+
+    import onnxplex as ort
+    from onnxplex._cli import main as cli
+
+    providers = "xnnpack_like,cpu_mlas"
+    with tempfile.TemporaryDirectory() as tmp:
+        encoder = Path(tmp) / "encoder.onnx"
+        onnx.save(transformer_encoder(), encoder)
+        if "timeline" in only:
+            so = ort.SessionOptions()
+            so.enable_profiling = True
+            so.profile_file_prefix = str(Path(tmp) / "prof")
+            sess = ort.InferenceSession(str(encoder), so, providers=providers.split(","))
+            for _ in range(3):
+                sess.run(None, transformer_feed(1, 8))
+            cli(["profile", sess.end_profiling(), "--top", "3", "--png",
+                 str(IMAGES / "timeline.png")])
+        if "placement" in only:
+            cli(["partition", str(encoder), "--providers", providers, "--format", "svg",
+                 "-o", str(IMAGES / "placement.svg")])
+            from onnxplex._draw import GraphPicture
+
+            resnet = next(p for p in light_model_paths() if p.endswith("light_resnet50.onnx"))
+            sess = ort.InferenceSession(resnet, providers=providers.split(","))
+            pic = GraphPicture.from_session(sess, title="light ResNet-50: placement (compact)",
+                                            compact=True)
+            out = IMAGES / "placement_resnet50_compact.svg"
+            out.write_text(pic.to_svg() + "\n", encoding="utf-8")
+            print(f"wrote {out}")
+    if "benchmark" in only:
+        from benchmarks import run
+
+        run.main(["--chart-from", str(ROOT / "benchmarks" / "results.json"),
+                  "--chart", str(IMAGES / "benchmark.png")])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
