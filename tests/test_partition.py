@@ -38,6 +38,22 @@ def test_default_cpu_provider_is_appended_last_and_takes_the_rest(null_provider)
     assert "A (Relu) -> cpu_mlas" in plan.explain()
 
 
+def test_report_prints_a_shared_reason_once(null_provider):
+    """A long reason given for several nodes is printed once under the table, numbered, and
+    each node refers to it; a reason given once stays on its node's line."""
+    sess = onnxplex.InferenceSession(
+        chain(["Relu", "Relu", "Relu", "Sigmoid", "Tanh"]),
+        providers=[("null", {"claim": "Tanh,Softmax,LeakyRelu,Selu,Elu,HardSigmoid"}),
+                   "cpu_mlas"])
+    report = sess.get_provider_assignment().report()
+    relu = "declined by null: Relu is not in claim=['Elu', 'HardSigmoid', 'LeakyRelu', "
+    assert report.count(relu) == 1, report
+    assert "(1) " + relu in report and "[3 nodes]" in report
+    assert report.count("declined by null (1)") == 3
+    assert report.count("declined by null: Sigmoid is not in claim") == 1   # inline, once
+    assert "Shared by several nodes:" in report
+
+
 def test_non_convex_claim_is_split(null_provider):
     # A -> B -> C and A -> C; only A and C are claimed, as one fused group.
     sess = onnxplex.InferenceSession(diamond_abc(), providers=[("null", {"claim": "Relu,Add",

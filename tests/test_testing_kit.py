@@ -126,6 +126,16 @@ def test_bad_settings_are_usage_errors(pytester):
     assert "not [NAME:]KEY=VALUE" in result.stderr.str()
 
 
+def test_an_unknown_provider_is_a_usage_error(pytester):
+    """Not a 119-line INTERNALERROR from collection: one usage error naming the provider."""
+    result = pytester.runpytest_inprocess("-p", "onnxplex.testing", "--onnxplex-provider",
+                                          "nosuch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "--onnxplex-provider nosuch: " in err and "unknown execution provider" in err
+    assert "INTERNALERROR" not in err + result.stdout.str()
+
+
 def test_template_passes_the_kit(tmp_path):
     """``pytest`` in (a copy of) the template folder, as its author runs it: its conftest.py
     enables the kit and its pyproject.toml names the provider. The template is installed as

@@ -1,15 +1,22 @@
 """The ``onnxplex`` command line: run a model, list providers, show a placement report,
-measure latency, summarize a profile."""
+measure latency, summarize a profile.
+
+Every mistake a user can make here (a missing or unreadable file, an argument out of range, a
+model onnxplex refuses) ends in one ``onnxplex: error: ...`` line on stderr and exit status 2,
+never a traceback; a closed output pipe (``onnxplex partition m.onnx | head``) ends quietly."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -17,6 +24,87 @@ from ._errors import OnnxplexError
 from ._feeds import random_feeds
 
 __all__ = ["main"]
+
+logger = logging.getLogger("onnxplex")
+
+
+class UsageError(Exception):
+    """A mistake in the command line's arguments or files: reported as one line, status 2."""
+
+
+# --------------------------------------------------------------------------------- arguments
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (argparse reports the message)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    return value
+
+
+def _existing_file(text: str) -> str:
+    """An argparse type: a file that exists (found before any work is done)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file")
+    return text
+
+
+def _output_file(text: str) -> str:
+    """An argparse type: a file that can be created (its folder exists), checked before a
+    possibly long run rather than after it."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: no folder {folder!r}")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: it is a directory")
+    return text
+
+
+def _load_feeds(path: str, input_names: Callable[[], Sequence[str]]) -> dict[str, Any]:
+    """The arrays of an ``.npz`` file by name; a ``.npy`` file's one array for a model with
+    one input. Anything else (a pickle, object arrays, another format) is a UsageError."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except ValueError as e:   # numpy: pickled / object data, which is never loaded
+        raise UsageError(f"--inputs {path!r} is not a .npz file of numeric or string arrays "
+                         f"(numpy: {str(e).split('.')[0]})") from None
+    except OSError as e:
+        raise UsageError(f"--inputs {path!r} cannot be read: {e.strerror or e}") from None
+    if isinstance(data, np.ndarray):   # a .npy file: one unnamed array
+        input_names = input_names()
+        if len(input_names) != 1:
+            raise UsageError(
+                f"--inputs {path!r} holds one unnamed array (.npy) but the model has "
+                f"{len(input_names)} inputs ({', '.join(input_names)}); save them by name "
+                "with numpy.savez(path, name=array, ...)")
+        return {input_names[0]: data}
+    with data:
+        try:
+            return {k: data[k] for k in data.files}
+        except ValueError as e:
+            raise UsageError(f"--inputs {path!r} holds arrays that are not loaded "
+                             f"(numpy: {str(e).split('.')[0]})") from None
 
 
 def _providers_arg(text: str | None) -> list[str] | None:
@@ -30,13 +118,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     sess = InferenceSession(args.model, providers=_providers_arg(args.providers))
     t1 = time.perf_counter()
     if args.inputs:
-        with np.load(args.inputs, allow_pickle=False) as data:
-            feeds = {k: data[k] for k in data.files}
+        feeds = _load_feeds(args.inputs, lambda: [a.name for a in sess.get_inputs()])
     else:
         feeds = random_feeds(sess, args.seed, args.dim)
     outs = []
     times = []
-    for _ in range(max(1, args.repeat)):
+    for _ in range(args.repeat):
         r0 = time.perf_counter()
         outs = sess.run(None, feeds)
         times.append(time.perf_counter() - r0)
@@ -47,20 +134,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"session creation: {(t1 - t0) * 1e3:.1f} ms; run: {np.median(times) * 1e3:.2f} ms "
           f"(median of {len(times)})")
     for arg, value in zip(sess.get_outputs(), outs):
-        if isinstance(value, np.ndarray) and value.dtype.kind in "fiub" and value.size:
-            v = value.astype(np.float64)
-            print(f"output {arg.name}: {value.dtype}{list(value.shape)} min={v.min():.6g} "
-                  f"max={v.max():.6g} mean={v.mean():.6g}"
-                  + (f" argmax={int(v.reshape(v.shape[0], -1).argmax(-1)[0])}"
-                     if v.ndim >= 1 and v.shape[0] else ""))
-        elif isinstance(value, (list, dict)):   # a sequence or a map (ZipMap's list of dicts)
-            print(f"output {arg.name}: {arg.type} with {len(value)} "
-                  f"{'item' if isinstance(value, dict) else 'element'}(s)")
-        else:
-            print(f"output {arg.name}: {type(value).__name__}")
+        print(f"output {arg.name}: {_summary(arg, value)}")
     if args.save:
         np.savez(args.save, **{a.name: o for a, o in zip(sess.get_outputs(), outs)})
     return 0
+
+
+def _summary(arg: Any, value: Any) -> str:
+    """One output in a line: dtype and shape, and for numbers min, max, mean (and argmax of
+    the first row); an empty array says so; a sequence or map its type and length."""
+    if isinstance(value, np.ndarray):
+        head = f"{value.dtype}{list(value.shape)}"
+        if not value.size:
+            return f"{head} (empty)"
+        if value.dtype.kind not in "fiub":
+            return head
+        v = value.astype(np.float64)
+        text = f"{head} min={v.min():.6g} max={v.max():.6g} mean={v.mean():.6g}"
+        if v.ndim >= 1:
+            text += f" argmax={int(v.reshape(v.shape[0], -1)[0].argmax())}"
+        return text
+    if isinstance(value, (list, dict)):   # a sequence or a map (ZipMap's list of dicts)
+        kind = "item" if isinstance(value, dict) else "element"
+        return f"{arg.type} with {len(value)} {kind}(s)"
+    return f"{arg.type}: {type(value).__name__}"
 
 
 def _cmd_providers(args: argparse.Namespace) -> int:
@@ -154,14 +251,28 @@ def _cmd_perf(args: argparse.Namespace) -> int:
 
     feeds = None
     if args.inputs:
-        with np.load(args.inputs, allow_pickle=False) as data:
-            feeds = {k: data[k] for k in data.files}
+        feeds = _load_feeds(args.inputs, lambda: _declared_inputs(args.model))
     report = perf(args.model, providers=_providers_arg(args.providers),
                   intra_op_threads=args.x, inter_op_threads=args.y, level=args.level,
                   repetitions=args.r, duration=args.t, warmup=args.warmup, feeds=feeds,
-                  seed=args.seed, dim=args.dim, compare_onnxruntime=args.compare_onnxruntime)
+                  seed=args.seed, dim=args.dim, compare_onnxruntime=args.compare_onnxruntime,
+                  profile=args.profile)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
+    if args.profile and not args.json:
+        print(f"wrote {args.profile} (summarize it: onnxplex profile {args.profile})")
     return 0
+
+
+def _declared_inputs(path: str) -> list[str]:
+    """The model's graph inputs that are not initializers (what a session would ask for)."""
+    import onnx
+
+    try:
+        graph = onnx.load(path, load_external_data=False).graph
+    except Exception as e:  # noqa: BLE001 - the session would refuse it too
+        raise UsageError(f"{path!r} is not a readable ONNX model: {e}") from None
+    weights = {t.name for t in graph.initializer}
+    return [v.name for v in graph.input if v.name not in weights]
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -181,70 +292,173 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 _LEVELS = ["ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a mistake reported as one ``onnxplex: error: ...`` line (the command
+    named, and where to find its help) instead of the usage block and a second line."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.partition(" ")[2]
+        where = f"onnxplex {command} --help" if command else "onnxplex --help"
+        self.exit(2, f"onnxplex: error: {command + ': ' if command else ''}{message} "
+                     f"(see {where})\n")
+
+
+class _Help(argparse.HelpFormatter):
+    """Help text with each option's default appended, when it has a meaningful one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("%(default)" not in text and action.default not in (None, False, [])
+                and action.default is not argparse.SUPPRESS and action.option_strings):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _version() -> str:
+    import numpy
+    import onnx
+    import onnx_ir
+
+    from . import __version__
+
+    return (f"onnxplex {__version__} (onnx {onnx.__version__}, onnx-ir {onnx_ir.__version__}, "
+            f"numpy {numpy.__version__}, Python {sys.version.split()[0]})")
+
+
+class _Version(argparse.Action):
+    """``--version``: the versions are looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        print(_version())
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onnxplex", description=__doc__)
+    parser = _Parser(prog="onnxplex", description=__doc__.split("\n\n")[0],
+                     formatter_class=_Help)
+    parser.add_argument("--version", action=_Version, help="print the versions and exit")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more (-v info, -vv debug)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
 
-    p = sub.add_parser("run", help="run a model once and summarize its outputs")
-    p.add_argument("model")
-    p.add_argument("--inputs", help=".npz file of named inputs (random from shapes if absent)")
-    p.add_argument("--providers", help="comma-separated providers in priority order")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dim", type=int, default=1, help="value for symbolic dims (default 1)")
-    p.add_argument("--repeat", type=int, default=1, help="runs to time (median reported)")
-    p.add_argument("--save", help="write the outputs to this .npz file")
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text, formatter_class=_Help)
+
+    def model(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", type=_existing_file, help="the .onnx model file")
+
+    def providers(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--providers", metavar="A,B",
+                       help="comma-separated providers in priority order (names or onnxruntime "
+                            "aliases such as CPUExecutionProvider; default: every available "
+                            "provider that is not opt-in)")
+
+    def feeds(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--inputs", type=_existing_file, metavar="FILE",
+                       help=".npz file of the inputs by name (a .npy file for a model with "
+                            "one input); random inputs from the declared shapes without it")
+        p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+        p.add_argument("--dim", type=_int_at_least(0), default=1, metavar="N",
+                       help="size given to symbolic dimensions of the random inputs")
+
+    def level(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-O", "--level", default="ORT_ENABLE_ALL", choices=_LEVELS,
+                       help="graph optimization level of the session")
+
+    p = command("run", "run a model and summarize its outputs")
+    model(p)
+    feeds(p)
+    providers(p)
+    p.add_argument("--repeat", type=_int_at_least(1), default=1, metavar="N",
+                   help="runs to time (their median is printed)")
+    p.add_argument("--save", type=_output_file, metavar="FILE",
+                   help="write the outputs to this .npz file")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("providers", help="list providers, availability and CPU features")
-    p.add_argument("--json", action="store_true")
+    p = command("providers", "list providers, their availability and CPU features")
+    p.add_argument("--json", action="store_true", help="print the same as JSON")
     p.set_defaults(func=_cmd_providers)
 
-    p = sub.add_parser("partition", help="show where each node runs and why (text, JSON or "
-                                         "a picture)")
-    p.add_argument("model")
-    p.add_argument("--providers", help="comma-separated providers in priority order")
+    p = command("partition", "show where each node runs and why (text, JSON or a picture)")
+    model(p)
+    providers(p)
     p.add_argument("--format", default="text", choices=["text", "json", "svg", "html", "dot"],
-                   help="text report (default), JSON, or a picture of the graph: svg, html "
+                   help="text report, JSON, or a picture of the graph: svg, html "
                         "(the svg with a legend and tables of partitions and fallbacks), dot")
     p.add_argument("--json", action="store_true", help="same as --format json")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("-O", "--level", default="ORT_ENABLE_ALL", choices=_LEVELS,
-                   help="graph optimization level of the session (default ORT_ENABLE_ALL)")
+    p.add_argument("-o", "--output", type=_output_file, metavar="FILE",
+                   help="write to FILE instead of stdout")
+    level(p)
     p.set_defaults(func=_cmd_partition)
 
-    p = sub.add_parser("perf", help="measure latency (as onnxruntime_perf_test does)")
-    p.add_argument("model")
-    p.add_argument("--providers", help="comma-separated providers in priority order")
-    p.add_argument("-x", type=int, default=0, metavar="N", help="intra-op threads (0: default)")
-    p.add_argument("-y", type=int, default=0, metavar="N",
-                   help="inter-op threads; > 1 runs independent nodes in parallel")
+    p = command("perf", "measure latency (as onnxruntime_perf_test does)")
+    model(p)
+    providers(p)
+    p.add_argument("-x", type=_int_at_least(0), default=0, metavar="N",
+                   help="intra-op threads (0: one per core)")
+    p.add_argument("-y", type=_int_at_least(0), default=0, metavar="N",
+                   help="inter-op threads; more than 1 runs independent nodes in parallel")
     when = p.add_mutually_exclusive_group()
-    when.add_argument("-r", type=int, metavar="N", help="timed runs (default 100)")
-    when.add_argument("-t", type=float, metavar="SECONDS", help="time runs for this long")
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs after the first")
-    p.add_argument("-O", "--level", default="ORT_ENABLE_ALL", choices=_LEVELS,
-                   help="graph optimization level")
-    p.add_argument("--inputs", help=".npz file of named inputs (random from shapes if absent)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dim", type=int, default=1, help="value for symbolic dims (default 1)")
+    when.add_argument("-r", type=_int_at_least(1), metavar="N",
+                      help="timed runs (100 when neither -r nor -t is given)")
+    when.add_argument("-t", type=_positive_float, metavar="SECONDS",
+                      help="time runs for this long instead")
+    p.add_argument("--warmup", type=_int_at_least(0), default=1, metavar="N",
+                   help="untimed runs after the first")
+    level(p)
+    feeds(p)
     p.add_argument("--compare-onnxruntime", action="store_true",
                    help="also run onnxruntime on the same inputs, alternating runs; print the "
                         "latency ratio and the max output difference")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--profile", type=_output_file, metavar="FILE",
+                   help="profile onnxplex's runs (per node, as enable_profiling does) into "
+                        "FILE, a Chrome trace 'onnxplex profile FILE' summarizes; per-node "
+                        "timing adds a little to the latency measured")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_perf)
 
-    p = sub.add_parser("profile", help="summarize a profile written by enable_profiling")
-    p.add_argument("file")
-    p.add_argument("--top", type=int, default=10, help="slowest nodes to list")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--png", metavar="FILE",
+    p = command("profile", "summarize a profile written by enable_profiling or perf --profile")
+    p.add_argument("file", type=_existing_file,
+                   help="the profile (JSON, onnxruntime's Chrome-trace format)")
+    p.add_argument("--top", type=_int_at_least(1), default=10, metavar="N",
+                   help="slowest nodes to list")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--png", type=_output_file, metavar="FILE",
                    help="also draw a per-node timeline of one run, coloured by provider")
-    p.add_argument("--run", type=int, metavar="N",
+    p.add_argument("--run", type=_int_at_least(1), metavar="N",
                    help="the run to draw with --png, from 1 (default: the last)")
     p.set_defaults(func=_cmd_profile)
     return parser
+
+
+@contextlib.contextmanager
+def _warnings_as_log_lines() -> Iterator[None]:
+    """Warnings (an unavailable provider, a plugin that failed) shown as one log line each,
+    as the command's other messages are, instead of with a file name and source line."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+        logger.warning("%s", message)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of our stdout went away (``| head``): stop without a traceback, as the
+    Python documentation advises, and with the status a command killed by SIGPIPE has."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -252,10 +466,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return args.func(args)
+        with _warnings_as_log_lines():
+            code = args.func(args)
+        sys.stdout.flush()   # (a closed pipe shows here, not at interpreter exit)
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except OnnxplexError as e:
-        print(f"onnxplex: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+        message = f"{type(e).__name__}: {e}"
+    except UsageError as e:
+        message = str(e)
+    except OSError as e:   # a file that could not be read or written after all
+        message = f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e)
+    print(f"onnxplex: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

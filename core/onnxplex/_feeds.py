@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ._dtypes import np_dtype, onnx_elem_type, ort_type_string, type_string
-from ._errors import InvalidFeedError, as_status
+from ._errors import InvalidArgumentError, InvalidFeedError, as_status
 from ._graph import ValueInfo, check_tensor_size
 from ._maptype import map_value
 
@@ -124,6 +124,8 @@ def random_feeds(session, seed: int = 0, dim: int = 1) -> dict[str, Any]:
     arrays, and for a sequence input a list of one element, for a map a dict (the keys of the
     vocabulary of a DictVectorizer reading it, else three keys); raises
     :class:`onnxplex.TensorSizeError` for an input too large to allocate."""
+    if dim < 0:
+        raise InvalidArgumentError(f"dim {dim}: symbolic dimensions need a size >= 0")
     rng = np.random.default_rng(seed)
     feeds = {}
     for arg in session.get_inputs():

@@ -13,6 +13,7 @@ partition, and why each higher-priority provider declined it.
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -130,7 +131,11 @@ class PartitionPlan:
         }
 
     def report(self) -> str:
-        """The human-readable placement report the CLI prints."""
+        """The human-readable placement report the CLI prints: per provider its nodes and
+        partitions, then a line per node with what its provider noted and why each provider
+        ranked above declined it. A long reason or note shared by several nodes (every Shape
+        declined alike, a kernel note on each node of a family) is printed once, numbered,
+        under the table, and the nodes refer to it: a report is read, not scrolled past."""
         counts = self.counts()
         lines = ["Providers (priority order): " + ", ".join(self.providers)]
         for prov in self.providers:
@@ -138,22 +143,65 @@ class PartitionPlan:
             fused = sum(1 for p in parts if p.fused)
             lines.append(f"  {prov}: {counts.get(prov, 0)} nodes in {len(parts)} partitions "
                          f"({fused} fused)")
-        lines.append("")
-        lines.append(f"{'#':>4}  {'node':<40} {'op':<22} provider")
+        rows = []
         for p in self.placements:
             part = self.partitions[p.partition]
-            lines.append(f"{p.index:>4}  {_display(p)[:40]:<40} {p.op_type[:22]:<22} {p.provider}"
+            subs = [("", part.node_note(p.index))] if part.node_note(p.index) else []
+            subs += [(f"declined by {prov}", reason) for prov, reason in p.declined]
+            rows.append((p, part, subs))
+        shared = _SharedNotes(
+            [part.note for _, part, _ in rows if part.note]
+            + [f"{label}: {text}" if label else text
+               for _, _, subs in rows for label, text in subs])
+        name_w = min(max([4, *(len(_display(p)) for p, _, _ in rows)]), 60)
+        op_w = max([2, *(len(p.op_type) for p, _, _ in rows)])
+        lines.append("")
+        lines.append(f"{'#':>4}  {'node':<{name_w}} {'op':<{op_w}} provider")
+        for p, part, subs in rows:
+            lines.append(f"{p.index:>4}  {_display(p):<{name_w}} {p.op_type:<{op_w}} "
+                         f"{p.provider}"
                          + (f"  [partition {p.partition}, fused]" if part.fused else "")
-                         + (f"  [{part.note}]" if part.note else ""))
-            detail = part.node_note(p.index)
-            if detail:
-                lines.append(f"{'':>6}{detail}")
-            for prov, reason in p.declined:
-                lines.append(f"{'':>6}declined by {prov}: {reason}")
+                         + (f"  [{shared.ref(part.note)}]" if part.note else ""))
+            for label, text in subs:
+                full = f"{label}: {text}" if label else text
+                if shared.numbered(full):
+                    lines.append(f"{'':>6}{label + ' ' if label else 'note '}"
+                                 f"{shared.ref(full)}")
+                else:
+                    lines.append(f"{'':>6}{full}")
+        if shared.order:
+            lines.append("")
+            lines.append("Shared by several nodes:")
+            lines.extend(f"  ({k}) {text}  [{shared.counts[text]} nodes]"
+                         for k, text in enumerate(shared.order, 1))
         if self.notes:
             lines.append("")
             lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+class _SharedNotes:
+    """Texts of the placement report given for more than one node and longer than a short
+    label (those stay inline): numbered in order of first appearance."""
+
+    SHORT = 40
+
+    def __init__(self, texts: list[str]) -> None:
+        self.counts = collections.Counter(texts)
+        self.order: list[str] = []
+        self._numbers: dict[str, int] = {}
+
+    def numbered(self, text: str) -> bool:
+        return self.counts[text] > 1 and len(text) > self.SHORT
+
+    def ref(self, text: str) -> str:
+        """``text`` itself, or ``(n)`` for a shared one."""
+        if not self.numbered(text):
+            return text
+        if text not in self._numbers:
+            self.order.append(text)
+            self._numbers[text] = len(self.order)
+        return f"({self._numbers[text]})"
 
 
 def _display(p: NodePlacement) -> str:

@@ -21,6 +21,7 @@ import importlib
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections import defaultdict
@@ -229,13 +230,15 @@ def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op
          repetitions: int | None = None, duration: float | None = None, warmup: int = 1,
          feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0, dim: int = 1,
          compare_onnxruntime: bool = False, peers: Mapping[str, PeerFactory] | None = None,
-         progress: TextIO | None = sys.stderr) -> PerfReport:
+         progress: TextIO | None | bool = True, profile: str | None = None) -> PerfReport:
     """Measure ``model`` as ``onnxruntime_perf_test`` does; see the module docstring.
 
     ``repetitions`` and ``duration`` (seconds) are alternatives; neither given means 100 runs.
     ``level`` is a :class:`GraphOptimizationLevel` member name. ``peers`` maps a name to a
     factory: called once (timed as that engine's session creation), it returns a function
     from the feeds to the outputs in the model's order, which runs in the alternation.
+    ``profile``: a file to write onnxplex's profile of the session's creation and runs to
+    (``enable_profiling``'s Chrome trace; per-node timing adds a little to the latency).
     """
     from ._feeds import random_feeds
     from ._session import (
@@ -263,6 +266,9 @@ def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op
     so.inter_op_num_threads = inter_op_threads
     if inter_op_threads > 1:
         so.execution_mode = ExecutionMode.ORT_PARALLEL
+    if profile is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = f"{profile}.part{os.getpid()}"
     created, sess = _timed(lambda: InferenceSession(model, so, providers=providers))
     feeds = dict(feeds) if feeds is not None else random_feeds(sess, seed, dim)
     first, ours = _timed(lambda: sess.run(None, feeds))
@@ -298,7 +304,9 @@ def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op
             r()
 
     times: list[list[float]] = [[] for _ in runners]
-    bar = _Progress(progress, repetitions, duration)
+    # (True: the stderr of the moment, not the one there was when this module was imported)
+    bar = _Progress(sys.stderr if progress is True else progress or None, repetitions,
+                    duration)
     t_end = time.perf_counter() + duration if duration else None
     i = 0
     try:
@@ -312,6 +320,8 @@ def perf(model: str | bytes, *, providers: Sequence[Any] | None = None, intra_op
             bar.update(i)
     finally:
         bar.close()
+    if profile is not None:
+        os.replace(sess.end_profiling(), profile)
     ours_stats = LatencyStats.of(times[0])
     if peer is not None:
         peer["latency"] = LatencyStats.of(times[1])
@@ -386,21 +396,28 @@ def summarize_profile(events: Sequence[Mapping[str, Any]], top: int = 10) -> dic
 
 
 def profile_text(summary: Mapping[str, Any]) -> str:
+    """The summary as text tables; names are never cut (each table's name column is as wide
+    as its longest name: node names of real exports run to 60-100 characters and differ in
+    their tails)."""
     runs = summary["runs"]
     lines = [f"{summary['node_events']} node events over {runs} run(s); node time "
              f"{summary['node_time_us'] / 1e3:.2f} ms"
              + (f" ({summary['node_time_us'] / 1e3 / runs:.3f} ms per run)" if runs else "")]
     if summary.get("session_creation"):
+        rows = summary["session_creation"]
+        width = max(len(r["name"]) for r in rows)
         lines.append("\nsession creation:")
-        lines.extend(f"  {r['name']:<48} {r['ms']:>10.2f} ms" for r in summary["session_creation"])
+        lines.extend(f"  {r['name']:<{width}} {r['ms']:>10.2f} ms" for r in rows)
     for title, key in (("per op type", "by_op_type"), ("per provider", "by_provider"),
                        ("slowest nodes", "top_nodes"),
                        ("inside fused partitions, per kernel", "fused_kernels")):
         if key not in summary:
             continue
+        rows = summary[key]
+        width = max([4, *(len(r["name"]) for r in rows)])
         lines.append(f"\n{title}:")
-        lines.append(f"  {'name':<48} {'calls':>7} {'total ms':>10} {'avg us':>10} {'%':>6}")
-        for r in summary[key]:
-            lines.append(f"  {r['name'][:48]:<48} {r['calls']:>7} {r['total_us'] / 1e3:>10.3f} "
+        lines.append(f"  {'name':<{width}} {'calls':>7} {'total ms':>10} {'avg us':>10} {'%':>6}")
+        for r in rows:
+            lines.append(f"  {r['name']:<{width}} {r['calls']:>7} {r['total_us'] / 1e3:>10.3f} "
                          f"{r['avg_us']:>10.1f} {r['percent']:>6.1f}")
     return "\n".join(lines)

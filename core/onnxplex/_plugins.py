@@ -231,7 +231,6 @@ class _Registry:
         problem = PluginProblem(plugin, dist, error)
         self.problems.append(problem)
         msg = f"onnxplex plugin {plugin!r} ({dist or 'unknown distribution'}) skipped: {error}"
-        logger.warning(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=4)
 
     def add(self, target: type[ExecutionProvider] | str, *, name: str | None = None,

@@ -622,7 +622,6 @@ class InferenceSession:
                 # As an onnxruntime build without that provider: warn, use the others.
                 msg = (f"provider {name!r} is an onnxruntime execution provider onnxplex does "
                        "not have; skipped")
-                logger.warning(msg)
                 warnings.warn(msg, RuntimeWarning, stacklevel=4)
                 continue
             if any(entry.name == o[0] for o in out):
@@ -633,7 +632,6 @@ class InferenceSession:
                     raise provider_unavailable(entry, why)
                 msg = (f"provider {entry.name!r} requested but not available, skipped: "
                        f"{why.reason}")
-                logger.warning(msg)
                 warnings.warn(msg, RuntimeWarning, stacklevel=4)
                 continue
             out.append((entry.name, opts, explicit))
@@ -814,8 +812,8 @@ class InferenceSession:
         def on_error(prov: ExecutionProvider, err: Exception) -> None:
             if fallback_off:
                 raise err
-            logger.warning("%s; its nodes fall back to the next providers", err)
-            warnings.warn(str(err), RuntimeWarning, stacklevel=6)
+            warnings.warn(f"{err}; its nodes fall back to the next providers", RuntimeWarning,
+                          stacklevel=6)
 
         while True:
             active = [p for p in providers if p.name not in disabled]
@@ -841,7 +839,6 @@ class InferenceSession:
                 if fallback_off or e.provider in (None, DEFAULT_PROVIDER):
                     raise
                 msg = f"{e}; provider {e.provider!r} disabled for this session"
-                logger.warning(msg)
                 warnings.warn(msg, RuntimeWarning, stacklevel=3)
                 notes.append(msg)
                 disabled.add(e.provider)

@@ -75,6 +75,15 @@ def pytest_configure(config: pytest.Config) -> None:
             "onnxplex_xfail")))
     except ValueError as e:
         raise pytest.UsageError(f"onnxplex.testing: {e}") from None
+    from .._errors import OnnxplexError
+    from .._plugins import provider_entry
+
+    for name in settings.providers:
+        try:   # a name nobody registered: a usage error now, not an INTERNALERROR at collection
+            provider_entry(name)
+        except OnnxplexError as e:
+            raise pytest.UsageError(f"onnxplex.testing: --onnxplex-provider {name}: {e}") \
+                from None
     config.stash[KIT_KEY] = KitState(settings)
 
 
