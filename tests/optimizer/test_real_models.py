@@ -16,9 +16,16 @@ Where onnxruntime's uint8 x int8 GEMM saturates (x86 without VNNI: tests/_ort_qu
 ``bert_base_int8_reduce_range.onnx``), so that the bound onnxruntime's own spread sets below is
 measured on the arithmetic onnxplex does, not on saturated sums.
 
-The exports are cached in ``$ONNXPLEX_MODEL_CACHE`` when set (so local re-runs skip the
-~1 minute of exporting), else in a per-session temporary folder. Needs torch and transformers
-(``pip install -e '.[test,models]'``); skipped only when torch is not importable.
+The exports are cached across runs (exporting them takes a minute or two) in
+``<repo>/.cache/test-models/<key>/`` (``$ONNXPLEX_MODEL_CACHE/<key>/`` when that is set), where
+``<key>`` names the torch version and hashes what decides the files' contents: the versions of
+torch, transformers, onnx, onnxscript and onnxruntime (its quantizer writes the int8 model),
+``benchmarks/build_models.py`` (shapes, opset, seeds, exporter settings) and this module's
+``build_reduce_range``. Each model is built in a private temporary folder and moved into place
+file by file, its checksum manifest last; a model whose files do not match their manifest (a
+killed or concurrent writer, a truncated copy) is rebuilt, so parallel pytest processes can
+share the cache. Key folders unused for ``CACHE_KEEP_DAYS`` are removed. Needs torch and
+transformers (``pip install -e '.[test,models]'``); skipped only when torch is not importable.
 """
 
 from __future__ import annotations
@@ -26,9 +33,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import hashlib
+import importlib.metadata
 import importlib.util
+import inspect
 import io
+import json
 import os
+import shutil
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -112,31 +125,118 @@ def build_reduce_range(name: str, folder: Path) -> Path:
     return path
 
 
+#: the packages whose versions decide what the exports contain
+EXPORT_PACKAGES = ("torch", "transformers", "onnx", "onnxscript", "onnxruntime")
+#: model -> the model its build starts from (linked into the build folder from the cache)
+BUILT_FROM = {"bert_base_int8": "bert_base"}
+CACHE_KEEP_DAYS = 14
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def cache_key() -> str:
+    """``torch-<version>-<hash>``: the hash covers every package version in
+    ``EXPORT_PACKAGES``, ``benchmarks/build_models.py`` and :func:`build_reduce_range`."""
+    h = hashlib.sha256()
+    for package in EXPORT_PACKAGES:
+        h.update(f"{package}=={_version(package)}\n".encode())
+    h.update((REPO / "benchmarks" / "build_models.py").read_bytes())
+    h.update(inspect.getsource(build_reduce_range).encode())
+    return f"torch-{_version('torch')}-{h.hexdigest()[:16]}"
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _model_files(folder: Path, stem: str) -> list[Path]:
+    """``<stem>.onnx`` and, when the weights are external, ``<stem>.onnx.data``."""
+    return [p for p in (folder / f"{stem}.onnx", folder / f"{stem}.onnx.data") if p.exists()]
+
+
+def cached_model_ok(folder: Path, stem: str) -> bool:
+    """Whether ``folder`` holds ``stem``'s files exactly as its manifest records them."""
+    try:
+        manifest = json.loads((folder / f"{stem}.sha256.json").read_text())
+    except (OSError, ValueError):
+        return False
+    files = _model_files(folder, stem)
+    return sorted(p.name for p in files) == sorted(manifest) and all(
+        p.stat().st_size == manifest[p.name]["size"] and _sha256(p) == manifest[p.name]["sha256"]
+        for p in files)
+
+
+def _publish(built: Path, folder: Path, stem: str) -> None:
+    """Move ``stem``'s files from ``built`` into ``folder`` (weights first, each by an atomic
+    rename), then write their manifest, itself through a temporary file and a rename."""
+    files = sorted(_model_files(built, stem), key=lambda p: p.suffix != ".data")
+    manifest = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in files}
+    for p in files:
+        os.replace(p, folder / p.name)
+    tmp = built / f"{stem}.sha256.json"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, folder / tmp.name)
+
+
+def _prune_old_keys(root: Path, keep: Path) -> None:
+    cutoff = time.time() - CACHE_KEEP_DAYS * 86400
+    for old in root.iterdir():
+        if old.is_dir() and old != keep and old.stat().st_mtime < cutoff:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def model_cache(tmp_path_factory, request):
-    """The folder the exports live in; builds lazily, one model at a time, on first use."""
+def model_cache(request):
+    """``get(name)``: the path of model ``name``, built on first use and cached across runs
+    (see the module docstring)."""
     env = os.environ.get("ONNXPLEX_MODEL_CACHE")
-    folder = Path(env) if env else tmp_path_factory.mktemp("real_models")
+    root = Path(env) if env else REPO / ".cache" / "test-models"
+    folder = root / cache_key()
     folder.mkdir(parents=True, exist_ok=True)
+    os.utime(folder)  # in use: kept by _prune_old_keys
+    _prune_old_keys(root, folder)
     times: dict[str, float] = {}
+    checked: set[str] = set()
 
     def get(name: str) -> Path:
-        path = folder / f"{model_file_stem(name)}.onnx"
-        if not path.exists():
-            t0 = time.perf_counter()
-            if path.stem == name:
-                build_models.build(name, folder)
+        stem = model_file_stem(name)
+        if stem in checked or cached_model_ok(folder, stem):
+            checked.add(stem)
+            return folder / f"{stem}.onnx"
+        base = BUILT_FROM.get(name)
+        base_path = get(base) if base else None
+        t0 = time.perf_counter()
+        built = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=folder))
+        try:
+            if base_path is not None:  # so the build finds it instead of exporting it again
+                for p in _model_files(folder, base_path.stem):
+                    try:
+                        os.link(p, built / p.name)
+                    except OSError:
+                        shutil.copyfile(p, built / p.name)
+            if stem == name:
+                build_models.build(name, built)
             else:
-                build_reduce_range(name, folder)
-            times[path.stem] = time.perf_counter() - t0
-        return path
+                build_reduce_range(name, built)
+            _publish(built, folder, stem)
+        finally:
+            shutil.rmtree(built, ignore_errors=True)
+        times[stem] = time.perf_counter() - t0
+        checked.add(stem)
+        return folder / f"{stem}.onnx"
 
     yield get
     if times:  # shown even under output capture: export time dominates these tests
         line = ", ".join(f"{k} {v:.1f}s" for k, v in times.items())
         capman = request.config.pluginmanager.get_plugin("capturemanager")
         with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-            print(f"\nreal-model exports into {folder}: {line}", flush=True)
+            print(f"\nreal-model exports cached in {folder}: {line}", flush=True)
 
 
 @pytest.fixture(scope="class", params=MODELS)
