@@ -1,5 +1,6 @@
 """Concurrency soak: 16 threads x 1,000 runs with different inputs on one session give exactly
-the single-threaded results, and memory stays flat after warm-up."""
+the single-threaded results, and memory stays flat after warm-up. The RSS growth measured is
+printed with ``-s`` (``python -m pytest tests/test_soak.py -s``)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,8 @@ def test_sixteen_threads_match_single_threaded_runs_and_memory_stays_flat():
         raise errors[0]
     gc.collect()
     growth = rss_bytes() - rss["warm"]
+    print(f"\nsoak: {THREADS} threads x {RUNS} runs; RSS after warm-up grew "
+          f"{growth / 2**20:+.1f} MiB (limit {GROWTH_LIMIT / 2**20:.0f} MiB)")
     assert not bad, f"{len(bad)} of {total} threaded runs differ from the single-threaded ones"
     np.testing.assert_array_equal(digests, [float(e[0].sum()) for e in expected])
     assert growth < GROWTH_LIMIT, f"RSS grew {growth / 2**20:.1f} MiB after warm-up"
