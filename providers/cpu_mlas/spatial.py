@@ -70,7 +70,7 @@ def _resize_spec(node: NodeView, legacy: bool) -> _ResizeSpec:
 
 
 def _original_coords(coord: str, out_len: int, in_len: int, scale: np.float32,
-                     roi_start: float, roi_end: float, from_sizes: bool = False) -> np.ndarray:
+                     roi_start: float, roi_end: float) -> np.ndarray:
     """Output positions mapped to input coordinates (float32, as ONNX Runtime computes them)."""
     x = np.arange(out_len, dtype=_F32)
     s = _F32(scale)
@@ -81,14 +81,14 @@ def _original_coords(coord: str, out_len: int, in_len: int, scale: np.float32,
     if coord == "tf_half_pixel_for_nn":
         return (x + _F32(0.5)) / s
     if coord == "align_corners":
-        # length_resized = scale * length_original: fractional when the output size comes
-        # from a scale (0.6 * 4 = 2.4), as the ONNX spec and reference define it (ONNX Runtime
-        # uses the integer output length instead); with sizes it is the output size. Computed
-        # in float64 like the reference, so floor/ceil boundaries fall the same way.
-        length = float(out_len) if from_sizes else float(s) * in_len
-        if out_len == 1 or length == 1:
+        # length_resized is the integer output length, as ONNX Runtime computes it and as
+        # onnx 1.24's conformance cases expect (test_resize_downsample_scales_*_align_corners:
+        # 4 -> 2 at scale 0.6 maps output 1 to input 3). onnx 1.23's cases and reference used
+        # the fractional scale * length_original (2.4) there; the spec text did not change.
+        # Computed in float64, so floor/ceil boundaries fall as in the reference.
+        if out_len == 1:
             return np.zeros(out_len, np.float64)
-        return np.arange(out_len, dtype=np.float64) * (in_len - 1) / (length - 1)
+        return np.arange(out_len, dtype=np.float64) * (in_len - 1) / (out_len - 1)
     if coord == "tf_crop_and_resize":
         rs, re_ = _F32(roi_start), _F32(roi_end)
         if out_len > 1:
@@ -148,10 +148,10 @@ def _aa_filter(x: np.ndarray, mode: str, a: float) -> np.ndarray:
 
 
 def _axis_taps(spec: _ResizeSpec, in_len: int, out_len: int, scale: np.float32,
-               roi: tuple[float, float], from_sizes: bool = False
+               roi: tuple[float, float]
                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """``(indices [out, taps], weights [out, taps] or None, extrapolated mask or None)``."""
-    orig = _original_coords(spec.coord, out_len, in_len, scale, *roi, from_sizes)
+    orig = _original_coords(spec.coord, out_len, in_len, scale, *roi)
     extrap = None
     if spec.coord == "tf_crop_and_resize":
         probe = orig + _F32(0.5) if spec.antialias else orig
@@ -285,8 +285,8 @@ _UNCACHED = object()
 
 
 def _native_taps(x_shape: tuple[int, ...], spec: _ResizeSpec, out: list[int],
-                 sc: list[np.float32], pairs: list[tuple[float, float]],
-                 from_sizes: bool) -> _NativeTaps | None:
+                 sc: list[np.float32], pairs: list[tuple[float, float]]
+                 ) -> _NativeTaps | None:
     """The last two axes' (index, weight) taps for ``resize2d_f32``, or None when the native
     kernel cannot run this resize (a leading axis resized, values extrapolated)."""
     if len(x_shape) < 2 or list(out[:-2]) != list(x_shape[:-2]):
@@ -296,7 +296,7 @@ def _native_taps(x_shape: tuple[int, ...], spec: _ResizeSpec, out: list[int],
         if sc[a] == 1 and out[a] == x_shape[a]:
             idx, w = np.arange(out[a], dtype=np.int64)[:, None], None
         else:
-            idx, w, extrap = _axis_taps(spec, x_shape[a], out[a], sc[a], pairs[a], from_sizes)
+            idx, w, extrap = _axis_taps(spec, x_shape[a], out[a], sc[a], pairs[a])
             if extrap is not None:
                 return None
         taps.append(np.ascontiguousarray(idx, dtype=np.int64))
@@ -317,13 +317,12 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
         y = x  # a pure gather: any element type, as is
     else:  # interpolation runs in float32 (float64 stays float64)
         y = to_compute(x) if x.dtype.kind == "f" else x.astype(np.float32)
-    from_sizes = scales is None or scales.size == 0
     nat = native() if y.dtype == _F32 and y.size > 0 and cache is not None else None
     if nat is not None and hasattr(nat, "resize2d_f32"):
-        key = (x.shape, tuple(out), tuple(sc), tuple(pairs), from_sizes)
+        key = (x.shape, tuple(out), tuple(sc), tuple(pairs))
         taps = cache.get(key, _UNCACHED)   # (one lookup: a concurrent run may clear it)
         if taps is _UNCACHED:
-            taps = _native_taps(x.shape, spec, out, sc, pairs, from_sizes)
+            taps = _native_taps(x.shape, spec, out, sc, pairs)
             if len(cache) >= _TAPS_CACHE_MAX:
                 cache.clear()
             cache[key] = taps
@@ -337,7 +336,7 @@ def _resize(x: np.ndarray, spec: _ResizeSpec, roi: np.ndarray | None,
     for a in range(x.ndim):
         if sc[a] == 1 and out[a] == x.shape[a]:
             continue
-        idx, w, extrap = _axis_taps(spec, x.shape[a], out[a], sc[a], pairs[a], from_sizes)
+        idx, w, extrap = _axis_taps(spec, x.shape[a], out[a], sc[a], pairs[a])
         y = _apply_axis(y, a, idx, w)
         if extrap is not None:
             shape = [1] * x.ndim
@@ -409,6 +408,19 @@ def _pad(x: np.ndarray, pads: Sequence[int], mode: str, value: Any,
     for i, a in enumerate(axes):
         begins[a], ends[a] = int(pads[i]), int(pads[k + i])
     if any(b < 0 for b in begins) or any(e < 0 for e in ends):  # negative pads crop first
+        shape = [n + b + e for n, b, e in zip(x.shape, begins, ends)]
+        if any(n < 0 for n in shape):
+            raise ValueError(f"Pad: pads {list(pads)} give a negative output shape {shape}")
+        if any(max(0, -b) + max(0, -e) > n for b, e, n in zip(begins, ends, x.shape)):
+            # A crop longer than the axis leaves nothing of x there (onnx's reference and
+            # node case test_constant_pad_negative_pads: pads [-4, 2] on 3 elements give one
+            # constant_value): the output is all padding, which only constant mode defines.
+            if mode != "constant":
+                raise ValueError(f"Pad: mode {mode!r} cannot pad an axis cropped away "
+                                 f"(pads {list(pads)}, input shape {list(x.shape)})")
+            check_allocation(shape, x.dtype, "Pad's output")
+            return np.full(shape, np.asarray(0 if value is None else value).astype(x.dtype),
+                           dtype=x.dtype)
         x = x[tuple(slice(max(0, -b), n - max(0, -e)) for b, e, n in zip(begins, ends, x.shape))]
         begins = [max(0, b) for b in begins]
         ends = [max(0, e) for e in ends]

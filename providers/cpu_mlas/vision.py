@@ -1,5 +1,5 @@
 """Vision kernels for cpu_mlas: GridSample, AffineGrid, Col2Im, DeformConv, RoiAlign,
-MaxRoiPool, NonMaxSuppression, LpPool, MaxUnpool (ImageDecoder is declined: no codec).
+MaxRoiPool, NonMaxSuppression, LpPool, GlobalLpPool, MaxUnpool, ImageDecoder (with Pillow).
 
 Sampling ops are vectorised over every output position: each interpolation tap is one gather
 (``take_along_axis`` on the flattened spatial grid) and one multiply-add with its weight.
@@ -550,36 +550,66 @@ for _v in (18, 22):
     op("LpPool", since=_v, dtypes={"T": FLOATS}, predicate=_lp_predicate)(_make_lp_pool(True))
 
 
+@op("GlobalLpPool", since=1, dtypes={"T": FLOATS})
+@op("GlobalLpPool", since=2, dtypes={"T": FLOATS})
+@op("GlobalLpPool", since=22, dtypes={"T": FLOATS})
+def make_global_lp_pool(node: NodeView, ctx: ProviderContext):
+    """GlobalLpPool: the p-norm over the spatial axes, ``(sum |x|^p)^(1/p)`` (float32 for
+    halves; ``p`` a float in GlobalLpPool-1, an int since 2, 2 by default)."""
+    p = float(node.attr("p", 2))
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        a = np.abs(to_compute(x)).reshape(x.shape[0], x.shape[1], -1)
+        if p == 1:
+            y = a.sum(axis=-1)
+        elif p == 2:
+            y = np.sqrt(np.einsum("ncs,ncs->nc", a, a))
+        else:
+            y = (a ** p).sum(axis=-1) ** (1.0 / p)
+        return y.reshape(x.shape[:2] + (1,) * (x.ndim - 2)).astype(x.dtype, copy=False)
+
+    return kernel
+
+
 # --------------------------------------------------------------------------------------------
 # MaxUnpool
 # --------------------------------------------------------------------------------------------
 
 
 def _make_max_unpool(node: NodeView, ctx: ProviderContext):
-    """MaxUnpool-9/11/22: scatter values to their (flat, whole-tensor) MaxPool indices."""
+    """MaxUnpool-9/11/22: scatter values to their flat MaxPool indices in the output.
+
+    The indices address the output tensor, whose shape is ``output_shape`` when given (the
+    shape of the MaxPool input they came from), else the shape inferred from the attributes:
+    as onnxruntime and PyTorch's max_unpool do, and as onnx 1.24's conformance case
+    test_maxunpool_export_with_output_shape expects (onnx 1.23's indexed the inferred shape
+    and padded it at the end). Where two values share an index the later one wins."""
     kshape = [int(k) for k in node.attr("kernel_shape")]
     nd = len(kshape)
     strides = ints(node.attr("strides"), nd, 1)
     pads = ints(node.attr("pads"), 2 * nd, 0)
 
     def kernel(x, i, output_shape=None):
-        inferred = list(x.shape[:2]) + [
-            (x.shape[2 + k] - 1) * strides[k] - pads[k] - pads[nd + k] + kshape[k]
-            for k in range(nd)]
-        y = np.zeros(math.prod(inferred), dtype=x.dtype)
-        y[np.asarray(i).reshape(-1)] = x.reshape(-1)
-        y = y.reshape(inferred)
         if output_shape is None:
-            return y
-        # Indices address the inferred shape; a larger output_shape pads it at the end (as
-        # the ONNX reference implementation does).
-        shape = [int(v) for v in np.asarray(output_shape).reshape(-1)]
-        if shape == inferred:
-            return y
-        out = np.zeros(shape, dtype=x.dtype)
-        out[tuple(slice(0, min(a, b)) for a, b in zip(inferred, shape))] = \
-            y[tuple(slice(0, min(a, b)) for a, b in zip(inferred, shape))]
-        return out
+            shape = list(x.shape[:2]) + [
+                (x.shape[2 + k] - 1) * strides[k] - pads[k] - pads[nd + k] + kshape[k]
+                for k in range(nd)]
+        else:
+            shape = [int(v) for v in np.asarray(output_shape).reshape(-1)]
+        if len(shape) != x.ndim or any(n < 0 for n in shape):
+            raise ValueError(f"MaxUnpool: output shape {shape} does not fit input shape "
+                             f"{list(x.shape)}")
+        if np.shape(i) != x.shape:
+            raise ValueError(f"MaxUnpool: indices shape {list(np.shape(i))} != input shape "
+                             f"{list(x.shape)}")
+        size = math.prod(shape)
+        flat = np.asarray(i).reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= size):
+            raise ValueError(f"MaxUnpool: indices must be in [0, {size}) for output shape "
+                             f"{shape}")
+        y = np.zeros(size, dtype=x.dtype)
+        y[flat] = x.reshape(-1)
+        return y.reshape(shape)
 
     return kernel
 
@@ -593,10 +623,44 @@ for _v in (9, 11, 22):
 # --------------------------------------------------------------------------------------------
 
 
+_IMAGE_EXTRA = "ImageDecoder needs Pillow to decode images: pip install 'onnxplex[image]'"
+_PIXEL_FORMATS = ("RGB", "BGR", "Grayscale")
+
+
 def _image_decoder_predicate(node: NodeView) -> str | None:
-    return "ImageDecoder needs an image codec; not available in cpu_mlas"
+    import importlib.util
+
+    if importlib.util.find_spec("PIL") is None:
+        return _IMAGE_EXTRA
+    fmt = _s(node.attr("pixel_format", "RGB"))
+    if fmt not in _PIXEL_FORMATS:
+        return f"ImageDecoder pixel_format {fmt!r} is not one of {list(_PIXEL_FORMATS)}"
+    return None
 
 
 @op("ImageDecoder", since=20, predicate=_image_decoder_predicate)
-def make_image_decoder(node: NodeView, ctx: ProviderContext):  # pragma: no cover - declined
-    raise NotImplementedError
+def make_image_decoder(node: NodeView, ctx: ProviderContext):
+    """ImageDecoder-20: the encoded bytes of one image (whatever Pillow reads: JPEG, PNG, BMP,
+    TIFF, WebP, PNM, JPEG 2000, ...) to ``[H, W, 3]`` uint8 in RGB or BGR order or
+    ``[H, W, 1]`` for Grayscale (Pillow's ITU-R 601-2 luma), as onnx's reference decodes."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    fmt = _s(node.attr("pixel_format", "RGB"))
+
+    def kernel(encoded: np.ndarray) -> np.ndarray:
+        data = np.ascontiguousarray(encoded, dtype=np.uint8).tobytes()
+        try:
+            with Image.open(io.BytesIO(data)) as img:
+                img = img.convert("L" if fmt == "Grayscale" else "RGB")
+        except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError,
+                ValueError) as e:
+            raise ValueError(f"ImageDecoder: the {len(data)} input bytes are not an image "
+                             f"Pillow can decode ({e})") from e
+        y = np.asarray(img, dtype=np.uint8)
+        if fmt == "Grayscale":
+            return np.ascontiguousarray(y[:, :, None])
+        return np.ascontiguousarray(y[:, :, ::-1] if fmt == "BGR" else y)
+
+    return kernel

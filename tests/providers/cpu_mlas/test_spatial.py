@@ -39,10 +39,10 @@ COORDS = ["half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners",
 
 
 def coord_oracle(coord: str) -> str:
-    # With scales, align_corners divides by the *fractional* resized length (scale * length)
-    # in the ONNX spec, its reference and its conformance cases; onnxruntime uses the integer
-    # output length. cpu_mlas follows the spec, so these compare with the ONNX reference.
-    return "ref" if coord == "align_corners" else "ort"
+    # With scales, align_corners divides by the integer output length less one, as onnxruntime
+    # and onnx 1.24's conformance cases do (onnx 1.23's reference used the fractional
+    # scale * length), so every mode compares with onnxruntime.
+    return "ort"
 
 
 def coord_opset(coord: str) -> int:
@@ -283,3 +283,21 @@ def test_pad_wrap_declined_before_19():
                                  opset=18, mode="wrap")).node_views[0]
     config, reason = CpuMlasProvider.op_table.lookup(node)
     assert config is None and "wrap" in reason
+
+
+def test_pad_crop_longer_than_the_axis():
+    # A negative pad longer than the axis crops it away and the other side's pad refills it
+    # with constant_value (onnx's test_constant_pad_negative_pads: [1, 2, 3], pads [-4, 2]
+    # give [-1]); the other modes have nothing to repeat and refuse; a negative output length
+    # is refused.
+    x = rand(2, 3, 4)
+    got = ours("Pad", [x, np.array([0, 0, -6, 0, 1, 3], np.int64), np.array(1.5, np.float32)],
+               opset=25, mode="constant")[0]
+    np.testing.assert_array_equal(got, np.full((2, 4, 1), 1.5, np.float32))
+    got = ours("Pad", [np.array([1, 2, 3], np.int32), np.array([-4, 2], np.int64),
+                       np.array(-1, np.int32)], opset=25, mode="constant")[0]
+    np.testing.assert_array_equal(got, np.array([-1], np.int32))
+    with pytest.raises(ValueError, match="cannot pad an axis cropped away"):
+        ours("Pad", [x, np.array([0, 0, -6, 0, 0, 3], np.int64)], opset=25, mode="edge")
+    with pytest.raises(ValueError, match="negative output shape"):
+        ours("Pad", [x, np.array([0, 0, -6, 0, 0, 1], np.int64)], opset=25, mode="constant")

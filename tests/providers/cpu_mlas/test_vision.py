@@ -89,3 +89,114 @@ def test_max_unpool_roundtrip():
 
     y, idx = ours("MaxPool", [x], 2, opset=12, kernel_shape=[2, 2], strides=[2, 2])
     check("MaxUnpool", [y, idx], opset=11, oracle="ort", kernel_shape=[2, 2], strides=[2, 2])
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (5, 4), (4, 4)])
+def test_max_unpool_output_shape(shape):
+    # The indices address the output_shape tensor (MaxPool's input), as onnxruntime reads
+    # them: a 5x5 (or 5x4) input pooled 2x2 unpools to its own shape, not to a padded 4x4.
+    x = rand(2, 3, *shape)
+    from ._oracle import ours
+
+    y, idx = ours("MaxPool", [x], 2, opset=12, kernel_shape=[2, 2], strides=[2, 2])
+    out = check("MaxUnpool", [y, idx, np.array(x.shape, np.int64)], opset=11, oracle="ort",
+                kernel_shape=[2, 2], strides=[2, 2])
+    assert out[0].shape == x.shape
+
+
+def test_max_unpool_bad_indices_are_errors():
+    from ._oracle import ours
+
+    x = rand(1, 1, 2, 2)
+    with pytest.raises(ValueError, match=r"indices must be in \[0, 16\)"):
+        ours("MaxUnpool", [x, np.array([[[[0, 1], [2, 16]]]], np.int64)], opset=11,
+             kernel_shape=[2, 2], strides=[2, 2])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7), (2, 3, 4, 5), (1, 2, 3, 4, 5)], ids=str)
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_global_lp_pool(shape, p):
+    check("GlobalLpPool", [rand(*shape)], opset=2, p=p, oracle="ort", rtol=1e-5, atol=1e-6)
+
+
+def test_global_lp_pool_float16_and_opset_1():
+    x = rand(2, 3, 4, 4)
+    from ._oracle import ours
+
+    got = ours("GlobalLpPool", [x.astype(np.float16)], opset=22, p=3)[0]
+    want = (np.abs(x.astype(np.float64)) ** 3).sum(axis=(2, 3), keepdims=True) ** (1 / 3)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3)
+    got = ours("GlobalLpPool", [x], opset=1, p=2.0)[0]
+    np.testing.assert_allclose(got, np.sqrt((x.astype(np.float64) ** 2).sum(axis=(2, 3),
+                                                                             keepdims=True)),
+                               rtol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# ImageDecoder (Pillow, the 'image' extra)
+# --------------------------------------------------------------------------------------------
+
+
+def _image_decoder_session(pixel_format="RGB"):
+    from onnx import TensorProto, helper
+
+    import onnxplex
+
+    node = helper.make_node("ImageDecoder", ["encoded"], ["image"], pixel_format=pixel_format)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("encoded", TensorProto.UINT8, ["n"])],
+        [helper.make_tensor_value_info("image", TensorProto.UINT8, ["h", "w", "c"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    return onnxplex.InferenceSession(model.SerializeToString(), providers=[
+        ("cpu_mlas", {"reference_fallback": False})])
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "BMP", "TIFF", "PPM", "WEBP"])
+def test_image_decoder_lossless_formats(fmt):
+    pil = pytest.importorskip("PIL.Image")
+    import io
+
+    rgb = RNG.integers(0, 256, (7, 5, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    pil.fromarray(rgb).save(buf, format=fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+    encoded = np.frombuffer(buf.getvalue(), np.uint8)
+    (got,) = _image_decoder_session("RGB").run(None, {"encoded": encoded})
+    np.testing.assert_array_equal(got, rgb)
+    (got,) = _image_decoder_session("BGR").run(None, {"encoded": encoded})
+    np.testing.assert_array_equal(got, rgb[:, :, ::-1])
+    (got,) = _image_decoder_session("Grayscale").run(None, {"encoded": encoded})
+    assert got.shape == (7, 5, 1) and got.dtype == np.uint8
+    np.testing.assert_array_equal(got[:, :, 0], np.asarray(pil.fromarray(rgb).convert("L")))
+
+
+def test_image_decoder_grey_and_rgba_sources_decode_to_three_channels():
+    pil = pytest.importorskip("PIL.Image")
+    import io
+
+    grey = RNG.integers(0, 256, (4, 6), dtype=np.uint8)
+    rgba = RNG.integers(0, 256, (4, 6, 4), dtype=np.uint8)
+    for source, want in ((grey, np.repeat(grey[:, :, None], 3, axis=2)), (rgba, rgba[:, :, :3])):
+        buf = io.BytesIO()
+        pil.fromarray(source).save(buf, format="PNG")
+        (got,) = _image_decoder_session("RGB").run(
+            None, {"encoded": np.frombuffer(buf.getvalue(), np.uint8)})
+        np.testing.assert_array_equal(got, want)
+
+
+def test_image_decoder_bad_bytes_are_an_onnxplex_error():
+    pytest.importorskip("PIL.Image")
+    import onnxplex
+
+    with pytest.raises(onnxplex.KernelExecutionError, match="not an image Pillow can decode"):
+        _image_decoder_session().run(None, {"encoded": np.arange(40, dtype=np.uint8)})
+
+
+def test_image_decoder_without_pillow_names_the_extra(monkeypatch):
+    import sys
+
+    import onnxplex
+
+    monkeypatch.setitem(sys.modules, "PIL", None)   # as if Pillow were not installed
+    with pytest.raises(onnxplex.PartitionError, match=r"pip install 'onnxplex\[image\]'"):
+        _image_decoder_session()
