@@ -47,7 +47,12 @@ def built_model(name: str) -> str | None:
         return None
     cache = os.environ.get("ONNXPLEX_MODEL_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "onnxplex", "models")
-    return str(build_models.build(name, cache))
+    if not os.path.exists(os.path.join(cache, f"{name}.onnx")):
+        print(f"exporting {name} with torch into {cache} (once; 10-30 s)...", flush=True)
+    path = build_models.build(name, cache)
+    if name in build_models.BUILD_SECONDS:
+        print(f"exported in {build_models.BUILD_SECONDS[name]:.1f} s: {path}")
+    return str(path)
 
 
 def main() -> None:
