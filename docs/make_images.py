@@ -7,12 +7,13 @@
   ``pip install 'onnxplex[plot]'``);
 * ``placement.svg``: ``onnxplex partition --format svg`` of the same encoder and providers;
 * ``placement_resnet50_compact.svg``: the compact placement picture of onnx's light ResNet-50
-  (optimized, xnnpack_like + cpu_mlas), chains of same-provider nodes collapsed;
+  (optimized, xnnpack_like + cpu_mlas with their default settings), chains of same-provider
+  nodes collapsed;
 * ``benchmark.png``: ``benchmarks/run.py --chart-from benchmarks/results.json``, the chart of
   the benchmark table in the README (the same run; nothing is measured again).
 
-As in the tests, xnnpack_like runs its own kernels (``ONNXPLEX_XNNPACK_MLAS=0``) so that the
-pictures show it claiming the encoder's partitions on x86 too.
+As in the tests, xnnpack_like runs its own kernels for the encoder (``ONNXPLEX_XNNPACK_MLAS=0``)
+so that its pictures show the delegate claiming fused partitions on x86 too.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {ALL}")
     a = p.parse_args(argv)
     only = [w for w in a.only.split(",") if w]
-    os.environ["ONNXPLEX_XNNPACK_MLAS"] = "0"
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
     import onnx
     from models import light_model_paths, transformer_encoder, transformer_feed
@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     from onnxplex._cli import main as cli
 
     providers = "xnnpack_like,cpu_mlas"
+    saved = os.environ.get("ONNXPLEX_XNNPACK_MLAS")
+    os.environ["ONNXPLEX_XNNPACK_MLAS"] = "0"
     with tempfile.TemporaryDirectory() as tmp:
         encoder = Path(tmp) / "encoder.onnx"
         onnx.save(transformer_encoder(), encoder)
@@ -59,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
                  "-o", str(IMAGES / "placement.svg")])
             from onnxplex._draw import GraphPicture
 
+            if saved is None:       # ResNet-50 as a user gets it
+                del os.environ["ONNXPLEX_XNNPACK_MLAS"]
+            else:
+                os.environ["ONNXPLEX_XNNPACK_MLAS"] = saved
             resnet = next(p for p in light_model_paths() if p.endswith("light_resnet50.onnx"))
             sess = ort.InferenceSession(resnet, providers=providers.split(","))
             pic = GraphPicture.from_session(sess, title="light ResNet-50: placement (compact)",

@@ -11,11 +11,12 @@ import onnx
 import pytest
 from graphs import chain
 from models import light_model_paths, transformer_encoder, transformer_feed
+from onnx import TensorProto, helper, numpy_helper
 from test_charts import has_colour, read_png
 
 import onnxplex as ort
 from onnxplex._cli import main
-from onnxplex._draw import GraphPicture, provider_colors, tint
+from onnxplex._draw import GraphPicture, _distinct_labels, provider_colors, tint
 from onnxplex._draw_layout import layered_layout
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -71,6 +72,11 @@ def _inside(pt: tuple[float, float], poly: list[tuple[float, float]]) -> bool:
     return hit
 
 
+def _members(g: ET.Element) -> list[str]:
+    """The node names a box draws: its own, or those of a collapsed (compact) box."""
+    return (g.get("data-nodes") or g.get("data-node")).split(" ")
+
+
 def test_svg_nodes_colours_partitions_and_fallbacks(mixed_session, model_path, tmp_path, capsys):
     out = tmp_path / "placement.svg"
     assert main(["partition", str(model_path), "--providers", "xnnpack_like,cpu_mlas",
@@ -78,19 +84,31 @@ def test_svg_nodes_colours_partitions_and_fallbacks(mixed_session, model_path, t
     assert f"wrote {out}" in capsys.readouterr().out
     root = ET.parse(out).getroot()
     assert root.tag == f"{SVG}svg"
-    plan = mixed_session.get_provider_assignment()
+    # the encoder is deeper than AUTO_COMPACT_RANKS rows: the command draws it compact
+    _check_placement_svg(root, mixed_session, compact=True)
+    full = GraphPicture.from_session(mixed_session, compact=False)
+    _check_placement_svg(ET.fromstring(full.to_svg()), mixed_session, compact=False)
+
+
+def _check_placement_svg(root: ET.Element, session, compact: bool) -> None:
+    plan = session.get_provider_assignment()
     nodes = _svg_nodes(root)
-    assert set(nodes) == {p.name for p in plan.placements} and len(nodes) == 93
+    # every node is drawn exactly once, in its own box or in a collapsed one
+    drawn = [name for g in nodes.values() for name in _members(g)]
+    assert sorted(drawn) == sorted(p.name for p in plan.placements) and len(drawn) == 93
+    assert (len(nodes) < 60) == compact and (len(nodes) == 93) != compact
+    box_of = {name: g for g in nodes.values() for name in _members(g)}
     colors = provider_colors(plan.providers)
     assert len(set(colors.values())) == 2
+    fell = {p.name: p.fell_back for p in plan.placements}
     for p in plan.placements:
-        g = nodes[p.name]
+        g = box_of[p.name]
         assert g.get("data-provider") == p.provider
         assert g.find(f"{SVG}rect").get("fill") == tint(colors[p.provider], 0.6)
         hover = g.find(f"{SVG}title").text
         assert p.op_type in hover and p.name in hover and p.provider in hover
         # fallback nodes are marked, with every reason of the placement report
-        assert (g.get("data-fallback") == "1") == p.fell_back
+        assert (g.get("data-fallback") == "1") == any(fell[n] for n in _members(g))
         for prov, reason in p.declined:
             assert f"declined by {prov}: {reason}" in hover
     assert sum(p.fell_back for p in plan.placements) == 19   # the shape plumbing
@@ -116,6 +134,8 @@ def test_svg_nodes_colours_partitions_and_fallbacks(mixed_session, model_path, t
         polys = _polygons(path.get("d"))
         members = {plan.placements[i].name for i in part.nodes}
         for name, g in nodes.items():
+            # a collapsed box never spans partitions: all its nodes are in one or none
+            assert len({m in members for m in _members(g)}) == 1, _members(g)
             x0, y0, x1, y1 = _box(g)
             centre_in = any(_inside(((x0 + x1) / 2, (y0 + y1) / 2), q) for q in polys)
             assert centre_in == (name in members), (part.id, name)
@@ -124,11 +144,12 @@ def test_svg_nodes_colours_partitions_and_fallbacks(mixed_session, model_path, t
                            for q in polys), (part.id, name)
 
 
-def test_svg_edges_run_downwards_and_cross_providers_marked(mixed_session):
-    pic = GraphPicture.from_session(mixed_session)
+@pytest.mark.parametrize("compact", [False, True])
+def test_svg_edges_run_downwards_and_cross_providers_marked(mixed_session, compact):
+    pic = GraphPicture.from_session(mixed_session, compact=compact)
     root = ET.fromstring(pic.to_svg())
     edges = [g for g in root.iter(f"{SVG}g") if (g.get("class") or "").split()[:1] == ["edge"]]
-    assert len(edges) == len(pic.edges) > 93
+    assert len(edges) == len(pic.edges) > (60 if compact else 93)
     by_key = {n.key: n for n in pic.nodes}
     for g in edges:
         pts = [tuple(map(float, p.split(",")))
@@ -175,13 +196,15 @@ def test_html_has_svg_legend_partitions_and_fallbacks(mixed_session, model_path,
     for p in fall:
         assert any(r[0] == p.name and f"declined by xnnpack_like: {p.declined[0][1]}" in r
                    for r in parser.rows)
-    # the embedded SVG is the same picture
+    # the embedded SVG is the same picture (compact: the encoder is deep)
     svg = page[page.index("<svg"):page.index("</svg>") + 6]
-    assert len(_svg_nodes(ET.fromstring(svg))) == len(plan.placements)
+    boxes = _svg_nodes(ET.fromstring(svg)).values()
+    assert sum(len(_members(g)) for g in boxes) == len(plan.placements) > len(boxes)
+    assert "Drawn compact" in text
 
 
 def test_dot_has_every_node_and_a_cluster_per_partition(mixed_session):
-    dot = GraphPicture.from_session(mixed_session, "enc").to_dot()
+    dot = GraphPicture.from_session(mixed_session, "enc", compact=False).to_dot()
     plan = mixed_session.get_provider_assignment()
     assert dot.startswith('digraph "enc" {') and dot.rstrip().endswith("}")
     assert dot.count("{") == dot.count("}")
@@ -198,7 +221,16 @@ def test_dot_has_every_node_and_a_cluster_per_partition(mixed_session):
         assert f'fillcolor="{tint(colors[p.provider], 0.6)}"' in line
         assert ('penwidth=2' in line) == p.fell_back
     edge_lines = re.findall(r'^  "[^"]+" -> "[^"]+" \[', dot, re.M)
-    assert len(edge_lines) == len(GraphPicture.from_session(mixed_session).edges)
+    assert len(edge_lines) == len(GraphPicture.from_session(mixed_session, compact=False).edges)
+    # compact: a box per chain, declared once, in its partition's cluster
+    pic = GraphPicture.from_session(mixed_session, "enc", compact=True)
+    dot = pic.to_dot()
+    declared = re.findall(r'^\s*"([^"]+)" \[label=', dot, re.M)
+    assert sorted(declared) == sorted(n.key for n in pic.nodes) and len(declared) < 60
+    for part in (p for p in plan.partitions if p.fused):
+        block = dot.split(f"subgraph cluster_p{part.id} {{", 1)[1].split("  }", 1)[0]
+        assert set(re.findall(r'^\s*"(n\d+)" \[', block, re.M)) == {
+            pic.box_of[f"n{i}"] for i in part.nodes}
 
 
 def test_large_graphs_stay_legible():
@@ -210,13 +242,165 @@ def test_large_graphs_stay_legible():
     bert = transformer_encoder(layers=12).SerializeToString()
     for model, expect in ((resnet, 170), (bert, 500)):
         sess = ort.InferenceSession(model, so, providers=["xnnpack_like", "cpu_mlas"])
-        pic = GraphPicture.from_session(sess)
+        pic = GraphPicture.from_session(sess, compact=False)
         root = ET.fromstring(pic.to_svg())
         assert len(_svg_nodes(root)) == len(sess.model.nodes) >= expect
         lay = pic.layout()
         widest = max(sum(1 for k in lay.rank if lay.rank[k] == r) for r in set(lay.rank.values()))
         assert lay.width < 300 * widest + 400     # no runaway width from long edges
         assert lay.height < 80 * len(sess.model.nodes)
+
+
+def residual_net(blocks: int = 16, channels: int = 8) -> onnx.ModelProto:
+    """A ResNet-sized graph of ``blocks`` bottlenecks (Conv -> Relu -> Conv -> Relu -> Conv,
+    + the block's input, Relu), 115 nodes named as torch names them
+    (``/layer2/layer2.1/conv1/Conv``): every conv's name ends the same way, only the layer and
+    block tell them apart. One shared 1x1 weight; [1, 8, 4, 4] activations."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((channels, channels, 1, 1)).astype(np.float32) * 0.1
+    nodes = [helper.make_node("Conv", ["x", "w"], ["s0"], name="/stem/conv/Conv"),
+             helper.make_node("Relu", ["s0"], ["h0"], name="/stem/relu/Relu")]
+    prev = "h0"
+    for b in range(blocks):
+        p = f"/layer{b // 4 + 1}/layer{b // 4 + 1}.{b % 4}"
+        t = prev
+        for k in (1, 2, 3):
+            nodes.append(helper.make_node("Conv", [t, "w"], [f"{p}c{k}"], name=f"{p}/conv{k}/Conv"))
+            t = f"{p}c{k}"
+            if k < 3:
+                relu = "relu" if k == 1 else "relu_1"
+                nodes.append(helper.make_node("Relu", [t], [f"{p}r{k}"], name=f"{p}/{relu}/Relu"))
+                t = f"{p}r{k}"
+        nodes.append(helper.make_node("Add", [t, prev], [f"{p}a"], name=f"{p}/Add"))
+        nodes.append(helper.make_node("Relu", [f"{p}a"], [f"{p}o"], name=f"{p}/relu_2/Relu"))
+        prev = f"{p}o"
+    nodes.append(helper.make_node("Identity", [prev], ["y"], name="/out/Identity"))
+    shape = [1, channels, 4, 4]
+    g = helper.make_graph(nodes, "residual",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          initializer=[numpy_helper.from_array(w, "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _session(model: onnx.ModelProto, level: str = "ORT_ENABLE_ALL"):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["cpu_mlas"])
+
+
+@pytest.mark.parametrize("level", ["ORT_DISABLE_ALL", "ORT_ENABLE_ALL"])
+def test_labels_tell_the_nodes_of_an_op_type_apart(level):
+    """After optimization every conv is an NhwcFusedConv named '.../FusedConv/nhwc'; each box's
+    second line must still say which one it is, in the SVG and the DOT text."""
+    sess = _session(residual_net(), level)
+    plan = sess.get_provider_assignment()
+    convs = [p for p in plan.placements if "Conv" in p.op_type]
+    assert len(convs) == 1 + 3 * 16
+    if level == "ORT_ENABLE_ALL":   # the names that made every conv read "FusedConv/nhwc"
+        assert all(p.name.endswith("FusedConv/nhwc") for p in convs)
+    pic = GraphPicture.from_session(sess, compact=False)
+    root = ET.fromstring(pic.to_svg())
+    seen: dict[tuple[str, str], str] = {}
+    for g in _svg_nodes(root).values():
+        first, second = (t.text for t in g.findall(f"{SVG}text")[:2])
+        assert first == g.get("data-op")
+        assert (first, second) not in seen, (second, g.get("data-node"), seen.get((first, second)))
+        seen[first, second] = g.get("data-node")
+        assert len(second) <= 28
+    assert len(seen) == len(plan.placements)
+    # the label comes from the name: the block the node is in
+    conv_labels = [pic.nodes_by_index(p.index).sub for p in convs]
+    assert sum("layer3.2" in t for t in conv_labels) == 3
+    dot_labels = re.findall(r'\[label="([^"]+)"', pic.to_dot())
+    assert len(set(dot_labels)) == len(dot_labels)
+
+
+def test_distinct_labels_from_names():
+    names = ["n2/FusedConv/nhwc", "n6/FusedConv/nhwc", "n6/FusedConv/nhwc", "",
+             "/bert/encoder/layer.0/attention/self/query/MatMul",
+             "/bert/encoder/layer.1/attention/self/query/MatMul",
+             "/bert/encoder/layer.0/attention/self/key/MatMul",
+             "/bert/encoder/layer.0/attention/self/query/Add", "gpu_0/data_0/ToNHWC"]
+    ops = ["FusedConv"] * 4 + ["MatMul"] * 3 + ["Add", "Transpose"]
+    labels = _distinct_labels(names, ops)
+    assert labels[:2] == ["n2", "n6 #1"] and labels[2] == "n6 #2" and labels[3] == "#3"
+    # the fewest parts that no other node of the op type holds all of
+    assert labels[4:7] == ["layer.0/\u2026/query", "layer.1", "key"]
+    assert labels[7] == "query" and labels[8] == "ToNHWC"   # alone of its op: one part
+    assert len(_distinct_labels(["a/" + "x" * 40], ["Relu"])[0]) <= 28
+
+
+@pytest.mark.parametrize("level", ["ORT_DISABLE_ALL", "ORT_ENABLE_ALL"])
+def test_compact_shrinks_a_resnet_sized_graph(level):
+    sess = _session(residual_net(), level)
+    plan = sess.get_provider_assignment()
+    full = GraphPicture.from_session(sess, compact=False)
+    auto = GraphPicture.from_session(sess)
+    assert auto.compact and not full.compact        # deep: compact unless told otherwise
+    assert len(full.nodes) == len(plan.placements) + 2
+    svg = ET.fromstring(auto.to_svg())
+    boxes = _svg_nodes(svg)
+    assert len(boxes) <= len(plan.placements) * 0.7
+    assert auto.layout().height <= full.layout().height * 0.6
+    assert float(svg.get("height")) <= float(ET.fromstring(full.to_svg()).get("height")) * 0.6
+    # each node in exactly one box, boxes of one provider; collapsed boxes say how many
+    drawn = [name for g in boxes.values() for name in _members(g)]
+    assert sorted(drawn) == sorted(p.name for p in plan.placements)
+    chains = [g for g in boxes.values() if g.get("data-count")]
+    assert chains and all("chain" in g.get("class") for g in chains)
+    for g in chains:
+        k = int(g.get("data-count"))
+        texts = [t.text for t in g.findall(f"{SVG}text")]
+        assert k == len(_members(g)) > 1 and texts[1].startswith(f"{k} nodes: ")
+        hover = g.find(f"{SVG}title").text
+        assert all(m in hover for m in _members(g))
+    if level == "ORT_DISABLE_ALL":   # Conv -> Relu -> Conv -> Relu -> Conv in one box
+        assert any(g.get("data-count") == "5" and "Conv" in g.get("data-op") for g in chains)
+    # the edges join boxes, top to bottom; the legend says the picture is compact
+    keys = {n.key for n in auto.nodes}
+    assert all(a in keys and b in keys and a != b for a, b, _ in auto.edges)
+    assert "compact:" in auto.to_svg()
+    # a shallow graph stays as it is
+    small = GraphPicture.from_session(_session(residual_net(blocks=2), level))
+    assert not small.compact and not any(n.members for n in small.nodes)
+
+
+def test_compact_chains_stop_at_branches_and_providers_and_fold_constants():
+    """x -> r1 -> r2 -> {Shape, Add}; Shape -> Gather -> output; a ConstantOfShape (a constant
+    subgraph: no graph input reaches it) feeds the Add. On xnnpack_like + cpu_mlas the Relus
+    and the Add are the delegate's, the shape plumbing falls back to cpu_mlas."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Relu", ["a"], ["b"], name="r2"),
+             helper.make_node("Shape", ["b"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "i0"], ["sf"], name="gather"),
+             helper.make_node("ConstantOfShape", ["shp"], ["k"], name="const",
+                              value=numpy_helper.from_array(np.ones(1, np.float32))),
+             helper.make_node("Add", ["b", "k"], ["y"], name="add")]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("sf", TensorProto.INT64, [])],
+        initializer=[numpy_helper.from_array(np.array([2, 3], np.int64), "shp"),
+                     numpy_helper.from_array(np.array(0, np.int64), "i0")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["xnnpack_like", "cpu_mlas"])
+    runs_on = {p.name: p.provider for p in sess.get_provider_assignment().placements}
+    assert runs_on["r1"] == runs_on["r2"] == runs_on["add"] == "xnnpack_like"
+    assert runs_on["shape"] == runs_on["gather"] == runs_on["const"] == "cpu_mlas"
+    pic = GraphPicture.from_session(sess, compact=True)
+    boxes = {n.name: [m.name for m in n.members] or [n.name] for n in pic.nodes
+             if n.kind == "op"}
+    # r2 feeds two nodes: the chain r1 -> r2 ends there; shape -> gather is a chain of its own
+    # (another provider); the constant folds into its reader, whatever runs it
+    assert boxes == {"r1": ["r1", "r2"], "shape": ["shape", "gather"], "add": ["const", "add"]}
+    add = next(n for n in pic.nodes if n.name == "add")
+    assert add.provider == "xnnpack_like" and add.label == "Add \u00d71"
+    assert "ConstantOfShape  const  (constant, on cpu_mlas)" in add.hover
+    assert add.sub == "2 nodes: add"
 
 
 def test_layout_ranks_and_constant_subgraphs():

@@ -12,13 +12,28 @@ partitions outlined and fallback nodes marked (``onnxplex partition --format svg
 
 The layout is our own layered layout (:mod:`onnxplex._draw_layout`), top to bottom, one row
 per topological rank.
+
+Each op box reads its op type over a name that tells it from every other node of that op type
+(:func:`_distinct_labels`): after optimization dozens of convs are ``FusedConv`` named
+``nK/FusedConv/nhwc``, and the part that differs (``nK``, ``layer.3/.../query``) is what the
+reader needs, not the tail they share.
+
+Deep graphs are drawn *compact* (``compact=None`` decides: more than :data:`AUTO_COMPACT_RANKS`
+rows; ``True``/``False`` force it): a run of nodes that only feed one another on one provider
+and fused partition (``Conv -> BatchNormalization -> Relu``) becomes one box with its op
+sequence and node count, and constant subgraphs (weights computed by ``ConstantOfShape``...)
+fold into the box of their reader. The hover text lists every node of a box. Partitions,
+fallbacks and cross-provider edges keep their marks: a chain never mixes providers, fused
+partitions or fallback status, and a folded constant that fell back marks its reader's box
+(the hover says where it runs). The picture stays one SVG with no dependency.
 """
 
 from __future__ import annotations
 
 import html
+from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._draw_layout import Layout, layered_layout
@@ -41,6 +56,10 @@ EDGE_COLOR, BOUNDARY_EDGE_COLOR = "#9a9a9a", "#404040"
 CHAR_W = 6.7          # monospace advance at font-size 11
 NODE_H = 34.0
 LEGEND_H = 30.0
+ROW_GAP, COMPACT_ROW_GAP = 30.0, 22.0
+AUTO_COMPACT_RANKS = 40   # compact=None draws a graph deeper than this compact (~2,600 px)
+NAME_LIMIT = 28           # characters of a box's second line
+HOVER_MEMBERS = 60        # nodes listed in a collapsed box's hover text
 
 
 def provider_colors(providers: Iterable[str]) -> dict[str, str]:
@@ -74,6 +93,8 @@ class PictureNode:
     fused: bool = False
     fallback: tuple[str, ...] = ()   # why it runs where it does; empty when nothing declined
     hover: str = ""
+    members: tuple[PictureNode, ...] = ()   # a collapsed box: its op nodes, in order
+    constant: bool = False       # an op node no graph input reaches (a constant subgraph)
 
 
 @dataclass
@@ -85,23 +106,31 @@ class GraphPicture:
     nodes: list[PictureNode]
     edges: list[tuple[str, str, str]]          # (from key, to key, values with their types)
     colors: dict[str, str] = field(default_factory=dict)
+    compact: bool = False                      # True: ``nodes`` has collapsed boxes
+    ops: dict[str, PictureNode] = field(default_factory=dict)   # every op node, by key
+    box_of: dict[str, str] = field(default_factory=dict)        # op key -> key of its box
     _layout: Layout | None = field(default=None, repr=False)
-    _ops: dict[str, PictureNode] | None = field(default=None, repr=False)
+    _boxes: dict[str, PictureNode] | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------------------ building
 
     @classmethod
-    def from_session(cls, session: Any, title: str = "") -> GraphPicture:
-        """The picture of ``session`` (an :class:`onnxplex.InferenceSession`)."""
-        return cls.from_plan(session.model, session.get_provider_assignment(), title)
+    def from_session(cls, session: Any, title: str = "",
+                     compact: bool | None = None) -> GraphPicture:
+        """The picture of ``session`` (an :class:`onnxplex.InferenceSession`); ``compact``:
+        see the module docstring (None: when the graph is deep)."""
+        return cls.from_plan(session.model, session.get_provider_assignment(), title, compact)
 
     @classmethod
-    def from_plan(cls, model: Model, plan: PartitionPlan, title: str = "") -> GraphPicture:
+    def from_plan(cls, model: Model, plan: PartitionPlan, title: str = "",
+                  compact: bool | None = None) -> GraphPicture:
         if len(plan.placements) != len(model.nodes):
             raise InvalidArgumentError(
                 f"the placement plan has {len(plan.placements)} nodes but the model has "
                 f"{len(model.nodes)}; draw the plan of the model it was made for")
         views = model.node_views
+        names = _distinct_labels([pl.name for pl in plan.placements],
+                                 [pl.op_type for pl in plan.placements])
         nodes: list[PictureNode] = []
         inputs = [n for n in model.input_names]
         for name in inputs:
@@ -121,8 +150,7 @@ class GraphPicture:
                 + ([f"partition note: {part.note}"] if part.note else [])
                 + ([f"{pl.provider}: {note}"] if note else [])
                 + ([f"fallback: {r}" for r in reasons]))
-            nodes.append(PictureNode(f"n{pl.index}", "op", pl.op_type,
-                                     _short_name(pl.name, pl.op_type, pl.index),
+            nodes.append(PictureNode(f"n{pl.index}", "op", pl.op_type, names[pl.index],
                                      pl.name or f"{pl.op_type}_{pl.index}", pl.provider,
                                      part.id, part.fused, reasons, hover))
         edges: dict[tuple[str, str], list[str]] = {}
@@ -145,11 +173,19 @@ class GraphPicture:
                                      _type_text(_info(model, out.name)), out.name))
             if src is not None:
                 edges.setdefault((src, f"out:{out.name}"), []).append(out.name)
+        nodes = _mark_constants(nodes, edges)
+        ops = {n.key: n for n in nodes if n.kind == "op"}
+        if compact is None:
+            compact = _depth([n.key for n in nodes], edges) > AUTO_COMPACT_RANKS
+        box_of = {k: k for k in ops}
+        if compact:
+            nodes, edges, box_of = _collapse(nodes, edges)
         order = {n.key: k for k, n in enumerate(nodes)}
         edge_list = sorted(((a, b, ", ".join(_value_text(model, n) for n in v))
                             for (a, b), v in edges.items()),
                            key=lambda e: (order[e[0]], order[e[1]]))
-        return cls(title, plan, nodes, edge_list, provider_colors(plan.providers))
+        return cls(title, plan, nodes, edge_list, provider_colors(plan.providers), compact,
+                   ops, box_of)
 
     # -------------------------------------------------------------------------------- layout
 
@@ -160,7 +196,7 @@ class GraphPicture:
             self._layout = layered_layout(
                 [n.key for n in self.nodes], widths, [(a, b) for a, b, _ in self.edges],
                 groups=groups, pinned=[n.key for n in self.nodes if n.kind == "input"],
-                node_height=NODE_H)
+                node_height=NODE_H, row_gap=COMPACT_ROW_GAP if self.compact else ROW_GAP)
         return self._layout
 
     @property
@@ -172,7 +208,7 @@ class GraphPicture:
     def to_svg(self) -> str:
         """The picture as a standalone SVG document."""
         lay = self.layout()
-        width = max(lay.width, _legend_width(self.colors))
+        width = max(lay.width, _legend_width(self.colors, self.compact))
         height = lay.height + LEGEND_H
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
                f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
@@ -206,6 +242,12 @@ class GraphPicture:
         x += 20 + 25 * CHAR_W + 18
         out.append(f'<rect x="{x:.0f}" y="8" width="28" height="14" fill="none" stroke="#555555" '
                    f'stroke-dasharray="6 3"/><text x="{x + 34:.0f}" y="19">fused partition</text>')
+        if self.compact:
+            x += 34 + 15 * CHAR_W + 18
+            boxes = sum(1 for n in self.nodes if n.members)
+            inside = sum(len(n.members) for n in self.nodes)
+            out.append(f'<text x="{x:.0f}" y="19">compact: {inside} nodes in {boxes} stacked '
+                       "boxes (hover for their nodes)</text>")
         out.append("</g>")
         return out
 
@@ -214,6 +256,8 @@ class GraphPicture:
         for part in self.fused_partitions:
             color = self.colors[part.provider]
             polys = lay.outlines(part.id)
+            if not polys:    # compact: every node of it folded into another partition's box
+                continue
             d = " ".join("M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in poly) + " Z"
                          for poly in polys)
             hover = (f"partition {part.id}: {part.provider}, {len(part.nodes)} nodes"
@@ -252,14 +296,22 @@ class GraphPicture:
             cx = lay.x[n.key]
             if n.kind == "op":
                 color = self.colors[n.provider]  # type: ignore[index]
-                attrs = (f'class="node op" data-node="{_esc(n.name)}" data-op="{_esc(n.label)}" '
+                chain = (f' data-count="{len(n.members)}" data-nodes="'
+                         + _esc(" ".join(m.name for m in n.members)) + '"'
+                         if n.members else "")
+                attrs = (f'class="node op{" chain" if n.members else ""}" '
+                         f'data-node="{_esc(n.name)}" data-op="{_esc(n.label)}" '
                          f'data-provider="{_esc(n.provider or "")}" '
                          f'data-partition="{n.partition}"'
-                         + (' data-fallback="1"' if n.fallback else ""))
+                         + (' data-fallback="1"' if n.fallback else "") + chain)
                 stroke = (f'stroke="{FALLBACK_COLOR}" stroke-width="2" stroke-dasharray="4 2"'
                           if n.fallback else f'stroke="{color}" stroke-width="1.2"')
                 box = (f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{NODE_H:.0f}" '
                        f'rx="4" fill="{tint(color, 0.6)}" {stroke}/>')
+                if n.members:   # a stack of cards: the box stands for several nodes
+                    box += (f'<path class="stack" d="M{x + 4:.1f},{y + NODE_H:.1f} '
+                            f'V{y + NODE_H + 3:.1f} H{x + w + 3:.1f} V{y + 4:.1f} H{x + w:.1f}" '
+                            f'fill="none" stroke="{color}" stroke-width="1.5"/>')
                 hover = n.hover
             else:
                 attrs = f'class="node {n.kind}" data-node="{_esc(n.name)}"'
@@ -298,8 +350,8 @@ class GraphPicture:
                         f"<td>{_esc(part.name)}</td><td>{_esc(part.note)}</td>"
                         f"<td>{_esc(shown)}</td></tr>")
         falls = []
-        for n in self.nodes:
-            if n.kind == "op" and n.fallback:
+        for n in self.ops.values():
+            if n.fallback:
                 reasons = "<br>".join(_esc(r) for r in n.fallback)
                 falls.append(f"<tr><td>{_esc(n.name)}</td><td>{_esc(n.label)}</td>"
                              f"<td>{_esc(n.provider or '')}</td><td>{reasons}</td></tr>")
@@ -320,7 +372,9 @@ class GraphPicture:
             f"<h1>{_esc(title)}</h1>",
             f"<p>Providers in priority order: {_esc(', '.join(plan.providers))}. "
             f"{len(plan.placements)} nodes in {len(plan.partitions)} partitions "
-            f"({fused} fused); {sum(1 for n in self.nodes if n.fallback)} nodes fell back.</p>",
+            f"({fused} fused); {sum(1 for n in self.ops.values() if n.fallback)} nodes fell "
+            "back." + (" Drawn compact: a stacked box stands for a run of nodes on one provider "
+                       "(hover it for their names)." if self.compact else "") + "</p>",
             f'<p class="legend">{legend}<span class="sw" style="border:2px dashed '
             f'{FALLBACK_COLOR}"></span>fell back (hover a node for the reasons)</p>',
             f'<div class="graph">{self.to_svg()}</div>',
@@ -336,10 +390,15 @@ class GraphPicture:
         ])
 
     def nodes_by_index(self, index: int) -> PictureNode:
-        """The box of op node ``index`` (its position in the model's topological order)."""
-        if self._ops is None:
-            self._ops = {n.key: n for n in self.nodes if n.kind == "op"}
-        return self._ops[f"n{index}"]
+        """Op node ``index`` (its position in the model's topological order); in a compact
+        picture :meth:`box_by_index` is the box that draws it."""
+        return self.ops[f"n{index}"]
+
+    def box_by_index(self, index: int) -> PictureNode:
+        """The drawn box of op node ``index``: its own, or the collapsed box it is in."""
+        if self._boxes is None:
+            self._boxes = {n.key: n for n in self.nodes}
+        return self._boxes[self.box_of[f"n{index}"]]
 
     # ----------------------------------------------------------------------------------- DOT
 
@@ -357,8 +416,10 @@ class GraphPicture:
             out.append(f"    label={_dq(f'partition {part.id}: {part.provider}')}; "
                        f'color="{color}"; style="dashed,filled"; fillcolor="{tint(color, 0.9)}";')
             for i in part.nodes:
-                out.append("    " + self._dot_node(self.nodes_by_index(i)))
-                in_cluster.add(f"n{i}")
+                box = self.box_by_index(i)
+                if box.key not in in_cluster:
+                    out.append("    " + self._dot_node(box))
+                    in_cluster.add(box.key)
             out.append("  }")
         for n in self.nodes:
             if n.key not in in_cluster:
@@ -409,15 +470,204 @@ def _type_text(info: ValueInfo | None) -> str:
     return "" if info is None else info.describe()
 
 
-def _short_name(name: str, op_type: str, index: int, limit: int = 24) -> str:
-    """The tail of a node name worth showing under its op type: the last two path parts of
-    ``/bert/encoder/layer.0/attention/self/query/MatMul`` without the op's own part."""
-    if not name:
-        return f"#{index}"
-    parts = [p for p in name.strip("/").split("/") if p]
-    if len(parts) > 1 and parts[-1].split("_")[0] == op_type:
-        parts = parts[:-1]
-    return _clip("/".join(parts[-2:]), limit, head=True)
+def _distinct_labels(names: list[str], op_types: list[str],
+                     limit: int = NAME_LIMIT) -> list[str]:
+    """A second line per op node that tells it apart from every other node of its op type.
+
+    A name's ``/``-separated parts are taken rarest first (the fewest names across the graph
+    hold them; later parts first on ties, and the op type's own part last) until no other node
+    of the same op type has them all: ``n6/FusedConv/nhwc`` -> ``n6``,
+    ``/bert/encoder/layer.3/attention/self/query/MatMul`` -> ``layer.3/…/query``. Parts keep
+    their order, ``…`` marks the ones left out. A label still shared (unnamed nodes, equal
+    names, a name clipped to ``limit``) gets the node's index, ``#17``.
+    """
+    parts = [[p for p in (name or "").strip("/").split("/") if p] for name in names]
+    df = Counter(p for ps in parts for p in set(ps))
+    holders: dict[tuple[str, str], set[int]] = defaultdict(set)
+    same_op: dict[str, set[int]] = defaultdict(set)
+    for i, (ps, op) in enumerate(zip(parts, op_types)):
+        same_op[op].add(i)
+        for p in ps:
+            holders[op, p].add(i)
+    labels = []
+    for i, (ps, op) in enumerate(zip(parts, op_types)):
+        if not ps:
+            labels.append(f"#{i}")
+            continue
+        rivals, chosen = same_op[op], []
+        for k in sorted(range(len(ps)), key=lambda k: (ps[k] == op, df[ps[k]], -k)):
+            if chosen and len(rivals) == 1:
+                break
+            narrowed = rivals & holders[op, ps[k]]
+            if not chosen or len(narrowed) < len(rivals):
+                chosen.append(k)
+                rivals = narrowed
+        chosen.sort()
+        text = ps[chosen[0]]
+        for prev, k in zip(chosen, chosen[1:]):
+            text += ("/" if k == prev + 1 else "/\u2026/") + ps[k]
+        labels.append(_clip(text, limit, head=True))
+    seen = Counter(zip(op_types, labels))
+    return [f"{_clip(text, limit - len(str(i)) - 2, head=True)} #{i}"
+            if seen[op, text] > 1 else text for i, (op, text) in enumerate(zip(op_types, labels))]
+
+
+def _mark_constants(nodes: list[PictureNode],
+                    edges: dict[tuple[str, str], list[str]]) -> list[PictureNode]:
+    """``nodes`` with ``constant=True`` on the op nodes no graph input reaches."""
+    succ: dict[str, list[str]] = defaultdict(list)
+    for a, b in edges:
+        succ[a].append(b)
+    reached = {n.key for n in nodes if n.kind == "input"}
+    todo = list(reached)
+    while todo:
+        for b in succ[todo.pop()]:
+            if b not in reached:
+                reached.add(b)
+                todo.append(b)
+    if not reached:     # no graph input at all: nothing to tell apart
+        return nodes
+    return [replace(n, constant=True) if n.kind == "op" and n.key not in reached else n
+            for n in nodes]
+
+
+def _depth(keys: list[str], edges: Iterable[tuple[str, str]]) -> int:
+    """The number of rows a layered layout of the graph has (its longest path, in nodes)."""
+    succ: dict[str, list[str]] = defaultdict(list)
+    missing = dict.fromkeys(keys, 0)
+    for a, b in edges:
+        succ[a].append(b)
+        missing[b] += 1
+    rank = dict.fromkeys(keys, 0)
+    ready = [k for k in keys if not missing[k]]
+    while ready:
+        a = ready.pop()
+        for b in succ[a]:
+            rank[b] = max(rank[b], rank[a] + 1)
+            missing[b] -= 1
+            if not missing[b]:
+                ready.append(b)
+    return max(rank.values(), default=0) + 1
+
+
+def _collapse(nodes: list[PictureNode], edges: dict[tuple[str, str], list[str]]):
+    """The compact picture: ``(nodes, edges, box_of)`` with chains and constant feeders merged
+    into boxes (see the module docstring).
+
+    Merges contract one edge ``A -> B`` of the box graph at a time, and only when ``A`` has no
+    other way to reach ``B`` (``A``'s only successor is ``B``), so the boxes stay acyclic.
+    Chains join nodes of one provider, fused partition and fallback status only; a folded constant
+    feeder may run elsewhere (the box's hover says where, and a fallback marks the box).
+    """
+    by_key = {n.key: n for n in nodes}
+    op_keys = [n.key for n in nodes if n.kind == "op"]
+    owner = {k: k for k in op_keys}             # union-find over op keys
+    members = {k: [k] for k in op_keys}
+    succ: dict[str, set[str]] = {n.key: set() for n in nodes}
+    pred: dict[str, set[str]] = {n.key: set() for n in nodes}
+    for a, b in edges:
+        succ[a].add(b)
+        pred[b].add(a)
+
+    def find(k: str) -> str:
+        while owner.get(k, k) != k:
+            owner[k] = owner[owner[k]]
+            k = owner[k]
+        return k
+
+    def kind(k: str) -> tuple:
+        n = by_key[k]
+        # unfused partitions are one node each: only a fused one is drawn (outlined)
+        return ((n.provider, n.partition if n.fused else None, bool(n.fallback))
+                if n.kind == "op" else ("io", k))
+
+    def merge(keep: str, gone: str) -> None:
+        owner[gone] = keep
+        members[keep] += members.pop(gone)
+        for s in succ.pop(gone):
+            pred[s].discard(gone)
+            pred[s].add(keep)
+            succ[keep].add(s)
+        for p in pred.pop(gone):
+            succ[p].discard(gone)
+            succ[p].add(keep)
+            pred[keep].add(p)
+        succ[keep] -= {keep, gone}
+        pred[keep] -= {keep, gone}
+
+    # constant feeders into their reader's box, whatever runs them (a weight computed by
+    # ConstantOfShape on the fallback provider is not the flow a reader follows); last first,
+    # so that a chain of them folds whole
+    for k in reversed(op_keys):
+        if by_key[k].constant and len(succ[find(k)]) == 1:
+            (reader,) = succ[find(k)]
+            if reader in members:
+                merge(reader, find(k))
+    # chains: a box whose only successor has it as its only predecessor
+    for k in op_keys:
+        if owner[k] != k:
+            continue
+        while len(succ[k]) == 1:
+            (nxt,) = succ[k]
+            if nxt not in members or pred[nxt] != {k} or kind(nxt) != kind(k):
+                break
+            merge(k, nxt)
+    box_of = {k: find(k) for k in op_keys}
+    out = []
+    for n in nodes:
+        if n.kind != "op":
+            out.append(n)
+        elif box_of[n.key] == n.key:
+            group = sorted(members[n.key], key=lambda m: int(m[1:]))
+            out.append(n if len(group) == 1 else _chain_node(n, [by_key[m] for m in group]))
+    new_edges: dict[tuple[str, str], list[str]] = {}
+    for (a, b), values in edges.items():
+        a2, b2 = box_of.get(a, a), box_of.get(b, b)
+        if a2 != b2:
+            have = new_edges.setdefault((a2, b2), [])
+            have += [v for v in values if v not in have]
+    return out, new_edges, box_of
+
+
+def _chain_node(head: PictureNode, group: list[PictureNode]) -> PictureNode:
+    """One box for ``group`` (op nodes in order), drawn under ``head``'s key with its
+    provider and partition: a chain on one provider, partition and fallback status, with the
+    constant feeders folded into it."""
+    main = [n for n in group if not n.constant] or group
+    ops = [n.label for n in main]
+    runs: list[list] = []
+    for op in ops:
+        if runs and runs[-1][0] == op:
+            runs[-1][1] += 1
+        else:
+            runs.append([op, 1])
+    if len(runs) == 1:
+        label = f"{ops[0]} \u00d7{len(ops)}"
+    else:
+        label = " \u2192 ".join(op + (f" \u00d7{c}" if c > 1 else "") for op, c in runs)
+        if len(label) > NAME_LIMIT + 4:
+            label = f"{ops[0]} \u2192 \u2026 \u2192 {ops[-1]}"
+    const = len(group) - len(main)
+    head_text = f"{len(group)} nodes: "
+    room = NAME_LIMIT + 8 - len(head_text)
+    ends = [main[0].sub] if len(main) == 1 else [main[0].sub, main[-1].sub]
+    if len(" \u2026 ".join(ends)) > room:     # keep each end's tail: it tells them apart
+        ends = [_clip(e, (room - 3) // len(ends), head=True) for e in ends]
+    sub = head_text + " \u2026 ".join(ends)
+    p = head.partition
+    listed = [f"  {n.label}  {n.name}"
+              + (f"  (constant, on {n.provider})" if n.constant else "")
+              for n in group[:HOVER_MEMBERS]]
+    if len(group) > HOVER_MEMBERS:
+        listed.append(f"  ... and {len(group) - HOVER_MEMBERS} more")
+    hover = "\n".join(
+        [f"{len(group)} nodes on {head.provider} (partition {p}), drawn as one box"
+         + (f", {const} of them computing constants" if const else "")
+         + "; compact=False draws each", *listed]
+        + [f"fallback: {r}" for r in dict.fromkeys(r for n in group for r in n.fallback)])
+    reasons = tuple(dict.fromkeys(r for n in group for r in n.fallback))
+    return PictureNode(head.key, "op", label, sub, head.name, head.provider, p, head.fused,
+                       reasons, hover, tuple(group))
 
 
 def _clip(text: str, limit: int = 28, head: bool = False) -> str:
@@ -428,11 +678,13 @@ def _clip(text: str, limit: int = 28, head: bool = False) -> str:
 
 def _box_width(n: PictureNode) -> float:
     label = n.label if n.kind == "op" else _clip(n.label)
-    return max(56.0, max(len(label) * 1.05, len(n.sub) * 0.92) * CHAR_W + 16)
+    return (max(56.0, max(len(label) * 1.05, len(n.sub) * 0.92) * CHAR_W + 16)
+            + (10 if n.fallback else 0) + (3 if n.members else 0))   # the "!", the stack
 
 
-def _legend_width(colors: dict[str, str]) -> float:
-    return 40 + sum(20 + len(f"{p} (0000)") * CHAR_W + 18 for p in colors) + 380
+def _legend_width(colors: dict[str, str], compact: bool = False) -> float:
+    return (40 + sum(20 + len(f"{p} (0000)") * CHAR_W + 18 for p in colors) + 380
+            + (60 * CHAR_W if compact else 0))
 
 
 def _esc(text: str) -> str:
