@@ -107,24 +107,17 @@ def test_scan_matches_onnxruntime():
 
 
 def test_reference_fallback_is_labelled_and_can_be_switched_off():
-    node = helper.make_node("Momentum", ["r", "t", "x", "g", "v"], ["x2", "v2"],
-                            domain="ai.onnx.preview.training", alpha=0.9, beta=0.1,
-                            mode="standard", norm_coefficient=0.0)
-    g = helper.make_graph([node], "m",
-                          [helper.make_tensor_value_info("r", F, []),
-                           helper.make_tensor_value_info("t", TensorProto.INT64, [])]
-                          + [helper.make_tensor_value_info(n, F, [2]) for n in "xgv"],
-                          [helper.make_tensor_value_info(n, F, [2]) for n in ("x2", "v2")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                                helper.make_opsetid("ai.onnx.preview.training",
-                                                                    1)])
+    # LpPool-1 (p a float attribute) is one of the few op versions with no native kernel
+    node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2], p=2.0)
+    g = helper.make_graph([node], "m", [helper.make_tensor_value_info("x", F, [1, 1, 4])],
+                          [helper.make_tensor_value_info("y", F, [1, 1, 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 1)], ir_version=3)
     sess = onnxplex.InferenceSession(model)
     plan = sess.get_provider_assignment()
     assert "[onnx reference fallback]" in plan.report()
     assert plan.notes_count() == {"onnx reference fallback": 1}
-    one = np.ones(2, np.float32)
-    x2, _ = sess.run(None, {"r": np.float32(0.1), "t": np.int64(0), "x": one, "g": one, "v": one})
-    assert x2.shape == (2,)
-    with pytest.raises(onnxplex.PartitionError,
-                       match=r"ai.onnx.preview.training::Momentum.*opset 1\]"):
+    x = np.array([[[3.0, 4.0, -12.0, 5.0]]], np.float32)
+    (y,) = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, np.sqrt(x[..., :-1] ** 2 + x[..., 1:] ** 2), rtol=1e-6)
+    with pytest.raises(onnxplex.PartitionError, match=r"LpPool.*opset 1\]"):
         onnxplex.InferenceSession(model, providers=[("cpu_mlas", {"reference_fallback": 0})])

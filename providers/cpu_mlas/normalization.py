@@ -47,8 +47,6 @@ def _row_sum(x2: np.ndarray) -> np.ndarray:
 def _bn_training(node: NodeView) -> str | None:
     if node.opset < 7 and int(node.attr("is_test", 0)) == 0:
         return "BatchNormalization training mode (is_test=0) is not supported"
-    if node.opset >= 14 and int(node.attr("training_mode", 0)) != 0:
-        return "BatchNormalization training_mode=1 is not supported (inference only)"
     if node.opset < 14 and any(o is not None for o in node.outputs[1:]):
         return "BatchNormalization training outputs (mean, var, saved_*) are not supported"
     return None
@@ -69,8 +67,11 @@ def _channel_param(p: np.ndarray, ndim: int) -> np.ndarray:
 @op("BatchNormalization", since=15, dtypes={"T": FLOATS, "T1": FLOATS, "T2": FLOATS},
     predicate=_bn_training)
 def make_batch_norm(node: NodeView, ctx: ProviderContext):
-    """BatchNormalization (inference): ``y = x * a + b``, ``a``/``b`` folded once when constant."""
+    """BatchNormalization (inference): ``y = x * a + b``, ``a``/``b`` folded once when constant.
+    With ``training_mode=1`` (opset 14+) see :func:`_batch_norm_training`."""
     eps = float(node.attr("epsilon", 1e-5))
+    if node.opset >= 14 and int(node.attr("training_mode", 0)) != 0:
+        return _batch_norm_training(node, eps)
 
     def fold(scale, bias, mean, var):
         scale, bias, mean, var = (np.asarray(v, dtype=np.float64) for v in (scale, bias, mean, var))
@@ -88,6 +89,32 @@ def make_batch_norm(node: NodeView, ctx: ProviderContext):
         y = np.multiply(to_compute(x), _channel_param(a.astype(cd), x.ndim))
         y += _channel_param(b.astype(cd), x.ndim)
         return y.astype(x.dtype, copy=False)
+
+    return kernel
+
+
+def _batch_norm_training(node: NodeView, eps: float):
+    """BatchNormalization-14/15 with ``training_mode=1``: normalized by the batch's own
+    per-channel mean and (population) variance; the optional outputs are the running
+    statistics ``input_mean * momentum + current_mean * (1 - momentum)`` (and the same for
+    the variance), in the dtypes of the mean and variance inputs."""
+    momentum = float(node.attr("momentum", 0.9))
+    stats = len(node.outputs) > 1
+
+    def kernel(x, scale, bias, mean, var):
+        xc = to_compute(x).astype(np.float64)
+        axes = (0, *range(2, x.ndim))
+        cur_mean = xc.mean(axis=axes)
+        cur_var = xc.var(axis=axes)
+        a = np.asarray(scale, np.float64) / np.sqrt(cur_var + eps)
+        b = np.asarray(bias, np.float64) - cur_mean * a
+        y = (xc * _channel_param(a, x.ndim) + _channel_param(b, x.ndim)).astype(x.dtype)
+        if not stats:
+            return y
+        run_mean = np.asarray(mean, np.float64) * momentum + cur_mean * (1 - momentum)
+        run_var = np.asarray(var, np.float64) * momentum + cur_var * (1 - momentum)
+        return (y, run_mean.astype(np.asarray(mean).dtype),
+                run_var.astype(np.asarray(var).dtype))
 
     return kernel
 

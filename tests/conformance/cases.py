@@ -2,7 +2,8 @@
 normal InferenceSession, compared at each case's own tolerances.
 
 Loading, running and comparing live in ``onnxplex.testing._cases`` (the provider author kit
-runs the same cases); this module adds the cpu_mlas summary behind the README's numbers.
+runs the same cases); this module adds the cpu_mlas summary behind the README's numbers
+(``python tests/conformance/cases.py``, run by scripts/test-onnx-weekly.sh on onnx-weekly too).
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from onnxplex.testing._cases import RANDOM_CASES, all_cases, compare, run_case, 
 __all__ = ["RANDOM_CASES", "all_cases", "compare", "run_case", "summarize", "to_value"]
 
 
-def summarize(providers: Sequence[Any] = ("cpu_mlas",)) -> tuple[dict[str, int], dict[str, str]]:
+def summarize(providers: Sequence[Any] = ("cpu_mlas",)
+              ) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
     """Run every case; returns counts by outcome ('pass', 'error' for an onnxplex error,
-    'wrong', 'crash') and the wrong answers with their first message line."""
+    'wrong', 'crash'), the wrong answers and crashes with their first message line, and the
+    onnxplex errors with theirs."""
     counts = {"pass": 0, "error": 0, "wrong": 0, "crash": 0}
     wrong: dict[str, str] = {}
+    errors: dict[str, str] = {}
     for name, case in all_cases().items():
         try:
             with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -33,12 +37,13 @@ def summarize(providers: Sequence[Any] = ("cpu_mlas",)) -> tuple[dict[str, int],
         except AssertionError as e:
             counts["wrong"] += 1
             wrong[name] = (str(e).strip().splitlines() or ["?"])[0]
-        except onnxplex.OnnxplexError:
+        except onnxplex.OnnxplexError as e:
             counts["error"] += 1
+            errors[name] = (str(e).strip().splitlines() or ["?"])[0]
         except Exception as e:  # noqa: BLE001 - counted, and reported as a wrong outcome
             counts["crash"] += 1
             wrong[name] = f"{type(e).__name__}: {e}"
-    return counts, wrong
+    return counts, wrong, errors
 
 
 if __name__ == "__main__":   # python tests/conformance/cases.py: the README's numbers
@@ -48,8 +53,8 @@ if __name__ == "__main__":   # python tests/conformance/cases.py: the README's n
     total = len(all_cases())
     for label, provs in (("with the reference fallback", ["cpu_mlas"]),
                          ("natively", [("cpu_mlas", {"reference_fallback": False})])):
-        counts, wrong = summarize(provs)
+        counts, wrong, errors = summarize(provs)
         print(f"{label}: {counts['pass']} / {total} passed; {counts['error']} onnxplex errors; "
               f"{counts['wrong'] + counts['crash']} wrong or crashed")
-        for name, msg in sorted(wrong.items()):
+        for name, msg in sorted({**errors, **wrong}.items()):
             print(f"    {name}: {msg[:120]}")

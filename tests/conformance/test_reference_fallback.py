@@ -10,9 +10,10 @@ cpu_mlas runs an op it has no native kernel for through onnx.reference. Here:
   deny-list ignored): an entry onnx.reference has since fixed fails here, to be removed;
 * every op cpu_mlas would still place on the fallback (each version of every ai.onnx and
   ai.onnx.ml schema that no native kernel covers and onnx.reference implements) must be
-  compared somewhere: by a case here, by onnx's node test data (the node cases whose nodes
-  land on the fallback are compared with onnxruntime below), or, for the old versions
-  onnxruntime has no kernel for, with onnx's node test data or numpy;
+  compared somewhere: by a case here, by onnx's node test data, or, for the old versions
+  onnxruntime has no kernel for, with onnx's node test data or numpy (no node case of the
+  installed onnx lands on the fallback: test_node_cases.py's test_native_count runs them all
+  with the fallback off);
 * mismatches that stay are listed in EXPECTED_MISMATCHES with their reason, strictly (a listed
   case that agrees fails, so the list stays true).
 """
@@ -350,38 +351,3 @@ def test_every_op_still_on_the_fallback_is_compared():
                    is None}
     native = {op for op in implemented if CPU.op_table._configs.get((REF.ML, op))}
     assert implemented - native <= {op for _, op in ml_ops}
-
-
-def test_node_cases_on_the_fallback_match_onnxruntime():
-    """onnx's node cases whose nodes cpu_mlas places on the fallback (an op version or a dtype
-    or attribute its native kernel declines), run by cpu_mlas and by onnxruntime on the same
-    data: the same outputs where onnxruntime runs the model."""
-    compared, skipped, differ = [], {}, {}
-    for name, case in all_cases().items():
-        if any((o.domain or "") not in DOMAINS for o in case.model.opset_import):
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                sess = onnxplex.InferenceSession(case.model, providers=["cpu_mlas"])
-        except onnxplex.OnnxplexError:
-            continue
-        if not any(p.note == REF.NOTE for p in sess.get_provider_assignment().partitions):
-            continue
-        names = [i.name for i in case.model.graph.input]
-        for inputs, _ in case.data_sets:
-            feeds = dict(zip(names, map(to_value, inputs)))
-            try:
-                want = _ort(case.model, feeds)
-            except pytest.skip.Exception as e:
-                skipped[name] = str(e)
-                break
-            diff = _difference(want, _plex(case.model, feeds, ["cpu_mlas"], alone=False))
-            if diff is not None:
-                differ[name] = diff
-        else:
-            compared.append(name)
-    assert differ == {}
-    assert compared, "no node case lands on the fallback any more: drop this test"
-    print(f"{len(compared)} node cases on the fallback compared with onnxruntime: {compared}; "
-          f"{len(skipped)} onnxruntime cannot run: {sorted(skipped)}")

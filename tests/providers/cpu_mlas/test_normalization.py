@@ -74,13 +74,37 @@ def test_batch_norm_float16():
 
 
 @pytest.mark.parametrize("opset,attrs,n_out,needle", [
-    (15, dict(training_mode=1), 3, "training_mode=1"),
     (6, dict(is_test=0), 1, "is_test=0"),
     (9, {}, 5, "training outputs"),
 ])
 def test_batch_norm_training_declined(opset, attrs, n_out, needle):
     assert needle in decline_reason("BatchNormalization", bn_inputs(), n_out, opset=opset,
                                     **attrs)
+
+
+@pytest.mark.parametrize("opset,shape,momentum", [(14, (2, 4, 5, 6), None),
+                                                  (15, (3, 4), 0.7), (15, (2, 4, 3, 2, 2), 0.9)])
+def test_batch_norm_training_mode(opset, shape, momentum):
+    # training_mode=1: the batch's own statistics, and the running ones as outputs 1 and 2
+    # (onnx's shape inference asks for all three; it leaves them untyped, so they are typed
+    # here by hand).
+    import onnxruntime as ort
+
+    import onnxplex
+
+    inputs = bn_inputs(shape=shape)
+    attrs = {"training_mode": 1} | ({} if momentum is None else {"momentum": momentum})
+    m = node_model("BatchNormalization", inputs, 3, opset=opset, epsilon=1e-3, **attrs)
+    for o in m.graph.output:
+        o.type.tensor_type.elem_type = TensorProto.FLOAT
+    feeds = {f"in{i}": a for i, a in enumerate(inputs)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]
+                                ).run(None, feeds)
+    got = onnxplex.InferenceSession(m.SerializeToString(), providers=[
+        ("cpu_mlas", {"reference_fallback": False})]).run(None, feeds)
+    assert len(got) == 3
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **TOL)
 
 
 @pytest.mark.parametrize("opset", [6, 22])
