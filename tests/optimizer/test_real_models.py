@@ -67,9 +67,10 @@ MODELS = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "bert_base_int8"
 
 #: model -> reason: onnxplex ALL currently leaves more nodes than onnxruntime ALL; put the
 #: counts in the reason, e.g. "onnxruntime ALL 58 < onnxplex ALL 89 (DISABLE 122): ...".
-#: Last measured (onnxruntime 1.31.1, torch 2.13.0; onnxruntime ALL / onnxplex DISABLE_ALL /
-#: onnxplex ALL): resnet50 58/122/57, mobilenetv2 56/100/55, bert_base 383/444/117,
-#: gpt2_small 387/485/243, bert_base_int8 351/715/157: none fails.
+#: Last measured (python benchmarks/node_counts.py on these exports, 2026-12-07: onnxruntime
+#: 1.32.0, torch 2.13.0; onnxruntime ALL / onnxplex DISABLE_ALL / onnxplex ALL): resnet50
+#: 57/122/57, mobilenetv2 55/100/55, bert_base 383/444/117, gpt2_small 387/485/243,
+#: bert_base_int8 351/715/157: none fails.
 NODE_COUNT_XFAIL: dict[str, str] = {}
 
 #: model -> reason: onnxplex ALL cannot run the model yet, or does not match DISABLE_ALL
