@@ -367,7 +367,8 @@ def main(argv=None) -> int:
     chart(rows, out.with_suffix(".png"))
     print(block)
     if a.readme:
-        update_readme(Path(a.readme), f"{block}\n\n![onnxplex / onnxruntime latency ratios]"
+        update_readme(Path(a.readme), f"{block}\n\n![onnxplex / onnxruntime and OpenVINO "
+                                      "latency ratios]"
                                       f"(benchmarks/{out.with_suffix('.png').name})")
     return 0
 
