@@ -54,8 +54,10 @@
 #      e. every aarch64 .so (Python's lib-dynload, the site, the module) resolved by the sysroot's
 #         dynamic loader (ld.so --list under QEMU): a missing library fails here, by name.
 #      f. bytecode compiled once by the host's Python (same 3.11 bytecode) into a pycache prefix
-#         under the cache, and the x86 case of test_quantized_transformer.py written by the host's
-#         Python (needs onnxruntime there) for the Arm comparison (ONNXPLEX_ARM64_CASE_DIR).
+#         under the cache, and the whole-model cases of tests/providers/kleidi_sme2/arm64_models.py
+#         (a ResNet-18, a dynamic-int8 transformer, an int4 MLP: models, feeds, x86 outputs)
+#         written by the host's Python (needs onnxruntime there, to quantize) for the Arm
+#         comparison (ONNXPLEX_ARM64_CASE_DIR).
 #   5. Runs each target under each of its CPU configurations (in parallel, $ARM64_JOBS at a time,
 #      the python runs first) and fails loudly - printing the run's log tail - if any run fails or
 #      times out. A python run is
@@ -65,14 +67,15 @@
 #          -p no:cacheprovider tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py
 #      with nothing forcing a Kleidi variant. Deselected: test_kernels.py's
 #      test_native_kleidi_test_executable (it would build and run an x86 kleidi_test with the
-#      host's cmake; the native targets cover kleidi_test on every CPU). Skipped there, 11 of the
-#      144 selected at the time of writing (the same on all three CPUs): 8 onnxruntime-oracle
+#      host's cmake; the native targets cover kleidi_test on every CPU). Skipped there, 16 of the
+#      160 selected at the time of writing (the same on all three CPUs): 9 onnxruntime-oracle
 #      comparisons (importorskip: the site has no onnxruntime; test_matmulnbits_mlp skips only its
 #      final oracle check, after its cpu_mlas comparison ran), the 2 tests of
-#      test_quantized_transformer.py that quantize with onnxruntime (their Arm counterpart,
-#      test_matches_the_x86_run, runs on the x86 case) and 1 x86-only test
-#      (test_off_arm_available_only_when_forced); a 12th, test_matches_the_x86_run, when the host
-#      has no onnxruntime. Each PASS/FAIL line carries pytest's summary line.
+#      test_quantized_transformer.py that quantize with onnxruntime, 1 x86-only test
+#      (test_off_arm_available_only_when_forced) and the 4 x86 sides of test_arm64_models.py
+#      (whose Arm side, test_matches_the_x86_run, runs the three whole models of the x86 cases);
+#      3 more, those, when the host has no onnxruntime. Each PASS/FAIL line carries pytest's
+#      summary line.
 #      Timings (2 cores, a machine shared with other builds): warm cache ~30 s for the target
 #      (three runs of 10-20 s, 2 at a time: 1 at a time took ~45 s, 3 at a time no less than 2);
 #      cold cache (sysroot, wheels, module build) ~1m45 s.
@@ -544,7 +547,7 @@ prepare_python() { # 4a-f -> sets PY_CASE_DIR
       >"$CACHE/logs/python.compileall.log" 2>&1 || true
   fi
   PY_CASE_DIR=
-  local case_script=$REPO/tests/providers/kleidi_sme2/test_quantized_transformer.py
+  local case_script=$REPO/tests/providers/kleidi_sme2/arm64_models.py
   if [ -f "$case_script" ]; then
     if "$HOST_PYTHON" -c 'import onnxruntime, onnxplex.providers.kleidi_sme2._kleidi' 2>/dev/null; then
       rm -rf "$PYDIR/x86-case"
@@ -556,7 +559,7 @@ prepare_python() { # 4a-f -> sets PY_CASE_DIR
       log "python: x86 case for ${case_script#"$REPO"/} in ${PY_CASE_DIR#"$REPO"/}"
     else
       log "python: $HOST_PYTHON cannot import onnxruntime and onnxplex's _kleidi: no x86 case;" \
-        "test_matches_the_x86_run will be skipped"
+        "test_arm64_models.py's test_matches_the_x86_run will be skipped"
     fi
   fi
   log "python: ready in $(elapsed "$start") s"
@@ -589,7 +592,7 @@ run_native() { # target exe config
 run_python() { # config: pytest under the emulated python, from the repository (its pyproject)
   local name cpu variant svl
   IFS='|' read -r name cpu variant svl <<<"$1"
-  mkdir -p "$PYDIR/home"
+  mkdir -p "$PYDIR/home" "$PYDIR/tmp"   # (pytest makes --basetemp, not its parents)
   # A clean environment: nothing from the host's Python or Kleidi settings leaks in.
   local env=(PATH=/usr/bin:/bin HOME="$PYDIR/home" LANG=C.UTF-8 TMPDIR="${TMPDIR:-/tmp}"
     PYTHONHOME="$SYSROOT/usr" PYTHONPATH="$PYDIR/install:$PYDIR/site" PYTHONNOUSERSITE=1

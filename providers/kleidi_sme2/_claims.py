@@ -193,14 +193,17 @@ def check_conv(node: NodeView) -> Claim | str:
             return b
     kh, kw = wc.shape[2:]
     if (kh, kw) == (1, 1):
-        strides = tuple(node.attr("strides", None) or (1, 1))
-        pads = tuple(node.attr("pads", None) or (0, 0, 0, 0))
+        # strided (a ResNet's downsampling shortcut) or padded: the input is padded and
+        # subsampled first, then one GEMM (dilations do not matter to a 1x1 kernel)
+        strides = tuple(int(v) for v in node.attr("strides", None) or (1, 1))
+        pads = tuple(int(v) for v in node.attr("pads", None) or (0, 0, 0, 0))
         auto = _s(node.attr("auto_pad", "NOTSET"))
-        if strides != (1, 1):
-            return f"1x1 Conv with strides {list(strides)} (the GEMM path needs stride 1)"
-        if any(pads) or auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
-            return f"1x1 Conv with pads {list(pads)} (the GEMM path needs no padding)"
-        return Claim("gemm_f32", "1x1 conv as fp32 GEMM")
+        if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            return f"auto_pad {auto!r} is not an ONNX padding mode"
+        how = [f"stride {strides[0]}x{strides[1]}"] if strides != (1, 1) else []
+        how += ["padded"] if any(pads) and auto == "NOTSET" else []
+        return Claim("gemm_f32", "1x1 conv as fp32 GEMM" + (f" ({', '.join(how)})" if how
+                                                           else ""))
     if min(kh, kw) < 3:
         return f"kernel {kh}x{kw}: the indirect-conv path is for kernels 3x3 or larger"
     return Claim("igemm_f32", f"{kh}x{kw} indirect conv")

@@ -314,7 +314,7 @@ class KleidiSme2Provider(ExecutionProvider):
             w = np.asarray(node.input(1).const, _F32)
             bias = _opt_vec(node.input(2), w.shape[0])
             if w.shape[2:] == (1, 1):
-                return self._compile_conv1x1(mod, w, bias, lo, hi, t)
+                return self._compile_conv1x1(mod, node, w, bias, lo, hi, t)
             return self._compile_conv(mod, node, w, bias, lo, hi, t)
         if op == "DynamicQuantizeMatMul":
             packed = self._pack_qsi8cx(mod, node.input(1), node.input(2), node.input(4))
@@ -341,15 +341,28 @@ class KleidiSme2Provider(ExecutionProvider):
                                    variant=self.variant("gemm_f32"))
         return _gemm_runner(mod.gemm_f32, packed, self._clamp_kw(lo, hi), t)
 
-    def _compile_conv1x1(self, mod, w, bias, lo, hi, t) -> Callable:
+    def _compile_conv1x1(self, mod, node: NodeView, w, bias, lo, hi, t) -> Callable:
+        """A 1x1 convolution as one GEMM over the pixels; padding and strides first make the
+        pixels it reads (zero pixels give the bias, as the convolution does)."""
         m, c = w.shape[:2]
         packed = mod.pack_gemm_f32(np.ascontiguousarray(w.reshape(m, c)), bias,
                                    transpose_b=True, variant=self.variant("gemm_f32"))
         kw = self._clamp_kw(lo, hi)
+        sh, sw = (int(s) for s in (node.attr("strides", None) or (1, 1)))
+        p = tuple(int(v) for v in (node.attr("pads", None) or (0, 0, 0, 0)))
+        auto = _claims._s(node.attr("auto_pad", "NOTSET"))
 
         def run(x):
+            x = np.asarray(x, _F32)
+            pd = p if auto == "NOTSET" else (0, 0, 0, 0)
+            if auto in ("SAME_UPPER", "SAME_LOWER"):
+                pd = _same_pads(x.shape[2:], (1, 1), (sh, sw), (1, 1), auto == "SAME_UPPER")
+            if any(pd):
+                x = np.pad(x, ((0, 0), (0, 0), (pd[0], pd[2]), (pd[1], pd[3])))
+            if (sh, sw) != (1, 1):
+                x = x[:, :, ::sh, ::sw]
             _, ch, h, wd = x.shape
-            a = np.ascontiguousarray(np.asarray(x, _F32).reshape(ch, h * wd).T)
+            a = np.ascontiguousarray(x.reshape(ch, h * wd).T)
             y = mod.gemm_f32(a, packed, threads=t, **kw)
             return np.ascontiguousarray(y.T).reshape(1, m, h, wd)
 

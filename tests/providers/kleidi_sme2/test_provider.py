@@ -137,6 +137,30 @@ def test_fused_conv_from_optimizer_is_claimed():
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("attrs, out_hw, note", [
+    ({"strides": [2, 2]}, (5, 4), "(stride 2x2)"),            # a ResNet downsampling shortcut
+    ({"strides": [2, 1], "pads": [1, 0, 0, 2]}, (5, 10), "(stride 2x1, padded)"),
+    ({"strides": [3, 3], "auto_pad": "SAME_UPPER"}, (3, 3), "(stride 3x3)"),
+    ({"pads": [1, 1, 1, 1]}, (11, 10), "(padded)"),
+])
+def test_strided_and_padded_1x1_conv_run_as_gemm(attrs, out_hw, note):
+    """The input is padded and subsampled, then one GEMM: pixels of the padding give the bias
+    (through the activation), as the convolution does."""
+    rng = np.random.default_rng(8)
+    inits = {"w": rng.standard_normal((6, 5, 1, 1)).astype(F32),
+             "b": rng.standard_normal(6).astype(F32)}
+    m = _model([helper.make_node("Conv", ["x", "w", "b"], ["c"], name="c", **attrs),
+                helper.make_node("Relu", ["c"], ["y"], name="r")],
+               [_vi("x", [1, 5, 9, 8])], [_vi("y", [1, 6, *out_hw])], inits)
+    k, c = _sessions(m)
+    assert _placements(k)["c"].provider == KP
+    assert f"1x1 conv as fp32 GEMM {note}" in k.get_provider_assignment().report()
+    x = rng.standard_normal((1, 5, 9, 8)).astype(F32)
+    got, want = k.run(None, {"x": x})[0], c.run(None, {"x": x})[0]
+    assert got.shape == (1, 6, *out_hw)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_batch_2_conv_is_declined():
     rng = np.random.default_rng(4)
     inits = {"w": rng.standard_normal((4, 3, 3, 3)).astype(F32)}
