@@ -88,6 +88,10 @@ def test_svg_nodes_colours_partitions_and_fallbacks(mixed_session, model_path, t
     _check_placement_svg(root, mixed_session, compact=True)
     full = GraphPicture.from_session(mixed_session, compact=False)
     _check_placement_svg(ET.fromstring(full.to_svg()), mixed_session, compact=False)
+    # --compact no: every node its own box, from the command line too
+    assert main(["partition", str(model_path), "--providers", "xnnpack_like,cpu_mlas",
+                 "--format", "svg", "--compact", "no", "-o", str(out)]) == 0
+    _check_placement_svg(ET.parse(out).getroot(), mixed_session, compact=False)
 
 
 def _check_placement_svg(root: ET.Element, session, compact: bool) -> None:

@@ -231,7 +231,9 @@ def _cmd_partition(args: argparse.Namespace) -> int:
     else:
         from ._draw import GraphPicture
 
-        text = GraphPicture.from_session(sess, title=f"{args.model}: placement").render(fmt)
+        compact = {"auto": None, "yes": True, "no": False}[args.compact]
+        text = GraphPicture.from_session(sess, title=f"{args.model}: placement",
+                                         compact=compact).render(fmt)
     _emit(text, args.output)
     return 0
 
@@ -391,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="text report, JSON, or a picture of the graph: svg, html "
                         "(the svg with a legend and tables of partitions and fallbacks), dot")
     p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--compact", choices=["auto", "yes", "no"], default="auto",
+                   help="pictures: draw each unbranched run of nodes on one provider as one "
+                        "box (auto: for graphs deeper than 40 rows)")
     p.add_argument("-o", "--output", type=_output_file, metavar="FILE",
                    help="write to FILE instead of stdout")
     level(p)
