@@ -14,6 +14,7 @@ import pytest
 import onnxplex
 from conformance.cases import all_cases, run_case, summarize
 from conformance.expected_failures import EXPECTED_FAILURES
+from onnxplex.testing import _cases
 
 CASES = sorted(all_cases())
 
@@ -27,6 +28,19 @@ def _param(name: str):
 
 def test_expected_failures_name_real_cases():
     assert set(EXPECTED_FAILURES) <= set(CASES)
+
+
+def test_superseded_cases_are_real_and_strict(monkeypatch):
+    # Every entry names a case of the installed onnx; an entry whose case's expected values
+    # agree with onnxruntime fails (test_relu's do), and one whose versions do not include the
+    # installed onnx leaves the case compared with its own values.
+    assert set(_cases.SUPERSEDED) <= set(CASES)
+    monkeypatch.setitem(_cases.SUPERSEDED, "test_relu", (">=1.0", "stale"))
+    with pytest.raises(AssertionError, match="remove the entry"):
+        run_case(all_cases()["test_relu"])
+    monkeypatch.setitem(_cases.SUPERSEDED, "test_relu", ("<1.0", "not this onnx"))
+    assert _cases.superseded("test_relu") is None
+    run_case(all_cases()["test_relu"])
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in CASES])
