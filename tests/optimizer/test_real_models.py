@@ -24,7 +24,8 @@ torch, transformers, onnx, onnxscript and onnxruntime (its quantizer writes the 
 ``build_reduce_range``. Each model is built in a private temporary folder and moved into place
 file by file, its checksum manifest last; a model whose files do not match their manifest (a
 killed or concurrent writer, a truncated copy) is rebuilt, so parallel pytest processes can
-share the cache. Key folders unused for ``CACHE_KEEP_DAYS`` are removed. Needs torch and
+share the cache. Under ``.cache/test-models`` (not under ``$ONNXPLEX_MODEL_CACHE``, which may
+hold other things) key folders unused for ``CACHE_KEEP_DAYS`` are removed. Needs torch and
 transformers (``pip install -e '.[test,models]'``); skipped only when torch is not importable.
 """
 
@@ -187,7 +188,7 @@ def _publish(built: Path, folder: Path, stem: str) -> None:
 
 def _prune_old_keys(root: Path, keep: Path) -> None:
     cutoff = time.time() - CACHE_KEEP_DAYS * 86400
-    for old in root.iterdir():
+    for old in root.glob("torch-*"):
         if old.is_dir() and old != keep and old.stat().st_mtime < cutoff:
             shutil.rmtree(old, ignore_errors=True)
 
@@ -201,7 +202,8 @@ def model_cache(request):
     folder = root / cache_key()
     folder.mkdir(parents=True, exist_ok=True)
     os.utime(folder)  # in use: kept by _prune_old_keys
-    _prune_old_keys(root, folder)
+    if not env:
+        _prune_old_keys(root, folder)
     times: dict[str, float] = {}
     checked: set[str] = set()
 
