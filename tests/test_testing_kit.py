@@ -4,7 +4,7 @@ provider template, and on deliberately broken providers (so the kit's tests can 
 The bundled providers run in-process through pytester (sharing this process's ONNX node
 cases with tests/conformance). The conformance part is restricted to keep this fast:
 cpu_mlas runs 60 cases sampled from those of common op families (conv, gemm/matmul,
-normalization, gather/reshape, resize, LSTM, QLinearConv, control flow, ...; all ~1,875
+normalization, gather/reshape, resize, LSTM, QLinearConv, control flow, ...; all 1,884
 cases it claims run in tests/conformance/test_node_cases.py); xnnpack_like runs all it
 claims; kleidi_sme2 (portable reference kernels, ``force_reference=1``) claims none (its
 claims need constant weights, which the node cases feed as inputs), so only its contract
