@@ -38,7 +38,7 @@ struct MopaArgs {
   uint32_t clamp_min;       // 80 (fp32 bits)
   uint32_t clamp_max;       // 84
   void* row_buf;            // 88: 2 * VL elements (<= 128: SVL is at most 2048 bits)
-  void* acc_buf;            // 96: kernel-specific scratch (the int4 kernel's fp32 tile), or null
+  void* acc_buf;            // 96: kernel-specific (the int4 kernel's LUTI4 table), or null
 };
 static_assert(offsetof(MopaArgs, row_buf) == 88 && offsetof(MopaArgs, acc_buf) == 96,
               "asm offsets");

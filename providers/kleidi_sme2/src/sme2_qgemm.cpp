@@ -41,7 +41,7 @@ using sme2::svl_words;
 constexpr size_t kKr = 4;
 
 // The kernels read sme2::MopaArgs (sme2_common.h); for qsi8cx k_steps = k_int / 4 groups, for
-// qsi4c32 k_steps = k / 32 blocks and acc_buf = the fp32 accumulator tile.
+// qsi4c32 k_steps = k / 32 blocks and acc_buf = ZT0's lookup table.
 using sme2::MopaArgs;
 
 // Register map (x0 args; x29/x30/sp untouched):
@@ -328,20 +328,52 @@ struct Sme2QGemmQsi8cx : sme2::Tile2VL<kKr> {
 };
 
 // ---- qai8dx x qsi4c32 -----------------------------------------------------------------------
-// Same tiles and packing (kr 4, sr 1; the RHS nibble stream uses the same depth-4 interleave, so
-// one group of 4 k of the 2VL panel columns is 2VL x 4 nibbles = one vector of bytes). Per group:
-// sign-extend low nibbles (LSL 4, ASR 4) and high nibbles (ASR 4), ZIP1/ZIP2 them back into
-// element order: ZIP1 = columns [0,VL), ZIP2 = columns [VL,2VL), each lane 4 k values of one
-// column - the SMOPA operand. Per 32-block the int32 sums are in ZA; each tile row is then
-// converted (SCVTF), multiplied by the block scales (FMUL) and added (FADD) to an fp32
-// accumulator tile in memory (acc_buf, 2VL x 2VL floats: ZA holds only the int32 tiles), in
-// block order as the reference (acc starts at +0.0f). Output step per row:
-//   y = s_a * (acc + float(-zp) * rsum) + bias, then the clamp, one rounding per op.
+// A 1VL x 2VL tile: za0/za1 hold one 32-block's int32 sums (rows [0,VL) x columns [0,VL) and
+// [VL,2VL)), za2/za3 the fp32 accumulators of the same rows and columns, so the blocks are
+// accumulated inside ZA: per block, after its 16 SMOPAs, four rows at a time are moved out of
+// za0/za1 as ZA-array vector groups (MOVA VGx4), converted (multi-vector SCVTF) and multiplied
+// by the block's column scales into za2/za3 (FMLA VGx4, one fused rounding), about 2
+// instructions per tile row (the previous kernel drained every row of a 2VL x 2VL tile through
+// a float buffer in memory each block: ~13 instructions a row, 0.04 of ideal). Packing as
+// qsi8cx (kr 4, sr 1), mr = VL, nr = 2VL: per group of 4 k the LHS block has one vector (VL
+// rows x 4 int8) and the RHS panel one vector of nibbles (2VL columns x 4 k), which LUTI4
+// expands through ZT0 (the 16 signed int4 values) into the two SMOPA operands - columns [0,VL)
+// and [VL,2VL), each lane 4 k values of one column - in one instruction (5 before: shifts and
+// ZIPs). A ZA-array vector group VGx4 at index x (0 <= x < VL) is the vectors x, x + VL,
+// x + 2VL, x + 3VL; with x = 4i + t that is slices i, i + VL/4, i + VL/2, i + 3VL/4 of tile t,
+// so offsets 0/1 (za0/za1) and 2/3 (za2/za3) of one group pair the same rows.
+//
+// Numerics: y = s_a * (acc + float(-zp) * rsum) + bias, then the clamp, as the reference, where
+// acc = fma(float(isum_b), scale_b, acc) block after block: the block product is not rounded
+// before it is added (the reference rounds it: acc + float(isum_b) * scale_b). Each block then
+// differs from the reference's by at most half an ulp of the product, |d| <= 2^-24 |p_b|, so
+// |acc - acc_ref| <= 2^-24 * sum_b |isum_b * scale_b| plus the reassociation of those
+// differences through the later additions (bounded by 2^-24 * blocks * max |acc|): within the
+// kleidi_test bound 1e-5 * s_a * (sum |terms| + |acc| + |zp term|) for K up to 2^24 / 1e5 * 32.
+// KleidiAI's own int4 NEON kernels fuse the block accumulation too.
+//
+// Register map (x0 args): x1 LHS block  x2 RHS panel  x3 dst (block row)  x4 rows left  x5 n
+// x6 blocks  x7 row stride  x8 ZA-array vector index  x9 LHS block stride  x10 RHS panel stride
+// x11 VL  x12 ZA slice (output)  x13 2VL  x14 cols left  x15 RHS panel (current)
+// x16 dst (tile)  x17 LHS cursor, then tail (-zp, s_a)  x19 RHS cursor, then tail (rsum, bias)
+// x20 blocks left  x21 rows in tile  x22 cols in tile  x23 row  x24 dst row  x25/x27 scratch
+// x26 col stride  x28 row_buf.  z0-z7 LHS groups, z8-z15 packed nibbles, z16-z23 expanded
+// columns; in the drain z0-z7 the moved sums, z8/z9 the block's scales; after the K loop
+// z4/z5 rsum, z10/z11 bias, z6/z7 a row, z12/z13 -zp / s_a, z14/z15 scratch, z30/z31 clamp.
+#define KLEIDI_SME2_Q4_GROUPS4(N0, N1, N2, N3, A0, A1, A2, A3)                                 \
+  "luti4 {z16.b-z17.b}, zt0, z" #N0 "[0]\n"                                                  \
+  "luti4 {z18.b-z19.b}, zt0, z" #N1 "[0]\n"                                                  \
+  "luti4 {z20.b-z21.b}, zt0, z" #N2 "[0]\n"                                                  \
+  "luti4 {z22.b-z23.b}, zt0, z" #N3 "[0]\n"                                                  \
+  "smopa za0.s, p0/m, p0/m, z" #A0 ".b, z16.b\n"                                             \
+  "smopa za1.s, p0/m, p0/m, z" #A0 ".b, z17.b\n"                                             \
+  "smopa za0.s, p0/m, p0/m, z" #A1 ".b, z18.b\n"                                             \
+  "smopa za1.s, p0/m, p0/m, z" #A1 ".b, z19.b\n"                                             \
+  "smopa za0.s, p0/m, p0/m, z" #A2 ".b, z20.b\n"                                             \
+  "smopa za1.s, p0/m, p0/m, z" #A2 ".b, z21.b\n"                                             \
+  "smopa za0.s, p0/m, p0/m, z" #A3 ".b, z22.b\n"                                             \
+  "smopa za1.s, p0/m, p0/m, z" #A3 ".b, z23.b\n"
 
-// Registers as sme2_qsi8cx_kernel, except: x0 stays the args pointer (acc_buf reloaded from it),
-// x6 blocks, x20 blocks left then acc_buf row cursor, x25 groups left in a block (before the
-// stores use it), z16/z17 nibbles, z20 packed bytes, z24/z25 block scales, z26/z27 fp32 acc row,
-// z4/z5 rsum, z10/z11 bias.
 __attribute__((noinline)) void sme2_qsi4c32_kernel(const MopaArgs* args) {
   __asm__ volatile(
       ".arch_extension sme2\n"
@@ -349,12 +381,15 @@ __attribute__((noinline)) void sme2_qsi4c32_kernel(const MopaArgs* args) {
       "ldp x1, x2, [x0, #0]\n"
       "ldp x3, x4, [x0, #16]\n"
       "ldp x5, x6, [x0, #32]\n"
-      "ldp x7, x8, [x0, #48]\n"
+      "ldr x7, [x0, #48]\n"
+      "ldr x26, [x0, #56]\n"
       "ldp x9, x10, [x0, #64]\n"
       "ldr x28, [x0, #88]\n"
       "smstart\n"
+      "ldr x27, [x0, #96]\n"  // the 16 signed int4 values, one per 32-bit entry
+      "ldr zt0, [x27]\n"
       "rdsvl x11, #1\n"
-      "lsr x11, x11, #2\n"
+      "lsr x11, x11, #2\n"  // x11 = VL (32-bit lanes)
       "add x13, x11, x11\n"
       "ptrue p0.b\n"
       "ptrue pn8.b\n"
@@ -363,93 +398,64 @@ __attribute__((noinline)) void sme2_qsi4c32_kernel(const MopaArgs* args) {
       "dup z30.s, w27\n"
       "ldr w27, [x0, #84]\n"
       "dup z31.s, w27\n"
+      // ---- loop over row blocks of VL rows
       "10:\n"
       "mov x14, x5\n"
       "mov x15, x2\n"
       "mov x16, x3\n"
-      "cmp x4, x13\n"
-      "csel x21, x4, x13, lo\n"
+      "cmp x4, x11\n"
+      "csel x21, x4, x11, lo\n"
+      // ---- loop over column panels of 2VL columns
       "20:\n"
-      // zero the fp32 accumulator rows [0, rows in tile)
-      "mov z26.s, #0\n"
-      "mov z27.s, #0\n"
-      "ldr x20, [x0, #96]\n"
-      "mov x23, #0\n"
-      "21:\n"
-      "st1w {z26.s, z27.s}, pn9, [x20]\n"
-      "addvl x20, x20, #2\n"
-      "add x23, x23, #1\n"
-      "cmp x23, x21\n"
-      "b.lo 21b\n"
+      "zero {za}\n"  // int32 sums and fp32 accumulators
       "mov x17, x1\n"
       "mov x19, x15\n"
       "mov x20, x6\n"
       "cbz x20, 40f\n"
-      // ---- one 32-block
+      "b 32f\n"
       "31:\n"
-      "zero {za}\n"
-      "mov x25, #8\n"
+      "zero {za0.s, za1.s}\n"
+      // ---- one 32-block: eight groups of 4 k, 16 SMOPAs
       "32:\n"
-      "ld1b {z0.b, z1.b}, pn8/z, [x17]\n"
-      "ld1b {z20.b}, p0/z, [x19]\n"
-      "lsl z16.b, z20.b, #4\n"
-      "asr z16.b, z16.b, #4\n"
-      "asr z17.b, z20.b, #4\n"
-      "zip1 z2.b, z16.b, z17.b\n"
-      "zip2 z3.b, z16.b, z17.b\n"
-      "smopa za0.s, p0/m, p0/m, z0.b, z2.b\n"
-      "smopa za1.s, p0/m, p0/m, z0.b, z3.b\n"
-      "smopa za2.s, p0/m, p0/m, z1.b, z2.b\n"
-      "smopa za3.s, p0/m, p0/m, z1.b, z3.b\n"
-      "addvl x17, x17, #2\n"
-      "addvl x19, x19, #1\n"
-      "subs x25, x25, #1\n"
-      "b.ne 32b\n"
-      // x19 = the block's 2VL fp32 scales
-      "ld1w {z24.s, z25.s}, pn9/z, [x19]\n"
-      "addvl x19, x19, #2\n"
-      "ldr x26, [x0, #96]\n"
-      "mov x23, #0\n"
+      "ld1b {z0.b-z3.b}, pn8/z, [x17]\n"
+      "ld1b {z4.b-z7.b}, pn8/z, [x17, #4, mul vl]\n"
+      "ld1b {z8.b-z11.b}, pn8/z, [x19]\n"
+      "ld1b {z12.b-z15.b}, pn8/z, [x19, #4, mul vl]\n"
+      KLEIDI_SME2_Q4_GROUPS4(8, 9, 10, 11, 0, 1, 2, 3)
+      KLEIDI_SME2_Q4_GROUPS4(12, 13, 14, 15, 4, 5, 6, 7)
+      "ld1w {z8.s-z9.s}, pn9/z, [x19, #8, mul vl]\n"  // the block's 2VL column scales
+      "addvl x17, x17, #8\n"
+      "addvl x19, x19, #10\n"
+      // za2 += float(za0) * scales[0,VL), za3 += float(za1) * scales[VL,2VL), four rows a step
+      // (FMLA's single vector must be one of z0-z15)
+      "mov w8, #0\n"
       "33:\n"
-      "cmp x23, x11\n"
-      "b.hs 34f\n"
-      "mov w12, w23\n"
-      "mova z6.s, p0/m, za0h.s[w12, 0]\n"
-      "mova z7.s, p0/m, za1h.s[w12, 0]\n"
-      "b 35f\n"
-      "34:\n"
-      "sub w12, w23, w11\n"
-      "mova z6.s, p0/m, za2h.s[w12, 0]\n"
-      "mova z7.s, p0/m, za3h.s[w12, 0]\n"
-      "35:\n"
-      "scvtf z6.s, p0/m, z6.s\n"
-      "scvtf z7.s, p0/m, z7.s\n"
-      "fmul z6.s, z6.s, z24.s\n"
-      "fmul z7.s, z7.s, z25.s\n"
-      "ld1w {z26.s, z27.s}, pn9/z, [x26]\n"
-      "fadd z26.s, z26.s, z6.s\n"
-      "fadd z27.s, z27.s, z7.s\n"
-      "st1w {z26.s, z27.s}, pn9, [x26]\n"
-      "addvl x26, x26, #2\n"
-      "add x23, x23, #1\n"
-      "cmp x23, x21\n"
+      "mova {z0.d-z3.d}, za.d[w8, 0, vgx4]\n"
+      "mova {z4.d-z7.d}, za.d[w8, 1, vgx4]\n"
+      "scvtf {z0.s-z3.s}, {z0.s-z3.s}\n"
+      "scvtf {z4.s-z7.s}, {z4.s-z7.s}\n"
+      "fmla za.s[w8, 2, vgx4], {z0.s-z3.s}, z8.s\n"
+      "fmla za.s[w8, 3, vgx4], {z4.s-z7.s}, z9.s\n"
+      "add w8, w8, #4\n"
+      "cmp x8, x11\n"
       "b.lo 33b\n"
       "subs x20, x20, #1\n"
       "b.ne 31b\n"
-      // ---- output step: x17 = LHS tail (-zp, s_a), x19 = RHS tail (rsum, bias)
+      // ---- output step: x17 = LHS tail (-zp, then s_a), x19 = RHS tail (rsum, bias)
       "40:\n"
       "ld1w {z4.s, z5.s}, pn9/z, [x19]\n"
       "ld1w {z10.s, z11.s}, pn9/z, [x19, #2, mul vl]\n"
+      "addvl x25, x17, #1\n"  // s_a[0]
       "whilelt p1.s, xzr, x14\n"
       "whilelt p2.s, x11, x14\n"
       "cmp x14, x13\n"
       "csel x22, x14, x13, lo\n"
-      "ldr x20, [x0, #96]\n"
       "mov x23, #0\n"
+      "mov w12, #0\n"
       "mov x24, x16\n"
       "50:\n"
-      "ld1w {z6.s, z7.s}, pn9/z, [x20]\n"
-      "addvl x20, x20, #2\n"
+      "mova z6.s, p0/m, za2h.s[w12, 0]\n"
+      "mova z7.s, p0/m, za3h.s[w12, 0]\n"
       "ldr w27, [x17, x23, lsl #2]\n"
       "dup z12.s, w27\n"
       "scvtf z12.s, p0/m, z12.s\n"
@@ -457,8 +463,7 @@ __attribute__((noinline)) void sme2_qsi4c32_kernel(const MopaArgs* args) {
       "fmul z15.s, z12.s, z5.s\n"
       "fadd z6.s, z6.s, z14.s\n"
       "fadd z7.s, z7.s, z15.s\n"
-      "addvl x27, x17, #2\n"
-      "ldr w27, [x27, x23, lsl #2]\n"
+      "ldr w27, [x25, x23, lsl #2]\n"
       "dup z13.s, w27\n"
       "fmul z6.s, z13.s, z6.s\n"
       "fmul z7.s, z13.s, z7.s\n"
@@ -472,37 +477,40 @@ __attribute__((noinline)) void sme2_qsi4c32_kernel(const MopaArgs* args) {
       "fcmgt p4.s, p0/z, z7.s, z31.s\n"
       "sel z6.s, p3, z31.s, z6.s\n"
       "sel z7.s, p4, z31.s, z7.s\n"
-      "cmp x8, #4\n"
+      "cmp x26, #4\n"
       "b.ne 53f\n"
       "st1w {z6.s}, p1, [x24]\n"
       "st1w {z7.s}, p2, [x24, #1, mul vl]\n"
       "b 55f\n"
-      "53:\n"
+      "53:\n"  // strided columns: through row_buf, then scalar stores
       "st1w {z6.s}, p0, [x28]\n"
       "st1w {z7.s}, p0, [x28, #1, mul vl]\n"
-      "mov x25, #0\n"
-      "mov x26, x24\n"
+      "mov x8, #0\n"
+      "mov x27, x24\n"
       "54:\n"
-      "ldr w27, [x28, x25, lsl #2]\n"
-      "str w27, [x26]\n"
-      "add x26, x26, x8\n"
-      "add x25, x25, #1\n"
-      "cmp x25, x22\n"
+      "ldr w20, [x28, x8, lsl #2]\n"
+      "str w20, [x27]\n"
+      "add x27, x27, x26\n"
+      "add x8, x8, #1\n"
+      "cmp x8, x22\n"
       "b.lo 54b\n"
       "55:\n"
       "add x24, x24, x7\n"
       "add x23, x23, #1\n"
+      "add w12, w12, #1\n"
       "cmp x23, x21\n"
       "b.lo 50b\n"
+      // ---- next column panel
       "add x15, x15, x10\n"
-      "mul x27, x13, x8\n"
+      "mul x27, x13, x26\n"
       "add x16, x16, x27\n"
       "subs x14, x14, x13\n"
       "b.gt 20b\n"
+      // ---- next row block
       "add x1, x1, x9\n"
-      "mul x27, x13, x7\n"
+      "mul x27, x11, x7\n"
       "add x3, x3, x27\n"
-      "subs x4, x4, x13\n"
+      "subs x4, x4, x11\n"
       "b.gt 10b\n"
       "smstop\n"
       :
@@ -514,7 +522,21 @@ __attribute__((noinline)) void sme2_qsi4c32_kernel(const MopaArgs* args) {
         "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");
 }
 
-struct Sme2QGemmQsi4c32 : sme2::Tile2VL<kKr> {
+// ZT0's table for LUTI4: entry i is the signed int4 value of nibble i (two's complement), in
+// the low byte of its 32-bit entry (LUTI4 .b takes the low 8 bits).
+alignas(64) constexpr int32_t kInt4Lut[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1};
+
+// mr = m_step = VL, nr = n_step = 2 VL, kr 4, sr 1.
+struct Sme2Tile1x2VL {
+  static size_t m_step() { return svl_words(); }
+  static size_t n_step() { return 2 * svl_words(); }
+  static size_t mr() { return svl_words(); }
+  static size_t nr() { return 2 * svl_words(); }
+  static size_t kr() { return kKr; }
+  static size_t sr() { return 1; }
+};
+
+struct Sme2QGemmQsi4c32 : Sme2Tile1x2VL {
   static void run(size_t m, size_t n, size_t k, size_t bl, const void* lhs_packed,
                   const void* rhs_packed, float* dst, size_t dst_stride_row,
                   size_t dst_stride_col, float clamp_min, float clamp_max) {
@@ -524,14 +546,12 @@ struct Sme2QGemmQsi4c32 : sme2::Tile2VL<kKr> {
                                   std::to_string(bl) + ")");
     }
     if (m == 0 || n == 0) return;
-    const size_t tile = 2 * svl_words();
     float row_buf[128];
-    std::vector<float> acc_buf(tile * tile);
     MopaArgs a = sme2::mopa_args(lhs_packed, rhs_packed, dst, m, n, k / bl, dst_stride_row,
-                                 dst_stride_col, layout::lhs_qai8dx_block_bytes(k, tile, kKr),
-                                 layout::rhs_qsi4c32_panel_bytes(k, tile, bl), clamp_min,
+                                 dst_stride_col, layout::lhs_qai8dx_block_bytes(k, mr(), kKr),
+                                 layout::rhs_qsi4c32_panel_bytes(k, nr(), bl), clamp_min,
                                  clamp_max, row_buf);
-    a.acc_buf = acc_buf.data();
+    a.acc_buf = const_cast<int32_t*>(kInt4Lut);
     sme2_qsi4c32_kernel(&a);
   }
 };
