@@ -25,6 +25,22 @@ struct DotprodQsi8cx {
   static size_t nr() { return kNr; }
   static size_t kr() { return kKr; }
   static size_t sr() { return 1; }
+  // One group of 4 k: the 4 rows' values in av (lane = row), 16 columns' at w (one 4-register
+  // LD1), 16 SDOTs by element.
+  static void group(int32x4_t (&acc)[kMr][4], int8x16_t av, const int8_t* w) {
+    const int8x16x4_t b = vld1q_s8_x4(w);
+#define KLEIDI_SDOT_ROW(r)                                  \
+  acc[r][0] = vdotq_laneq_s32(acc[r][0], b.val[0], av, r); \
+  acc[r][1] = vdotq_laneq_s32(acc[r][1], b.val[1], av, r); \
+  acc[r][2] = vdotq_laneq_s32(acc[r][2], b.val[2], av, r); \
+  acc[r][3] = vdotq_laneq_s32(acc[r][3], b.val[3], av, r);
+    KLEIDI_SDOT_ROW(0)
+    KLEIDI_SDOT_ROW(1)
+    KLEIDI_SDOT_ROW(2)
+    KLEIDI_SDOT_ROW(3)
+#undef KLEIDI_SDOT_ROW
+  }
+
   static void run(size_t m, size_t n, size_t k, const void* lhs_packed, const void* rhs_packed,
                   float* dst, size_t dst_stride_row, size_t dst_stride_col, float clamp_min,
                   float clamp_max) {
@@ -43,20 +59,16 @@ struct DotprodQsi8cx {
           for (auto& v : row) v = vdupq_n_s32(0);
         const auto* a = reinterpret_cast<const int8_t*>(lb);
         const auto* w = reinterpret_cast<const int8_t*>(pb);
-        for (size_t g = 0; g < k_int / kKr; ++g, a += kMr * kKr, w += kNr * kKr) {
-          const int8x16_t av = ld8(a);
-          const int8x16_t b0 = ld8(w), b1 = ld8(w + 16), b2 = ld8(w + 32), b3 = ld8(w + 48);
-#define KLEIDI_SDOT_ROW(r)                         \
-  acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av, r); \
-  acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av, r); \
-  acc[r][2] = vdotq_laneq_s32(acc[r][2], b2, av, r); \
-  acc[r][3] = vdotq_laneq_s32(acc[r][3], b3, av, r);
-          KLEIDI_SDOT_ROW(0)
-          KLEIDI_SDOT_ROW(1)
-          KLEIDI_SDOT_ROW(2)
-          KLEIDI_SDOT_ROW(3)
-#undef KLEIDI_SDOT_ROW
+        // two groups of 4 k an iteration: one 2-register LD1 of the LHS (32 bytes), one
+        // 4-register LD1 of the RHS per group, 32 SDOTs
+        const size_t groups = k_int / kKr;
+        size_t g = 0;
+        for (; g + 2 <= groups; g += 2, a += 2 * kMr * kKr, w += 2 * kNr * kKr) {
+          const int8x16x2_t av = vld1q_s8_x2(a);
+          group(acc, av.val[0], w);
+          group(acc, av.val[1], w + kNr * kKr);
         }
+        if (g < groups) group(acc, ld8(a), w);
         const uint8_t* ltail = lb + kMr * k_int;
         const uint8_t* tail = pb + kNr * k_int;
         float tile[kMr * kNr];
