@@ -79,6 +79,8 @@ struct PlainGemm2VL : Tile2VL<KR> {
 //   ELEM        element size in bytes ("4", "2"): the contiguous stride
 //   ST          "st1w" / "st1h": store of the low ELEM bytes of each 32-bit lane
 //   SCALAR      copies element x25 of row_buf (x28) to [x26] through w27
+//   FULL_TILE   optional: the stores of a full tile (2VL rows, contiguous columns, p1/p2 and
+//               z0/z1 set as for KLEIDI_SME2_STORE4), branching to 56 when done; "" for none
 // Four contiguous rows of the tile, moved to z16-z19 (columns [0,VL)) and z20-z23 ([VL,2VL)):
 // clamped (multi-vector FMAX/FMIN, which keep a NaN as the per-row FMAX/FMIN do), narrowed
 // (NARROW4), stored predicated on the columns left (p1/p2), rows x7 bytes apart from x24; w12
@@ -102,7 +104,7 @@ struct PlainGemm2VL : Tile2VL<KR> {
   "add x23, x23, #4\n"
 
 #define KLEIDI_SME2_FLOAT_MOPA_ASM(SETUP, WEIGHTS, K_STEP, K_STEP16, BIAS, NARROW, NARROW4,  \
-                                   ELEM, ST, SCALAR)                                       \
+                                   ELEM, ST, SCALAR, FULL_TILE)                            \
   ".arch_extension sme2\n"                                                                 \
   "mov x0, %[args]\n"                                                                      \
   "ldp x1, x2, [x0, #0]\n"                                                                 \
@@ -167,6 +169,7 @@ struct PlainGemm2VL : Tile2VL<KR> {
   "mov x24, x16\n"                                                                         \
   "cmp x8, #" ELEM "\n"                                                                    \
   "b.ne 59f\n" /* strided columns: row by row */                                           \
+  FULL_TILE /* (a path of its own for a full tile of contiguous rows, ending at 56) */     \
   /* ---- contiguous rows four at a time, za0/za1 (rows [0,VL)) then za2/za3 */            \
   "cmp x21, x11\n"                                                                         \
   "csel x25, x21, x11, lo\n" /* x25 = the tile's rows in za0/za1 */                        \

@@ -58,7 +58,45 @@ __attribute__((noinline)) void sme2_f16_kernel(const sme2::MopaArgs* args) {
                        /*ELEM=*/"2", /*ST=*/"st1h",
                        /*SCALAR=*/
                        "ldrh w27, [x28, x25, lsl #1]\n"
-                       "strh w27, [x26]\n")
+                       "strh w27, [x26]\n",
+                       // A full tile, four rows a step: the 8-bit tile's slices 4r..4r+3 are
+                       // the 32-bit tiles' row r - za0 (row r, columns [0,VL)), za1 (row r,
+                       // [VL,2VL)), za2 and za3 (row r + VL) - so one MOVA gives both halves of
+                       // rows r and r + VL in consecutive registers, and one two-register FCVT
+                       // narrows a whole row into one vector of fp16, stored by one ST1H (the
+                       // four-row path: 8 FCVT and 8 stores for four rows). Same clamp, same
+                       // rounding: the same bits.
+                       /*FULL_TILE=*/
+                       "cmp x21, x13\n"
+                       "b.ne 70f\n"
+                       "whilelt p5.h, xzr, x14\n"  // the columns left, as halfwords
+                       "mul x25, x11, x7\n"
+                       "lsr x25, x25, #1\n"  // row r + VL, in halfwords from row r
+                       "lsl x26, x7, #1\n"  // two rows (x26 is free after the K loop)
+                       "mov w12, #0\n"
+                       "71:\n"  // rows r, r + 1 (VL is even) and r + VL, r + VL + 1
+                       "mova {z16.b-z19.b}, za0h.b[w12, 0:3]\n"
+                       "mova {z20.b-z23.b}, za0h.b[w12, 4:7]\n"
+                       "fmax {z16.s-z19.s}, {z16.s-z19.s}, z0.s\n"
+                       "fmax {z20.s-z23.s}, {z20.s-z23.s}, z0.s\n"
+                       "fmin {z16.s-z19.s}, {z16.s-z19.s}, z1.s\n"
+                       "fmin {z20.s-z23.s}, {z20.s-z23.s}, z1.s\n"
+                       "fcvt z24.h, {z16.s-z17.s}\n"
+                       "fcvt z25.h, {z18.s-z19.s}\n"
+                       "fcvt z26.h, {z20.s-z21.s}\n"
+                       "fcvt z27.h, {z22.s-z23.s}\n"
+                       "add x27, x24, x7\n"
+                       "st1h {z24.h}, p5, [x24]\n"
+                       "st1h {z25.h}, p5, [x24, x25, lsl #1]\n"
+                       "st1h {z26.h}, p5, [x27]\n"
+                       "st1h {z27.h}, p5, [x27, x25, lsl #1]\n"
+                       "add x24, x24, x26\n"
+                       "add w12, w12, #8\n"
+                       "add x23, x23, #2\n"
+                       "cmp x23, x11\n"
+                       "b.lo 71b\n"
+                       "b 56f\n"
+                       "70:\n")
                    :
                    : [args] "r"(args)
                    : KLEIDI_SME2_FLOAT_MOPA_CLOBBERS);

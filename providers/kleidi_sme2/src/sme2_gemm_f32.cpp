@@ -45,7 +45,8 @@ __attribute__((noinline)) void sme2_f32_kernel(const sme2::MopaArgs* args) {
                        /*ELEM=*/"4", /*ST=*/"st1w",
                        /*SCALAR=*/
                        "ldr w27, [x28, x25, lsl #2]\n"
-                       "str w27, [x26]\n")
+                       "str w27, [x26]\n",
+                       /*FULL_TILE=*/"")
                    :
                    : [args] "r"(args)
                    : KLEIDI_SME2_FLOAT_MOPA_CLOBBERS);
