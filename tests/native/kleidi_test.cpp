@@ -340,6 +340,15 @@ void check_int_strided_dst(const char* family, Variant v, size_t m, size_t n, Ru
   }
 }
 
+// The activations quantized and packed for ukernel uk (mr, kr, sr), as the drivers do.
+template <class Ukernel>
+std::vector<uint8_t> pack_lhs_for(const Ukernel& uk, size_t m, size_t k, const std::vector<float>& a) {
+  std::vector<uint8_t> lp(layout::lhs_qai8dx_size(m, k, uk.get_mr(), uk.get_kr()));
+  lhs_quant_pack_qai8dx_f32(m, k, uk.get_mr(), uk.get_kr(), uk.get_sr(), a.data(), k * 4,
+                            lp.data());
+  return lp;
+}
+
 void test_qgemm_qsi8cx(size_t threads) {
   const auto& best = qgemm_qsi8cx_ukernel(best_variant(Family::qgemm_qsi8cx));
   size_t m, n;
@@ -385,9 +394,7 @@ void test_qgemm_qsi8cx(size_t threads) {
             ref[i]);
     if (pick(0, 2) == 0) {
       const auto& uk = qgemm_qsi8cx_ukernel(v);
-      std::vector<uint8_t> lp(layout::lhs_qai8dx_size(m, k, uk.get_mr(), uk.get_kr()));
-      lhs_quant_pack_qai8dx_f32(m, k, uk.get_mr(), uk.get_kr(), uk.get_sr(), a.data(), k * 4,
-                                lp.data());
+      const auto lp = pack_lhs_for(uk, m, k, a);
       check_int_strided_dst("qsi8cx", v, m, n, [&](float* dst, size_t sr, size_t sc) {
         uk.run_matmul(m, n, k, lp.data(), w.data.data(), dst, sr, sc, -3.0f, 3.0f);
       });
@@ -473,9 +480,7 @@ void test_qgemm_qsi4c32(size_t threads) {
             v == Variant::sme2 ? " (the fused model)" : "");
     if (pick(0, 2) == 0) {
       const auto& uk = qgemm_qsi4c32_ukernel(v);
-      std::vector<uint8_t> lp(layout::lhs_qai8dx_size(m, k, uk.get_mr(), uk.get_kr()));
-      lhs_quant_pack_qai8dx_f32(m, k, uk.get_mr(), uk.get_kr(), uk.get_sr(), a.data(), k * 4,
-                                lp.data());
+      const auto lp = pack_lhs_for(uk, m, k, a);
       check_int_strided_dst("qsi4c32", v, m, n, [&](float* dst, size_t sr, size_t sc) {
         uk.run_matmul(m, n, k, kInt4Block, lp.data(), w.data.data(), dst, sr, sc, -3.0f, 3.0f);
       });
