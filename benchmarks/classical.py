@@ -67,7 +67,7 @@ def _sessions(threads: int) -> tuple[Callable[[bytes], Any], Callable[[bytes], A
     import onnxruntime as ort
 
     import onnxplex
-    from onnxplex._perf import _ort_session
+    from onnxplex.tools.perf import _ort_session
 
     ort.set_default_logger_severity(3)  # converters declare label shapes [1] for any batch
 

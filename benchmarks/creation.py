@@ -50,8 +50,8 @@ def main() -> None:
     import onnxruntime as ort
 
     import onnxplex
-    from onnxplex._feeds import random_feeds
-    from onnxplex._perf import _ort_session
+    from onnxplex.framework.feeds import random_feeds
+    from onnxplex.tools.perf import _ort_session
 
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = args.threads

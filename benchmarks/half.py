@@ -67,7 +67,7 @@ def bench(path: Path, float_path: Path, feeds: dict, threads: int, runs: int,
           providers: str = "") -> dict:
     import onnxruntime as ort
 
-    from onnxplex._perf import _ort_session
+    from onnxplex.tools.perf import _ort_session
 
     ort.set_default_logger_severity(3)
     ours = plex_session(path, threads, providers)

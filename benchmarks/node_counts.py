@@ -20,7 +20,7 @@ import onnx
 import onnxruntime as ort
 
 import onnxplex
-from onnxplex._optimizer._layout import LAYOUT_TRANSPOSE_SUFFIXES
+from onnxplex.optimizer._layout import LAYOUT_TRANSPOSE_SUFFIXES
 
 MODELS = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "bert_base_int8", "mlp")
 

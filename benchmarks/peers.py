@@ -95,14 +95,14 @@ class OpenVinoPeer:
 
 def openvino_factory(path: str, threads: int,
                      output_names: Sequence[str] | None = None) -> Callable[[], Callable]:
-    """For ``onnxplex._perf.perf(peers={"openvino": ...})``: compiles, returns the runner."""
+    """For ``onnxplex.tools.perf.perf(peers={"openvino": ...})``: compiles, returns the runner."""
     return lambda: OpenVinoPeer(path, threads, output_names).run
 
 
 def first_line(error: BaseException | str) -> str:
     """``<error class>: <first line of its message>`` (a string is taken as already that)."""
     if isinstance(error, BaseException):
-        from onnxplex._perf import _error_line
+        from onnxplex.tools.perf import _error_line
 
         error = _error_line(error)
     lines = error.strip().splitlines()

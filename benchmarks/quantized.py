@@ -71,7 +71,7 @@ def bench(path: Path, threads: int, runs: int, providers: str = "",
           feeds: dict | None = None) -> dict[str, float]:
     import onnxruntime as ort
 
-    from onnxplex._perf import _ort_session
+    from onnxplex.tools.perf import _ort_session
 
     ours = plex_session(path, threads, providers)
     # as every benchmark here creates it: its workers sleep between runs instead of spinning

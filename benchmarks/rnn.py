@@ -53,8 +53,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     import onnxruntime as ort
 
-    from onnxplex._perf import _ort_session
     from onnxplex.providers.cpu_mlas import rnn
+    from onnxplex.tools.perf import _ort_session
 
     x = np.random.default_rng(1).standard_normal((a.seq, a.batch, a.input)).astype(np.float32)
     for op in GATES:

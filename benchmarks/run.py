@@ -6,7 +6,7 @@
 
 For each model (built by ``benchmarks/build_models.py`` into ``DIR`` when missing) and each
 thread count, one process runs onnxplex, onnxruntime and OpenVINO on the same inputs,
-alternating runs (``onnxplex._perf.perf`` with ``compare_onnxruntime`` and OpenVINO as a peer,
+alternating runs (``onnxplex.tools.perf.perf`` with ``compare_onnxruntime`` and OpenVINO as a peer,
 ``benchmarks/peers.py``: fp32, latency hint, the same number of threads), and records the ratio
 of median latencies to each peer (onnxplex / onnxruntime and onnxplex / OpenVINO: below 1 is
 faster), the session creation times (median of ``CREATIONS`` per engine, alternating; the
@@ -163,7 +163,7 @@ def creation_times(model: Path, threads: int, first: dict[str, float]) -> dict[s
     import onnxruntime as ort
 
     import onnxplex
-    from onnxplex._perf import _ort_session
+    from onnxplex.tools.perf import _ort_session
 
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = threads
@@ -178,7 +178,7 @@ def bench(name: str, model: Path, threads: int, runs: int,
           feeds: dict[str, np.ndarray] | None = None, openvino: bool = True) -> dict:
     """One row: onnxplex, onnxruntime and (with ``openvino``, if it imports) OpenVINO,
     alternating; ``feeds`` default to the suite's inputs for ``name``."""
-    from onnxplex._perf import perf
+    from onnxplex.tools.perf import perf
 
     others = {}
     if openvino and peers.load_openvino() is not None:
@@ -266,9 +266,9 @@ def table(rows: list[dict], rss: dict[str, dict[str, float | None]], machine: st
 def chart(rows: list[dict], path: Path) -> Path:
     """The ratio bars of ``rows`` as a PNG at ``path``: one panel per peer (onnxruntime, and
     OpenVINO when a row has its ratio), one bar per model and thread count, the line at 1.0
-    (parity). Drawn by matplotlib through ``onnxplex._charts`` (``pip install
+    (parity). Drawn by matplotlib through ``onnxplex.tools.charts`` (``pip install
     'onnxplex[plot]'``; without it, a MissingDependencyError that says so)."""
-    from onnxplex._charts import Chart, new_figure
+    from onnxplex.tools.charts import Chart, new_figure
 
     threads = sorted({r["threads"] for r in rows}, reverse=True)
     models = list(dict.fromkeys(r["model"] for r in rows))

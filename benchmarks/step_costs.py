@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         return 0
 
     import onnxplex
-    from onnxplex import _executor
+    from onnxplex.framework import executor as _executor
 
     blob, feeds = _feeds(a.model, a.batch)
     so = onnxplex.SessionOptions()

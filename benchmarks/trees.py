@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     import onnxruntime as ort
 
     import onnxplex
-    from onnxplex._perf import _ort_session
+    from onnxplex.tools.perf import _ort_session
 
     ort.set_default_logger_severity(3)
     models = _models(set(a.only.split(",")) if a.only else None)

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from models import light_model_paths, transformer_encoder, transformer_feed
 
     import onnxplex as ort
-    from onnxplex._cli import main as cli
+    from onnxplex.tools.cli import main as cli
 
     providers = "xnnpack_like,cpu_mlas"
     saved = os.environ.get("ONNXPLEX_XNNPACK_MLAS")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         if "placement" in only:
             cli(["partition", str(encoder), "--providers", providers, "--format", "svg",
                  "-o", str(IMAGES / "placement.svg")])
-            from onnxplex._draw import GraphPicture
+            from onnxplex.tools.draw import GraphPicture
 
             if saved is None:       # ResNet-50 as a user gets it
                 del os.environ["ONNXPLEX_XNNPACK_MLAS"]

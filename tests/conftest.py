@@ -14,7 +14,7 @@ import pytest
 
 import onnxplex
 from onnxplex import Capability, Decline, ExecutionProvider, NodeGroup, Option
-from onnxplex._plugins import unregister_provider
+from onnxplex.framework.plugins import unregister_provider
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -76,7 +76,7 @@ def both_loops(request, monkeypatch):
     """Run the test with the executor's C loop (``onnxplex._runloop``) and with its Python
     loop: both must behave alike. The C loop must be built: in a source tree without a build
     its case fails rather than passing on the Python loop."""
-    from onnxplex import _executor
+    from onnxplex.framework import executor as _executor
 
     if request.param == "python loop":
         monkeypatch.setattr(_executor, "_runloop", None)

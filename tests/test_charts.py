@@ -1,4 +1,4 @@
-"""Charts through matplotlib (``onnxplex._charts``): the profile timeline (``onnxplex profile
+"""Charts through matplotlib (``onnxplex.tools.charts``): the profile timeline (``onnxplex profile
 --png``) and the benchmark chart (``benchmarks/run.py``) are PNG files matplotlib draws; without
 matplotlib they are one clear error naming ``pip install 'onnxplex[plot]'``; importing onnxplex
 never imports matplotlib.
@@ -20,9 +20,9 @@ import pytest
 from graphs import chain
 
 import onnxplex as ort
-from onnxplex._cli import main
-from onnxplex._draw import provider_colors
 from onnxplex._errors import MissingDependencyError, OnnxplexError
+from onnxplex.tools.cli import main
+from onnxplex.tools.draw import provider_colors
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -103,8 +103,8 @@ def test_profile_timeline_png_is_made(profile, tmp_path, capsys):
 
 def test_timeline_keeps_the_longest_rows_of_a_big_run(profile):
     pytest.importorskip("matplotlib")
-    from onnxplex._draw_timeline import timeline
-    from onnxplex._perf import load_profile
+    from onnxplex.tools.perf import load_profile
+    from onnxplex.tools.timeline import timeline
 
     events = load_profile(profile)
     full, cut = timeline(events, run=1), timeline(events, run=1, max_rows=2)
@@ -141,9 +141,9 @@ def test_benchmark_chart_png_is_made(tmp_path):
 
 def test_without_matplotlib_a_chart_is_one_clear_error(profile, tmp_path, capsys,
                                                        no_matplotlib):
-    from onnxplex._charts import new_figure
-    from onnxplex._draw_timeline import timeline
-    from onnxplex._perf import load_profile
+    from onnxplex.tools.charts import new_figure
+    from onnxplex.tools.perf import load_profile
+    from onnxplex.tools.timeline import timeline
 
     with pytest.raises(MissingDependencyError, match=r"pip install 'onnxplex\[plot\]'") as e:
         new_figure(100, 100)
@@ -164,8 +164,8 @@ def test_without_matplotlib_a_chart_is_one_clear_error(profile, tmp_path, capsys
 
 
 def test_importing_onnxplex_does_not_import_matplotlib():
-    code = ("import sys, onnxplex, onnxplex._cli, onnxplex._charts, onnxplex._draw, "
-            "onnxplex._draw_timeline; print('matplotlib' in sys.modules)")
+    code = ("import sys, onnxplex, onnxplex.tools.cli, onnxplex.tools.charts, onnxplex.tools.draw, "
+            "onnxplex.tools.timeline; print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"

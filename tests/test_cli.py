@@ -12,7 +12,7 @@ import onnx
 import pytest
 from graphs import small_cnn
 
-from onnxplex._cli import main
+from onnxplex.tools.cli import main
 
 
 def test_run_with_random_and_given_inputs(tmp_path, capsys):
@@ -189,7 +189,7 @@ def test_version(capsys):
 
 
 def test_every_argument_has_help_with_its_default():
-    from onnxplex._cli import build_parser
+    from onnxplex.tools.cli import build_parser
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices

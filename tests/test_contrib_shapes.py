@@ -125,7 +125,7 @@ def test_a_qoperator_residual_chain_runs_channels_last_and_as_onnxruntime():
 
 
 def test_a_model_without_contrib_ops_is_not_inferred_again(monkeypatch):
-    from onnxplex import _contrib_shapes
+    from onnxplex.graph import contrib_shapes as _contrib_shapes
 
     calls = []
     monkeypatch.setattr(_contrib_shapes, "_onnx_outputs",

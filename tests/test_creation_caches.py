@@ -8,8 +8,8 @@ from graphs import chain
 
 import onnxplex
 from onnxplex import OpTable
-from onnxplex._optimizer import PASSES, Pass, _load_passes, _selected, optimize
-from onnxplex._provider import NodeGroup, single_node_group
+from onnxplex.framework.provider import NodeGroup, single_node_group
+from onnxplex.optimizer import PASSES, Pass, _load_passes, _selected, optimize
 
 
 def _view(op: str, opset: int = 17):
@@ -90,7 +90,7 @@ def test_skipped_pass_reports_are_plain_values():
 def test_small_arrays_are_shared_while_a_session_is_built_only():
     from onnx import TensorProto, helper
 
-    from onnxplex import _graph
+    from onnxplex.graph import model as _graph
 
     model = helper.make_model(helper.make_graph(
         [helper.make_node("Add", ["x", "b"], ["y"])], "g",

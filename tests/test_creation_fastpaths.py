@@ -8,9 +8,9 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
-from onnxplex import _graph
-from onnxplex._graph import _readonly_array, _topological_order, load_model
-from onnxplex._optimizer import PASSES, Pass, _ordered
+from onnxplex.graph import model as _graph
+from onnxplex.graph.model import _readonly_array, _topological_order, load_model
+from onnxplex.optimizer import PASSES, Pass, _ordered
 
 
 @pytest.mark.parametrize("kind, values", [
@@ -108,7 +108,7 @@ def test_pass_order_follows_registration():
     ["short", "list"],
 ])
 def test_long_strings_attribute_as_onnx_ir_reads_it(values):
-    from onnxplex import _fast_attrs
+    from onnxplex.graph import fast_attrs as _fast_attrs
 
     attr = helper.make_attribute("modes", values)
     _fast_attrs.install()
@@ -237,7 +237,7 @@ _MODE_TABLE = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "LEAF": 7, "": 
     ["nul\0inside"] + ["LEAF"] * 2100,
 ])
 def test_wire_strings_attribute_as_onnx_ir_reads_it(values):
-    from onnxplex import _fast_attrs
+    from onnxplex.graph import fast_attrs as _fast_attrs
 
     _fast_attrs.install()
     attr = helper.make_attribute("modes", values, doc_string="d")
@@ -253,7 +253,7 @@ def test_wire_strings_attribute_as_onnx_ir_reads_it(values):
 
 
 def test_wire_strings_attribute_not_utf8_still_refused(monkeypatch):
-    from onnxplex import _fast_attrs
+    from onnxplex.graph import fast_attrs as _fast_attrs
 
     monkeypatch.setattr(_fast_attrs, "_WIRE_MIN", 32)   # its 41 values read off the wire
     test_long_strings_attribute_not_utf8_still_refused()
@@ -262,7 +262,7 @@ def test_wire_strings_attribute_not_utf8_still_refused(monkeypatch):
 @pytest.mark.parametrize("n", [3, 40, 2100, 9000])
 @pytest.mark.parametrize("wire", [False, True])
 def test_string_codes_match_a_lookup_an_element(n, wire):
-    from onnxplex import _fast_attrs
+    from onnxplex.graph import fast_attrs as _fast_attrs
 
     _fast_attrs.install()
     rng = np.random.default_rng(n)
@@ -280,7 +280,7 @@ def test_string_codes_match_a_lookup_an_element(n, wire):
 
 
 def test_string_codes_odd_values():
-    from onnxplex import _fast_attrs
+    from onnxplex.graph import fast_attrs as _fast_attrs
 
     values = ("LEAF", b"LEAF", "BRANCH_LT") * 3000
     assert _fast_attrs.string_codes(values, _MODE_TABLE).tolist() == [7, -1, 1] * 3000
@@ -326,7 +326,7 @@ def test_long_strings_attribute_read_as_codes_without_its_tuple():
     alive with the session, each one an object the garbage collector walks), and the
     session computes what the same model with the modes read one by one computes."""
     import onnxplex
-    from onnxplex import _fast_attrs
+    from onnxplex.graph import fast_attrs as _fast_attrs
 
     rng = np.random.default_rng(3)
     attrs = _trees(80, 5, rng)   # 80 trees of 63 nodes: 5,040 modes, read off the wire

@@ -376,7 +376,7 @@ def counting_provider(provider_mod):
     try:
         yield CountingExampleProvider
     finally:
-        onnxplex._plugins.unregister_provider(CountingExampleProvider.name)
+        onnxplex.framework.plugins.unregister_provider(CountingExampleProvider.name)
 
 
 def test_compile_runs_once_per_session_not_per_run(counting_provider):

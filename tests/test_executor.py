@@ -9,7 +9,7 @@ import pytest
 from graphs import chain, diamond_abc
 
 import onnxplex
-from onnxplex import _executor
+from onnxplex.framework import executor as _executor
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +75,7 @@ class _Faulty(onnxplex.ExecutionProvider):
 def faulty():
     onnxplex.register_provider(_Faulty)
     yield
-    onnxplex._plugins.unregister_provider("faulty")
+    onnxplex.framework.plugins.unregister_provider("faulty")
 
 
 def test_kernel_error_names_node_op_provider_and_session_survives(faulty):
@@ -155,7 +155,7 @@ class _Probe(onnxplex.ExecutionProvider):
 def probe():
     onnxplex.register_provider(_Probe)
     yield
-    onnxplex._plugins.unregister_provider("probe")
+    onnxplex.framework.plugins.unregister_provider("probe")
 
 
 def test_compiled_plan_releases_intermediates(probe):

@@ -1,4 +1,4 @@
-"""The lean main-graph reader (onnxplex._fast_read) against onnx-ir's deserializer: both must
+"""The lean main-graph reader (onnxplex.graph.fast_read) against onnx-ir's deserializer: both must
 give the same model, serialized back, on every ONNX node conformance case of the installed onnx
 package (~1,900 models: subgraphs reading outer values, sequences, optionals, functions, every
 attribute type), on the model files onnx ships, and on hand-built edge cases."""
@@ -14,7 +14,10 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
-from onnxplex import _fast_attrs, _fast_read, _graph, _maptype
+from onnxplex.graph import fast_attrs as _fast_attrs
+from onnxplex.graph import fast_read as _fast_read
+from onnxplex.graph import maptype as _maptype
+from onnxplex.graph import model as _graph
 from onnxplex.testing._cases import all_cases
 
 

@@ -21,7 +21,7 @@ from onnxplex import (
     NodeGroup,
     Option,
 )
-from onnxplex._plugins import unregister_provider
+from onnxplex.framework.plugins import unregister_provider
 
 W = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
 

@@ -34,7 +34,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxplex
-from onnxplex._feeds import random_feeds
+from onnxplex.framework.feeds import random_feeds
 
 hypothesis = pytest.importorskip("hypothesis")
 st = hypothesis.strategies

@@ -169,8 +169,8 @@ def test_shape_inference_without_copying_large_weights(weight_is_input, copied, 
     # ``copied``: the weights held enough bytes for inference to get a copy without them
     from onnx import numpy_helper
 
-    from onnxplex import _graph
-    from onnxplex._graph import _INFER_KEEP_ELEMENTS, load_model
+    from onnxplex.graph import model as _graph
+    from onnxplex.graph.model import _INFER_KEEP_ELEMENTS, load_model
 
     if copied:
         monkeypatch.setattr(_graph, "_INFER_COPY_MIN_BYTES", 0)
@@ -209,7 +209,7 @@ def test_value_types_read_as_onnx_ir_reads_them():
     listed there keeps its tensor's type and shape; a graph output its declared type."""
     from onnx_ir.serde import deserialize_model
 
-    from onnxplex._graph import _deserialize
+    from onnxplex.graph.model import _deserialize
 
     f = TensorProto.FLOAT
     nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Cast", ["a"], ["b"], to=7),
@@ -256,7 +256,7 @@ def test_value_types_read_as_onnx_ir_reads_them():
 def test_stored_constants_read_as_onnx_reads_them(dtype):
     """Initializers held in the proto as raw bytes (read without onnx-ir's general reader),
     in typed fields, empty, or scalar: the arrays kernels see are numpy_helper's, read-only."""
-    from onnxplex._graph import load_proto
+    from onnxplex.graph.model import load_proto
 
     rng = np.random.default_rng(0)
     arrays = {"raw": (rng.standard_normal((3, 4)) * 50).astype(dtype),
@@ -367,7 +367,7 @@ def test_an_output_too_many_is_refused():
 
 
 def test_long_numeric_attributes_read_as_onnx_ir_reads_them():
-    """Lists of 32 or more ints/floats go through numpy (onnxplex._fast_attrs); the values,
+    """Lists of 32 or more ints/floats go through numpy (onnxplex.graph.fast_attrs); the values,
     their Python types and the saved model are those of onnx-ir's own reader, and
     NodeView.attr_array hands kernels the array."""
     import math
@@ -375,7 +375,7 @@ def test_long_numeric_attributes_read_as_onnx_ir_reads_them():
     import onnx_ir as ir
     from onnx import helper
 
-    from onnxplex._graph import load_model
+    from onnxplex.graph.model import load_model
 
     floats = [0.1 * i for i in range(40)] + [float("nan"), -0.0, float("inf"), 1e-45, 3.4e38]
     ints = [-(2 ** 63), 2 ** 63 - 1, *range(-20, 20)]
@@ -422,7 +422,7 @@ def test_views_built_without_their_init_hold_every_field():
 
     from onnx import TensorProto, helper, numpy_helper
 
-    from onnxplex._graph import NodeView, ValueInfo, load_model
+    from onnxplex.graph.model import NodeView, ValueInfo, load_model
 
     c = numpy_helper.from_array(np.ones((1, 4), np.float32), "c")
     g = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",

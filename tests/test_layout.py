@@ -8,7 +8,7 @@ from graphs import chain
 
 import onnxplex
 from onnxplex import Capability, ExecutionProvider, NodeGroup
-from onnxplex._plugins import unregister_provider
+from onnxplex.framework.plugins import unregister_provider
 
 
 class NhwcProbe(ExecutionProvider):

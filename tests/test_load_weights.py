@@ -13,9 +13,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxplex
-from onnxplex import InvalidModelError, _wire
-from onnxplex._graph import LazyConst, load_model
-from onnxplex._plugins import unregister_provider
+from onnxplex import InvalidModelError
+from onnxplex.framework.plugins import unregister_provider
+from onnxplex.graph import wire as _wire
+from onnxplex.graph.model import LazyConst, load_model
 
 RNG = np.random.default_rng(7)
 BIG = _wire.SPLIT_MIN_BYTES
@@ -338,7 +339,7 @@ def test_prepacked_marks_any_callable():
 def test_concatenated_weights_stay_in_the_file(tmp_path):
     """The attention fusion concatenates the Q/K/V weights into one initializer; when they
     are read from the file, so is their concatenation (nothing holds a copy)."""
-    from onnxplex._optimizer._fusions_transformer import _fold_constant_nodes
+    from onnxplex.optimizer._fusions_transformer import _fold_constant_nodes
     q, k = (RNG.standard_normal((128, 128)).astype(np.float32) for _ in range(2))
     graph = helper.make_graph(
         [helper.make_node("Concat", ["q", "k"], ["qk"], axis=1),

@@ -20,12 +20,12 @@ from onnx import helper as oh
 
 import onnxplex
 from onnxplex import Capability, Decline, ExecutionProvider, NodeGroup, Option
-from onnxplex._cli import main
-from onnxplex._draw import GraphPicture
-from onnxplex._feeds import random_feeds
-from onnxplex._graph import load_model
-from onnxplex._maptype import MapType
-from onnxplex._plugins import unregister_provider
+from onnxplex.framework.feeds import random_feeds
+from onnxplex.framework.plugins import unregister_provider
+from onnxplex.graph.maptype import MapType
+from onnxplex.graph.model import load_model
+from onnxplex.tools.cli import main
+from onnxplex.tools.draw import GraphPicture
 
 ML = "ai.onnx.ml"
 F, I64, STR = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.STRING
@@ -574,7 +574,7 @@ def test_saved_optimized_model_keeps_map_types(maps_provider, tmp_path):
 def test_serde_wrappers_take_keyword_arguments():
     """onnxscript calls ``serialize_type_into(proto, from_=...)``: the wrapped functions keep
     the originals' keyword arguments (for map and for other types)."""
-    from onnxplex import _maptype
+    from onnxplex.graph import maptype as _maptype
 
     _maptype.install()
     t = onnx.TypeProto()

@@ -513,7 +513,7 @@ def test_node_args_match_onnxruntime(build):
 def test_onnxruntime_provider_names_are_known():
     import onnxruntime
 
-    from onnxplex._ortcompat import ORT_EXECUTION_PROVIDERS
+    from onnxplex.session.ortcompat import ORT_EXECUTION_PROVIDERS
 
     assert set(onnxruntime.get_all_providers()) <= ORT_EXECUTION_PROVIDERS
 
@@ -591,7 +591,7 @@ def test_run_with_ort_values_passes_arrays_without_copies(model_path):
         x = onnxplex.OrtValue.ortvalue_from_numpy(X.copy())
         (z,) = sess.run_with_ort_values(["z"], {"x": x})
     finally:
-        onnxplex._plugins.unregister_provider("dropin_spy")
+        onnxplex.framework.plugins.unregister_provider("dropin_spy")
     assert _SpyProvider.seen[-1] is x.numpy()  # the kernel got the caller's array itself
     np.testing.assert_array_equal(z.numpy(), -X)
 

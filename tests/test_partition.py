@@ -132,7 +132,7 @@ def test_faulty_provider_is_disabled_with_a_warning(where):
         with pytest.raises(onnxplex.ProviderError, match=f"boom in {where}"):
             onnxplex.InferenceSession(chain(["Relu"]), so, providers=["raising"])
     finally:
-        onnxplex._plugins.unregister_provider("raising")
+        onnxplex.framework.plugins.unregister_provider("raising")
 
 
 class _Liar(ExecutionProvider):
@@ -157,7 +157,7 @@ def test_invalid_claims_are_named(claim, message):
         with pytest.raises(onnxplex.CapabilityError, match=message):
             onnxplex.InferenceSession(chain(["Relu"]), so, providers=["liar"])
     finally:
-        onnxplex._plugins.unregister_provider("liar")
+        onnxplex.framework.plugins.unregister_provider("liar")
 
 
 def test_claim_of_node_not_offered_is_rejected(null_provider):
@@ -169,7 +169,7 @@ def test_claim_of_node_not_offered_is_rejected(null_provider):
                                              providers=[("null", {"claim": "Relu"}), "liar"])
         assert _placement(sess) == {"A": "null", "B": "cpu_mlas"}
     finally:
-        onnxplex._plugins.unregister_provider("liar")
+        onnxplex.framework.plugins.unregister_provider("liar")
 
 
 _NUMPY_OPS = {"Relu": lambda x: np.maximum(x, 0), "Neg": np.negative,
@@ -221,5 +221,5 @@ def test_groups_stay_convex_through_another_providers_fused_group():
         parts = sess.get_provider_assignment().partitions
         assert sorted(p.nodes for p in parts if p.provider == "fuse_ad") == [(0,), (3,)]
     finally:
-        onnxplex._plugins.unregister_provider("fuse_b")
-        onnxplex._plugins.unregister_provider("fuse_ad")
+        onnxplex.framework.plugins.unregister_provider("fuse_b")
+        onnxplex.framework.plugins.unregister_provider("fuse_ad")

@@ -9,8 +9,8 @@ import pytest
 from models import small_cnn
 
 import onnxplex
-from onnxplex._cli import main
-from onnxplex._perf import LatencyStats, load_profile, perf, summarize_profile
+from onnxplex.tools.cli import main
+from onnxplex.tools.perf import LatencyStats, load_profile, perf, summarize_profile
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_random_ids_stay_within_the_table_they_index():
     the gathered axis; other integer inputs keep the default range [0, 8)."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from onnxplex._feeds import random_feeds
+    from onnxplex.framework.feeds import random_feeds
 
     emb = np.arange(8, dtype=np.float32).reshape(2, 4)   # a 2-row table (segment embeddings)
     graph = helper.make_graph(

@@ -15,9 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 from test_charts import has_colour, read_png
 
 import onnxplex as ort
-from onnxplex._cli import main
-from onnxplex._draw import GraphPicture, _distinct_labels, provider_colors, tint
-from onnxplex._draw_layout import layered_layout
+from onnxplex.tools.cli import main
+from onnxplex.tools.draw import GraphPicture, _distinct_labels, provider_colors, tint
+from onnxplex.tools.draw_layout import layered_layout
 
 SVG = "{http://www.w3.org/2000/svg}"
 

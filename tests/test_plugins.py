@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 import onnxplex
-from onnxplex import _plugins
+from onnxplex.framework import plugins as _plugins
 
 
 def test_bundled_providers_register_through_entry_points():

@@ -9,7 +9,7 @@ from onnx import TensorProto
 
 import onnxplex
 from onnxplex import ExecutionProvider, OpTable, Option, ProviderContext
-from onnxplex._plugins import unregister_provider
+from onnxplex.framework.plugins import unregister_provider
 
 TABLE = OpTable()
 
@@ -130,6 +130,6 @@ def test_registered_name_must_match_class():
     onnxplex.register_provider("test_provider:TableProvider", name="other_name")
     try:
         with pytest.raises(onnxplex.PluginLoadError, match="must match"):
-            onnxplex._plugins.provider_entry("other_name").load()
+            onnxplex.framework.plugins.provider_entry("other_name").load()
     finally:
         unregister_provider("other_name")

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from onnxplex._executor import CompiledUnit, Step
-from onnxplex._graph import NodeView, Subgraph, ValueInfo
-from onnxplex._partition import NodePlacement, Partition
 from onnxplex._records import record
+from onnxplex.framework.executor import CompiledUnit, Step
+from onnxplex.framework.partition import NodePlacement, Partition
+from onnxplex.graph.model import NodeView, Subgraph, ValueInfo
 
 
 @dataclasses.dataclass(frozen=True)

@@ -118,7 +118,7 @@ def test_profiling_writes_ort_format(null_provider, tmp_path):
                  "execution_plan"):
         e = steps[name]
         assert init["ts"] <= e["ts"] and e["ts"] + e["dur"] <= init["ts"] + init["dur"] + 1
-    from onnxplex._perf import profile_text, summarize_profile
+    from onnxplex.tools.perf import profile_text, summarize_profile
 
     summary = summarize_profile(events)
     assert [r["name"] for r in summary["session_creation"]][1:] == [

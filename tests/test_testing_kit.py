@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import onnxplex
-from onnxplex._plugins import provider_entry, unregister_provider
+from onnxplex.framework.plugins import provider_entry, unregister_provider
 
 # Imported here so that pytester's in-process runs (which drop modules they import) keep
 # them, and with them the node cases built once per process.

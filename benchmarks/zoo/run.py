@@ -73,12 +73,12 @@ DEFAULT_CONFIG = "CPUExecutionProvider"
 # --------------------------------------------------------------------------------------------
 
 def _ort_session(path: str, threads: int):
-    """onnxruntime as every benchmark here creates it (``onnxplex._perf._ort_session``):
+    """onnxruntime as every benchmark here creates it (``onnxplex.tools.perf._ort_session``):
     its workers must not spin between runs, or they take the cores from the onnxplex run that
     follows in the alternation."""
     import onnxruntime as ort
 
-    from onnxplex._perf import _ort_session as ort_session
+    from onnxplex.tools.perf import _ort_session as ort_session
 
     ort.set_default_logger_severity(3)
     return ort_session(ort, path, "ORT_ENABLE_ALL", threads, 1)
@@ -103,7 +103,7 @@ def is_reference(config: str) -> bool:
 def resolve_config(config: str, say: bool = True) -> str:
     """``config`` with ``force_reference=1`` added to each provider named without options that
     is unavailable here but available with it (kleidi_sme2 on x86)."""
-    from onnxplex._plugins import provider_entry
+    from onnxplex.framework.plugins import provider_entry
 
     toks = []
     for tok in config.split(","):

@@ -10,23 +10,6 @@ from . import (
     _lazy_imports,  # noqa: F401 - first: defers sympy before onnx-ir is imported
     capi,  # onnxruntime's capi modules (onnxplex.capi.onnxruntime_pybind11_state...)
 )
-from ._adapters import AdapterFormat, LoraAdapter
-from ._devices import (
-    OrtAllocatorType,
-    OrtArenaCfg,
-    OrtDevice,
-    OrtDeviceMemoryType,
-    OrtDeviceVendorId,
-    OrtEpDevice,
-    OrtHardwareDevice,
-    OrtHardwareDeviceType,
-    OrtMemoryInfo,
-    OrtMemoryInfoDeviceType,
-    OrtMemType,
-    create_and_register_allocator,
-    create_and_register_allocator_v2,
-    get_ep_devices,
-)
 from ._errors import (
     CapabilityError,
     CompileError,
@@ -46,9 +29,48 @@ from ._errors import (
     TensorSizeError,
     UnsupportedModelError,
 )
-from ._graph import GraphView, Model, NodeView, Subgraph, ValueInfo, load_model
-from ._iobinding import IOBinding
-from ._ortcompat import (
+from ._sparse import OrtSparseFormat, SparseTensor
+from .framework.partition import NodePlacement, Partition, PartitionPlan, convex_groups
+from .framework.plugins import (
+    hookimpl,
+    hookspec,
+    plugin_problems,
+    register_provider,
+)
+from .framework.provider import (
+    API_VERSION,
+    Availability,
+    Capability,
+    Decline,
+    ExecutionProvider,
+    Kernel,
+    NodeGroup,
+    OpConfig,
+    OpTable,
+    Option,
+    ProviderContext,
+    prepacked,
+)
+from .graph.model import GraphView, Model, NodeView, Subgraph, ValueInfo, load_model
+from .session.adapters import AdapterFormat, LoraAdapter
+from .session.devices import (
+    OrtAllocatorType,
+    OrtArenaCfg,
+    OrtDevice,
+    OrtDeviceMemoryType,
+    OrtDeviceVendorId,
+    OrtEpDevice,
+    OrtHardwareDevice,
+    OrtHardwareDeviceType,
+    OrtMemoryInfo,
+    OrtMemoryInfoDeviceType,
+    OrtMemType,
+    create_and_register_allocator,
+    create_and_register_allocator_v2,
+    get_ep_devices,
+)
+from .session.iobinding import IOBinding
+from .session.ortcompat import (
     disable_telemetry_events,
     enable_telemetry_events,
     get_all_providers,
@@ -64,29 +86,8 @@ from ._ortcompat import (
     set_seed,
     unregister_execution_provider_library,
 )
-from ._ortvalue import OrtValue
-from ._partition import NodePlacement, Partition, PartitionPlan, convex_groups
-from ._plugins import (
-    hookimpl,
-    hookspec,
-    plugin_problems,
-    register_provider,
-)
-from ._provider import (
-    API_VERSION,
-    Availability,
-    Capability,
-    Decline,
-    ExecutionProvider,
-    Kernel,
-    NodeGroup,
-    OpConfig,
-    OpTable,
-    Option,
-    ProviderContext,
-    prepacked,
-)
-from ._session import (
+from .session.ortvalue import OrtValue
+from .session.session import (
     ExecutionMode,
     ExecutionOrder,
     GraphOptimizationLevel,
@@ -97,7 +98,6 @@ from ._session import (
     SessionOptions,
     get_device,
 )
-from ._sparse import OrtSparseFormat, SparseTensor
 
 __version__ = "0.1.0"
 

@@ -22,7 +22,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from ._dtypes import onnx_elem_type
 from ._errors import InvalidArgumentError
-from ._session import InferenceSession, SessionOptions
+from .session.session import InferenceSession, SessionOptions
 
 __all__ = ["OnnxplexBackend", "OnnxplexBackendRep", "prepare", "run_model", "run_node",
            "supports_device", "is_compatible"]

@@ -1,5 +1,5 @@
 """com.microsoft contrib kernels produced by the CNN / quantization fusions
-(``onnxplex._optimizer._fusions_cnn``), with onnxruntime's published semantics:
+(``onnxplex.optimizer._fusions_cnn``), with onnxruntime's published semantics:
 
 * FusedConv: Conv (+ optional sum input Z) then an activation, applied in place on the
   fresh Conv output (``activation`` in Relu/Sigmoid/Tanh/LeakyRelu/Clip/HardSigmoid,

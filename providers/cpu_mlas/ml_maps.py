@@ -139,7 +139,7 @@ def make_dict_vectorizer(node: NodeView, ctx: ProviderContext) -> Kernel:
         return out[:size].reshape(1, size)
 
     # a dict of str keys and Python float values may come unconverted (see
-    # onnxplex._session._raw_map_inputs): the row's dtype rounds them as the converted map's
+    # onnxplex.session.session._raw_map_inputs): the row's dtype rounds them as the converted map's
     # float32 values are rounded, and key order does not matter here
     kernel.accepts_unconverted_maps = True
     return kernel

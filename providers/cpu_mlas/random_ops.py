@@ -18,7 +18,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 from onnxplex._dtypes import np_dtype
-from onnxplex._ortcompat import seeded_draw
+from onnxplex.session.ortcompat import seeded_draw
 
 from ._np_helpers import LOW_PRECISION_FLOATS
 from ._registry import op

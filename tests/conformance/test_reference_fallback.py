@@ -34,8 +34,8 @@ import onnxplex
 from conformance.cases import all_cases, to_value
 from conformance.ml_cases import CASES
 from onnxplex import Capability, NodeGroup, OpTable, Option
-from onnxplex._graph import load_model
-from onnxplex._plugins import provider_entry, unregister_provider
+from onnxplex.framework.plugins import provider_entry, unregister_provider
+from onnxplex.graph.model import load_model
 
 CPU = provider_entry("cpu_mlas").load()
 REF = importlib.import_module(CPU.__module__.rsplit(".", 1)[0] + "._reference")

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxplex
 from onnxplex import GraphOptimizationLevel as Level
-from onnxplex import _optimizer
+from onnxplex import optimizer as _optimizer
 
 F = TensorProto.FLOAT
 
@@ -116,7 +116,7 @@ def test_common_subexpressions_are_merged():
 def test_common_subexpression_prefilter_needs_a_shared_op_and_inputs():
     import onnx_ir as ir
 
-    from onnxplex._optimizer._basic import _may_have_common_subexpressions
+    from onnxplex.optimizer._basic import _may_have_common_subexpressions
 
     def graph(*nodes):
         return ir.serde.deserialize_model(_model(list(nodes), [X], [Y])).graph
@@ -152,7 +152,7 @@ def test_failing_pass_is_rolled_back_with_a_warning(caplog):
 def test_passes_share_one_snapshot_unless_one_fails(monkeypatch):
     import onnx_ir as ir
 
-    from onnxplex import _session
+    from onnxplex.session import session as _session
 
     clones, reloads = [], []
     real_clone, real_load = ir.Graph.clone, _session.load_model
@@ -292,7 +292,7 @@ def _ir(model):
 
 
 def test_remove_unused_frees_chains_bodies_initializers_and_optional_outputs():
-    from onnxplex._optimizer._basic import remove_unused
+    from onnxplex.optimizer._basic import remove_unused
 
     body = helper.make_graph(
         [helper.make_node("Neg", ["x"], ["dead_in_body"]),
@@ -332,7 +332,7 @@ def test_remove_unused_frees_chains_bodies_initializers_and_optional_outputs():
 @pytest.mark.parametrize("opset, mode, kept",
                          [(15, None, 1), (15, 0, 1), (15, 1, 3), (13, None, 3)])
 def test_remove_unused_keeps_batchnorm_training_outputs_unless_inference(opset, mode, kept):
-    from onnxplex._optimizer._basic import remove_unused
+    from onnxplex.optimizer._basic import remove_unused
 
     extra = {} if mode is None else {"training_mode": mode}
     nodes = [helper.make_node("BatchNormalization", ["x", "c", "c", "c", "c"],
@@ -514,7 +514,7 @@ def test_constant_nodes_fold_without_a_kernel(monkeypatch):
     """A Constant with a tensor ``value`` becomes an initializer holding that very tensor (no
     kernel built and run for it); the other Constant forms (value_float ...) still fold by
     their kernel; the results are onnxruntime's."""
-    from onnxplex._optimizer import _basic
+    from onnxplex.optimizer import _basic
 
     ran = []
     real = _basic._run_node

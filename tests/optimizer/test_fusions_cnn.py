@@ -1,4 +1,4 @@
-"""Extended-level CNN / quantization fusions (onnxplex._optimizer._fusions_cnn): the graph after
+"""Extended-level CNN / quantization fusions (onnxplex.optimizer._fusions_cnn): the graph after
 optimization, numeric equality with the unoptimized run, the saved optimized model running in
 onnxruntime, and the cases that must not fuse."""
 
@@ -13,7 +13,7 @@ from models import quantize_dynamic_model, transformer_encoder, transformer_feed
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxplex
-from onnxplex._optimizer import optimize
+from onnxplex.optimizer import optimize
 
 ort.set_default_logger_severity(3)
 
@@ -168,7 +168,8 @@ def test_conv_add_becomes_bias(tmp_path, shape, bias):
 def test_fusions_read_no_weight_they_do_not_need(tmp_path, monkeypatch):
     """A residual Conv -> Add(tensor): the conv's weight (in the model file, read on demand)
     is not read by the optimizer; the Conv + activation fusion neither."""
-    from onnxplex import _graph, _wire
+    from onnxplex.graph import model as _graph
+    from onnxplex.graph import wire as _wire
 
     w = RNG.standard_normal((64, 64, 3, 3)).astype(np.float32)   # 144 KiB: cut out of the file
     m = model([helper.make_node("Conv", ["x", "w"], ["cv"], pads=[1, 1, 1, 1]),
@@ -189,7 +190,7 @@ def test_fusions_read_no_weight_they_do_not_need(tmp_path, monkeypatch):
 def test_shared_clip_bounds_are_read_once_per_pass(monkeypatch):
     import onnx_ir as ir
 
-    from onnxplex import _graph
+    from onnxplex.graph import model as _graph
 
     nodes, x = [], "x"
     for k in range(3):

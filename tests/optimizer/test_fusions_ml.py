@@ -1,4 +1,4 @@
-"""Extended-level fusions of ai.onnx.ml ops (_optimizer/_fusions_ml.py)."""
+"""Extended-level fusions of ai.onnx.ml ops (optimizer/_fusions_ml.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The layout level's NhwcTransformer (onnxplex._optimizer._layout): which nodes go
+"""The layout level's NhwcTransformer (onnxplex.optimizer._layout): which nodes go
 channels-last, where the transposes go (only at the edges of channels-last regions, one per
 value), and that the outputs stay those of the NCHW graph and of onnxruntime."""
 
@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxplex
 from onnxplex import Capability, ExecutionProvider, NodeGroup
-from onnxplex._plugins import unregister_provider
+from onnxplex.framework.plugins import unregister_provider
 
 ort.set_default_logger_severity(3)
 

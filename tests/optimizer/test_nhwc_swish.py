@@ -1,4 +1,4 @@
-"""The layout level's squeeze-excite and SiLU/HardSwish handling (onnxplex._optimizer._layout):
+"""The layout level's squeeze-excite and SiLU/HardSwish handling (onnxplex.optimizer._layout):
 ``Conv -> Mul(y, Sigmoid(y))`` (SiLU), ``HardSwish`` and ``Mul(y, HardSigmoid(y))`` fused into
 the channels-last conv as its activation, near misses left alone, and a squeeze-excite block
 (pooled mean -> 1x1 convs -> gate -> ``Mul(x, gate)`` broadcast over H and W) kept

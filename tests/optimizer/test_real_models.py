@@ -53,7 +53,7 @@ import pytest
 from _ort_quirks import ort_reduce_range
 
 import onnxplex
-from onnxplex._optimizer._layout import LAYOUT_TRANSPOSE_SUFFIXES
+from onnxplex.optimizer._layout import LAYOUT_TRANSPOSE_SUFFIXES
 
 try:
     import torch  # noqa: F401  (the exports need it)

@@ -1,4 +1,4 @@
-"""onnxplex._optimizer._rules: onnxscript rules tried only at nodes of their pattern's output
+"""onnxplex.optimizer._rules: onnxscript rules tried only at nodes of their pattern's output
 op type, with the same rewrites as onnxscript's own rule set."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 from onnxscript.rewriter.rules import common as rules
 
-from onnxplex._optimizer import _rules
+from onnxplex.optimizer import _rules
 
 
 def _model() -> ir.Model:
@@ -73,7 +73,7 @@ def test_required_ops_follow_node_inputs_not_alternatives():
     assert by_name["FusedMatMulDiv1"] == {"Div", "MatMul"}
     assert by_name["TransposeMatMul1"] == {"MatMul", "Transpose"}
     # OrValue alternatives are not required: each FastGelu spelling needs Tanh and Mul only
-    from onnxplex._optimizer._fusions_transformer import _fast_gelu_rules
+    from onnxplex.optimizer._fusions_transformer import _fast_gelu_rules
 
     assert all(_rules._required_ops(r) == {"Tanh", "Mul", "Add"} for r in _fast_gelu_rules()[0])
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .._iobinding import IOBinding
-from .._ortcompat import check_and_normalize_provider_args
-from .._ortvalue import OrtValue
-from .._session import InferenceSession
+from ..session.iobinding import IOBinding
+from ..session.ortcompat import check_and_normalize_provider_args
+from ..session.ortvalue import OrtValue
+from ..session.session import InferenceSession
 
 __all__ = ["IOBinding", "InferenceSession", "OrtValue", "check_and_normalize_provider_args"]

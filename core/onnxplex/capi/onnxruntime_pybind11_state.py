@@ -8,22 +8,6 @@ onnxplex's own.
 
 from __future__ import annotations
 
-from .._adapters import AdapterFormat, LoraAdapter
-from .._devices import (
-    OrtAllocatorType,
-    OrtArenaCfg,
-    OrtDevice,
-    OrtDeviceMemoryType,
-    OrtEpDevice,
-    OrtHardwareDevice,
-    OrtHardwareDeviceType,
-    OrtMemoryInfo,
-    OrtMemoryInfoDeviceType,
-    OrtMemType,
-    create_and_register_allocator,
-    create_and_register_allocator_v2,
-    get_ep_devices,
-)
 from .._errors import (
     EngineError,
     EPFail,
@@ -40,8 +24,25 @@ from .._errors import (
     NotImplemented,  # noqa: A004 - onnxruntime's class of that name
     RuntimeException,
 )
-from .._iobinding import IOBinding as SessionIOBinding
-from .._ortcompat import (
+from .._sparse import OrtSparseFormat, SparseTensor
+from ..session.adapters import AdapterFormat, LoraAdapter
+from ..session.devices import (
+    OrtAllocatorType,
+    OrtArenaCfg,
+    OrtDevice,
+    OrtDeviceMemoryType,
+    OrtEpDevice,
+    OrtHardwareDevice,
+    OrtHardwareDeviceType,
+    OrtMemoryInfo,
+    OrtMemoryInfoDeviceType,
+    OrtMemType,
+    create_and_register_allocator,
+    create_and_register_allocator_v2,
+    get_ep_devices,
+)
+from ..session.iobinding import IOBinding as SessionIOBinding
+from ..session.ortcompat import (
     disable_telemetry_events,
     enable_telemetry_events,
     get_all_providers,
@@ -57,10 +58,10 @@ from .._ortcompat import (
     set_seed,
     unregister_execution_provider_library,
 )
-from .._ortvalue import OrtValue, OrtValueVector
-from .._session import EpAssignedNode as OrtEpAssignedNode
-from .._session import EpAssignedSubgraph as OrtEpAssignedSubgraph
-from .._session import (
+from ..session.ortvalue import OrtValue, OrtValueVector
+from ..session.session import EpAssignedNode as OrtEpAssignedNode
+from ..session.session import EpAssignedSubgraph as OrtEpAssignedSubgraph
+from ..session.session import (
     ExecutionMode,
     ExecutionOrder,
     GraphOptimizationLevel,
@@ -70,7 +71,6 @@ from .._session import (
     SessionOptions,
     get_device,
 )
-from .._sparse import OrtSparseFormat, SparseTensor
 
 
 def get_default_session_options() -> SessionOptions:

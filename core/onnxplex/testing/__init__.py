@@ -76,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as e:
         raise pytest.UsageError(f"onnxplex.testing: {e}") from None
     from .._errors import OnnxplexError
-    from .._plugins import provider_entry
+    from ..framework.plugins import provider_entry
 
     for name in settings.providers:
         try:   # a name nobody registered: a usage error now, not an INTERNALERROR at collection

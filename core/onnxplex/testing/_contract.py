@@ -25,7 +25,7 @@ import pytest
 
 import onnxplex
 from onnxplex import GraphView, load_model
-from onnxplex._feeds import random_feeds
+from onnxplex.framework.feeds import random_feeds
 
 from ._cases import all_cases, run_case
 from ._kit import KIT_KEY, Target, as_probe

@@ -15,7 +15,7 @@ import pytest
 
 import onnxplex
 from onnxplex import GraphView, ProviderContext, load_model
-from onnxplex._plugins import DEFAULT_PROVIDER, ProviderEntry, provider_entry
+from onnxplex.framework.plugins import DEFAULT_PROVIDER, ProviderEntry, provider_entry
 
 from ._probes import Probe
 

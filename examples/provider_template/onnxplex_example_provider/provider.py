@@ -4,7 +4,7 @@ It claims chains of float32 elementwise nodes (Add, Sub, Mul, Div, Relu, Sigmoid
 Neg, Abs, Sqrt), fuses each connected chain into one partition, and compiles it into a single
 numpy callable. Everything else it declines, with a reason the placement report shows.
 
-The contract, in the order the framework calls it (see ``onnxplex/_provider.py``):
+The contract, in the order the framework calls it (see ``onnxplex/framework/provider.py``):
 
 1. ``available()``      -- class method: can this provider run on this machine? Why not?
 2. ``__init__(options)``  -- once per session; ``option_specs`` are validated and converted.

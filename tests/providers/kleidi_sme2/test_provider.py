@@ -383,7 +383,7 @@ def test_describe_reports_features_and_variants():
 
 
 def test_cli_providers_lists_cpu_features_and_variants(capsys):
-    from onnxplex._cli import main
+    from onnxplex.tools.cli import main
     assert main(["providers"]) == 0
     out = capsys.readouterr().out
     block = out[out.index("kleidi_sme2"):]

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxplex._plugins import provider_entry
+from onnxplex.framework.plugins import provider_entry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 

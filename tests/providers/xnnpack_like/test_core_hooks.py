@@ -19,8 +19,8 @@ from graphs import chain
 
 import onnxplex
 from onnxplex import Capability, ExecutionProvider, NodeGroup
-from onnxplex._perf import summarize_profile
-from onnxplex._plugins import unregister_provider
+from onnxplex.framework.plugins import unregister_provider
+from onnxplex.tools.perf import summarize_profile
 
 
 class Notes(ExecutionProvider):
