@@ -30,6 +30,7 @@ from ._errors import (
     UnsupportedModelError,
 )
 from ._sparse import OrtSparseFormat, SparseTensor
+from ._version import __version__ as __version__
 from .framework.partition import NodePlacement, Partition, PartitionPlan, convex_groups
 from .framework.plugins import (
     hookimpl,
@@ -98,8 +99,6 @@ from .session.session import (
     SessionOptions,
     get_device,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     # session API (onnxruntime-compatible)

@@ -36,6 +36,12 @@ __all__ = ["OptimizerContext", "Pass", "PassReport", "register_pass", "optimize"
 logger = logging.getLogger("onnxplex.optimizer")
 
 
+# (model, feeds or None) -> (the feeds, the outputs): the model run as exported on the default
+# CPU provider, on ``feeds`` or on fixed random inputs when None; the session supplies it, so
+# that this layer imports none above it.
+ModelRunner = Callable[[Model, "dict[str, Any] | None"], "tuple[dict[str, Any], list[Any]]"]
+
+
 @dataclass
 class OptimizerContext:
     """What a pass may use: the model, and a way to build default-CPU kernels."""
@@ -114,12 +120,15 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
              disabled: frozenset[str] = frozenset(), min_level: int = 1,
              protected: frozenset[int] = frozenset(),
              config: dict[str, str] | None = None,
-             reload: Callable[[], ir.Graph] | None = None) -> list[PassReport]:
+             reload: Callable[[], ir.Graph] | None = None,
+             runner: ModelRunner | None = None) -> list[PassReport]:
     """Run the registered passes of levels ``min_level``..``level`` on ``model`` (in place).
 
     ``protected`` holds ``id()`` of graph nodes another provider has claimed: a pass that would
     rewrite one of them is rolled back (fusions serve the default CPU provider, as onnxruntime
     applies its level-2 fusions only to nodes assigned to its CPU provider).
+    ``runner`` runs a model for ``session.optimizer_verify=1`` (:data:`ModelRunner`; without
+    one verification is off, with a warning).
     ``reload``, when given, returns ``model``'s graph as it was before this call (the session
     loads its source again): the run of all passes then keeps no snapshot of its own, and a
     pass that raises costs a reload instead (a graph clone per session was 2 ms on MobileNetV2,
@@ -128,6 +137,9 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
     _load_passes()
     ctx = OptimizerContext(model, compile_node, dict(config or {}), protected)
     verify = ctx.config.get("session.optimizer_verify", "0") == "1"
+    if verify and runner is None:
+        logger.warning("session.optimizer_verify=1 needs a model runner; passes not verified")
+        verify = False
     reports: list[PassReport] = []
     if disabled:
         unknown = set(disabled) - {p.name for p in PASSES}
@@ -148,7 +160,7 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
             reports.append(_not_run(p))
             continue
         snapshot = model.ir.graph.clone()
-        reference = _sample_outputs(model) if verify else None
+        reference = runner(model, None) if verify else None
         t0 = time.perf_counter()
         try:
             changes = p.run(ctx)
@@ -159,7 +171,7 @@ def optimize(model: Model, level: int, compile_node: Callable | None = None, *,
                 if not protected <= alive:
                     raise _Protected("it would rewrite nodes another provider claimed")
             if changes and reference is not None:
-                _verify(model, reference)
+                _verify(model, reference, runner)
         except Exception as e:  # noqa: BLE001 - a failing pass is rolled back, never fatal
             model.ir.graph = snapshot
             model.reindex()
@@ -277,30 +289,11 @@ class _Protected(Exception):
     pass
 
 
-def _sample_outputs(model: Model):
-    """Outputs of the current graph on fixed random inputs (for session.optimizer_verify)."""
+def _verify(model: Model, reference, runner: ModelRunner) -> None:
     import numpy as np
-
-    from ..framework.feeds import random_feeds
-    from ..session.session import InferenceSession, SessionOptions
-
-    so = SessionOptions()
-    so.graph_optimization_level = 0
-    proto = model.to_proto()
-    sess = InferenceSession(proto, so, providers=["cpu_mlas"])
-    feeds = random_feeds(sess, seed=1234, dim=2)
-    return feeds, [np.asarray(o) for o in sess.run(None, feeds)]
-
-
-def _verify(model: Model, reference) -> None:
-    import numpy as np
-
-    from ..session.session import InferenceSession, SessionOptions
 
     feeds, want = reference
-    so = SessionOptions()
-    so.graph_optimization_level = 0
-    got = InferenceSession(model.to_proto(), so, providers=["cpu_mlas"]).run(None, feeds)
+    _, got = runner(model, feeds)
     for k, (g, w) in enumerate(zip(got, want)):
         if not np.allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-4,
                            atol=1e-5, equal_nan=True):

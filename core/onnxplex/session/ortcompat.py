@@ -241,7 +241,7 @@ def get_build_info() -> str:
     import importlib.util
     import platform
 
-    from .. import __version__
+    from .._version import __version__
 
     native = importlib.util.find_spec("onnxplex._runloop") is not None  # (the plan's C loop)
     return (f"onnxplex Build Info: version={__version__}, python={platform.python_version()}, "
@@ -329,6 +329,6 @@ def check_and_normalize_provider_args(
 
 def get_version_string() -> str:
     """onnxplex's version (``onnxruntime.get_version_string()``'s counterpart)."""
-    from .. import __version__
+    from .._version import __version__
 
     return __version__

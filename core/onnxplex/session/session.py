@@ -439,6 +439,21 @@ def _node_arg(info: ValueInfo, declared: frozenset[str] = frozenset()) -> NodeAr
 _INFERRED_DIM = re.compile(r"unk__\d+")
 
 
+
+def _run_as_exported(model: Model, feeds: dict[str, Any] | None
+                     ) -> tuple[dict[str, Any], list[Any]]:
+    """The optimizer's model runner (``session.optimizer_verify=1``): ``model`` run without
+    optimizations on the default CPU provider, on ``feeds`` or on fixed random inputs."""
+    from ..framework.feeds import random_feeds
+
+    so = SessionOptions()
+    so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = InferenceSession(model.to_proto(), so, providers=[DEFAULT_PROVIDER])
+    if feeds is None:
+        feeds = random_feeds(sess, seed=1234, dim=2)
+    return feeds, [np.asarray(o) for o in sess.run(None, feeds)]
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a session is built: building allocates hundreds
@@ -714,7 +729,8 @@ class InferenceSession:
         cpu = next((p for p in providers if p.name == DEFAULT_PROVIDER), None)
         if cpu is None:
             cpu = provider_entry(DEFAULT_PROVIDER).load()()
-        opt = {"disabled": self._disabled_optimizers, "config": self._options._config}
+        opt = {"disabled": self._disabled_optimizers, "config": self._options._config,
+               "runner": _run_as_exported}
         # The model is as loaded from the source until the first optimize() call: should a
         # pass raise there, loading the source again restores it (cheaper than a snapshot of
         # every session's graph). A Model given as the source is the same object: a snapshot.

@@ -321,7 +321,7 @@ def _version() -> str:
     import onnx
     import onnx_ir
 
-    from .. import __version__
+    from .._version import __version__
 
     return (f"onnxplex {__version__} (onnx {onnx.__version__}, onnx-ir {onnx_ir.__version__}, "
             f"numpy {numpy.__version__}, Python {sys.version.split()[0]})")
