@@ -8,6 +8,8 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
+from onnxplex.graph import checks as _checks
+from onnxplex.graph import inference as _inference
 from onnxplex.graph import model as _graph
 from onnxplex.graph.model import _readonly_array, _topological_order, load_model
 from onnxplex.optimizer import PASSES, Pass, _ordered
@@ -197,17 +199,17 @@ def _payload_model(op: str, ml_opset: int) -> onnx.ModelProto:
     ("SVMClassifier", 1), ("SVMRegressor", 1), ("LinearClassifier", 1), ("LinearRegressor", 1),
 ])
 def test_inference_without_payload_finds_what_whole_inference_finds(op, ml_opset):
-    """Shape inference leaves the long ai.onnx.ml lists out (_graph._PAYLOAD): the types and
+    """Shape inference leaves the long ai.onnx.ml lists out (_inference._PAYLOAD): the types and
     shapes it finds must be those of inference over the whole model, and the model loaded
     keeps every value of those lists."""
     proto = _payload_model(op, ml_opset)
-    assert _graph._payload(_graph._walk(proto).graph.nodes), \
+    assert _inference._payload(_checks._walk(proto).graph.nodes), \
         "the model should be big enough to be stripped"
     want = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True,
                                              data_prop=True)
     mine = onnx.ModelProto()
     mine.CopyFrom(proto)
-    got, big, declared = _graph._infer_shapes(mine, mine.SerializeToString())
+    got, big, declared = _inference._infer_shapes(mine, mine.SerializeToString())
     assert got is mine and not big and not declared
     assert list(got.graph.value_info) == list(want.graph.value_info)
     assert list(got.graph.output) == list(want.graph.output)
@@ -216,7 +218,7 @@ def test_inference_without_payload_finds_what_whole_inference_finds(op, ml_opset
     model = load_model(proto.SerializeToString())
     node = model.nodes[0]
     for a in proto.graph.node[0].attribute:
-        if a.name in _graph._PAYLOAD[op]:
+        if a.name in _inference._PAYLOAD[op]:
             got_values = node.attributes[a.name].value
             want_values = onnx.helper.get_attribute_value(a)
             if a.type == onnx.AttributeProto.STRINGS:

@@ -84,7 +84,7 @@ def test_a_node_keeps_its_own_opset_through_loading_and_the_layout_pass():
     expanded function body's nodes are (and as a saved optimized model keeps them): the load
     checks it against Clip-6's schema, the layout pass rewrites it channels-last in place and
     it stays a Clip-6 (read at opset 17, its bounds would be inputs it does not have)."""
-    from onnxplex.graph.model import OPSET_KEY
+    from onnxplex.graph.nodes import OPSET_KEY
 
     clip = helper.make_node("Clip", ["c"], ["y"], min=0.0, max=0.5)
     helper.set_metadata_props(clip, {OPSET_KEY: "6"})

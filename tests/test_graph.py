@@ -169,11 +169,12 @@ def test_shape_inference_without_copying_large_weights(weight_is_input, copied, 
     # ``copied``: the weights held enough bytes for inference to get a copy without them
     from onnx import numpy_helper
 
-    from onnxplex.graph import model as _graph
-    from onnxplex.graph.model import _INFER_KEEP_ELEMENTS, load_model
+    from onnxplex.graph import inference
+    from onnxplex.graph.inference import _INFER_KEEP_ELEMENTS
+    from onnxplex.graph.model import load_model
 
     if copied:
-        monkeypatch.setattr(_graph, "_INFER_COPY_MIN_BYTES", 0)
+        monkeypatch.setattr(inference, "_INFER_COPY_MIN_BYTES", 0)
 
     w = np.arange(64 * (_INFER_KEEP_ELEMENTS // 32), dtype=np.float32).reshape(64, -1)
     inits = [numpy_helper.from_array(w, "w"),

@@ -452,9 +452,9 @@ def test_external_data_from_bytes_is_refused(folder):
 def test_large_raw_data_is_checked_when_read(monkeypatch, where):
     """Raw data above _RAW_CHECK_BYTES is not copied at load to be measured; reading it into
     the graph still refuses data that does not fit the shape, with an onnxplex error."""
-    from onnxplex.graph import model as _graph
+    from onnxplex.graph import checks
 
-    monkeypatch.setattr(_graph, "_RAW_CHECK_BYTES", 0)
+    monkeypatch.setattr(checks, "_RAW_CHECK_BYTES", 0)
     t = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
     t.raw_data = t.raw_data[:16]
     if where == "initializer":

@@ -10,7 +10,7 @@ import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 from onnxplex._dtypes import np_dtype
-from onnxplex.graph.model import check_allocation
+from onnxplex.graph.limits import check_allocation
 
 from . import _native
 from ._np_helpers import LOW_PRECISION_FLOATS, const_input, norm_axis

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
-from onnxplex.graph.model import check_allocation
+from onnxplex.graph.limits import check_allocation
 
 from ._np_helpers import norm_axis
 from ._registry import op

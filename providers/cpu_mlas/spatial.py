@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
-from onnxplex.graph.model import check_allocation
+from onnxplex.graph.limits import check_allocation
 
 from ._blas import intra_threads
 from ._native import native

@@ -17,8 +17,9 @@ import numpy as np
 
 from .._dtypes import np_dtype, onnx_elem_type, ort_type_string, type_string
 from .._errors import InvalidArgumentError, InvalidFeedError, as_status
+from ..graph.limits import check_tensor_size
 from ..graph.maptype import map_value
-from ..graph.model import ValueInfo, check_tensor_size
+from ..graph.model import ValueInfo
 
 __all__ = ["random_feeds", "tensor_feed", "structured_feed"]
 

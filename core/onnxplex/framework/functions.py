@@ -15,7 +15,8 @@ from collections.abc import Iterable
 import onnx
 from onnx import helper
 
-from ..graph.model import OPSET_KEY, Model, NodeView, load_proto
+from ..graph.model import Model, NodeView, load_proto
+from ..graph.nodes import OPSET_KEY
 
 __all__ = ["function_body", "expand_nodes"]
 

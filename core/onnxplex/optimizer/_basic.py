@@ -25,7 +25,8 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
-from ..graph.model import Model, Subgraph, _is_a, _readonly_array, all_nodes, attrs_of
+from ..graph.model import Model, Subgraph, _is_a, _readonly_array
+from ..graph.nodes import all_nodes, attrs_of
 from . import OptimizerContext, register_pass
 from ._rules import apply_rules
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from ..graph.model import OPSET_KEY, all_nodes, attrs_of
+from ..graph.nodes import OPSET_KEY, all_nodes, attrs_of
 from . import OptimizerContext, register_pass
 from ._basic import _fold_constants, _run_node, ir_tensor, remove_unused
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..graph.model import _readonly_array, attrs_of
+from ..graph.model import _readonly_array
+from ..graph.nodes import attrs_of
 from . import OptimizerContext, register_pass
 from ._fusions_cnn import EXTENDED, _counted, _fuse, _initializer, _sole_consumer
 

@@ -31,7 +31,8 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from ..graph.model import Model, all_nodes
+from ..graph.model import Model
+from ..graph.nodes import all_nodes
 from . import OptimizerContext, register_pass
 from ._basic import ir_tensor, remove_unused
 from ._rules import apply_rules

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ..graph.model import all_nodes, attrs_of, has_bodies
+from ..graph.nodes import all_nodes, attrs_of, has_bodies
 
 logger = logging.getLogger(__name__)
 

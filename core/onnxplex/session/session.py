@@ -57,16 +57,8 @@ from ..framework.plugins import (
     provider_unavailable,
 )
 from ..framework.provider import ExecutionProvider, ProviderContext
-from ..graph.model import (
-    MAX_TENSOR_BYTES_KEY,
-    Model,
-    Overrides,
-    Subgraph,
-    ValueInfo,
-    load_model,
-    sharing_small_arrays,
-    tensor_limit,
-)
+from ..graph.limits import MAX_TENSOR_BYTES_KEY, tensor_limit
+from ..graph.model import Model, Overrides, Subgraph, ValueInfo, load_model, sharing_small_arrays
 from ..optimizer import PassReport, optimize
 from .adapters import LoraAdapter
 from .devices import OrtEpDevice, OrtMemoryInfo, cpu_memory_info
