@@ -299,7 +299,7 @@ def test_a_dropped_session_gives_its_weights_back_at_once(rebuild):
         assert graph() is None
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], expected)
         graph = weakref.ref(sess.model.ir.graph)
-    assert _full_collections(lambda: sess.__dict__.get("_model")) == 0
+    assert _full_collections(lambda: sess.__dict__.get("_model")) == 0  # noqa: F821 (runs before the del)
     del sess
     assert graph() is None
 

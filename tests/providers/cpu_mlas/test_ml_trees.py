@@ -65,12 +65,14 @@ class Forest:
             nodes: list[dict] = []
             complete = rng.random() < full  # every leaf at `depth`
 
-            def grow(d: int, leaf: bool = False) -> int:
+            def grow(d: int, leaf: bool = False, nodes: list[dict] = nodes,
+                     complete: bool = complete) -> int:
                 i = len(nodes)
                 nodes.append({})
                 if leaf or d == depth or (d > 0 and not (thin or complete)
                                           and rng.random() < 0.25):
-                    k = 0 if rng.random() < weightless else int(rng.integers(*weights, endpoint=True))
+                    k = (0 if rng.random() < weightless
+                         else int(rng.integers(*weights, endpoint=True)))
                     w = rng.standard_normal(k).astype(np.float32)
                     if weight_sign == "pos":
                         w = np.abs(w)

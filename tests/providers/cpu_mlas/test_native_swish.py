@@ -1,8 +1,8 @@
-"""SiLU (Swish), HardSwish and HardSigmoid (alpha 1/6, beta 0.5) in cpu_mlas (sigmoid.h's PostAct): the native loop
-``_mlas_native.post_act_f32`` against the exact functions, the ``act`` of the channels-last
-conv kernels (conv2d_nhwc_f32's GEMM tiles, dwconv_nhwc_f32's tasks) against numpy, the
-NhwcFusedConv activations against onnxruntime's Conv + Sigmoid + Mul / HardSwish, and the
-HardSwish op."""
+"""SiLU (Swish), HardSwish and HardSigmoid (alpha 1/6, beta 0.5) in cpu_mlas (sigmoid.h's
+PostAct): the native loop ``_mlas_native.post_act_f32`` against the exact functions, the
+``act`` of the channels-last conv kernels (conv2d_nhwc_f32's GEMM tiles, dwconv_nhwc_f32's
+tasks) against numpy, the NhwcFusedConv activations against onnxruntime's Conv + Sigmoid +
+Mul / HardSwish, and the HardSwish op."""
 
 from __future__ import annotations
 
