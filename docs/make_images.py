@@ -9,7 +9,8 @@
 * ``placement.svg``: ``onnxplex partition --format svg`` of the same encoder and providers;
 * ``placement_resnet50_compact.svg``: the compact placement picture of onnx's light ResNet-50
   (optimized, xnnpack_like + cpu_mlas with their default settings), chains of same-provider
-  nodes collapsed;
+  nodes collapsed (its node and box counts and its height beside the full picture's are
+  printed: docs/cli.md quotes them);
 * ``benchmark.png``: ``benchmarks/run.py --chart-from benchmarks/results.json``, the chart of
   the benchmark table in the README (the same run; nothing is measured again).
 
@@ -20,6 +21,7 @@ so that its pictures show the delegate claiming fused partitions on x86 too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -64,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
             cli(["profile", profile, "--top", "3", "--png", str(IMAGES / "timeline.png"),
                  "--run", str(median)])
         if "placement" in only:
-            cli(["partition", str(encoder), "--providers", providers, "--format", "svg",
-                 "-o", str(IMAGES / "placement.svg")])
+            with contextlib.chdir(tmp):   # (the title names the model as given: no temp path)
+                cli(["partition", encoder.name, "--providers", providers, "--format", "svg",
+                     "-o", str(IMAGES / "placement.svg")])
             from onnxplex.tools.draw import GraphPicture
 
             if saved is None:       # ResNet-50 as a user gets it
@@ -78,13 +81,23 @@ def main(argv: list[str] | None = None) -> int:
                                             compact=True)
             out = IMAGES / "placement_resnet50_compact.svg"
             out.write_text(pic.to_svg() + "\n", encoding="utf-8")
-            print(f"wrote {out}")
+            full = GraphPicture.from_session(sess, compact=False)
+            print(f"wrote {out}: {len(sess.get_provider_assignment().placements)} nodes in "
+                  f"{sum(n.kind == 'op' for n in pic.nodes)} boxes, {_svg_height(pic)} px tall "
+                  f"({_svg_height(full)} px with every node its own box)")
     if "benchmark" in only:
         from benchmarks import run
 
         run.main(["--chart-from", str(ROOT / "benchmarks" / "results.json"),
                   "--chart", str(IMAGES / "benchmark.png")])
     return 0
+
+
+def _svg_height(pic) -> int:
+    """The height attribute of the picture's SVG (what a reader scrolls)."""
+    svg = pic.to_svg()
+    start = svg.index('height="') + len('height="')
+    return int(svg[start:svg.index('"', start)])
 
 
 if __name__ == "__main__":

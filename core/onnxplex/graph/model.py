@@ -962,6 +962,7 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
     elif isinstance(source, (bytes, bytearray, memoryview)):
         serialized = bytes(source)
         proto = _parse(serialized, "<bytes>")
+        # (read through the module, as inference reads it: one setting reaches both)
         if len(serialized) > _inference._INFER_COPY_MIN_BYTES:
             serialized = None
     elif isinstance(source, (str, os.PathLike)):
