@@ -50,11 +50,34 @@ struct I8mmQsi8cx {
   static size_t kr() { return kKr; }
   static size_t sr() { return 1; }
 
+  // One group of 8 k for the first RP row pairs (a block of fewer rows - a decoder's single
+  // token row - skips the SMMLAs of the padding rows, as the 4x8 tile did).
+  template <size_t RP>
   static void group(int32x4_t (&acc)[4][4], const int8_t* a, const int8_t* w) {
-    const int8x16x4_t av = vld1q_s8_x4(a);  // row pairs 01, 23, 45, 67
+    int8x16_t av[4];
+    if constexpr (RP == 4) {
+      const int8x16x4_t v = vld1q_s8_x4(a);  // row pairs 01, 23, 45, 67
+      for (size_t rp = 0; rp < 4; ++rp) av[rp] = v.val[rp];
+    } else if constexpr (RP == 2) {
+      const int8x16x2_t v = vld1q_s8_x2(a);
+      av[0] = v.val[0];
+      av[1] = v.val[1];
+    } else {
+      av[0] = vld1q_s8(a);
+    }
     const int8x16x4_t bv = vld1q_s8_x4(w);  // column pairs 01, 23, 45, 67
-    for (size_t rp = 0; rp < 4; ++rp)
-      for (size_t cp = 0; cp < 4; ++cp) acc[rp][cp] = vmmlaq_s32(acc[rp][cp], av.val[rp], bv.val[cp]);
+    for (size_t rp = 0; rp < RP; ++rp)
+      for (size_t cp = 0; cp < 4; ++cp) acc[rp][cp] = vmmlaq_s32(acc[rp][cp], av[rp], bv.val[cp]);
+  }
+
+  template <size_t RP>
+  static void k_loop(int32x4_t (&acc)[4][4], const int8_t* a, const int8_t* w, size_t groups) {
+    size_t g = 0;
+    for (; g + 2 <= groups; g += 2, a += 2 * kM * kKr, w += 2 * kN * kKr) {
+      group<RP>(acc, a, w);
+      group<RP>(acc, a + kM * kKr, w + kN * kKr);
+    }
+    if (g < groups) group<RP>(acc, a, w);
   }
 
   static void run(size_t m, size_t n, size_t k, const void* lhs_packed, const void* rhs_packed,
@@ -78,12 +101,13 @@ struct I8mmQsi8cx {
           for (auto& v : row) v = vdupq_n_s32(0);
         const auto* a = reinterpret_cast<const int8_t*>(lb);
         const auto* w = reinterpret_cast<const int8_t*>(pb);
-        size_t g = 0;
-        for (; g + 2 <= groups; g += 2, a += 2 * kM * kKr, w += 2 * kN * kKr) {
-          group(acc, a, w);
-          group(acc, a + kM * kKr, w + kN * kKr);
+        if (rows > 4) {
+          k_loop<4>(acc, a, w, groups);
+        } else if (rows > 2) {
+          k_loop<2>(acc, a, w, groups);
+        } else {
+          k_loop<1>(acc, a, w, groups);
         }
-        if (g < groups) group(acc, a, w);
         const uint8_t* ltail = lb + kM * k_int;
         const uint8_t* tail = pb + kN * k_int;
         auto* out = reinterpret_cast<char*>(dst) + i0 * dst_stride_row + j0 * dst_stride_col;
