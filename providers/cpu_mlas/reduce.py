@@ -248,6 +248,7 @@ def _direct_reduce(kind: str, keep: bool) -> Callable[[np.ndarray, Any], np.ndar
     return log_sum_exp
 
 
+_F32 = np.dtype(np.float32)
 _LOGADDEXP_MAX = 64
 """Inputs up to this many elements take ReduceLogSumExp as one ``logaddexp`` reduction."""
 _F64 = np.dtype(np.float64)
@@ -281,6 +282,10 @@ def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kern
     blas = kind in ("ReduceSum", "ReduceMean") and axes is not None
     mean = kind == "ReduceMean"
     plans: dict[tuple[tuple[int, ...], np.dtype], Any] = {}
+    sum_mid = getattr(native(), "sum_mid_f32", None) if blas else None
+    # input shape -> ([outer, mid, inner], the result's shape), or None: float32 sums and
+    # means over consecutive axes that are not the innermost (a channels-last global pooling)
+    mids: dict[tuple[int, ...], tuple[tuple[int, int, int], tuple[int, ...]] | None] = {}
 
     def rank_axes(ndim: int) -> tuple[Any, tuple[int, ...]]:
         """The axes for a rank: as numpy's reduce takes them fastest (one as an int, all as
@@ -291,8 +296,30 @@ def _constant_axes_kernel(kind: str, axes: list[int] | None, keep: bool) -> Kern
         info = by_rank[ndim] = (fast, ax)
         return info
 
+    def mid_plan(shape: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[int, ...]] | None:
+        ndim = len(shape)
+        ax = (by_rank[ndim] if ndim in by_rank else rank_axes(ndim))[1]
+        first, last = ax[0], ax[-1]
+        inner = math.prod(shape[last + 1:])
+        mid = math.prod(shape[first:last + 1])
+        if last - first + 1 != len(ax) or inner < 2 or mid < 1:
+            return None   # (numpy sums an innermost axis pairwise: the other paths)
+        out = tuple(1 if first <= a <= last else d for a, d in enumerate(shape)) if keep \
+            else shape[:first] + shape[last + 1:]
+        return (math.prod(shape[:first]), mid, inner), out
+
     def kernel(x: np.ndarray, *_: object) -> np.ndarray:
         dt = x.dtype
+        if sum_mid is not None and dt == _F32 and x.flags.c_contiguous:
+            shape = x.shape
+            if shape in mids:
+                plan = mids[shape]
+            else:
+                if len(mids) >= _PLANS_KEPT:
+                    mids.clear()
+                plan = mids[shape] = mid_plan(shape)
+            if plan is not None:   # one native pass, numpy's sums to the bit
+                return sum_mid(x.reshape(plan[0]), mean).reshape(plan[1])
         if dt in _DIRECT_WIDE and 0 < x.size < direct_max:
             ndim = x.ndim
             ax = (by_rank[ndim] if ndim in by_rank else rank_axes(ndim))[0]

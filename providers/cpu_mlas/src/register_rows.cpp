@@ -82,6 +82,18 @@ void register_rows(py::module_& m) {
   }, py::arg("x"), py::arg("norm"),
      "Normalizer: rows divided by their MAX (0), L1 (1) or L2 (2) norm; zero-norm rows copied.");
 
+  m.def("sum_mid_f32", [](const py::array& x_in, bool mean) {
+    if (x_in.ndim() != 3 || !is_float32(x_in) || x_in.shape(1) == 0) {
+      throw py::type_error("x must be a float32 array [outer, mid, inner] with mid >= 1");
+    }
+    const F32 x = F32::ensure(x_in);
+    const auto outer = static_cast<size_t>(x.shape(0)), mid = static_cast<size_t>(x.shape(1));
+    const auto inner = static_cast<size_t>(x.shape(2));
+    return run(outer, inner, [&](float* y) { sum_mid(x.data(), outer, mid, inner, mean, y); });
+  }, py::arg("x"), py::arg("mean"),
+     "ReduceSum / ReduceMean over the middle axis of a float32 [outer, mid, inner] array "
+     "(rows added in order, as numpy adds them; divided by mid when `mean`): [outer, inner].");
+
   m.def("logsumexp_rows_f32", [](const py::array& x_in) {
     size_t n = 0, f = 0;
     const F32 x = rows_of(x_in, n, f);

@@ -94,4 +94,33 @@ inline void logsumexp_rows(const float* x, size_t n, size_t f, float* y) {
   }
 }
 
+// y[o, i] = 0 + x[o, 0, i] + x[o, 1, i] + ... + x[o, mid - 1, i] in float32, left to right,
+// then divided by `mid` when `mean`: numpy's sum over axes that are not the innermost one (it
+// adds whole rows in order to its identity, so a sum of -0.0s is +0.0), to the bit. A
+// channels-last global average pooling is [n, h * w, c]. `mid` is at least 1.
+inline void sum_mid(const float* __restrict x, size_t outer, size_t mid, size_t inner,
+                    bool mean, float* __restrict y) {
+  constexpr size_t kChunk = 32;   // columns summed in registers down all the rows
+  const auto count = static_cast<float>(mid);
+  for (size_t o = 0; o < outer; ++o) {
+    const float* xo = x + o * mid * inner;
+    float* yo = y + o * inner;
+    size_t i = 0;
+    for (; i + kChunk <= inner; i += kChunk) {
+      float acc[kChunk];
+      for (size_t t = 0; t < kChunk; ++t) acc[t] = 0.0f + xo[i + t];
+      for (size_t m = 1; m < mid; ++m) {
+        const float* xm = xo + m * inner + i;
+        for (size_t t = 0; t < kChunk; ++t) acc[t] += xm[t];
+      }
+      for (size_t t = 0; t < kChunk; ++t) yo[i + t] = mean ? acc[t] / count : acc[t];
+    }
+    for (; i < inner; ++i) {
+      float acc = 0.0f + xo[i];
+      for (size_t m = 1; m < mid; ++m) acc += xo[m * inner + i];
+      yo[i] = mean ? acc / count : acc;
+    }
+  }
+}
+
 }  // namespace onnxplex::mlas

@@ -265,3 +265,65 @@ def test_hardmax_small_and_large(opset, shape, dtype):
     x = RNG.integers(0, 3, size=shape).astype(dtype)  # ties: the first maximum
     for axis in (-1, 0):
         check("Hardmax", [x], opset=opset, axis=axis, oracle="ort")
+
+
+MID_CASES = [((1, 8, 8, 32), [1, 2]), ((2, 7, 7, 2048), [1, 2]), ((3, 5, 17), [1]),
+             ((4, 100, 3), [-2]), ((2, 3, 4, 5, 6), [1, 2, 3]), ((5, 1, 2), [0]),
+             ((2, 1, 1, 9), [1, 2]), ((0, 3, 4), [1]), ((3, 2, 4), [0, 1])]
+
+
+@pytest.mark.parametrize("kind", ["ReduceSum", "ReduceMean"])
+@pytest.mark.parametrize("shape,axes", MID_CASES)
+@pytest.mark.parametrize("keep", [False, True])
+def test_middle_axes_native_sum_is_numpys_to_the_bit(kind, shape, axes, keep):
+    """float32 sums and means over consecutive axes that are not the innermost (a
+    channels-last global average pooling) take one native pass (``sum_mid_f32``) that adds
+    the rows in numpy's order: numpy's values bit for bit, signed zeros, infinities and NaN
+    included, in the general path's shape."""
+    x = (RNG.standard_normal(shape) * 100).astype(np.float32)
+    if x.size:
+        x.flat[0] = -0.0
+        x.flat[x.size // 2] = np.inf if kind == "ReduceSum" else x.flat[x.size // 2]
+        x.flat[-1] = np.nan
+    got = reduce._constant_axes_kernel(kind, axes, keep)(x)
+    with np.errstate(all="ignore"):
+        want = reduce._run(kind, x, axes, keep)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)   # (NaN where NaN; -0.0 equals 0.0 here)
+    ax = tuple(a % x.ndim for a in axes)
+    with np.errstate(all="ignore"):
+        sums = np.add.reduce(x, ax, None, None, keep)   # (the direct path's numpy call)
+        ref = sums / (x.size // sums.size) if kind == "ReduceMean" and x.size else sums
+    assert np.array_equal(got, ref, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(ref))
+    zeros = np.full(shape, -0.0, np.float32)   # numpy adds to +0.0: a sum of -0.0s is +0.0
+    got = reduce._constant_axes_kernel(kind, axes, keep)(zeros)
+    assert np.array_equal(np.signbit(got), np.signbit(np.add.reduce(zeros, ax, None, None, keep)))
+
+
+def test_middle_axes_take_the_native_pass(monkeypatch):
+    """The channels-last global pooling shape goes through ``sum_mid_f32`` (a broken native
+    call shows), an innermost axis does not (numpy sums it pairwise)."""
+    from onnxplex.providers.cpu_mlas._native import native
+
+    if not hasattr(native(), "sum_mid_f32"):
+        pytest.skip("native module without sum_mid_f32")
+    x = RNG.standard_normal((1, 7, 7, 64)).astype(np.float32)
+    mid = reduce._constant_axes_kernel("ReduceMean", [1, 2], True)
+    assert mid(x).shape == (1, 1, 1, 64)
+    last = reduce._constant_axes_kernel("ReduceMean", [3], True)
+    calls = []
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(native(), name)
+
+        def sum_mid_f32(self, *a):
+            calls.append(a[0].shape)
+            return native().sum_mid_f32(*a)
+
+    monkeypatch.setattr(reduce, "native", lambda: Spy())
+    reduce._constant_axes_kernel("ReduceMean", [1, 2], True)(x)
+    reduce._constant_axes_kernel("ReduceMean", [3], True)(x)
+    assert calls == [(1, 49, 64)]
+    assert last(x).shape == (1, 7, 7, 1)
