@@ -198,9 +198,12 @@ def make_unsqueeze(node: NodeView, ctx: ProviderContext) -> Kernel:
 
 
 # A rank-4 rotation (the layout level's NCHW <-> NHWC transposes; float32 in register tiles,
-# other 1-, 2-, 4- and 8-byte elements as they are) of at least this many
-# elements is copied by the native kernel; smaller ones, and other perms, stay numpy views.
-_NATIVE_TRANSPOSE_MIN = 4096
+# other 1-, 2-, 4- and 8-byte elements as they are) of at least this many elements is copied by
+# the native kernel; smaller ones, and other perms, stay numpy views. The channels-last kernels
+# after a rotation read contiguous arrays, and numpy's copy of a transposed view costs ~4 ns an
+# element (inner runs of 3 for an RGB image): a tiny CNN's [1, 3, 32, 32] input copied that
+# way inside its first conv was 12 of the model's 38 us; natively, 3.
+_NATIVE_TRANSPOSE_MIN = 256
 _NATIVE_CONCAT_BYTES = 256 << 10   # (below it numpy's copy is as quick as the call)
 
 

@@ -67,8 +67,10 @@ def test_transpose(perm):
 @pytest.mark.parametrize("shape,perm", [
     ((1, 3, 40, 41), (0, 2, 3, 1)),     # an RGB image channels-last: three planes interleaved
     ((2, 37, 9, 15), (0, 2, 3, 1)),     # blocks of 32 with tails on both sides
-    ((1, 20, 21, 70), (0, 3, 1, 2))],   # channels-last back to channels-first
-    ids=["rgb_to_nhwc", "to_nhwc", "to_nchw"])
+    ((1, 20, 21, 70), (0, 3, 1, 2)),    # channels-last back to channels-first
+    ((1, 3, 32, 32), (0, 2, 3, 1)),     # a small image: copied natively too, not left a view
+    ((1, 3, 10, 9), (0, 2, 3, 1))],     # (the kernel's size floor: 270 elements)
+    ids=["rgb_to_nhwc", "to_nhwc", "to_nchw", "small_rgb", "smallest"])
 def test_transpose_rotations_of_every_element_size(dtype, shape, perm):
     """The layout level's rank-4 rotations above the native kernel's size: float32 in its
     register tiles, 1-, 2-, 4- and 8-byte elements moved as they are (an 8-bit quantized
