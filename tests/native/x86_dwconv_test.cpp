@@ -1,7 +1,8 @@
 // The channel-blocked depthwise conv and max pooling (NCHW and channels-last) and the register-tile transpose of
 // providers/cpu_mlas/src/dwconv_impl.h, and the row layer norm of layernorm_impl.h (with a
 // repeating skip, bias, beta, statistics; and the RMS form), and the attention softmax row of
-// attention_impl.h and its Softmax op rows (AVX2 and AVX-512 builds), and the grouped channels-last conv of
+// attention_impl.h and its Softmax op rows (AVX2 and AVX-512 builds), the SiLU of sigmoid_avx2.cpp and
+// sigmoid_avx512.cpp, and the grouped channels-last conv of
 // gconv_impl.h (8- and 4-lane vectors, blocks cut by a row's end, pads), compiled for one ISA by the -m flags given (the
 // Python module runs only the CPU's best variant; this runs any the CPU can), against plain
 // loops in double precision. Exit status 0 when every element matches.
@@ -19,6 +20,10 @@
 #include "layernorm_impl.h"
 #if defined(__AVX2__) && defined(__FMA__)
 #include "attention_impl.h"
+#include "sigmoid_avx2.cpp"   // (the SiLU of each x86 build, its variant's own code)
+#endif
+#if defined(__AVX512F__)
+#include "sigmoid_avx512.cpp"
 #endif
 
 using namespace onnxplex::mlas;
@@ -307,6 +312,39 @@ int main() {
           if (std::fabs(want - y[(oy * wo + ox) * sh.m + co]) > 1e-5) ++bad;
         }
       }
+    }
+  }
+  // SiLU (sigmoid.h's PostAct::kSwish) of each vector build: x / (1 + e^-x) within 4e-7
+  // relative of the double-precision value (|y| > 1e-30), odd lengths (masked or plain tails),
+  // and the special values: NaN stays NaN, +inf stays +inf, -inf gives NaN (-inf times a
+  // sigmoid of 0), far negative values -0.
+  {
+    std::vector<float> xs;
+    for (int i = -200000; i <= 200000; ++i) xs.push_back(static_cast<float>(i) * 5e-4f);
+    for (float v : {-1e-30f, 1e-30f, -87.5f, -86.9f, 88.0f, -100.0f, 100.0f, 3e38f, -3e38f})
+      xs.push_back(v);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> special = {nan, inf, -inf, 0.0f, -0.0f};
+    std::vector<void (*)(const float*, float*, size_t)> variants;
+#if defined(__AVX2__) && defined(__FMA__)
+    variants.push_back(swish_f32_avx2);
+#endif
+#if defined(__AVX512F__)
+    variants.push_back(swish_f32_avx512);
+#endif
+    for (auto fn : variants) {
+      std::vector<float> y(xs.size());
+      fn(xs.data(), y.data(), xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const double x = xs[i], want = x / (1.0 + std::exp(-x));
+        if (std::fabs(want) > 1e-30 ? std::fabs(y[i] - want) > 4e-7 * std::fabs(want)
+                                    : std::fabs(y[i]) > 1e-30) ++bad;
+      }
+      std::vector<float> ys(special.size());
+      fn(special.data(), ys.data(), special.size());
+      if (!std::isnan(ys[0]) || ys[1] != inf || !std::isnan(ys[2]) || ys[3] != 0.0f ||
+          ys[4] != 0.0f)
+        ++bad;
     }
   }
   std::printf("%d mismatches\n", bad);

@@ -6,7 +6,31 @@ namespace onnxplex::mlas {
 
 namespace {
 
-inline __m256 swish_ps(__m256 x) { return _mm256_mul_ps(x, vacts::sigmoid_ps(x)); }
+// x * sigmoid(x) = x / (1 + e^-x), as sigmoid_avx512.cpp's swish_ps computes it (e^-x as
+// 2^n e^r, a degree-5 polynomial, the same cut-offs and special values), 2^n built in the
+// exponent field (-x clamped to [-80, 87]: n stays within the normal range) and the quotient
+// a division (the 12-bit reciprocal estimate and one Newton step would leave ~2^-22).
+inline __m256 swish_ps(__m256 x) {
+  const __m256 neg = _mm256_sub_ps(_mm256_setzero_ps(), x);
+  const __m256 live = _mm256_cmp_ps(neg, _mm256_set1_ps(87.0f), _CMP_LE_OQ);  // (NaN: no)
+  const __m256 t = _mm256_max_ps(_mm256_min_ps(neg, _mm256_set1_ps(87.0f)),
+                                 _mm256_set1_ps(-80.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(0.008312484249472618f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.04189004749059677f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.16667114198207855f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499992311000824f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256 two_n = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 s = _mm256_div_ps(one, _mm256_fmadd_ps(p, two_n, one));
+  return _mm256_mul_ps(x, _mm256_and_ps(live, s));
+}
 
 inline __m256 hardswish_ps(__m256 x) {
   const __m256 gate = _mm256_min_ps(
