@@ -115,10 +115,17 @@ inline void sum_mid(const float* __restrict x, size_t outer, size_t mid, size_t 
       }
       for (size_t t = 0; t < kChunk; ++t) yo[i + t] = mean ? acc[t] / count : acc[t];
     }
-    for (; i < inner; ++i) {
-      float acc = 0.0f + xo[i];
-      for (size_t m = 1; m < mid; ++m) acc += xo[m * inner + i];
-      yo[i] = mean ? acc / count : acc;
+    if (i < inner) {   // the last columns (all of them below kChunk) as one narrower chunk:
+      // every row's few values added at once, not a column's whole chain of dependent adds
+      // after another's (a [1, 56, 56, 16] mean took 43 us that way)
+      const size_t w = inner - i;
+      float acc[kChunk];
+      for (size_t t = 0; t < w; ++t) acc[t] = 0.0f + xo[i + t];
+      for (size_t m = 1; m < mid; ++m) {
+        const float* xm = xo + m * inner + i;
+        for (size_t t = 0; t < w; ++t) acc[t] += xm[t];
+      }
+      for (size_t t = 0; t < w; ++t) yo[i + t] = mean ? acc[t] / count : acc[t];
     }
   }
 }
