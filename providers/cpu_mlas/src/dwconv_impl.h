@@ -1184,6 +1184,45 @@ inline void avgpool_nhwc_f32_any(const float* x, float* y, size_t c, size_t oy0,
 
 // dst[j * ldd + i] = clamp(src[i * lds + j] (+ dst's value with `accumulate`), lo, hi) for
 // i < rows, j < cols: kDwLanes x kDwLanes tiles through registers, the edges one at a time.
+#if defined(__AVX512F__)
+// dst[3 j + i] = src[i * lds + j] for i < 3, j < cols: three planes (an RGB image, channels
+// first) interleaved into channels-last, 16 columns at a time. Each output vector of 16 is two
+// two-source permutes: one takes its first- and second-plane elements, the next puts the
+// third plane's in (the scalar loop took ~0.45 ns an element: a 224 x 224 image's layout
+// conversion 64-76 us of a MobileNetV3's 2.4 ms).
+inline void interleave3(const float* src, size_t lds, size_t cols, float* dst) {
+  alignas(64) static const struct Idx {
+    int32_t ab[3][16], tc[3][16];
+    Idx() {
+      for (int v = 0; v < 3; ++v) {
+        for (int p = 0; p < 16; ++p) {
+          const int e = 16 * v + p, plane = e % 3, col = e / 3;
+          ab[v][p] = plane == 0 ? col : plane == 1 ? 16 + col : 0;
+          tc[v][p] = plane == 2 ? 16 + col : p;
+        }
+      }
+    }
+  } idx;
+  const float *a = src, *b = src + lds, *c = src + 2 * lds;
+  size_t j = 0;
+  for (; j + 16 <= cols; j += 16, dst += 48) {
+    const __m512 va = _mm512_loadu_ps(a + j), vb = _mm512_loadu_ps(b + j),
+                 vc = _mm512_loadu_ps(c + j);
+    for (int v = 0; v < 3; ++v) {
+      const __m512 t = _mm512_permutex2var_ps(
+          va, _mm512_load_si512(reinterpret_cast<const void*>(idx.ab[v])), vb);
+      _mm512_storeu_ps(dst + 16 * v, _mm512_permutex2var_ps(
+          t, _mm512_load_si512(reinterpret_cast<const void*>(idx.tc[v])), vc));
+    }
+  }
+  for (; j < cols; ++j, dst += 3) {
+    dst[0] = a[j];
+    dst[1] = b[j];
+    dst[2] = c[j];
+  }
+}
+#endif
+
 inline void transpose_f32_any(const float* src, size_t rows, size_t cols, size_t lds,
                               float* dst, size_t ldd, bool accumulate, float lo_s, float hi_s) {
   constexpr size_t L = kDwLanes;
@@ -1252,6 +1291,9 @@ inline void transpose_f32_any(const float* src, size_t rows, size_t cols, size_t
         for (size_t i = 0; i < R; ++i) d[i] = sr[i][j];
       }
     };
+#if defined(__AVX512F__)
+    if (r == 3 && ldd == 3 && i0 == 0) return interleave3(src, lds, cols, dst);
+#endif
     switch (r) {
       case 1: return interleave(std::integral_constant<size_t, 1>{});
       case 2: return interleave(std::integral_constant<size_t, 2>{});
