@@ -46,7 +46,6 @@ from .._errors import (
 )
 from .._records import record
 from .._sparse import SparseTensor
-from ..framework import arena as _arena
 from ..framework import executor as _executor
 from ..framework.feeds import structured_feed, tensor_feed
 from ..framework.functions import expand_nodes
@@ -555,10 +554,6 @@ class InferenceSession:
         self._profile_start_ns = time.time_ns() if self._profile is not None else 0
         with _gc_paused(), sharing_small_arrays(), tensor_limit(self._tensor_limit):
             self._create(path_or_bytes, providers, provider_options)
-        # the runs' cache of large buffers (onnxruntime's CPU arena; see framework/arena.py)
-        self._arena = _arena.native if self._options.enable_cpu_mem_arena else None
-        if self._arena is not None:
-            _arena.track(self)
         self._profile_event("session_initialization", "Session", t0, time.perf_counter_ns())
 
     def _check_cancelled(self) -> None:
@@ -923,37 +918,25 @@ class InferenceSession:
         slots = _executor.feed_slots(plan, feeds)
         cancelled = (lambda: run_options.terminate) if run_options is not None else None
         record = self._record if self._profile is not None else None
-        arena = self._arena
         if self._plain_runs and cancelled is None and record is None \
                 and _executor.no_cancellation_set():
             # The common case in the fewest calls (a one-node model's run is ~10 us; each
             # Python call layer here is ~0.1-0.2 us): floating-point warnings off (they are
-            # results, as in onnxruntime), numpy's allocations through the arena, the plan's
-            # compiled function (the steps in order).
+            # results, as in onnxruntime), the plan's compiled function (the steps in order).
             token = _ERRSTATE_VAR.set(_IGNORE_ALL)
-            handler = arena.activate() if arena is not None else None
             try:
                 (plan._runner or plan.runner())(slots)
             finally:
-                if arena is not None:
-                    arena.restore(handler)
                 _ERRSTATE_VAR.reset(token)
             return [_owned(slots[out_slots[n]], feeds) for n in names]
         t0 = time.perf_counter_ns()
-        handler = arena.activate() if arena is not None else None
-        try:
-            # Floating-point warnings (overflow to inf, 0/0) are results, as in onnxruntime.
-            with np.errstate(all="ignore"):
-                if self._serialize_runs:
-                    with self._lock:
-                        self._execute(slots, cancelled, record)
-                else:
+        # Floating-point warnings (overflow to inf, 0/0) are results, as in onnxruntime.
+        with np.errstate(all="ignore"):
+            if self._serialize_runs:
+                with self._lock:
                     self._execute(slots, cancelled, record)
-        finally:
-            if arena is not None:
-                arena.restore(handler)
-                if run_options is not None and _arena.wants_shrink(run_options._config):
-                    arena.release()
+            else:
+                self._execute(slots, cancelled, record)
         if record is not None:
             self._profile_event("model_run", "Session", t0, time.perf_counter_ns())
         if self._sparse_outputs:
