@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "rnn.h"
@@ -117,7 +118,7 @@ inline void gemm_block(const float* v, size_t ldv, size_t k_count, const float* 
 // by the batch size: 4 rows x 2 vectors, 2 x 4 or 1 x 8 (eight accumulators in each case, so
 // a batch of one also has eight independent FMA chains).
 struct Packed {
-  std::vector<float> data;
+  std::unique_ptr<float[]> data;   // (not zero-filled first: pack() writes every float)
   size_t k = 0, n = 0, w = 0;
   int lanes = 8;  // the vector width it was packed for
 };
@@ -130,12 +131,14 @@ inline Packed pack(const float* m, size_t ld, size_t k_count, size_t n, size_t r
   p.w = L::N * (rows >= 4 ? 2 : rows >= 2 ? 4 : 8);
   p.lanes = L::N;
   const size_t panels = (n + p.w - 1) / p.w;
-  p.data.assign(panels * k_count * p.w, 0.0f);
+  p.data.reset(new float[panels * k_count * p.w]);   // (uninitialized: all written below)
   for (size_t q = 0; q < panels; ++q) {
     const size_t j0 = q * p.w, width = std::min(p.w, n - j0);
-    float* dst = p.data.data() + q * k_count * p.w;
-    for (size_t k = 0; k < k_count; ++k)
+    float* dst = p.data.get() + q * k_count * p.w;
+    for (size_t k = 0; k < k_count; ++k) {
       std::memcpy(dst + k * p.w, m + k * ld + j0, width * sizeof(float));
+      std::fill(dst + k * p.w + width, dst + (k + 1) * p.w, 0.0f);   // a last panel's pad
+    }
   }
   return p;
 }
@@ -162,7 +165,7 @@ inline void gemm_packed(const float* v, size_t ldv, size_t rows, const Packed& p
   const size_t panels = (p.n + kW - 1) / kW;
   for (size_t q = 0; q < panels; ++q) {
     const size_t j0 = q * kW, width = std::min(kW, p.n - j0);
-    const float* pm = p.data.data() + q * p.k * kW;
+    const float* pm = p.data.get() + q * p.k * kW;
     size_t b = 0;
     for (; b + R <= rows; b += R)
       panel_rows<L, R, V>(v + b * ldv, ldv, pm, p.k, out + b * ldo + j0, ldo, width);
