@@ -12,17 +12,18 @@ namespace {
 // a division (the 12-bit reciprocal estimate and one Newton step would leave ~2^-22).
 inline __m256 swish_ps(__m256 x) {
   const __m256 neg = _mm256_sub_ps(_mm256_setzero_ps(), x);
-  const __m256 live = _mm256_cmp_ps(neg, _mm256_set1_ps(87.0f), _CMP_LE_OQ);  // (NaN: no)
-  const __m256 t = _mm256_max_ps(_mm256_min_ps(neg, _mm256_set1_ps(87.0f)),
-                                 _mm256_set1_ps(-80.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 live =   // (NaN: no)
+      _mm256_cmp_ps(neg, _mm256_set1_ps(vexp::kSiluHigh), _CMP_LE_OQ);
+  const __m256 t = _mm256_max_ps(_mm256_min_ps(neg, _mm256_set1_ps(vexp::kSiluHigh)),
+                                 _mm256_set1_ps(vexp::kSiluLow));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(vexp::kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(0.008312484249472618f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.04189004749059677f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.16667114198207855f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.499992311000824f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(vexp::kLn2Hi), t);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(vexp::kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(vexp::kSiluExp[3]);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(vexp::kSiluExp[2]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(vexp::kSiluExp[1]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(vexp::kSiluExp[0]));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   const __m256 two_n = _mm256_castsi256_ps(

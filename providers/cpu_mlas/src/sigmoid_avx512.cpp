@@ -13,27 +13,25 @@ namespace onnxplex::mlas {
 
 namespace {
 
-// x * sigmoid(x) = x / (1 + e^-x), e^-x as 2^n e^r: n = round(-x log2 e), r = -x - n ln2 with
-// ln2 in two parts (|r| <= ln2 / 2), e^r = 1 + r + c2 r^2 + ... + c5 r^5 with coefficients
-// fitted for relative error (1.6e-7 evaluated in float32, under 2 ulp; vexp.h's general exp
-// takes degree 7 and clamps both ends with masks: ~30 instructions a vector here against
-// 19 now, and a SiLU costs as much as the conv it follows on EfficientNet's large maps).
-// Past -x = 87, e^-x overflows and the sigmoid is 0: x times 0 is -0 for a finite x and NaN
-// for -inf, as Mul(x, Sigmoid(x)) gives; a NaN x fails the same test and stays NaN (x * 0);
-// below -x = -80 e^-x is negligible beside 1 (the clamp keeps 2^n normal).
+// x * sigmoid(x) = x / (1 + e^-x), e^-x by vexp.h's short exp of the SiLU (under 2 ulp; its
+// general exp takes degree 7 and clamps both ends with masks: ~30 instructions a vector here
+// against 19 now, and a SiLU costs as much as the conv it follows on EfficientNet's large
+// maps). Past -x = kSiluHigh the sigmoid is 0: x times 0 is -0 for a finite x and NaN for
+// -inf, as Mul(x, Sigmoid(x)) gives; a NaN x fails the same test and stays NaN (x * 0).
 inline __m512 swish_ps(__m512 x) {
   const __m512 neg = _mm512_sub_ps(_mm512_setzero_ps(), x);
-  const __mmask16 live = _mm512_cmp_ps_mask(neg, _mm512_set1_ps(87.0f), _CMP_LE_OQ);
-  const __m512 t = _mm512_max_ps(_mm512_min_ps(neg, _mm512_set1_ps(87.0f)),
-                                 _mm512_set1_ps(-80.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
+  const __mmask16 live =
+      _mm512_cmp_ps_mask(neg, _mm512_set1_ps(vexp::kSiluHigh), _CMP_LE_OQ);
+  const __m512 t = _mm512_max_ps(_mm512_min_ps(neg, _mm512_set1_ps(vexp::kSiluHigh)),
+                                 _mm512_set1_ps(vexp::kSiluLow));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(vexp::kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(0.008312484249472618f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.04189004749059677f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.16667114198207855f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.499992311000824f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(vexp::kLn2Hi), t);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(vexp::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(vexp::kSiluExp[3]);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(vexp::kSiluExp[2]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(vexp::kSiluExp[1]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(vexp::kSiluExp[0]));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   // 1 / (1 + e) as the reciprocal estimate refined by one Newton step (relative error ~1e-8):

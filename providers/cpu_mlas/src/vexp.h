@@ -15,6 +15,16 @@ namespace onnxplex::mlas::vexp {
 
 constexpr float kExpUnderflow = -87.33654475f;  // ln(FLT_MIN): below it, exp gives 0
 
+// The short exp of the SiLU (sigmoid_avx2.cpp and sigmoid_avx512.cpp, one formula): e^-x as
+// 2^n e^r, n = round(-x log2 e), r = -x - n ln2 (ln2 in two parts), e^r = 1 + r + c2 r^2 +
+// ... + c5 r^5 with kSiluExp = {c2, c3, c4, c5} fitted for relative error (1.6e-7 evaluated in
+// float32); -x clamped to [kSiluLow, kSiluHigh]: past the top e^-x overflows (the sigmoid is
+// 0), below the bottom it is negligible beside 1 and 2^n stays normal.
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kSiluExp[4] = {0.499992311000824f, 0.16667114198207855f, 0.04189004749059677f,
+                               0.008312484249472618f};
+constexpr float kSiluHigh = 87.0f, kSiluLow = -80.0f;
+
 #if defined(__AVX512F__)
 
 // 2^n through vscalefps; the clamp to [-88.5, 88.5] keeps the reduction exact; above
