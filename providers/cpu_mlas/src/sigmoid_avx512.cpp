@@ -1,5 +1,5 @@
-// The sigmoid compiled with AVX-512 flags (the 8-lane loop of vacts_x86.h); SiLU and HardSwish
-// on 16 lanes (vexp.h's 16-lane exp), the tail under a mask.
+// The sigmoid compiled with AVX-512 flags (vacts_x86.h's 16-lane one); SiLU and HardSwish on 16
+// lanes too, all through vacts::map16_into (the tail under a mask).
 // gcc 12 reports -W(maybe-)uninitialized inside its own AVX-512 headers at -O3 (the
 // _mm512_undefined_* pass-through operands, gcc bug 105593): silenced for this file only.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -56,21 +56,17 @@ inline __m512 hardsigmoid_ps(__m512 x) {
   return _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), v));
 }
 
-template <__m512 (*F)(__m512)>
-void run(const float* x, float* y, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, F(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m, F(_mm512_maskz_loadu_ps(m, x + i)));
-  }
-}
-
 }  // namespace
 
 void sigmoid_f32_avx512(const float* x, float* y, size_t n) { vacts::sigmoid_into(x, y, n); }
-void swish_f32_avx512(const float* x, float* y, size_t n) { run<swish_ps>(x, y, n); }
-void hardswish_f32_avx512(const float* x, float* y, size_t n) { run<hardswish_ps>(x, y, n); }
-void hardsigmoid_f32_avx512(const float* x, float* y, size_t n) { run<hardsigmoid_ps>(x, y, n); }
+void swish_f32_avx512(const float* x, float* y, size_t n) {
+  vacts::map16_into<swish_ps>(x, y, n);
+}
+void hardswish_f32_avx512(const float* x, float* y, size_t n) {
+  vacts::map16_into<hardswish_ps>(x, y, n);
+}
+void hardsigmoid_f32_avx512(const float* x, float* y, size_t n) {
+  vacts::map16_into<hardsigmoid_ps>(x, y, n);
+}
 
 }  // namespace onnxplex::mlas

@@ -1,12 +1,13 @@
-// x86 vector activations on 8 float lanes, for the recurrent loops (with their register-blocked
-// product) and the Sigmoid op (include only from a translation unit compiled with AVX2 + FMA
-// or wider): vexp.h's exp for the sigmoid and tanh (tanh through exp(-2|x|), an odd
+// x86 vector activations on 8 float lanes (and 16 in AVX-512 translation units), for the
+// recurrent loops (with their register-blocked product) and the Sigmoid op (include only from a
+// translation unit compiled with AVX2 + FMA or wider): vexp.h's exp for the sigmoid and tanh (tanh through exp(-2|x|), an odd
 // polynomial below |x| = 0.0625 where that form loses digits); NaN stays NaN.
 #pragma once
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -44,6 +45,58 @@ inline __m256 tanh_ps(__m256 x) {
   big = _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.0625f), _CMP_LT_OQ));
   return keep_nan(_mm256_or_ps(big, sign), x);
 }
+
+#if defined(__AVX512F__)
+// The same two functions on 16 lanes (the AVX-512 translation units): the same formulas,
+// vexp.h's 16-lane exp (2^n by vscalefps), masks instead of blends.
+inline __m512 keep_nan(__m512 r, __m512 x) {
+  return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// 1 / d as the reciprocal estimate (14 bits) refined by one Newton step, within an ulp or two
+// of the quotient (vdivps zmm issues every ~10 cycles: half a sigmoid's time); d >= 1 here, or
+// inf, whose estimate 0 is kept (the step would make it NaN: 0 * (2 - inf * 0)).
+inline __m512 recip_ps(__m512 d) {
+  const __m512 s = _mm512_rcp14_ps(d);
+  const __m512 r = _mm512_mul_ps(s, _mm512_fnmadd_ps(d, s, _mm512_set1_ps(2.0f)));
+  return _mm512_mask_mov_ps(
+      r, _mm512_cmp_ps_mask(d, _mm512_set1_ps(__builtin_inff()), _CMP_EQ_OQ), s);
+}
+
+inline __m512 sigmoid_ps(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = vexp::exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), x));
+  return keep_nan(recip_ps(_mm512_add_ps(one, e)), x);
+}
+
+inline __m512 tanh_ps(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 t = vexp::exp_ps(_mm512_mul_ps(ax, _mm512_set1_ps(-2.0f)));
+  const __m512 big = _mm512_mul_ps(_mm512_sub_ps(one, t), recip_ps(_mm512_add_ps(one, t)));
+  const __m512 x2 = _mm512_mul_ps(ax, ax);  // x - x^3/3 + 2x^5/15 - 17x^7/315
+  __m512 p = _mm512_set1_ps(-17.0f / 315.0f);
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.0f / 15.0f));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.0f / 3.0f));
+  p = _mm512_fmadd_ps(p, x2, one);
+  const __m512 r = _mm512_mask_mul_ps(
+      big, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.0625f), _CMP_LT_OQ), p, ax);
+  // |tanh| with x's sign bit put back
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
+  return keep_nan(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign)), x);
+}
+
+// y[i] = F(x[i]) for i < n (y may be x), the tail under a mask.
+template <__m512 (*F)(__m512)>
+void map16_into(const float* x, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, F(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, F(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+#endif
 
 template <__m256 (*F)(__m256)>
 void apply(float* x, size_t n) {
@@ -200,18 +253,36 @@ void map_into(const float* x, float* y, size_t n) {
   }
 }
 
-// y[i] = sigmoid(x[i]) for i < n (y may be x): the Sigmoid op's loop, one per ISA file.
-inline void sigmoid_into(const float* x, float* y, size_t n) { map_into<sigmoid_ps>(x, y, n); }
+// y[i] = sigmoid(x[i]) for i < n (y may be x): the Sigmoid op's loop, one per ISA file (16
+// lanes in the AVX-512 one).
+inline void sigmoid_into(const float* x, float* y, size_t n) {
+#if defined(__AVX512F__)
+  map16_into<sigmoid_ps>(x, y, n);
+#else
+  map_into<sigmoid_ps>(x, y, n);
+#endif
+}
 
-// rnn_impl.h's policy: the 8-lane activations, the product on 8-float vectors, or (Wide,
-// AVX-512) on 16-float ones from a batch of two on (for one row, 8 chains of 16 floats read
-// R^T no faster than of 8, and ran slower: an LSTM of 128, 2.6 -> 3.4 us a step; for two rows
-// 5.3 -> 3.8).
+// rnn_impl.h's policy: the product on 8-float vectors, or (Wide, AVX-512) on 16-float ones from
+// a batch of two on (for one row, 8 chains of 16 floats read R^T no faster than of 8, and ran
+// slower: an LSTM of 128, 2.6 -> 3.4 us a step; for two rows 5.3 -> 3.8); the activations on
+// Wide's vectors whatever the batch.
 template <class Wide = Lanes8>
 struct Acts {
   using Matrix = Packed;
-  static void sigmoid(float* x, size_t n) { apply<sigmoid_ps>(x, n); }
-  static void tanh(float* x, size_t n) { apply<tanh_ps>(x, n); }
+  // the activations as wide as the product (16 lanes halved the LSTM's time in them)
+  static void sigmoid(float* x, size_t n) {
+#if defined(__AVX512F__)
+    if constexpr (Wide::N == 16) return map16_into<sigmoid_ps>(x, x, n);
+#endif
+    apply<sigmoid_ps>(x, n);
+  }
+  static void tanh(float* x, size_t n) {
+#if defined(__AVX512F__)
+    if constexpr (Wide::N == 16) return map16_into<tanh_ps>(x, x, n);
+#endif
+    apply<tanh_ps>(x, n);
+  }
   static Packed prepare(const float* m, size_t ld, size_t k, size_t n, size_t rows) {
     return rows >= 2 ? pack<Wide>(m, ld, k, n, rows) : pack<Lanes8>(m, ld, k, n, rows);
   }
