@@ -1,10 +1,11 @@
 """Where a small batch's time goes: each step of a model's execution plan timed on its own.
 
-    python benchmarks/step_costs.py MODEL [--batch 1] [--runs 400] [--top 0]
+    python benchmarks/step_costs.py MODEL [--batch 1] [--runs 400] [--top 0] [--feeds NPZ]
 
 ``MODEL`` is a name of ``benchmarks/classical_zoo.py`` (see ``--list``) or a path to an
 ``.onnx`` file whose inputs are all float tensors (random normal feeds, symbolic dimensions
-set to ``--batch``). The session is created with the default providers; then, ``--runs``
+set to ``--batch``), or whose feeds ``--feeds`` gives (an ``.npz`` of arrays by input name, as
+the model zoo's builder writes beside each model: ``NAME.inputs.npz``). The session is created with the default providers; then, ``--runs``
 times, the plan's steps run in order, each timed three times: its kernel called alone; the
 step as a plain run calls it (its function in the compiled plan: argument gathering, the
 kernel, the output checks, releases); and, as "loop", the step as the step-by-step loop of a
@@ -30,8 +31,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def _feeds(name: str, batch: int):
+def _feeds(name: str, batch: int, given: str | None = None):
     path = Path(name)
+    if given is not None:
+        with np.load(given) as npz:
+            return path.read_bytes(), {k: npz[k] for k in npz.files}
     if path.suffix == ".onnx" and path.exists():
         import onnx
         model = onnx.load(path)
@@ -58,6 +62,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--top", type=int, default=0, help="only the N costliest steps")
     p.add_argument("--list", action="store_true", help="the zoo's model names")
+    p.add_argument("--feeds", help="an .npz of the feeds by input name (else random floats)")
     a = p.parse_args(argv)
     if a.list or not a.model:
         import classical_zoo as zoo
@@ -67,7 +72,7 @@ def main(argv=None) -> int:
     import onnxplex
     from onnxplex.framework import executor as _executor
 
-    blob, feeds = _feeds(a.model, a.batch)
+    blob, feeds = _feeds(a.model, a.batch, a.feeds)
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = a.threads
     sess = onnxplex.InferenceSession(blob, so)
