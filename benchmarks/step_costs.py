@@ -5,11 +5,12 @@
 ``MODEL`` is a name of ``benchmarks/classical_zoo.py`` (see ``--list``) or a path to an
 ``.onnx`` file whose inputs are all float tensors (random normal feeds, symbolic dimensions
 set to ``--batch``), or whose feeds ``--feeds`` gives (an ``.npz`` of arrays by input name, as
-the model zoo's builder writes beside each model: ``NAME.inputs.npz``). The session is created with the default providers; then, ``--runs``
-times, the plan's steps run in order, each timed three times: its kernel called alone; the
-step as a plain run calls it (its function in the compiled plan: argument gathering, the
-kernel, the output checks, releases); and, as "loop", the step as the step-by-step loop of a
-profiled or cancellable run calls it (``_executor._call``). Prints the median of each per
+the model zoo's builder writes beside each model: ``NAME.inputs.npz``). The session is
+created with the default providers; then, ``--runs`` times, the plan's steps run in order,
+each timed three times: its kernel called alone; the step as a plain run calls it (its
+function in the compiled plan: argument gathering, the kernel, the output checks, releases);
+and, as "loop", the step as the step-by-step loop of a profiled or cancellable run calls it
+(``_executor._call``). Prints the median of each per
 step, their sums, and the session's whole ``run`` beside them: the gap between the step sums
 and the run is the session's per-run cost (feed checks, slots, outputs) and the cold caches
 of a run that calls each kernel once. Absolute microseconds on a shared machine only compare
