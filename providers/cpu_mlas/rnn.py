@@ -382,15 +382,22 @@ class _NativeSeq:
     saved: a bidirectional GRU of 64, batch 2, 110 us sequential, 128 so, 61 natively). An
     LSTM's call binds its peephole weights ``[dirs, 3H]`` with :meth:`with_peepholes`."""
 
-    __slots__ = ("_one", "_many", "_code", "_clip", "_lbr", "_pp")
+    __slots__ = ("_one", "_many", "_code", "_clip", "_lbr", "_pp", "_caches")
 
     def __init__(self, one, many, code: int, clip: float, linear_before_reset: bool,
-                 pp: np.ndarray | None = None) -> None:
+                 pp: np.ndarray | None = None, caches: list | None = None) -> None:
         self._one, self._many, self._code = one, many, code
         self._clip, self._lbr, self._pp = clip, linear_before_reset, pp
+        # per direction, the native RnnPackCache of R^T's packed panels when R is a constant
+        # (else None: R^T packed anew each call)
+        self._caches = caches
 
     def with_peepholes(self, pp: np.ndarray | None) -> _NativeSeq:
-        return _NativeSeq(self._one, self._many, self._code, self._clip, self._lbr, pp)
+        return _NativeSeq(self._one, self._many, self._code, self._clip, self._lbr, pp,
+                          self._caches)
+
+    def _cache(self, d: int):
+        return None if self._caches is None else self._caches[d]
 
     @property
     def can_run_together(self) -> bool:
@@ -407,12 +414,12 @@ class _NativeSeq:
     def __call__(self, d, xw, h, states, rt_d, bd, lens, y, reverse=False) -> None:
         xw, rt, h, c, y, rbh, peep = self._args(d, xw, h, states, rt_d, bd, y)
         self._one(self._code, xw, rt, h, c, y, rbh, peep, lens, self._clip, self._lbr,
-                  reverse=reverse)
+                  reverse=reverse, cache=self._cache(d))
 
     def together(self, dirs, threads: int) -> None:
         """``dirs``: ``(d, xw, h, states, rt_d, bd, y, reverse)`` per direction, whole
         sequences, writing disjoint arrays."""
-        jobs = [(*self._args(d, xw, h, states, rt_d, bd, y), reverse)
+        jobs = [(*self._args(d, xw, h, states, rt_d, bd, y), reverse, self._cache(d))
                 for d, xw, h, states, rt_d, bd, y, reverse in dirs]
         self._many(self._code, jobs, self._clip, self._lbr, threads)
 
@@ -437,8 +444,13 @@ def _native_seq(node: NodeView, spec: _Spec,
     if node.op_type == "LSTM" and int(node.attr("input_forget", 0)) == 1:
         return None
     clip = 0.0 if spec.clip is None else float(spec.clip)
+    # R^T packed once per direction and batch size for a constant R (spec.r_c: then every
+    # call's rt is that array); an R fed at run time is packed at each call
+    cache_type = getattr(mod, "RnnPackCache", None)
+    caches = ([cache_type() for _ in range(spec.num_dirs)]
+              if spec.r_c is not None and cache_type is not None else None)
     return _NativeSeq(fn, getattr(mod, "rnn_seqs_f32", None), _CELL_CODES[node.op_type], clip,
-                      linear_before_reset)
+                      linear_before_reset, caches=caches)
 
 
 def _clip(x: np.ndarray, c: float | None) -> np.ndarray:

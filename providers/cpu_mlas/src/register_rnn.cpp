@@ -65,7 +65,8 @@ struct SeqCall {
 SeqCall seq_call(int cell, const py::array& xw, const py::array& rt, py::array& h,
                  const py::object& c_in, py::array& y, const py::object& rbh_in,
                  const py::object& peep_in, const py::object& lens_in, float clip,
-                 bool linear_before_reset, const std::string& isa, bool reverse) {
+                 bool linear_before_reset, const std::string& isa, bool reverse,
+                 const py::object& cache_in) {
   SeqCall call;
   if (isa == "portable") {
     call.variant = rnn_seq_f32_portable;
@@ -124,6 +125,12 @@ SeqCall seq_call(int cell, const py::array& xw, const py::array& rt, py::array& 
     s.lens = lens.data();
     call.keep.push_back(lens);
   }
+  if (!cache_in.is_none()) {
+    if (!py::isinstance<RnnPackCache>(cache_in))
+      throw py::type_error("cache must be an RnnPackCache");
+    s.cache = &cache_in.cast<RnnPackCache&>();
+    call.keep.push_back(cache_in);
+  }
   s.T = T;
   s.B = B;
   s.H = H;
@@ -135,23 +142,32 @@ SeqCall seq_call(int cell, const py::array& xw, const py::array& rt, py::array& 
 }  // namespace
 
 void register_rnn(py::module_& m) {
+  py::class_<RnnPackCache>(m, "RnnPackCache",
+      "R^T as one node's direction prepares it (its variant's panels per batch size), kept "
+      "across the calls given it: for a constant R only (rnn.h).")
+      .def(py::init<>())
+      .def_property_readonly("size", &RnnPackCache::size,
+                             "entries held (variant, batch size, product)");
+
   m.def(
       "rnn_seq_f32",
       [](int cell, const py::array& xw, const py::array& rt, py::array& h, py::object c_in,
          py::array& y, py::object rbh_in, py::object peep_in, py::object lens_in, float clip,
-         bool linear_before_reset, const std::string& isa, bool reverse) {
+         bool linear_before_reset, const std::string& isa, bool reverse, py::object cache) {
         const SeqCall call = seq_call(cell, xw, rt, h, c_in, y, rbh_in, peep_in, lens_in, clip,
-                                      linear_before_reset, isa, reverse);
+                                      linear_before_reset, isa, reverse, cache);
         py::gil_scoped_release release;
         call.variant(call.s);
       },
       py::arg("cell"), py::arg("xw"), py::arg("rt"), py::arg("h"), py::arg("c"), py::arg("y"),
       py::arg("rbh"), py::arg("peep"), py::arg("lens"), py::arg("clip"),
       py::arg("linear_before_reset"), py::arg("isa") = "", py::arg("reverse") = false,
+      py::arg("cache") = py::none(),
       "One direction's time loop of RNN (tanh), GRU or LSTM with the default activations "
       "(rnn.h): h (and c) are updated in place, y [T, B, H] written (xw and y: rows contiguous, "
       "any strides between them). isa: '' the CPU's best variant, or 'portable', 'avx2', "
-      "'avx512' (for tests); reverse: steps from the last (not with lens).");
+      "'avx512' (for tests); reverse: steps from the last (not with lens); cache: an "
+      "RnnPackCache of this direction, when rt is the same constant at every call.");
 
   m.def(
       "rnn_seqs_f32",
@@ -159,15 +175,17 @@ void register_rnn(py::module_& m) {
         std::vector<SeqCall> calls;
         for (const py::handle item : dirs) {
           const auto d = item.cast<py::tuple>();
-          if (d.size() != 8) {
-            throw py::value_error("each direction is (xw, rt, h, c, y, rbh, peep, reverse)");
+          if (d.size() != 8 && d.size() != 9) {
+            throw py::value_error(
+                "each direction is (xw, rt, h, c, y, rbh, peep, reverse[, cache])");
           }
           auto h = d[2].cast<py::array>();
           auto y = d[4].cast<py::array>();
           calls.push_back(seq_call(cell, d[0].cast<py::array>(), d[1].cast<py::array>(), h,
                                    d[3].cast<py::object>(), y, d[5].cast<py::object>(),
                                    d[6].cast<py::object>(), py::none(), clip,
-                                   linear_before_reset, "", d[7].cast<bool>()));
+                                   linear_before_reset, "", d[7].cast<bool>(),
+                                   d.size() == 9 ? d[8].cast<py::object>() : py::none()));
         }
         py::gil_scoped_release release;
         parallel_for(calls.size(), threads, [&](size_t i) { calls[i].variant(calls[i].s); });
@@ -175,7 +193,7 @@ void register_rnn(py::module_& m) {
       py::arg("cell"), py::arg("dirs"), py::arg("clip"), py::arg("linear_before_reset"),
       py::arg("threads"),
       "Several directions' loops (rnn_seq_f32's, whole sequences) at once on the native pool, "
-      "each (xw, rt, h, c, y, rbh, peep, reverse): a bidirectional layer's two directions on "
+      "each (xw, rt, h, c, y, rbh, peep, reverse[, cache]): a bidirectional layer's two directions on "
       "two threads without handing the second to a Python thread. They must write disjoint "
       "arrays.");
 

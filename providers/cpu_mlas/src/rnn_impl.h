@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "rnn.h"
@@ -53,6 +54,18 @@ inline void clip(float* x, size_t n, float c) {
     for (size_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -c), c);
 }
 
+// A's preparation of R^T's k x n block at m (which: 0 the gates' product, 1 a GRU's h gate),
+// from the call's cache when it has one.
+template <class A>
+std::shared_ptr<const typename A::Matrix> prepared(const RnnSeq& s, int which, const float* m,
+                                                   size_t ld, size_t k, size_t n) {
+  using M = typename A::Matrix;
+  auto make = [&] { return A::prepare(m, ld, k, n, s.B); };
+  if (s.cache == nullptr) return std::make_shared<const M>(make());
+  static const char variant = 0;   // (one per policy and translation unit: each ISA's own)
+  return s.cache->get<M>(&variant, s.B, which, make);
+}
+
 template <class A>
 void rnn_seq(const RnnSeq& s) {
   const size_t H = s.H, B = s.B;
@@ -62,8 +75,10 @@ void rnn_seq(const RnnSeq& s) {
   std::vector<float> g(B * GH), a(B * H), hh(B * H);
   const bool gru = s.cell == RnnCell::kGru;
   // R^T's columns the products read: all gates (GRU: z and r; its h gate apart)
-  const auto r_gates = A::prepare(s.rt, GH, H, gru ? H2 : GH, B);
-  const auto r_h = A::prepare(gru ? s.rt + H2 : s.rt, GH, H, gru ? H : 0, B);
+  const auto r_gates_kept = prepared<A>(s, 0, s.rt, GH, H, gru ? H2 : GH);
+  const auto r_h_kept = prepared<A>(s, 1, gru ? s.rt + H2 : s.rt, GH, H, gru ? H : 0);
+  const auto& r_gates = *r_gates_kept;
+  const auto& r_h = *r_h_kept;
   for (size_t step = 0; step < s.T; ++step) {
     const size_t t = s.reverse ? s.T - 1 - step : step;
     const float* x = s.xw + t * s.xw_ld_t;

@@ -266,3 +266,97 @@ def test_strided_views_and_reverse_are_the_gathered_loop(cell, gates):
     with pytest.raises(ValueError, match="contiguous rows"):
         mod.rnn_seq_f32(cell, both.reshape(t, b, 2 * gh)[:, :, ::2], rt, h0.copy(),
                         None if c0 is None else c0.copy(), y_ref, None, None, None, 0.0, False)
+
+
+@pytest.mark.parametrize("cell", [0, 1, 2])
+def test_pack_cache_gives_the_uncached_results_per_variant_and_batch(cell):
+    """An RnnPackCache keeps R^T as each variant packs it for each batch size (a GRU's h-gate
+    product apart): calls given one get the uncached results to the bit, whatever variant and
+    batch size came before, and it holds one entry per (variant, batch size, product)."""
+    rng = np.random.default_rng(10 + cell)
+    t, h, g = 4, 19, (1, 3, 4)[cell]
+    rt = (rng.standard_normal((h, g * h)) * 0.3).astype(np.float32)
+    cache = mod.RnnPackCache()
+    assert cache.size == 0
+
+    def run(b, isa, with_cache):
+        local = np.random.default_rng(b)
+        xw = local.standard_normal((t, b, g * h)).astype(np.float32)
+        hs = local.standard_normal((b, h)).astype(np.float32)
+        c = local.standard_normal((b, h)).astype(np.float32) if cell == 2 else None
+        y = np.empty((t, b, h), np.float32)
+        mod.rnn_seq_f32(cell, xw, rt, hs, c, y, None, None, None, 0.0, False, isa,
+                        cache=cache if with_cache else None)
+        return y, hs
+
+    isas = ["portable"] + [i for i in ("avx2", "avx512") if _runs(i)]
+    for isa in isas:
+        for b in (1, 5, 1):   # (batch 1 again: its entries from the first call)
+            for got, want in zip(run(b, isa, True), run(b, isa, False)):
+                np.testing.assert_array_equal(got, want, err_msg=f"{isa} batch {b}")
+    assert cache.size == len(isas) * 2 * 2   # batch sizes 1 and 5; gates and h products
+    for b in range(2, 14):   # many batch sizes: emptied now and then, not grown
+        for got, want in zip(run(b, "", True), run(b, "", False)):
+            np.testing.assert_array_equal(got, want, err_msg=f"batch {b}")
+        assert cache.size <= 16
+    with pytest.raises(TypeError, match="RnnPackCache"):
+        mod.rnn_seq_f32(cell, np.zeros((1, 1, g * h), np.float32), rt,
+                        np.zeros((1, h), np.float32),
+                        np.zeros((1, h), np.float32) if cell == 2 else None,
+                        np.zeros((1, 1, h), np.float32), None, None, None, 0.0, False,
+                        cache=object())
+
+
+@pytest.mark.parametrize("op_type", ["GRU", "LSTM"])
+@pytest.mark.parametrize("r_constant", [True, False], ids=["R_initializer", "R_fed"])
+def test_kernel_caches_r_packing_only_for_a_constant_r(monkeypatch, op_type, r_constant):
+    """The kernel hands each direction's cache to the native loop when R is an initializer,
+    and none when R is fed at run time: a second run with another R (and another batch size)
+    then gives that R's results, which a cache would have kept stale."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import onnxplex
+
+    h, g, i = 12, GATES_OF[op_type], 6
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((2, g * h, i)) * 0.3).astype(np.float32)
+    r1, r2 = ((rng.standard_normal((2, g * h, h)) * 0.3).astype(np.float32) for _ in "12")
+    inits = [numpy_helper.from_array(w, "W")]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, None, i])]
+    if r_constant:
+        inits.append(numpy_helper.from_array(r1, "R"))
+    else:
+        inputs.append(helper.make_tensor_value_info("R", TensorProto.FLOAT, [2, g * h, h]))
+    outs = ["Y", "Y_h"]
+    node = helper.make_node(op_type, ["X", "W", "R"], outs, hidden_size=h,
+                            direction="bidirectional")
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info(
+        o, TensorProto.FLOAT, None) for o in outs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    given = []
+
+    class Spy:
+        RnnPackCache = mod.RnnPackCache
+
+        def rnn_seq_f32(self, *args, **kwargs):
+            given.append(kwargs.get("cache"))
+            return mod.rnn_seq_f32(*args, **kwargs)
+
+    monkeypatch.setattr(rnn, "native", lambda: Spy())
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = 1   # (one native call a direction)
+    sess = onnxplex.InferenceSession(model.SerializeToString(), so)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    runs = [(2, r1), (3, r1 if r_constant else r2), (2, r1 if r_constant else r2)]
+    for batch, r in runs:
+        feeds = {"X": rng.standard_normal((5, batch, i)).astype(np.float32)}
+        if not r_constant:
+            feeds["R"] = r
+        assert_same(sess.run(None, feeds), ref.run(None, feeds), rtol=1e-4, atol=1e-5)
+    assert len(given) == 2 * len(runs)
+    if r_constant:
+        assert all(isinstance(c, mod.RnnPackCache) for c in given)
+        assert given[0] is given[2] is given[4] and given[1] is given[3] is not given[0]
+        assert given[0].size == 2 * 2   # batch sizes 2 and 3, each its two products
+    else:
+        assert given == [None] * len(given)
