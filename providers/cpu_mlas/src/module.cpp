@@ -13,6 +13,7 @@ void register_rows(py::module_& m);   // register_rows.cpp
 void register_small(py::module_& m);  // register_small.cpp
 void register_rnn(py::module_& m);    // register_rnn.cpp
 void register_half(py::module_& m);   // register_half.cpp
+void register_step(py::module_& m);   // register_step.cpp
 }  // namespace onnxplex::mlas::bind
 
 PYBIND11_MODULE(_mlas_native, m) {
@@ -29,4 +30,5 @@ PYBIND11_MODULE(_mlas_native, m) {
   register_small(m);   // SmallOp, small_op, SMALL_OPS (elementwise ops on small arrays)
   register_rnn(m);     // rnn_seq_f32 (RNN/GRU/LSTM time loops)
   register_half(m);    // f32_to_half, half_to_f32 (float16 / bfloat16 conversions)
+  register_step(m);    // PlannedStep, planned_step (conv steps run from their native plan)
 }

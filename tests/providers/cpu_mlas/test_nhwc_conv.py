@@ -84,6 +84,13 @@ def test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, act, threads):
     fan_in = math.prod(ws[1:])
     np.testing.assert_allclose(got, want.transpose(to_nhwc), rtol=1e-4,
                                atol=1e-5 * max(1.0, (fan_in / 9) ** 0.5))
+    # A second run: a conv whose first call planned a native call that computes its whole
+    # output runs it from the executor without Python (a PlannedStep): the same bytes
+    (again,) = sess.run(None, feeds)
+    np.testing.assert_array_equal(again, got)
+    (kernel,) = [st.kernel for st in sess._exec.steps]
+    if type(kernel).__name__ == "PlannedStep":
+        assert z is None and kernel.calls == (0 if kernel.plan is None else 1)
 
 
 @pytest.mark.parametrize("case", ["3x3_pad", "depthwise_s2_dil", "1x1_stride", "groups"])
@@ -91,6 +98,92 @@ def test_nhwc_fused_conv_without_native_kernels(case, monkeypatch):
     """ONNXPLEX_MLAS_NATIVE=0: the NCHW numpy paths between two transposes."""
     monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
     test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, "Relu", 1)
+
+
+def _planned_session(case, act, threads):
+    """An NhwcFusedConv of a test_nn geometry, activation ``act``, no Z, in a session, and
+    onnxruntime's FusedConv of it in NCHW: (session, NHWC feeds, NHWC reference)."""
+    xs, ws, attrs = CASES_2D[case]
+    attrs = {**attrs, **ACTIVATIONS[act]}
+    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
+    want = nchw_reference(xs, w, b, attrs, x, None).transpose(0, 2, 3, 1)
+    m = fused_conv_model("NhwcFusedConv", [None, *xs[2:], xs[1]], w, b, None, attrs)
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = onnxplex.InferenceSession(m.SerializeToString(), so, providers=["cpu_mlas"])
+    return sess, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))}, want
+
+
+@pytest.mark.skipif(native() is None, reason="cpu_mlas native extension not built")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case, act, planned", [
+    ("3x3_pad", "Relu", True), ("asym_pad_stride_dil", "Clip", True),
+    ("same_upper_s2", "none", True), ("1x1_stride", "Relu", True),
+    ("depthwise_s2_dil", "Clip", True), ("depthwise", "none", True),
+    ("no_attrs", "Sigmoid", False),   # (the sigmoid runs in Python after the native conv)
+    ("groups", "Relu", False),   # (3 outputs a group: the NCHW kernel between transposes)
+])
+def test_planned_conv_steps_run_without_python(case, act, planned, threads):
+    """A channels-last conv with constant W and B and no Z is a PlannedStep: its first call
+    plans the native conv (through the Python kernel) and hands it over when the plan computes
+    the whole output (a clamp fused or none), and later calls of that shape run it without
+    Python, to the same bytes; any other keeps every call in the Python kernel."""
+    sess, feeds, want = _planned_session(case, act, threads)
+    (step,) = [st.kernel for st in sess._exec.steps]
+    assert isinstance(step, native().PlannedStep) and step.plan is None
+    (got,) = sess.run(None, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    for _ in range(2):
+        (again,) = sess.run(None, feeds)
+        np.testing.assert_array_equal(again, got)
+    if planned:
+        assert step.plan is not None and step.calls == 2
+    else:
+        assert step.plan is None and step.calls == 0
+
+
+@pytest.mark.skipif(native() is None, reason="cpu_mlas native extension not built")
+def test_planned_step_falls_back_for_what_its_plan_does_not_take():
+    """Calls the installed plan does not fit go to the Python kernel: another input shape,
+    another dtype, a strided view, a keyword, an argument past B that is not None; and every
+    call once the plan is taken away. install refuses what is not a plan."""
+    nat = native()
+    sess, feeds, _ = _planned_session("3x3_pad", "Relu", 1)
+    sess.run(None, feeds)
+    (st,) = sess._exec.steps
+    plan = st.kernel.plan
+    assert plan is not None
+    w, b = (sess.model.graph.initializers[n].const_value.numpy() for n in ("w", "b"))
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(args[0].shape)
+        return st.kernel.fallback(*args, **kwargs)
+
+    step = nat.planned_step(spy, type("Pool", (), {"size": 2})())
+    x1 = feeds["x"]
+    x2 = rand(3, *x1.shape[1:])
+    want1, want2 = st.kernel.fallback(x1, w, b), st.kernel.fallback(x2, w, b)
+    step.install(plan)
+    np.testing.assert_array_equal(step(x1, w, b), want1)
+    np.testing.assert_array_equal(step(x1, w, b, None, None), want1)
+    assert step.calls == 2 and seen == []
+    np.testing.assert_array_equal(step(x2, w, b), want2)
+    np.testing.assert_allclose(step(x1.astype(np.float64), w, b), want1, rtol=1e-5, atol=1e-5)
+    strided = np.empty((*x1.shape[:-1], 2 * x1.shape[-1]), np.float32)[..., ::2]
+    strided[...] = x1
+    np.testing.assert_array_equal(step(strided, w, b), want1)
+    np.testing.assert_array_equal(step(x1, w, b=b), want1)
+    z = rand(*want1.shape)
+    np.testing.assert_array_equal(step(x1, w, b, z), st.kernel.fallback(x1, w, b, z))
+    assert step.calls == 2 and len(seen) == 5
+    step.install(None)
+    np.testing.assert_array_equal(step(x1, w, b), want1)
+    assert step.calls == 2 and len(seen) == 6
+    with pytest.raises(TypeError, match="NhwcConvPlan"):
+        step.install(object())
+    with pytest.raises(TypeError, match="callable"):
+        nat.planned_step(1, type("Pool", (), {"size": 1})())
 
 
 # ---- native entry points ---------------------------------------------------------------------
