@@ -34,6 +34,7 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
+from . import _blas
 from ._blas import PackedWeight, intra_threads, matmul, pack_weight, parallel_for, split
 from ._native import native
 from ._registry import op
@@ -996,23 +997,32 @@ def make_nhwc_max_pool(node: NodeView, ctx: ProviderContext):
     geometries: dict[tuple[int, ...], _PoolGeometry] = {}   # per spatial shape
     nat = native()
     pool_nhwc = getattr(nat, "maxpool_nhwc_f32", None) if nat is not None else None
+    plan_nhwc = getattr(nat, "maxpool_nhwc_f32_plan", None) if nat is not None else None
     # per input shape: the native kernel's output shape and geometry arguments (worked out
-    # once: building them was ~1.5 us of a call that pools a tiny CNN's map in ~2)
+    # once: building them was ~1.5 us of a call that pools a tiny CNN's map in ~2), and its
+    # plan (the geometry bound natively) when the module makes them
     calls: dict[tuple[int, ...], tuple] = {}
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if pool_nhwc is not None and x.ndim == 4 and x.dtype == np.float32:
+            x = np.ascontiguousarray(x)
             call = calls.get(x.shape)
             if call is None:
                 geo = _PoolGeometry(node, x.shape[1:-1], dilations=True)
                 if len(calls) >= 64:   # many input shapes: keep the cache bounded
                     calls.clear()
-                call = calls[x.shape] = (
-                    (x.shape[0], *geo.out_sp, x.shape[-1]),
-                    (tuple(geo.kshape), tuple(geo.strides), tuple(geo.dil),
-                     (geo.pb[0], geo.pb[1])))
+                out_shape = (x.shape[0], *geo.out_sp, x.shape[-1])
+                args = (tuple(geo.kshape), tuple(geo.strides), tuple(geo.dil),
+                        (geo.pb[0], geo.pb[1]))
+                planned = (None if plan_nhwc is None else
+                           plan_nhwc(x, np.empty(out_shape, np.float32), *args))
+                call = calls[x.shape] = (out_shape, args, planned)
+            if call[2] is not None:
+                if step is not None and step.plan is not call[2]:
+                    step.install(call[2])   # (later calls of this shape: without Python)
+                return call[2](x, None, intra_threads())
             y = np.empty(call[0], dtype=np.float32)
-            pool_nhwc(np.ascontiguousarray(x), y, *call[1], intra_threads())
+            pool_nhwc(x, y, *call[1], intra_threads())
             return y
         geo = geometries.get(x.shape[1:-1])
         if geo is None:
@@ -1023,7 +1033,10 @@ def make_nhwc_max_pool(node: NodeView, ctx: ProviderContext):
         (y,) = _max_pool(node, np.moveaxis(x, last, 1), False)
         return np.ascontiguousarray(np.moveaxis(y, 1, last))
 
-    return kernel
+    # a native step (register_step.cpp) running the plan of the last shape pooled
+    step = (nat.planned_step(kernel, _blas.pool())
+            if plan_nhwc is not None and hasattr(nat, "planned_step") else None)
+    return step if step is not None else kernel
 
 
 def _one_output(node: NodeView) -> str | None:

@@ -111,6 +111,33 @@ void pool_nhwc(const py::array& x_in, py::array& y_in, std::array<size_t, 2> ker
   });
 }
 
+// maxpool_nhwc_f32's checks and geometry for arrays of x's and y's shapes, as a plan (what a
+// PlannedStep runs without Python; register_step.cpp): the same tasks as pool_nhwc's.
+NhwcConvPlan maxpool_nhwc_plan(const py::array& x_in, const py::array& y_in,
+                               std::array<size_t, 2> kernel, std::array<size_t, 2> strides,
+                               std::array<size_t, 2> dilations, std::array<size_t, 2> pads) {
+  const F32 x = f32(x_in, "x", 4);
+  const F32 y = f32(y_in, "y", 4);
+  const size_t n = static_cast<size_t>(x.shape(0)), c = static_cast<size_t>(x.shape(3));
+  if (static_cast<size_t>(y.shape(0)) != n || static_cast<size_t>(y.shape(3)) != c) {
+    throw py::value_error("x and y must have the same batch and channels");
+  }
+  if (kernel[0] == 0 || kernel[1] == 0) throw py::value_error("kernel must be positive");
+  const DwConvGeometry g = dw_geometry(x, y, kernel[0], kernel[1], strides, dilations, pads);
+  NhwcConvPlan plan;
+  plan.in_shape = shape_of(x);
+  plan.out_shape = shape_of(y);
+  plan.run = [g, n, c](const float* xp, float* yp, const float*, size_t threads) {
+    const size_t rsplit = threads > 1 ? std::min(g.ho, threads * 2) : 1;
+    parallel_for(n * rsplit, threads, [&](size_t t) {
+      const size_t i = t / rsplit, r = t % rsplit;
+      maxpool_nhwc_f32(xp + i * g.h * g.w * c, yp + i * g.ho * g.wo * c, c, g.ho * r / rsplit,
+                       g.ho * (r + 1) / rsplit, g);
+    });
+  };
+  return plan;
+}
+
 // dwconv_nhwc_f32's checks and setup for arrays of x's and y's shapes, as a plan. Tasks:
 // images x channel groups (whole groups of 16: the kernel's vectors) x output row ranges: one
 // a thread at least, more (up to 4 a thread) while each is worth kMinChunkMacs (a task lays
@@ -399,6 +426,11 @@ void register_conv(py::module_& m) {
      py::arg("pads"), py::arg("threads") = 1,
      "2-D max pooling of channels-last x [N, H, W, C] into y [N, Ho, Wo, C] (written); pads "
      "are the leading (top, left) ones, padding never wins; NaN propagates.");
+
+  m.def("maxpool_nhwc_f32_plan", &maxpool_nhwc_plan, py::arg("x"), py::arg("y"),
+        py::arg("kernel"), py::arg("strides"), py::arg("dilations"), py::arg("pads"),
+        "maxpool_nhwc_f32 bound to x's and y's shapes: an NhwcConvPlan, called as "
+        "plan(x, None, threads) for a new y.");
 
   m.def("avgpool_nhwc_f32", [](const py::array& x_in, py::array& y_in,
                                std::array<size_t, 2> kernel, std::array<size_t, 2> strides,

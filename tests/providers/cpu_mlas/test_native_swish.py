@@ -182,9 +182,9 @@ def _ort_reference(xs, w, b, attrs, kind, x, z):
 @pytest.mark.parametrize("kind", ["Swish", "HardSwish", *_HARD_SIGMOID])
 @pytest.mark.parametrize("case", list(CASES))
 def test_nhwc_fused_conv_activation_matches_onnxruntime(case, kind, with_z, native_on,
-                                                         monkeypatch):
+                                                         request):
     if not native_on:
-        monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
+        request.getfixturevalue("numpy_kernels")
     xs, ws, attrs = CASES[case]
     x, w, b = rand(*xs) * 2, rand(*ws) * 0.5, rand(ws[0])
     z = rand(*_ort_reference(xs, w, b, attrs, kind, x, None).shape) if with_z else None

@@ -94,9 +94,8 @@ def test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, act, threads):
 
 
 @pytest.mark.parametrize("case", ["3x3_pad", "depthwise_s2_dil", "1x1_stride", "groups"])
-def test_nhwc_fused_conv_without_native_kernels(case, monkeypatch):
+def test_nhwc_fused_conv_without_native_kernels(case, numpy_kernels):
     """ONNXPLEX_MLAS_NATIVE=0: the NCHW numpy paths between two transposes."""
-    monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
     test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, "Relu", 1)
 
 
@@ -445,22 +444,38 @@ def pool_model(op_type, domain, shape, attrs):
 @pytest.mark.parametrize("native_kernels", [True, False])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", list(POOLS))
-def test_nhwc_max_pool_matches_onnxruntime_max_pool(case, threads, native_kernels,
-                                                     monkeypatch):
+def test_nhwc_max_pool_matches_onnxruntime_max_pool(case, threads, native_kernels, request):
     if not native_kernels:
-        monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
+        request.getfixturevalue("numpy_kernels")
     shape, attrs = POOLS[case]
     x = rand(*shape)
     (want,) = ort.InferenceSession(pool_model("MaxPool", "", shape, attrs).SerializeToString(),
                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = threads
-    nhwc_shape = [shape[0], *shape[2:], shape[1]]
+    nhwc_shape = [None, *shape[2:], shape[1]]
     sess = onnxplex.InferenceSession(
         pool_model("NhwcMaxPool", MS, nhwc_shape, attrs).SerializeToString(), so,
         providers=["cpu_mlas"])
-    (got,) = sess.run(None, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))})
+    feeds = {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))}
+    (got,) = sess.run(None, feeds)
     np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))
+    # the native kernels' pool is a PlannedStep: its first call installed the plan of x's
+    # shape, which the next calls run without Python, to the same bytes; another batch size
+    # goes through the Python kernel (and installs its own plan)
+    (step,) = [st.kernel for st in sess._exec.steps]
+    assert (type(step).__name__ == "PlannedStep") == native_kernels
+    for _ in range(2):
+        np.testing.assert_array_equal(sess.run(None, feeds)[0], got)
+    if native_kernels:
+        assert step.plan is not None and step.calls == 2
+        x2 = rand(3, *shape[1:])
+        (want2,) = ort.InferenceSession(
+            pool_model("MaxPool", "", [3, *shape[1:]], attrs).SerializeToString(),
+            providers=["CPUExecutionProvider"]).run(None, {"x": x2})
+        (got2,) = sess.run(None, {"x": np.ascontiguousarray(x2.transpose(0, 2, 3, 1))})
+        np.testing.assert_array_equal(got2, want2.transpose(0, 2, 3, 1))
+        assert step.calls == 2 and step.plan.out_shape[0] == 3
 
 
 @needs_native

@@ -68,9 +68,9 @@ def test_native_scaled_conv_refusals():
 @pytest.mark.parametrize("activation", ["", "Swish"])
 @pytest.mark.parametrize("h", [6, 50])   # both native paths
 def test_nhwc_fused_conv_input_scale_matches_onnxruntime(h, activation, native_on,
-                                                         monkeypatch):
+                                                         request):
     if not native_on:
-        monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
+        request.getfixturevalue("numpy_kernels")
     n, c, m = 2, 24, 16
     x, w, b, g = rand(n, c, h, h), rand(m, c, 1, 1), rand(m), rand(n, c, 1, 1)
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
