@@ -200,27 +200,29 @@ def _fused_conv_kernel(node: NodeView, conv: Callable[..., np.ndarray]):
         # bias, Z and the activation run on each chunk of the Conv output as it is produced
         if s is None:
             y = conv(x, cw, static, bias, z, in_place if act is not None else None)
-            if step is not None and z is None:
-                _install(step, cw, x, bias)
-            return y
-        return conv(x, cw, static, bias, z, in_place if act is not None else None, s)
+        else:
+            y = conv(x, cw, static, bias, z, in_place if act is not None else None, s)
+        if step is not None:
+            _install(step, cw, x, bias, z is None, s is None)
+        return y
 
-    # A channels-last conv whose W and B are constants and which reads no Z or input scale is
-    # a native step: once a call has planned the native conv for its input shape, calls of
-    # that shape run it without this Python (register_step.cpp).
+    # A channels-last conv whose W and B are constants is a native step: once a call has
+    # planned the native conv for its input shape (with or without Z and an input scale),
+    # calls that fit that plan run it without this Python (register_step.cpp).
     nat = native() if conv is _conv_nhwc else None
     step = None
     if (nat is not None and hasattr(nat, "planned_step") and packed is not None
-            and (b_info is None or bias_c is not None) and len(node.inputs) <= 3):
+            and (b_info is None or bias_c is not None)):
         step = nat.planned_step(kernel, _blas.pool())
         return step
     return kernel
 
 
-def _install(step, cw, x: np.ndarray, bias: np.ndarray | None) -> None:
-    """Hand ``step`` the native plan the call just ran for ``x``'s shape, when it computes the
-    whole output (else the step keeps calling the Python kernel)."""
-    plan = cw.nhwc_plans.get((x.shape, True, True))
+def _install(step, cw, x: np.ndarray, bias: np.ndarray | None, no_z: bool,
+             no_scale: bool) -> None:
+    """Hand ``step`` the native plan the call just ran for ``x``'s shape (with or without Z
+    and S), when it computes the whole output (else the step keeps calling the kernel)."""
+    plan = cw.nhwc_plans.get((x.shape, no_z, no_scale))
     found = getattr(plan, "native_for", None)
     nat_plan = found(bias) if found is not None else None
     if nat_plan is not None and nat_plan is not step.plan:

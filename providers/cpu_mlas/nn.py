@@ -445,11 +445,11 @@ def _nhwc_plan(nat: Any, cw: _ConvWeights, static: ConvStatic, c: int, kshape: S
     complete = (post is None) if make is not None else fused
 
     def native_for(bias: np.ndarray | None) -> Any:
-        """The native plan a call with ``bias`` (and no Z or input scale) ran, when its
-        result is the whole output (no activation or Z added after it in Python), else None:
-        what a :class:`_mlas_native.PlannedStep` may run without this function."""
+        """The native plan a call with ``bias`` ran, when its result is the whole output
+        (no activation or Z added after it in Python), else None: what a
+        :class:`_mlas_native.PlannedStep` may run without this function."""
         cur = bound[0]
-        if not complete or with_z or with_scale or cur is None or cur[0] is not bias:
+        if not complete or cur is None or cur[0] is not bias:
             return None
         return cur[1]
 

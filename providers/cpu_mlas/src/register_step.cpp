@@ -6,11 +6,12 @@
 // between two calls; a small CNN's 5-10 us convs pay it each. A PlannedStep is a callable of
 // its own type, called through vectorcall like the SmallOp: once the Python kernel has planned
 // a native call for an input shape and handed it over (install), a call with a float32,
-// C-contiguous, aligned x of that shape, and no argument past the third but None, runs the
-// plan here, on as many threads as the provider's pool has (its `size`); every other call goes
-// to the Python kernel, unchanged. The kernel installs only a plan whose result is the node's
-// whole output (the weights and the bias constants bound in it, the activation fused, no Z or
-// input scale): the arguments the fast path does not read (W, B) are those constants.
+// C-contiguous, aligned x of that shape (and a Z of the output's shape, an input scale S of
+// [N or 1, 1, 1, C], when the plan adds or reads them; else None or absent) runs the plan
+// here, on as many threads as the provider's pool has (its `size`); every other call goes to
+// the Python kernel, unchanged. The kernel installs only a plan whose result is the node's
+// whole output (the weights and the bias constants bound in it, the activation fused): the
+// arguments the fast path does not read (W, B) are those constants.
 
 #include <Python.h>
 #include <structmember.h>
@@ -34,22 +35,63 @@ struct PlannedStep {
 
 PyObject* size_name = nullptr;
 
-// x as the plan takes it: float32, C-contiguous and aligned, native byte order, the plan's
-// input shape.
-bool fits(PyObject* x, const NhwcConvPlan& plan) {
+// A float32 array, C-contiguous and aligned, in native byte order (its proxy), or null.
+const det::PyArray_Proxy* plain_f32(PyObject* o) {
   const auto& api = det::npy_api::get();
-  if (Py_TYPE(x) != api.PyArray_Type_) return false;
-  const auto* a = det::array_proxy(x);
+  if (Py_TYPE(o) != api.PyArray_Type_) return nullptr;
+  const auto* a = det::array_proxy(o);
   constexpr int need = det::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | det::npy_api::NPY_ARRAY_ALIGNED_;
-  if ((a->flags & need) != need) return false;
+  if ((a->flags & need) != need) return nullptr;
   const auto* d = det::array_descriptor_proxy(a->descr);
   const char bo = d->byteorder;
   if (d->type_num != det::npy_api::NPY_FLOAT32_ ||
       (bo != '=' && bo != '|' && bo != (PY_LITTLE_ENDIAN ? '<' : '>')))
-    return false;
-  if (a->nd != static_cast<int>(plan.in_shape.size())) return false;
+    return nullptr;
+  return a;
+}
+
+bool same_shape(const det::PyArray_Proxy* a, const std::vector<py::ssize_t>& shape) {
+  if (a->nd != static_cast<int>(shape.size())) return false;
   for (int k = 0; k < a->nd; ++k)
-    if (a->dimensions[k] != plan.in_shape[static_cast<size_t>(k)]) return false;
+    if (a->dimensions[k] != shape[static_cast<size_t>(k)]) return false;
+  return true;
+}
+
+// The kernel's arguments (x, W, B, Z, S) as `plan` takes them: x of its input shape; Z of its
+// output shape when it adds one (else None or absent); S [N or 1, 1, 1, C] when it scales x
+// (else None or absent): the pointers (Z's, S's null when unused) and S's step between
+// images, or false.
+struct Operands {
+  const float *x = nullptr, *z = nullptr, *s = nullptr;
+  size_t s_step = 0;
+};
+
+bool operands(PyObject* const* args, Py_ssize_t nargs, const NhwcConvPlan& plan,
+              Operands& out) {
+  if (nargs < 1 || nargs > 5) return false;
+  const auto* x = plain_f32(args[0]);
+  if (x == nullptr || !same_shape(x, plan.in_shape)) return false;
+  out.x = reinterpret_cast<const float*>(x->data);
+  PyObject* z = nargs > 3 ? args[3] : Py_None;
+  PyObject* s = nargs > 4 ? args[4] : Py_None;
+  if (plan.with_z) {
+    const auto* za = z == Py_None ? nullptr : plain_f32(z);
+    if (za == nullptr || !same_shape(za, plan.out_shape)) return false;
+    out.z = reinterpret_cast<const float*>(za->data);
+  } else if (z != Py_None) {
+    return false;
+  }
+  if (plan.with_scale) {
+    const auto* sa = s == Py_None ? nullptr : plain_f32(s);
+    const py::ssize_t n = plan.in_shape[0], c = plan.in_shape.back();
+    if (sa == nullptr || sa->nd != 4 || (sa->dimensions[0] != 1 && sa->dimensions[0] != n) ||
+        sa->dimensions[1] != 1 || sa->dimensions[2] != 1 || sa->dimensions[3] != c)
+      return false;
+    out.s = reinterpret_cast<const float*>(sa->data);
+    out.s_step = sa->dimensions[0] == 1 ? 0 : static_cast<size_t>(c);
+  } else if (s != Py_None) {
+    return false;
+  }
   return true;
 }
 
@@ -57,9 +99,9 @@ PyObject* step_call(PyObject* callable, PyObject* const* args, size_t nargsf, Py
   auto* self = reinterpret_cast<PlannedStep*>(callable);
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   const NhwcConvPlan* plan = self->native;
-  bool fast = plan != nullptr && kw == nullptr && nargs >= 1 && fits(args[0], *plan);
-  for (Py_ssize_t k = 3; fast && k < nargs; ++k) fast = args[k] == Py_None;
-  if (!fast) return PyObject_Vectorcall(self->fallback, args, nargsf, kw);
+  Operands ops;
+  if (plan == nullptr || kw != nullptr || !operands(args, nargs, *plan, ops))
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kw);
   PyObject* size = PyObject_GetAttr(self->pool, size_name);
   if (size == nullptr) return nullptr;
   const Py_ssize_t threads = PyLong_AsSsize_t(size);
@@ -73,14 +115,18 @@ PyObject* step_call(PyObject* callable, PyObject* const* args, size_t nargsf, Py
                                           static_cast<int>(dims.size()), dims.data(), nullptr,
                                           nullptr, 0, nullptr);  // (steals descr)
   if (y == nullptr) return nullptr;
-  const auto* xp = reinterpret_cast<const float*>(det::array_proxy(args[0])->data);
   auto* yp = reinterpret_cast<float*>(det::array_proxy(y)->data);
-  // (the caller holds x; the plan is held here for the call, as another thread may install
-  // another one meanwhile)
+  const auto n_threads = static_cast<size_t>(threads < 1 ? 1 : threads);
+  // (the caller holds x, Z and S; the plan is held here for the call, as another thread may
+  // install another one meanwhile)
   PyObject* held = self->plan;
   Py_INCREF(held);
   Py_BEGIN_ALLOW_THREADS
-  plan->run(xp, yp, nullptr, static_cast<size_t>(threads < 1 ? 1 : threads));
+  if (plan->with_scale) {
+    plan->run_scaled(ops.x, yp, ops.z, ops.s, ops.s_step, n_threads);
+  } else {
+    plan->run(ops.x, yp, ops.z, n_threads);
+  }
   Py_END_ALLOW_THREADS
   Py_DECREF(held);
   ++self->calls;
@@ -133,10 +179,6 @@ PyObject* step_install(PyObject* op, PyObject* plan) {
       native = py::handle(plan).cast<const NhwcConvPlan*>();
     } catch (const py::cast_error&) {
       PyErr_SetString(PyExc_TypeError, "install takes an NhwcConvPlan or None");
-      return nullptr;
-    }
-    if (native->with_z || native->with_scale) {
-      PyErr_SetString(PyExc_ValueError, "a plan with z or s needs the Python kernel");
       return nullptr;
     }
   }

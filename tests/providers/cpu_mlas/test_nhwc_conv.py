@@ -89,8 +89,8 @@ def test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, act, threads):
     (again,) = sess.run(None, feeds)
     np.testing.assert_array_equal(again, got)
     (kernel,) = [st.kernel for st in sess._exec.steps]
-    if type(kernel).__name__ == "PlannedStep":
-        assert z is None and kernel.calls == (0 if kernel.plan is None else 1)
+    if type(kernel).__name__ == "PlannedStep":   # (with Z too, when Z is added natively)
+        assert kernel.calls == (0 if kernel.plan is None else 1)
 
 
 @pytest.mark.parametrize("case", ["3x3_pad", "depthwise_s2_dil", "1x1_stride", "groups"])
@@ -99,35 +99,46 @@ def test_nhwc_fused_conv_without_native_kernels(case, numpy_kernels):
     test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, "Relu", 1)
 
 
-def _planned_session(case, act, threads):
-    """An NhwcFusedConv of a test_nn geometry, activation ``act``, no Z, in a session, and
-    onnxruntime's FusedConv of it in NCHW: (session, NHWC feeds, NHWC reference)."""
+def _planned_session(case, act, threads, with_z=False):
+    """An NhwcFusedConv of a test_nn geometry, activation ``act``, with a Z input or none, in
+    a session, and onnxruntime's FusedConv of it in NCHW: (session, NHWC feeds, NHWC
+    reference)."""
     xs, ws, attrs = CASES_2D[case]
     attrs = {**attrs, **ACTIVATIONS[act]}
     x, w, b = rand(*xs), rand(*ws), rand(ws[0])
-    want = nchw_reference(xs, w, b, attrs, x, None).transpose(0, 2, 3, 1)
-    m = fused_conv_model("NhwcFusedConv", [None, *xs[2:], xs[1]], w, b, None, attrs)
+    y0 = nchw_reference(xs, w, b, attrs, x, None)
+    z = rand(*y0.shape) if with_z else None
+    want = nchw_reference(xs, w, b, attrs, x, z).transpose(0, 2, 3, 1)
+    to_nhwc = (0, 2, 3, 1)
+    m = fused_conv_model("NhwcFusedConv", [None, *xs[2:], xs[1]], w, b,
+                         None if z is None else [None, *y0.shape[2:], y0.shape[1]], attrs)
     so = onnxplex.SessionOptions()
     so.intra_op_num_threads = threads
     sess = onnxplex.InferenceSession(m.SerializeToString(), so, providers=["cpu_mlas"])
-    return sess, {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1))}, want
+    feeds = {"x": np.ascontiguousarray(x.transpose(to_nhwc))}
+    if z is not None:
+        feeds["z"] = np.ascontiguousarray(z.transpose(to_nhwc))
+    return sess, feeds, want
 
 
 @pytest.mark.skipif(native() is None, reason="cpu_mlas native extension not built")
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case, act, planned", [
-    ("3x3_pad", "Relu", True), ("asym_pad_stride_dil", "Clip", True),
-    ("same_upper_s2", "none", True), ("1x1_stride", "Relu", True),
-    ("depthwise_s2_dil", "Clip", True), ("depthwise", "none", True),
-    ("no_attrs", "Sigmoid", False),   # (the sigmoid runs in Python after the native conv)
-    ("groups", "Relu", False),   # (3 outputs a group: the NCHW kernel between transposes)
+@pytest.mark.parametrize("case, act, with_z, planned", [
+    ("3x3_pad", "Relu", False, True), ("asym_pad_stride_dil", "Clip", False, True),
+    ("same_upper_s2", "none", False, True), ("1x1_stride", "Relu", False, True),
+    ("depthwise_s2_dil", "Clip", False, True), ("depthwise", "none", False, True),
+    ("3x3_pad", "Relu", True, True), ("1x1", "none", True, True),   # Z in the GEMM's epilogue
+    ("depthwise", "Relu", True, False),   # (Z added in Python after the depthwise kernel)
+    ("no_attrs", "Sigmoid", False, False),   # (the sigmoid runs in Python after the conv)
+    ("groups", "Relu", False, False),   # (3 outputs a group: the NCHW kernel, transposed)
 ])
-def test_planned_conv_steps_run_without_python(case, act, planned, threads):
-    """A channels-last conv with constant W and B and no Z is a PlannedStep: its first call
-    plans the native conv (through the Python kernel) and hands it over when the plan computes
-    the whole output (a clamp fused or none), and later calls of that shape run it without
-    Python, to the same bytes; any other keeps every call in the Python kernel."""
-    sess, feeds, want = _planned_session(case, act, threads)
+def test_planned_conv_steps_run_without_python(case, act, with_z, planned, threads):
+    """A channels-last conv with constant W and B is a PlannedStep: its first call plans the
+    native conv (through the Python kernel) and hands it over when the plan computes the whole
+    output (a clamp fused or none, a Z added in its epilogue), and later calls of that shape
+    run it without Python, to the same bytes; any other keeps every call in the Python
+    kernel."""
+    sess, feeds, want = _planned_session(case, act, threads, with_z)
     (step,) = [st.kernel for st in sess._exec.steps]
     assert isinstance(step, native().PlannedStep) and step.plan is None
     (got,) = sess.run(None, feeds)

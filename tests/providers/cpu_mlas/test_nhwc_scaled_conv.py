@@ -100,6 +100,13 @@ def test_nhwc_fused_conv_input_scale_matches_onnxruntime(h, activation, native_o
     sess = onnxplex.InferenceSession(m_.SerializeToString(), so, providers=["cpu_mlas"])
     feeds = {"x": np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
              "s": np.ascontiguousarray(g.transpose(0, 2, 3, 1))}
-    for _ in range(2):   # the second run: the planned native call
-        np.testing.assert_allclose(sess.run(None, feeds)[0], want.transpose(0, 2, 3, 1),
-                                   rtol=1e-4, atol=1e-5)
+    outs = []
+    for _ in range(3):   # the second run: the planned native call; the third: without Python
+        outs.append(sess.run(None, feeds)[0])
+        np.testing.assert_allclose(outs[-1], want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(outs[2], outs[1])
+    (step,) = [st.kernel for st in sess._exec.steps]
+    if native_on:   # (a PlannedStep: the scale read natively; a Swish too, fused)
+        assert step.plan is not None and step.calls == 2
+    else:
+        assert type(step).__name__ != "PlannedStep"
