@@ -15,11 +15,46 @@ namespace onnxplex::mlas {
 
 namespace {
 
-// Each thread's scores of one head, [S, T], kept between calls up to this many floats (4 MiB);
-// a longer sequence's are allocated per head and freed (a thread-local buffer that only grows
-// would hold a long context's S x T for the rest of the process).
+// Each thread's scores of one head, [S, T], kept between calls up to this many floats (4 MiB;
+// a thread-local buffer that only grows would hold a long context's S x T for the rest of the
+// process). A longer head runs in blocks of query rows instead (see attention_blocks).
 constexpr size_t kKeptScores = size_t{1} << 20;
 thread_local std::vector<float> t_scores;
+
+// A block's scores stay within this many floats (256 KiB, in L2 between the products).
+constexpr size_t kBlockScores = size_t{1} << 16;
+
+// One head whose S x T scores exceed kKeptScores, a block of query rows at a time: each
+// block's scores, softmax and probs x V while the block is in L2, K^T and V packed once for
+// all blocks. (Whole, a 1500-token head's 9 MB of scores were written, read back by the
+// softmax and read again by the second product from memory, in a buffer allocated and
+// zero-filled per head: Whisper-tiny's encoder attention 1.2x onnxruntime's unfused
+// MatMul + Softmax + MatMul.) The same sums in the same order as the whole head's.
+void attention_blocks(const AttentionArgs& a, const MatrixView& q, const MatrixView& kt,
+                      const MatrixView& v, const float* bias_head, float* y,
+                      void (*row)(float*, size_t, float, const float*), SgemmIsa isa) {
+  const SgemmEpilogue plain;
+  const auto kp = sgemm_pack_b(kt, a.dh, a.t, 1);
+  const auto vp = sgemm_pack_b(v, a.t, a.dv, 1);
+  const size_t rows = std::max(kSgemmMr, kBlockScores / a.t / kSgemmMr * kSgemmMr);
+  static thread_local std::vector<float> block;
+  if (block.size() < rows * a.t) block.resize(rows * a.t);
+  float* scores = block.data();
+  for (size_t i0 = 0; i0 < a.s; i0 += rows) {
+    const size_t n = std::min(rows, a.s - i0);
+    const MatrixView qb{q.data + static_cast<std::ptrdiff_t>(i0) * q.rs, q.rs, q.cs};
+    sgemm(qb, nullptr, MatrixView{}, kp.get(), n, a.t, a.dh, scores, a.t, plain, 1, isa);
+    for (size_t i = 0; i < n; ++i) {
+      const float* bias = bias_head != nullptr
+          ? bias_head + static_cast<std::ptrdiff_t>(i0 + i) * a.bias_ss : nullptr;
+      row(scores + i * a.t, a.t, a.scale, bias);
+    }
+    const MatrixView p{scores, static_cast<std::ptrdiff_t>(a.t), 1};
+    sgemm(p, nullptr, MatrixView{}, vp.get(), n, a.dv, a.t, y + i0 * a.h * a.dv, a.h * a.dv,
+          plain, 1, isa);
+  }
+  if (block.size() > kBlockScores * 4) std::vector<float>().swap(block);   // (one long T)
+}
 
 }  // namespace
 
@@ -51,12 +86,17 @@ void attention_f32(const AttentionArgs& a, size_t threads) {
       }
       return;
     }
-    std::vector<float> own;
-    std::vector<float>& buf = a.s * a.t <= kKeptScores ? t_scores : own;
-    if (buf.size() < a.s * a.t) buf.resize(a.s * a.t);
-    float* scores = buf.data();
     const MatrixView q{a.q + sb * a.q_sb + sh * a.q_sh, a.q_ss, 1};
     const MatrixView kt{a.k + sb * a.k_sb + sh * a.k_sh, 1, a.k_st};  // K^T [Dh, T]
+    if (a.s * a.t > kKeptScores) {
+      attention_blocks(a, q, kt, MatrixView{a.v + sb * a.v_sb + sh * a.v_sh, a.v_st, 1},
+                       a.bias != nullptr ? a.bias + sb * a.bias_sb + sh * a.bias_sh : nullptr,
+                       y, row, isa);
+      return;
+    }
+    std::vector<float>& buf = t_scores;
+    if (buf.size() < a.s * a.t) buf.resize(a.s * a.t);
+    float* scores = buf.data();
     sgemm(q, nullptr, kt, nullptr, a.s, a.t, a.dh, scores, a.t, plain, 1, isa);
     for (size_t i = 0; i < a.s; ++i) {
       const float* bias = a.bias != nullptr

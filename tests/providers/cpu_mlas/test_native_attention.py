@@ -51,14 +51,32 @@ def test_attention_matches_float64(b, h, s, t, dh, dv, bias_shape, threads):
     np.testing.assert_allclose(y, _reference(q, k, v, 0.3, bias), rtol=2e-5, atol=1e-5)
 
 
-def test_attention_long_sequence():
-    """Scores past the per-thread buffer kept between calls (S x T over 2^20 floats) are
-    allocated per head: the same results."""
+@pytest.mark.parametrize("s, t", [(1100, 1100), (1307, 900)])
+@pytest.mark.parametrize("bias_shape", [None, "1,1,S,T", "B,H,S,T", "B,1,1,T"])
+def test_attention_long_sequence(s, t, bias_shape):
+    """A head whose S x T scores pass the per-thread buffer kept between calls (2^20 floats)
+    runs in blocks of query rows (K^T and V packed once, each block's scores in L2): the
+    same results, with each row's own bias (a last block short of the others, S not the
+    block's multiple), and a NaN confined to its row."""
     rng = np.random.default_rng(11)
-    q, k, v = _heads(rng, 1, 2, 1100, 16), _heads(rng, 1, 2, 1100, 16), _heads(rng, 1, 2, 1100, 8)
-    y = np.empty((1, 1100, 2, 8), np.float32)
-    NAT.attention_f32(q, k, v, y, 0.25, None, 2)
-    np.testing.assert_allclose(y, _reference(q, k, v, 0.25, None), rtol=2e-5, atol=1e-5)
+    b, h = 2, 2
+    q, k, v = _heads(rng, b, h, s, 16), _heads(rng, b, h, t, 16), _heads(rng, b, h, t, 8)
+    bias = None
+    if bias_shape is not None:
+        dims = [{"B": b, "H": h, "S": s, "T": t}.get(x, 1) for x in bias_shape.split(",")]
+        bias = rng.standard_normal(dims).astype(np.float32)
+        bias[..., -1] = np.finfo(np.float32).min
+    y = np.empty((b, s, h, 8), np.float32)
+    NAT.attention_f32(q, k, v, y, 0.25, bias, 2)
+    np.testing.assert_allclose(y, _reference(q, k, v, 0.25, bias), rtol=2e-5, atol=1e-5)
+    if bias_shape == "B,H,S,T":
+        bias[1, 0, s - 5, 7] = np.nan   # (a row of the last block)
+        NAT.attention_f32(q, k, v, y, 0.25, bias, 1)
+        assert np.isnan(y[1, s - 5, 0]).all()
+        ok = np.ones((b, s, h), bool)
+        ok[1, s - 5, 0] = False
+        np.testing.assert_allclose(y[ok], _reference(q, k, v, 0.25, np.nan_to_num(bias))[ok],
+                                   rtol=2e-5, atol=1e-5)
 
 
 def test_attention_not_finite_rows_as_numpy():
