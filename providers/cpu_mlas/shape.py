@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 from onnxplex.graph.limits import check_allocation
 
+from . import _blas
 from ._blas import intra_threads
 from ._native import native
 from ._np_helpers import (
@@ -246,6 +248,9 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     # numpy's transposed view (worked out once: the shape arithmetic was ~2 us of a call,
     # a tiny CNN's layout transposes take ~3)
     shapes: dict[tuple[int, ...], tuple | None] = {}
+    # float32 ones as a native step (register_step.cpp) once a shape has its plan
+    make_plan = getattr(nat, "transpose_f32_plan", None)
+    plans: dict[tuple[int, ...], Any] = {}
 
     def kernel(x: np.ndarray) -> np.ndarray:
         # numpy's copy of a transposed view: a channels-last view of a 3-channel image ~180
@@ -266,11 +271,22 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
         if plan is None:
             return np.transpose(x, perm)
         x3, y3, out = plan
+        if f32 and step is not None:
+            native_plan = plans.get(shape)
+            if native_plan is None:
+                if len(plans) >= 64:
+                    plans.clear()
+                native_plan = plans[shape] = make_plan(shape, out, *x3)
+            if step.plan is not native_plan:
+                step.install(native_plan)   # (later calls of this shape: without Python)
+            return native_plan(x)
         y = np.empty(y3, dtype=dt)
         (transpose_f32 if f32 else transpose_elems)(x.reshape(x3), y)
         return y.reshape(out)
 
-    return kernel
+    step = (nat.planned_step(kernel, _blas.pool())
+            if make_plan is not None and hasattr(nat, "planned_step") else None)
+    return step if step is not None else kernel
 
 
 _F32 = np.dtype(np.float32)

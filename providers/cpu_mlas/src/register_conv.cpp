@@ -525,6 +525,36 @@ void register_conv(py::module_& m) {
      "y[i] = x[i].T for x [N, R, C] (rows contiguous, any outer strides) and y [N, C, R] "
      "(C-contiguous float32): a batch of 2-D transposes in register tiles.");
 
+  m.def("transpose_f32_plan", [](const std::vector<py::ssize_t>& in_shape,
+                                 const std::vector<py::ssize_t>& out_shape, size_t n,
+                                 size_t rows, size_t cols) {
+    auto count = [](const std::vector<py::ssize_t>& shape) {
+      size_t c = 1;
+      for (py::ssize_t d : shape) {
+        if (d < 0) throw py::value_error("shapes must not be negative");
+        c *= static_cast<size_t>(d);
+      }
+      return c;
+    };
+    if (count(in_shape) != n * rows * cols || count(out_shape) != n * rows * cols) {
+      throw py::value_error("in_shape and out_shape must each hold n * rows * cols values");
+    }
+    NhwcConvPlan plan;
+    plan.in_shape = in_shape;
+    plan.out_shape = out_shape;
+    plan.run = [n, rows, cols](const float* xp, float* yp, const float*, size_t) {
+      for (size_t i = 0; i < n; ++i) {
+        transpose_f32(xp + i * rows * cols, rows, cols, cols, yp + i * rows * cols, rows, false,
+                      -std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::infinity());
+      }
+    };
+    return plan;
+  }, py::arg("in_shape"), py::arg("out_shape"), py::arg("n"), py::arg("rows"), py::arg("cols"),
+     "transpose_f32 of a contiguous x of in_shape, seen as [n, rows, cols], into a new y of "
+     "out_shape ([n, cols, rows]'s values): an NhwcConvPlan, called as plan(x) (what a "
+     "PlannedStep runs without Python).");
+
   m.def("transpose_elems", [](const py::array& x, py::array& y) {
     // (any element type, moved as its bytes: 8-bit images, halves, int64 indices)
     const auto size = static_cast<size_t>(x.itemsize());
