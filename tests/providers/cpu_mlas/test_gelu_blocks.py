@@ -12,6 +12,8 @@ import pytest
 from onnxplex.providers.cpu_mlas import _native
 from onnxplex.providers.cpu_mlas import elementwise as ew
 
+from ._no_native import without_native
+
 RNG = np.random.default_rng(7)
 # 0.5 + 0.5 tanh(.) loses up to half an ulp of 0.5 to cancellation where GELU is tiny (as
 # 1 + erf(.) does): an absolute error of about |x| * 3e-8, hence atol for |x| up to ~20.
@@ -33,15 +35,14 @@ HAS_NATIVE = _native.native() is not None and hasattr(_native.native(), "gelu_f3
 
 
 @pytest.fixture(params=["native", "numpy"])
-def path(request, monkeypatch):
+def path(request):
     if request.param == "native" and not HAS_NATIVE:
         pytest.skip("_mlas_native (with gelu_f32) is not built")
     if request.param == "numpy":
-        monkeypatch.setenv("ONNXPLEX_MLAS_NATIVE", "0")
-    _native.native.cache_clear()
-    yield request.param
-    monkeypatch.undo()
-    _native.native.cache_clear()
+        with without_native():
+            yield request.param
+    else:
+        yield request.param
 
 
 @pytest.fixture(params=["erf", "tanh"])

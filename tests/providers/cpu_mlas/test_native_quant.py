@@ -13,6 +13,7 @@ from onnxplex import ProviderContext
 from onnxplex.providers.cpu_mlas import _native
 from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
 
+from ._no_native import without_native
 from ._oracle import load_model, node_model
 
 MS = "com.microsoft"
@@ -45,14 +46,8 @@ def _exact(a, azp, b, bzp) -> np.ndarray:
 @contextlib.contextmanager
 def numpy_path(monkeypatch):
     """The kernels as built without the native module."""
-    with monkeypatch.context() as mp:
-        mp.setenv("ONNXPLEX_MLAS_NATIVE", "0")
-        _native.native.cache_clear()
-        try:
-            yield
-        finally:
-            _native.native.cache_clear()
-    _native.native.cache_clear()
+    with without_native():
+        yield
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ end to end through an onnxplex session on cpu_mlas."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 import warnings
 
@@ -19,6 +18,7 @@ import onnxplex
 from onnxplex.providers.cpu_mlas import _native
 from onnxplex.providers.cpu_mlas._re2_syntax import Re2Pattern
 
+from ._no_native import without_native
 from ._oracle import assert_same, ours
 
 ort.set_default_logger_severity(3)
@@ -54,16 +54,6 @@ def ort_node(op_type: str, x: np.ndarray, out_type: int, domain: str = "",
 NATIVE = _native.native() is not None and hasattr(_native.native(), "CharRuns")
 
 
-@contextlib.contextmanager
-def without_native():
-    """Kernels built inside take the Python / numpy paths."""
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("ONNXPLEX_MLAS_NATIVE", "0")
-            _native.native.cache_clear()
-            yield
-    finally:
-        _native.native.cache_clear()
 
 
 def ours_all_paths(op_type: str, x: np.ndarray, **kw) -> list[tuple[str, np.ndarray]]:
