@@ -38,6 +38,7 @@ from .elementwise import (
     _sigmoid_f32,
     _softplus,
     hard_swish_in_place,
+    swish_f32,
     swish_in_place,
 )
 from .linalg import gemm_kernel
@@ -238,7 +239,7 @@ def make_quick_gelu(node: NodeView, ctx: ProviderContext):
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if alpha == 1 and x.dtype == _F32:
-            return swish_in_place(np.array(x, dtype=_F32, order="C"))
+            return swish_f32(x)
         s = _sigmoid_f32(np.ascontiguousarray(x * alpha, dtype=_F32)) \
             if x.dtype == _F32 else _sigmoid(x * x.dtype.type(alpha))
         s *= x

@@ -555,6 +555,17 @@ def swish_in_place(y: np.ndarray) -> np.ndarray:
     return y
 
 
+def swish_f32(x: np.ndarray) -> np.ndarray:
+    """``x * sigmoid(x)`` of a float32 ``x`` into a new array: one native pass reading ``x``
+    (a copy and then a pass in place read and wrote the array twice: a Llama MLP's SiLU of
+    [64, 1376] ~40 us a call for its ~25 us of work)."""
+    out = np.empty(x.shape, _F32)
+    if _post_act_native(SWISH, x, out):
+        return out
+    out[...] = x
+    return swish_in_place(out)
+
+
 def hard_swish_in_place(y: np.ndarray) -> np.ndarray:
     """``y = y * clip(y / 6 + 0.5, 0, 1)`` in place (a fused conv's fresh float output)."""
     if not _post_act_native(HARD_SWISH, y, y):

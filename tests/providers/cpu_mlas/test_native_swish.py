@@ -241,6 +241,21 @@ def test_quick_gelu_matches_onnxruntime(alpha, shape):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=3e-6)
 
 
+@pytest.mark.parametrize("shape, strided", [((64, 1376), False), ((64, 1376), True),
+                                            ((3, 5), False)])
+def test_swish_f32_into_a_new_array(shape, strided):
+    """QuickGelu's SiLU (alpha 1) of float32 x: one native pass into a new array for a
+    contiguous x, a copy then the pass in place for a view or a small x; x is never written."""
+    base = rand(shape[0], 2 * shape[1]) * 4
+    x = base[:, ::2] if strided else np.ascontiguousarray(base[:, :shape[1]])
+    x0 = x.copy()
+    got = elementwise.swish_f32(x)
+    np.testing.assert_array_equal(x, x0)
+    assert got.dtype == np.float32 and got.flags.c_contiguous and got.shape == x.shape
+    exact = x.astype(np.float64) / (1 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("params, code", [((1 / 6, 0.5), HARD_SIGMOID), ((0.2, 0.5), 0),
                                           ((), 0), ((1 / 6, 0.4), 0)])
 def test_hard_sigmoid_is_native_only_with_pytorchs_constants(params, code):
