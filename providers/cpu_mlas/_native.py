@@ -13,7 +13,9 @@ import functools
 import importlib
 import logging
 import os
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,18 @@ def native() -> ModuleType | None:
         return None
     logger.debug("cpu_mlas native kernels loaded: qgemm variant %s", mod.isa())
     return mod
+
+
+def planned_step(kernel: Callable[..., Any]) -> Any | None:
+    """``kernel`` as a native step (``_mlas_native.planned_step``, register_step.cpp): the
+    executor's C loop runs the plan ``kernel`` installs on it (``step.install(plan)``) for the
+    calls that fit it, and ``kernel`` for every other; None without the module's steps."""
+    mod = native()
+    if mod is None or not hasattr(mod, "planned_step"):
+        return None
+    from ._blas import pool  # (_blas imports this module)
+
+    return mod.planned_step(kernel, pool())
 
 
 def threads(intra_op_num_threads: int) -> int:

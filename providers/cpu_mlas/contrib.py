@@ -210,13 +210,9 @@ def _fused_conv_kernel(node: NodeView, conv: Callable[..., np.ndarray]):
     # A channels-last conv whose W and B are constants is a native step: once a call has
     # planned the native conv for its input shape (with or without Z and an input scale),
     # calls that fit that plan run it without this Python (register_step.cpp).
-    nat = native() if conv is _conv_nhwc else None
-    step = None
-    if (nat is not None and hasattr(nat, "planned_step") and packed is not None
-            and (b_info is None or bias_c is not None)):
-        step = nat.planned_step(kernel, _blas.pool())
-        return step
-    return kernel
+    step = (_native.planned_step(kernel) if conv is _conv_nhwc and packed is not None
+            and (b_info is None or bias_c is not None) else None)
+    return step if step is not None else kernel
 
 
 def _install(step, cw, x: np.ndarray, bias: np.ndarray | None, no_z: bool,
@@ -226,7 +222,7 @@ def _install(step, cw, x: np.ndarray, bias: np.ndarray | None, no_z: bool,
     plan = cw.nhwc_plans.get((x.shape, no_z, no_scale))
     found = getattr(plan, "native_for", None)
     nat_plan = found(bias) if found is not None else None
-    if nat_plan is not None and nat_plan is not step.plan:
+    if nat_plan is not None:
         step.install(nat_plan)
 
 

@@ -34,9 +34,8 @@ from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext
 
-from . import _blas
 from ._blas import PackedWeight, intra_threads, matmul, pack_weight, parallel_for, split
-from ._native import native
+from ._native import native, planned_step
 from ._registry import op
 from ._windows import TapGrid, auto_pads, ints, pad_constant, window_view
 
@@ -1018,7 +1017,7 @@ def make_nhwc_max_pool(node: NodeView, ctx: ProviderContext):
                            plan_nhwc(x, np.empty(out_shape, np.float32), *args))
                 call = calls[x.shape] = (out_shape, args, planned)
             if call[2] is not None:
-                if step is not None and step.plan is not call[2]:
+                if step is not None:
                     step.install(call[2])   # (later calls of this shape: without Python)
                 return call[2](x, None, intra_threads())
             y = np.empty(call[0], dtype=np.float32)
@@ -1033,9 +1032,8 @@ def make_nhwc_max_pool(node: NodeView, ctx: ProviderContext):
         (y,) = _max_pool(node, np.moveaxis(x, last, 1), False)
         return np.ascontiguousarray(np.moveaxis(y, 1, last))
 
-    # a native step (register_step.cpp) running the plan of the last shape pooled
-    step = (nat.planned_step(kernel, _blas.pool())
-            if plan_nhwc is not None and hasattr(nat, "planned_step") else None)
+    # a native step running the plan of the last shape pooled
+    step = planned_step(kernel) if plan_nhwc is not None else None
     return step if step is not None else kernel
 
 

@@ -10,16 +10,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from onnxplex import NodeView, ProviderContext
 from onnxplex.graph.limits import check_allocation
 
-from . import _blas
 from ._blas import intra_threads
-from ._native import native
+from ._native import native, planned_step
 from ._np_helpers import (
     as_array,
     const_input,
@@ -247,10 +245,9 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     # per input shape: (x as [n, rows, cols], y's [n, cols, rows], y's shape), or None for
     # numpy's transposed view (worked out once: the shape arithmetic was ~2 us of a call,
     # a tiny CNN's layout transposes take ~3)
+    # float32 ones as a native step (register_step.cpp): the plan of a shape, its 4th part
     shapes: dict[tuple[int, ...], tuple | None] = {}
-    # float32 ones as a native step (register_step.cpp) once a shape has its plan
     make_plan = getattr(nat, "transpose_f32_plan", None)
-    plans: dict[tuple[int, ...], Any] = {}
 
     def kernel(x: np.ndarray) -> np.ndarray:
         # numpy's copy of a transposed view: a channels-last view of a 3-channel image ~180
@@ -265,27 +262,22 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
         plan = shapes.get(shape, False)
         if plan is False:
             plan = _transpose_shapes(shape, perm, kept, k)
+            if plan is not None:
+                plan = (*plan, None if step is None else make_plan(shape, plan[2], *plan[0]))
             if len(shapes) >= 64:   # many input shapes: keep the cache bounded
                 shapes.clear()
             shapes[shape] = plan
         if plan is None:
             return np.transpose(x, perm)
-        x3, y3, out = plan
-        if f32 and step is not None:
-            native_plan = plans.get(shape)
-            if native_plan is None:
-                if len(plans) >= 64:
-                    plans.clear()
-                native_plan = plans[shape] = make_plan(shape, out, *x3)
-            if step.plan is not native_plan:
-                step.install(native_plan)   # (later calls of this shape: without Python)
+        x3, y3, out, native_plan = plan
+        if f32 and native_plan is not None:
+            step.install(native_plan)   # (later calls of this shape: without Python)
             return native_plan(x)
         y = np.empty(y3, dtype=dt)
         (transpose_f32 if f32 else transpose_elems)(x.reshape(x3), y)
         return y.reshape(out)
 
-    step = (nat.planned_step(kernel, _blas.pool())
-            if make_plan is not None and hasattr(nat, "planned_step") else None)
+    step = planned_step(kernel) if make_plan is not None else None
     return step if step is not None else kernel
 
 

@@ -1,7 +1,8 @@
 // x86 vector activations on 8 float lanes (and 16 in AVX-512 translation units), for the
 // recurrent loops (with their register-blocked product) and the Sigmoid op (include only from a
-// translation unit compiled with AVX2 + FMA or wider): vexp.h's exp for the sigmoid and tanh (tanh through exp(-2|x|), an odd
-// polynomial below |x| = 0.0625 where that form loses digits); NaN stays NaN.
+// translation unit compiled with AVX2 + FMA or wider): vexp.h's exp for the sigmoid and tanh
+// (tanh through exp(-2|x|), an odd polynomial below |x| = 0.0625 where that form loses
+// digits); NaN stays NaN.
 #pragma once
 
 #include <immintrin.h>
@@ -97,18 +98,6 @@ void map16_into(const float* x, float* y, size_t n) {
   }
 }
 #endif
-
-template <__m256 (*F)(__m256)>
-void apply(float* x, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, F(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t k = i; k < n; ++k) tail[k - i] = x[k];
-    _mm256_store_ps(tail, F(_mm256_load_ps(tail)));
-    for (size_t k = i; k < n; ++k) x[k] = tail[k - i];
-  }
-}
 
 // The vector type of the recurrent product: 8 floats (AVX2), or 16 (AVX-512, in its
 // translation unit).
@@ -270,18 +259,19 @@ inline void sigmoid_into(const float* x, float* y, size_t n) {
 template <class Wide = Lanes8>
 struct Acts {
   using Matrix = Packed;
-  // the activations as wide as the product (16 lanes halved the LSTM's time in them)
+  // the activations in place, on vectors as wide as the product's (half the instructions at
+  // 16 lanes)
   static void sigmoid(float* x, size_t n) {
 #if defined(__AVX512F__)
     if constexpr (Wide::N == 16) return map16_into<sigmoid_ps>(x, x, n);
 #endif
-    apply<sigmoid_ps>(x, n);
+    map_into<sigmoid_ps>(x, x, n);
   }
   static void tanh(float* x, size_t n) {
 #if defined(__AVX512F__)
     if constexpr (Wide::N == 16) return map16_into<tanh_ps>(x, x, n);
 #endif
-    apply<tanh_ps>(x, n);
+    map_into<tanh_ps>(x, x, n);
   }
   static Packed prepare(const float* m, size_t ld, size_t k, size_t n, size_t rows) {
     return rows >= 2 ? pack<Wide>(m, ld, k, n, rows) : pack<Lanes8>(m, ld, k, n, rows);

@@ -60,46 +60,7 @@ def nchw_reference(xs, w, b, attrs, x, z):
                                 providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("act", list(ACTIVATIONS))
-@pytest.mark.parametrize("case", list(CASES_2D))
-def test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, act, threads):
-    xs, ws, attrs = CASES_2D[case]
-    attrs = {**attrs, **ACTIVATIONS[act]}
-    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
-    # Z (when its case has none) from the output's shape, NCHW
-    y0 = nchw_reference(xs, w, b, attrs, x, None)
-    z = rand(*y0.shape) if case not in ("no_attrs", "valid") else None
-    want = nchw_reference(xs, w, b, attrs, x, z)
-    to_nhwc = (0, 2, 3, 1)
-    m = fused_conv_model("NhwcFusedConv", [xs[0], *xs[2:], xs[1]], w, b,
-                         None if z is None else [z.shape[i] for i in to_nhwc], attrs)
-    so = onnxplex.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = onnxplex.InferenceSession(m.SerializeToString(), so, providers=["cpu_mlas"])
-    feeds = {"x": np.ascontiguousarray(x.transpose(to_nhwc))}
-    if z is not None:
-        feeds["z"] = np.ascontiguousarray(z.transpose(to_nhwc))
-    (got,) = sess.run(None, feeds)
-    fan_in = math.prod(ws[1:])
-    np.testing.assert_allclose(got, want.transpose(to_nhwc), rtol=1e-4,
-                               atol=1e-5 * max(1.0, (fan_in / 9) ** 0.5))
-    # A second run: a conv whose first call planned a native call that computes its whole
-    # output runs it from the executor without Python (a PlannedStep): the same bytes
-    (again,) = sess.run(None, feeds)
-    np.testing.assert_array_equal(again, got)
-    (kernel,) = [st.kernel for st in sess._exec.steps]
-    if type(kernel).__name__ == "PlannedStep":   # (with Z too, when Z is added natively)
-        assert kernel.calls == (0 if kernel.plan is None else 1)
-
-
-@pytest.mark.parametrize("case", ["3x3_pad", "depthwise_s2_dil", "1x1_stride", "groups"])
-def test_nhwc_fused_conv_without_native_kernels(case, numpy_kernels):
-    """ONNXPLEX_MLAS_NATIVE=0: the NCHW numpy paths between two transposes."""
-    test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, "Relu", 1)
-
-
-def _planned_session(case, act, threads, with_z=False):
+def _nhwc_session(case, act, threads, with_z=False):
     """An NhwcFusedConv of a test_nn geometry, activation ``act``, with a Z input or none, in
     a session, and onnxruntime's FusedConv of it in NCHW: (session, NHWC feeds, NHWC
     reference)."""
@@ -121,6 +82,31 @@ def _planned_session(case, act, threads, with_z=False):
     return sess, feeds, want
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
+@pytest.mark.parametrize("case", list(CASES_2D))
+def test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, act, threads):
+    # Z (when its case has none) from the output's shape
+    sess, feeds, want = _nhwc_session(case, act, threads,
+                                      with_z=case not in ("no_attrs", "valid"))
+    (got,) = sess.run(None, feeds)
+    fan_in = math.prod(CASES_2D[case][1][1:])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(1.0, (fan_in / 9) ** 0.5))
+    # A second run: a conv whose first call planned a native call that computes its whole
+    # output runs it from the executor without Python (a PlannedStep): the same bytes
+    (again,) = sess.run(None, feeds)
+    np.testing.assert_array_equal(again, got)
+    (kernel,) = [st.kernel for st in sess._exec.steps]
+    if type(kernel).__name__ == "PlannedStep":   # (with Z too, when Z is added natively)
+        assert kernel.calls == (0 if kernel.plan is None else 1)
+
+
+@pytest.mark.parametrize("case", ["3x3_pad", "depthwise_s2_dil", "1x1_stride", "groups"])
+def test_nhwc_fused_conv_without_native_kernels(case, numpy_kernels):
+    """ONNXPLEX_MLAS_NATIVE=0: the NCHW numpy paths between two transposes."""
+    test_nhwc_fused_conv_matches_onnxruntime_fused_conv(case, "Relu", 1)
+
+
 @pytest.mark.skipif(native() is None, reason="cpu_mlas native extension not built")
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case, act, with_z, planned", [
@@ -138,7 +124,7 @@ def test_planned_conv_steps_run_without_python(case, act, with_z, planned, threa
     output (a clamp fused or none, a Z added in its epilogue), and later calls of that shape
     run it without Python, to the same bytes; any other keeps every call in the Python
     kernel."""
-    sess, feeds, want = _planned_session(case, act, threads, with_z)
+    sess, feeds, want = _nhwc_session(case, act, threads, with_z)
     (step,) = [st.kernel for st in sess._exec.steps]
     assert isinstance(step, native().PlannedStep) and step.plan is None
     (got,) = sess.run(None, feeds)
@@ -158,7 +144,7 @@ def test_planned_step_falls_back_for_what_its_plan_does_not_take():
     another dtype, a strided view, a keyword, an argument past B that is not None; and every
     call once the plan is taken away. install refuses what is not a plan."""
     nat = native()
-    sess, feeds, _ = _planned_session("3x3_pad", "Relu", 1)
+    sess, feeds, _ = _nhwc_session("3x3_pad", "Relu", 1)
     sess.run(None, feeds)
     (st,) = sess._exec.steps
     plan = st.kernel.plan
