@@ -1,6 +1,7 @@
 """The core's folders are its layers, and no module imports from a layer above its own.
 
-    base (_errors, _dtypes, _records, _sparse, _lazy_imports, _version, the native _runloop)
+    base (_errors, _dtypes, _records, _sparse, _lazy_imports, _version, the native _runloop
+      and _mempattern)
       < graph < framework < optimizer < session (and capi) < tools
       < the package itself (onnxplex/__init__, backend, __main__: the public API)
       < plugins (the provider kit onnxplex.testing, the bundled providers' namespace)
@@ -20,7 +21,8 @@ import pytest
 CORE = Path(__file__).resolve().parents[1] / "core" / "onnxplex"
 
 LAYERS = ["base", "graph", "framework", "optimizer", "session", "tools", "api", "plugins"]
-BASE = {"_errors", "_dtypes", "_records", "_sparse", "_lazy_imports", "_version", "_runloop"}
+BASE = {"_errors", "_dtypes", "_records", "_sparse", "_lazy_imports", "_version", "_runloop",
+        "_mempattern"}
 PACKAGES = {"graph": "graph", "framework": "framework", "optimizer": "optimizer",
             "session": "session", "capi": "session", "tools": "tools", "testing": "plugins",
             "providers": "plugins"}

@@ -27,11 +27,9 @@ The library does not tune malloc (``mallopt`` M_MMAP_THRESHOLD / M_TRIM_THRESHOL
 setting would be process-wide, which is the application's call. glibc's dynamic mmap threshold
 serves most models' per-run temporaries from the heap after the first runs (ResNet-18/50,
 MobileNetV2/V3, GoogLeNet, SqueezeNet: no page faults per run in steady state), but not all:
-DenseNet-121's concatenations of growing width take ~2,400 faults a run (~1.2 us each here, a
-BN + ReLU over a fresh 2 MB output 800 us against 190 into reused memory). With
-``MALLOC_TRIM_THRESHOLD_=268435456`` in the environment it takes none. The general fix would be
-a NumPy allocator (NEP 49) that keeps freed blocks for reuse, installed only while a session
-runs (onnxruntime's arena, ``enable_cpu_mem_arena``).
+DenseNet-121's concatenations of growing width took ~2,400 faults a run and Whisper-tiny's
+encoder ~8,000. Sessions now plan their large intermediates instead (memory patterns,
+``onnxplex.framework.mempattern``, onnxruntime's ``enable_mem_pattern``): none there.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from .._errors import (
 from .._records import record
 from .._sparse import SparseTensor
 from ..framework import executor as _executor
+from ..framework import mempattern as _mempattern
 from ..framework.feeds import structured_feed, tensor_feed
 from ..framework.functions import expand_nodes
 from ..framework.partition import PartitionPlan, partition
@@ -784,6 +785,12 @@ class InferenceSession:
                                             thread_name_prefix="onnxplex-interop")
             # the pool's threads go away with the session, not at interpreter exit
             weakref.finalize(self, self._pool.shutdown, wait=False)
+        # onnxruntime's memory patterns (not with the inter-op pool: its threads allocate)
+        self._mem_patterns = (
+            _mempattern.MemoryPatterns(not any(isinstance(d, str) or d is None
+                                               for a in self._inputs for d in a.shape))
+            if self._options.enable_mem_pattern and self._pool is None
+            and _mempattern.available() else None)
         self._serialize_runs = not all(p.concurrent_run_supported for p in active)
         # runs that need no lock, no inter-op pool and find numpy's error state where numpy 2
         # keeps it (see run)
@@ -924,19 +931,29 @@ class InferenceSession:
             # Python call layer here is ~0.1-0.2 us): floating-point warnings off (they are
             # results, as in onnxruntime), the plan's compiled function (the steps in order).
             token = _ERRSTATE_VAR.set(_IGNORE_ALL)
-            try:
-                (plan._runner or plan.runner())(slots)
-            finally:
-                _ERRSTATE_VAR.reset(token)
+            patterns = self._mem_patterns
+            pattern = patterns.pattern(feeds) if patterns is not None and patterns.enabled \
+                else None
+            if pattern is not None and pattern.begin():
+                try:
+                    (plan._runner or plan.runner())(slots)
+                finally:
+                    _ERRSTATE_VAR.reset(token)
+                    patterns.ended(pattern.end())
+            else:
+                try:
+                    (plan._runner or plan.runner())(slots)
+                finally:
+                    _ERRSTATE_VAR.reset(token)
             return [_owned(slots[out_slots[n]], feeds) for n in names]
         t0 = time.perf_counter_ns()
         # Floating-point warnings (overflow to inf, 0/0) are results, as in onnxruntime.
         with np.errstate(all="ignore"):
             if self._serialize_runs:
                 with self._lock:
-                    self._execute(slots, cancelled, record)
+                    self._execute(slots, cancelled, record, feeds)
             else:
-                self._execute(slots, cancelled, record)
+                self._execute(slots, cancelled, record, feeds)
         if record is not None:
             self._profile_event("model_run", "Session", t0, time.perf_counter_ns())
         if self._sparse_outputs:
@@ -945,7 +962,19 @@ class InferenceSession:
                     for n, v in ((n, slots[out_slots[n]]) for n in names)]
         return [_owned(slots[out_slots[n]], feeds) for n in names]
 
-    def _execute(self, slots, cancelled, record) -> None:
+    def _execute(self, slots, cancelled, record, feeds=None) -> None:
+        patterns = self._mem_patterns
+        if patterns is not None and patterns.enabled and feeds is not None:
+            pattern = patterns.pattern(feeds)
+            if pattern.begin():
+                try:
+                    self._execute_limited(slots, cancelled, record)
+                finally:
+                    patterns.ended(pattern.end())
+                return
+        self._execute_limited(slots, cancelled, record)
+
+    def _execute_limited(self, slots, cancelled, record) -> None:
         if self._tensor_limit is not None:
             with tensor_limit(self._tensor_limit):
                 self._execute_checked(slots, cancelled, record)
