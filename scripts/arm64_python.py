@@ -15,10 +15,12 @@ Subcommands (each prints its result on stdout or exits nonzero with a message on
   unpack-wheels WHEELS SITE  unzip every wheel in WHEELS into SITE (a fresh folder), moving
                              ``*.data/purelib`` and ``platlib`` into place; refuses a site
                              holding x86-64 ELF files
-  install-tree REPO SO DEST  lay out onnxplex in DEST (a fresh folder) as its wheel would be,
+  install-tree REPO SO DEST [CORE_SO...]
+                             lay out onnxplex in DEST (a fresh folder) as its wheel would be,
                              from pyproject.toml's ``[tool.scikit-build.wheel.packages]``
                              (``wheel.exclude`` honoured), put the extension module SO next to
-                             the kleidi_sme2 provider's Python files, and write
+                             the kleidi_sme2 provider's Python files (and each CORE_SO in the
+                             onnxplex package itself), and write
                              ``onnxplex-<version>.dist-info`` (METADATA, entry_points.txt,
                              INSTALLER): the providers are found only through entry points
 """
@@ -155,7 +157,7 @@ def _entry_points(project: dict) -> str:
     return "\n".join(out)
 
 
-def install_tree(repo: Path, module: Path, dest: Path) -> Path:
+def install_tree(repo: Path, module: Path, dest: Path, core: tuple[Path, ...] = ()) -> Path:
     config = _pyproject(repo / "pyproject.toml")
     project = config["project"]
     wheel = config.get("tool", {}).get("scikit-build", {}).get("wheel", {})
@@ -179,6 +181,8 @@ def install_tree(repo: Path, module: Path, dest: Path) -> Path:
     if not (dest / MODULE_PACKAGE).is_dir():
         _fail(f"the install tree has no {MODULE_PACKAGE} (wheel.packages changed?)")
     shutil.copy2(module, dest / MODULE_PACKAGE / module.name)
+    for so in core:
+        shutil.copy2(so, dest / "onnxplex" / so.name)
     name = re.sub(r"[-_.]+", "_", project["name"]).lower()
     info = dest / f"{name}-{project['version']}.dist-info"
     info.mkdir()
@@ -200,8 +204,9 @@ def main(argv: list[str]) -> None:
         print(ext_suffix(Path(args[0])))
     elif cmd == "unpack-wheels" and len(args) == 2:
         print("\n".join(unpack_wheels(Path(args[0]), Path(args[1]))))
-    elif cmd == "install-tree" and len(args) == 3:
-        print(install_tree(Path(args[0]), Path(args[1]), Path(args[2])))
+    elif cmd == "install-tree" and len(args) >= 3:
+        print(install_tree(Path(args[0]), Path(args[1]), Path(args[2]),
+                           tuple(Path(a) for a in args[3:])))
     else:
         sys.exit(__doc__)
 

@@ -10,7 +10,7 @@
 #   kleidi_test  (or any executable target of the CMake project in $ARM64_SOURCE_DIR; default: the
 #                repository's top-level project, configured with -DONNXPLEX_BUILD_PYTHON_MODULE=OFF
 #                -DONNXPLEX_BUILD_NATIVE_TESTS=ON)
-#   python       pytest tests/providers/kleidi_sme2 (+ xnnpack_like/test_arm64_kleidi.py) under Debian's aarch64 python3.11 (below)
+#   python       pytest tests/providers/kleidi_sme2 (+ xnnpack_like/test_arm64_kleidi.py, test_mempattern.py) under Debian's aarch64 python3.11 (below)
 # With no target: arm_smoke, plus kleidi_test once tests/native/kleidi_test.cpp exists and the
 # top-level CMakeLists.txt builds it.
 #
@@ -64,7 +64,7 @@
 #        cd <repo> && env -i PYTHONHOME=<sysroot>/usr PYTHONPATH=<install>:<site> PYTHONNOUSERSITE=1
 #          PYTHONPYCACHEPREFIX=<cache>/python/pycache ONNXPLEX_KLEIDI_EXPECT=<level> ...
 #          qemu-aarch64 -L <sysroot> -cpu <cpu> <sysroot>/usr/bin/python3.11 -m pytest
-#          -p no:cacheprovider tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py
+#          -p no:cacheprovider tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py tests/test_mempattern.py
 #      with nothing forcing a Kleidi variant. Deselected: test_kernels.py's
 #      test_native_kleidi_test_executable (it would build and run an x86 kleidi_test with the
 #      host's cmake; the native targets cover kleidi_test on every CPU). Skipped there, 16 of the
@@ -117,7 +117,7 @@ PY_DEBS=(python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libpython
   libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libcom-err2 libkeyutils1)
 # the kleidi_sme2 suite, and xnnpack_like's Arm test (its eligible nodes on the selected Kleidi
 # variants; the rest of xnnpack_like's suite asserts the x86 own path)
-PY_TESTS=(tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py)
+PY_TESTS=(tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py tests/test_mempattern.py)
 PY_DESELECT=tests/providers/kleidi_sme2/test_kernels.py::test_native_kleidi_test_executable
 PY_CONFIGS=${ARM64_PY_CONFIGS:-sme2-vl512 i8mm-nosme neon-a72}
 HOST_PYTHON=${ARM64_HOST_PYTHON:-python3}
@@ -512,6 +512,16 @@ build_python_module() { # 4c -> sets MODULE
   [ -n "$mlas" ] || die "_mlas_native: built, but no _mlas_native$ext in $build"
   check_elf "$mlas"
   log "build: _mlas_native (build check) done in $(elapsed "$start") s"
+  # the core's memory patterns (installed: tests/test_mempattern.py runs on every CPU)
+  cmake --build "$build" --target _mempattern -j "$JOBS" >"$CACHE/logs/mempattern.build.log" 2>&1 || {
+    cat "$CACHE/logs/mempattern.build.log" >&2
+    die "_mempattern: aarch64 build failed"
+  }
+  # (CMake's Python_add_library names it _mempattern.so here: no SOABI from the host's
+  # interpreter when cross-compiling; CPython imports that name too)
+  MEMPATTERN=$(find "$build" -type f -name "_mempattern*.so" -not -path '*/CMakeFiles/*' | head -n1)
+  [ -n "$MEMPATTERN" ] || die "_mempattern: built, but no _mempattern*.so in $build"
+  check_elf "$MEMPATTERN"
 }
 
 check_loader() { # 4e: every aarch64 .so resolves its libraries in the sysroot
@@ -537,7 +547,7 @@ prepare_python() { # 4a-f -> sets PY_CASE_DIR
   ensure_sysroot
   ensure_site
   build_python_module
-  "$HOST_PYTHON" "$HELPER" install-tree "$REPO" "$MODULE" "$PYDIR/install" >/dev/null
+  "$HOST_PYTHON" "$HELPER" install-tree "$REPO" "$MODULE" "$PYDIR/install" "$MEMPATTERN" >/dev/null
   log "python: install tree ${PYDIR#"$REPO"/}/install (onnxplex + dist-info with entry points)"
   check_loader
   if [ "$("$HOST_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$PY_VERSION" ]; then
