@@ -203,6 +203,36 @@ def test_shape_inference_without_copying_large_weights(weight_is_input, copied, 
     np.testing.assert_allclose(sess.run(None, feeds)[0], (x @ w).reshape(-1, 2, w.shape[1] // 2))
 
 
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_shape_inference_of_a_model_in_memory_gets_it_without_its_weights(as_bytes, monkeypatch):
+    """A model given as bytes or a ModelProto with a few hundred KB of weights: onnx's
+    inference (which serializes what it gets and whose result is parsed back) sees the graph
+    with its weights declared only, and the session still has them."""
+    import onnx.shape_inference
+    from onnx import numpy_helper
+
+    seen: list[int] = []
+    real = onnx.shape_inference.infer_shapes
+
+    def spy(model, *args, **kwargs):
+        seen.append(len(model) if isinstance(model, bytes) else model.ByteSize())
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", spy)
+    w = np.arange(256 * 256, dtype=np.float32).reshape(256, 256) / 1e4   # 256 KB
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 256])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    sess = onnxplex.InferenceSession(proto.SerializeToString() if as_bytes else proto)
+    assert seen and max(seen) < 16 << 10   # (the weight alone is 256 KB)
+    assert sess.get_outputs()[0].shape == ["n", 256]
+    x = np.ones((2, 256), np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], np.maximum(x @ w, 0), rtol=1e-5)
+
+
 def test_value_types_read_as_onnx_ir_reads_them():
     """load's own reading of ``value_info`` (_graph._deserialize) gives each value the type
     and shape onnx-ir's deserializer gives it: static, symbolic and unknown dims, no shape,
