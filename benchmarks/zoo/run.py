@@ -21,7 +21,11 @@ with the same number of threads, and:
   median latency of each (a model whose runs are slow gets fewer, at least 3, to fit
   ``--budget`` seconds per engine);
 * at the first thread count, times session creation: the median of ``--creations`` creations
-  per engine, alternating (OpenVINO's is its ``compile_model``).
+  per engine, alternating (OpenVINO's is its ``compile_model``);
+* measures each engine's peak memory at the first thread count, each in a fresh process of
+  its own (the parent's: ``--_peak``): the process's peak resident size (Linux ``VmHWM``)
+  after importing the engine, creating the session and running it once on the example
+  inputs; ``--no-memory`` leaves it out.
 
 ``--providers`` names one onnxplex configuration (comma-separated providers, e.g.
 ``xnnpack_like,cpu_mlas``); repeat it for several, each gets its own columns. The default is
@@ -218,6 +222,66 @@ def _creation_times(path: str, threads: int, configs: list[str], creations: int,
     return peers.median_creation_times(makers, creations)
 
 
+def _vm_hwm_mib() -> float | None:
+    """This process's peak resident size (``VmHWM``; getrusage's ``ru_maxrss`` keeps the
+    parent's across exec), None where /proc has no such line."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def _peak_child(path: Path, engine: str, threads: int) -> dict:
+    """In a fresh process: import ``engine`` (onnxruntime, OpenVINO or ``onnxplex[config]``),
+    create its session, run it once; the peak resident MiB after the import and at the end."""
+    name = path.name[: -len(".onnx")]
+    npz = np.load(path.with_name(f"{name}.inputs.npz"))
+    data = {k: npz[k] for k in npz.files}
+    if engine == "onnxruntime":
+        import onnxruntime  # noqa: F401
+
+        base = _vm_hwm_mib()
+        sess = _ort_session(str(path), threads)
+        sess.run(None, {i.name: data[i.name] for i in sess.get_inputs()})
+    elif engine == OV:
+        peers.load_openvino(say=False)
+        base = _vm_hwm_mib()
+        peer = peers.OpenVinoPeer(str(path), threads)
+        peer.run({p.get_any_name(): data[p.get_any_name()] for p in peer.compiled.inputs})
+    else:
+        import onnxplex  # noqa: F401
+
+        base = _vm_hwm_mib()
+        sess = _plex_session(str(path), threads, engine[len("onnxplex["):-1])
+        sess.run(None, {i.name: data[i.name] for i in sess.get_inputs()})
+    return {"import_mib": base, "peak_mib": _vm_hwm_mib()}
+
+
+def peak_memory(path: Path, engines: list[str], threads: int, timeout: float) -> dict:
+    """engine -> its :func:`_peak_child` result, or ``{"error": ...}``; each in a fresh
+    process (a peak is a process's, so one engine per process)."""
+    root = Path(__file__).resolve().parents[2]
+    out: dict = {}
+    for engine in engines:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = Path(tmp, "peak.json")
+            cmd = [sys.executable, "-m", "benchmarks.zoo.run", "--_child", str(path),
+                   "--_result", str(result), "--_peak", engine, "--threads", str(threads)]
+            try:
+                proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+                                      timeout=timeout)
+                out[engine] = json.loads(result.read_text()) if result.exists() else {
+                    "error": f"exit {proc.returncode}: "
+                             + " | ".join((proc.stderr or "").strip().splitlines()[-2:])}
+            except subprocess.TimeoutExpired:
+                out[engine] = {"error": f"timed out after {timeout} s"}
+    return out
+
+
 def run_model(path: Path, threads_list: list[int], configs: list[str], runs: int, warmups: int,
               creations: int, budget: float) -> dict:
     """Everything measured for one model (runs in the calling process)."""
@@ -343,6 +407,11 @@ def report(rows: list[dict], threads_list: list[int], configs: list[str], args) 
             head += [f"plex/ort{short[k]} @{t}", f"plex/ov{short[k]} @{t}"]
     for k in keys:
         head += [f"create plex/ort{short[k]}", f"create plex/ov{short[k]}"]
+    memory = any("peak" in r for r in rows)
+    if memory:
+        for k in keys:
+            head += [f"peak MiB plex{short[k]}", f"peak plex/ort{short[k]}",
+                     f"peak plex/ov{short[k]}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios: dict[str, list[float]] = {h: [] for h in head}
     notes: list[str] = []
@@ -383,6 +452,16 @@ def report(rows: list[dict], threads_list: list[int], configs: list[str], args) 
         for k in keys:
             cells.append(ratio_cell(f"create plex/ort{short[k]}", cre, k, "onnxruntime"))
             cells.append(ratio_cell(f"create plex/ov{short[k]}", cre, k, OV))
+        if memory:
+            peaks = {e: v["peak_mib"] for e, v in r.get("peak", {}).items()
+                     if v.get("peak_mib")}
+            for e, v in r.get("peak", {}).items():
+                if v.get("error"):
+                    notes.append(f"- {r['name']}: peak memory of {e}: {v['error']}")
+            for k in keys:
+                cells.append(_fmt(peaks.get(k), ".0f") if k not in reference else "ref")
+                cells.append(ratio_cell(f"peak plex/ort{short[k]}", peaks, k, "onnxruntime"))
+                cells.append(ratio_cell(f"peak plex/ov{short[k]}", peaks, k, OV))
         lines.append("| " + " | ".join(cells) + " |")
         for what, err in errors.items():
             notes.append(f"- {r['name']}: {what}: {err.splitlines()[0] if err else ''}")
@@ -390,7 +469,7 @@ def report(rows: list[dict], threads_list: list[int], configs: list[str], args) 
             notes.append(f"- {r['name']}: {k} mismatch: {problem}")
     gm = ["**geomean**", "", ""]
     for h in head[3:]:
-        gm.append("" if h.startswith("ort ms") else _fmt(_geomean(ratios[h])))
+        gm.append("" if h.startswith(("ort ms", "peak MiB")) else _fmt(_geomean(ratios[h])))
     lines.append("| " + " | ".join(gm) + " |")
     n_ok = sum(1 for r in rows if all(
         r.get("threads", {}).get(str(threads_list[0]), {}).get("match", {}).get(k) for k in keys))
@@ -402,7 +481,10 @@ def report(rows: list[dict], threads_list: list[int], configs: list[str], args) 
     out = [
         f"Model zoo: onnxplex / onnxruntime (CPUExecutionProvider) and onnxplex / OpenVINO, "
         f"median latency of {args.runs} alternating runs after {args.warmups} warmups; threads "
-        f"{','.join(map(str, threads_list))}; creation: median of {args.creations}. Below 1 is "
+        f"{','.join(map(str, threads_list))}; creation: median of {args.creations}"
+        + ("; peak: each engine's peak resident MiB (VmHWM) in a fresh process of its own "
+           f"(import, create, one run; {threads_list[0]} thread(s))" if memory else "")
+        + ". Below 1 is "
         f"faster. Outputs match onnxruntime (rtol {RTOL}, atol {ATOL}, and the largest "
         f"difference within {RTOL} of the output's largest value) on {n_ok} of "
         f"{len(rows)} models; {ov_text}. onnxplex providers: {' | '.join(configs)}."
@@ -421,6 +503,13 @@ def report(rows: list[dict], threads_list: list[int], configs: list[str], args) 
 
 def _child_main(args) -> int:
     threads = [int(t) for t in args.threads.split(",")]
+    if args._peak:
+        try:
+            row = _peak_child(Path(args._child), args._peak, threads[0])
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            row = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        Path(args._result).write_text(json.dumps(row))
+        return 0
     try:
         row = run_model(Path(args._child), threads, args.providers, args.runs, args.warmups,
                         args.creations, args.budget)
@@ -459,7 +548,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="zoo_results", help="writes PREFIX.md and PREFIX.json")
     ap.add_argument("--readme", type=Path, default=None,
                     help="README whose block between the zoo markers gets the table")
+    ap.add_argument("--no-memory", dest="memory", action="store_false",
+                    help="leave out the peak-memory processes")
     ap.add_argument("--_child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_peak", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--_result", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.providers = args.providers or [DEFAULT_CONFIG]
@@ -497,6 +589,13 @@ def main(argv: list[str] | None = None) -> int:
                         "child": f"exit {proc.returncode}: " + " | ".join(tail)}}
             except subprocess.TimeoutExpired:
                 row = {"name": name, "errors": {"child": f"timed out after {args.timeout} s"}}
+        if args.memory and "threads" in row:
+            engines = ["onnxruntime"] + [f"onnxplex[{c}]" for c in args.providers
+                                         if not is_reference(c)]
+            if row.get("openvino"):
+                engines.append(OV)
+            row["peak"] = peak_memory(path, engines, threads[0], args.timeout)
+            row["peak_threads"] = threads[0]
         row["wall_s"] = round(time.perf_counter() - t0, 1)
         rows.append(row)
         summary = []
