@@ -371,3 +371,63 @@ def test_bound_gemm_plan_is_the_gemm_call(m, k, n, bias, lo):
         plan(np.zeros((1, k + 1), np.float32), 1)
     with pytest.raises(ValueError, match="bias must have"):
         _blas.gemm_plan(w, np.zeros(n + 1, np.float32))
+
+
+# --------------------------------------------------------------------------------------------
+# Equal weights packed once per session build
+# --------------------------------------------------------------------------------------------
+
+def _two_matmuls(w1: np.ndarray, w2: np.ndarray) -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", w1.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", w2.shape[1]])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+class _CountingPacks:
+    """The native module with its B packer counted."""
+
+    def __init__(self, nat):
+        self._nat, self.calls = nat, 0
+
+    def sgemm_pack_b(self, w, **kw):
+        self.calls += 1
+        return self._nat.sgemm_pack_b(w, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._nat, name)
+
+
+@pytest.mark.skipif(_blas._sgemm_module() is None, reason="no vector sgemm on this CPU")
+@pytest.mark.parametrize("same", [True, False])
+def test_equal_weights_of_two_layers_are_packed_once(same, monkeypatch):
+    """Two layers whose weights are equal but separate initializers (ALBERT's shared layers,
+    tied weights) share one packing; weights that only agree where the lookup samples them
+    (every quarter row and column) stay apart, and each layer computes with its own."""
+    import onnxplex
+
+    rng = np.random.default_rng(7)
+    n = 256   # 65,536 elements: at the sharing threshold
+    w1 = rng.standard_normal((n, n)).astype(np.float32) / 16
+    w2 = w1.copy()
+    if not same:
+        w2[1::4, 1::4] += 1.0   # off the sampled rows and columns: found only by comparing
+    counting = _CountingPacks(_blas._sgemm_module())
+    monkeypatch.setattr(_blas, "_sgemm_module", lambda: counting)
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = onnxplex.InferenceSession(_two_matmuls(w1, w2), so)
+    assert counting.calls == (1 if same else 2)
+    x = rng.standard_normal((16, n)).astype(np.float32)
+    want = np.maximum(x.astype(np.float64) @ w1, 0) @ w2.astype(np.float64)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+    # outside a build nothing is shared (nor kept)
+    before = counting.calls
+    _blas.pack_weight(w1)
+    _blas.pack_weight(w1)
+    assert counting.calls == before + 2
