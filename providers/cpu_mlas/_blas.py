@@ -47,8 +47,6 @@ from typing import Any
 
 import numpy as np
 
-from onnxplex.graph.model import build_cache
-
 from ._native import native
 
 logger = logging.getLogger(__name__)
@@ -342,36 +340,13 @@ class PackedWeight:
 
 def pack_weight(w: np.ndarray, left: bool = False) -> PackedWeight | None:
     """``w`` (2-D float32, any strides) packed for :func:`gemm`, or None when the native
-    GEMM is not available (the caller keeps its numpy path).
-
-    While a session is built, a weight of :data:`_SHARE_MIN_ELEMENTS` or more equal to one
-    packed before in the build gets that packing: models whose layers share their weights
-    (ALBERT: one layer's weights for all; tied embeddings) or repeat them, each layer's kernel
-    packing its own copy, held that many copies for the session's life. Equal means equal
-    values (``np.array_equal``), found among the earlier weights of its shape whose sampled
-    elements match; the arrays compared are the build's (:func:`build_cache`), not kept."""
+    GEMM is not available (the caller keeps its numpy path)."""
     nat = _sgemm_module()
     if nat is None or w.ndim != 2 or w.dtype != np.float32 or 0 in w.shape:
         return None
-    shared = build_cache("cpu_mlas.pack_weight") if w.size >= _SHARE_MIN_ELEMENTS else None
-    key = None
-    if shared is not None:
-        rows, cols = w.shape
-        key = (left, w.shape, w[::max(1, rows // 4), ::max(1, cols // 4)].tobytes())
-        for source, done in shared.get(key, ()):
-            if source is w or np.array_equal(source, w):
-                return done
     pack = nat.sgemm_pack_a if left else nat.sgemm_pack_b
-    packed = PackedWeight(pack(w, threads=_POOL.size), (int(w.shape[0]), int(w.shape[1])),
-                          left)
-    if shared is not None:
-        shared.setdefault(key, []).append((w, packed))
-    return packed
-
-
-_SHARE_MIN_ELEMENTS = 1 << 16
-"""Weights below this many elements are packed without looking for an equal one (cheap to
-pack, and small models have many)."""
+    packed = pack(w, threads=_POOL.size)
+    return PackedWeight(packed, (int(w.shape[0]), int(w.shape[1])), left)
 
 
 def gemm(x: np.ndarray, w: PackedWeight, out: np.ndarray | None = None,

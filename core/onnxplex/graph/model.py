@@ -693,27 +693,15 @@ def sharing_small_arrays() -> Iterator[None]:
     fusions and the kernels' packing each ask for them, and a QDQ ResNet-50 read its 26 MB of
     weights four times over (25 ms of its creation, mostly the page faults of fresh
     arrays)."""
-    global _SMALL, _FILE_READS, _BUILD
+    global _SMALL, _FILE_READS
     outer = _SMALL
     if outer is None:
-        _SMALL, _FILE_READS, _BUILD = {}, collections.OrderedDict(), {}
+        _SMALL, _FILE_READS = {}, collections.OrderedDict()
     try:
         yield
     finally:
         if outer is None:
-            _SMALL = _FILE_READS = _BUILD = None
-
-
-_BUILD: dict[str, dict] | None = None
-
-
-def build_cache(owner: str) -> dict | None:
-    """A dict ``owner`` (a provider, a module) may fill while sessions are being built, for what
-    only the build needs: it is shared by the builds under way and dropped when the last one
-    ends (see :func:`sharing_small_arrays`), so what it holds (the arrays a provider packed
-    its weights from, say) is not kept for the sessions' lives. None outside a build."""
-    caches = _BUILD
-    return None if caches is None else caches.setdefault(owner, {})
+            _SMALL = _FILE_READS = None
 
 
 def _readonly_array(tensor: ir.TensorProtocol) -> np.ndarray:
