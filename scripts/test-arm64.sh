@@ -512,16 +512,23 @@ build_python_module() { # 4c -> sets MODULE
   [ -n "$mlas" ] || die "_mlas_native: built, but no _mlas_native$ext in $build"
   check_elf "$mlas"
   log "build: _mlas_native (build check) done in $(elapsed "$start") s"
-  # the core's memory patterns (installed: tests/test_mempattern.py runs on every CPU)
-  cmake --build "$build" --target _mempattern -j "$JOBS" >"$CACHE/logs/mempattern.build.log" 2>&1 || {
-    cat "$CACHE/logs/mempattern.build.log" >&2
-    die "_mempattern: aarch64 build failed"
-  }
-  # (CMake's Python_add_library names it _mempattern.so here: no SOABI from the host's
-  # interpreter when cross-compiling; CPython imports that name too)
-  MEMPATTERN=$(find "$build" -type f -name "_mempattern*.so" -not -path '*/CMakeFiles/*' | head -n1)
-  [ -n "$MEMPATTERN" ] || die "_mempattern: built, but no _mempattern*.so in $build"
-  check_elf "$MEMPATTERN"
+  # the core's native modules, installed beside onnxplex: the executor's C loop (every
+  # session the tests run goes through it) and the memory patterns (tests/test_mempattern.py)
+  CORE_MODULES=()
+  local core_target so
+  for core_target in _runloop _mempattern; do
+    cmake --build "$build" --target "$core_target" -j "$JOBS" \
+      >"$CACHE/logs/$core_target.build.log" 2>&1 || {
+      cat "$CACHE/logs/$core_target.build.log" >&2
+      die "$core_target: aarch64 build failed"
+    }
+    # (CMake's Python_add_library names it <target>.so here: no SOABI from the host's
+    # interpreter when cross-compiling; CPython imports that name too)
+    so=$(find "$build" -type f -name "$core_target*.so" -not -path '*/CMakeFiles/*' | head -n1)
+    [ -n "$so" ] || die "$core_target: built, but no $core_target*.so in $build"
+    check_elf "$so"
+    CORE_MODULES+=("$so")
+  done
 }
 
 check_loader() { # 4e: every aarch64 .so resolves its libraries in the sysroot
@@ -547,7 +554,7 @@ prepare_python() { # 4a-f -> sets PY_CASE_DIR
   ensure_sysroot
   ensure_site
   build_python_module
-  "$HOST_PYTHON" "$HELPER" install-tree "$REPO" "$MODULE" "$PYDIR/install" "$MEMPATTERN" >/dev/null
+  "$HOST_PYTHON" "$HELPER" install-tree "$REPO" "$MODULE" "$PYDIR/install" "${CORE_MODULES[@]}" >/dev/null
   log "python: install tree ${PYDIR#"$REPO"/}/install (onnxplex + dist-info with entry points)"
   check_loader
   if [ "$("$HOST_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$PY_VERSION" ]; then

@@ -58,6 +58,29 @@ def test_runs_on_aarch64_with_nothing_forced():
     assert _kleidi.cpu_features()["arch"] == "aarch64"
 
 
+def test_the_cores_native_modules_run_here():
+    """The executor's C loop and the memory patterns are the aarch64 builds, so every session
+    these tests run goes through them (a failed import would fall back to Python silently)."""
+    from onnxplex.framework import executor, mempattern
+
+    assert executor._runloop is not None and mempattern.available()
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = 1
+    g = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["y"]), helper.make_node("Relu", ["y"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 65536])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 65536])])
+    sess = onnxplex.InferenceSession(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
+        so)
+    x = np.linspace(-1, 1, 4 * 65536, dtype=np.float32).reshape(4, 65536)
+    for _ in range(4):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(-x, 0))
+    assert type(sess._exec.runner()).__module__ == "onnxplex._runloop"
+    (stats,) = sess._mem_patterns.stats()
+    assert stats["state"] == "planned" and stats["hits"] > 0
+
+
 def test_available_without_forcing():
     from onnxplex.providers.kleidi_sme2._provider import KleidiSme2Provider
 
