@@ -67,8 +67,11 @@
 #          -p no:cacheprovider tests/providers/kleidi_sme2 tests/providers/xnnpack_like/test_arm64_kleidi.py tests/test_mempattern.py
 #      with nothing forcing a Kleidi variant. Deselected: test_kernels.py's
 #      test_native_kleidi_test_executable (it would build and run an x86 kleidi_test with the
-#      host's cmake; the native targets cover kleidi_test on every CPU). Skipped there, 16 of the
-#      160 selected at the time of writing (the same on all three CPUs): 9 onnxruntime-oracle
+#      host's cmake; the native targets cover kleidi_test on every CPU). The install holds the
+#      aarch64 builds of _kleidi and of the core's _runloop (the executor's C loop) and
+#      _mempattern; cpu_mlas's _mlas_native is only compiled and linked (a build check: its
+#      tests compare with onnxruntime, which the site lacks). Skipped there, 16 of the
+#      173 selected at the time of writing (the same on all three CPUs): 9 onnxruntime-oracle
 #      comparisons (importorskip: the site has no onnxruntime; test_matmulnbits_mlp skips only its
 #      final oracle check, after its cpu_mlas comparison ran), the 2 tests of
 #      test_quantized_transformer.py that quantize with onnxruntime, 1 x86-only test
