@@ -104,6 +104,21 @@ void release_buffer(Shared* s) {   // (mu held)
   }
 }
 
+// A recorded block freed (or resized): its request's death in the recording (mu held).
+void note_freed(void* ptr) {
+  auto it = recorded.find(ptr);
+  if (it == recorded.end()) return;
+  auto [s, k] = it->second;
+  s->died[k] = s->event++;
+  recorded.erase(it);
+}
+
+// The blocks s recorded and still alive: no longer followed (mu held).
+void forget_recorded(const Shared* s) {
+  for (auto it = recorded.begin(); it != recorded.end();)
+    it = it->second.first == s ? recorded.erase(it) : std::next(it);
+}
+
 // The owner of ptr if it lies in a Pattern's buffer (mu held).
 Shared* owner_of(void* ptr) {
   if (buffers.empty()) return nullptr;
@@ -285,14 +300,7 @@ void h_free(void*, void* ptr, size_t size) {
       drop_block(s, ptr);
       return;
     }
-    if (!recorded.empty()) {
-      auto it = recorded.find(ptr);
-      if (it != recorded.end()) {
-        auto [s, k] = it->second;
-        s->died[k] = s->event++;
-        recorded.erase(it);
-      }
-    }
+    note_freed(ptr);
   }
   defaults.free(defaults.ctx, ptr, size);
 }
@@ -312,12 +320,7 @@ void* h_realloc(void*, void* ptr, size_t new_size) {
       drop_block(s, ptr);
       return p;
     }
-    auto it = recorded.find(ptr);
-    if (it != recorded.end()) {   // (a recorded block resized: its slot counts as freed)
-      auto [s, k] = it->second;
-      s->died[k] = s->event++;
-      recorded.erase(it);
-    }
+    note_freed(ptr);   // (a recorded block resized: its request counts as freed)
   }
   return defaults.realloc(defaults.ctx, ptr, new_size);
 }
@@ -346,8 +349,7 @@ PyObject* Pattern_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
 void Pattern_dealloc(Pattern* self) {
   if (Shared* s = self->shared) {
     std::lock_guard<std::mutex> lock(mu);
-    for (auto it = recorded.begin(); it != recorded.end();)
-      it = it->second.first == s ? recorded.erase(it) : std::next(it);
+    forget_recorded(s);
     if (s->live.empty()) {
       release_buffer(s);
       delete s;
@@ -394,41 +396,31 @@ PyObject* Pattern_begin(Pattern* self, PyObject*) {
   Py_RETURN_TRUE;
 }
 
-// end() -> bool: whether the pattern may still serve later runs (False: it is off for good).
-PyObject* Pattern_end(Pattern* self, PyObject*) {
-  Shared* s = self->shared;
-  if (self->saved == nullptr) return PyBool_FromLong(s->state != State::Off);
-  current = self->outer;
-  PyObject* prev = set_handler(self->saved);
-  Py_CLEAR(self->saved);
-  Py_XDECREF(prev);
-  std::lock_guard<std::mutex> lock(mu);
+// After a run (mu held): a recording becomes the plan (or the pattern turns off); a planned
+// run that strayed from its plan has the pattern record again, a bounded number of times.
+void finish_run(Shared* s) {
   s->active = false;
   if (s->state == State::Record) {
-    for (auto it = recorded.begin(); it != recorded.end();)   // alive at the end: unplanned
-      it = it->second.first == s ? recorded.erase(it) : std::next(it);
+    forget_recorded(s);   // (alive at the end: unplanned)
     ++s->recordings;
     if (!s->live.empty()) {   // blocks of an older plan still out: keep that buffer
       s->state = s->recordings < kMaxRecordings ? State::Record : State::Off;
-      if (prev == nullptr) return nullptr;
-      return PyBool_FromLong(s->state != State::Off);
+      return;
     }
     release_buffer(s);
     plan(s);
-    bool any = std::any_of(s->offsets.begin(), s->offsets.end(),
-                           [](int64_t o) { return o >= 0; });
-    if (!any || s->total == 0) {
+    if (s->total == 0) {   // (nothing planned)
       s->state = State::Off;
-    } else {
-      s->base = static_cast<char*>(std::aligned_alloc(4096, round_up(s->total, 4096)));
-      if (s->base == nullptr) {
-        s->state = State::Off;
-        s->total = 0;
-      } else {
-        buffers[reinterpret_cast<uintptr_t>(s->base)] = s;
-        s->state = State::Planned;
-      }
+      return;
     }
+    s->base = static_cast<char*>(std::aligned_alloc(4096, round_up(s->total, 4096)));
+    if (s->base == nullptr) {
+      s->state = State::Off;
+      s->total = 0;
+      return;
+    }
+    buffers[reinterpret_cast<uintptr_t>(s->base)] = s;
+    s->state = State::Planned;
   } else if (s->state == State::Planned) {
     ++s->runs_planned;
     s->misses_total += s->misses;
@@ -437,8 +429,27 @@ PyObject* Pattern_end(Pattern* self, PyObject*) {
     if (s->misses || s->next != s->offsets.size())
       s->state = s->recordings < kMaxRecordings ? State::Record : State::Off;
   }
-  if (prev == nullptr) return nullptr;
-  return PyBool_FromLong(s->state != State::Off);
+}
+
+// end() -> bool: whether the pattern may still serve later runs (False: it is off for good).
+PyObject* Pattern_end(Pattern* self, PyObject*) {
+  Shared* s = self->shared;
+  PyObject* prev = nullptr;
+  bool ran = self->saved != nullptr;
+  if (ran) {
+    current = self->outer;
+    prev = set_handler(self->saved);
+    Py_CLEAR(self->saved);
+  }
+  bool on;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ran) finish_run(s);
+    on = s->state != State::Off;
+  }
+  if (ran && prev == nullptr) return nullptr;
+  Py_XDECREF(prev);
+  return PyBool_FromLong(on);
 }
 
 PyObject* Pattern_stats(Pattern* self, PyObject*) {

@@ -40,31 +40,34 @@ def available() -> bool:
 
 
 class MemoryPatterns:
-    """A session's patterns by input shapes. ``pattern(feeds)`` gives the one for these
-    feeds' shapes (made on first sight), or None when patterns are off for the session: its
-    inputs have static shapes and a recorded run had nothing large to plan."""
+    """A session's patterns by input shapes: ``begin(feeds)`` before a run gives the pattern
+    that now takes the thread's large allocations (made on first sight of these shapes), or
+    None; ``end(pattern)`` after it. Patterns turn off for the whole session when its inputs
+    have static shapes and a recorded run had nothing large to plan."""
 
-    __slots__ = ("_by_key", "_static", "enabled")
+    __slots__ = ("_by_key", "_static", "_enabled")
 
     def __init__(self, static_inputs: bool) -> None:
         self._by_key: dict[tuple, Any] = {}
         self._static = static_inputs
-        self.enabled = True
+        self._enabled = True
 
-    def pattern(self, feeds: Mapping[str, Any]) -> Any:
+    def begin(self, feeds: Mapping[str, Any]) -> Any:
+        if not self._enabled:
+            return None
         key = tuple([getattr(v, "shape", None) for v in feeds.values()])
         found = self._by_key.get(key)
         if found is None:
             if len(self._by_key) >= _MAX_SHAPES:
                 del self._by_key[next(iter(self._by_key))]   # (the oldest shapes)
             found = self._by_key[key] = _mempattern.Pattern()
-        return found
+        return found if found.begin() else None
 
-    def ended(self, still_on: bool) -> None:
-        """After ``pattern.end()`` returned ``still_on``: a pattern that turned itself off
+    def end(self, pattern: Any) -> None:
+        """After the run ``begin`` gave ``pattern`` for: a pattern that turned itself off
         turns the session's off when no other input shapes can come."""
-        if not still_on and self._static:
-            self.enabled = False
+        if not pattern.end() and self._static:
+            self._enabled = False
 
     def stats(self) -> list[dict[str, Any]]:
         """Each pattern's counters (state, requests recorded, planned, buffer bytes, hits,

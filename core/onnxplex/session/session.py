@@ -932,19 +932,13 @@ class InferenceSession:
             # results, as in onnxruntime), the plan's compiled function (the steps in order).
             token = _ERRSTATE_VAR.set(_IGNORE_ALL)
             patterns = self._mem_patterns
-            pattern = patterns.pattern(feeds) if patterns is not None and patterns.enabled \
-                else None
-            if pattern is not None and pattern.begin():
-                try:
-                    (plan._runner or plan.runner())(slots)
-                finally:
-                    _ERRSTATE_VAR.reset(token)
-                    patterns.ended(pattern.end())
-            else:
-                try:
-                    (plan._runner or plan.runner())(slots)
-                finally:
-                    _ERRSTATE_VAR.reset(token)
+            pattern = patterns.begin(feeds) if patterns is not None else None
+            try:
+                (plan._runner or plan.runner())(slots)
+            finally:
+                _ERRSTATE_VAR.reset(token)
+                if pattern is not None:
+                    patterns.end(pattern)
             return [_owned(slots[out_slots[n]], feeds) for n in names]
         t0 = time.perf_counter_ns()
         # Floating-point warnings (overflow to inf, 0/0) are results, as in onnxruntime.
@@ -964,15 +958,12 @@ class InferenceSession:
 
     def _execute(self, slots, cancelled, record, feeds=None) -> None:
         patterns = self._mem_patterns
-        if patterns is not None and patterns.enabled and feeds is not None:
-            pattern = patterns.pattern(feeds)
-            if pattern.begin():
-                try:
-                    self._execute_limited(slots, cancelled, record)
-                finally:
-                    patterns.ended(pattern.end())
-                return
-        self._execute_limited(slots, cancelled, record)
+        pattern = patterns.begin(feeds) if patterns is not None and feeds is not None else None
+        try:
+            self._execute_limited(slots, cancelled, record)
+        finally:
+            if pattern is not None:
+                patterns.end(pattern)
 
     def _execute_limited(self, slots, cancelled, record) -> None:
         if self._tensor_limit is not None:
