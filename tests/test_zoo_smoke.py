@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import onnxplex  # noqa: E402
 from benchmarks.zoo import build, models, run  # noqa: E402
 
-SMOKE = ["tiny_cnn", "gru_bi", "lstm_bi"]
+SMOKE = ["tiny_cnn", "gru_bi", "lstm_bi", "unet"]
 
 
 def test_registry_is_complete():
-    assert len(models.REGISTRY) >= 36   # the README's zoo table: 36 architectures
+    assert len(models.REGISTRY) >= 51   # the README's zoo table: 51 architectures
     for entry in models.REGISTRY.values():
         assert entry.exporter in ("dynamo", "torchscript")
         assert entry.outputs

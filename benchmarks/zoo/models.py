@@ -26,8 +26,8 @@ installed in the environment, point ``ONNXPLEX_ZOO_SITE`` at a directory that ho
 unzipped wheel, or ``pip install --no-deps --target DIR torchvision==<match>``): it is added to
 ``sys.path`` only when torchvision is needed, so the environment itself stays untouched.
 
-The cheapest entries (``tiny_cnn``, ``gru_bi``, ``lstm_bi``) need torch only; the smoke test
-``tests/test_zoo_smoke.py`` builds them.
+The cheapest entries (``tiny_cnn``, ``gru_bi``, ``lstm_bi``, ``unet``) need torch only; the
+smoke test ``tests/test_zoo_smoke.py`` builds them.
 """
 
 from __future__ import annotations
@@ -281,6 +281,13 @@ def _tv_segmentation(fn_name: str, **kwargs):
     return build
 
 
+def _tv_video(fn_name: str, **kwargs):
+    def build():
+        return getattr(torchvision().models.video, fn_name)(weights=None, **kwargs)
+
+    return build
+
+
 def _image(size: int = 224, batch: int = 1):
     def make():
         import torch
@@ -332,15 +339,20 @@ def _detector_image():
     return {"image": torch.rand(3, 320, 320)}
 
 
-_register(ZooModel(
-    name="fasterrcnn_mobilenet_v3_large_320_fpn",
-    build=_tv_detection("fasterrcnn_mobilenet_v3_large_320_fpn", box_score_thresh=0.0),
-    inputs=_detector_image, exporter="torchscript", outputs=("boxes", "scores", "labels"),
-    dynamic_axes={"boxes": {0: "detections"}, "scores": {0: "detections"},
-                  "labels": {0: "detections"}},
-    opset=17, needs=("torchvision",), family="vision-detection",
-    note="one 3x320x320 image; NonMaxSuppression, RoiAlign, TopK; box_score_thresh 0 so "
-         "random weights still give detections (up to 100)"))
+def _detector(name: str, note: str, **kwargs) -> None:
+    """A torchvision detector on one 320 x 320 image: boxes, scores, labels (TorchScript
+    exporter: torchvision's NMS and RoiAlign symbolics)."""
+    _register(ZooModel(
+        name=name, build=_tv_detection(name, **kwargs), inputs=_detector_image,
+        exporter="torchscript", outputs=("boxes", "scores", "labels"),
+        dynamic_axes={"boxes": {0: "detections"}, "scores": {0: "detections"},
+                      "labels": {0: "detections"}},
+        opset=17, needs=("torchvision",), family="vision-detection", note=note))
+
+
+_detector("fasterrcnn_mobilenet_v3_large_320_fpn",
+          "one 3x320x320 image; NonMaxSuppression, RoiAlign, TopK; box_score_thresh 0 so "
+          "random weights still give detections (up to 100)", box_score_thresh=0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -609,6 +621,15 @@ _LLM_CONFIGS = {
                "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 32000,
                "max_position_embeddings": 2048},
               "Qwen2 architecture (QKV bias, GQA 8q/2kv heads), 512 wide, 4 layers, 32000 vocab"),
+    "bloom": ("BloomConfig", "BloomForCausalLM",
+              {"hidden_size": 512, "n_head": 8, "n_layer": 4, "vocab_size": 32000},
+              "BLOOM architecture (ALiBi position bias, fused QKV, embedding LayerNorm), "
+              "512 wide, 4 layers, 32000 vocab"),
+    "phi": ("PhiConfig", "PhiForCausalLM",
+            {"hidden_size": 512, "intermediate_size": 2048, "num_attention_heads": 8,
+             "num_hidden_layers": 4, "vocab_size": 32000, "partial_rotary_factor": 0.5},
+            "Phi architecture (parallel attention and MLP, partial rotary, GELU), 512 wide, "
+            "4 layers, 32000 vocab"),
 }
 _LLM_BATCH, _LLM_SEQ, _LLM_PAST = 1, 64, 63
 
@@ -799,6 +820,170 @@ _register(ZooModel(
     needs=("transformers",), family="speech",
     note="wav2vec2-base config (conv feature extractor, 768 wide), 4 of 12 layers; 1 s at "
          "16 kHz"))
+
+
+
+# breadth, round two: architectures none of the above covers ---------------------------------
+# (grouped 32-way and asymmetric 1x7 convs, fused MBConv, block attention, 3-D convs, an SSD
+# head, transposed convs, encoder-decoder text, disentangled attention, efficient attention
+# with a mix-FFN, unfolded patches, ALiBi, parallel blocks, relative position bias, GRN)
+
+for _name, _kw, _size, _note in [
+    ("inception_v3", {"aux_logits": False, "init_weights": False}, 299,
+     "no auxiliary head, torch's default init (its own truncated normal makes logits of "
+     "~1e12); 299px (1x7 / 7x1 convs, average pools that count padding)"),
+    ("resnext50_32x4d", {}, 224, "32-group 3x3 convs"),
+    ("efficientnet_v2_s", {}, 224, "fused MBConv stages, squeeze-excite, SiLU; 224px"),
+    ("maxvit_t", {}, 224, "MBConv + block and grid attention with relative position bias"),
+]:
+    _register(ZooModel(
+        name=_name, build=_tv(_name, **_kw), inputs=_image(_size), exporter="dynamo",
+        outputs=("logits",), dynamic_axes={**_BATCH, "logits": {0: "batch"}},
+        needs=("torchvision",), family="vision-classification", note=_note))
+
+
+def _clip_frames():
+    import torch
+
+    return {"x": torch.randn(1, 3, 8, 112, 112)}
+
+
+_register(ZooModel(
+    name="r3d_18", build=_tv_video("r3d_18"), inputs=_clip_frames, exporter="dynamo",
+    outputs=("logits",), dynamic_axes={**_BATCH, "logits": {0: "batch"}},
+    needs=("torchvision",), family="vision-video",
+    note="ResNet-3D-18 (Conv3d, BatchNorm3d, 3-D pooling); 8 frames of 112 x 112"))
+
+_detector("ssdlite320_mobilenet_v3_large",
+          "SSDlite head (depthwise-separable box and class predictors), batched NMS; "
+          "score_thresh 0 so random weights still give detections", score_thresh=0.0)
+
+
+def _unet():
+    import torch
+    from torch import nn
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout),
+                             nn.ReLU(), nn.Conv2d(cout, cout, 3, padding=1),
+                             nn.BatchNorm2d(cout), nn.ReLU())
+
+    class UNet(nn.Module):
+        """Three levels down (max pools), three up (stride-2 transposed convs, skip concat)."""
+
+        def __init__(self, widths=(32, 64, 128, 256)):
+            super().__init__()
+            self.down = nn.ModuleList([block(3, widths[0])] + [
+                block(a, b) for a, b in zip(widths[:-1], widths[1:])])
+            self.up = nn.ModuleList([nn.ConvTranspose2d(b, a, 2, stride=2)
+                                     for a, b in zip(widths[:-1], widths[1:])][::-1])
+            self.fuse = nn.ModuleList([block(2 * a, a) for a in widths[:-1]][::-1])
+            self.head = nn.Conv2d(widths[0], 2, 1)
+
+        def forward(self, x):
+            skips = []
+            for i, down in enumerate(self.down):
+                x = down(x if i == 0 else nn.functional.max_pool2d(x, 2))
+                skips.append(x)
+            for up, fuse, skip in zip(self.up, self.fuse, skips[-2::-1]):
+                x = fuse(torch.cat([up(x), skip], dim=1))
+            return self.head(x)
+
+    return UNet()
+
+
+_register(ZooModel(
+    name="unet", build=_unet, inputs=_image(128), exporter="dynamo", outputs=("mask",),
+    dynamic_axes={**_BATCH, "mask": {0: "batch"}}, family="vision-segmentation",
+    note="a small U-Net written here (32-256 channels, stride-2 ConvTranspose2d, skip "
+         "concatenation); 128px"))
+
+
+def _bart():
+    import torch
+    import transformers
+
+    cfg = transformers.BartConfig(d_model=512, encoder_layers=2, decoder_layers=2,
+                                  encoder_attention_heads=8, decoder_attention_heads=8,
+                                  encoder_ffn_dim=2048, decoder_ffn_dim=2048, vocab_size=32000,
+                                  max_position_embeddings=256)
+    cfg._attn_implementation = "eager"
+    cfg.use_cache = False
+    model = transformers.BartForConditionalGeneration(cfg)
+
+    class Bart(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bart = model
+
+        def forward(self, input_ids, attention_mask, decoder_input_ids):
+            return self.bart(input_ids=input_ids, attention_mask=attention_mask,
+                             decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
+    return Bart()
+
+
+def _bart_inputs():
+    import torch
+
+    toks = _tokens(2, 64, 32000)()
+    g = torch.Generator().manual_seed(5)
+    return {**toks, "decoder_input_ids": torch.randint(0, 32000, (2, 16), generator=g)}
+
+
+_register(ZooModel(
+    name="bart", build=_bart, inputs=_bart_inputs, exporter="dynamo", outputs=("logits",),
+    dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+                  "decoder_input_ids": {0: "batch", 1: "target"},
+                  "logits": {0: "batch", 1: "target"}},
+    needs=("transformers",), family="text-seq2seq",
+    note="BART encoder-decoder (512 wide, 2 + 2 layers, 32000 vocab), cross attention, "
+         "learned positions; 64 source and 16 target tokens, batch 2"))
+
+_encoder("deberta_v2", "DebertaV2Config", "DebertaV2Model",
+         {"num_hidden_layers": 4, "hidden_size": 768, "num_attention_heads": 12,
+          "intermediate_size": 3072, "vocab_size": 32000, "relative_attention": True,
+          "position_buckets": 256, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": -1,
+          "position_biased_input": False, "norm_rel_ebd": "layer_norm", "share_att_key": True},
+         "DeBERTa-v2/v3 style (768, disentangled c2p/p2c attention over log buckets), 4 layers, "
+         "32000 vocab; batch 2, seq 128")
+
+
+def _pixels(size: int):
+    def make():
+        import torch
+
+        return {"pixel_values": torch.randn(1, 3, size, size)}
+
+    return make
+
+
+def _hf_vision(name, config_cls, model_cls, config, size, out_key, note, family):
+    _register(ZooModel(
+        name=name, build=_wrap(_hf(config_cls, model_cls, **config), ("pixel_values",),
+                               (out_key,)),
+        inputs=_pixels(size), exporter="dynamo", outputs=(out_key,),
+        dynamic_axes={"pixel_values": {0: "batch"}, out_key: {0: "batch"}},
+        needs=("transformers",), family=family, note=note))
+
+
+_hf_vision("segformer", "SegformerConfig", "SegformerForSemanticSegmentation", {}, 256,
+           "logits", "SegFormer-B0 config (efficient attention with spatial reduction, "
+           "mix-FFN depthwise convs, all-MLP decoder); 256px", "vision-segmentation")
+_hf_vision("mobilevit", "MobileViTConfig", "MobileViTForImageClassification",
+           {"initializer_range": 0.1}, 256,
+           "logits", "MobileViT-S config (MobileNetV2 blocks, transformers over unfolded "
+           "2x2 patches), initializer range 0.1 (at 0.02 the logits are ~1e-41); 256px",
+           "vision-classification")
+_hf_vision("beit", "BeitConfig", "BeitForImageClassification",
+           {"num_hidden_layers": 4, "use_relative_position_bias": True,
+            "use_mean_pooling": True, "num_labels": 1000}, 224, "logits",
+           "BEiT-base width, 4 of 12 layers, relative position bias per layer; 224px",
+           "vision-transformer")
+_hf_vision("convnextv2", "ConvNextV2Config", "ConvNextV2ForImageClassification",
+           {"depths": [2, 2, 6, 2], "hidden_sizes": [40, 80, 160, 320], "num_labels": 1000},
+           224, "logits", "ConvNeXt-V2 atto sizes (7x7 depthwise, global response "
+           "normalisation); 224px", "vision-classification")
 
 
 def names() -> list[str]:
