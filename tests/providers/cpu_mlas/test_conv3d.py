@@ -1,0 +1,88 @@
+"""Float32 3-D convs (a video model's Conv3d) on the native 2-D conv, one call per output depth
+(``nn._conv3d_native``): against onnxruntime over depth geometries (taps in the depth padding,
+uneven depth pads, strides, dilations, a depth shorter than the kernel), both GEMM
+orientations, with a bias, a fused residual Add and Relu, a non-clamp activation, batch 2 and
+two threads; the path is asserted to run, so a change that stops it taking these convs fails
+here, not only in a benchmark."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxplex
+from onnxplex.providers.cpu_mlas import nn
+from onnxplex.providers.cpu_mlas._native import native
+
+ort.set_default_logger_severity(3)
+pytestmark = pytest.mark.skipif(native() is None, reason="the _mlas_native module is not built")
+RNG = np.random.default_rng(33)
+F = TensorProto.FLOAT
+
+# (C, M, D, H, W, kernel, strides, pads (begins, ends), dilations)
+GEOMETRIES = [
+    (8, 16, 6, 9, 10, (3, 3, 3), (1, 1, 1), (1, 1, 1, 1, 1, 1), (1, 1, 1)),   # r3d's 3x3x3
+    (8, 16, 6, 9, 10, (3, 1, 1), (1, 1, 1), (1, 0, 0, 1, 0, 0), (1, 1, 1)),   # R(2+1)D's temporal
+    (8, 16, 7, 11, 11, (3, 3, 3), (2, 2, 2), (1, 1, 1, 1, 1, 1), (1, 1, 1)),  # downsampling
+    (8, 16, 6, 9, 10, (3, 3, 3), (1, 1, 1), (2, 1, 1, 2, 1, 1), (2, 1, 1)),   # depth dilation
+    (8, 16, 2, 9, 10, (3, 3, 3), (1, 1, 1), (2, 1, 1, 0, 1, 1), (1, 1, 1)),   # uneven, D < k
+    (8, 16, 5, 9, 10, (1, 1, 1), (2, 2, 2), (0, 0, 0, 0, 0, 0), (1, 1, 1)),   # 1x1x1 shortcut
+    (32, 64, 4, 7, 7, (3, 3, 3), (1, 1, 1), (1, 1, 1, 1, 1, 1), (1, 1, 1)),   # W^T orientation
+]
+
+
+def _model(w, b, strides, pads, dils, *, residual=False, act=None) -> bytes:
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=list(strides),
+                              pads=list(pads), dilations=list(dils))]
+    out = "c"
+    if residual:
+        nodes.append(helper.make_node("Add", [out, "z"], ["s"]))
+        out = "s"
+    nodes.append(helper.make_node(act or "Identity", [out], ["y"]))
+    inputs = [helper.make_tensor_value_info("x", F, None)]
+    if residual:
+        inputs.append(helper.make_tensor_value_info("z", F, None))
+    graph = helper.make_graph(nodes, "conv3d", inputs,
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """How many times the 3-D native path ran."""
+    count = [0]
+    real = nn._conv3d_native
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nn, "_conv3d_native", counted)
+    return count
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
+@pytest.mark.parametrize("form", ["plain", "residual_relu", "sigmoid_batch2"])
+def test_conv3d_matches_onnxruntime(geo, form, calls):
+    c, m, d, h, wd, k, strides, pads, dils = geo
+    w = RNG.standard_normal((m, c, *k)).astype(np.float32)
+    b = RNG.standard_normal(m).astype(np.float32)
+    model = _model(w, b, strides, pads, dils, residual=form == "residual_relu",
+                   act={"residual_relu": "Relu", "sigmoid_batch2": "Sigmoid"}.get(form))
+    x = RNG.standard_normal((2 if form == "sigmoid_batch2" else 1, c, d, h, wd)).astype(np.float32)
+    feeds = {"x": x}
+    ref_sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    if form == "residual_relu":
+        shape = ref_sess.run(None, {"x": x, "z": np.zeros(1, np.float32)})[0].shape
+        feeds["z"] = RNG.standard_normal(shape).astype(np.float32)
+    ref = ref_sess.run(None, feeds)[0]
+    so = onnxplex.SessionOptions()
+    so.intra_op_num_threads = 2
+    got = onnxplex.InferenceSession(model, so).run(None, feeds)[0]
+    assert calls[0] == 1
+    assert got.shape == ref.shape
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-6 * scale)
