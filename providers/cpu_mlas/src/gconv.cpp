@@ -8,6 +8,20 @@ namespace onnxplex::mlas {
 
 bool gconv_nhwc_supported(size_t cgo) { return cgo > 0 && cgo % 4 == 0; }
 
+bool gconv_multi_group(const GConvShape& s) {
+#if defined(ONNXPLEX_MLAS_HAVE_X86) && ONNXPLEX_MLAS_HAVE_X86
+  return cpu_features().avx512f && detail::multi_group_fits(s);
+#else
+  (void)s;
+  return false;
+#endif
+}
+
+size_t gconv_packed_size(const GConvShape& s, size_t kh, size_t kw) {
+  const size_t plain = s.m * s.cgi * kh * kw;
+  return gconv_multi_group(s) ? 2 * plain : plain;
+}
+
 void gconv_pack_weight(const float* w, const GConvShape& s, size_t kh, size_t kw, float* wr) {
   const size_t taps = kh * kw;
   for (size_t gi = 0; gi < s.group; ++gi) {
@@ -16,6 +30,20 @@ void gconv_pack_weight(const float* w, const GConvShape& s, size_t kh, size_t kw
       for (size_t i = 0; i < s.cgi; ++i) {
         for (size_t t = 0; t < taps; ++t) {
           wr[((gi * taps + t) * s.cgi + i) * s.cgo + o] = src[i * taps + t];
+        }
+      }
+    }
+  }
+  if (!gconv_multi_group(s)) return;
+  float* wb = wr + s.m * s.cgi * taps;
+  const size_t per = detail::kMultiLanes / s.cgo;   // groups a vector
+  for (size_t vb = 0; vb < s.group / per; ++vb) {
+    for (size_t t = 0; t < taps; ++t) {
+      for (size_t i = 0; i < s.cgi; ++i) {
+        for (size_t l = 0; l < detail::kMultiLanes; ++l) {
+          const size_t co = vb * detail::kMultiLanes + l;   // output channel (group * cgo + o)
+          wb[((vb * taps + t) * s.cgi + i) * detail::kMultiLanes + l] =
+              w[(co * s.cgi + i) * taps + t];
         }
       }
     }

@@ -18,7 +18,18 @@ struct GConvShape {
 // Whether gconv_nhwc_f32 runs groups of `cgo` output channels (vectors of 8 or 4 of them).
 bool gconv_nhwc_supported(size_t cgo);
 
-// The weight [m, cgi, kh, kw] (Conv's) laid out for gconv_nhwc_f32: wr[g][kh][kw][cgi][cgo].
+// Whether the variant this CPU runs puts several groups side by side in one vector (AVX-512,
+// cgi == cgo == 4 or 8: 4 or 2 groups a 16-lane vector, each input value spread over its
+// group's lanes by a permute), for the groups in whole vectors; the rest run one group at a
+// time.
+bool gconv_multi_group(const GConvShape& s);
+
+// How many floats gconv_pack_weight writes.
+size_t gconv_packed_size(const GConvShape& s, size_t kh, size_t kw);
+
+// The weight [m, cgi, kh, kw] (Conv's) laid out for gconv_nhwc_f32: wr[g][kh][kw][cgi][cgo],
+// followed, when gconv_multi_group(s), by the groups of whole vectors again as
+// [vector][kh][kw][cgi][16 lanes] (lane j * cgo + o: output channel o of the vector's j-th group).
 void gconv_pack_weight(const float* w, const GConvShape& s, size_t kh, size_t kw, float* wr);
 
 // Output rows [oy0, oy1) of one image: x [h, w, c] into y [ho, wo, m] (geometry as dwconv's):

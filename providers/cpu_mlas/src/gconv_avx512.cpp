@@ -6,7 +6,7 @@ namespace onnxplex::mlas {
 void gconv_nhwc_f32_avx512(const float* x, const float* wr, const float* bias, const float* z,
                            float* y, const GConvShape& s, const DwConvGeometry& g, size_t oy0,
                            size_t oy1, float lo, float hi) {
-  detail::gconv_nhwc_any(x, wr, bias, z, y, s, g, oy0, oy1, lo, hi);
+  detail::gconv_nhwc_wide(x, wr, bias, z, y, s, g, oy0, oy1, lo, hi);
 }
 
 }  // namespace onnxplex::mlas

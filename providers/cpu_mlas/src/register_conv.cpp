@@ -239,7 +239,7 @@ NhwcConvPlan gconv_nhwc_plan(const py::array& x_in, const py::array& w_in,
   const float* bias = optional_bias(b_in, s.m, b);
   const size_t kh = static_cast<size_t>(w.shape(2)), kw = static_cast<size_t>(w.shape(3));
   const DwConvGeometry g = dw_geometry(x, y, kh, kw, strides, dilations, pads);
-  F32 wr(static_cast<py::ssize_t>(s.m * s.cgi * kh * kw));
+  F32 wr(static_cast<py::ssize_t>(gconv_packed_size(s, kh, kw)));
   gconv_pack_weight(w.data(), s, kh, kw, wr.mutable_data());
   NhwcConvPlan plan;
   plan.in_shape = shape_of(x);

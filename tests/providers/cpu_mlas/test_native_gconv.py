@@ -1,6 +1,7 @@
 """The grouped channels-last conv (``_mlas_native.gconv_nhwc_f32_plan``, gconv.h): against a
 float64 reference over geometries (strides, dilations, uneven pads, 4/8/12/16/24/40 output
-channels a group, blocks of positions cut by the row's end), with bias, Z, clamp and the
+channels a group, blocks of positions cut by the row's end; on AVX-512 groups of 4 and 8
+channels several a vector, with a group left over), with bias, Z, clamp and the
 SiLU/HardSwish activations, one to three threads; its refusals; and NhwcFusedConv taking it
 in a session, against onnxruntime."""
 
@@ -36,6 +37,12 @@ GEOMETRIES = [
     (32, 80, 2, 6, 5, 5, 1, 1, (2, 1, 0, 3)),      # 40 out, 5x5, uneven pads
     (8, 8, 2, 3, 3, 3, 1, 1, (1, 1, 1, 1)),        # every block at an edge
     (64, 64, 4, 10, 10, 1, 1, 1, (0, 0, 0, 0)),    # 1x1 grouped
+    # AVX-512: groups of 4 or 8 several a vector (gconv_multi_group), the rest one at a time
+    (128, 128, 32, 9, 11, 3, 1, 1, (1, 1, 1, 1)),  # ResNeXt's 4 a group: 4 groups a vector
+    (20, 20, 5, 7, 9, 3, 2, 1, (1, 1, 1, 1)),      # ... and a group left over, stride 2
+    (104, 104, 13, 6, 10, 3, 1, 1, (1, 1, 1, 1)),  # RegNet's 8 a group, 13 groups
+    (32, 32, 4, 5, 5, 3, 1, 2, (2, 2, 2, 2)),      # 8 a group, dilated, every tap at an edge
+    (64, 64, 16, 4, 3, 3, 1, 1, (0, 2, 1, 0)),     # uneven pads, rows shorter than a block
 ]
 
 
@@ -76,11 +83,13 @@ def test_native_gconv_nhwc_activation(act):
     np.testing.assert_allclose(plan(nhwc(x), None, 2), EXACT[act](ref), rtol=1e-5, atol=1e-5)
 
 
-def test_native_gconv_nhwc_nan_propagates():
-    x, w = rand(1, 8, 5, 5), rand(8, 4, 3, 3)
-    x[0, 1, 2, 2] = np.nan   # group 0's input: its outputs around (2, 2) are NaN
-    plan = nat.gconv_nhwc_f32_plan(nhwc(x), w, None, np.empty((1, 5, 5, 8), np.float32), 2,
-                                   (1, 1), (1, 1), (1, 1), 0.0, 6.0)
+@pytest.mark.parametrize("groups", [2, 4], ids=["one_group_a_vector", "four_groups_a_vector"])
+def test_native_gconv_nhwc_nan_propagates(groups):
+    c = 4 * groups
+    x, w = rand(1, c, 5, 5), rand(c, 4, 3, 3)
+    x[0, 1, 2, 2] = np.nan   # group 0's input: its outputs around (2, 2) are NaN, no other's
+    plan = nat.gconv_nhwc_f32_plan(nhwc(x), w, None, np.empty((1, 5, 5, c), np.float32),
+                                   groups, (1, 1), (1, 1), (1, 1), 0.0, 6.0)
     y = plan(nhwc(x), None, 1)
     assert np.isnan(y[0, 1:4, 1:4, :4]).all() and not np.isnan(y[..., 4:]).any()
 
