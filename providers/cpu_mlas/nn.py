@@ -606,19 +606,21 @@ def _conv_native(x: np.ndarray, gw: PackedWeight, kshape: Sequence[int],
                  strides: Sequence[int], dil: Sequence[int], pb: Sequence[int],
                  out_sp: Sequence[int], bias: np.ndarray | None, z3: np.ndarray | None,
                  act: Callable[[np.ndarray], object] | None,
-                 clamp: tuple[float, float] | None, out: np.ndarray | None = None
-                 ) -> np.ndarray:
+                 clamp: tuple[float, float] | None, out: np.ndarray | None = None,
+                 threads: int | None = None) -> np.ndarray:
     """Float32 2-D group-1 conv on the native GEMM (``_mlas_native.conv2d_f32``), threaded
     inside: ``W [M, C * K]`` (packed) times the im2col panels it packs from ``x`` as it goes.
     Z, the bias and a clamp activation run in the GEMM's epilogue (Z read where the output's
     values would be: no copy), any other activation after it. ``out``: a C-contiguous
-    ``[N, M, *out_sp]`` float32 array to write (else a new one)."""
+    ``[N, M, *out_sp]`` float32 array to write (else a new one); ``threads``: the native
+    call's (else the session's)."""
     n, m = x.shape[0], (gw.shape[0] if gw.left else gw.shape[1])
     y = np.empty((n, m, *out_sp), dtype=np.float32) if out is None else out
     z = None if z3 is None else np.ascontiguousarray(z3, dtype=np.float32).reshape(y.shape)
     lo, hi = clamp if act is not None and clamp is not None else (-math.inf, math.inf)
     native().conv2d_f32(x, gw.packed, y, tuple(kshape), tuple(strides), tuple(dil),
-                        (pb[0], pb[1]), bias=bias, lo=lo, hi=hi, z=z, threads=intra_threads())
+                        (pb[0], pb[1]), bias=bias, lo=lo, hi=hi, z=z,
+                        threads=intra_threads() if threads is None else threads)
     if act is not None and clamp is None:
         act(y)
     return y
@@ -636,27 +638,39 @@ def _conv3d_native(x: np.ndarray, gw: PackedWeight, kshape: Sequence[int],
     padding), make that depth a 2-D conv whose weight ``[M, C * k_d * k_h * k_w]`` is the 3-D
     weight's own packed matrix, rows in the same order. Each depth's result is written into
     a depth-major buffer, transposed to ``[N, M, D, H, W]`` at the end (one copy, against the
-    GEMM's ``k_d * k_h * k_w * C`` multiply-adds an output)."""
-    n, c, depth = x.shape[:3]
+    GEMM's ``k_d * k_h * k_w * C`` multiply-adds an output). With as many output depths as
+    threads or more, the depths are shared out over the pool, each a one-thread call (the
+    deep layers' small planes split badly inside one GEMM, and the copies run in parallel
+    too); fewer depths, one after the other on every thread."""
+    n, c, d_in = x.shape[:3]
     plane = x.shape[3:]
     kd, sd, dd, pd = kshape[0], strides[0], dil[0], pb[0]
     do = out_sp[0]
     m = gw.shape[0] if gw.left else gw.shape[1]
     buf = np.empty((do, n, m, *out_sp[1:]), dtype=np.float32)
     z4 = None if z3 is None else z3.reshape(n, m, do, -1)
-    for d in range(do):
+    threads = intra_threads()
+    shared = threads > 1 and do >= threads
+
+    def one_depth(d: int) -> None:
         first = d * sd - pd
         last = first + (kd - 1) * dd
-        if first >= 0 and last < depth:
+        if first >= 0 and last < d_in:
             taps = np.ascontiguousarray(x[:, :, first:last + 1:dd])
         else:
             taps = np.zeros((n, c, kd, *plane), dtype=np.float32)
             for t in range(kd):
-                if 0 <= first + t * dd < depth:
+                if 0 <= first + t * dd < d_in:
                     taps[:, :, t] = x[:, :, first + t * dd]
         _conv_native(taps.reshape(n, c * kd, *plane), gw, kshape[1:], strides[1:], dil[1:],
                      pb[1:], out_sp[1:], bias, None if z4 is None else z4[:, :, d], act, clamp,
-                     out=buf[d])
+                     out=buf[d], threads=1 if shared else threads)
+
+    if shared:
+        parallel_for(do, one_depth)
+    else:
+        for d in range(do):
+            one_depth(d)
     return np.ascontiguousarray(buf.transpose(1, 2, 0, 3, 4))
 
 
