@@ -120,6 +120,15 @@ def test_conv_does_not_modify_inputs():
 CONVT_CASES = {
     "s2": ((2, 4, 5, 5), (4, 3, 3, 3), dict(strides=[2, 2])),
     "s2_k2_nonoverlap": ((1, 4, 5, 6), (4, 3, 2, 2), dict(strides=[2, 2])),
+    # stride = kernel: the products interleaved, no accumulation (cropped by pads, or the
+    # general path when the output reaches past them)
+    "s3_k3_nonoverlap_pads": ((2, 4, 5, 6), (4, 3, 3, 3), dict(strides=[3, 3],
+                                                                pads=[1, 0, 2, 1])),
+    "s2_k2_nonoverlap_output_shape": ((1, 4, 5, 6), (4, 3, 2, 2),
+                                      dict(strides=[2, 2], output_shape=[9, 11])),
+    "s2_k2_outpad": ((1, 4, 5, 6), (4, 3, 2, 2), dict(strides=[2, 2], output_padding=[1, 0])),
+    "s2_k2_group": ((1, 4, 5, 6), (4, 3, 2, 2), dict(strides=[2, 2], group=2)),
+    "1d_nonoverlap": ((2, 3, 7), (3, 2, 4), dict(strides=[4])),
     "pads_outpad": ((1, 4, 5, 5), (4, 3, 3, 3),
                     dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
     "group_dil": ((1, 4, 5, 6), (4, 2, 3, 3),
