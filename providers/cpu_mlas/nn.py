@@ -893,26 +893,29 @@ def _conv_transpose(x: np.ndarray, cw: _ConvTWeights, node: NodeView,
             y = np.ascontiguousarray(y[(slice(None), slice(None)) + tuple(
                 slice(b, b + o) for b, o in zip(pb, out_sp))])
         return y if y.dtype == out_dtype else y.astype(out_dtype)
-    # col2im into stride phases: tap t lands in phase (t*d) % s at offset (t*d) // s, so each
-    # accumulation is a unit-stride slice; the phases are interleaved once at the end.
+    # col2im: output position o = i * s + t * d, written as o = q * s + phase, the output
+    # held as [N, M, q_0, s_0, q_1, s_1, ...]: tap t adds its products into the phase
+    # (t * d) % s from row (t * d) // s, a strided view, in place (no interleaving copy after:
+    # numpy's transposing copy of it ran inner loops of s elements).
     span = [(k - 1) * d + (i - 1) * s + 1 for k, d, i, s in zip(kshape, dil, in_sp, strides)]
     full = [max(sp, b + o) for sp, b, o in zip(span, pb, out_sp)]
     q = [-(-f // s) for f, s in zip(full, strides)]
-    acc = np.zeros((n, m) + tuple(strides) + tuple(q), dtype=cols.dtype)
+    acc = np.zeros((n, m) + tuple(a for qi, s in zip(q, strides) for a in (qi, s)),
+                   dtype=cols.dtype)
     touched: set[tuple[int, ...]] = set()
     for tap in np.ndindex(*kshape):
         e = [t * d for t, d in zip(tap, dil)]
         phase = tuple(ei % s for ei, s in zip(e, strides))
-        dst = acc[(slice(None), slice(None)) + phase + tuple(
-            slice(ei // s, ei // s + i) for ei, s, i in zip(e, strides, in_sp))]
+        dst = acc[(slice(None), slice(None)) + tuple(
+            a for ei, s, i in zip(e, strides, in_sp) for a in (slice(ei // s, ei // s + i),
+                                                               ei % s))]
         src = cols[(slice(None), slice(None)) + tap]
         if phase in touched:
             dst += src
         else:
             dst[...] = src  # the first tap of a phase: no zeros to add to
             touched.add(phase)
-    order = [0, 1] + [a for i in range(nd) for a in (2 + nd + i, 2 + i)]
-    full_arr = acc.transpose(order).reshape((n, m) + tuple(qi * s for qi, s in zip(q, strides)))
+    full_arr = acc.reshape((n, m) + tuple(qi * s for qi, s in zip(q, strides)))
     y = np.ascontiguousarray(full_arr[(slice(None), slice(None)) + tuple(
         slice(b, b + o) for b, o in zip(pb, out_sp))])
     if bias is not None:
