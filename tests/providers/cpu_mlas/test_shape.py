@@ -69,12 +69,15 @@ def test_transpose(perm):
     ((2, 37, 9, 15), (0, 2, 3, 1)),     # blocks of 32 with tails on both sides
     ((1, 20, 21, 70), (0, 3, 1, 2)),    # channels-last back to channels-first
     ((1, 3, 32, 32), (0, 2, 3, 1)),     # a small image: copied natively too, not left a view
-    ((1, 3, 10, 9), (0, 2, 3, 1))],     # (the kernel's size floor: 270 elements)
-    ids=["rgb_to_nhwc", "to_nhwc", "to_nchw", "small_rgb", "smallest"])
+    ((1, 3, 10, 9), (0, 2, 3, 1)),      # (the kernel's size floor: 270 elements)
+    ((1, 128, 300), (0, 2, 1)),         # rank 3: a conv's [N, C, L] to a transformer's [N, L, C]
+    ((70, 41), (1, 0))],                # rank 2
+    ids=["rgb_to_nhwc", "to_nhwc", "to_nchw", "small_rgb", "smallest", "rank3", "rank2"])
 def test_transpose_rotations_of_every_element_size(dtype, shape, perm):
-    """The layout level's rank-4 rotations above the native kernel's size: float32 in its
-    register tiles, 1-, 2-, 4- and 8-byte elements moved as they are (an 8-bit quantized
-    image, halves, indices), the values and dtype numpy's transpose gives."""
+    """Rotations above the native kernel's size, of every rank (a rank-2 or -3 one was left
+    a view, which most of its readers then copied with numpy's slow transposing copy): float32
+    in its register tiles, 1-, 2-, 4- and 8-byte elements moved as they are (an 8-bit
+    quantized image, halves, indices), the values and dtype numpy's transpose gives."""
     x = (RNG.standard_normal(shape) * 50).astype(dtype)
     got = ours("Transpose", [x], opset=13, perm=list(perm))[0]
     assert got.dtype == x.dtype and got.flags.c_contiguous
