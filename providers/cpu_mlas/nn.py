@@ -301,6 +301,14 @@ def _conv(x: np.ndarray, cw: _ConvWeights, static: ConvStatic, bias: np.ndarray 
             and (gw := cw.gemm_operand(math.prod(out_sp[1:]))) is not None):
         y = _conv3d_native(x, gw, kshape, strides, dil, pb, out_sp, bias, z3, act, clamp)
         return _conv_finish(y, out_shape, z, bias, cw, kshape, act, out_dtype)
+    if (len(kshape) == 1 and x.dtype == np.float32 and g == 1 and native() is not None
+            and (gw := cw.gemm_operand(out_sp[0])) is not None):
+        # 1-D (speech front ends, wav2vec2's and Whisper's): the 2-D conv of a one-row image
+        # with a 1 x k kernel, whose packed weight [M, C * k] is the same matrix
+        y = _conv_native(np.ascontiguousarray(x).reshape(n, c, 1, x.shape[2]), gw,
+                         (1, kshape[0]), (1, strides[0]), (1, dil[0]), (0, pb[0]),
+                         (1, out_sp[0]), bias, z3, act, clamp)
+        return _conv_finish(y, out_shape, z, bias, cw, kshape, act, out_dtype)
     if (native_2d and cw.depthwise and c == g and (nat := native()) is not None
             and hasattr(nat, "dwconv_f32")):
         y = _depthwise_native(nat.dwconv_f32, np.ascontiguousarray(x), cw, pb, dil, strides,

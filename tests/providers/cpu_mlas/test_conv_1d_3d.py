@@ -1,9 +1,11 @@
-"""Float32 3-D convs (a video model's Conv3d) on the native 2-D conv, one call per output depth
-(``nn._conv3d_native``): against onnxruntime over depth geometries (taps in the depth padding,
-uneven depth pads, strides, dilations, a depth shorter than the kernel, one output depth: the
-depths shared out over two threads or not), both GEMM orientations, with a bias, a fused
-residual Add and Relu, a non-clamp activation and batch 2; the path is asserted to run, so a
-change that stops it taking these convs fails here, not only in a benchmark."""
+"""Float32 3-D and 1-D convs on the native 2-D conv against onnxruntime.
+
+3-D (a video model's Conv3d): one call per output depth (``nn._conv3d_native``), over depth
+geometries (taps in the depth padding, uneven depth pads, strides, dilations, a depth shorter
+than the kernel, one output depth: the depths shared out over two threads or not). 1-D (speech
+front ends): the 2-D conv of a one-row image. Both GEMM orientations, with a bias, a fused
+residual Add and Relu, a non-clamp activation and batch 2; the native path is asserted to run,
+so a change that stops it taking these convs fails here, not only in a benchmark."""
 
 from __future__ import annotations
 
@@ -90,3 +92,49 @@ def test_conv3d_matches_onnxruntime(geo, form, calls):
     # slopes are at most 1
     fan_in = c * int(np.prod(k))
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=4 * 2.0 ** -24 * fan_in)
+
+
+# 1-D convs (speech front ends) as the 2-D conv of a one-row image: (C, M, L, k, stride, pads,
+# dilation)
+GEOMETRIES_1D = [
+    (1, 32, 400, 10, 5, (0, 0), 1),       # wav2vec2's first conv, from the waveform
+    (32, 32, 79, 3, 2, (0, 0), 1),        # ... and the next ones
+    (16, 24, 50, 3, 1, (1, 1), 1),        # Whisper's
+    (8, 16, 40, 5, 1, (3, 1), 2),         # uneven pads, dilation
+    (64, 96, 9, 3, 1, (1, 1), 1),         # W^T orientation (few positions, many channels)
+]
+
+
+@pytest.fixture
+def native_calls(monkeypatch):
+    """How many times the native 2-D conv ran."""
+    count = [0]
+    real = nn._conv_native
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nn, "_conv_native", counted)
+    return count
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES_1D, ids=str)
+@pytest.mark.parametrize("form", ["plain", "residual_relu", "sigmoid_batch2"])
+def test_conv1d_matches_onnxruntime(geo, form, native_calls):
+    c, m, length, k, stride, pads, dil = geo
+    w = RNG.standard_normal((m, c, k)).astype(np.float32)
+    b = RNG.standard_normal(m).astype(np.float32)
+    model = _model(w, b, (stride,), pads, (dil,), residual=form == "residual_relu",
+                   act={"residual_relu": "Relu", "sigmoid_batch2": "Sigmoid"}.get(form))
+    x = RNG.standard_normal((2 if form == "sigmoid_batch2" else 1, c, length)).astype(np.float32)
+    feeds = {"x": x}
+    ref_sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    if form == "residual_relu":
+        shape = ref_sess.run(None, {"x": x, "z": np.zeros(1, np.float32)})[0].shape
+        feeds["z"] = RNG.standard_normal(shape).astype(np.float32)
+    ref = ref_sess.run(None, feeds)[0]
+    got = onnxplex.InferenceSession(model).run(None, feeds)[0]
+    assert native_calls[0] == 1
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=4 * 2.0 ** -24 * c * k)
