@@ -53,29 +53,32 @@ def _model(w, b, strides, pads, dils, *, residual=False, act=None) -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-@pytest.fixture
-def calls(monkeypatch):
-    """How many times the 3-D native path ran."""
+def _count_calls(monkeypatch, name: str) -> list[int]:
+    """A counter of the calls of ``nn.<name>`` (the path under test), through the test."""
     count = [0]
-    real = nn._conv3d_native
+    real = getattr(nn, name)
 
     def counted(*args, **kwargs):
         count[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nn, "_conv3d_native", counted)
+    monkeypatch.setattr(nn, name, counted)
     return count
 
 
-@pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
-@pytest.mark.parametrize("form", ["plain", "residual_relu", "sigmoid_batch2"])
-def test_conv3d_matches_onnxruntime(geo, form, calls):
-    c, m, d, h, wd, k, strides, pads, dils = geo
-    w = RNG.standard_normal((m, c, *k)).astype(np.float32)
+FORMS = ["plain", "residual_relu", "sigmoid_batch2"]
+
+
+def _check(monkeypatch, path: str, w: np.ndarray, strides, pads, dils, spatial, form: str):
+    """The conv (+ Z, + activation per ``form``) against onnxruntime, two threads, the
+    native ``path`` taken once."""
+    m, c = w.shape[:2]
+    calls = _count_calls(monkeypatch, path)
     b = RNG.standard_normal(m).astype(np.float32)
     model = _model(w, b, strides, pads, dils, residual=form == "residual_relu",
                    act={"residual_relu": "Relu", "sigmoid_batch2": "Sigmoid"}.get(form))
-    x = RNG.standard_normal((2 if form == "sigmoid_batch2" else 1, c, d, h, wd)).astype(np.float32)
+    x = RNG.standard_normal((2 if form == "sigmoid_batch2" else 1, c, *spatial)).astype(
+        np.float32)
     feeds = {"x": x}
     ref_sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     if form == "residual_relu":
@@ -90,8 +93,16 @@ def test_conv3d_matches_onnxruntime(geo, form, calls):
     # float32 sums of fan_in unit-normal products: rounding grows as eps * fan_in (a sum's
     # size is sqrt(fan_in), its rounding eps * sqrt(fan_in) each step); the activations'
     # slopes are at most 1
-    fan_in = c * int(np.prod(k))
+    fan_in = c * int(np.prod(w.shape[2:]))
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=4 * 2.0 ** -24 * fan_in)
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
+@pytest.mark.parametrize("form", FORMS)
+def test_conv3d_matches_onnxruntime(geo, form, monkeypatch):
+    c, m, d, h, wd, k, strides, pads, dils = geo
+    w = RNG.standard_normal((m, c, *k)).astype(np.float32)
+    _check(monkeypatch, "_conv3d_native", w, strides, pads, dils, (d, h, wd), form)
 
 
 # 1-D convs (speech front ends) as the 2-D conv of a one-row image: (C, M, L, k, stride, pads,
@@ -105,36 +116,9 @@ GEOMETRIES_1D = [
 ]
 
 
-@pytest.fixture
-def native_calls(monkeypatch):
-    """How many times the native 2-D conv ran."""
-    count = [0]
-    real = nn._conv_native
-
-    def counted(*args, **kwargs):
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(nn, "_conv_native", counted)
-    return count
-
-
 @pytest.mark.parametrize("geo", GEOMETRIES_1D, ids=str)
-@pytest.mark.parametrize("form", ["plain", "residual_relu", "sigmoid_batch2"])
-def test_conv1d_matches_onnxruntime(geo, form, native_calls):
+@pytest.mark.parametrize("form", FORMS)
+def test_conv1d_matches_onnxruntime(geo, form, monkeypatch):
     c, m, length, k, stride, pads, dil = geo
     w = RNG.standard_normal((m, c, k)).astype(np.float32)
-    b = RNG.standard_normal(m).astype(np.float32)
-    model = _model(w, b, (stride,), pads, (dil,), residual=form == "residual_relu",
-                   act={"residual_relu": "Relu", "sigmoid_batch2": "Sigmoid"}.get(form))
-    x = RNG.standard_normal((2 if form == "sigmoid_batch2" else 1, c, length)).astype(np.float32)
-    feeds = {"x": x}
-    ref_sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    if form == "residual_relu":
-        shape = ref_sess.run(None, {"x": x, "z": np.zeros(1, np.float32)})[0].shape
-        feeds["z"] = RNG.standard_normal(shape).astype(np.float32)
-    ref = ref_sess.run(None, feeds)[0]
-    got = onnxplex.InferenceSession(model).run(None, feeds)[0]
-    assert native_calls[0] == 1
-    assert got.shape == ref.shape
-    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=4 * 2.0 ** -24 * c * k)
+    _check(monkeypatch, "_conv_native", w, (stride,), pads, (dil,), (length,), form)
