@@ -222,6 +222,51 @@ def _rotation(perm: tuple[int, ...]) -> tuple[int, int] | None:
     return None
 
 
+def _rotation_with_tail(perm: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """``(j, k, t)`` when ``perm`` keeps its last ``t`` axes (t >= 1) in place and is the
+    rotation ``(j, k)`` of :func:`_rotation` on the others (MobileViT's patch unfolding,
+    ``(0, 2, 1, 3)`` over [N, 16, 2, 2]); else None."""
+    n, t = len(perm), 0
+    while t < n and perm[n - 1 - t] == n - 1 - t:
+        t += 1
+    if t == 0 or n - t < 2:
+        return None
+    rot = _rotation(perm[:n - t])
+    return None if rot is None else (*rot, t)
+
+
+# the unsigned type of each element size transpose_elems moves
+_BYTES_DTYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+                 8: np.dtype(np.uint64)}
+
+
+def _tail_transpose(perm: tuple[int, ...], kept: int, k: int, tail: int) -> Kernel:
+    """A transpose that keeps trailing axes in place and rotates the others: when the kept
+    block is 1-8 bytes (a float pair), the rotation of blocks moved as single elements by the
+    native kernel; numpy's copy of the view ran inner loops of the block's few elements
+    (MobileViT's 16 unfold/fold transposes, most of its Reshape time)."""
+    nat = native()
+    move = getattr(nat, "transpose_elems", None) if nat is not None else None
+    lead = len(perm) - tail
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        block = math.prod(x.shape[lead:]) * x.itemsize
+        as_bytes = _BYTES_DTYPES.get(block)
+        if (move is None or as_bytes is None or not x.flags.c_contiguous
+                or x.size < _NATIVE_TRANSPOSE_MIN or x.dtype.hasobject):
+            return np.transpose(x, perm)
+        head = x.shape[:lead]
+        plan = _transpose_shapes(head, perm[:lead], kept, k)
+        if plan is None:
+            return np.transpose(x, perm)
+        x3, y3, out = plan
+        y = np.empty(y3, dtype=as_bytes)
+        move(x.reshape(head + (-1,)).view(as_bytes).reshape(x3), y)
+        return y.view(x.dtype).reshape(out + x.shape[lead:])
+
+    return kernel
+
+
 @op("Transpose", since=1)
 def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     perm = node.attr("perm")
@@ -238,6 +283,8 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     # zoo's models) and their np.ascontiguousarray of it is numpy's transposing copy:
     # SegFormer's [1, 128, 4096] -> [1, 4096, 128] 1.5 ms a Gelu against ~0.1 natively)
     split = None if perm is None or len(perm) < 2 else _rotation(perm)
+    if split is None and perm is not None and (tail := _rotation_with_tail(perm)) is not None:
+        return _tail_transpose(perm, *tail)
     nat = native() if split is not None else None
     if nat is None or not hasattr(nat, "transpose_f32"):
         return lambda x: np.transpose(x, perm)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -82,6 +84,27 @@ def test_transpose_rotations_of_every_element_size(dtype, shape, perm):
     got = ours("Transpose", [x], opset=13, perm=list(perm))[0]
     assert got.dtype == x.dtype and got.flags.c_contiguous
     np.testing.assert_array_equal(got, np.transpose(x, perm))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("shape,perm", [
+    ((576, 2, 16, 2), (0, 2, 1, 3)),    # MobileViT's patch unfolding: float pairs moved whole
+    ((576, 16, 2, 2), (0, 2, 1, 3)),    # ... and folding back
+    ((30, 40, 1), (1, 0, 2)),           # a trailing axis of 1
+    ((3, 40, 5, 6, 1), (0, 3, 1, 2, 4)),  # a rank-4 rotation before the kept axis
+    ((9, 40, 30, 3), (0, 2, 1, 3))],    # a 3-element block (numpy's copy: no native size)
+    ids=["unfold", "fold", "unit_tail", "rotation_tail", "odd_block"])
+def test_transpose_keeping_trailing_axes(dtype, shape, perm):
+    """A rotation of the leading axes that keeps trailing ones in place: a block of 1-8 bytes
+    is moved as one element by the native kernel; the values numpy's transpose gives."""
+    x = (RNG.standard_normal(shape) * 50).astype(dtype)
+    got = ours("Transpose", [x], opset=13, perm=list(perm))[0]
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, np.transpose(x, perm))
+    tail = next(t for t in range(len(perm), -1, -1)
+                if perm[len(perm) - t:] == tuple(range(len(perm) - t, len(perm))))
+    if math.prod(shape[len(shape) - tail:]) * x.itemsize in (1, 2, 4, 8):   # moved natively:
+        assert got.flags.c_contiguous                                        # not a view
 
 
 @pytest.mark.parametrize("axes", [None, (0,), (-1,), (0, 3)])
