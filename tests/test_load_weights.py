@@ -4,6 +4,7 @@ with the same results and the same refusals as parsing the whole file."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 import numpy as np
@@ -170,15 +171,18 @@ def test_weights_cut_out_beside_external_data_of_its_own(tmp_path):
     np.testing.assert_allclose(d, feeds["x4"] @ weights["small"], rtol=1e-5)
 
 
-def test_a_model_reached_through_a_symlink_from_another_folder(tmp_path):
+def test_a_model_reached_through_a_symlink_from_another_folder(tmp_path, caplog):
     weights = _weights()
     (tmp_path / "real").mkdir()
     (tmp_path / "link").mkdir()
     onnx.save(_model(weights), tmp_path / "real" / "m.onnx")
     os.symlink(tmp_path / "real" / "m.onnx", tmp_path / "link" / "m.onnx")
-    model = load_model(tmp_path / "link" / "m.onnx")
+    with caplog.at_level(logging.INFO, logger="onnxplex.graph.model"):
+        model = load_model(tmp_path / "link" / "m.onnx")
     np.testing.assert_array_equal(model.ir.graph.initializers["w32"].const_value.numpy(),
                                   weights["w32"])
+    # read whole (loading reads nothing outside the folder it was named in), and it says so
+    assert "read whole" in caplog.text
 
 
 def test_optimized_model_keeps_the_weights(tmp_path):

@@ -1039,7 +1039,12 @@ def _split_weights(path: str, base_dir: str) -> _wire.Split | None:
     """The file's large weights cut out of the proto (:mod:`._wire`), when it is a regular
     file inside its folder (a model reached through a symlink from elsewhere is read whole)."""
     real, root = os.path.realpath(path), os.path.realpath(base_dir)
-    if not os.path.isfile(real) or os.path.commonpath([real, root]) != root:
+    if not os.path.isfile(real):
+        return None
+    if os.path.commonpath([real, root]) != root:
+        logger.info("%s resolves to %s, outside its folder %s: its weights are read whole "
+                    "into memory, not from the file on demand (give the file's real path "
+                    "to load them lazily)", path, real, root)
         return None
     return _wire.split_weights(real, os.path.relpath(real, root))
 
