@@ -1122,13 +1122,23 @@ inline void maxpool_nhwc_f32_any(const float* x, float* y, size_t c, size_t oy0,
   }
 }
 
-// out[ch, ch + lanes of V) = scale * the sum of the n taps' channels there, the taps in order.
-template <typename V>
+// out[ch, ch + NV * lanes of V) = scale * the sum of the n taps' channels there, the taps in
+// order. NV vectors at once: NV independent chains of adds (one vector at a time, its chain of
+// n dependent adds bounded the pool: 2.5x onnxruntime's time on Inception's 3x3 pools).
+template <typename V, size_t NV = 1>
 inline void mean_over_taps(const float* const* taps, size_t n, size_t ch, float scale,
                            float* out) {
-  V s = V{};
-  for (size_t t = 0; t < n; ++t) s += *reinterpret_cast<const V*>(taps[t] + ch);
-  *reinterpret_cast<V*>(out + ch) = s * scale;
+  constexpr size_t L = sizeof(V) / sizeof(float);
+  V s[NV];
+#pragma GCC unroll 4
+  for (size_t v = 0; v < NV; ++v) s[v] = V{};
+  for (size_t t = 0; t < n; ++t) {
+    const float* tap = taps[t] + ch;
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) s[v] += *reinterpret_cast<const V*>(tap + v * L);
+  }
+#pragma GCC unroll 4
+  for (size_t v = 0; v < NV; ++v) *reinterpret_cast<V*>(out + ch + v * L) = s[v] * scale;
 }
 
 // Average pooling of channels-last images: output rows [oy0, oy1) of x [h][w][c] into y
@@ -1164,6 +1174,9 @@ inline void avgpool_nhwc_f32_any(const float* x, float* y, size_t c, size_t oy0,
       const float scale = count == 0 ? 0.0f : 1.0f / static_cast<float>(count);
       float* out = y + (oy * g.wo + ox) * c;
       size_t ch = 0;
+      for (; ch + 4 * L <= c; ch += 4 * L) {
+        mean_over_taps<DwVec, 4>(taps.data(), n, ch, scale, out);
+      }
       for (; ch + L <= c; ch += L) mean_over_taps<DwVec>(taps.data(), n, ch, scale, out);
       if (ch < c && c >= L) {   // the last channels: one more vector ending at c
         mean_over_taps<DwVec>(taps.data(), n, c - L, scale, out);
