@@ -878,28 +878,7 @@ def _conv_transpose(x: np.ndarray, cw: _ConvTWeights, node: NodeView,
     cols = cols.reshape((n, m) + tuple(kshape) + tuple(in_sp))
     if (all(s == k for s, k in zip(strides, kshape)) and all(d == 1 for d in dil)
             and all(b + o <= i * s for b, o, i, s in zip(pb, out_sp, in_sp, strides))):
-        # Stride = kernel (a U-Net's or a segmentation decoder's 2x2 stride-2 upsampling):
-        # the taps' outputs do not overlap, each input position fills its own k-block, so
-        # the output [N, M, i_0, k_0, i_1, k_1, ...] is each tap's products written into
-        # its place (the bias added on the way), cropped by the pads. (One strided copy a
-        # tap: numpy's transposing copy of the same interleave, inner runs of k_d elements,
-        # was 4-5x slower, as long as the GEMM itself on a U-Net's upsampling.)
-        y = np.empty((n, m) + tuple(a for i, k in zip(in_sp, kshape) for a in (i, k)),
-                     dtype=cols.dtype)
-        b_nd = None if bias is None else bias.reshape((m,) + (1,) * nd).astype(
-            cols.dtype, copy=False)
-        for tap in np.ndindex(*kshape):
-            dst = y[(slice(None), slice(None)) + tuple(a for t in tap
-                                                        for a in (slice(None), t))]
-            src = cols[(slice(None), slice(None)) + tap]
-            if b_nd is None:
-                dst[...] = src
-            else:
-                np.add(src, b_nd, out=dst)
-        y = y.reshape((n, m) + tuple(i * k for i, k in zip(in_sp, kshape)))
-        if any(pb) or tuple(out_sp) != y.shape[2:]:
-            y = np.ascontiguousarray(y[(slice(None), slice(None)) + tuple(
-                slice(b, b + o) for b, o in zip(pb, out_sp))])
+        y = _convt_interleave(cols, pb, out_sp, bias)
         return y if y.dtype == out_dtype else y.astype(out_dtype)
     # col2im: output position o = i * s + t * d, written as o = q * s + phase, the output
     # held as [N, M, q_0, s_0, q_1, s_1, ...]: tap t adds its products into the phase
@@ -929,6 +908,36 @@ def _conv_transpose(x: np.ndarray, cw: _ConvTWeights, node: NodeView,
     if bias is not None:
         y += bias.reshape(_bias_shape(m, nd))
     return y if y.dtype == out_dtype else y.astype(out_dtype)
+
+
+def _convt_interleave(cols: np.ndarray, pb: Sequence[int], out_sp: Sequence[int],
+                      bias: np.ndarray | None) -> np.ndarray:
+    """ConvTranspose with stride = kernel (a U-Net's or a segmentation decoder's 2x2
+    stride-2 upsampling) from the products ``cols [N, M, *k, *in]``: the taps' outputs do not
+    overlap, each input position fills its own k-block, so the output [N, M, i_0, k_0, i_1,
+    k_1, ...] is each tap's products written into its place (the bias added on the way),
+    cropped by the pads. (One strided copy a tap: numpy's transposing copy of the same
+    interleave, inner runs of k_d elements, was 4-5x slower, as long as the GEMM itself on a
+    U-Net's upsampling.)"""
+    n, m = cols.shape[:2]
+    nd = (cols.ndim - 2) // 2
+    kshape, in_sp = cols.shape[2:2 + nd], cols.shape[2 + nd:]
+    y = np.empty((n, m) + tuple(a for i, k in zip(in_sp, kshape) for a in (i, k)),
+                 dtype=cols.dtype)
+    b_nd = None if bias is None else bias.reshape((m,) + (1,) * nd).astype(cols.dtype,
+                                                                            copy=False)
+    for tap in np.ndindex(*kshape):
+        dst = y[(slice(None), slice(None)) + tuple(a for t in tap for a in (slice(None), t))]
+        src = cols[(slice(None), slice(None)) + tap]
+        if b_nd is None:
+            dst[...] = src
+        else:
+            np.add(src, b_nd, out=dst)
+    y = y.reshape((n, m) + tuple(i * k for i, k in zip(in_sp, kshape)))
+    if any(pb) or tuple(out_sp) != y.shape[2:]:
+        y = np.ascontiguousarray(y[(slice(None), slice(None)) + tuple(
+            slice(b, b + o) for b, o in zip(pb, out_sp))])
+    return y
 
 
 @op("ConvTranspose", since=1, dtypes={"T": FLOATS})
