@@ -283,12 +283,41 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     # zoo's models) and their np.ascontiguousarray of it is numpy's transposing copy:
     # SegFormer's [1, 128, 4096] -> [1, 4096, 128] 1.5 ms a Gelu against ~0.1 natively)
     split = None if perm is None or len(perm) < 2 else _rotation(perm)
-    if split is None and perm is not None and (tail := _rotation_with_tail(perm)) is not None:
-        return _tail_transpose(perm, *tail)
-    nat = native() if split is not None else None
+    if split is None and perm is not None:
+        if (tail := _rotation_with_tail(perm)) is not None:
+            return _tail_transpose(perm, *tail)
+        if (pair := _two_rotations(perm)) is not None:
+            first, second = (_rotation_transpose(r, *_rotation(r), planned=False) for r in pair)
+            return lambda x: second(first(x))
+    if split is None:
+        return lambda x: np.transpose(x, perm)
+    return _rotation_transpose(perm, *split)
+
+
+def _two_rotations(perm: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Two rotations (:func:`_rotation`) whose transposes in turn make ``perm``, for a
+    permutation that moves the last axis (numpy's copy of its view then gathers single
+    elements far apart: MobileViT's fold, (0, 3, 2, 1) over [1, 144, 256, 4], is a swap of the
+    last two axes, then a rotation of the last three); else None."""
+    n = len(perm)
+    if n < 3 or perm[-1] == n - 1:
+        return None
+    for j in range(n - 1):
+        for k in range(1, n - j):
+            first = (*range(j), *range(j + k, n), *range(j, j + k))
+            then = tuple(first.index(a) for a in perm)
+            if _rotation(then) is not None:
+                return first, then
+    return None
+
+
+def _rotation_transpose(perm: tuple[int, ...], kept: int, k: int, *,
+                        planned: bool = True) -> Kernel:
+    """The native kernel of a rotation ``perm`` (:func:`_rotation`: ``(kept, k)``); with
+    ``planned``, float32 shapes as a native step the executor runs without Python."""
+    nat = native()
     if nat is None or not hasattr(nat, "transpose_f32"):
         return lambda x: np.transpose(x, perm)
-    kept, k = split
     transpose_f32 = nat.transpose_f32
     # other element types (a quantized model's 8-bit images, halves) moved as their bytes
     transpose_elems = getattr(nat, "transpose_elems", None)
@@ -297,7 +326,7 @@ def make_transpose(node: NodeView, ctx: ProviderContext) -> Kernel:
     # a tiny CNN's layout transposes take ~3)
     # float32 ones as a native step (register_step.cpp): the plan of a shape, its 4th part
     shapes: dict[tuple[int, ...], tuple | None] = {}
-    make_plan = getattr(nat, "transpose_f32_plan", None)
+    make_plan = getattr(nat, "transpose_f32_plan", None) if planned else None
 
     def kernel(x: np.ndarray) -> np.ndarray:
         # numpy's copy of a transposed view: a channels-last view of a 3-channel image ~180

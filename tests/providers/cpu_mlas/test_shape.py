@@ -107,6 +107,23 @@ def test_transpose_keeping_trailing_axes(dtype, shape, perm):
         assert got.flags.c_contiguous                                        # not a view
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("shape,perm", [
+    ((1, 144, 64, 4), (0, 3, 2, 1)),    # MobileViT's fold: a swap of the last two axes, then
+    ((1, 4, 64, 144), (0, 3, 2, 1)),    # a rotation of the last three (and the way back)
+    ((20, 30, 40), (2, 1, 0)),          # rank 3 reversed
+    ((6, 7, 8, 9, 10), (0, 1, 4, 3, 2))],
+    ids=["fold", "unfold", "reverse3", "rank5"])
+def test_transpose_as_two_rotations(dtype, shape, perm):
+    """A permutation that moves the last axis and is no rotation: two native rotations in
+    turn (numpy's copy of its view gathers single elements far apart); the values numpy's
+    transpose gives, a copy, not a view."""
+    x = (RNG.standard_normal(shape) * 50).astype(dtype)
+    got = ours("Transpose", [x], opset=13, perm=list(perm))[0]
+    assert got.dtype == x.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, np.transpose(x, perm))
+
+
 @pytest.mark.parametrize("axes", [None, (0,), (-1,), (0, 3)])
 @pytest.mark.parametrize("opset", [11, 13])
 def test_squeeze(axes, opset):
