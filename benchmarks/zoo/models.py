@@ -580,16 +580,21 @@ def _t5():
     return T5()
 
 
-def _t5_inputs():
-    import torch
+def _seq2seq_inputs(vocab: int):
+    """An encoder-decoder's inputs: batch 2, 64 source tokens (the last row padded), 16
+    decoder tokens."""
+    def make():
+        import torch
 
-    toks = _tokens(2, 64, 32128)()
-    g = torch.Generator().manual_seed(5)
-    return {**toks, "decoder_input_ids": torch.randint(0, 32128, (2, 16), generator=g)}
+        toks = _tokens(2, 64, vocab)()
+        g = torch.Generator().manual_seed(5)
+        return {**toks, "decoder_input_ids": torch.randint(0, vocab, (2, 16), generator=g)}
+
+    return make
 
 
 _register(ZooModel(
-    name="t5_small", build=_t5, inputs=_t5_inputs, exporter="torchscript",
+    name="t5_small", build=_t5, inputs=_seq2seq_inputs(32128), exporter="torchscript",
     outputs=("logits", "encoder_hidden_states"),
     dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                   "decoder_input_ids": {0: "batch", 1: "dec_seq"},
@@ -923,16 +928,8 @@ def _bart():
     return Bart()
 
 
-def _bart_inputs():
-    import torch
-
-    toks = _tokens(2, 64, 32000)()
-    g = torch.Generator().manual_seed(5)
-    return {**toks, "decoder_input_ids": torch.randint(0, 32000, (2, 16), generator=g)}
-
-
 _register(ZooModel(
-    name="bart", build=_bart, inputs=_bart_inputs, exporter="dynamo", outputs=("logits",),
+    name="bart", build=_bart, inputs=_seq2seq_inputs(32000), exporter="dynamo", outputs=("logits",),
     dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
                   "decoder_input_ids": {0: "batch", 1: "target"},
                   "logits": {0: "batch", 1: "target"}},

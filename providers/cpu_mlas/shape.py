@@ -242,27 +242,22 @@ _BYTES_DTYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.u
 
 def _tail_transpose(perm: tuple[int, ...], kept: int, k: int, tail: int) -> Kernel:
     """A transpose that keeps trailing axes in place and rotates the others: when the kept
-    block is 1-8 bytes (a float pair), the rotation of blocks moved as single elements by the
-    native kernel; numpy's copy of the view ran inner loops of the block's few elements
-    (MobileViT's 16 unfold/fold transposes, most of its Reshape time)."""
-    nat = native()
-    move = getattr(nat, "transpose_elems", None) if nat is not None else None
+    block is 1-8 bytes (a float pair), the leading axes' rotation (:func:`_rotation_transpose`)
+    of the blocks viewed as single unsigned elements; numpy's copy of the view ran inner loops
+    of the block's few elements (MobileViT's 16 unfold/fold transposes, most of its Reshape
+    time)."""
     lead = len(perm) - tail
+    rotate = _rotation_transpose(perm[:lead], kept, k, planned=False)
 
     def kernel(x: np.ndarray) -> np.ndarray:
-        block = math.prod(x.shape[lead:]) * x.itemsize
-        as_bytes = _BYTES_DTYPES.get(block)
-        if (move is None or as_bytes is None or not x.flags.c_contiguous
-                or x.size < _NATIVE_TRANSPOSE_MIN or x.dtype.hasobject):
+        as_bytes = _BYTES_DTYPES.get(math.prod(x.shape[lead:]) * x.itemsize)
+        if as_bytes is None or not x.flags.c_contiguous or x.dtype.hasobject:
             return np.transpose(x, perm)
         head = x.shape[:lead]
-        plan = _transpose_shapes(head, perm[:lead], kept, k)
-        if plan is None:
+        y = rotate(x.reshape(head + (-1,)).view(as_bytes).reshape(head))
+        if not y.flags.c_contiguous:   # (below the native kernel's size: numpy's view)
             return np.transpose(x, perm)
-        x3, y3, out = plan
-        y = np.empty(y3, dtype=as_bytes)
-        move(x.reshape(head + (-1,)).view(as_bytes).reshape(x3), y)
-        return y.view(x.dtype).reshape(out + x.shape[lead:])
+        return y.view(x.dtype).reshape(y.shape + x.shape[lead:])
 
     return kernel
 
