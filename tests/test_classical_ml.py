@@ -12,30 +12,17 @@ disk by the zoo, keyed by library versions).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from classical_zoo_loader import load_zoo
 
 import onnxplex
 
 ort = pytest.importorskip("onnxruntime")
 
-REPO = Path(__file__).resolve().parents[1]
 BATCH = 100
 
 
-def _load_zoo():
-    spec = importlib.util.spec_from_file_location(
-        "onnxplex_classical_zoo", REPO / "benchmarks" / "classical_zoo.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclass looks its module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-zoo = _load_zoo()
+zoo = load_zoo()
 
 
 @pytest.fixture(scope="module")

@@ -143,3 +143,41 @@ def test_expanded_function_bodies_are_optimized(tmp_path):
                                                        "Transpose"]
     again = onnxplex.InferenceSession(so.optimized_model_filepath)
     np.testing.assert_allclose(again.run(None, {"x": x})[0], y, rtol=1e-6, atol=1e-6)
+
+
+def _calls_in_branches_model(nested: bool) -> onnx.ModelProto:
+    """y = If(sum(x) > 0, F(x; alpha=2), G(x)): model-local functions called inside the
+    branches of a main-graph If; ``nested``: the If is itself inside a function H, called
+    from the main graph (skl2onnx's KNNImputer calls functions from an If inside a
+    function)."""
+    g_fn = helper.make_function("local", "G", ["b"], ["c"],
+                                [helper.make_node("Neg", ["b"], ["c"])], OPSET[:1])
+    then_g = helper.make_graph([helper.make_node("F", ["x"], ["t"], domain="local",
+                                                 alpha=2.0)], "then", [], [_vi("t")])
+    else_g = helper.make_graph([helper.make_node("G", ["x"], ["e"], domain="local")], "else",
+                               [], [_vi("e")])
+    body = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+            helper.make_node("Constant", [], ["zero"], value_float=0.0),
+            helper.make_node("Greater", ["total", "zero"], ["positive"]),
+            helper.make_node("If", ["positive"], ["y"], then_branch=then_g,
+                             else_branch=else_g)]
+    functions = [_branchy_function(), g_fn]
+    if nested:
+        functions.append(helper.make_function("local", "H", ["x"], ["y"], body, OPSET))
+        body = [helper.make_node("H", ["x"], ["y"], domain="local")]
+    g = helper.make_graph(body, "g", [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    return helper.make_model(g, opset_imports=OPSET, functions=functions, ir_version=9)
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_local_functions_called_inside_if_branches(nested, sign):
+    """A body is partitioned on its own: a call left in it could never run (both cases
+    failed with 'no kernel for local::F' before calls in bodies were inlined at load)."""
+    model = _calls_in_branches_model(nested)
+    x = (np.abs(np.random.default_rng(1).standard_normal((2, 3))) * sign).astype(np.float32)
+    (ours,) = onnxplex.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    (theirs,) = ort.InferenceSession(model.SerializeToString(),
+                                     providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(ours, _expected(x, 2.0) if sign > 0 else -x, rtol=1e-6)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)

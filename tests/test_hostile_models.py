@@ -193,18 +193,43 @@ def test_structural_errors_inside_subgraphs(nodes, out, match):
     assert_refused(_if_model(nodes, out), InvalidModelError, match)
 
 
-@pytest.mark.parametrize("edit, match", [
-    ("shape", "differ in dim"),
-    ("dtype", "elem type differs"),
-])
-def test_inconsistent_declared_shapes(edit, match):
+def test_declared_element_type_contradicting_the_nodes_is_refused():
     m = chain(["Relu", "Neg"])
-    if edit == "shape":
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
+    assert_refused(m, InvalidModelError, "declared shapes or types contradict its nodes.*"
+                   "elem type differs")
+
+
+@pytest.mark.parametrize("where", ["value_info", "output", "output rank"])
+def test_declared_shape_contradicting_the_nodes_is_merged_as_onnxruntime_does(where, caplog):
+    """onnxruntime's default (``session.strict_shape_type_inference=0``): a warning, and the
+    shape the nodes compute (onnxruntime's lenient merge leaves the conflicting dims unknown
+    until a later graph resolution infers them again, which an optimized graph gets); with the
+    entry set to 1 the model is refused."""
+    m = chain(["Relu", "Neg"])   # float [2, 3] all along
+    if where == "value_info":
         m.graph.value_info.append(vi("t0", [2, 7]))
     else:
-        m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
-    assert_refused(m, InvalidModelError, "declared shapes or types contradict its nodes.*"
-                   + match)
+        dims = m.graph.output[0].type.tensor_type.shape.dim
+        if where == "output":
+            dims[1].dim_value = 7
+        else:
+            dims.add().dim_value = 1
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    with caplog.at_level("WARNING", logger="onnxplex"):
+        sess = onnxplex.InferenceSession(m)
+    name = "t0" if where == "value_info" else "y"
+    assert f"declares '{name}' with shape" in caplog.text
+    (y,) = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(y, -np.maximum(x, 0))
+    assert sess.get_outputs()[0].shape == [2, 3]
+    ort = pytest.importorskip("onnxruntime")
+    theirs = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert theirs.get_outputs()[0].shape in ([2, 3], [2, None], [])   # (never the declared)
+    so = onnxplex.SessionOptions()
+    so.add_session_config_entry("session.strict_shape_type_inference", "1")
+    with pytest.raises(InvalidModelError, match="declared shapes or types contradict"):
+        onnxplex.InferenceSession(m, so)
 
 
 def test_inputs_that_cannot_broadcast_fail_at_run_naming_the_node():

@@ -174,6 +174,7 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
         return s
 
     graph = model.graph
+    declared = model.declared_shapes
     input_slots = {n: slot(n) for n in (*model.input_names, *sorted(model.overridable))}
     # A constant every consumer prepacked is not held (nor read, if it is still in the file).
     read_at_run: set[str] = set()   # (graph outputs that are constants: added below)
@@ -225,7 +226,8 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
         node = sg.nodes[0]
         single = sg.is_single_node
         required = (max((k for k, v in enumerate(sg.outputs) if v is not None), default=-1) + 1)
-        checks = tuple(None if v is None else _check_of(v, layout) for v in sg.outputs)
+        checks = tuple(None if v is None else _check_of(v, layout, v.name in declared)
+                       for v in sg.outputs)
         steps.append((
             node.display_name if single else (sg.name or f"{unit.provider}_fused"),
             node.op_type if single else sg.name or "FusedSubgraph",
@@ -244,16 +246,18 @@ def build_plan(model: Model, units: Sequence[CompiledUnit]) -> ExecutionPlan:
                          frozenset(defaults))
 
 
-def _check_of(v: ValueInfo, layout: str) -> tuple:
-    """``(elem, shape, kind, dtype, accepted)``: the declared element type and shape (in the
-    step's layout), the value's kind, the numpy dtype to compare with (None: unknown or not
-    numpy's) and a one-item list holding a shape known to agree with the declared one (the
-    declared shape itself when every dim is an int, else the last shape that passed): a run
-    whose output has that shape pays one tuple comparison (a MobileNetV2 with a symbolic batch
-    dim compared dim by dim, ~1.5 us a node). For a sequence, map or optional, ``dtype`` is
-    the value's conformer instead (see :func:`_conformer`)."""
+def _check_of(v: ValueInfo, layout: str, lenient: bool = False) -> tuple:
+    """``(elem, shape, kind, dtype, accepted, lenient)``: the declared element type and shape (in
+    the step's layout), the value's kind, the numpy dtype to compare with (None: unknown or not
+    numpy's), a one-item list holding the shape last accepted (the declared shape itself when
+    every dim is an int, else the last shape that passed): a run whose output has that shape
+    pays one tuple comparison (a MobileNetV2 with a symbolic batch dim compared dim by dim,
+    ~1.5 us a node), and whether the shape is the model file's own declaration
+    (:attr:`Model.declared_shapes`: a contradicting output is then logged, not an error). For a
+    sequence, map or optional, ``dtype`` is the value's conformer instead (see
+    :func:`_conformer`)."""
     if v.kind != "tensor":
-        return (v.elem_type, None, v.kind, _conformer(v.kind, v.ir_type), None)
+        return (v.elem_type, None, v.kind, _conformer(v.kind, v.ir_type), None, lenient)
     shape = v.shape
     if shape is not None and layout == "NHWC" and len(shape) == 4:
         shape = (shape[0], shape[2], shape[3], shape[1])
@@ -263,7 +267,7 @@ def _check_of(v: ValueInfo, layout: str) -> tuple:
         dtype = None
     static = (tuple(shape) if shape is not None and all(type(d) is int for d in shape)
               else None)
-    return (v.elem_type, shape, v.kind, dtype, [static])
+    return (v.elem_type, shape, v.kind, dtype, [static], lenient)
 
 
 def _order_units(units: Sequence[CompiledUnit]) -> list[CompiledUnit]:
@@ -435,7 +439,12 @@ def _checked(step: Step, k: int, value: Any) -> Any:
 
 
 def _check_tensor(step: Step, k: int, value: Any, chk: tuple) -> None:
-    elem, shape, _, want, accepted = chk
+    """A tensor output against its declaration: not an array, or of another dtype, is an
+    error, as is a shape that contradicts what inference found; one that contradicts only the
+    model file's own declaration is logged (once per value) and passes, as onnxruntime returns
+    such outputs (converters declare some shapes wrongly: skl2onnx a binary RidgeClassifier's
+    scores as ``[N, 2]``, onnxmltools an XGBoost hinge classifier's as ``[N, 1]``)."""
+    elem, shape, _, want, accepted, lenient = chk
     if not isinstance(value, np.ndarray):
         raise KernelExecutionError(
             f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} is "
@@ -452,11 +461,17 @@ def _check_tensor(step: Step, k: int, value: Any, chk: tuple) -> None:
     if shape is not None:
         bad = len(got) != len(shape) or any(
             isinstance(d, int) and d != a for d, a in zip(shape, got))
-        if bad:
+        if bad and not lenient:
             raise KernelExecutionError(
                 f"node '{step.name}' ({step.op_type}) on provider {step.provider}: output {k} "
                 f"has shape {list(got)}, declared {list(shape)}",
                 provider=step.provider, node=step.name, op_type=step.op_type)
+        if bad and len(accepted) == 1:
+            accepted.append(True)   # (warned: once per value)
+            logger.warning(
+                "node '%s' (%s) on provider %s: output %d has shape %s, the model declares "
+                "%s; returned as computed (as onnxruntime returns it)", step.name,
+                step.op_type, step.provider, k, list(got), list(shape))
     accepted[0] = got   # (concurrent runs may swap it: each shape put there passed)
 
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 import onnx
 from onnx import helper
 
+from ..graph.inline import FunctionInstance
 from ..graph.model import Model, NodeView, load_proto
-from ..graph.nodes import OPSET_KEY
 
 __all__ = ["function_body", "expand_nodes"]
 
@@ -127,7 +127,7 @@ def expand_nodes(model: Model, indices: Iterable[int]) -> tuple[Model, list[str]
         # Nodes of a body written for another opset keep that version (OPSET_KEY).
         versions = {domain: str(version) for domain, version in body_opsets.items()
                     if version != model_opsets.get(domain, version)}
-        new_nodes.extend(_Instance(body, node, f"{view.display_name}/{body.name}/",
+        new_nodes.extend(FunctionInstance(body, node, f"{view.display_name}/{body.name}/",
                                    versions).nodes())
         done.append(f"{view.display_name} ({view.qualified_op})")
         for imp in body.opset_import:
@@ -136,73 +136,3 @@ def expand_nodes(model: Model, indices: Iterable[int]) -> tuple[Model, list[str]
     del proto.graph.node[:]
     proto.graph.node.extend(new_nodes)
     return load_proto(proto, model.base_dir), done
-
-
-class _Instance:
-    """The nodes of function ``body`` called by ``call``: formal inputs and outputs renamed
-    to the call's, every other name (subgraphs' included: ONNX names do not shadow) given
-    ``prefix``, attribute references resolved from the call's attributes or the body's
-    defaults, and nodes of a domain in ``versions`` marked with that opset."""
-
-    def __init__(self, body: onnx.FunctionProto, call: onnx.NodeProto, prefix: str,
-                 versions: dict[str, str]) -> None:
-        self.body, self.prefix, self.versions = body, prefix, versions
-        self.rename: dict[str, str] = dict(zip(body.input, call.input))
-        for formal in body.input[len(call.input):]:
-            self.rename[formal] = ""
-        for formal, actual in zip(body.output, call.output):
-            self.rename[formal] = actual or prefix + formal
-        self.given = {a.name: a for a in call.attribute}
-        self.defaults = {a.name: a for a in body.attribute_proto}
-
-    def nodes(self) -> list[onnx.NodeProto]:
-        return [self._node(n) for n in self.body.node]
-
-    def _name(self, name: str) -> str:
-        return self.rename.get(name, self.prefix + name) if name else name
-
-    def _node(self, n: onnx.NodeProto) -> onnx.NodeProto:
-        node = onnx.NodeProto()
-        node.CopyFrom(n)
-        node.name = self.prefix + (n.name or n.op_type)
-        for lst in (node.input, node.output):
-            for j, name in enumerate(lst):
-                lst[j] = self._name(name)
-        attrs = []
-        for a in node.attribute:
-            if a.ref_attr_name:
-                src = self.given.get(a.ref_attr_name) or self.defaults.get(a.ref_attr_name)
-                if src is None:
-                    continue
-                b = onnx.AttributeProto()
-                b.CopyFrom(src)
-                b.name = a.name
-                attrs.append(b)
-                continue
-            if a.type == onnx.AttributeProto.GRAPH:
-                self._graph(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    self._graph(g)
-            attrs.append(a)
-        del node.attribute[:]
-        node.attribute.extend(attrs)
-        if node.domain in self.versions or (node.domain == "ai.onnx"
-                                            and "" in self.versions):
-            entry = node.metadata_props.add()
-            entry.key = OPSET_KEY
-            entry.value = self.versions.get(node.domain, self.versions.get(""))
-        return node
-
-    def _graph(self, g: onnx.GraphProto) -> None:
-        """A subgraph of the body, renamed in place."""
-        for v in (*g.input, *g.output, *g.value_info):
-            v.name = self._name(v.name)
-        for t in g.initializer:
-            t.name = self._name(t.name)
-        for st in g.sparse_initializer:
-            st.values.name = self._name(st.values.name)
-            st.indices.name = self._name(st.indices.name)
-        nodes = [self._node(n) for n in g.node]
-        del g.node[:]
-        g.node.extend(nodes)

@@ -5,6 +5,7 @@ shapes after it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
@@ -133,7 +134,7 @@ def _light_copy(proto: onnx.ModelProto, big_names: set[str], declared: set[str],
 
 
 def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
-                  nodes: tuple[_Node, ...] | None = None
+                  nodes: tuple[_Node, ...] | None = None, *, strict: bool = False
                   ) -> tuple[onnx.ModelProto, list[onnx.TensorProto], set[str]]:
     """Shape inference on a copy of ``proto`` without its large weights (onnx's inference
     serializes the model it gets; ``serialized``, the bytes ``proto`` was parsed from, spare
@@ -143,7 +144,13 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
     When the copy also leaves out ai.onnx.ml payload attributes
     (:data:`_PAYLOAD`), what inference found (``value_info``, the outputs' types) is put into
     ``proto`` instead, which is returned: parsing the inferred model back would cost as much
-    as the first parse. The caller's proto is not modified otherwise."""
+    as the first parse. The caller's proto is not modified otherwise.
+
+    Declared shapes that contradict what the nodes compute are merged as onnxruntime merges
+    them by default (:func:`_lenient_merge`: a warning, the disagreeing dims unknown); with
+    ``strict`` (``session.strict_shape_type_inference=1``) such a model is refused. Declared
+    element types that contradict the nodes are refused either way, as onnxruntime refuses
+    them."""
     g = proto.graph
     big = [t for t in g.initializer
            if t.data_location != onnx.TensorProto.EXTERNAL
@@ -163,23 +170,29 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
         light = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True,
                                                   data_prop=True)
     except Exception as e:  # noqa: BLE001 - onnx raises InferenceError, sometimes others
-        if any(c in str(e) for c in _INCONSISTENT):
+        merged = None
+        if not strict and _SHAPE_CONFLICT in str(e) and _ELEM_CONFLICT not in str(e):
+            merged = _lenient_merge(light)
+        if merged is not None:
+            light = merged
+        elif any(c in str(e) for c in _INCONSISTENT):
             raise as_status(InvalidModelError, Fail)(
                 f"the model's declared shapes or types contradict its nodes: {e}") from e
-        if any(c in str(e) for c in _BAD_ATTRIBUTE):
+        elif any(c in str(e) for c in _BAD_ATTRIBUTE):
             raise as_status(InvalidModelError, Fail)(
                 f"a node's attributes are outside the spec (onnxruntime refuses it too): {e}"
             ) from e
-        if any(c in str(e) for c in _MISTYPED):
+        elif any(c in str(e) for c in _MISTYPED):
             raise as_status(InvalidModelError, Fail)(   # (onnxruntime: a Type Error)
                 f"a node's inputs are of types its op does not take "
                                     f"(onnxruntime refuses it too): {e}") from e
-        try:
-            light = onnx.shape_inference.infer_shapes(light, check_type=False,
-                                                      strict_mode=False, data_prop=True)
-        except Exception as e2:  # noqa: BLE001 - inference is advisory; kernels see real shapes
-            logger.warning("onnx shape inference failed, continuing without it: %s", e2)
-            return proto, [], set()
+        else:
+            try:
+                light = onnx.shape_inference.infer_shapes(light, check_type=False,
+                                                          strict_mode=False, data_prop=True)
+            except Exception as e2:  # noqa: BLE001 - advisory; kernels see real shapes
+                logger.warning("onnx shape inference failed, continuing without it: %s", e2)
+                return proto, [], set()
     # onnxruntime's contrib ops (a QOperator model's) and what follows them
     light = _contrib_shapes.infer_contrib(light)
     if payload:
@@ -191,8 +204,9 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
     return light, big, declared
 
 
-_INCONSISTENT = ("Inferred shape and existing shape differ",
-                 "Inferred elem type differs from existing elem type")
+_SHAPE_CONFLICT = "Inferred shape and existing shape differ"
+_ELEM_CONFLICT = "Inferred elem type differs from existing elem type"
+_INCONSISTENT = (_SHAPE_CONFLICT, _ELEM_CONFLICT)
 
 
 """Strict shape-inference messages that mean the model contradicts its own declarations.
@@ -223,3 +237,116 @@ def _attach_initializers(model: ir.Model, tensors: list[onnx.TensorProto],
             model.graph.inputs.remove(v)
         v.const_value = ir.serde.deserialize_tensor(t)
         model.graph.register_initializer(v)
+
+
+def _graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``g`` and every subgraph body in it, in a fixed order (node, then attribute order): two
+    protos of the same structure list their graphs in the same order."""
+    yield g
+    for node in g.node:
+        for a in node.attribute:
+            if a.HasField("g"):
+                yield from _graphs(a.g)
+            for body in a.graphs:
+                yield from _graphs(body)
+
+
+def _declared_dims(tp: onnx.TypeProto) -> list[tuple[str, int | str | None]] | None:
+    """A tensor type's declared dims as (kind, value) pairs; None when it declares no shape."""
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return None
+    out: list[tuple[str, int | str | None]] = []
+    for d in tp.tensor_type.shape.dim:
+        which = d.WhichOneof("value")
+        out.append((which or "", d.dim_value if which == "dim_value"
+                    else d.dim_param if which == "dim_param" else None))
+    return out
+
+
+def _merged_dims(declared: list, inferred: list | None) -> tuple[list | None, bool]:
+    """(the dims to keep, whether the two conflict): onnx's merge where they agree (a known
+    size wins over a symbol or nothing); where they conflict, what the nodes compute. (That is
+    where onnxruntime ends: its lenient merge leaves the conflicting dims unknown, or the rank
+    unknown, and its next graph resolution infers them again from the nodes.)"""
+    if inferred is None:
+        return declared, False
+    if len(inferred) != len(declared):
+        return inferred, True
+    out, conflict = [], False
+    for (dk, dv), (ik, iv) in zip(declared, inferred):
+        if dk == "dim_value" and ik == "dim_value" and dv != iv:
+            out.append((ik, iv))
+            conflict = True
+        elif dk == "dim_value" or ik != "dim_value" and dk:
+            out.append((dk, dv))
+        else:
+            out.append((ik, iv))
+    return out, conflict
+
+
+def _set_dims(tp: onnx.TypeProto, dims: list | None) -> None:
+    tt = tp.tensor_type
+    tt.ClearField("shape")
+    if dims is None:
+        return
+    shape = tt.shape
+    shape.SetInParent()   # (a rank-0 shape is a shape with no dims, not no shape)
+    for kind, value in dims:
+        d = shape.dim.add()
+        if kind == "dim_value":
+            d.dim_value = value
+        elif kind == "dim_param":
+            d.dim_param = value
+
+
+def _lenient_merge(model: onnx.ModelProto | bytes) -> onnx.ModelProto | None:
+    """Shape inference of a model whose declared shapes (value infos, graph outputs, in every
+    graph) contradict what its nodes compute, as onnxruntime's default (lenient) merge does
+    it: inferred without the declared shapes, each declaration then merged with what was
+    inferred for it; where one contradicts it, what the nodes compute is kept, with a warning
+    naming the value. skl2onnx declares a binary
+    RidgeClassifier's scores ``[N, 2]`` that its nodes make ``[N, 1]``, a PLSRegression's
+    intermediate sum ``[N, 6]`` that is ``[N, 1]``. None if inference still fails."""
+    if isinstance(model, (bytes, bytearray)):
+        model = onnx.ModelProto.FromString(bytes(model))
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    declared: list[list[tuple[str, list | None]]] = []
+    for g in _graphs(bare.graph):
+        entries = []
+        for info in (*g.value_info, *g.output):
+            dims = _declared_dims(info.type)
+            entries.append((info.name, dims))
+            if dims is not None:
+                info.type.tensor_type.ClearField("shape")
+        declared.append(entries)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(bare, check_type=True, strict_mode=True,
+                                                     data_prop=True)
+    except Exception:  # noqa: BLE001 - the caller's lenient inference takes over
+        return None
+    for g, entries in zip(_graphs(inferred.graph), declared):
+        found = {info.name: info for info in (*g.value_info, *g.output)}
+        for name, dims in entries:
+            if dims is None:
+                continue
+            info = found.get(name)
+            if info is None:
+                continue
+            got = _declared_dims(info.type)
+            dims_kept, conflict = _merged_dims(dims, got)
+            if conflict:
+                logger.warning(
+                    "the model declares %r with shape %s, its nodes make it %s: taken as "
+                    "computed (onnxruntime's lenient merge; the session config entry "
+                    "session.strict_shape_type_inference=1 refuses such a model)", name,
+                    _show(dims), _show(got))
+            if info.type.WhichOneof("value") == "tensor_type":
+                _set_dims(info.type, dims_kept)
+    return inferred
+
+
+def _show(dims: list | None) -> str:
+    if dims is None:
+        return "(no shape)"
+    return "[" + ", ".join("?" if v is None else str(v) for _, v in dims) + "]"

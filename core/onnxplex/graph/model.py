@@ -69,6 +69,7 @@ from .inference import (
     _attach_initializers,
     _infer_shapes,
 )
+from .inline import inline_calls_in_bodies
 from .limits import (
     _SUB_BYTE_BITS,
     _num_elements,
@@ -371,6 +372,12 @@ class Model:
     Use :func:`load_model` to build one. ``nodes`` is the main graph in topological order; a
     node's position there is its index in views, claims and reports.
     """
+
+    declared_shapes: frozenset[str] = frozenset()
+    """Names of the main graph's values whose type the model file itself declares (its
+    outputs and ``value_info`` entries, before inference): a kernel output contradicting such a
+    declaration is logged and returned, as onnxruntime returns it (converters declare some
+    shapes wrongly); one contradicting only what inference found is a kernel's error."""
 
     def __init__(self, model: ir.Model, base_dir: str | None, *, body: ir.Graph | None = None,
                  outer_names: tuple[str, ...] = ()) -> None:
@@ -944,11 +951,15 @@ class Overrides(NamedTuple):
 
 
 def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
-               *, infer_shapes: bool = True, overrides: Overrides | None = None) -> Model:
+               *, infer_shapes: bool = True, overrides: Overrides | None = None,
+               strict_shapes: bool = False) -> Model:
     """Load, validate and shape-annotate a model from a path, serialized bytes or a ModelProto.
 
     External data is resolved relative to the model file's folder; models given as bytes or
     as a ModelProto may only use external data when their tensors are already loaded.
+    Declared shapes that contradict the nodes are merged with a warning, as onnxruntime
+    does by default; ``strict_shapes`` refuses such a model (onnxruntime's
+    ``session.strict_shape_type_inference=1``).
     Raises :class:`InvalidModelError` (or a subclass) naming what is wrong.
     """
     if isinstance(source, Model):
@@ -996,7 +1007,7 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
         _override(proto, overrides)
         serialized = None   # (inference reads the changed proto)
     return load_proto(proto, base_dir, infer_shapes=infer_shapes, split=split,
-                      serialized=serialized)
+                      serialized=serialized, strict_shapes=strict_shapes)
 
 
 def _override(proto: onnx.ModelProto, overrides: Overrides) -> None:
@@ -1051,12 +1062,14 @@ def _split_weights(path: str, base_dir: str) -> _wire.Split | None:
 
 def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
                infer_shapes: bool = True, split: _wire.Split | None = None,
-               serialized: bytes | None = None) -> Model:
+               serialized: bytes | None = None, strict_shapes: bool = False) -> Model:
     """Validate and load a parsed ModelProto whose external data lives in ``base_dir``
     (``split``: the weights :func:`._wire.split_weights` cut out of the model file;
     ``serialized``: the bytes ``proto`` was parsed from, if at hand)."""
     _maptype.install()
     _fast_attrs.install()
+    if proto.functions and inline_calls_in_bodies(proto):
+        serialized = None   # (inference reads the changed proto)
     walked = _walk(proto)
     if _densify_sparse(walked):   # (sparse initializers and Constants become dense ones)
         walked, serialized = _walk(proto), None
@@ -1069,10 +1082,13 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
+    g = proto.graph
+    file_declared = frozenset(v.name for v in g.output).union(v.name for v in g.value_info)
     if infer_shapes:
         if (serialized is None or b"unk__" in serialized) and _forget_generated_dims(proto):
             serialized = None   # (inference reads the changed proto)
-        proto, big, declared = _infer_shapes(proto, serialized, walked.graph.nodes)
+        proto, big, declared = _infer_shapes(proto, serialized, walked.graph.nodes,
+                                             strict=strict_shapes)
     try:
         model = _deserialize(proto)
         _check_value_shapes(model.graph)
@@ -1085,6 +1101,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
                 ir.external_data.set_base_dir(model.graph, base_dir)
                 _read_external_weights(model, base_dir)
         loaded = Model(model, base_dir)
+        loaded.declared_shapes = file_declared
         # loaded.nodes orders the graph: a cycle is refused there, by name
         bodies = any(a.bodies for n in walked.graph.nodes for a in n.attrs)
         if list(model.graph) != loaded.nodes or (bodies and _unsorted_bodies(model.graph)):

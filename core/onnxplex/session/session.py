@@ -524,6 +524,9 @@ def _configured_tensor_limit(config: Mapping[str, str]) -> int | None:
     return int(value)
 
 
+STRICT_SHAPES = "session.strict_shape_type_inference"
+
+
 class InferenceSession:
     """Load a model and run it on an ordered list of execution providers.
 
@@ -557,6 +560,12 @@ class InferenceSession:
             self._create(path_or_bytes, providers, provider_options)
         self._profile_event("session_initialization", "Session", t0, time.perf_counter_ns())
 
+    def _strict_shapes(self) -> bool:
+        """``session.strict_shape_type_inference=1``: declared shapes that contradict the
+        nodes refuse the model (by default they are merged with a warning, as onnxruntime
+        merges them)."""
+        return self._options._config.get(STRICT_SHAPES, "0") == "1"
+
     def _check_cancelled(self) -> None:
         if getattr(self._given_options, "_cancel_load", False):
             raise LoadCancelledError("the session's creation was cancelled "
@@ -566,7 +575,8 @@ class InferenceSession:
                 provider_options: Sequence[Mapping[str, Any]] | None) -> None:
         self._check_cancelled()
         with self._phase("model_loading"):
-            model = load_model(path_or_bytes, overrides=self._options._overrides())
+            model = load_model(path_or_bytes, overrides=self._options._overrides(),
+                               strict_shapes=self._strict_shapes())
         self._check_cancelled()
         self._meta = _metadata(model)
         if self._read_config:
@@ -729,8 +739,10 @@ class InferenceSession:
         # every session's graph). A Model given as the source is the same object: a snapshot.
         source = self._source
         overrides = self._options._overrides()
+        strict = self._strict_shapes()
         reload = (None if isinstance(source, Model)
-                  else lambda: load_model(source, overrides=overrides).ir.graph)
+                  else lambda: load_model(source, overrides=overrides,
+                                          strict_shapes=strict).ir.graph)
         others = [p for p in providers if p.name != DEFAULT_PROVIDER]
 
         def optimize_model(model: Model, reload: Callable[[], Any] | None) -> list[PassReport]:
