@@ -952,3 +952,35 @@ def test_softmax_axis_outside_the_rank_is_refused_at_load(axis, match):
     m = model([helper.make_node("Softmax", ["x"], ["y"], axis=axis)], [vi("x", [2, 3])],
               [vi("y", [2, 3])])
     assert_refused(m, InvalidModelError, match)
+
+
+@pytest.mark.parametrize("x_shape", [[3, 5], None])
+def test_body_output_contradicting_its_declared_shape_is_returned(x_shape, caplog):
+    """torch's exporter declares both branches' outputs of an If with the shape one branch
+    gives (scatter_reduce: ``[15]`` where the other branch keeps ``[3, 5]``); onnxruntime
+    returns what the branch computes, and so does onnxplex, with a warning: at load where
+    inference sees the contradiction (x of known shape), else at the run (this was a
+    KernelExecutionError: a body's declarations were checked as if inference had made them).
+    With x of no shape onnxruntime refuses the run (it allocates the branch output from its
+    declared shape)."""
+    flat = numpy_helper.from_array(np.array([15], np.int64), "flat")
+    then_g = helper.make_graph([helper.make_node("Reshape", ["x", "flat"], ["a"])], "then", [],
+                               [vi("a", [15])], initializer=[flat])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "else", [],
+                               [vi("b", [15])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", [], TensorProto.BOOL), vi("x", x_shape)], [vi("y", None)])
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    with caplog.at_level("WARNING", logger="onnxplex"):
+        sess = onnxplex.InferenceSession(m)
+        for cond, want in ((True, x.reshape(15)), (False, x)):
+            (y,) = sess.run(None, {"c": np.array(cond), "x": x})
+            np.testing.assert_array_equal(y, want)
+    assert ("declares 'b' with shape [15]" if x_shape else "the model declares [15]") \
+        in caplog.text
+    if x_shape:
+        ort = pytest.importorskip("onnxruntime")
+        (theirs,) = ort.InferenceSession(m.SerializeToString(),
+                                         providers=["CPUExecutionProvider"]
+                                         ).run(None, {"c": np.array(False), "x": x})
+        np.testing.assert_array_equal(theirs, x)

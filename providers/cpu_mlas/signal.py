@@ -94,7 +94,9 @@ def make_dft_20(node: NodeView, ctx: ProviderContext):
 
 @op("STFT", since=17, dtypes={"T1": _FLOATS})
 def make_stft(node: NodeView, ctx: ProviderContext):
-    """STFT-17: frames ``[B, n_frames, frame_length]`` as a strided view, windowed, one FFT."""
+    """STFT-17: frames ``[B, n_frames, frame_length]`` as a strided view, windowed, one FFT.
+    The signal is ``[B, L, 1]`` or ``[B, L, 2]`` as the spec writes it, or ``[B, L]`` (real),
+    as torch.stft's export gives it and onnxruntime takes it."""
     onesided = int(node.attr("onesided", 1)) == 1
 
     def kernel(signal, frame_step, window=None, frame_length=None):
@@ -105,7 +107,10 @@ def make_stft(node: NodeView, ctx: ProviderContext):
             flen = window.shape[0]
         else:
             raise ValueError("STFT needs a window or a frame_length")
-        sig = _to_complex(signal)  # [B, L]
+        # [B, L, 1] real, [B, L, 2] complex, or [B, L] real (torch's export writes that;
+        # onnxruntime takes it as real)
+        sig = signal.astype(compute_dtype(signal.dtype), copy=False) if signal.ndim == 2 \
+            else _to_complex(signal)  # [B, L]
         n_frames = 1 + (sig.shape[1] - flen) // step
         frames = np.lib.stride_tricks.sliding_window_view(sig, flen, axis=1)[:, ::step]
         frames = frames[:, :n_frames]

@@ -374,8 +374,9 @@ class Model:
     """
 
     declared_shapes: frozenset[str] = frozenset()
-    """Names of the main graph's values whose type the model file itself declares (its
-    outputs and ``value_info`` entries, before inference): a kernel output contradicting such a
+    """Names of the values whose type the model file itself declares (the outputs and
+    ``value_info`` entries of its graphs, subgraph bodies included, before inference; names are
+    unique across a model's scopes): a kernel output contradicting such a
     declaration is logged and returned, as onnxruntime returns it (converters declare some
     shapes wrongly); one contradicting only what inference found is a kernel's error."""
 
@@ -390,7 +391,9 @@ class Model:
     def body_model(self, graph: ir.Graph) -> Model:
         """A Model over a subgraph body (If/Loop/Scan attribute) of this model: the body's
         inputs come first, then the outer-scope values it reads (see :attr:`outer_names`)."""
-        return Model(self.ir, self.base_dir, body=graph, outer_names=tuple(_free_names(graph)))
+        body = Model(self.ir, self.base_dir, body=graph, outer_names=tuple(_free_names(graph)))
+        body.declared_shapes = self.declared_shapes
+        return body
 
     @property
     def graph(self) -> ir.Graph:
@@ -1082,8 +1085,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
     declared: set[str] = set()
-    g = proto.graph
-    file_declared = frozenset(v.name for v in g.output).union(v.name for v in g.value_info)
+    file_declared = frozenset(v.name for g in walked.graphs()
+                              for infos in (g.proto.output, g.proto.value_info) for v in infos)
     if infer_shapes:
         if (serialized is None or b"unk__" in serialized) and _forget_generated_dims(proto):
             serialized = None   # (inference reads the changed proto)

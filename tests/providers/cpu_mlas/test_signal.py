@@ -34,8 +34,11 @@ def test_dft_17_double_axis2():
 
 
 @pytest.mark.parametrize("onesided", [0, 1])
-def test_stft_batch_window(onesided):
-    sig = rand(2, 100, 1)
+@pytest.mark.parametrize("rank", [2, 3])
+def test_stft_batch_window(onesided, rank):
+    """A real signal as the spec writes it, [B, L, 1], and as torch.stft's export gives it,
+    [B, L] (the second raised an IndexError)."""
+    sig = rand(2, 100, 1) if rank == 3 else rand(2, 100)
     window = np.hanning(16).astype(np.float32)
     check("STFT", [sig, np.array(6, np.int64), window, np.array(16, np.int64)], opset=17,
           oracle="ort", rtol=1e-4, atol=1e-4, onesided=onesided)
