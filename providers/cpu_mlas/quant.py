@@ -333,11 +333,16 @@ def _quantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, target: n
     if _is_int(target):
         np.rint(q, out=q)
         lo, hi = _int_range(target)
+        nan = np.isnan(q)
         if zp is None:
             np.clip(q, lo, hi, out=q)
+            if nan.any():   # NaN: the bottom of the range, as onnxruntime's MLAS gives it
+                q[nan] = lo
             return q.astype(target)
         z = _param(zp, x.shape, axis, block_size, _F32)
         np.clip(q, lo - z, hi - z, out=q)  # saturate before adding: the sum fits the target
+        if nan.any():
+            q[nan] = np.broadcast_to(lo - z, q.shape)[nan]
         if np.dtype(target).kind in "iu":
             return np.add(q, z, out=np.empty(q.shape, target), casting="unsafe")
         q += z
@@ -373,7 +378,7 @@ def _make_quantize(node: NodeView, ctx: ProviderContext):
         fast = _per_tensor_8bit(np.dtype(target), y_scale, y_zero_point)
         if fast is not None and x.dtype == _F32 and np.dtype(p) == _F32:
             return native().quantize_8bit(np.ascontiguousarray(x), fast[0], fast[1],
-                                          np.dtype(target) == np.int8)
+                                          np.dtype(target) == np.int8).reshape(x.shape)
         return _quantize(x, y_scale, y_zero_point, np.dtype(target), axis, block_size,
                          saturate, p)
 

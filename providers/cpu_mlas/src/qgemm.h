@@ -187,8 +187,8 @@ namespace detail {
 
 // Per-tensor 8-bit (de)quantization of a run of n values, as the ONNX ops compute them in
 // float32: y = (float(x) - zp) * scale; q = saturate(round_half_even(x / scale) + zp) (a
-// division, as onnxruntime's QuantizeLinear; NaN gives 0, as numpy's and onnxruntime's casts
-// of it do on x86). The quotient is clamped first to a range past [lo - zp, hi - zp], inside
+// division, as onnxruntime's QuantizeLinear; NaN gives the bottom of the range, as
+// onnxruntime's MLAS gives it on x86: its max with the lower bound takes the bound). The quotient is clamped first to a range past [lo - zp, hi - zp], inside
 // which adding and taking away 1.5 * 2^23 rounds to the nearest integer, ties to even.
 template <typename T>
 [[maybe_unused]] static inline void dequantize_run(const T* x, size_t n, float scale, float zp,
@@ -209,7 +209,7 @@ template <typename T>
     v = std::min(std::max(v, below), above);
     v = (v + kMagic) - kMagic + zp;
     v = std::min(std::max(v, lo), hi);
-    q[i] = nan ? T{0} : static_cast<T>(static_cast<int32_t>(v));
+    q[i] = static_cast<T>(nan ? static_cast<int32_t>(lo) : static_cast<int32_t>(v));
   }
 }
 

@@ -631,8 +631,8 @@ def test_native_qlinear_conv_refuses_a_geometry_reading_past_the_input():
 @pytest.mark.parametrize("q_dt", [np.uint8, np.int8])
 def test_native_per_tensor_quantize_dequantize_match_numpy(q_dt):
     """The native per-tensor QuantizeLinear / DequantizeLinear give the numpy path's values:
-    float32 division, ties to even, saturation both ways, infinities; NaN gives 0 (as the
-    numpy cast does on x86)."""
+    float32 division, ties to even, saturation both ways, infinities; NaN gives the bottom of
+    the range (as onnxruntime does: test_quantize_nan_and_scalar_as_onnxruntime)."""
     from onnxplex.providers.cpu_mlas._native import native
 
     nat = native()
@@ -652,7 +652,25 @@ def test_native_per_tensor_quantize_dequantize_match_numpy(q_dt):
         got_f = nat.dequantize_8bit(q, float(scale), zp)
         assert got_f.dtype == np.float32 and got_f.shape == q.shape
         np.testing.assert_array_equal(got_f, want_f)
-    assert nat.quantize_8bit(np.array([np.nan], np.float32), 0.5, 3, q_dt == np.int8)[0] == 0
+    assert nat.quantize_8bit(np.array([np.nan], np.float32), 0.5, 3, q_dt == np.int8)[0] \
+        == np.iinfo(q_dt).min
+
+
+@pytest.mark.parametrize("q_dt", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape, per_axis", [((), False), ((1,), False), ((2, 19), False),
+                                             ((2, 19), True)])
+def test_quantize_nan_and_scalar_as_onnxruntime(q_dt, shape, per_axis):
+    """NaN quantizes to the bottom of the range (onnxruntime's MLAS: its max with the lower
+    bound takes the bound; both gave 0, an int8 zero point's value, before), and a scalar stays
+    a scalar (the native path returned [1]: a QDQ model's quantized ReduceSum then failed its
+    declared shape)."""
+    x = np.asarray(RNG.standard_normal(shape) * 4, dtype=np.float32)
+    x.reshape(-1)[::3] = np.nan
+    if per_axis:
+        s, z = np.array([0.1, 0.3], np.float32), np.array([3, 9], q_dt)
+    else:
+        s, z = np.array(0.1, np.float32), np.array(3, q_dt)
+    check("QuantizeLinear", [x, s, z], opset=19, oracle="ort", axis=0)
 
 
 def test_constant_weight_dequantize_folded_after_qdq_fusions():
