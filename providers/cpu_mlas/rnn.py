@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 
 from onnxplex import NodeView, ProviderContext
 
@@ -606,3 +607,78 @@ for _v in (7, 14, 22):
     op("RNN", since=_v, dtypes={"T": FLOATS}, predicate=_rnn_predicate)(_make_rnn)
     op("GRU", since=_v, dtypes={"T": FLOATS}, predicate=_rnn_predicate)(_make_gru)
     op("LSTM", since=_v, dtypes={"T": FLOATS}, predicate=_rnn_predicate)(_make_lstm)
+
+
+# --------------------------------------------------------------------------------------------
+# com.microsoft DynamicQuantizeLSTM (what onnxruntime's quantize_dynamic makes of an LSTM)
+# --------------------------------------------------------------------------------------------
+
+
+class _Const:
+    """A constant input as a kernel factory reads it (``NodeView.input(k)``)."""
+
+    __slots__ = ("const",)
+    is_const = True
+
+    def __init__(self, value: np.ndarray) -> None:
+        self.const = value
+
+
+class _AsFloatLstm:
+    """A DynamicQuantizeLSTM node seen as the float LSTM it quantizes: the same attributes
+    and inputs 0-7, with W and R dequantized and in the ONNX layout ``[dirs, 4H, I]``."""
+
+    op_type = "LSTM"
+
+    def __init__(self, node: NodeView, w: np.ndarray, r: np.ndarray) -> None:
+        self._node, self._w, self._r = node, _Const(w), _Const(r)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self._node.attr(name, default)
+
+    def input(self, k: int) -> Any:
+        return self._w if k == 1 else self._r if k == 2 else self._node.input(k)
+
+
+def _dequantized_weight(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """``[dirs, K, 4H]`` 8-bit weights with a scale and zero point per direction ``[dirs]`` or
+    per direction and column ``[dirs, 4H]`` -> float32 ``[dirs, 4H, K]``."""
+    dirs = q.shape[0]
+    s = np.asarray(scale, np.float32).reshape(dirs, 1, -1)
+    z = np.asarray(zero_point).astype(np.float32).reshape(dirs, 1, -1)
+    return np.ascontiguousarray(((q.astype(np.float32) - z) * s).transpose(0, 2, 1))
+
+
+_QUANT_PARAMS = (8, 9, 10, 11)   # W_scale, W_zero_point, R_scale, R_zero_point
+
+
+def _dq_lstm_predicate(node: NodeView) -> str | None:
+    why = _rnn_predicate(node)
+    if why is not None:
+        return why
+    for k in (1, 2, *_QUANT_PARAMS):
+        v = node.input(k)
+        if v is None or not v.is_const:
+            return ("DynamicQuantizeLSTM needs constant weights, scales and zero points "
+                    f"(input {k} is not)")
+    return None
+
+
+@op("DynamicQuantizeLSTM", domain="com.microsoft", since=1,
+    dtypes={0: {TensorProto.FLOAT}}, predicate=_dq_lstm_predicate)
+def _make_dynamic_quantize_lstm(node: NodeView, ctx: ProviderContext):
+    """com.microsoft DynamicQuantizeLSTM: an LSTM whose W ``[dirs, I, 4H]`` and R
+    ``[dirs, H, 4H]`` are 8-bit with per-direction or per-column scales and zero points. The
+    weights are dequantized once, here, and the float LSTM runs (its native time loop):
+    onnxruntime also quantizes X and H at each step, so the two differ by that rounding of
+    the activations (~1/255 of their range), not by the weights."""
+    q = [np.asarray(node.input(k).const) for k in (1, 2, *_QUANT_PARAMS)]
+    w = _dequantized_weight(q[0], q[2], q[3])
+    r = _dequantized_weight(q[1], q[4], q[5])
+    lstm = _make_lstm(_AsFloatLstm(node, w, r), ctx)
+
+    def kernel(x, w_q, r_q, b=None, sequence_lens=None, initial_h=None, initial_c=None,
+               p=None, *quant_params):
+        return lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p)
+
+    return kernel
