@@ -515,3 +515,68 @@ def make_multi_head_attention(node: NodeView, ctx: ProviderContext):
                 np.ascontiguousarray(v).astype(out_dtype, copy=False))[:n_out]
 
     return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# RotaryEmbedding (com.microsoft)
+# --------------------------------------------------------------------------------------------
+
+
+def _positions(position_ids: np.ndarray, b: int, s: int) -> np.ndarray:
+    """``[B, S]`` positions: position_ids ``[B, S]``, or one start position (``[1]``: each
+    sequence counts from it)."""
+    p = np.asarray(position_ids).astype(np.int64, copy=False)
+    if p.size == 1:
+        return np.broadcast_to(p.reshape(1, 1) + np.arange(s, dtype=np.int64), (b, s))
+    return p.reshape(b, s)
+
+
+def _rotate(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, rdim: int,
+            interleaved: bool) -> np.ndarray:
+    """``x`` ``[B, S, N, H]`` (compute dtype) rotated over its first ``rdim`` channels by the
+    cache rows at ``pos`` ``[B, S]``: halves ``(x1, x2) -> (x1 c - x2 s, x1 s + x2 c)``, or
+    with ``interleaved`` the even and odd channels; the channels past ``rdim`` are kept."""
+    half = rdim // 2
+    c = cos[pos][:, :, None, :half]
+    s = sin[pos][:, :, None, :half]
+    out = x.copy()
+    if interleaved:
+        a, b = x[..., 0:rdim:2], x[..., 1:rdim:2]
+        out[..., 0:rdim:2] = a * c - b * s
+        out[..., 1:rdim:2] = a * s + b * c
+    else:
+        a, b = x[..., :half], x[..., half:rdim]
+        out[..., :half] = a * c - b * s
+        out[..., half:rdim] = a * s + b * c
+    return out
+
+
+@op("RotaryEmbedding", domain=_MS, since=1, dtypes={"T": FLOATS})
+def make_rotary_embedding(node: NodeView, ctx: ProviderContext):
+    """input ``[B, S, N*H]`` or ``[B, N, S, H]``; position_ids ``[B, S]`` or ``[1]`` (a start
+    position); cos_cache/sin_cache ``[max_positions, rotary_dim / 2]``; ``interleaved``,
+    ``num_heads`` (3-D input), ``rotary_embedding_dim`` (0: the whole head). As onnxruntime's
+    CPU kernel, ``scale`` is not applied."""
+    interleaved = bool(node.attr("interleaved", 0))
+    heads_attr = int(node.attr("num_heads", 0))
+    rdim_attr = int(node.attr("rotary_embedding_dim", 0))
+
+    def kernel(x, position_ids, cos_cache, sin_cache):
+        cd = compute_dtype(x.dtype)
+        cos = to_compute(cos_cache).astype(cd, copy=False)
+        sin = to_compute(sin_cache).astype(cd, copy=False)
+        xc = to_compute(x).astype(cd, copy=False)
+        if x.ndim == 4:
+            b, n, s, hs = x.shape
+            x4 = xc.transpose(0, 2, 1, 3)
+        else:
+            b, s, hidden = x.shape
+            hs = hidden // heads_attr if heads_attr else 2 * cos.shape[1]
+            n = hidden // hs
+            x4 = xc.reshape(b, s, n, hs)
+        rdim = rdim_attr or hs
+        y = _rotate(x4, _positions(position_ids, b, s), cos, sin, rdim, interleaved)
+        y = y.transpose(0, 2, 1, 3) if x.ndim == 4 else y.reshape(x.shape)
+        return np.ascontiguousarray(y).astype(x.dtype, copy=False)
+
+    return kernel

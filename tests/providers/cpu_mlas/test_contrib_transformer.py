@@ -188,3 +188,37 @@ def test_multi_head_attention_scale_filter_value():
     _check("MultiHeadAttention", [_r(b, s, d), _r(b, s, d, seed=1), _r(b, s, d, seed=2), None,
                                   mask], domain=MS, num_heads=h, scale=0.2,
            mask_filter_value=-50.0)
+
+
+def _rotary_caches(positions: int, half: int, dtype=np.float32):
+    angles = np.arange(positions)[:, None] / 10000 ** (np.arange(half)[None, :] / half)
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+
+
+@pytest.mark.parametrize("layout", ["3d", "4d"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("positions", ["start", "per_token"])
+def test_rotary_embedding(layout, interleaved, positions):
+    """onnxruntime-genai's LLMs rotate Q and K with com.microsoft RotaryEmbedding: a 3-D
+    [B, S, N*H] or 4-D [B, N, S, H] input, a start position or [B, S] position ids."""
+    b, s, n, h = 2, 5, 3, 8
+    x = _r(b, s, n * h) if layout == "3d" else _r(b, n, s, h)
+    cos, sin = _rotary_caches(16, h // 2)
+    pos = (np.array([3], np.int64) if positions == "start"
+           else np.random.default_rng(1).integers(0, 16, (b, s)).astype(np.int64))
+    kw = {"num_heads": n} if layout == "3d" else {}
+    _check("RotaryEmbedding", [x, pos, cos, sin], domain=MS, const_inputs=(2, 3),
+           interleaved=interleaved, **kw)
+
+
+def test_rotary_embedding_partial_dim_and_half_precision():
+    """rotary_embedding_dim below the head size keeps the other channels; float16 computes in
+    float32 (onnxruntime's kernel rounds the same products)."""
+    b, s, n, h = 1, 4, 2, 16
+    cos, sin = _rotary_caches(8, 4)
+    _check("RotaryEmbedding", [_r(b, s, n * h), np.array([1], np.int64), cos, sin],
+           domain=MS, const_inputs=(2, 3), num_heads=n, rotary_embedding_dim=8)
+    cos16, sin16 = _rotary_caches(8, h // 2, np.float16)
+    _check("RotaryEmbedding", [_r(b, s, n * h).astype(np.float16), np.array([0], np.int64),
+                               cos16, sin16], domain=MS, const_inputs=(2, 3), num_heads=n,
+           rtol=2e-3, atol=2e-3)
