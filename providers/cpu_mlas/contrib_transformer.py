@@ -580,3 +580,126 @@ def make_rotary_embedding(node: NodeView, ctx: ProviderContext):
         return np.ascontiguousarray(y).astype(x.dtype, copy=False)
 
     return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# GroupQueryAttention (com.microsoft)
+# --------------------------------------------------------------------------------------------
+
+
+def _gqa_predicate(node: NodeView) -> str | None:
+    for k, name in ((11, "head_sink"),):
+        if len(node.inputs) > k and node.inputs[k] is not None:
+            return f"GroupQueryAttention input {name} is not supported"
+    if len(node.outputs) > 3 and node.outputs[3] is not None:
+        return "GroupQueryAttention output_qk is not supported"
+    n, kv = int(node.attr("num_heads", 0)), int(node.attr("kv_num_heads", 0))
+    if n <= 0 or kv <= 0 or n % kv:
+        return (f"GroupQueryAttention num_heads {n} is not a positive multiple of kv_num_heads "
+                f"{kv}")
+    return None
+
+
+@op("GroupQueryAttention", domain=_MS, since=1, dtypes={"T": FLOATS}, predicate=_gqa_predicate)
+def make_group_query_attention(node: NodeView, ctx: ProviderContext):
+    """Causal attention with ``kv_num_heads`` K/V heads shared by groups of the ``num_heads``
+    query heads, as onnxruntime-genai's LLMs use it: query ``[B, S, N*H]`` with key and value
+    ``[B, S, KV*H]`` (or all three packed in query), past_key/past_value ``[B, KV, P, H]``
+    (a cache of the past, or a buffer of the maximum length it shares with the present),
+    seqlens_k ``[B]`` (each sequence's total length - 1), total_sequence_length; optionally the
+    rotary caches (``do_rotary``: Q and K rotated at their positions), position_ids and an
+    additive attention_bias (position_ids as onnxruntime reads them: ``[B, 1]`` for one new
+    token each, else only the first id, every sequence's start). ``local_window_size``,
+    ``softcap`` and ``smooth_softmax`` as
+    onnxruntime's CPU kernel applies them. Outputs: ``[B, S, N*H]`` and the present key/value
+    ``[B, KV, max(P, total), H]``: each sequence's past, its new tokens at its own position,
+    zeros past its length. The first prompt (no past, S == total) starts every sequence at
+    position 0, a shorter one (its seqlens_k) padded on the right."""
+    n, kv = int(node.attr("num_heads")), int(node.attr("kv_num_heads"))
+    group = n // kv
+    scale_attr = float(node.attr("scale", 0.0) or 0.0)
+    softcap = float(node.attr("softcap", 0.0) or 0.0)
+    window = int(node.attr("local_window_size", -1))
+    do_rotary = bool(node.attr("do_rotary", 0))
+    interleaved = bool(node.attr("rotary_interleaved", 0))
+    smooth = bool(node.attr("smooth_softmax", 0))
+    n_out = _n_outputs(node)
+
+    def kernel(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
+               total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
+               attention_bias=None, head_sink=None):
+        out_dtype = query.dtype
+        cd = compute_dtype(query.dtype)
+        qc = to_compute(query).astype(cd, copy=False)
+        b, s, width = qc.shape
+        if key is None:   # Q, K and V packed in the query
+            d = width // (n + 2 * kv)
+            q, k_new, v_new = qc[..., :n * d], qc[..., n * d:(n + kv) * d], qc[..., (n + kv) * d:]
+        else:
+            d = width // n
+            q = qc
+            k_new = to_compute(key).astype(cd, copy=False)
+            v_new = to_compute(value).astype(cd, copy=False)
+        q = q.reshape(b, s, n, d)
+        k_new = k_new.reshape(b, s, kv, d)
+        v_new = v_new.reshape(b, s, kv, d)
+        total = int(np.asarray(total_sequence_length).reshape(-1)[0])
+        lens = np.asarray(seqlens_k).reshape(-1).astype(np.int64) + 1   # each sequence's total
+        p_buf = 0 if past_key is None else past_key.shape[2]
+        first = p_buf == 0 and s == total
+        starts = np.zeros(b, np.int64) if first else lens - s   # where the new tokens go
+        if do_rotary:
+            cos = to_compute(cos_cache).astype(cd, copy=False)
+            sin = to_compute(sin_cache).astype(cd, copy=False)
+            if position_ids is None:
+                pos = starts[:, None] + np.arange(s, dtype=np.int64)[None, :]
+            elif s == 1:   # (onnxruntime: one position per sequence for a decoding step,
+                pos = np.asarray(position_ids).astype(np.int64).reshape(b, 1)
+            else:          # else the first id as every sequence's start)
+                pos = _positions(np.asarray(position_ids).reshape(-1)[:1], b, s)
+            rdim = 2 * cos.shape[1]
+            q = _rotate(q, pos, cos, sin, rdim, interleaved)
+            k_new = _rotate(k_new, pos, cos, sin, rdim, interleaved)
+        present_len = max(p_buf, total)
+        present_k = np.zeros((b, kv, present_len, d), cd)
+        present_v = np.zeros((b, kv, present_len, d), cd)
+        scale = scale_attr or 1.0 / math.sqrt(d)
+        y = np.empty((b, s, n, d), cd)
+        bias = None if attention_bias is None else to_compute(attention_bias).astype(cd)
+        for i in range(b):
+            start, length = int(starts[i]), int(lens[i])
+            if start:
+                present_k[i, :, :start] = to_compute(past_key[i, :, :start])
+                present_v[i, :, :start] = to_compute(past_value[i, :, :start])
+            present_k[i, :, start:start + s] = k_new[i].transpose(1, 0, 2)
+            present_v[i, :, start:start + s] = v_new[i].transpose(1, 0, 2)
+            keys = np.repeat(present_k[i, :, :length], group, axis=0)     # [N, L, H]
+            vals = np.repeat(present_v[i, :, :length], group, axis=0)
+            scores = np.matmul(q[i].transpose(1, 0, 2), keys.transpose(0, 2, 1))  # [N, S, L]
+            scores *= cd.type(scale)
+            if softcap > 0:
+                scores = cd.type(softcap) * np.tanh(scores / cd.type(softcap))
+            if bias is not None:
+                scores += np.broadcast_to(bias[i if bias.shape[0] > 1 else 0],
+                                          (n, s, bias.shape[-1]))[..., :length]
+            last = start + np.arange(s)[:, None]            # the last key each query sees
+            j = np.arange(length)[None, :]
+            dead = j > last
+            if window > 0:
+                dead |= j < last - window + 1
+            scores = np.where(dead[None], -np.inf, scores)
+            top = scores.max(axis=-1, keepdims=True)
+            if smooth:
+                top = np.maximum(top, 0)
+            e = np.exp(scores - top)
+            total_e = e.sum(axis=-1, keepdims=True)
+            if smooth:   # one more logit of 0
+                total_e += np.exp(-top)
+            y[i] = np.matmul(e / total_e, vals).transpose(1, 0, 2)
+        out = y.reshape(b, s, n * d).astype(out_dtype, copy=False)
+        if n_out == 1:
+            return out
+        return (out, present_k.astype(out_dtype, copy=False),
+                present_v.astype(out_dtype, copy=False))[:n_out]
+
+    return kernel

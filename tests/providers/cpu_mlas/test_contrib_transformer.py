@@ -222,3 +222,61 @@ def test_rotary_embedding_partial_dim_and_half_precision():
     _check("RotaryEmbedding", [_r(b, s, n * h).astype(np.float16), np.array([0], np.int64),
                                cos16, sin16], domain=MS, const_inputs=(2, 3), num_heads=n,
            rtol=2e-3, atol=2e-3)
+
+
+_GQA_INPUTS = ("query", "key", "value", "past_key", "past_value", "seqlens_k",
+               "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
+               "attention_bias")
+
+# name: (batch, new tokens, query heads, kv heads, head size, past buffer (None: no past),
+#        each sequence's total length, total_sequence_length, options)
+_GQA_CASES = {
+    "first_prompt": (2, 5, 4, 2, 8, None, [5, 5], 5, {}),
+    "first_prompt_right_padded": (2, 5, 4, 2, 8, None, [5, 3], 5, {}),
+    "first_prompt_empty_past": (2, 5, 4, 2, 8, 0, [5, 5], 5, {}),
+    "decode_step": (2, 1, 4, 2, 8, 4, [5, 5], 5, {}),
+    "decode_shared_buffer_ragged": (2, 1, 4, 2, 8, 8, [5, 3], 5, {}),
+    "chunk_after_past": (1, 3, 4, 1, 8, 4, [7], 7, {}),
+    "packed_qkv": (2, 4, 4, 2, 8, None, [4, 4], 4, {"packed": True}),
+    "rotary_prompt": (2, 4, 4, 2, 16, None, [4, 4], 4, {"do_rotary": 1}),
+    "rotary_decode_interleaved": (2, 1, 4, 2, 16, 8, [6, 4], 6,
+                                  {"do_rotary": 1, "rotary_interleaved": 1}),
+    "rotary_position_ids": (2, 3, 4, 2, 16, None, [3, 3], 3,
+                            {"do_rotary": 1, "position_ids": True}),
+    "rotary_decode_position_ids": (2, 1, 4, 2, 16, 8, [6, 4], 6,
+                                   {"do_rotary": 1, "position_ids": True}),
+    "local_window": (1, 6, 2, 1, 8, None, [6], 6, {"local_window_size": 2}),
+    "local_window_decode": (1, 1, 2, 1, 8, 6, [7], 7, {"local_window_size": 3}),
+    "softcap": (1, 4, 2, 2, 8, None, [4], 4, {"softcap": 2.0}),
+    "smooth_softmax": (1, 4, 2, 2, 8, None, [4], 4, {"smooth_softmax": 1}),
+    "attention_bias": (1, 3, 2, 1, 8, 2, [5], 5, {"bias": True}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GQA_CASES))
+def test_group_query_attention(name):
+    """com.microsoft GroupQueryAttention, the attention of onnxruntime-genai's LLMs (no
+    provider ran it before): prompts (padded on the right), decoding steps on a separate past
+    or a shared buffer with sequences of different lengths, packed QKV, rotary Q and K,
+    local windows, softcap, smooth softmax, an attention bias; the output and both presents
+    (zeros past each sequence's length) against onnxruntime's."""
+    b, s, n, kv, h, past, lens, total, opts = _GQA_CASES[name]
+    opts = dict(opts)
+    rng = np.random.default_rng(len(name))
+    q, k, v = (rng.standard_normal((b, s, m * h)).astype(np.float32) for m in (n, kv, kv))
+    feeds = ({"query": np.concatenate([q, k, v], -1)} if opts.pop("packed", False)
+             else {"query": q, "key": k, "value": v})
+    if past is not None:
+        feeds["past_key"], feeds["past_value"] = (
+            rng.standard_normal((b, kv, past, h)).astype(np.float32) for _ in range(2))
+    feeds["seqlens_k"] = np.array(lens, np.int32) - 1
+    feeds["total_sequence_length"] = np.array(total, np.int32)
+    if opts.get("do_rotary"):
+        feeds["cos_cache"], feeds["sin_cache"] = _rotary_caches(64, h // 2)
+        if opts.pop("position_ids", False):
+            feeds["position_ids"] = rng.integers(0, 60, (b, s)).astype(np.int64)
+    if opts.pop("bias", False):
+        feeds["attention_bias"] = rng.standard_normal((b, 1, s, total)).astype(np.float32)
+    last = max(_GQA_INPUTS.index(k) for k in feeds)
+    inputs = [feeds.get(k) for k in _GQA_INPUTS[:last + 1]]
+    _check("GroupQueryAttention", inputs, 3, domain=MS, num_heads=n, kv_num_heads=kv, **opts)
