@@ -703,3 +703,54 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
                 present_v.astype(out_dtype, copy=False))[:n_out]
 
     return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# EmbedLayerNormalization (com.microsoft)
+# --------------------------------------------------------------------------------------------
+
+
+@op("EmbedLayerNormalization", domain=_MS, since=1, dtypes={"T": FLOATS})
+def make_embed_layer_norm(node: NodeView, ctx: ProviderContext):
+    """BERT's embeddings as onnxruntime's transformer optimizer fuses them: word embeddings of
+    input_ids ``[B, S]`` + position embeddings (of position_ids ``[B|1, S]``, else 0..S-1) +
+    segment embeddings (when given), layer-normalized with gamma and beta; outputs that,
+    mask_index ``[B]`` (int32: the sum of each mask row, 0 without a mask) and, when asked
+    for, the embeddings' sum before the normalization."""
+    eps = _attr_f(node, "epsilon", 1e-12)
+    n_out = _n_outputs(node)
+
+    def kernel(input_ids, segment_ids, word_embedding, position_embedding,
+               segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None):
+        out_dtype = word_embedding.dtype
+        cd = compute_dtype(out_dtype)
+        ids = np.asarray(input_ids).astype(np.int64, copy=False)
+        b, s = ids.shape
+        emb = np.take(to_compute(word_embedding).astype(cd, copy=False), ids, axis=0)
+        pos = (np.arange(s) if position_ids is None
+               else np.broadcast_to(np.asarray(position_ids).astype(np.int64), (b, s)))
+        emb += np.take(to_compute(position_embedding).astype(cd, copy=False), pos, axis=0)
+        if segment_ids is not None and segment_embedding is not None:
+            emb += np.take(to_compute(segment_embedding).astype(cd, copy=False),
+                           np.asarray(segment_ids).astype(np.int64, copy=False), axis=0)
+        g = to_compute(gamma).astype(cd, copy=False)
+        bt = None if beta is None else to_compute(beta).astype(cd, copy=False)
+        got = native_layer_norm(emb, eps, g, bt) if cd == _F32 else None
+        if got is not None:
+            y = got[0]
+        else:
+            d = emb.shape[-1]
+            y, _, inv = _normalize_rows(emb.reshape(-1, d), eps)
+            y *= inv
+            y *= g.reshape(1, d)
+            if bt is not None:
+                y += bt.reshape(1, d)
+            y = y.reshape(emb.shape)
+        y = y.astype(out_dtype, copy=False)
+        if n_out == 1:
+            return y
+        mask_index = (np.zeros(b, np.int32) if mask is None
+                      else np.asarray(mask).reshape(b, -1).sum(axis=1, dtype=np.int32))
+        return (y, mask_index, emb.astype(out_dtype, copy=False))[:n_out]
+
+    return kernel

@@ -280,3 +280,27 @@ def test_group_query_attention(name):
     last = max(_GQA_INPUTS.index(k) for k in feeds)
     inputs = [feeds.get(k) for k in _GQA_INPUTS[:last + 1]]
     _check("GroupQueryAttention", inputs, 3, domain=MS, num_heads=n, kv_num_heads=kv, **opts)
+
+
+@pytest.mark.parametrize("variant", ["full", "no_segment_no_mask", "position_ids", "fp16"])
+def test_embed_layer_normalization(variant):
+    """BERT's embeddings as onnxruntime's transformer optimizer fuses them (no provider ran
+    the fused op): word + position (+ segment) embeddings, layer-normalized; mask_index (the
+    mask rows' sums, zeros without a mask) and the sum before normalizing."""
+    b, s, h, vocab, positions, types = 2, 5, 16, 30, 12, 2
+    rng = np.random.default_rng(3)
+    dt = np.float16 if variant == "fp16" else np.float32
+    ids = rng.integers(0, vocab, (b, s)).astype(np.int32)
+    seg = rng.integers(0, types, (b, s)).astype(np.int32)
+    word, pos, typ = (_r(n, h, seed=k).astype(dt) for k, n in enumerate((vocab, positions,
+                                                                           types)))
+    gamma, beta = _r(h, seed=5).astype(dt), _r(h, seed=6).astype(dt)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32)
+    inputs = [ids, seg, word, pos, typ, gamma, beta, mask]
+    if variant == "no_segment_no_mask":
+        inputs = [ids, None, word, pos, None, gamma, beta]
+    elif variant == "position_ids":
+        inputs.append(np.array([[4, 3, 2, 1, 0]], np.int32))
+    tol = 2e-3 if variant == "fp16" else 1e-5
+    _check("EmbedLayerNormalization", inputs, 3, domain=MS, const_inputs=(2, 3, 4, 5, 6),
+           epsilon=1e-12, rtol=tol, atol=tol)
