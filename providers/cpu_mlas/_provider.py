@@ -28,7 +28,7 @@ _KERNEL_MODULES = (
     "nn", "normalization", "spatial", "linalg", "quant",
     "sequence", "strings", "ml", "ml_linear", "ml_maps", "random_ops", "extra",
     "rnn", "attention", "signal", "vision",
-    "control_flow", "contrib", "contrib_transformer", "preview",
+    "control_flow", "contrib", "contrib_transformer", "contrib_aliases", "preview",
     "ml_trees",
 )
 

@@ -1,0 +1,112 @@
+"""com.microsoft ops that are ONNX ops under another name or signature, against onnxruntime's
+contrib kernels (none of them ran before: a model carrying one could not load)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from kernel_harness import node_model, run_kernel
+
+from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
+
+MS = "com.microsoft"
+ort.set_default_logger_severity(3)
+RNG = np.random.default_rng(11)
+
+
+def _check(op_type, inputs, n_outputs=1, *, rtol=1e-5, atol=1e-6, **kw):
+    m = node_model(op_type, inputs, n_outputs, domain=MS, opset=17, **kw)
+    for o in m.graph.output:
+        o.ClearField("type")
+    consts = kw.get("const_inputs", ())
+    feeds = {f"in{i}": a for i, a in enumerate(inputs) if a is not None and i not in consts}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]
+                                ).run(None, feeds)
+    got = run_kernel(CpuMlasProvider, op_type, inputs, n_outputs, domain=MS, opset=17, **kw)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+def _f(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("q_dt", [np.int8, np.uint8, np.int16, np.uint16])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_quantize_dequantize(q_dt, per_axis):
+    """onnxruntime's quantizer writes these for 16-bit QDQ (UseQDQContribOps)."""
+    x = _f(3, 4) * 300
+    s = np.array([0.5, 2.0, 1.0], np.float32) if per_axis else np.array(1.5, np.float32)
+    z = np.array([1, 2, 3] if per_axis else 5, q_dt)
+    _check("QuantizeLinear", [x, s, z], const_inputs=(1, 2), axis=0)
+    q = RNG.integers(0, 100, (3, 4)).astype(q_dt)
+    _check("DequantizeLinear", [q, s, z], const_inputs=(1, 2), axis=0)
+
+
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_transpose_matmul(trans):
+    a, b = _f(2, 5, 4), _f(2, 4, 5)
+    if trans[0]:
+        a = np.ascontiguousarray(a.transpose(0, 2, 1))
+    if trans[1]:
+        b = np.ascontiguousarray(b.transpose(0, 2, 1))
+    _check("TransposeMatMul", [a, b], transA=trans[0], transB=trans[1], alpha=0.5)
+
+
+@pytest.mark.parametrize("delta", [None, 3])
+def test_range(delta):
+    args = [np.array(2, np.int32), np.array(17, np.int32)]
+    if delta is not None:
+        args.append(np.array(delta, np.int32))
+    _check("Range", args)
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu(upper):
+    _check("Trilu", [_f(2, 4, 5), np.array(1, np.int64)], upper=upper)
+
+
+def test_gather_nd():
+    _check("GatherND", [_f(3, 4, 5), np.array([[0, 1], [2, 3]], np.int64)])
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad(mode):
+    _check("Pad", [_f(1, 2, 4, 5), np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64),
+                   np.array([0.5], np.float32)], mode=mode)
+
+
+def test_unique_in_order_of_first_occurrence():
+    _check("Unique", [np.array([4, 2, 4, 7, 2, 2, 9], np.float32)], 3)
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1])
+def test_expand_dims(axis):
+    _check("ExpandDims", [_f(3, 4), np.array(axis, np.int32)])
+
+
+def test_inverse():
+    x = _f(3, 4, 4) + 4 * np.eye(4, dtype=np.float32)
+    _check("Inverse", [x], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode, padding", [("bilinear", "border"), ("nearest", "border"),
+                                           ("bicubic", "zeros"), ("bicubic", "reflection")])
+def test_grid_sample(mode, padding):
+    _check("GridSample", [_f(1, 2, 5, 6), np.clip(_f(1, 3, 4, 2), -1.1, 1.1)], mode=mode,
+           padding_mode=padding, align_corners=1, rtol=1e-4, atol=1e-5)
+
+
+def test_grid_sample_bicubic_border_is_declined_with_a_reason():
+    """onnxruntime's bicubic samples with border padding outside the grid differ from the
+    ONNX op's (both its domains; cpu_mlas's ONNX GridSample follows the ONNX reference):
+    the contrib op is declined rather than answered differently."""
+    from onnxplex import load_model
+
+    m = node_model("GridSample", [_f(1, 1, 3, 3), _f(1, 2, 2, 2)], 1, domain=MS, opset=17,
+                   mode="bicubic", padding_mode="border")
+    config, reason = CpuMlasProvider.op_table.lookup(load_model(m).node_views[0])
+    assert config is None and "border" in reason
