@@ -1054,3 +1054,58 @@ def _exact_conv(static: Any, xf: np.ndarray, cw: Any, x_type: np.dtype,
             xf = xf.astype(np.float64)
             cw = _ConvWeights(cw._w.astype(np.float64), cw.group)
     return _conv(xf, cw, static, None)
+
+
+# --------------------------------------------------------------------------------------------
+# com.microsoft GatherBlockQuantized (an LLM's 4- or 8-bit embedding table)
+# --------------------------------------------------------------------------------------------
+
+
+def _gather_block_quantized_predicate(node: NodeView) -> str | None:
+    data = node.input(0)
+    if data is not None and data.elem_type not in (None, TP.UINT8):
+        return "GatherBlockQuantized data other than packed uint8 is not supported"
+    if int(node.attr("bits", 4)) not in (4, 8):
+        return f"GatherBlockQuantized bits={node.attr('bits')} is not supported"
+    rank = data.rank if data is not None else None
+    q_axis = int(node.attr("quantize_axis", 1))
+    if int(node.attr("gather_axis", 0)) != 0 or (rank is not None and q_axis not in (-1,
+                                                                                     rank - 1)):
+        return ("GatherBlockQuantized is supported gathering along axis 0 of data quantized "
+                "along its last axis (an embedding table)")
+    return None
+
+
+@op("GatherBlockQuantized", domain="com.microsoft", since=1,
+    predicate=_gather_block_quantized_predicate)
+def _make_gather_block_quantized(node: NodeView, ctx: ProviderContext):
+    """Rows of a block-quantized table (4-bit values two to a byte, low first, or 8-bit) at
+    ``indices``, dequantized: ``(q - zero_point) * scale`` per block of ``block_size`` values
+    along the last axis; zero points packed like the data, else the middle of the range (8
+    or 128), as onnxruntime-genai's int4 LLMs store their embeddings. Only the gathered rows
+    are dequantized."""
+    bits = int(node.attr("bits", 4))
+    block = int(node.attr("block_size", 128))
+    middle = float(1 << (bits - 1))
+
+    def kernel(data, indices, scales, zero_points=None):
+        idx = np.asarray(indices).astype(np.int64)
+        rows = data.shape[0]
+        idx = np.where(idx < 0, idx + rows, idx)
+        if idx.size and (idx.min() < 0 or idx.max() >= rows):
+            raise IndexError(f"GatherBlockQuantized: an index is outside [-{rows}, {rows})")
+        q = _unpack(np.take(data, idx, axis=0), bits).astype(_F32)
+        d = q.shape[-1]
+        s = np.take(np.asarray(scales), idx, axis=0)
+        out_dtype = s.dtype
+        s = np.repeat(s.astype(_F32), block, axis=-1)[..., :d]
+        if zero_points is None:
+            q -= middle
+        else:
+            z = _unpack(np.take(np.asarray(zero_points), idx, axis=0), bits)
+            q -= np.repeat(z.astype(_F32)[..., :s.shape[-1] // block + 1], block, axis=-1)[
+                ..., :d]
+        q *= s
+        return q.astype(out_dtype, copy=False)
+
+    return kernel

@@ -1,5 +1,6 @@
-"""com.microsoft ops that are ONNX ops under another name or signature, against onnxruntime's
-contrib kernels (none of them ran before: a model carrying one could not load)."""
+"""com.microsoft ops that are ONNX ops under another name or signature, and
+GatherBlockQuantized, against onnxruntime's contrib kernels (none of them ran before: a model
+carrying one could not load)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,19 @@ def test_grid_sample_bicubic_border_is_declined_with_a_reason():
                    mode="bicubic", padding_mode="border")
     config, reason = CpuMlasProvider.op_table.lookup(load_model(m).node_views[0])
     assert config is None and "border" in reason
+
+
+@pytest.mark.parametrize("bits, zero_points, scale_dt", [
+    (4, False, np.float32), (4, True, np.float32), (8, False, np.float32),
+    (8, True, np.float32), (4, False, np.float16)])
+def test_gather_block_quantized(bits, zero_points, scale_dt):
+    """onnxruntime-genai's int4 LLMs store the embedding table block-quantized and read it with
+    com.microsoft GatherBlockQuantized (no provider ran it)."""
+    vocab, dim, block = 7, 64, 32
+    data = RNG.integers(0, 256, (vocab, dim * bits // 8)).astype(np.uint8)
+    scales = (RNG.random((vocab, dim // block)) + 0.1).astype(scale_dt)
+    inputs = [data, np.array([[1, 6], [0, -2]], np.int64), scales]
+    if zero_points:
+        inputs.append(RNG.integers(0, 256, (vocab, dim // block * bits // 8)).astype(np.uint8))
+    _check("GatherBlockQuantized", inputs, const_inputs=(0, 2, 3), bits=bits,
+           block_size=block, gather_axis=0, quantize_axis=1, rtol=1e-3, atol=1e-3)
