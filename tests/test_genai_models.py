@@ -1,0 +1,81 @@
+"""LLMs as onnxruntime-genai's model builder writes them, run in onnxplex against onnxruntime.
+
+The builder (``python -m onnxruntime_genai.models.builder``) is how most LLMs reach ONNX for
+onnxruntime-genai: com.microsoft GroupQueryAttention with the rotary embedding inside it,
+SkipSimplifiedLayerNormalization, MatMulNBits for int4 weights, and a KV cache of inputs and
+outputs. A two-layer Llama with random weights (built here with transformers, its tokenizer
+with tokenizers: no hub) goes through the builder at fp32 and int4 for the CPU; the prompt
+and one decoding step (the prompt's presents fed back as the past) must give onnxruntime's
+logits and presents. Before GroupQueryAttention had a kernel, neither model loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import onnxplex
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime_genai")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+LAYERS, KV_HEADS, HEAD = 2, 2, 16
+
+
+@pytest.fixture(scope="module")
+def hf_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny_llama")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128,
+                                   num_hidden_layers=LAYERS, num_attention_heads=4,
+                                   num_key_value_heads=KV_HEADS, head_dim=HEAD, vocab_size=256,
+                                   max_position_embeddings=128)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({f"t{i}": i for i in range(256)},
+                                                           unk_token="t0"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", bos_token="t1",
+                                         eos_token="t2", pad_token="t0").save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_llama_matches_onnxruntime(hf_model, precision, tmp_path):
+    out = tmp_path / precision
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i",
+                           str(hf_model), "-o", str(out), "-p", precision, "-e", "cpu"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    path = str(out / "model.onnx")
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = onnxplex.InferenceSession(path)
+    assert {p.provider for p in sess.get_provider_assignment().partitions} == {"cpu_mlas"}
+    names = [o.name for o in ref.get_outputs()]
+    prompt = np.array([[5, 17, 3, 99, 42]], np.int64)
+    feeds = {"input_ids": prompt, "attention_mask": np.ones_like(prompt)}
+    for i in ref.get_inputs():
+        if i.name.startswith("past_key_values"):
+            feeds[i.name] = np.zeros((1, KV_HEADS, 0, HEAD), np.float32)
+    # int4: onnxruntime's MatMulNBits rounds the activations to 8 bits (accuracy level 4),
+    # cpu_mlas multiplies them in float32 (measured: up to 5e-3 on logits of magnitude ~0.5)
+    tol = 1e-5 if precision == "fp32" else 2e-2
+    for step in range(2):
+        want = ref.run(None, feeds)
+        got = sess.run(None, feeds)
+        for name, g, w in zip(names, got, want):
+            assert g.shape == w.shape, name
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"step {step} {name}")
+        total = feeds["attention_mask"].shape[1] + 1
+        feeds = {"input_ids": np.array([[7]], np.int64),
+                 "attention_mask": np.ones((1, total), np.int64)}
+        for i in ref.get_inputs():
+            if i.name.startswith("past_key_values"):
+                feeds[i.name] = want[names.index(i.name.replace("past_key_values", "present"))]
