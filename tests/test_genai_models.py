@@ -3,10 +3,11 @@
 The builder (``python -m onnxruntime_genai.models.builder``) is how most LLMs reach ONNX for
 onnxruntime-genai: com.microsoft GroupQueryAttention with the rotary embedding inside it,
 SkipSimplifiedLayerNormalization, MatMulNBits for int4 weights, and a KV cache of inputs and
-outputs. A two-layer Llama with random weights (built here with transformers, its tokenizer
-with tokenizers: no hub) goes through the builder at fp32 and int4 for the CPU; the prompt
-and one decoding step (the prompt's presents fed back as the past) must give onnxruntime's
-logits and presents. Before GroupQueryAttention had a kernel, neither model loaded.
+outputs. A two-layer Llama (fp32 and int4) and Gemma-2 (fp32) with random weights (built here
+with transformers, their tokenizer with tokenizers: no hub) go through the builder for the
+CPU; a prompt of 10 tokens and two decoding steps (the presents fed back as the past) must
+give onnxruntime's logits and presents. Before GroupQueryAttention had a kernel, no such
+model loaded.
 """
 
 from __future__ import annotations
@@ -29,15 +30,19 @@ tokenizers = pytest.importorskip("tokenizers")
 LAYERS, KV_HEADS, HEAD = 2, 2, 16
 
 
-@pytest.fixture(scope="module")
-def hf_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny_llama")
+WINDOW = 8   # Gemma-2's sliding window (its local layers' KV cache capacity)
+ARCHS = {"llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+         "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"sliding_window": WINDOW})}
+
+
+def _hf_model(path, arch: str):
+    config, model, extra = ARCHS[arch]
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128,
-                                   num_hidden_layers=LAYERS, num_attention_heads=4,
-                                   num_key_value_heads=KV_HEADS, head_dim=HEAD, vocab_size=256,
-                                   max_position_embeddings=128)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
+    cfg = getattr(transformers, config)(hidden_size=64, intermediate_size=128,
+                                        num_hidden_layers=LAYERS, num_attention_heads=4,
+                                        num_key_value_heads=KV_HEADS, head_dim=HEAD,
+                                        vocab_size=256, max_position_embeddings=128, **extra)
+    getattr(transformers, model)(cfg).save_pretrained(path)
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({f"t{i}": i for i in range(256)},
                                                            unk_token="t0"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
@@ -46,8 +51,12 @@ def hf_model(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int4"])
-def test_builder_llama_matches_onnxruntime(hf_model, precision, tmp_path):
+@pytest.mark.parametrize("arch, precision", [("llama", "fp32"), ("llama", "int4"),
+                                             ("gemma2", "fp32")])
+def test_builder_model_matches_onnxruntime(arch, precision, tmp_path):
+    """Gemma-2 adds the logit softcap and local layers whose KV cache is a buffer of the
+    window's capacity (GroupQueryAttention's sliding_window_cache)."""
+    hf_model = _hf_model(tmp_path / "hf", arch)
     out = tmp_path / precision
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i",
@@ -59,15 +68,16 @@ def test_builder_llama_matches_onnxruntime(hf_model, precision, tmp_path):
     sess = onnxplex.InferenceSession(path)
     assert {p.provider for p in sess.get_provider_assignment().partitions} == {"cpu_mlas"}
     names = [o.name for o in ref.get_outputs()]
-    prompt = np.array([[5, 17, 3, 99, 42]], np.int64)
+    prompt = np.array([[5, 17, 3, 99, 42, 8, 9, 11, 12, 13]], np.int64)   # (past the window)
     feeds = {"input_ids": prompt, "attention_mask": np.ones_like(prompt)}
     for i in ref.get_inputs():
         if i.name.startswith("past_key_values"):
-            feeds[i.name] = np.zeros((1, KV_HEADS, 0, HEAD), np.float32)
+            capacity = WINDOW if i.shape[2] == "past_sliding_length" else 0
+            feeds[i.name] = np.zeros((1, KV_HEADS, capacity, HEAD), np.float32)
     # int4: onnxruntime's MatMulNBits rounds the activations to 8 bits (accuracy level 4),
     # cpu_mlas multiplies them in float32 (measured: up to 5e-3 on logits of magnitude ~0.5)
     tol = 1e-5 if precision == "fp32" else 2e-2
-    for step in range(2):
+    for step in range(3):
         want = ref.run(None, feeds)
         got = sess.run(None, feeds)
         for name, g, w in zip(names, got, want):

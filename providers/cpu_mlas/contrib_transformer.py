@@ -614,7 +614,10 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
     onnxruntime's CPU kernel applies them. Outputs: ``[B, S, N*H]`` and the present key/value
     ``[B, KV, max(P, total), H]``: each sequence's past, its new tokens at its own position,
     zeros past its length. The first prompt (no past, S == total) starts every sequence at
-    position 0, a shorter one (its seqlens_k) padded on the right."""
+    position 0, a shorter one (its seqlens_k) padded on the right. With
+    ``sliding_window_cache`` (Gemma-2's local layers) the past is a buffer of fixed capacity
+    holding the last keys from slot 0 (every key while they fit, else the last
+    ``local_window_size``), and so is the present."""
     n, kv = int(node.attr("num_heads")), int(node.attr("kv_num_heads"))
     group = n // kv
     scale_attr = float(node.attr("scale", 0.0) or 0.0)
@@ -623,6 +626,7 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
     do_rotary = bool(node.attr("do_rotary", 0))
     interleaved = bool(node.attr("rotary_interleaved", 0))
     smooth = bool(node.attr("smooth_softmax", 0))
+    sliding = bool(node.attr("sliding_window_cache", 0)) and window > 0
     n_out = _n_outputs(node)
 
     def kernel(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
@@ -660,7 +664,7 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
             rdim = 2 * cos.shape[1]
             q = _rotate(q, pos, cos, sin, rdim, interleaved)
             k_new = _rotate(k_new, pos, cos, sin, rdim, interleaved)
-        present_len = max(p_buf, total)
+        present_len = p_buf if sliding else max(p_buf, total)
         present_k = np.zeros((b, kv, present_len, d), cd)
         present_v = np.zeros((b, kv, present_len, d), cd)
         scale = scale_attr or 1.0 / math.sqrt(d)
@@ -668,22 +672,36 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
         bias = None if attention_bias is None else to_compute(attention_bias).astype(cd)
         for i in range(b):
             start, length = int(starts[i]), int(lens[i])
-            if start:
-                present_k[i, :, :start] = to_compute(past_key[i, :, :start])
-                present_v[i, :, :start] = to_compute(past_value[i, :, :start])
-            present_k[i, :, start:start + s] = k_new[i].transpose(1, 0, 2)
-            present_v[i, :, start:start + s] = v_new[i].transpose(1, 0, 2)
-            keys = np.repeat(present_k[i, :, :length], group, axis=0)     # [N, L, H]
-            vals = np.repeat(present_v[i, :, :length], group, axis=0)
+            new_k, new_v = k_new[i].transpose(1, 0, 2), v_new[i].transpose(1, 0, 2)
+            if sliding:
+                # the cache holds the last keys (all while they fit its capacity, else the
+                # last local_window_size) from slot 0: its valid part, then the new tokens
+                held = start if start <= p_buf else window
+                k_all = np.concatenate((to_compute(past_key[i, :, :held]), new_k), axis=1)
+                v_all = np.concatenate((to_compute(past_value[i, :, :held]), new_v), axis=1)
+                keep = k_all.shape[1] if length <= p_buf else window
+                present_k[i, :, :keep] = k_all[:, -keep:]
+                present_v[i, :, :keep] = v_all[:, -keep:]
+                first_key = length - k_all.shape[1]     # the position of k_all[:, 0]
+            else:
+                if start:
+                    present_k[i, :, :start] = to_compute(past_key[i, :, :start])
+                    present_v[i, :, :start] = to_compute(past_value[i, :, :start])
+                present_k[i, :, start:start + s] = new_k
+                present_v[i, :, start:start + s] = new_v
+                k_all, v_all, first_key = present_k[i, :, :length], present_v[i, :, :length], 0
+            keys = np.repeat(k_all, group, axis=0)     # [N, L, H]
+            vals = np.repeat(v_all, group, axis=0)
             scores = np.matmul(q[i].transpose(1, 0, 2), keys.transpose(0, 2, 1))  # [N, S, L]
             scores *= cd.type(scale)
             if softcap > 0:
                 scores = cd.type(softcap) * np.tanh(scores / cd.type(softcap))
+            span = keys.shape[1]
             if bias is not None:
                 scores += np.broadcast_to(bias[i if bias.shape[0] > 1 else 0],
-                                          (n, s, bias.shape[-1]))[..., :length]
+                                          (n, s, bias.shape[-1]))[..., first_key:first_key + span]
             last = start + np.arange(s)[:, None]            # the last key each query sees
-            j = np.arange(length)[None, :]
+            j = first_key + np.arange(span)[None, :]
             dead = j > last
             if window > 0:
                 dead |= j < last - window + 1

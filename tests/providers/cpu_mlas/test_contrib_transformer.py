@@ -250,6 +250,16 @@ _GQA_CASES = {
     "softcap": (1, 4, 2, 2, 8, None, [4], 4, {"softcap": 2.0}),
     "smooth_softmax": (1, 4, 2, 2, 8, None, [4], 4, {"smooth_softmax": 1}),
     "attention_bias": (1, 3, 2, 1, 8, 2, [5], 5, {"bias": True}),
+    # Gemma-2's local layers: a past of the window's capacity holding the last keys
+    "sliding_cache_short_prompt": (1, 3, 2, 1, 16, 4, [3], 3,
+                                   {"local_window_size": 4, "sliding_window_cache": 1}),
+    "sliding_cache_long_prompt": (1, 6, 2, 1, 16, 4, [6], 6,
+                                  {"local_window_size": 4, "sliding_window_cache": 1}),
+    "sliding_cache_decode_filling": (1, 1, 2, 1, 16, 4, [3], 3,
+                                     {"local_window_size": 4, "sliding_window_cache": 1}),
+    "sliding_cache_decode_full": (1, 1, 4, 2, 16, 4, [9], 9,
+                                  {"local_window_size": 4, "sliding_window_cache": 1,
+                                   "do_rotary": 1, "softcap": 30.0}),
 }
 
 
@@ -258,8 +268,8 @@ def test_group_query_attention(name):
     """com.microsoft GroupQueryAttention, the attention of onnxruntime-genai's LLMs (no
     provider ran it before): prompts (padded on the right), decoding steps on a separate past
     or a shared buffer with sequences of different lengths, packed QKV, rotary Q and K,
-    local windows, softcap, smooth softmax, an attention bias; the output and both presents
-    (zeros past each sequence's length) against onnxruntime's."""
+    local windows, softcap, smooth softmax, an attention bias, Gemma-2's sliding-window cache;
+    the output and both presents (zeros past each sequence's length) against onnxruntime's."""
     b, s, n, kv, h, past, lens, total, opts = _GQA_CASES[name]
     opts = dict(opts)
     rng = np.random.default_rng(len(name))
@@ -279,7 +289,21 @@ def test_group_query_attention(name):
         feeds["attention_bias"] = rng.standard_normal((b, 1, s, total)).astype(np.float32)
     last = max(_GQA_INPUTS.index(k) for k in feeds)
     inputs = [feeds.get(k) for k in _GQA_INPUTS[:last + 1]]
-    _check("GroupQueryAttention", inputs, 3, domain=MS, num_heads=n, kv_num_heads=kv, **opts)
+    if not opts.get("sliding_window_cache"):
+        _check("GroupQueryAttention", inputs, 3, domain=MS, num_heads=n, kv_num_heads=kv,
+               **opts)
+        return
+    # a sliding cache's slots past the keys it holds are left unwritten by onnxruntime
+    # (whatever its buffer held): the output, and the presents' slots that hold keys
+    kw = dict(domain=MS, num_heads=n, kv_num_heads=kv, **opts)
+    want = _ort("GroupQueryAttention", inputs, 3, **kw)
+    got = run_kernel(CpuMlasProvider, "GroupQueryAttention", inputs, 3, **kw)
+    held = min(lens[0], past) if lens[0] <= past else opts["local_window_size"]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    for g, w in zip(got[1:], want[1:]):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g[:, :, :held], w[:, :, :held], rtol=1e-4, atol=1e-5)
+        assert not g[:, :, held:].any()
 
 
 @pytest.mark.parametrize("variant", ["full", "no_segment_no_mask", "position_ids", "fp16"])
