@@ -13,3 +13,15 @@ from onnxplex import OpTable
 
 OPS = OpTable()
 op = OPS.register
+
+
+class ConstInput:
+    """A constant input as a kernel factory reads it (``NodeView.input(k)``: ``.const``,
+    ``.is_const``), for a node seen as another op (a quantized op as the float op it
+    quantizes, its weights dequantized)."""
+
+    __slots__ = ("const",)
+    is_const = True
+
+    def __init__(self, value) -> None:
+        self.const = value

@@ -24,7 +24,7 @@ from onnxplex import NodeView, ProviderContext, prepacked
 
 from . import _blas
 from ._native import native
-from ._registry import op
+from ._registry import ConstInput, op
 from .nn import FLOATS, compute_dtype, to_compute
 from .normalization import _normalize_rows, make_layer_norm, native_layer_norm
 from .normalization import _softmax_rows as _op_softmax_rows
@@ -751,24 +751,125 @@ def make_embed_layer_norm(node: NodeView, ctx: ProviderContext):
         if segment_ids is not None and segment_embedding is not None:
             emb += np.take(to_compute(segment_embedding).astype(cd, copy=False),
                            np.asarray(segment_ids).astype(np.int64, copy=False), axis=0)
-        g = to_compute(gamma).astype(cd, copy=False)
-        bt = None if beta is None else to_compute(beta).astype(cd, copy=False)
-        got = native_layer_norm(emb, eps, g, bt) if cd == _F32 else None
-        if got is not None:
-            y = got[0]
-        else:
-            d = emb.shape[-1]
-            y, _, inv = _normalize_rows(emb.reshape(-1, d), eps)
-            y *= inv
-            y *= g.reshape(1, d)
-            if bt is not None:
-                y += bt.reshape(1, d)
-            y = y.reshape(emb.shape)
-        y = y.astype(out_dtype, copy=False)
+        y = _layer_norm_rows(emb, to_compute(gamma).astype(cd, copy=False),
+                             None if beta is None else to_compute(beta).astype(cd, copy=False),
+                             eps).astype(out_dtype, copy=False)
         if n_out == 1:
             return y
-        mask_index = (np.zeros(b, np.int32) if mask is None
-                      else np.asarray(mask).reshape(b, -1).sum(axis=1, dtype=np.int32))
-        return (y, mask_index, emb.astype(out_dtype, copy=False))[:n_out]
+        return (y, _mask_index(mask, b), emb.astype(out_dtype, copy=False))[:n_out]
+
+    return kernel
+
+
+def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None,
+                     eps: float) -> np.ndarray:
+    """Layer norm over the last axis (the native row kernel for float32)."""
+    got = native_layer_norm(x, eps, gamma, beta) if x.dtype == _F32 else None
+    if got is not None:
+        return got[0]
+    d = x.shape[-1]
+    y, _, inv = _normalize_rows(x.reshape(-1, d), eps)
+    y *= inv
+    y *= gamma.reshape(1, d)
+    if beta is not None:
+        y += beta.reshape(1, d)
+    return y.reshape(x.shape)
+
+
+def _mask_index(mask: np.ndarray | None, b: int) -> np.ndarray:
+    """EmbedLayerNormalization's mask_index: each mask row's sum (zeros without a mask)."""
+    return (np.zeros(b, np.int32) if mask is None
+            else np.asarray(mask).reshape(b, -1).sum(axis=1, dtype=np.int32))
+
+
+
+# --------------------------------------------------------------------------------------------
+# QEmbedLayerNormalization and QAttention (com.microsoft): what onnxruntime's quantize_dynamic
+# makes of an optimized BERT's EmbedLayerNormalization and Attention
+# --------------------------------------------------------------------------------------------
+
+
+def _dequantized(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    x = np.asarray(q).astype(_F32)
+    if zero_point is not None:
+        x -= np.asarray(zero_point).astype(_F32)
+    x *= np.asarray(scale).astype(_F32)
+    return x
+
+
+@op("QEmbedLayerNormalization", domain=_MS, since=1, dtypes={"T": {TP.INT8, TP.UINT8}})
+def make_qembed_layer_norm(node: NodeView, ctx: ProviderContext):
+    """EmbedLayerNormalization over 8-bit tables (word, position, segment embeddings, gamma and
+    beta, each with a scale and zero point): the gathered rows are dequantized, not the
+    tables. Outputs the normalized embeddings and mask_index."""
+    eps = _attr_f(node, "epsilon", 1e-12)
+    n_out = _n_outputs(node)
+
+    def kernel(input_ids, segment_ids, word_q, position_q, segment_q, gamma_q, beta_q, mask,
+               word_s, position_s, segment_s, gamma_s, beta_s, word_z, position_z,
+               segment_z, gamma_z, beta_z):
+        ids = np.asarray(input_ids).astype(np.int64, copy=False)
+        b, s = ids.shape
+        emb = _dequantized(np.take(word_q, ids, axis=0), word_s, word_z)
+        emb += _dequantized(np.take(position_q, np.arange(s), axis=0), position_s, position_z)
+        if segment_ids is not None and segment_q is not None:
+            emb += _dequantized(np.take(segment_q, np.asarray(segment_ids).astype(np.int64),
+                                        axis=0), segment_s, segment_z)
+        y = _layer_norm_rows(emb, _dequantized(gamma_q, gamma_s, gamma_z),
+                             _dequantized(beta_q, beta_s, beta_z), eps)
+        return y if n_out == 1 else (y, _mask_index(mask, b))
+
+    return kernel
+
+
+class _AsFloatAttention:
+    """A QAttention node seen as the float Attention it quantizes: its attributes and
+    outputs; input 1 the dequantized weight, 2 the bias (no 3-5: mask and past are handed to
+    the kernel)."""
+
+    op_type = "Attention"
+
+    def __init__(self, node: NodeView, weight: np.ndarray | None) -> None:
+        self._node, self._w = node, None if weight is None else ConstInput(weight)
+        self.outputs = node.outputs
+
+    def attr(self, name: str, default=None):
+        return self._node.attr(name, default)
+
+    def input(self, k: int):
+        return self._w if k == 1 else self._node.input(2) if k == 2 else None
+
+
+def _qattention_predicate(node: NodeView) -> str | None:
+    why = _attention_predicate(node)
+    if why is not None:
+        return why
+    for k, what in ((1, "weight"), (4, "weight_scale")):
+        v = node.input(k)
+        if v is None or not v.is_const:
+            return f"QAttention needs a constant {what}"
+    zp = node.input(7)
+    if zp is not None and not zp.is_const:
+        return "QAttention needs a constant weight_zero_point"
+    return None
+
+
+@op("QAttention", domain=_MS, since=1, dtypes={"T1": {TP.INT8, TP.UINT8}},
+    predicate=_qattention_predicate)
+def make_qattention(node: NodeView, ctx: ProviderContext):
+    """Attention of an 8-bit input (its scale and zero point, from the DynamicQuantizeLinear
+    before it) with an 8-bit packed QKV weight (per tensor or per column): the weight is
+    dequantized once, the input at each run, and the float Attention runs (onnxruntime
+    multiplies the integers exactly and scales the int32 sums: the two round differently in
+    the last bits)."""
+    zp = node.input(7)
+    weight = _dequantized(node.input(1).const, node.input(4).const,
+                          None if zp is None else zp.const)
+    attention = make_ms_attention(_AsFloatAttention(node, weight), ctx)
+
+    def kernel(x, w_q, bias, input_scale, weight_scale, mask_index=None,
+               input_zero_point=None, weight_zero_point=None, past=None):
+        return attention(_dequantized(x, input_scale, input_zero_point), weight, bias,
+                         mask_index, past)
 
     return kernel

@@ -23,7 +23,7 @@ from . import _blas
 from ._blas import intra_threads, parallel_for
 from ._blas import matmul as _blas_matmul
 from ._native import native
-from ._registry import op
+from ._registry import ConstInput, op
 from .nn import FLOATS, compute_dtype
 
 logger = logging.getLogger(__name__)
@@ -614,16 +614,6 @@ for _v in (7, 14, 22):
 # --------------------------------------------------------------------------------------------
 
 
-class _Const:
-    """A constant input as a kernel factory reads it (``NodeView.input(k)``)."""
-
-    __slots__ = ("const",)
-    is_const = True
-
-    def __init__(self, value: np.ndarray) -> None:
-        self.const = value
-
-
 class _AsFloatLstm:
     """A DynamicQuantizeLSTM node seen as the float LSTM it quantizes: the same attributes
     and inputs 0-7, with W and R dequantized and in the ONNX layout ``[dirs, 4H, I]``."""
@@ -631,7 +621,7 @@ class _AsFloatLstm:
     op_type = "LSTM"
 
     def __init__(self, node: NodeView, w: np.ndarray, r: np.ndarray) -> None:
-        self._node, self._w, self._r = node, _Const(w), _Const(r)
+        self._node, self._w, self._r = node, ConstInput(w), ConstInput(r)
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self._node.attr(name, default)

@@ -328,3 +328,42 @@ def test_embed_layer_normalization(variant):
     tol = 2e-3 if variant == "fp16" else 1e-5
     _check("EmbedLayerNormalization", inputs, 3, domain=MS, const_inputs=(2, 3, 4, 5, 6),
            epsilon=1e-12, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("per_column, mask, causal", [
+    (False, None, 0), (True, "ends", 0), (False, "ends", 1), (True, None, 1)])
+def test_qattention(per_column, mask, causal):
+    """What onnxruntime's quantize_dynamic makes of an optimized BERT's Attention: a uint8
+    input (DynamicQuantizeLinear's) and an int8 packed QKV weight, per tensor or per
+    column."""
+    b, s, d, h = 2, 5, 16, 4
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 256, (b, s, d)).astype(np.uint8)
+    w = rng.integers(-127, 128, (d, 3 * d)).astype(np.int8)
+    bias = _r(3 * d, seed=2)
+    w_scale = (rng.random(3 * d) * 0.02 + 0.005).astype(np.float32) if per_column \
+        else np.array(0.01, np.float32)
+    w_zp = np.zeros(3 * d, np.int8) if per_column else np.array(0, np.int8)
+    mask_index = np.array([5, 3], np.int32) if mask == "ends" else None
+    _check("QAttention", [x, w, bias, np.array(0.02, np.float32), w_scale, mask_index,
+                          np.array(128, np.uint8), w_zp], domain=MS, const_inputs=(1, 2, 4, 7),
+           num_heads=h, unidirectional=causal, rtol=1e-4, atol=1e-4)
+
+
+def test_qembed_layer_normalization():
+    """QEmbedLayerNormalization: EmbedLayerNormalization over 8-bit tables."""
+    b, s, hid, vocab = 2, 6, 16, 40
+    rng = np.random.default_rng(4)
+
+    def table(*shape):
+        return rng.integers(0, 256, shape).astype(np.uint8)
+
+    scales = [np.array(v, np.float32) for v in (0.02, 0.01, 0.03, 0.005, 0.004)]
+    zps = [np.array(v, np.uint8) for v in (128, 120, 130, 10, 127)]
+    inputs = [rng.integers(0, vocab, (b, s)).astype(np.int32),
+              rng.integers(0, 2, (b, s)).astype(np.int32), table(vocab, hid), table(16, hid),
+              table(2, hid), table(hid), table(hid),
+              np.array([[1] * 6, [1] * 4 + [0] * 2], np.int32), *scales, *zps]
+    _check("QEmbedLayerNormalization", inputs, 2, domain=MS,
+           const_inputs=tuple(range(2, 7)) + tuple(range(8, 18)), epsilon=1e-12,
+           rtol=1e-4, atol=1e-4)
