@@ -600,3 +600,19 @@ def test_unsupported_session_options_say_so():
     so = onnxplex.SessionOptions()
     with pytest.raises(onnxplex.InvalidArgumentError, match="custom op library"):
         so.register_custom_ops_library("libcustom.so")
+
+
+def test_has_collective_ops(ort):
+    assert ort.has_collective_ops() is False
+
+
+def test_cpu_provider_options_it_does_not_use_are_ignored(ort, model_path):
+    """onnxruntime's CPU provider ignores option keys it does not use (memory-arena settings
+    code written for it passes); onnxplex drops them under that name too (under its own name,
+    cpu_mlas, an unknown option stays an error)."""
+    opts = {"arena_extend_strategy": "kSameAsRequested", "use_arena": "0", "unknown": "1"}
+    sess = ort.InferenceSession(model_path, providers=[("CPUExecutionProvider", opts)])
+    y, z = sess.run(None, {"x": X})
+    want_y, want_z = expected(X)
+    np.testing.assert_allclose(y, want_y, rtol=1e-6)
+    np.testing.assert_allclose(z, want_z)

@@ -39,6 +39,7 @@ __all__ = [
     "set_seed",
     "seeded_draw",
     "get_build_info",
+    "has_collective_ops",
     "get_version_string",
     "register_execution_provider_library",
     "unregister_execution_provider_library",
@@ -233,6 +234,12 @@ def seeded_draw(draw: Callable[[np.random.Generator], Any]) -> Any | None:
     when no seed was set."""
     with _seed_lock:
         return None if _seeded is None else draw(_seeded)
+
+
+def has_collective_ops() -> bool:
+    """Whether collective (multi-device) ops are built in: never (onnxruntime's CPU builds say
+    the same)."""
+    return False
 
 
 def get_build_info() -> str:

@@ -525,6 +525,22 @@ def _configured_tensor_limit(config: Mapping[str, str]) -> int | None:
 
 
 STRICT_SHAPES = "session.strict_shape_type_inference"
+_ORT_CPU = "CPUExecutionProvider"
+
+
+def _ort_cpu_options(entry: Any, opts: dict) -> dict:
+    """Options given to onnxruntime's CPU provider name: the default provider's own are kept,
+    the rest (``use_arena``, ``arena_extend_strategy``: onnxruntime's memory arena, which
+    onnxplex does not have) are dropped with a log line, as onnxruntime's CPU provider ignores
+    keys it does not use."""
+    specs = entry.load().option_specs
+    ignored = sorted(k for k in opts if k not in specs)
+    if ignored:
+        logger.info("%s options %s ignored (onnxruntime's CPU provider ignores keys it does not "
+                    "use; %s takes %s)", _ORT_CPU, ignored, entry.name,
+                    sorted(specs) or "none")
+    return {k: v for k, v in opts.items() if k in specs}
+
 
 
 class InferenceSession:
@@ -644,6 +660,8 @@ class InferenceSession:
                 continue
             if any(entry.name == o[0] for o in out):
                 raise InvalidArgumentError(f"provider {entry.name!r} is listed twice")
+            if name == _ORT_CPU and opts:
+                opts = _ort_cpu_options(entry, opts)
             why = entry.availability(opts)
             if not why.ok:
                 if entry.name == DEFAULT_PROVIDER:
