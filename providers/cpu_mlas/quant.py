@@ -330,6 +330,7 @@ def _quantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, target: n
     xs = x.astype(prec) if x.dtype != prec else x
     q = np.divide(xs, s, dtype=_F32) if prec.itemsize == 4 else \
         np.divide(xs.astype(_F32), s.astype(_F32)).astype(prec).astype(_F32)
+    q = np.asarray(q)   # (a 0-d quotient is a numpy scalar, which the in-place steps refuse)
     if _is_int(target):
         np.rint(q, out=q)
         lo, hi = _int_range(target)

@@ -116,7 +116,24 @@ def _matmul_to_float(node, ins: Sequence[Info | None]) -> Info | None:
     return onnx.TensorProto.FLOAT, [*a[1][:-1], b[1][1]]
 
 
+def _quantize(node, ins: Sequence[Info | None]) -> Info | None:
+    # QuantizeLinear: x's shape, the zero point's type (uint8 without one)
+    x, zp = ins[0] if ins else None, ins[2] if len(ins) > 2 else None
+    if x is None:
+        return None
+    return (zp[0] if zp is not None else onnx.TensorProto.UINT8), x[1]
+
+
+def _dequantize(node, ins: Sequence[Info | None]) -> Info | None:
+    # DequantizeLinear: x's shape, the scale's type
+    x, scale = ins[0] if ins else None, ins[1] if len(ins) > 1 else None
+    if x is None or scale is None:
+        return None
+    return scale[0], x[1]
+
+
 RULES: dict[str, Callable[[onnx.NodeProto, Sequence[Info | None]], Info | None]] = {
+    "QuantizeLinear": _quantize, "DequantizeLinear": _dequantize,
     "QLinearAdd": _binary, "QLinearMul": _binary,
     "QLinearSigmoid": _elementwise, "QLinearLeakyRelu": _elementwise,
     "QLinearSoftmax": _elementwise,

@@ -127,3 +127,32 @@ def test_gather_block_quantized(bits, zero_points, scale_dt):
         inputs.append(RNG.integers(0, 256, (vocab, dim // block * bits // 8)).astype(np.uint8))
     _check("GatherBlockQuantized", inputs, const_inputs=(0, 2, 3), bits=bits,
            block_size=block, gather_axis=0, quantize_axis=1, rtol=1e-3, atol=1e-3)
+
+
+def test_contrib_qdq_types_what_follows():
+    """A 16-bit QDQ of a float16 model, as onnxruntime's quantizer writes it with
+    UseQDQContribOps: the com.microsoft DequantizeLinear gives float16 (its scale's type),
+    which onnx's inference does not know: the MatMul after it was typed float and its float16
+    result refused (onnxplex's contrib-op inference types both now)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import onnxplex
+
+    f16 = np.float16
+    inits = [numpy_helper.from_array(np.array(0.01, f16), "s"),
+             numpy_helper.from_array(np.array(3, np.int16), "z"),
+             numpy_helper.from_array(_f(4, 3).astype(f16), "w")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], domain=MS),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], domain=MS),
+             helper.make_node("MatMul", ["d", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT16, [2, 4])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT16, [2, 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(MS, 1)])
+    x = _f(2, 4).astype(f16)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]
+                                ).run(None, {"x": x})[0]
+    got = onnxplex.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    assert got.dtype == want.dtype == f16
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
