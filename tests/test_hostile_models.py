@@ -984,3 +984,22 @@ def test_body_output_contradicting_its_declared_shape_is_returned(x_shape, caplo
                                          providers=["CPUExecutionProvider"]
                                          ).run(None, {"c": np.array(False), "x": x})
         np.testing.assert_array_equal(theirs, x)
+
+
+def test_value_info_mistyping_an_initializer_is_dropped(caplog):
+    """onnxruntime's float16 converter keeps a Resize's scales in float32 but leaves a
+    value_info entry calling them float16 (dynamo-exported resizes): onnxruntime types an
+    initializer by its tensor and runs the model; onnxplex refused it as a contradiction."""
+    w = numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "w")
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [3])], [vi("y", [3])],
+              inits=[w])
+    m.graph.value_info.append(vi("w", [3], TensorProto.FLOAT16))
+    x = np.array([1.0, -1.0, 0.5], np.float32)
+    with caplog.at_level("WARNING", logger="onnxplex"):
+        (y,) = onnxplex.InferenceSession(m).run(None, {"x": x})
+    np.testing.assert_array_equal(y, x + [1, 2, 3])
+    assert "gives initializer 'w' type float16" in caplog.text
+    ort = pytest.importorskip("onnxruntime")
+    (theirs,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]
+                                     ).run(None, {"x": x})
+    np.testing.assert_array_equal(theirs, y)

@@ -1013,6 +1013,26 @@ def load_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto | Model,
                       serialized=serialized, strict_shapes=strict_shapes)
 
 
+def _drop_mistyped_initializer_infos(g: onnx.GraphProto) -> bool:
+    """Remove the ``value_info`` entries that give an initializer an element type other than
+    its own (onnxruntime types an initializer by its tensor; onnxruntime's float16 converter
+    leaves such entries behind when it keeps a Resize's scales in float32, which onnx's
+    inference then refused as a contradiction). Whether any was removed."""
+    if not g.initializer or not g.value_info:
+        return False
+    own = {t.name: t.data_type for t in g.initializer}
+    bad = [k for k, info in enumerate(g.value_info)
+           if info.name in own and info.type.WhichOneof("value") == "tensor_type"
+           and info.type.tensor_type.elem_type not in (0, own[info.name])]
+    for k in reversed(bad):
+        logger.warning("value_info gives initializer %r type %s, its tensor is %s: the "
+                       "tensor's type is kept, as onnxruntime keeps it", g.value_info[k].name,
+                       elem_type_name(g.value_info[k].type.tensor_type.elem_type),
+                       elem_type_name(own[g.value_info[k].name]))
+        del g.value_info[k]
+    return bool(bad)
+
+
 def _override(proto: onnx.ModelProto, overrides: Overrides) -> None:
     """``overrides`` applied to the main graph of ``proto``: initializers replaced by the
     given arrays (which must have the replaced one's type and shape; an external one's file is
@@ -1088,6 +1108,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     file_declared = frozenset(v.name for g in walked.graphs()
                               for infos in (g.proto.output, g.proto.value_info) for v in infos)
     if infer_shapes:
+        if _drop_mistyped_initializer_infos(proto.graph):
+            serialized = None   # (inference reads the changed proto)
         if (serialized is None or b"unk__" in serialized) and _forget_generated_dims(proto):
             serialized = None   # (inference reads the changed proto)
         proto, big, declared = _infer_shapes(proto, serialized, walked.graph.nodes,
