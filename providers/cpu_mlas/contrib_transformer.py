@@ -600,6 +600,41 @@ def _gqa_predicate(node: NodeView) -> str | None:
     return None
 
 
+def _grouped_attention(qg: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
+                       dead: np.ndarray, bias: np.ndarray | None, softcap: float, smooth: bool,
+                       group: int) -> np.ndarray:
+    """One sequence's attention, query heads grouped by the K/V head they share: qg
+    ``[KV, G*S, H]`` (rows g-major), k and v ``[KV, L, H]``, ``dead`` ``[S, L]`` (masked
+    keys), bias ``[N, S, L]`` or None -> ``[KV, G*S, H]``. float32 without softcap or smooth
+    softmax runs on the native attention kernel (the mask an additive bias)."""
+    kv, rows, _ = qg.shape
+    additive = np.where(dead, np.float32(-np.inf), np.float32(0))
+    additive = np.tile(additive, (group, 1))[None, None]          # [1, 1, G*S, L]
+    if bias is not None:
+        additive = additive + bias.reshape(kv, rows, -1)[None]
+    if softcap <= 0 and not smooth and qg.dtype == _F32:
+        nat = native()
+        if nat is not None and hasattr(nat, "attention_f32"):
+            y = np.empty((1, rows, kv, v.shape[-1]), _F32)
+            nat.attention_f32(np.ascontiguousarray(qg[None]), np.ascontiguousarray(k[None]),
+                              np.ascontiguousarray(v[None]), y, scale,
+                              np.ascontiguousarray(additive, _F32), _blas.intra_threads())
+            return y[0].transpose(1, 0, 2)
+    scores = np.matmul(qg, k.transpose(0, 2, 1))                   # [KV, G*S, L]
+    scores *= scores.dtype.type(scale)
+    if softcap > 0:
+        scores = scores.dtype.type(softcap) * np.tanh(scores / scores.dtype.type(softcap))
+    scores = scores + additive[0].astype(scores.dtype, copy=False)
+    top = scores.max(axis=-1, keepdims=True)
+    if smooth:
+        top = np.maximum(top, 0)
+    e = np.exp(scores - top)
+    total = e.sum(axis=-1, keepdims=True)
+    if smooth:   # one more logit of 0
+        total += np.exp(-top)
+    return np.matmul(e / total, v)
+
+
 @op("GroupQueryAttention", domain=_MS, since=1, dtypes={"T": FLOATS}, predicate=_gqa_predicate)
 def make_group_query_attention(node: NodeView, ctx: ProviderContext):
     """Causal attention with ``kv_num_heads`` K/V heads shared by groups of the ``num_heads``
@@ -665,8 +700,9 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
             q = _rotate(q, pos, cos, sin, rdim, interleaved)
             k_new = _rotate(k_new, pos, cos, sin, rdim, interleaved)
         present_len = p_buf if sliding else max(p_buf, total)
-        present_k = np.zeros((b, kv, present_len, d), cd)
-        present_v = np.zeros((b, kv, present_len, d), cd)
+        # (each sequence's slots past its keys are zeroed below, not the whole buffer first)
+        present_k = np.empty((b, kv, present_len, d), cd)
+        present_v = np.empty((b, kv, present_len, d), cd)
         scale = scale_attr or 1.0 / math.sqrt(d)
         y = np.empty((b, s, n, d), cd)
         bias = None if attention_bias is None else to_compute(attention_bias).astype(cd)
@@ -682,6 +718,8 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
                 keep = k_all.shape[1] if length <= p_buf else window
                 present_k[i, :, :keep] = k_all[:, -keep:]
                 present_v[i, :, :keep] = v_all[:, -keep:]
+                present_k[i, :, keep:] = 0
+                present_v[i, :, keep:] = 0
                 first_key = length - k_all.shape[1]     # the position of k_all[:, 0]
             else:
                 if start:
@@ -689,31 +727,24 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
                     present_v[i, :, :start] = to_compute(past_value[i, :, :start])
                 present_k[i, :, start:start + s] = new_k
                 present_v[i, :, start:start + s] = new_v
+                present_k[i, :, start + s:] = 0
+                present_v[i, :, start + s:] = 0
                 k_all, v_all, first_key = present_k[i, :, :length], present_v[i, :, :length], 0
-            keys = np.repeat(k_all, group, axis=0)     # [N, L, H]
-            vals = np.repeat(v_all, group, axis=0)
-            scores = np.matmul(q[i].transpose(1, 0, 2), keys.transpose(0, 2, 1))  # [N, S, L]
-            scores *= cd.type(scale)
-            if softcap > 0:
-                scores = cd.type(softcap) * np.tanh(scores / cd.type(softcap))
-            span = keys.shape[1]
-            if bias is not None:
-                scores += np.broadcast_to(bias[i if bias.shape[0] > 1 else 0],
-                                          (n, s, bias.shape[-1]))[..., first_key:first_key + span]
+            span = k_all.shape[1]
             last = start + np.arange(s)[:, None]            # the last key each query sees
             j = first_key + np.arange(span)[None, :]
             dead = j > last
             if window > 0:
                 dead |= j < last - window + 1
-            scores = np.where(dead[None], -np.inf, scores)
-            top = scores.max(axis=-1, keepdims=True)
-            if smooth:
-                top = np.maximum(top, 0)
-            e = np.exp(scores - top)
-            total_e = e.sum(axis=-1, keepdims=True)
-            if smooth:   # one more logit of 0
-                total_e += np.exp(-top)
-            y[i] = np.matmul(e / total_e, vals).transpose(1, 0, 2)
+            bias_i = None if bias is None else np.broadcast_to(
+                bias[i if bias.shape[0] > 1 else 0], (n, s, bias.shape[-1]))[
+                    ..., first_key:first_key + span]
+            # each K/V head serves its group of query heads: their rows side by side
+            # ([KV, group * S, H], head n = kv * group + g), no K/V copied per query head
+            qg = q[i].transpose(1, 0, 2).reshape(kv, group * s, d)
+            y[i] = _grouped_attention(qg, k_all, v_all, scale, dead, bias_i, softcap,
+                                      smooth, group).reshape(kv, group, s, d) \
+                .transpose(2, 0, 1, 3).reshape(s, n, d)
         out = y.reshape(b, s, n * d).astype(out_dtype, copy=False)
         if n_out == 1:
             return out
