@@ -181,3 +181,29 @@ def test_local_functions_called_inside_if_branches(nested, sign):
                                      providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(ours, _expected(x, 2.0) if sign > 0 else -x, rtol=1e-6)
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_a_recursive_function_called_inside_a_branch_is_refused_not_inlined():
+    """Calls inside subgraph bodies are inlined at load: a function that calls itself there
+    must be refused first (inlining it would never end), naming the cycle."""
+    then_g = helper.make_graph([helper.make_node("R", ["x"], ["t"], domain="local")], "then",
+                               [], [_vi("t")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [_vi("e")])
+    body = [helper.make_node("Constant", [], ["c"], value_int=1),
+            helper.make_node("Cast", ["c"], ["b"], to=TensorProto.BOOL),
+            helper.make_node("If", ["b"], ["y"], then_branch=then_g, else_branch=else_g)]
+    rec = helper.make_function("local", "R", ["x"], ["y"], body, OPSET)
+    # the main graph calls R from a branch too: that call is inlined at load
+    main_then = helper.make_graph([helper.make_node("R", ["x"], ["u"], domain="local")],
+                                  "main_then", [], [_vi("u")])
+    main_else = helper.make_graph([helper.make_node("Relu", ["x"], ["v"])], "main_else", [],
+                                  [_vi("v")])
+    g = helper.make_graph([helper.make_node("Constant", [], ["k"], value_int=1),
+                           helper.make_node("Cast", ["k"], ["m"], to=TensorProto.BOOL),
+                           helper.make_node("If", ["m"], ["y"], then_branch=main_then,
+                                            else_branch=main_else)], "g",
+                          [_vi("x", [2])], [_vi("y", [2])])
+    model = helper.make_model(g, opset_imports=OPSET, functions=[rec], ir_version=9)
+    with pytest.raises(onnxplex.InvalidModelError, match="call(s)? itself|cycle|recurs"):
+        onnxplex.InferenceSession(model.SerializeToString())

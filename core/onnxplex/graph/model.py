@@ -1091,14 +1091,14 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     ``serialized``: the bytes ``proto`` was parsed from, if at hand)."""
     _maptype.install()
     _fast_attrs.install()
-    if proto.functions and inline_calls_in_bodies(proto):
-        serialized = None   # (inference reads the changed proto)
     walked = _walk(proto)
     if _densify_sparse(walked):   # (sparse initializers and Constants become dense ones)
         walked, serialized = _walk(proto), None
     _check_versions(proto, walked)
     _check_schemas(proto, walked)
-    _check_function_calls(proto, walked)
+    _check_function_calls(proto, walked)   # (before inlining: a recursive one never ends)
+    if proto.functions and inline_calls_in_bodies(proto):
+        walked, serialized = _walk(proto), None   # (inference reads the changed proto)
     _check_control_flow(proto, walked)
     _check_input_dims(proto)
     external = _check_tensors(walked, base_dir)
