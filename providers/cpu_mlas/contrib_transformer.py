@@ -537,6 +537,9 @@ def _rotate(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, rd
     cache rows at ``pos`` ``[B, S]``: halves ``(x1, x2) -> (x1 c - x2 s, x1 s + x2 c)``, or
     with ``interleaved`` the even and odd channels; the channels past ``rdim`` are kept."""
     half = rdim // 2
+    if pos.size and (pos.min() < 0 or pos.max() >= cos.shape[0]):
+        raise IndexError(f"a position ({int(pos.min())}..{int(pos.max())}) is outside the "
+                         f"rotary cache's {cos.shape[0]} rows")
     c = cos[pos][:, :, None, :half]
     s = sin[pos][:, :, None, :half]
     out = x.copy()
@@ -687,6 +690,14 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
         p_buf = 0 if past_key is None else past_key.shape[2]
         first = p_buf == 0 and s == total
         starts = np.zeros(b, np.int64) if first else lens - s   # where the new tokens go
+        if lens.shape[0] != b or total < 1 or lens.min() < 1 or lens.max() > total or (
+                not first and starts.min() < 0) or (not sliding and not first
+                                                    and starts.max() > p_buf):
+            raise ValueError(
+                f"seqlens_k {np.asarray(seqlens_k).reshape(-1).tolist()} and "
+                f"total_sequence_length {total} do not fit {s} new token(s) after a past of "
+                f"{p_buf} for {b} sequence(s) (each total length - 1 must be at least "
+                f"{0 if first else s - 1} and below total_sequence_length)")
         if do_rotary:
             cos = to_compute(cos_cache).astype(cd, copy=False)
             sin = to_compute(sin_cache).astype(cd, copy=False)
@@ -773,15 +784,20 @@ def make_embed_layer_norm(node: NodeView, ctx: ProviderContext):
                segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None):
         out_dtype = word_embedding.dtype
         cd = compute_dtype(out_dtype)
-        ids = np.asarray(input_ids).astype(np.int64, copy=False)
+        ids = _ids_within(input_ids, word_embedding.shape[0], "input_ids")
         b, s = ids.shape
         emb = np.take(to_compute(word_embedding).astype(cd, copy=False), ids, axis=0)
         pos = (np.arange(s) if position_ids is None
-               else np.broadcast_to(np.asarray(position_ids).astype(np.int64), (b, s)))
+               else np.broadcast_to(_ids_within(position_ids, position_embedding.shape[0],
+                                                "position_ids"), (b, s)))
+        if position_ids is None and s > position_embedding.shape[0]:
+            raise IndexError(f"{s} positions, but the position embedding has "
+                             f"{position_embedding.shape[0]} rows")
         emb += np.take(to_compute(position_embedding).astype(cd, copy=False), pos, axis=0)
         if segment_ids is not None and segment_embedding is not None:
             emb += np.take(to_compute(segment_embedding).astype(cd, copy=False),
-                           np.asarray(segment_ids).astype(np.int64, copy=False), axis=0)
+                           _ids_within(segment_ids, segment_embedding.shape[0], "segment_ids"),
+                           axis=0)
         y = _layer_norm_rows(emb, to_compute(gamma).astype(cd, copy=False),
                              None if beta is None else to_compute(beta).astype(cd, copy=False),
                              eps).astype(out_dtype, copy=False)
@@ -790,6 +806,16 @@ def make_embed_layer_norm(node: NodeView, ctx: ProviderContext):
         return (y, _mask_index(mask, b), emb.astype(out_dtype, copy=False))[:n_out]
 
     return kernel
+
+
+def _ids_within(ids: np.ndarray, rows: int, what: str) -> np.ndarray:
+    """``ids`` as int64, each in ``[0, rows)`` (an embedding table's rows; a negative one is
+    refused, as onnxruntime refuses it, not read from the end)."""
+    out = np.asarray(ids).astype(np.int64, copy=False)
+    if out.size and (out.min() < 0 or out.max() >= rows):
+        raise IndexError(f"{what}: {int(out.min())}..{int(out.max())} is outside the "
+                         f"table's {rows} rows")
+    return out
 
 
 def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None,
@@ -839,13 +865,17 @@ def make_qembed_layer_norm(node: NodeView, ctx: ProviderContext):
     def kernel(input_ids, segment_ids, word_q, position_q, segment_q, gamma_q, beta_q, mask,
                word_s, position_s, segment_s, gamma_s, beta_s, word_z, position_z,
                segment_z, gamma_z, beta_z):
-        ids = np.asarray(input_ids).astype(np.int64, copy=False)
+        ids = _ids_within(input_ids, word_q.shape[0], "input_ids")
         b, s = ids.shape
+        if s > position_q.shape[0]:
+            raise IndexError(f"{s} positions, but the position embedding has "
+                             f"{position_q.shape[0]} rows")
         emb = _dequantized(np.take(word_q, ids, axis=0), word_s, word_z)
         emb += _dequantized(np.take(position_q, np.arange(s), axis=0), position_s, position_z)
         if segment_ids is not None and segment_q is not None:
-            emb += _dequantized(np.take(segment_q, np.asarray(segment_ids).astype(np.int64),
-                                        axis=0), segment_s, segment_z)
+            emb += _dequantized(np.take(segment_q, _ids_within(segment_ids, segment_q.shape[0],
+                                                               "segment_ids"), axis=0),
+                                segment_s, segment_z)
         y = _layer_norm_rows(emb, _dequantized(gamma_q, gamma_s, gamma_z),
                              _dequantized(beta_q, beta_s, beta_z), eps)
         return y if n_out == 1 else (y, _mask_index(mask, b))

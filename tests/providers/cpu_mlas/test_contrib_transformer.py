@@ -367,3 +367,39 @@ def test_qembed_layer_normalization():
     _check("QEmbedLayerNormalization", inputs, 2, domain=MS,
            const_inputs=tuple(range(2, 7)) + tuple(range(8, 18)), epsilon=1e-12,
            rtol=1e-4, atol=1e-4)
+
+
+def _refused(op_type, inputs, n_outputs=1, **kw):
+    """run_kernel raises: onnxplex refuses what the kernel cannot compute right."""
+    with pytest.raises((IndexError, ValueError)):
+        run_kernel(CpuMlasProvider, op_type, inputs, n_outputs, **kw)
+
+
+@pytest.mark.parametrize("bad", ["negative", "past_the_table"])
+def test_embeddings_refuse_ids_outside_their_tables(bad):
+    """A negative id was read from the end of the table (numpy's indexing), a wrong row
+    without an error; onnxruntime refuses both."""
+    ids = np.array([[1, 2, -1 if bad == "negative" else 30]], np.int32)
+    inputs = [ids, None, _r(30, 8), _r(8, 8, seed=1), None, _r(8, seed=2), _r(8, seed=3)]
+    _refused("EmbedLayerNormalization", inputs, 1, domain=MS, const_inputs=(2, 3, 5, 6))
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.Fail):   # (onnxruntime too)
+        _ort("EmbedLayerNormalization", inputs, 1, domain=MS, const_inputs=(2, 3, 5, 6))
+
+
+def test_rotary_positions_outside_the_cache_are_refused():
+    cos, sin = _rotary_caches(8, 4)
+    for pos in (np.array([[0, -1]], np.int64), np.array([[0, 8]], np.int64)):
+        _refused("RotaryEmbedding", [_r(1, 2, 8), pos, cos, sin], domain=MS,
+                 const_inputs=(2, 3), num_heads=1)
+
+
+@pytest.mark.parametrize("lens, total", [([0], 5), ([6], 5), ([2], 5)])
+def test_group_query_attention_refuses_lengths_that_do_not_fit(lens, total):
+    """seqlens_k outside what the past and the new tokens make: a negative start wrote the new
+    keys at the end of the present and read the wrong keys, without an error."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 3, m * 8)).astype(np.float32) for m in (2, 1, 1))
+    past = rng.standard_normal((1, 1, 4, 8)).astype(np.float32)
+    _refused("GroupQueryAttention", [q, k, v, past, past, np.array(lens, np.int32) - 1,
+                                     np.array(total, np.int32)], 3, domain=MS, num_heads=2,
+             kv_num_heads=1)
