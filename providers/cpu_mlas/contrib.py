@@ -226,14 +226,19 @@ def _install(step, cw, x: np.ndarray, bias: np.ndarray | None, no_z: bool,
         step.install(nat_plan)
 
 
-@op("QuickGelu", since=1, domain=MS, dtypes={0: {TP.FLOAT}})
+@op("QuickGelu", since=1, domain=MS,
+    dtypes={0: {TP.FLOAT, TP.FLOAT16, TP.BFLOAT16, TP.DOUBLE}})
 def make_quick_gelu(node: NodeView, ctx: ProviderContext):
     """com.microsoft QuickGelu: ``x * sigmoid(alpha * x)`` (alpha 1.702 by default; 1 is SiLU,
     what the extended level's Sigmoid + Mul fusion writes): alpha 1 on the native SiLU loop
-    (one pass, over the pool), any other alpha as the sigmoid of the scaled input times x."""
+    (one pass, over the pool), any other alpha as the sigmoid of the scaled input times x.
+    float16 and bfloat16 compute in float32 and round once (onnxruntime casts around its
+    float kernel: a CLIP fused by its transformer optimizer, then converted to float16)."""
     alpha = np.float32(node.attr("alpha", 1.702))
 
     def kernel(x: np.ndarray) -> np.ndarray:
+        if x.dtype.itemsize == 2:
+            return kernel(x.astype(_F32)).astype(x.dtype)
         if alpha == 1 and x.dtype == _F32:
             return swish_f32(x)
         s = _sigmoid_f32(np.ascontiguousarray(x * alpha, dtype=_F32)) \

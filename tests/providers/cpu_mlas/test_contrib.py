@@ -405,3 +405,15 @@ def test_native_qlinear_global_average_pool_is_the_float32_steps(x_dt, y_dt):
         got = native().qlinear_global_average_pool_8bit(x, float(xz), float(xs), float(ys),
                                                          float(yz), y_dt == np.int8, 2)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype, alpha", [(np.float16, 1.702), (np.float16, 1.0),
+                                          (np.float64, 1.702)])
+def test_quick_gelu_half_and_double(dtype, alpha):
+    """com.microsoft QuickGelu beyond float32 (it was declined, so a CLIP fused by
+    onnxruntime's transformer optimizer and converted to float16 could not load): float16 in
+    float32, rounded once, as onnxruntime computes it between its inserted Casts."""
+    x = (np.random.default_rng(2).standard_normal((3, 7)) * 3).astype(dtype)
+    check("QuickGelu", [x], domain="com.microsoft", opset=17, oracle="ort", alpha=alpha,
+          rtol=1e-3 if dtype == np.float16 else 1e-12, atol=1e-3 if dtype == np.float16
+          else 1e-12)
