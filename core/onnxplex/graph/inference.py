@@ -147,7 +147,7 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
     as the first parse. The caller's proto is not modified otherwise.
 
     Declared shapes that contradict what the nodes compute are merged as onnxruntime merges
-    them by default (:func:`_lenient_merge`: a warning, the disagreeing dims unknown); with
+    them by default (:func:`_lenient_merge`: a warning, the computed shape kept); with
     ``strict`` (``session.strict_shape_type_inference=1``) such a model is refused. Declared
     element types that contradict the nodes are refused either way, as onnxruntime refuses
     them."""
@@ -277,7 +277,7 @@ def _merged_dims(declared: list, inferred: list | None) -> tuple[list | None, bo
         if dk == "dim_value" and ik == "dim_value" and dv != iv:
             out.append((ik, iv))
             conflict = True
-        elif dk == "dim_value" or ik != "dim_value" and dk:
+        elif dk == "dim_value" or (ik != "dim_value" and dk):
             out.append((dk, dv))
         else:
             out.append((ik, iv))
