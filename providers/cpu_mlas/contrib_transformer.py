@@ -603,6 +603,37 @@ def _gqa_predicate(node: NodeView) -> str | None:
     return None
 
 
+def _gqa_batched(q, k_new, v_new, past_key, past_value, present_k, present_v, start: int,
+                 length: int, window: int, scale: float, group: int) -> np.ndarray | None:
+    """GroupQueryAttention of a batch whose sequences all have the same length, in one call
+    of the native attention kernel (float32, no softcap, smooth softmax or bias): the
+    presents filled, the output ``[B, S, N, H]`` returned; None without the kernel."""
+    nat = native()
+    if nat is None or not hasattr(nat, "attention_f32"):
+        return None
+    b, s, n, d = q.shape
+    kv = k_new.shape[2]
+    if start:
+        present_k[:, :, :start] = past_key[:, :, :start]
+        present_v[:, :, :start] = past_value[:, :, :start]
+    present_k[:, :, start:start + s] = k_new.transpose(0, 2, 1, 3)
+    present_v[:, :, start:start + s] = v_new.transpose(0, 2, 1, 3)
+    present_k[:, :, start + s:] = 0
+    present_v[:, :, start + s:] = 0
+    last = start + np.arange(s)[:, None]
+    j = np.arange(length)[None, :]
+    dead = j > last
+    if window > 0:
+        dead |= j < last - window + 1
+    additive = np.tile(np.where(dead, np.float32(-np.inf), np.float32(0)), (group, 1))
+    qg = np.ascontiguousarray(q.transpose(0, 2, 1, 3).reshape(b, kv, group * s, d))
+    y = np.empty((b, group * s, kv, d), _F32)
+    nat.attention_f32(qg, np.ascontiguousarray(present_k[:, :, :length]),
+                      np.ascontiguousarray(present_v[:, :, :length]), y, scale,
+                      np.ascontiguousarray(additive[None, None]), _blas.intra_threads())
+    return y.reshape(b, group, s, kv, d).transpose(0, 2, 3, 1, 4).reshape(b, s, n, d)
+
+
 def _grouped_attention(qg: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
                        dead: np.ndarray, bias: np.ndarray | None, softcap: float, smooth: bool,
                        group: int) -> np.ndarray:
@@ -717,6 +748,16 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
         scale = scale_attr or 1.0 / math.sqrt(d)
         y = np.empty((b, s, n, d), cd)
         bias = None if attention_bias is None else to_compute(attention_bias).astype(cd)
+        if (not sliding and bias is None and softcap <= 0 and not smooth and cd == _F32
+                and b > 1 and (lens == lens[0]).all() and (starts == starts[0]).all()):
+            got = _gqa_batched(q, k_new, v_new, past_key, past_value, present_k, present_v,
+                               int(starts[0]), int(lens[0]), window, scale, group)
+            if got is not None:
+                out = got.reshape(b, s, n * d).astype(out_dtype, copy=False)
+                if n_out == 1:
+                    return out
+                return (out, present_k.astype(out_dtype, copy=False),
+                        present_v.astype(out_dtype, copy=False))[:n_out]
         for i in range(b):
             start, length = int(starts[i]), int(lens[i])
             new_k, new_v = k_new[i].transpose(1, 0, 2), v_new[i].transpose(1, 0, 2)
