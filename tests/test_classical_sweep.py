@@ -366,6 +366,9 @@ def _cases() -> dict[str, Build]:
     c["cat_ordinal_unknown"] = typed(lambda: E(PP + "OrdinalEncoder",
                                                handle_unknown="use_encoded_value",
                                                unknown_value=-1), CATS, CATS_TEST)
+    c["cat_feature_hasher"] = typed(lambda: E("sklearn.feature_extraction.FeatureHasher",
+                                              n_features=16, input_type="string"),
+                                    CATS, CATS_TEST)
     c["int_onehot"] = typed(onehot, INTS, INTS_TEST)
     c["int_ordinal"] = typed(lambda: E(PP + "OrdinalEncoder"), INTS, INTS_TEST)
     c["int_scaler"] = typed(lambda: E(PP + "StandardScaler"), INTS, INTS_TEST)

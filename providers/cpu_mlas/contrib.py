@@ -920,3 +920,73 @@ def _sparse_coordinates(a) -> tuple[np.ndarray, np.ndarray]:
         outer = np.asarray(view.outer())
         return np.repeat(np.arange(outer.size - 1), np.diff(outer)), np.asarray(view.inner())
     raise ValueError("SparseToDenseMatMul: A must be COO or CSR")
+
+
+# --------------------------------------------------------------------------------------------
+# MurmurHash3 (what skl2onnx's FeatureHasher conversion hashes its strings with)
+# --------------------------------------------------------------------------------------------
+
+_M1, _M2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+
+
+def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def _murmur_blocks(h: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """MurmurHash3_x86_32's body over ``blocks`` (``[n, k]`` little-endian uint32 words),
+    ``h`` the running ``[n]`` hashes (uint32 arithmetic wraps as the algorithm's)."""
+    for j in range(blocks.shape[1]):
+        k = _rotl32(blocks[:, j] * _M1, 15) * _M2
+        h = _rotl32(h ^ k, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    return h
+
+
+def _murmur_finish(h: np.ndarray, length: np.ndarray | int) -> np.ndarray:
+    h = h ^ np.asarray(length).astype(np.uint32)
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    return h
+
+
+def _murmur_bytes(data: bytes, seed: int) -> int:
+    """MurmurHash3_x86_32 of one byte string."""
+    n = len(data)
+    whole = n // 4 * 4
+    with np.errstate(over="ignore"):
+        h = np.array([seed], np.uint32)
+        if whole:
+            h = _murmur_blocks(h, np.frombuffer(data[:whole], "<u4").reshape(1, -1))
+        if n & 3:
+            k = np.array([int.from_bytes(data[whole:], "little")], np.uint32)
+            h ^= _rotl32(k * _M1, 15) * _M2
+        return int(_murmur_finish(h, n)[0])
+
+
+@op("MurmurHash3", since=1, domain=MS, dtypes={"T1": {TP.INT32, TP.UINT32, TP.INT64,
+                                                        TP.UINT64, TP.FLOAT, TP.DOUBLE,
+                                                        TP.STRING}})
+def make_murmur_hash3(node: NodeView, ctx: ProviderContext):
+    """com.microsoft MurmurHash3: MurmurHash3_x86_32 of each element (a number's 4 or 8 bytes
+    as stored, a string's UTF-8 bytes) with ``seed``; uint32 with ``positive`` (the default),
+    else the same bits as int32. Numbers are hashed all at once in uint32 arithmetic."""
+    seed = int(node.attr("seed", 0)) & 0xFFFFFFFF
+    out_dtype = np.uint32 if int(node.attr("positive", 1)) else np.int32
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if x.dtype.kind in "OUS":
+            flat = [_murmur_bytes(v.encode("utf-8") if isinstance(v, str) else bytes(v), seed)
+                    for v in x.reshape(-1).tolist()]
+            h = np.array(flat, np.uint32).reshape(x.shape)
+        else:
+            words = np.ascontiguousarray(x).reshape(-1).view("<u4")
+            width = x.dtype.itemsize // 4
+            with np.errstate(over="ignore"):
+                h = _murmur_blocks(np.full(x.size, seed, np.uint32), words.reshape(x.size, width))
+                h = _murmur_finish(h, x.dtype.itemsize).reshape(x.shape)
+        return h.view(out_dtype) if out_dtype is np.int32 else h
+
+    return kernel

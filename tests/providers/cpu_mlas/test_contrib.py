@@ -417,3 +417,19 @@ def test_quick_gelu_half_and_double(dtype, alpha):
     check("QuickGelu", [x], domain="com.microsoft", opset=17, oracle="ort", alpha=alpha,
           rtol=1e-3 if dtype == np.float16 else 1e-12, atol=1e-3 if dtype == np.float16
           else 1e-12)
+
+
+@pytest.mark.parametrize("values, attrs", [
+    (np.array([["a", "bb"], ["hello world", ""]], dtype=object), {}),
+    (np.array(["ünï", "abc", "abcd", "abcde"], dtype=object), {"seed": 3}),
+    (np.arange(-3, 4, dtype=np.int32) * 977, {"seed": 42}),
+    (np.arange(-3, 4, dtype=np.int64) * 10**11, {"positive": 0}),
+    (np.linspace(-2, 2, 5, dtype=np.float32), {}),
+    (np.linspace(-2, 2, 5), {"seed": 7}),
+    (np.array([0, 1, 2**32 - 1], np.uint32), {}),
+])
+def test_murmur_hash3(values, attrs):
+    """com.microsoft MurmurHash3, which skl2onnx's FeatureHasher conversion hashes with (no
+    provider ran it): every input type, seeds, signed output."""
+    check("MurmurHash3", [values], domain="com.microsoft", opset=17, oracle="ort",
+          rtol=0, atol=0, **attrs)
