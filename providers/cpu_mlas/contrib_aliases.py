@@ -107,3 +107,46 @@ def make_inverse(node: NodeView, ctx: ProviderContext):
         return np.linalg.inv(to_compute(x).astype(cd, copy=False)).astype(x.dtype, copy=False)
 
     return kernel
+
+
+@op("CropAndResize", domain=_MS, since=1, dtypes={"T1": FLOATS})
+def make_crop_and_resize(node: NodeView, ctx: ProviderContext):
+    """com.microsoft CropAndResize (TensorFlow's crop_and_resize, as tf2onnx writes it): boxes
+    ``[R, 4]`` of normalized ``(y1, x1, y2, x2)`` in the images of ``batch_indices``, each
+    sampled to ``crop_size`` ``(h, w)`` by ``mode`` (bilinear, nearest); samples outside the
+    image take ``extrapolation_value``. Output ``[R, C, h, w]``."""
+    mode = str(node.attr("mode", "bilinear"))
+    fill = float(node.attr("extrapolation_value", 0.0))
+
+    def kernel(x, rois, batch_indices, crop_size):
+        ch, cw = (int(v) for v in np.asarray(crop_size).reshape(-1)[:2])
+        n, c, h, w = x.shape
+        boxes = np.asarray(rois, np.float64)
+        idx = np.asarray(batch_indices).astype(np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise IndexError(f"CropAndResize: a batch index is outside [0, {n})")
+        out = np.empty((boxes.shape[0], c, ch, cw), np.float64)
+        for r, (y1, x1, y2, x2) in enumerate(boxes):
+            ys = (y1 * (h - 1) + np.arange(ch) * ((y2 - y1) * (h - 1) / (ch - 1))
+                  if ch > 1 else np.array([0.5 * (y1 + y2) * (h - 1)]))
+            xs = (x1 * (w - 1) + np.arange(cw) * ((x2 - x1) * (w - 1) / (cw - 1))
+                  if cw > 1 else np.array([0.5 * (x1 + x2) * (w - 1)]))
+            img = np.asarray(x[idx[r]], np.float64)
+            inside = ((ys >= 0) & (ys <= h - 1))[:, None] & ((xs >= 0) & (xs <= w - 1))[None]
+            if mode == "nearest":
+                yi = np.clip(np.round(ys).astype(np.int64), 0, h - 1)
+                xi = np.clip(np.round(xs).astype(np.int64), 0, w - 1)
+                v = img[:, yi][:, :, xi]
+            else:
+                y0 = np.clip(np.floor(ys).astype(np.int64), 0, h - 1)
+                x0 = np.clip(np.floor(xs).astype(np.int64), 0, w - 1)
+                y1i, x1i = np.minimum(y0 + 1, h - 1), np.minimum(x0 + 1, w - 1)
+                dy = (ys - np.floor(ys))[None, :, None]
+                dx = (xs - np.floor(xs))[None, None, :]
+                top = img[:, y0][:, :, x0] * (1 - dx) + img[:, y0][:, :, x1i] * dx
+                bottom = img[:, y1i][:, :, x0] * (1 - dx) + img[:, y1i][:, :, x1i] * dx
+                v = top * (1 - dy) + bottom * dy
+            out[r] = np.where(inside[None], v, fill)
+        return out.astype(x.dtype)
+
+    return kernel

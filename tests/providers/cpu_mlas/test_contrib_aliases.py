@@ -156,3 +156,16 @@ def test_contrib_qdq_types_what_follows():
     got = onnxplex.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     assert got.dtype == want.dtype == f16
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("crop", [(4, 5), (1, 1), (3, 2)])
+def test_crop_and_resize(mode, crop):
+    """TensorFlow's crop_and_resize as tf2onnx writes it (com.microsoft CropAndResize): boxes
+    inside, across and outside the image (the extrapolation value), a degenerate box."""
+    x = _f(2, 3, 7, 9)
+    rois = np.array([[0.1, 0.2, 0.8, 0.9], [0.0, 0.0, 1.0, 1.0], [-0.2, 0.3, 1.2, 0.6],
+                     [0.5, 0.5, 0.5, 0.5]], np.float32)
+    _check("CropAndResize", [x, rois, np.array([0, 1, 0, 1], np.int32),
+                             np.array(crop, np.int32)], mode=mode, extrapolation_value=-1.0,
+           rtol=1e-5, atol=1e-5)
