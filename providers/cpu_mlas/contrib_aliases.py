@@ -5,7 +5,8 @@ ONNX op: its quantizer's com.microsoft QuantizeLinear / DequantizeLinear (16- an
 QDQ, ``UseQDQContribOps``), TransposeMatMul (FusedMatMul's first name), and Range, Trilu,
 GatherND, Pad, Unique, ExpandDims, GridSample and Inverse, which older converters wrote in
 the contrib domain. Each runs on the ONNX op's kernel, its inputs and attributes mapped as
-onnxruntime's contrib schema defines them.
+onnxruntime's contrib schema defines them. Also CropAndResize, which tf2onnx writes for
+TensorFlow's crop_and_resize.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""com.microsoft ops that are ONNX ops under another name or signature, and
-GatherBlockQuantized, against onnxruntime's contrib kernels (none of them ran before: a model
+"""com.microsoft ops that are ONNX ops under another name or signature, GatherBlockQuantized
+and CropAndResize, against onnxruntime's contrib kernels (none of them ran before: a model
 carrying one could not load)."""
 
 from __future__ import annotations
