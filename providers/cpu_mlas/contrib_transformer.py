@@ -591,9 +591,6 @@ def make_rotary_embedding(node: NodeView, ctx: ProviderContext):
 
 
 def _gqa_predicate(node: NodeView) -> str | None:
-    for k, name in ((11, "head_sink"),):
-        if len(node.inputs) > k and node.inputs[k] is not None:
-            return f"GroupQueryAttention input {name} is not supported"
     if len(node.outputs) > 3 and node.outputs[3] is not None:
         return "GroupQueryAttention output_qk is not supported"
     n, kv = int(node.attr("num_heads", 0)), int(node.attr("kv_num_heads", 0))
@@ -636,17 +633,21 @@ def _gqa_batched(q, k_new, v_new, past_key, past_value, present_k, present_v, st
 
 def _grouped_attention(qg: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
                        dead: np.ndarray, bias: np.ndarray | None, softcap: float, smooth: bool,
-                       group: int) -> np.ndarray:
+                       group: int, sink: np.ndarray | None = None) -> np.ndarray:
     """One sequence's attention, query heads grouped by the K/V head they share: qg
     ``[KV, G*S, H]`` (rows g-major), k and v ``[KV, L, H]``, ``dead`` ``[S, L]`` (masked
-    keys), bias ``[N, S, L]`` or None -> ``[KV, G*S, H]``. float32 without softcap or smooth
-    softmax runs on the native attention kernel (the mask an additive bias)."""
+    keys), bias ``[N, S, L]`` or None, ``sink`` one more logit per query head ``[N]`` (its
+    weight in the softmax's denominator only; ``smooth`` is a sink of 0 for every head) ->
+    ``[KV, G*S, H]``. float32 without softcap or sink runs on the native attention kernel
+    (the mask an additive bias)."""
     kv, rows, _ = qg.shape
+    if smooth and sink is None:
+        sink = np.zeros(kv * group, np.float32)
     additive = np.where(dead, np.float32(-np.inf), np.float32(0))
     additive = np.tile(additive, (group, 1))[None, None]          # [1, 1, G*S, L]
     if bias is not None:
         additive = additive + bias.reshape(kv, rows, -1)[None]
-    if softcap <= 0 and not smooth and qg.dtype == _F32:
+    if softcap <= 0 and sink is None and qg.dtype == _F32:
         nat = native()
         if nat is not None and hasattr(nat, "attention_f32"):
             y = np.empty((1, rows, kv, v.shape[-1]), _F32)
@@ -660,12 +661,14 @@ def _grouped_attention(qg: np.ndarray, k: np.ndarray, v: np.ndarray, scale: floa
         scores = scores.dtype.type(softcap) * np.tanh(scores / scores.dtype.type(softcap))
     scores = scores + additive[0].astype(scores.dtype, copy=False)
     top = scores.max(axis=-1, keepdims=True)
-    if smooth:
-        top = np.maximum(top, 0)
+    if sink is not None:   # [N] -> each row's head, rows g-major within a K/V head
+        sink_rows = np.repeat(np.asarray(sink, scores.dtype).reshape(kv, group),
+                              rows // group, axis=1)[..., None]
+        top = np.maximum(top, sink_rows)
     e = np.exp(scores - top)
     total = e.sum(axis=-1, keepdims=True)
-    if smooth:   # one more logit of 0
-        total += np.exp(-top)
+    if sink is not None:   # one more logit per head, in the denominator only
+        total += np.exp(sink_rows - top)
     return np.matmul(e / total, v)
 
 
@@ -677,10 +680,11 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
     (a cache of the past, or a buffer of the maximum length it shares with the present),
     seqlens_k ``[B]`` (each sequence's total length - 1), total_sequence_length; optionally the
     rotary caches (``do_rotary``: Q and K rotated at their positions), position_ids and an
-    additive attention_bias (position_ids as onnxruntime reads them: ``[B, 1]`` for one new
-    token each, else only the first id, every sequence's start). ``local_window_size``,
-    ``softcap`` and ``smooth_softmax`` as
-    onnxruntime's CPU kernel applies them. Outputs: ``[B, S, N*H]`` and the present key/value
+    additive attention_bias and head_sink (one more logit per head in the softmax's
+    denominator: gpt-oss's attention sinks); position_ids as onnxruntime reads them
+    (``[B, 1]`` for one new token each, else only the first id, every sequence's start).
+    ``local_window_size``, ``softcap`` and ``smooth_softmax`` as onnxruntime's CPU kernel
+    applies them. Outputs: ``[B, S, N*H]`` and the present key/value
     ``[B, KV, max(P, total), H]``: each sequence's past, its new tokens at its own position,
     zeros past its length. The first prompt (no past, S == total) starts every sequence at
     position 0, a shorter one (its seqlens_k) padded on the right. With
@@ -748,7 +752,9 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
         scale = scale_attr or 1.0 / math.sqrt(d)
         y = np.empty((b, s, n, d), cd)
         bias = None if attention_bias is None else to_compute(attention_bias).astype(cd)
-        if (not sliding and bias is None and softcap <= 0 and not smooth and cd == _F32
+        sink = None if head_sink is None else to_compute(head_sink).astype(cd).reshape(-1)
+        if (not sliding and bias is None and softcap <= 0 and not smooth and sink is None
+                and cd == _F32
                 and b > 1 and (lens == lens[0]).all() and (starts == starts[0]).all()):
             got = _gqa_batched(q, k_new, v_new, past_key, past_value, present_k, present_v,
                                int(starts[0]), int(lens[0]), window, scale, group)
@@ -795,7 +801,7 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
             # ([KV, group * S, H], head n = kv * group + g), no K/V copied per query head
             qg = q[i].transpose(1, 0, 2).reshape(kv, group * s, d)
             y[i] = _grouped_attention(qg, k_all, v_all, scale, dead, bias_i, softcap,
-                                      smooth, group).reshape(kv, group, s, d) \
+                                      smooth, group, sink).reshape(kv, group, s, d) \
                 .transpose(2, 0, 1, 3).reshape(s, n, d)
         out = y.reshape(b, s, n * d).astype(out_dtype, copy=False)
         if n_out == 1:

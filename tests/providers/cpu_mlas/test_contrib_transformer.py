@@ -226,7 +226,7 @@ def test_rotary_embedding_partial_dim_and_half_precision():
 
 _GQA_INPUTS = ("query", "key", "value", "past_key", "past_value", "seqlens_k",
                "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
-               "attention_bias")
+               "attention_bias", "head_sink")
 
 # name: (batch, new tokens, query heads, kv heads, head size, past buffer (None: no past),
 #        each sequence's total length, total_sequence_length, options)
@@ -250,6 +250,9 @@ _GQA_CASES = {
     "softcap": (1, 4, 2, 2, 8, None, [4], 4, {"softcap": 2.0}),
     "smooth_softmax": (1, 4, 2, 2, 8, None, [4], 4, {"smooth_softmax": 1}),
     "attention_bias": (1, 3, 2, 1, 8, 2, [5], 5, {"bias": True}),
+    "head_sink": (2, 4, 4, 2, 8, None, [4, 4], 4, {"sink": True}),
+    "head_sink_decode_window": (1, 1, 2, 1, 16, 6, [7], 7,
+                                {"sink": True, "local_window_size": 3}),
     # Gemma-2's local layers: a past of the window's capacity holding the last keys
     "sliding_cache_short_prompt": (1, 3, 2, 1, 16, 4, [3], 3,
                                    {"local_window_size": 4, "sliding_window_cache": 1}),
@@ -268,7 +271,8 @@ def test_group_query_attention(name):
     """com.microsoft GroupQueryAttention, the attention of onnxruntime-genai's LLMs (no
     provider ran it before): prompts (padded on the right), decoding steps on a separate past
     or a shared buffer with sequences of different lengths, packed QKV, rotary Q and K,
-    local windows, softcap, smooth softmax, an attention bias, Gemma-2's sliding-window cache;
+    local windows, softcap, smooth softmax, an attention bias, attention sinks (head_sink),
+    Gemma-2's sliding-window cache;
     the output and both presents (zeros past each sequence's length) against onnxruntime's."""
     b, s, n, kv, h, past, lens, total, opts = _GQA_CASES[name]
     opts = dict(opts)
@@ -287,6 +291,8 @@ def test_group_query_attention(name):
             feeds["position_ids"] = rng.integers(0, 60, (b, s)).astype(np.int64)
     if opts.pop("bias", False):
         feeds["attention_bias"] = rng.standard_normal((b, 1, s, total)).astype(np.float32)
+    if opts.pop("sink", False):
+        feeds["head_sink"] = rng.standard_normal(n).astype(np.float32)
     last = max(_GQA_INPUTS.index(k) for k in feeds)
     inputs = [feeds.get(k) for k in _GQA_INPUTS[:last + 1]]
     if not opts.get("sliding_window_cache"):
