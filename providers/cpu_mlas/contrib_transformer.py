@@ -725,9 +725,9 @@ def make_group_query_attention(node: NodeView, ctx: ProviderContext):
         p_buf = 0 if past_key is None else past_key.shape[2]
         first = p_buf == 0 and s == total
         starts = np.zeros(b, np.int64) if first else lens - s   # where the new tokens go
-        if lens.shape[0] != b or total < 1 or lens.min() < 1 or lens.max() > total or (
+        if lens.shape[0] != b or total < 1 or b and (lens.min() < 1 or lens.max() > total or (
                 not first and starts.min() < 0) or (not sliding and not first
-                                                    and starts.max() > p_buf):
+                                                    and starts.max() > p_buf)):
             raise ValueError(
                 f"seqlens_k {np.asarray(seqlens_k).reshape(-1).tolist()} and "
                 f"total_sequence_length {total} do not fit {s} new token(s) after a past of "

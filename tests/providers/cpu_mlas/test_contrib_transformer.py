@@ -409,3 +409,14 @@ def test_group_query_attention_refuses_lengths_that_do_not_fit(lens, total):
     _refused("GroupQueryAttention", [q, k, v, past, past, np.array(lens, np.int32) - 1,
                                      np.array(total, np.int32)], 3, domain=MS, num_heads=2,
              kv_num_heads=1)
+
+
+def test_group_query_attention_of_an_empty_batch():
+    """No sequences: empty outputs (the length check raised numpy's 'zero-size array' error)."""
+    f = np.float32
+    got = run_kernel(CpuMlasProvider, "GroupQueryAttention",
+                     [np.zeros((0, 1, 32), f), np.zeros((0, 1, 16), f), np.zeros((0, 1, 16), f),
+                      np.zeros((0, 1, 4, 16), f), np.zeros((0, 1, 4, 16), f),
+                      np.zeros(0, np.int32), np.array(5, np.int32)], 3, domain=MS,
+                     num_heads=2, kv_num_heads=1)
+    assert [g.shape for g in got] == [(0, 1, 32), (0, 1, 5, 16), (0, 1, 5, 16)]
