@@ -472,3 +472,56 @@ def test_views_built_without_their_init_hold_every_field():
                             for f in dataclasses.fields(NodeView)})) == repr(view)
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.name = "other"
+
+
+def test_a_reshape_to_heads_gets_its_head_count():
+    """[B, S, 256] reshaped to (B, S, -1, 64) by a shape computed from Shape/Gather/Concat (how
+    an eager attention export splits heads): onnx's inference names the head count anew for
+    every such Reshape, and the attention fusion, which wants Q's and K's heads to be one,
+    missed every layer. The element counts make it 4, wherever inference carried the name."""
+    from onnx import TensorProto, helper
+
+    import onnxplex
+
+    def const(name, values):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, TensorProto.INT64, [len(values)], values))
+
+    nodes = [helper.make_node("Shape", ["x"], ["shp"]),
+             const("i0", [0]), const("i1", [1]), const("tail", [-1, 64]),
+             helper.make_node("Gather", ["shp", "i0"], ["b"], axis=0),
+             helper.make_node("Gather", ["shp", "i1"], ["s"], axis=0),
+             helper.make_node("Concat", ["b", "s", "tail"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["heads"]),
+             helper.make_node("Transpose", ["heads"], ["y"], perm=[0, 2, 1, 3])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["B", "S", 256])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)])
+    model = onnxplex.load_model(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)]))
+    shapes = {v.name: [d if isinstance(d, int) else d.value for d in v.shape]
+              for n in model.ir.graph for v in n.outputs if v.shape is not None}
+    assert shapes["heads"] == ["B", "S", 4, 64]
+    assert shapes["y"] == ["B", 4, "S", 64]
+
+
+def test_a_reshape_from_a_dimension_of_no_name_keeps_its_unknown():
+    """[?, 10] -> (-1, 1, 10): a dimension without a name cancels against nothing, so the
+    unknown stays unknown (taking it for 1 made the Reshape of every converted Naive Bayes
+    model refuse its 10-row result)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import onnxplex
+
+    target = numpy_helper.from_array(np.array([-1, 1, 10], np.int64), "t")
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "t"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             [None, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [target])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (node,) = list(onnxplex.load_model(model).ir.graph)
+    assert node.outputs[0].shape[0] != 1 and tuple(node.outputs[0].shape[1:]) == (1, 10)
+    sess = onnxplex.InferenceSession(model.SerializeToString())
+    x = np.ones((4, 10), np.float32)
+    assert sess.run(None, {"x": x})[0].shape == (4, 1, 10)

@@ -96,3 +96,21 @@ def test_optimized_quantized_and_fp16_models_match_onnxruntime(arch, tmp_path):
         assert {p.provider for p in sess.get_provider_assignment().partitions} == {"cpu_mlas"}
         got = sess.run(None, feeds)
         np.testing.assert_allclose(got[0], want[0], rtol=tol, atol=tol, err_msg=path.name)
+
+
+def test_onnxplex_fuses_the_raw_eager_export_itself(tmp_path):
+    """The same BERT export, not fused by onnxruntime's tool: onnxplex's own attention fusion
+    takes every layer (it missed them: onnx's inference named each Reshape's head count anew,
+    and the fusion wants Q's and K's to be one; the load now sizes them)."""
+    module, args, names, _ = _model("bert")
+    src = tmp_path / "model.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, src, input_names=names, opset_version=17,
+                          dynamo=False, dynamic_axes={n: {0: "b", 1: "s"} for n in names})
+    sess = onnxplex.InferenceSession(str(src))
+    fused = [n.op_type for n in sess.model.nodes if n.domain == "com.microsoft"]
+    assert fused.count("MultiHeadAttention") + fused.count("Attention") == 2   # (2 layers)
+    feeds = {n: a.numpy() for n, a in zip(names, args)}
+    want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(sess.run(None, feeds)[0], want[0], rtol=1e-4, atol=1e-5)

@@ -1117,6 +1117,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     try:
         model = _deserialize(proto)
         _check_value_shapes(model.graph)
+        _resolve_reshape_dims(model.graph)
         _attach_initializers(model, big, declared)
         if base_dir is not None:
             if split is not None:
@@ -1225,6 +1226,54 @@ def _read_from_memory(t: onnx.TensorProto, files: Mapping[str, bytes]) -> None:
     t.raw_data = data[offset:offset + length]
     del t.external_data[:]
     t.data_location = onnx.TensorProto.DEFAULT
+
+
+def _resolve_reshape_dims(graph: ir.Graph) -> None:
+    """Give a size to the dimension onnx's inference named ``unk__<n>`` at a Reshape whose
+    other dimensions account for its input's: ``[B, S, 256] -> [B, S, -1, 64]`` with B and S
+    the same symbols on both sides makes the unknown 4 (the element counts are equal), and that
+    size replaces the name wherever inference carried it (through the Transposes after it).
+    An eager attention export reshapes Q, K and V so; inference named each head count anew,
+    and the attention fusion, which requires Q's and K's heads to be the same, missed every
+    layer."""
+    sizes: dict[str, int] = {}
+    for node in graph:
+        if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or not node.inputs:
+            continue
+        x, y = node.inputs[0], node.outputs[0]
+        if x is None or x.shape is None or y.shape is None:
+            continue
+        had = {d.value for d in x.shape if not isinstance(d, int)}
+        unknown = [d.value for d in y.shape if not isinstance(d, int)
+                   and isinstance(d.value, str) and d.value.startswith("unk__")
+                   and d.value not in had]
+        if len(unknown) != 1 or unknown[0] in sizes:
+            continue
+        counts = []
+        for dims, skip in ((x.shape, None), (y.shape, unknown[0])):
+            product, names = 1, collections.Counter()
+            for d in dims:
+                if isinstance(d, int):
+                    product *= d
+                elif d.value is None:
+                    break   # (a dimension of no name: nothing to cancel it against)
+                elif d.value != skip:
+                    names[d.value] += 1
+            else:
+                counts.append((product, names))
+                continue
+            break
+        if len(counts) == 2 and counts[0][1] == counts[1][1] and counts[1][0] \
+                and counts[0][0] % counts[1][0] == 0:
+            sizes[unknown[0]] = counts[0][0] // counts[1][0]
+    if not sizes:
+        return
+    for node in graph:
+        for v in node.outputs:
+            if v is not None and v.shape is not None and any(
+                    not isinstance(d, int) and d.value in sizes for d in v.shape):
+                v.shape = ir.Shape([sizes.get(d.value, d) if not isinstance(d, int) else d
+                                    for d in v.shape])
 
 
 def _forget_generated_dims(proto: onnx.ModelProto) -> bool:
