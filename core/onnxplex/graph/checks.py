@@ -1,8 +1,8 @@
 """What a model must pass before anything trusts it: the protobuf parse, a walk of every
 (sub)graph, IR and opset versions, each node against its onnx schema, function calls,
-control-flow bodies, declared input dims, stored tensors' sizes, names and structure
-(dangling inputs, duplicates, cycles); each failure an :class:`~onnxplex.InvalidModelError`
-subclass naming the culprit."""
+control-flow bodies, stored tensors' sizes, names and structure (dangling inputs, duplicates,
+cycles); each failure an :class:`~onnxplex.InvalidModelError` subclass naming the culprit.
+Declared negative dimensions are read as unknown, as onnxruntime reads them."""
 
 from __future__ import annotations
 
@@ -298,19 +298,28 @@ def _check_function_calls(proto: onnx.ModelProto, walked: _Walked) -> None:
                 stack.append(iter(sorted(calls[nxt])))
 
 
-def _check_input_dims(proto: onnx.ModelProto) -> None:
-    """No negative dimension in the main graph's declared inputs, refused before onnx's shape
-    inference sees them (its GatherND inference crashes the interpreter on one; feeds are
-    checked against these shapes, so one could never be fed anyway)."""
-    for info in proto.graph.input:
-        if not info.type.HasField("tensor_type"):
-            continue
-        for d in info.type.tensor_type.shape.dim:
-            if d.dim_value < 0:
-                dims = [x.dim_value if x.HasField("dim_value") else x.dim_param or None
-                        for x in info.type.tensor_type.shape.dim]
-                raise InvalidModelError(f"input {info.name!r} has a negative dimension "
-                                        f"{d.dim_value} in its shape {dims}")
+def _negative_dims_unknown(walked: _Walked) -> bool:
+    """Declared dimensions below 0 (``dim_value: -1``, as some exporters write a batch size)
+    in the inputs, outputs and value infos of every graph become unknown dimensions, as
+    onnxruntime reads them (``get_inputs()`` shows ``None`` there, any size is fed). Done
+    before onnx's shape inference sees them: it crashes the interpreter on some (GatherND's
+    inference, reading a negative index dimension). Whether any was changed."""
+    changed = False
+    for g in walked.graphs():
+        for kind, infos in (("input", g.proto.input), ("output", g.proto.output),
+                            ("value", g.proto.value_info)):
+            for info in infos:
+                typ = info.type
+                if not typ.HasField("tensor_type"):
+                    continue
+                for d in typ.tensor_type.shape.dim:
+                    if d.dim_value < 0:
+                        logger.info("%s: %s %r declares dimension %d; read as unknown, as "
+                                    "onnxruntime reads it", g.where, kind, info.name,
+                                    d.dim_value)
+                        d.ClearField("dim_value")
+                        changed = True
+    return changed
 
 
 _AXIS_LIMIT = 1 << 31

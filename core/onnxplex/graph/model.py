@@ -55,12 +55,12 @@ from . import wire as _wire
 from .checks import (
     _check_control_flow,
     _check_function_calls,
-    _check_input_dims,
     _check_schemas,
     _check_structure,
     _check_tensors,
     _check_value_shapes,
     _check_versions,
+    _negative_dims_unknown,
     _parse,
     _walk,
     _Walked,
@@ -1100,7 +1100,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     if proto.functions and inline_calls_in_bodies(proto):
         walked, serialized = _walk(proto), None   # (inference reads the changed proto)
     _check_control_flow(proto, walked)
-    _check_input_dims(proto)
+    if _negative_dims_unknown(walked):
+        serialized = None   # (inference reads the changed proto)
     external = _check_tensors(walked, base_dir)
     _check_structure(walked.graph, outer=set())
     big: list[onnx.TensorProto] = []
