@@ -15,6 +15,7 @@ import importlib
 import json
 import logging
 import os
+import re
 
 import numpy as np
 import onnx
@@ -131,10 +132,20 @@ LOAD_ERRORS = [
     ("an output nothing produces", lambda tmp: model([helper.make_node("Relu", ["x"], ["q"])]),
      "Fail", None),
     ("an unknown op", lambda tmp: model([helper.make_node("FooBar", ["x"], ["y"])]),
-     "InvalidGraph", None),
+     "InvalidGraph", "No Op registered for FooBar with domain_version of 17"),
+    ("an op of a domain nothing registers", lambda tmp: _custom_op("my.ops", "Foo"), "Fail",
+     "my.ops:Foo(-1) is not a registered function/op"),
+    ("a com.microsoft op that does not exist", lambda tmp: _custom_op("com.microsoft", "NoOp"),
+     "Fail", "com.microsoft:NoOp(-1) is not a registered function/op"),
     ("an unknown attribute", lambda tmp: model([helper.make_node("Relu", ["x"], ["y"], bogus=1)]),
      "InvalidGraph", None),
 ]
+
+
+def _custom_op(domain: str, op_type: str) -> bytes:
+    m = onnx.load_from_string(model([helper.make_node(op_type, ["x"], ["y"], domain=domain)]))
+    m.opset_import.append(helper.make_opsetid(domain, 1))
+    return m.SerializeToString()
 
 
 def _ir(version: int) -> bytes:
@@ -145,7 +156,7 @@ def _ir(version: int) -> bytes:
 
 @pytest.mark.parametrize("case, source, cls, text", LOAD_ERRORS, ids=[c[0] for c in LOAD_ERRORS])
 def test_load_errors_have_onnxruntimes_class(ort, tmp_path, case, source, cls, text):
-    with pytest.raises(status(ort, cls)):
+    with pytest.raises(status(ort, cls), match=None if text is None else re.escape(text)):
         session(ort, source(tmp_path))
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import onnx
 
-from .._errors import CapabilityError, InvalidGraph, PartitionError, as_status
+from .._errors import CapabilityError, Fail, InvalidGraph, PartitionError, as_status
 from .._records import record
 from ..graph.model import GraphView, Model, NodeView
 from .provider import Capability, ExecutionProvider
@@ -386,13 +386,7 @@ def partition(model: Model, providers: Sequence[ExecutionProvider], *,
     if partial:   # a provisional plan: only what the given providers claim
         return PartitionPlan(tuple(p.name for p in providers), partitions, [], notes)
     if missing:
-        # a node of ONNX's own domain that is no ONNX op at the model's opset (nor one a
-        # provider runs there): onnxruntime calls the model invalid (INVALID_GRAPH)
-        cls = as_status(PartitionError, InvalidGraph) if any(
-            views[i].domain in ("", "ai.onnx") and not _onnx_op(views[i].op_type, views[i].opset)
-            for i in missing) else PartitionError
-        raise cls(_unclaimed_message(views, missing, declines, providers, fallback_disabled),
-                  unassigned=tuple(missing))
+        raise _unclaimed_error(views, missing, declines, providers, fallback_disabled)
 
     # Only declines by providers ranked above the one that runs a node explain a fallback.
     rank = {p.name: k for k, p in enumerate(providers)}
@@ -437,6 +431,34 @@ def _onnx_op(op_type: str, opset: int) -> bool:
     except onnx.defs.SchemaError:
         return False
     return True
+
+
+def _unclaimed_error(views: list[NodeView], missing: list[int],
+                     declines: list[list[tuple[str, str]]],
+                     providers: Sequence[ExecutionProvider],
+                     fallback_disabled: bool) -> PartitionError:
+    """The error for nodes no provider claimed. onnxruntime refuses an op it knows nothing of
+    before it looks for kernels, and code written for it tells those cases apart by class and
+    first sentence: an op of ONNX's domain that ONNX does not define at the model's opset is
+    INVALID_GRAPH (``No Op registered for X with domain_version of N``), an op of another
+    domain that nothing registers FAIL (``d:X(-1) is not a registered function/op``). The
+    first missing node of either kind gives the class and that sentence; onnxplex's own
+    message, every unplaced node with each provider's reason, follows."""
+    message = _unclaimed_message(views, missing, declines, providers, fallback_disabled)
+    for i in missing:
+        v = views[i]
+        if v.domain in ("", "ai.onnx") and not _onnx_op(v.op_type, v.opset):
+            # (onnxruntime: INVALID_GRAPH)
+            return as_status(PartitionError, InvalidGraph)(
+                f"This is an invalid model. Error: No Op registered for {v.op_type} with "
+                f"domain_version of {v.opset}. {message}", unassigned=tuple(missing))
+        if v.domain not in ("", "ai.onnx") and not any(
+                p.op_table is not None and (v.domain, v.op_type) in p.op_table
+                for p in providers):
+            return as_status(PartitionError, Fail)(   # (onnxruntime: FAIL)
+                f"Fatal error: {v.domain}:{v.op_type}(-1) is not a registered function/op. "
+                f"{message}", unassigned=tuple(missing))
+    return PartitionError(message, unassigned=tuple(missing))
 
 
 def _unclaimed_message(views: list[NodeView], missing: list[int],
