@@ -444,6 +444,34 @@ def test_neutral_constant_operands_are_removed(op, const, side, removed):
     assert on.run(None, feed)[0].shape == off.run(None, feed)[0].shape
 
 
+@pytest.mark.parametrize("op, value", [("Add", 1e-8), ("Sub", -1e-8), ("Mul", 1.000001),
+                                       ("Div", 0.9999999)])
+def test_nearly_neutral_scalars_are_kept(op, value):
+    """An epsilon is not a zero: x + 1e-8 before a Sqrt (a layer norm written out, as
+    onnxruntime's quantization tests build it) was removed as a no-op (onnxscript's x + 0 rule
+    takes a scalar within a tolerance), and a row of equal values then gave 0 / 0 = NaN where
+    onnxruntime gives the bias. Only exactly neutral constants go."""
+    axes = numpy_helper.from_array(np.array([-1], np.int64), "axes")
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"]),
+             helper.make_node("Sub", ["x", "m"], ["d"]),
+             helper.make_node("Mul", ["d", "d"], ["d2"]),
+             helper.make_node("ReduceMean", ["d2", "axes"], ["v"]),
+             helper.make_node(op, ["v", "c"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["s"]),
+             helper.make_node("Div", ["d", "s"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
+                   [helper.make_tensor_value_info("y", F, [2, 3])],
+                   [axes, numpy_helper.from_array(np.array(value, np.float32), "c")], opset=18)
+    feed = {"x": np.array([[1, 1, 1], [1, 2, 4]], np.float32)}
+    off, on = _same(model, feed, Level.ORT_ENABLE_ALL)
+    assert op in _ops(on)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    got = on.run(None, feed)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6)   # (NaN where onnxruntime has NaN)
+    assert np.isfinite(got).all() == (op in ("Add", "Sub"))
+
+
 @pytest.mark.parametrize("op, const", [
     ("Add", np.zeros(3, np.float32)), ("Mul", np.ones(3, np.float32)),
     ("Add", np.array(0.0, np.float32)), ("Mul", np.array(1.0, np.float32)),

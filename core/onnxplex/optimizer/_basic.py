@@ -102,8 +102,8 @@ def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
     of the test), from its op, attributes, input types and producers alone (only small
     constants read): a chain of two Casts,
     Transposes, Reshapes or Unsqueezes, any Expand, a Cast to its input's type, a Transpose
-    that keeps the order, or a Mul/Div by a scalar one or an Add/Sub of a scalar zero. The
-    rules are tried only at such nodes: each try costs ~15-30 us, and BERT-base int8's
+    that keeps the order, or an Add/Sub/Mul/Div of an exactly neutral small constant (made an
+    Identity by the pass itself). The rules are tried only at such nodes: each try costs ~15-30 us, and BERT-base int8's
     hundreds of Adds, Muls, Casts and Transposes made the pass ~10 ms of its session creation
     with nothing to do."""
     op = node.op_type
@@ -131,27 +131,12 @@ def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
                     and first.shape is not None and len(first.shape) == len(order)), None
         return _NO_MATCH
     if op in _IDENTITY_OPERAND:
+        # Exact neutral constants only (onnxscript's x + 0, x * 1 rules take a scalar within
+        # a tolerance: an Add of a 1e-8 epsilon before a Sqrt was removed, and a variance of
+        # zero then divided 0 by 0).
         keep = _neutral_operand(node)
         if keep is not None:
             return True, keep
-        for v in node.inputs:
-            # (an initializer that is also a graph input is a default a feed may replace)
-            t = v.const_value if v is not None and not v.is_graph_input() else None
-            # onnxscript's x * 1, x + 0 patterns match a scalar (rank 0) within a tolerance
-            # only (exact neutral constants of up to _NEUTRAL_MAX_ELEMENTS were taken above;
-            # larger ones, a transformer's biases, are not read). (The value's shape first: a
-            # proto tensor builds its shape anew at each ask.)
-            if t is not None and (v.shape is None or len(v.shape) == 0) \
-                    and len(t.shape) == 0:
-                try:
-                    if math.isclose(float(_readonly_array(t)), _IDENTITY_OPERAND[op],
-                                    rel_tol=1e-5, abs_tol=1e-8):
-                        return _MATCH
-                except Exception:  # noqa: BLE001 - unreadable: the passes report it
-                    return _MATCH
-            if (v is not None and (p := v.producer()) is not None
-                    and p.op_type == "Constant"):
-                return _MATCH   # not folded yet: let the rules look
     return _NO_MATCH
 
 
@@ -190,8 +175,7 @@ def _noop_chains(ctx: OptimizerContext) -> int:
         ("Cast", rules.no_op_cast_rule), ("Cast", rules.cast_cast_rule),
         ("Transpose", rules.no_op_transpose_rule), ("Transpose", rules.transpose_transpose_rule),
         ("Reshape", rules.reshape_reshape_rule), ("Expand", rules.no_op_expand_rule),
-        ("Unsqueeze", rules.unsqueeze_unsqueeze_rule), ("Mul", rules.mul_by_1_rule),
-        ("Div", rules.div_by_1_rule), ("Add", rules.add_0_rule), ("Sub", rules.sub_0_rule),
+        ("Unsqueeze", rules.unsqueeze_unsqueeze_rule),
     ) if op in ops]
     if not chosen:
         return same_type
