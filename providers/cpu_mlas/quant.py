@@ -23,7 +23,7 @@ import numpy as np
 from onnx import TensorProto as TP
 
 from onnxplex import NodeView, ProviderContext, prepacked
-from onnxplex._dtypes import np_dtype
+from onnxplex._dtypes import elem_type_name, np_dtype
 
 from . import _blas
 from ._native import native
@@ -1062,51 +1062,79 @@ def _exact_conv(static: Any, xf: np.ndarray, cw: Any, x_type: np.dtype,
 # --------------------------------------------------------------------------------------------
 
 
+_GBQ_DATA = {TP.UINT8: "uint8 (packed)", TP.INT4: "int4", TP.UINT4: "uint4"}
+
+
 def _gather_block_quantized_predicate(node: NodeView) -> str | None:
     data = node.input(0)
-    if data is not None and data.elem_type not in (None, TP.UINT8):
-        return "GatherBlockQuantized data other than packed uint8 is not supported"
-    if int(node.attr("bits", 4)) not in (4, 8):
+    if data is not None and data.elem_type not in (None, *_GBQ_DATA):
+        return (f"GatherBlockQuantized data of type {elem_type_name(data.elem_type)} is not "
+                "supported (int4, uint4, or uint8 packed 4 or 8 bits to a value)")
+    packed = data is not None and data.elem_type == TP.UINT8
+    if packed and int(node.attr("bits", 4)) not in (4, 8):
         return f"GatherBlockQuantized bits={node.attr('bits')} is not supported"
+    block = int(node.attr("block_size", 128))
+    if block < 16 or block & (block - 1):
+        return f"GatherBlockQuantized block_size {block} is not a power of 2 of at least 16"
     rank = data.rank if data is not None else None
-    q_axis = int(node.attr("quantize_axis", 1))
-    if int(node.attr("gather_axis", 0)) != 0 or (rank is not None and q_axis not in (-1,
-                                                                                     rank - 1)):
-        return ("GatherBlockQuantized is supported gathering along axis 0 of data quantized "
-                "along its last axis (an embedding table)")
+    if rank is not None:
+        for name, default in (("gather_axis", 0), ("quantize_axis", 1)):
+            if not -rank <= int(node.attr(name, default)) < rank:
+                return f"GatherBlockQuantized {name} is outside the data's rank {rank}"
+        if packed and int(node.attr("quantize_axis", 1)) % rank != rank - 1:
+            return ("GatherBlockQuantized of packed uint8 data quantizes along its last axis "
+                    "(as onnxruntime requires)")
     return None
 
 
 @op("GatherBlockQuantized", domain="com.microsoft", since=1,
     predicate=_gather_block_quantized_predicate)
 def _make_gather_block_quantized(node: NodeView, ctx: ProviderContext):
-    """Rows of a block-quantized table (4-bit values two to a byte, low first, or 8-bit) at
-    ``indices``, dequantized: ``(q - zero_point) * scale`` per block of ``block_size`` values
-    along the last axis; zero points packed like the data, else the middle of the range (8
-    or 128), as onnxruntime-genai's int4 LLMs store their embeddings. Only the gathered rows
-    are dequantized."""
+    """Gather of a block-quantized table, dequantized: ``(q - zero_point) * scale``, one scale
+    and zero point per ``block_size`` values along ``quantize_axis``, the values taken along
+    ``gather_axis`` (any two axes; an LLM's embedding table gathers rows of a table quantized
+    along its columns). Data are int4 or uint4 (zero point 0 by default), or uint8 holding
+    ``bits`` 4 or 8 values to a byte, low bits first, along the last axis, as onnxruntime-genai
+    stores its int4 embeddings (zero points packed alike, by default the middle of the range,
+    8 or 128). Only the gathered values are dequantized (a packed table gathered along another
+    axis is unpacked after the gather)."""
     bits = int(node.attr("bits", 4))
     block = int(node.attr("block_size", 128))
-    middle = float(1 << (bits - 1))
+    gather_axis = int(node.attr("gather_axis", 0))
+    quantize_axis = int(node.attr("quantize_axis", 1))
+    packed = node.input(0) is not None and node.input(0).elem_type == TP.UINT8
+
+    def values(q: np.ndarray) -> np.ndarray:
+        return _unpack(q, bits) if packed else np.asarray(q).astype(np.int16)
 
     def kernel(data, indices, scales, zero_points=None):
+        scales = np.asarray(scales)
+        rank = data.ndim
+        g, qa = gather_axis % rank, quantize_axis % rank
+        unpack_first = packed and g == rank - 1
+        q = values(data) if unpack_first else data
+        size = q.shape[g]
         idx = np.asarray(indices).astype(np.int64)
-        rows = data.shape[0]
-        idx = np.where(idx < 0, idx + rows, idx)
-        if idx.size and (idx.min() < 0 or idx.max() >= rows):
-            raise IndexError(f"GatherBlockQuantized: an index is outside [-{rows}, {rows})")
-        q = _unpack(np.take(data, idx, axis=0), bits).astype(_F32)
-        d = q.shape[-1]
-        s = np.take(np.asarray(scales), idx, axis=0)
-        out_dtype = s.dtype
-        s = np.repeat(s.astype(_F32), block, axis=-1)[..., :d]
+        if idx.size and (idx.min() < -size or idx.max() >= size):
+            raise IndexError(f"GatherBlockQuantized: an index is outside [-{size}, {size})")
+        idx = np.where(idx < 0, idx + size, idx)
+        q = np.take(q, idx, axis=g)
+        if not unpack_first:
+            q = values(q)
         if zero_points is None:
-            q -= middle
+            zero = np.full(scales.shape, (1 << (bits - 1)) if packed else 0, np.int16)
         else:
-            z = _unpack(np.take(np.asarray(zero_points), idx, axis=0), bits)
-            q -= np.repeat(z.astype(_F32)[..., :s.shape[-1] // block + 1], block, axis=-1)[
-                ..., :d]
-        q *= s
-        return q.astype(out_dtype, copy=False)
+            zero = values(np.asarray(zero_points))
+            zero = zero[tuple(slice(0, d) for d in scales.shape)]
+        if qa == g:   # the gathered positions' own blocks
+            s, z = np.take(scales, idx // block, axis=g), np.take(zero, idx // block, axis=g)
+        else:
+            at = qa if qa < g else qa + idx.ndim - 1
+            d = q.shape[at]
+            s = np.repeat(np.take(scales, idx, axis=g), block, axis=at)
+            z = np.repeat(np.take(zero, idx, axis=g), block, axis=at)
+            s, z = (np.take(a, np.arange(d), axis=at) for a in (s, z))
+        out = (q.astype(_F32) - z.astype(_F32)) * s.astype(_F32)
+        return out.astype(scales.dtype, copy=False)
 
     return kernel

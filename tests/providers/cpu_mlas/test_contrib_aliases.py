@@ -129,6 +129,33 @@ def test_gather_block_quantized(bits, zero_points, scale_dt):
            block_size=block, gather_axis=0, quantize_axis=1, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("q_dt", ["int4", "uint4"])
+@pytest.mark.parametrize("shape, gather_axis, quantize_axis", [
+    ((6, 32), 0, 1), ((6, 32), 1, 0), ((32, 6), 0, 0), ((3, 32, 4), 1, 1),
+    ((3, 4, 48), -1, 1), ((5, 16, 3), 0, -1)])
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_gather_block_quantized_int4_data(q_dt, shape, gather_axis, quantize_axis,
+                                          zero_points):
+    """int4 and uint4 data (onnxruntime's quantizer writes them for a Gather quantized to
+    4 bits; only packed uint8 ran), gathered along any axis of a table quantized along any
+    axis, the same one included; zero point 0 when none is given."""
+    import ml_dtypes
+
+    dt = getattr(ml_dtypes, q_dt)
+    low, high = (-8, 8) if q_dt == "int4" else (0, 16)
+    block = 16
+    data = RNG.integers(low, high, shape).astype(dt)
+    q_shape = list(shape)
+    q_shape[quantize_axis] = -(-shape[quantize_axis] // block)
+    scales = (RNG.random(q_shape) + 0.1).astype(np.float32)
+    size = shape[gather_axis]
+    inputs = [data, np.array([[1, size - 1], [0, -2]], np.int32), scales]
+    if zero_points:
+        inputs.append(RNG.integers(low, high, q_shape).astype(dt))
+    _check("GatherBlockQuantized", inputs, const_inputs=(0, 2, 3), block_size=block,
+           gather_axis=gather_axis, quantize_axis=quantize_axis)
+
+
 def test_contrib_qdq_types_what_follows():
     """A 16-bit QDQ of a float16 model, as onnxruntime's quantizer writes it with
     UseQDQContribOps: the com.microsoft DequantizeLinear gives float16 (its scale's type),
