@@ -545,6 +545,73 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
 
 
 # --------------------------------------------------------------------------------------------
+# MatMulBnb4 (bitsandbytes' FP4 and NF4 4-bit weights, as QLoRA quantizes them)
+# --------------------------------------------------------------------------------------------
+
+# The 16 values a 4-bit code stands for, times its block's absmax: FP4 (1 sign, 2 exponent
+# bits, 1 mantissa bit, scaled to a largest magnitude of 1) and NF4 (the quantiles of a
+# normal distribution, QLoRA's NormalFloat), as bitsandbytes and onnxruntime decode them.
+_BNB4_CODES = {
+    0: np.array([0.0, 5.208333333e-03, 0.66666667, 1.0, 0.33333333, 0.5, 0.16666667, 0.25,
+                 -0.0, -5.208333333e-03, -0.66666667, -1.0, -0.33333333, -0.5, -0.16666667,
+                 -0.25], _F32),
+    1: np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+                 -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+                 0.07958029955625534, 0.16093020141124725, 0.24611230194568634,
+                 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+                 0.7229568362236023, 1.0], _F32),
+}
+
+
+def dequantize_bnb4(b: np.ndarray, absmax: np.ndarray, n: int, k: int, block_size: int,
+                    quant_type: int) -> np.ndarray:
+    """MatMulBnb4's weight ``[N, K]`` as float32: ``B`` holds the N x K values flattened,
+    two codes to a byte (high nibble first), one ``absmax`` per ``block_size`` of them."""
+    packed = np.asarray(b, np.uint8).reshape(-1)
+    codes = np.stack([packed >> 4, packed & 0xF], axis=-1).reshape(-1)[:n * k]
+    scale = np.repeat(np.asarray(absmax).astype(_F32).reshape(-1), block_size)[:n * k]
+    return (_BNB4_CODES[quant_type][codes] * scale).reshape(n, k)
+
+
+def _bnb4_predicate(node: NodeView) -> str | None:
+    if int(node.attr("quant_type", -1)) not in _BNB4_CODES:
+        return f"MatMulBnb4 quant_type {node.attr('quant_type')} is neither 0 (FP4) nor 1 (NF4)"
+    block = int(node.attr("block_size", 0))
+    if block < 16 or block & (block - 1):
+        return f"MatMulBnb4 block_size {block} is not a power of 2 of at least 16"
+    return None
+
+
+@op("MatMulBnb4", domain="com.microsoft", since=1, dtypes={0: {TP.FLOAT, TP.FLOAT16}},
+    predicate=_bnb4_predicate)
+def make_matmul_bnb4(node: NodeView, ctx: ProviderContext):
+    """com.microsoft MatMulBnb4: ``Y = A @ dequant(B).T`` (``transB``, the default) or
+    ``A @ dequant(B)``, the ``[N, K]`` weight dequantized once when it is a constant."""
+    k, n = int(node.attr("K")), int(node.attr("N"))
+    block, quant_type = int(node.attr("block_size")), int(node.attr("quant_type"))
+    trans_b = bool(node.attr("transB", 1))
+    b_info, s_info = node.input(1), node.input(2)
+
+    def weight(b, absmax) -> np.ndarray:   # as the GEMM takes it: [in, out]
+        w = dequantize_bnb4(b, absmax, n, k, block, quant_type)
+        return np.ascontiguousarray(w.T) if trans_b else w
+
+    w_const = weight(b_info.const, s_info.const) if b_info.is_const and s_info.is_const \
+        else None
+    inner = k if trans_b else n
+
+    def kernel(a, b, absmax) -> np.ndarray:
+        w = w_const if w_const is not None else weight(b, absmax)
+        if a.shape[-1] != inner:
+            raise ValueError(f"MatMulBnb4: A's last dimension is {a.shape[-1]}, the weight "
+                             f"takes {inner}")
+        y = _blas.matmul(a.astype(_F32, copy=False).reshape(-1, inner), w)
+        return y.reshape(a.shape[:-1] + (w.shape[1],)).astype(a.dtype, copy=False)
+
+    return prepacked(kernel, 1, 2) if w_const is not None else kernel
+
+
+# --------------------------------------------------------------------------------------------
 # QLinearMatMul
 # --------------------------------------------------------------------------------------------
 

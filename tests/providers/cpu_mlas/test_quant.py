@@ -314,6 +314,37 @@ def test_matmul_nbits(k, n, block, bits, zp):
           **kw)
 
 
+BNB4_SHAPES = [(64, 8, 16), (40, 7, 64), (33, 5, 32)]   # (the last: N x K odd, a half byte)
+
+
+@pytest.mark.parametrize("quant_type", [0, 1], ids=["fp4", "nf4"])
+@pytest.mark.parametrize("k,n,block", BNB4_SHAPES,
+                         ids=[f"K{k}_N{n}_b{b}" for k, n, b in BNB4_SHAPES])
+@pytest.mark.parametrize("const", [True, False], ids=["const", "fed"])
+def test_matmul_bnb4(k, n, block, quant_type, const):
+    """com.microsoft MatMulBnb4 (bitsandbytes' FP4 and NF4 weights; onnxruntime's
+    MatMulBnb4Quantizer writes it): no provider ran it."""
+    b = RNG.integers(0, 256, ((n * k + 1) // 2,)).astype(np.uint8)
+    absmax = (RNG.random(-(-n * k // block)) + 0.5).astype(np.float32)
+    check("MatMulBnb4", [rand(2, 3, k), b, absmax], const_inputs=[1, 2] if const else [],
+          domain="com.microsoft", K=k, N=n, block_size=block, quant_type=quant_type,
+          oracle="ort", rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_bnb4_without_transposing_b():
+    """transB=0 multiplies by the [N, K] weight itself (onnxruntime's contrib spec; its CPU
+    kernel always transposes, so the formula is checked directly)."""
+    k, n, block = 32, 6, 16
+    b = RNG.integers(0, 256, (n * k // 2,)).astype(np.uint8)
+    absmax = (RNG.random(n * k // block) + 0.5).astype(np.float32)
+    a = rand(4, n)
+    got = ours("MatMulBnb4", [a, b, absmax], const_inputs=[1, 2], domain="com.microsoft",
+               K=k, N=n, block_size=block, quant_type=1, transB=0)[0]
+    codes = np.stack([b >> 4, b & 0xF], axis=-1).reshape(n, k)
+    w = quant._BNB4_CODES[1][codes] * np.repeat(absmax, block).reshape(n, k)
+    np.testing.assert_allclose(got, a @ w, rtol=1e-5, atol=1e-5)
+
+
 def test_matmul_nbits_runtime_weights_bias_and_2d():
     k, n, block = 64, 8, 32
     inputs = nbits_inputs(k, n, block, 4, "packed")
