@@ -139,7 +139,22 @@ LOAD_ERRORS = [
      "Fail", "com.microsoft:NoOp(-1) is not a registered function/op"),
     ("an unknown attribute", lambda tmp: model([helper.make_node("Relu", ["x"], ["y"], bogus=1)]),
      "InvalidGraph", None),
+    ("an input type the op does not take", lambda tmp: _half_dynamic_quantize(), "InvalidGraph",
+     "Type Error: Type 'tensor(float16)' of input parameter (x) of operator "
+     "(DynamicQuantizeLinear) in node (dq) is invalid."),
 ]
+
+
+def _half_dynamic_quantize() -> bytes:
+    # (onnxruntime's quantization tests catch this refusal by its sentence)
+    g = helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"], name="dq")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4])],
+        [helper.make_tensor_value_info(n, t, None)
+         for n, t in (("q", TensorProto.UINT8), ("s", TensorProto.FLOAT),
+                      ("z", TensorProto.UINT8))])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8).SerializeToString()
 
 
 def _custom_op(domain: str, op_type: str) -> bytes:

@@ -5,6 +5,7 @@ shapes after it."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 
 import onnx
@@ -184,8 +185,8 @@ def _infer_shapes(proto: onnx.ModelProto, serialized: bytes | None = None,
             ) from e
         elif any(c in str(e) for c in _MISTYPED):
             raise as_status(InvalidModelError, Fail)(   # (onnxruntime: a Type Error)
-                f"a node's inputs are of types its op does not take "
-                                    f"(onnxruntime refuses it too): {e}") from e
+                f"{_ort_type_error(str(e), proto)}a node's inputs are of types its op does not "
+                f"take (onnxruntime refuses it too): {e}") from e
         else:
             try:
                 light = onnx.shape_inference.infer_shapes(light, check_type=False,
@@ -215,6 +216,31 @@ providers may decline such nodes with a reason, and running them is a kernel err
 
 
 _MISTYPED = ("typestr: ", "has inconsistent type")
+
+_UNSUPPORTED_TYPE = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\): (\S+) typestr: \S+, "
+                               r"has unsupported type: (\S+)")
+
+
+def _ort_type_error(message: str, proto: onnx.ModelProto) -> str:
+    """onnxruntime's sentence for an input of a type its op does not take (``Type Error: Type
+    'tensor(float16)' of input parameter (x) of operator (DynamicQuantizeLinear) in node (n)
+    is invalid.``; code written for onnxruntime matches it), from onnx's message and the main
+    graph's node of that name; "" when it cannot be told."""
+    found = _UNSUPPORTED_TYPE.search(message)
+    if found is None:
+        return ""
+    op_type, name, formal, typ = found.groups()
+    node = next((n for n in proto.graph.node if n.op_type == op_type and n.name == name), None)
+    if node is None:
+        return ""
+    try:
+        opset = max((i.version for i in proto.opset_import if i.domain == node.domain), default=1)
+        formals = [p.name for p in onnx.defs.get_schema(op_type, opset, node.domain).inputs]
+        value = node.input[formals.index(formal)]
+    except (onnx.defs.SchemaError, ValueError, IndexError):
+        return ""
+    return (f"This is an invalid model. Type Error: Type '{typ}' of input parameter ({value}) "
+            f"of operator ({op_type}) in node ({name}) is invalid. ")
 
 
 _BAD_ATTRIBUTE = ("must only contain positive values", "must not contain negative values",

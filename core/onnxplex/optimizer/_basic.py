@@ -103,9 +103,9 @@ def _noop_match(node: ir.Node) -> tuple[bool, ir.Value | None]:
     constants read): a chain of two Casts,
     Transposes, Reshapes or Unsqueezes, any Expand, a Cast to its input's type, a Transpose
     that keeps the order, or an Add/Sub/Mul/Div of an exactly neutral small constant (made an
-    Identity by the pass itself). The rules are tried only at such nodes: each try costs ~15-30 us, and BERT-base int8's
-    hundreds of Adds, Muls, Casts and Transposes made the pass ~10 ms of its session creation
-    with nothing to do."""
+    Identity by the pass itself). The rules are tried only at such nodes: each try costs
+    ~15-30 us, and BERT-base int8's hundreds of Adds, Muls, Casts and Transposes made the pass
+    ~10 ms of its session creation with nothing to do."""
     op = node.op_type
     if node.domain not in ("", "ai.onnx") or not node.inputs:
         return _NO_MATCH
