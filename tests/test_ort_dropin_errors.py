@@ -926,6 +926,32 @@ def test_c_level_session_and_values(ort):
     assert flags.dtype == np.bool_
 
 
+def test_c_level_io_binding_of_arrays_and_memory(ort):
+    """``SessionIOBinding(sess._sess)`` called as onnxruntime's own IOBinding tests call it
+    (besides OrtValues, as in test_c_level_io_binding): an array or raw memory bound with
+    bind_input, raw memory with bind_output, the outputs an OrtValueVector."""
+    state = importlib.import_module(f"{ort.__name__}.capi._pybind_state")
+    sess = session(ort)
+    cpu = state.OrtDevice(state.OrtDevice.cpu(), state.OrtDevice.default_memory(), 0)
+    value = state.OrtValue.ortvalue_from_numpy(X, cpu)
+    for bind_x in (lambda b: b.bind_ortvalue_input("x", value),
+                   lambda b: b.bind_input("x", X),
+                   lambda b: b.bind_input("x", cpu, X.dtype, X.shape, value.data_ptr())):
+        bind = state.SessionIOBinding(sess._sess)
+        bind_x(bind)
+        bind.bind_output("y", cpu)
+        sess._sess.run_with_iobinding(bind, None)
+        outputs = bind.get_outputs()
+        assert isinstance(outputs, state.OrtValueVector)
+        np.testing.assert_array_equal(outputs[0].numpy(), np.maximum(X, 0))
+    y = np.empty_like(X)
+    bind = state.SessionIOBinding(sess._sess)
+    bind.bind_input("x", X)
+    bind.bind_output("y", cpu, y.dtype, y.shape, y.ctypes.data)
+    sess._sess.run_with_iobinding(bind, None)
+    np.testing.assert_array_equal(y, np.maximum(X, 0))
+
+
 def test_arena_config_settings(ort):
     cfg = ort.OrtArenaCfg(8, 0, 4, 2)
     assert (cfg.max_mem, cfg.arena_extend_strategy, cfg.initial_chunk_size_bytes,

@@ -41,7 +41,7 @@ from ..session.devices import (
     create_and_register_allocator_v2,
     get_ep_devices,
 )
-from ..session.iobinding import IOBinding as SessionIOBinding
+from ..session.iobinding import SessionIOBinding
 from ..session.ortcompat import (
     disable_telemetry_events,
     enable_telemetry_events,

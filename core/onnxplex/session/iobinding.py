@@ -19,7 +19,7 @@ from .ortvalue import OrtValue, OrtValueVector, array_at, check_cpu_device
 if TYPE_CHECKING:
     from .session import InferenceSession, RunOptions
 
-__all__ = ["IOBinding"]
+__all__ = ["IOBinding", "SessionIOBinding"]
 
 
 class IOBinding:
@@ -180,3 +180,31 @@ def _unwrap(value: Any, what: str) -> Any:
         raise InvalidArgumentError(f"{what}: expected an onnxplex.OrtValue, got "
                                    f"{type(value).__name__}")
     return value._value
+
+
+class SessionIOBinding(IOBinding):
+    """onnxruntime's C-level binding (``capi._pybind_state.SessionIOBinding(sess._sess)``),
+    which its own ``IOBinding`` wraps and some code calls directly: devices are
+    :class:`OrtDevice` objects, not names and ids; ``bind_input(name, array)`` binds an array;
+    ``bind_input(name, device, element_type, shape, buffer_ptr)`` and ``bind_output(name,
+    device[, element_type, shape, buffer_ptr])`` take memory; ``get_outputs()`` is an
+    :class:`OrtValueVector`."""
+
+    def bind_input(self, name: str, *args: Any) -> None:  # type: ignore[override]
+        if len(args) == 1:
+            self.bind_cpu_input(name, args[0])
+            return
+        if len(args) != 4:
+            raise InvalidArgumentError(
+                f"SessionIOBinding.bind_input({name!r}): takes (name, array) or (name, "
+                f"device, element_type, shape, buffer_ptr), got {len(args) + 1} arguments")
+        device, element_type, shape, buffer_ptr = args
+        super().bind_input(name, device, 0, element_type, shape, buffer_ptr)
+
+    def bind_output(self, name: str, device: Any = "cpu",  # type: ignore[override]
+                    element_type: Any = None, shape: Any = None,
+                    buffer_ptr: int | None = None) -> None:
+        super().bind_output(name, device, 0, element_type, shape, buffer_ptr)
+
+    def get_outputs(self) -> OrtValueVector:  # type: ignore[override]
+        return self.get_outputs_as_ortvaluevector()
