@@ -444,6 +444,25 @@ def test_neutral_constant_operands_are_removed(op, const, side, removed):
     assert on.run(None, feed)[0].shape == off.run(None, feed)[0].shape
 
 
+@pytest.mark.parametrize("target, kept", [(TensorProto.FLOAT16, ["Cast", "Relu"]),
+                                          (TensorProto.FLOAT, ["Relu"])])
+def test_castlike_of_a_known_type_becomes_a_cast(target, kept):
+    """onnxruntime expands CastLike into the Cast to its target's type; a Cast to the input's
+    own type then goes with the no-op chains."""
+    like = numpy_helper.from_array(np.zeros(1, helper.tensor_dtype_to_np_dtype(target)), "like")
+    nodes = [helper.make_node("CastLike", ["x", "like"], ["c"]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    model = _model(nodes, [X], [helper.make_tensor_value_info("y", target, None)], [like],
+                   opset=19)
+    off, on = _same(model, FEED)
+    assert _ops(on) == kept
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, FEED)[0]
+    got = on.run(None, FEED)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("op, value", [("Add", 1e-8), ("Sub", -1e-8), ("Mul", 1.000001),
                                        ("Div", 0.9999999)])
 def test_nearly_neutral_scalars_are_kept(op, value):

@@ -4,6 +4,7 @@
   provider's kernels, and its outputs become initializers (weights computed by ConstantOfShape
   or Reshape chains reach kernels as constants and can be prepacked); ``Shape``/``Size`` of a
   statically shaped value fold too;
+* CastLike of a known target type made a Cast;
 * removal of Identity and inference-mode Dropout;
 * no-op chains (Cast to the same type, Cast-Cast, Reshape-Reshape, Transpose-Transpose,
   identity Transpose/Expand, x*1, x+0 ...) with onnxscript's rewrite rules;
@@ -49,6 +50,30 @@ def _constant_folding(ctx: OptimizerContext) -> int:
     if ctx.compile_node is None:
         return 0
     return _fold_constants(ctx.model, ctx.compile_node)
+
+
+@register_pass("CastLike -> Cast", BASIC, requires={"CastLike"})
+def _castlike_to_cast(ctx: OptimizerContext) -> int:
+    """A CastLike whose target's element type is known becomes the Cast to that type, as
+    onnxruntime expands it (its saved optimized model shows the Cast); the target input goes,
+    and a Cast to the input's own type then leaves with the no-op chains."""
+    changes = 0
+    for node in all_nodes(ctx.model.graph):
+        if node.op_type != "CastLike" or node.domain not in ("", "ai.onnx") \
+                or len(node.inputs) != 2 or node.inputs[1] is None:
+            continue
+        target = node.inputs[1].dtype
+        if target is None:
+            continue
+        saturate = node.attributes.get("saturate")
+        node.op_type = "Cast"
+        node.resize_inputs(1)
+        node.attributes.clear()
+        node.attributes["to"] = ir.AttrInt64("to", target.value)
+        if saturate is not None:
+            node.attributes["saturate"] = saturate
+        changes += 1
+    return changes
 
 
 _SAME_OP_CHAINS = frozenset({"Cast", "Transpose", "Reshape", "Unsqueeze"})
