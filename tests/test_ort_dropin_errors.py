@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import math
 import os
 import re
 
@@ -137,6 +138,8 @@ LOAD_ERRORS = [
      "my.ops:Foo(-1) is not a registered function/op"),
     ("a com.microsoft op that does not exist", lambda tmp: _custom_op("com.microsoft", "NoOp"),
      "Fail", "com.microsoft:NoOp(-1) is not a registered function/op"),
+    ("a domain used without its import", lambda tmp: _custom_op("my.ops", "Foo", imported=False),
+     "InvalidGraph", "No opset import for domain 'my.ops'"),
     ("an unknown attribute", lambda tmp: model([helper.make_node("Relu", ["x"], ["y"], bogus=1)]),
      "InvalidGraph", None),
     ("an input type the op does not take", lambda tmp: _half_dynamic_quantize(), "InvalidGraph",
@@ -157,10 +160,24 @@ def _half_dynamic_quantize() -> bytes:
                              ir_version=8).SerializeToString()
 
 
-def _custom_op(domain: str, op_type: str) -> bytes:
-    m = onnx.load_from_string(model([helper.make_node(op_type, ["x"], ["y"], domain=domain)]))
-    m.opset_import.append(helper.make_opsetid(domain, 1))
+def _custom_op(domain: str, op_type: str, imported: bool = True, **attrs) -> bytes:
+    m = onnx.load_from_string(model([helper.make_node(op_type, ["x"], ["y"], domain=domain,
+                                                      **attrs)]))
+    if imported:
+        m.opset_import.append(helper.make_opsetid(domain, 1))
     return m.SerializeToString()
+
+
+@pytest.mark.parametrize("domain, op_type, attrs, want", [
+    ("com.microsoft", "Gelu", {}, lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / 2 ** 0.5))),
+    ("ai.onnx.ml", "Binarizer", {"threshold": 0.5}, lambda x: (x > 0.5).astype(np.float32)),
+])
+def test_a_known_domain_used_without_its_import_runs(ort, domain, op_type, attrs, want):
+    """onnxruntime adds the import of a domain it knows (at its newest opset) when a model
+    uses the domain without importing it; onnxruntime's own transformer tests build their
+    GroupQueryAttention models so."""
+    sess = session(ort, _custom_op(domain, op_type, imported=False, **attrs))
+    np.testing.assert_allclose(sess.run(None, {"x": X})[0], want(X), rtol=1e-6, atol=1e-6)
 
 
 def _ir(version: int) -> bytes:

@@ -165,6 +165,29 @@ def _walk_nodes(nodes: Sequence[onnx.NodeProto], where: str, depth: int) -> tupl
     return tuple(out)
 
 
+# Domains onnxruntime registers ops in, each with the opset it assumes for a model that uses
+# the domain without importing it (its newest; onnx's own from the installed onnx package).
+_IMPLIED_DOMAINS = {"ai.onnx.ml": onnx.defs.onnx_ml_opset_version(), "com.microsoft": 1,
+                    "com.microsoft.nchwc": 1, "com.microsoft.experimental": 1,
+                    "ai.onnx.training": 1, "ai.onnx.preview.training": 1}
+
+
+def _import_implied_domains(proto: onnx.ModelProto, walked: _Walked) -> bool:
+    """Nodes of a domain onnxruntime knows (com.microsoft, ai.onnx.ml ...) in a model that
+    does not import it: the import is added at the domain's newest opset, as onnxruntime adds
+    it (it runs such a model; a domain it does not know stays refused, by
+    :func:`_check_versions`). Whether any was added."""
+    imported = {("" if i.domain == "ai.onnx" else i.domain) for i in proto.opset_import}
+    imported.update(f.domain for f in proto.functions)
+    missing = {n.domain for g in walked.graphs() for n in g.nodes
+               if isinstance(n.domain, str) and n.domain in _IMPLIED_DOMAINS} - imported
+    for domain in sorted(missing):
+        logger.info("the model uses domain %r without importing it; imported at opset %d, "
+                    "as onnxruntime does", domain, _IMPLIED_DOMAINS[domain])
+        proto.opset_import.append(onnx.helper.make_opsetid(domain, _IMPLIED_DOMAINS[domain]))
+    return bool(missing)
+
+
 def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
     if proto.ir_version > onnx.IR_VERSION:
         raise UnsupportedModelError(
@@ -194,7 +217,8 @@ def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
                 f"package knows ({newest}); upgrade onnx"
             )
     # A node of a domain the model does not import has no defined semantics (onnxruntime
-    # refuses it too); model-local functions define their own domains.
+    # refuses it too, but for the domains it knows: _import_implied_domains); model-local
+    # functions define their own domains.
     known = set(seen) | {f.domain for f in proto.functions}
     for g in walked.graphs():
         for node in g.nodes:
@@ -207,7 +231,8 @@ def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
             if domain not in known:
                 raise InvalidModelError(
                     f"{g.where}: node {node.name!r} ({node.op_type}) is in domain "
-                    f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import)")
+                    f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import); "
+                    f"onnxruntime: No opset import for domain {domain!r}")
 
 
 def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
