@@ -518,6 +518,115 @@ def make_multi_head_attention(node: NodeView, ctx: ProviderContext):
 
 
 # --------------------------------------------------------------------------------------------
+# DecoderMaskedMultiHeadAttention (com.microsoft): one decoding step, with beams
+# --------------------------------------------------------------------------------------------
+
+
+def _dmmha_predicate(node: NodeView) -> str | None:
+    if len(node.inputs) < 3 or node.inputs[1] is None or node.inputs[2] is None:
+        return ("DecoderMaskedMultiHeadAttention with packed QKV (no key and value inputs) is "
+                "not supported (onnxruntime's CPU kernel does not take it either)")
+    return None
+
+
+@op("DecoderMaskedMultiHeadAttention", domain=_MS, since=1, dtypes={"T": FLOATS},
+    predicate=_dmmha_predicate)
+def make_decoder_masked_mha(node: NodeView, ctx: ProviderContext):
+    """One decoding step (query [B, 1, D]) of a Whisper- or T5-style decoder, as onnxruntime's
+    exports with beam search write it. Self-attention (past_key/past_value given): the
+    past is a shared buffer [B, H, max_len, Dh] holding ``past_sequence_length`` tokens; this
+    step's key and value ([B, 1, D], ``bias`` added) go at that position, and present_key /
+    present_value are the buffer so filled. With ``cache_indirection`` [B / beam_width,
+    beam_width, max_len], a sequence reads each past position from the beam that token came
+    from. Cross-attention (no past): key and value are the encoder's [B, H, L, Dh], as they
+    are. ``mask_index`` [B, T] (0: masked, ``mask_filter_value`` added), ``attention_bias``
+    [B|1, H|1, 1, T] added; ``qk`` gives the scaled scores before the softmax (float32)."""
+    h = int(node.attr("num_heads"))
+    scale_attr = float(node.attr("scale", 0.0) or 0.0)
+    filter_value = _attr_f(node, "mask_filter_value", -10000.0)
+    n_out = _n_outputs(node)
+
+    def kernel(query, key, value, mask_index=None, attention_bias=None, past_key=None,
+               past_value=None, past_sequence_length=None, beam_width=None,
+               cache_indirection=None, bias=None):
+        b, s, dq = query.shape
+        if s != 1:
+            raise ValueError("DecoderMaskedMultiHeadAttention: the query's sequence length "
+                             f"must be 1 (one decoding step), got {s}")
+        out_dtype = query.dtype
+        q = query.astype(_F32)
+        bb = None if bias is None else np.asarray(bias, _F32).reshape(-1)
+        if bb is not None:
+            q = q + bb[:dq]
+        q = _heads(q, h)                                     # [B, H, 1, Dh]
+        dh = q.shape[-1]
+        present = None
+        if past_key is None:                                # cross-attention
+            if key.ndim != 4:
+                raise ValueError("DecoderMaskedMultiHeadAttention: cross-attention takes the "
+                                 "key and value as [B, H, L, Dh]")
+            if attention_bias is not None:
+                raise NotImplementedError("DecoderMaskedMultiHeadAttention does not support "
+                                          "an attention bias in cross-attention")
+            k, v = key.astype(_F32), value.astype(_F32)
+        else:
+            if past_value is None or past_sequence_length is None:
+                raise ValueError("DecoderMaskedMultiHeadAttention: self-attention needs "
+                                 "past_value and past_sequence_length besides past_key "
+                                 "(a buffer shared with the present)")
+            p = int(np.asarray(past_sequence_length).reshape(-1)[0])
+            max_len = past_key.shape[2]
+            if not 0 <= p < max_len:
+                raise ValueError(f"DecoderMaskedMultiHeadAttention: past_sequence_length {p} "
+                                 f"leaves no room in the past buffer of {max_len}")
+            k_new, v_new = key.astype(_F32), value.astype(_F32)
+            if bb is not None:
+                k_new = k_new + bb[dq:2 * dq]
+                v_new = v_new + bb[2 * dq:]
+            k_new, v_new = _heads(k_new, h), _heads(v_new, h)   # [B, H, 1, Dh]
+            present_k = np.array(past_key, dtype=past_key.dtype)
+            present_v = np.array(past_value, dtype=past_value.dtype)
+            present_k[:, :, p] = k_new[:, :, 0]
+            present_v[:, :, p] = v_new[:, :, 0]
+            present = (present_k, present_v)
+            beams = 1 if beam_width is None else int(np.asarray(beam_width).reshape(-1)[0])
+            if cache_indirection is not None and beams > 1:
+                # sequence i reads past position j from beam cache_indirection[i, j] of its
+                # own batch entry
+                src = np.asarray(cache_indirection, np.int64).reshape(b, -1)[:, :p]
+                if src.size and (src.min() < 0 or src.max() >= beams):
+                    raise IndexError("DecoderMaskedMultiHeadAttention: a cache_indirection "
+                                     f"entry is outside [0, {beams})")
+                rows = (np.arange(b)[:, None] // beams) * beams + src       # [B, P]
+                pos = np.arange(p)[None, :]
+                k_past = past_key[rows, :, pos].transpose(0, 2, 1, 3)       # [B, H, P, Dh]
+                v_past = past_value[rows, :, pos].transpose(0, 2, 1, 3)
+            elif beams > 1:
+                raise ValueError("DecoderMaskedMultiHeadAttention: a beam width above 1 "
+                                 "needs cache_indirection")
+            else:
+                k_past, v_past = past_key[:, :, :p], past_value[:, :, :p]
+            k = np.concatenate((k_past.astype(_F32), k_new), axis=2)
+            v = np.concatenate((v_past.astype(_F32), v_new), axis=2)
+        t = k.shape[2]
+        scale = scale_attr or 1.0 / math.sqrt(dh)
+        scores = np.matmul(q, k.transpose(0, 1, 3, 2)) * np.float32(scale)   # [B, H, 1, T]
+        if attention_bias is not None:
+            scores += np.asarray(attention_bias, _F32)[..., :t]
+        if mask_index is not None:
+            m = np.asarray(mask_index).reshape(b, -1)[:, :t]
+            scores += np.where(m == 0, np.float32(filter_value), np.float32(0))[:, None, None]
+        qk = scores.copy() if n_out > 3 else None
+        probs = _op_softmax_rows(np.ascontiguousarray(scores).reshape(-1, t), log=False,
+                                 inplace=True).reshape(scores.shape)
+        y = np.matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, 1, -1).astype(out_dtype)
+        outs = [y, *(present or (None, None)), qk]
+        return tuple(outs[:n_out]) if n_out > 1 else y
+
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
 # RotaryEmbedding (com.microsoft)
 # --------------------------------------------------------------------------------------------
 

@@ -15,18 +15,21 @@ _SO.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 _SO.intra_op_num_threads = 1
 
 
-def _ort(op_type, inputs, n_outputs, **kw):
+def _ort(op_type, inputs, n_outputs, *, float_outputs=False, **kw):
     m = node_model(op_type, inputs, n_outputs, **kw)
     for o in m.graph.output:
-        o.ClearField("type")
+        if float_outputs:   # (onnxruntime mistypes an untyped DMMHA qk output as float16)
+            o.type.tensor_type.elem_type = 1
+        else:
+            o.ClearField("type")
     sess = ort.InferenceSession(m.SerializeToString(), _SO, providers=["CPUExecutionProvider"])
     consts = kw.get("const_inputs", ())
     feeds = {f"in{i}": a for i, a in enumerate(inputs) if a is not None and i not in consts}
     return sess.run(None, feeds)
 
 
-def _check(op_type, inputs, n_outputs=1, *, rtol=1e-4, atol=1e-5, **kw):
-    want = _ort(op_type, inputs, n_outputs, **kw)
+def _check(op_type, inputs, n_outputs=1, *, rtol=1e-4, atol=1e-5, float_outputs=False, **kw):
+    want = _ort(op_type, inputs, n_outputs, float_outputs=float_outputs, **kw)
     got = run_kernel(CpuMlasProvider, op_type, inputs, n_outputs, **kw)
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -310,6 +313,57 @@ def test_group_query_attention(name):
         assert g.shape == w.shape
         np.testing.assert_allclose(g[:, :, :held], w[:, :, :held], rtol=1e-4, atol=1e-5)
         assert not g[:, :, held:].any()
+
+
+_DM_B, _DM_N, _DM_H, _DM_MAX = 4, 2, 8, 6
+
+
+def _dmmha_self_inputs(past, mask, attention_bias, bias, beams):
+    d = _DM_N * _DM_H
+    rng = np.random.default_rng(past * 16 + beams)
+    return [_r(_DM_B, 1, d, seed=1), _r(_DM_B, 1, d, seed=2), _r(_DM_B, 1, d, seed=3),
+            (rng.random((_DM_B, past + 1)) > 0.3).astype(np.int32) if mask else None,
+            _r(1, _DM_N, 1, past + 1, seed=4) if attention_bias else None,
+            _r(_DM_B, _DM_N, _DM_MAX, _DM_H, seed=5), _r(_DM_B, _DM_N, _DM_MAX, _DM_H, seed=6),
+            np.array([past], np.int32),
+            np.array([beams], np.int32) if beams > 1 else None,
+            rng.integers(0, beams, (_DM_B // beams, beams, _DM_MAX)).astype(np.int32)
+            if beams > 1 else None,
+            _r(3 * d, seed=7) if bias else None]
+
+
+@pytest.mark.parametrize("beams", [1, 2], ids=["greedy", "beams"])
+@pytest.mark.parametrize("past", [0, 3])
+@pytest.mark.parametrize("mask, attention_bias, bias", [
+    (False, False, False), (True, False, False), (False, True, False), (False, False, True),
+    (True, True, True)], ids=["plain", "mask", "attention_bias", "bias", "all"])
+def test_decoder_masked_multihead_attention_self(beams, past, mask, attention_bias, bias):
+    """One decoding step of a decoder exported for beam search (Whisper, T5): the past in a
+    buffer shared with the present, each past position read from the beam its token came
+    from, and the scaled scores as output_qk (no provider ran it)."""
+    _check("DecoderMaskedMultiHeadAttention",
+           _dmmha_self_inputs(past, mask, attention_bias, bias, beams), 4, domain=MS,
+           num_heads=_DM_N, past_present_share_buffer=1, output_qk=1, float_outputs=True)
+
+
+@pytest.mark.parametrize("mask", [False, True])
+@pytest.mark.parametrize("attrs", [{}, {"scale": 0.3, "mask_filter_value": -50.0}])
+def test_decoder_masked_multihead_attention_cross(mask, attrs):
+    """Cross-attention to the encoder's keys and values, given as [B, H, L, Dh]."""
+    d, length = _DM_N * _DM_H, 5
+    inputs = [_r(_DM_B, 1, d, seed=1), _r(_DM_B, _DM_N, length, _DM_H, seed=2),
+              _r(_DM_B, _DM_N, length, _DM_H, seed=3),
+              (np.arange(length)[None, :] < np.array([[5], [3], [1], [4]])).astype(np.int32)
+              if mask else None, None, None, None, None, None, None, _r(3 * d, seed=4)]
+    _check("DecoderMaskedMultiHeadAttention", inputs, 1, domain=MS, num_heads=_DM_N, **attrs)
+
+
+def test_decoder_masked_multihead_attention_refuses_a_full_buffer():
+    inputs = _dmmha_self_inputs(0, False, False, False, 1)
+    inputs[7] = np.array([_DM_MAX], np.int32)
+    with pytest.raises(Exception, match="leaves no room in the past buffer"):
+        run_kernel(CpuMlasProvider, "DecoderMaskedMultiHeadAttention", inputs, 3, domain=MS,
+                   num_heads=_DM_N, past_present_share_buffer=1)
 
 
 @pytest.mark.parametrize("variant", ["full", "no_segment_no_mask", "position_ids", "fp16"])
