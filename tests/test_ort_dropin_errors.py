@@ -140,12 +140,30 @@ LOAD_ERRORS = [
      "Fail", "com.microsoft:NoOp(-1) is not a registered function/op"),
     ("a domain used without its import", lambda tmp: _custom_op("my.ops", "Foo", imported=False),
      "InvalidGraph", "No opset import for domain 'my.ops'"),
+    ("no opset import at all", lambda tmp: _without_imports(), "Fail",
+     "Missing opset in the model"),
     ("an unknown attribute", lambda tmp: model([helper.make_node("Relu", ["x"], ["y"], bogus=1)]),
      "InvalidGraph", None),
     ("an input type the op does not take", lambda tmp: _half_dynamic_quantize(), "InvalidGraph",
      "Type Error: Type 'tensor(float16)' of input parameter (x) of operator "
      "(DynamicQuantizeLinear) in node (dq) is invalid."),
 ]
+
+
+def _without_imports(*kept: str) -> bytes:
+    m = onnx.load_from_string(model())
+    kept_imports = [helper.make_opsetid(d, 1) for d in kept]
+    del m.opset_import[:]
+    m.opset_import.extend(kept_imports)
+    return m.SerializeToString()
+
+
+def test_onnxs_domain_used_without_its_import_runs(ort):
+    """A model importing only com.microsoft whose ONNX ops come without ONNX's import
+    (onnxruntime's own layer-norm fusion tests build them so): onnxruntime imports ONNX's
+    domain at its newest opset."""
+    sess = session(ort, _without_imports("com.microsoft"))
+    np.testing.assert_array_equal(sess.run(None, {"x": X})[0], np.maximum(X, 0))
 
 
 def _half_dynamic_quantize() -> bytes:

@@ -167,23 +167,27 @@ def _walk_nodes(nodes: Sequence[onnx.NodeProto], where: str, depth: int) -> tupl
 
 # Domains onnxruntime registers ops in, each with the opset it assumes for a model that uses
 # the domain without importing it (its newest; onnx's own from the installed onnx package).
-_IMPLIED_DOMAINS = {"ai.onnx.ml": onnx.defs.onnx_ml_opset_version(), "com.microsoft": 1,
+_IMPLIED_DOMAINS = {"": onnx.defs.onnx_opset_version(),
+                    "ai.onnx.ml": onnx.defs.onnx_ml_opset_version(), "com.microsoft": 1,
                     "com.microsoft.nchwc": 1, "com.microsoft.experimental": 1,
                     "ai.onnx.training": 1, "ai.onnx.preview.training": 1}
 
 
 def _import_implied_domains(proto: onnx.ModelProto, walked: _Walked) -> bool:
-    """Nodes of a domain onnxruntime knows (com.microsoft, ai.onnx.ml ...) in a model that
-    does not import it: the import is added at the domain's newest opset, as onnxruntime adds
-    it (it runs such a model; a domain it does not know stays refused, by
+    """Nodes of a domain onnxruntime knows (ONNX's own, com.microsoft, ai.onnx.ml ...) in a
+    model that does not import it: the import is added at the domain's newest opset, as
+    onnxruntime adds it (it runs such a model; a domain it does not know stays refused, by
     :func:`_check_versions`). Whether any was added."""
+    if not proto.opset_import:
+        return False   # (refused by _check_versions, as onnxruntime refuses it)
     imported = {("" if i.domain == "ai.onnx" else i.domain) for i in proto.opset_import}
     imported.update(f.domain for f in proto.functions)
-    missing = {n.domain for g in walked.graphs() for n in g.nodes
-               if isinstance(n.domain, str) and n.domain in _IMPLIED_DOMAINS} - imported
+    missing = {("" if n.domain == "ai.onnx" else n.domain) for g in walked.graphs()
+               for n in g.nodes if isinstance(n.domain, str)
+               and ("" if n.domain == "ai.onnx" else n.domain) in _IMPLIED_DOMAINS} - imported
     for domain in sorted(missing):
         logger.info("the model uses domain %r without importing it; imported at opset %d, "
-                    "as onnxruntime does", domain, _IMPLIED_DOMAINS[domain])
+                    "as onnxruntime does", domain or "ai.onnx", _IMPLIED_DOMAINS[domain])
         proto.opset_import.append(onnx.helper.make_opsetid(domain, _IMPLIED_DOMAINS[domain]))
     return bool(missing)
 
@@ -199,6 +203,10 @@ def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
             f"the model's IR version {proto.ir_version} predates opset imports (IR 3); "
             "convert it with onnx.version_converter"
         )
+    if not proto.opset_import:
+        raise as_status(InvalidModelError, Fail)(   # (onnxruntime: FAIL)
+            "the model imports no opset; ONNX models import at least one (onnxruntime: "
+            "Missing opset in the model)")
     newest = onnx.defs.onnx_opset_version()
     seen: dict[str, int] = {}
     for imp in proto.opset_import:
