@@ -1,0 +1,125 @@
+"""com.microsoft helpers of sequence models, as onnxruntime's CPU provider runs them:
+
+* UnfoldTensor: torch's ``Tensor.unfold`` (windows of ``size`` every ``step`` along ``dim``,
+  a new last axis), as audio front ends export it;
+* DynamicTimeWarping: the cheapest monotone path through a cost matrix (Whisper's word
+  timestamps align tokens to audio frames with it), ties broken as onnxruntime breaks them;
+* NGramRepeatBlock: a generation step's scores with every token that would repeat an n-gram
+  of the sequence so far set to -inf (BART/T5 generation graphs);
+* MatMulInteger16: int16 x int16 -> int32 matrix product.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as TP
+
+from onnxplex import NodeView, ProviderContext
+
+from ._registry import op
+
+MS = "com.microsoft"
+
+
+@op("UnfoldTensor", since=1, domain=MS)
+def make_unfold_tensor(node: NodeView, ctx: ProviderContext):
+    """``[..., n, ...] -> [..., (n - size) // step + 1, ..., size]`` along ``dim``."""
+    dim = int(node.attr("dim", -1))
+    size = int(node.attr("size"))
+    step = int(node.attr("step", 1))
+    if size < 1 or step < 1:
+        raise ValueError(f"UnfoldTensor: size {size} and step {step} must be at least 1")
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if not -x.ndim <= dim < x.ndim:
+            raise ValueError(f"UnfoldTensor: dim {dim} is outside the input's rank {x.ndim}")
+        axis = dim % x.ndim
+        if x.shape[axis] < size:
+            raise ValueError(f"UnfoldTensor: dimension {axis} has {x.shape[axis]} elements, "
+                             f"fewer than the window size {size}")
+        windows = np.lib.stride_tricks.sliding_window_view(x, size, axis=axis)
+        picked = windows[(slice(None),) * axis + (slice(None, None, step),)]
+        return np.ascontiguousarray(picked)
+
+    return kernel
+
+
+@op("DynamicTimeWarping", since=1, domain=MS, dtypes={0: {TP.FLOAT}})
+def make_dynamic_time_warping(node: NodeView, ctx: ProviderContext):
+    """``[rows, cols]`` (or ``[1, rows, cols]``) float costs -> int32 ``[2, L]``: the rows and
+    columns of the cheapest path from (0, 0) to the last cell, each step one diagonal, down or
+    right. Accumulated in float32 as onnxruntime does; where two predecessors cost the same,
+    its order decides (diagonal only when strictly cheapest, then up, else left). Computed one
+    anti-diagonal at a time (each cell needs only the two before it)."""
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if not (x.ndim == 2 or (x.ndim == 3 and x.shape[0] == 1)):
+            raise ValueError("DynamicTimeWarping takes a [rows, cols] or [1, rows, cols] cost "
+                             f"matrix, got shape {list(x.shape)}")
+        c = np.asarray(x, np.float32).reshape(x.shape[-2:])
+        rows, cols = c.shape
+        cost = np.full((rows + 1, cols + 1), np.inf, np.float32)
+        cost[0, 0] = 0
+        trace = np.full((rows + 1, cols + 1), -1, np.int8)
+        for d in range(2, rows + cols + 1):   # cells (i, j), i + j = d, 1 <= i <= rows
+            i = np.arange(max(1, d - cols), min(rows, d - 1) + 1)
+            j = d - i
+            c0, c1, c2 = cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1]
+            diag = (c0 < c1) & (c0 < c2)
+            up = ~diag & (c1 < c0) & (c1 < c2)
+            best = np.where(diag, c0, np.where(up, c1, c2))
+            cost[i, j] = best + c[i - 1, j - 1]
+            trace[i, j] = np.where(diag, 0, np.where(up, 1, 2))
+        path = []
+        i, j = rows, cols
+        while i > 0 and j > 0:
+            path.append((i - 1, j - 1))
+            t = trace[i, j]
+            i, j = (i - 1, j - 1) if t == 0 else (i - 1, j) if t == 1 else (i, j - 1)
+        return np.array(path[::-1], np.int32).reshape(-1, 2).T.copy()
+
+    return kernel
+
+
+@op("NGramRepeatBlock", since=1, domain=MS, dtypes={0: {TP.INT64}, 1: {TP.FLOAT}})
+def make_ngram_repeat_block(node: NodeView, ctx: ProviderContext):
+    """``scores`` [B, V] with -inf for each token that would complete an n-gram
+    (``ngram_size``) already in ``input_ids`` [B, L]: where the sequence's last n - 1 tokens
+    occurred before, the token that followed them then."""
+    n = int(node.attr("ngram_size"))
+    if n < 1:
+        raise ValueError(f"NGramRepeatBlock: ngram_size {n} must be at least 1")
+
+    def kernel(input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if input_ids.ndim != 2 or scores.ndim != 2 or input_ids.shape[0] != scores.shape[0]:
+            raise ValueError("NGramRepeatBlock takes input_ids [B, L] and scores [B, V], got "
+                             f"{list(input_ids.shape)} and {list(scores.shape)}")
+        out = np.array(scores, dtype=np.float32)
+        length = input_ids.shape[1]
+        vocab = scores.shape[1]
+        if length < n:   # (no n-gram yet)
+            return out
+        ids = np.asarray(input_ids, np.int64)
+        windows = np.lib.stride_tricks.sliding_window_view(ids, n, axis=1)   # [B, L - n + 1, n]
+        tail = ids[:, length + 1 - n:]   # the last n - 1 tokens
+        hit = (windows[:, :, :n - 1] == tail[:, None, :]).all(axis=2)
+        rows, cols = np.nonzero(hit)
+        banned = windows[rows, cols, n - 1]
+        if banned.size and (banned.min() < 0 or banned.max() >= vocab):
+            raise IndexError(f"NGramRepeatBlock: a token id is outside the vocabulary [0, "
+                             f"{vocab})")
+        out[rows, banned] = -np.inf
+        return out
+
+    return kernel
+
+
+@op("MatMulInteger16", since=1, domain=MS, dtypes={0: {TP.INT16}, 1: {TP.INT16}})
+def make_matmul_integer16(node: NodeView, ctx: ProviderContext):
+    """``A @ B`` of int16 matrices (batched as MatMul), int32 result (wrapping as int32
+    accumulation does)."""
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)
+
+    return kernel

@@ -1,0 +1,56 @@
+"""com.microsoft UnfoldTensor, DynamicTimeWarping, NGramRepeatBlock and MatMulInteger16
+against onnxruntime (no provider ran them)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from kernel_harness import node_model, run_kernel
+
+from onnxplex.providers.cpu_mlas._provider import CpuMlasProvider
+
+MS = "com.microsoft"
+RNG = np.random.default_rng(8)
+
+
+def _check(op_type, inputs, **attrs):
+    m = node_model(op_type, inputs, 1, domain=MS, opset=17, **attrs)
+    for o in m.graph.output:
+        o.ClearField("type")
+    feeds = {f"in{i}": a for i, a in enumerate(inputs)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]
+                                ).run(None, feeds)[0]
+    got = run_kernel(CpuMlasProvider, op_type, inputs, 1, domain=MS, opset=17, **attrs)[0]
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, dim, size, step", [
+    ((2, 10, 3), 1, 4, 2), ((2, 10, 3), -1, 2, 1), ((7,), 0, 3, 3), ((2, 9, 4), 0, 2, 1),
+    ((3, 8), -1, 8, 5)])
+def test_unfold_tensor(shape, dim, size, step):
+    _check("UnfoldTensor", [RNG.standard_normal(shape).astype(np.float32)], dim=dim,
+           size=size, step=step)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (1, 6, 3), (1, 1), (4, 9)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_dynamic_time_warping(shape, ties):
+    """Whisper's word timestamps: random costs, and small integer costs full of ties (where
+    the path depends on the order predecessors are compared in)."""
+    x = RNG.integers(0, 3, shape) if ties else RNG.random(shape)
+    _check("DynamicTimeWarping", [x.astype(np.float32)])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6, 7])
+def test_ngram_repeat_block(n):
+    ids = np.array([[1, 2, 3, 1, 2, 4, 1, 2], [5, 5, 5, 5, 5, 5, 0, 5]], np.int64)
+    scores = RNG.standard_normal((2, 9)).astype(np.float32)
+    _check("NGramRepeatBlock", [ids, scores], ngram_size=n)
+
+
+def test_matmul_integer16():
+    a = RNG.integers(-32768, 32768, (2, 3, 40)).astype(np.int16)
+    b = RNG.integers(-32768, 32768, (40, 5)).astype(np.int16)
+    _check("MatMulInteger16", [a, b])
