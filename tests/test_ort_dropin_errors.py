@@ -509,6 +509,15 @@ def test_build_info_device_and_telemetry(ort):
     ort.enable_telemetry_events()
 
 
+def test_module_facts_and_session_value_factory(ort):
+    assert (ort.version, ort.cuda_version) == (ort.__version__, "")
+    assert isinstance(ort.package_name, str)
+    assert ort.SessionIOBinding is importlib.import_module(
+        f"{ort.__name__}.capi._pybind_state").SessionIOBinding
+    value = session(ort).create_ortvalue_from_shape_and_type([2, 3], np.float32, "cpu", 0)
+    assert value.shape() == [2, 3] and value.numpy().dtype == np.float32
+
+
 # (onnxruntime reports the raising callback's errors as unraisable exceptions)
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_logger_callback(ort):

@@ -70,7 +70,7 @@ from .session.devices import (
     create_and_register_allocator_v2,
     get_ep_devices,
 )
-from .session.iobinding import IOBinding
+from .session.iobinding import IOBinding, SessionIOBinding
 from .session.ortcompat import (
     disable_telemetry_events,
     enable_telemetry_events,
@@ -113,6 +113,7 @@ __all__ = [
     "ModelMetadata",
     "OrtValue",
     "IOBinding",
+    "SessionIOBinding",
     "get_device",
     "get_available_providers",
     "get_all_providers",
@@ -196,3 +197,10 @@ __all__ = [
     "RunCancelledError",
     "LoadCancelledError",
 ]
+
+# onnxruntime's module-level facts, for code that reads them (``ort.version``,
+# ``ort.package_name``, ``ort.cuda_version``: this build runs on the CPU, as onnxruntime's CPU
+# package reports an empty CUDA version)
+version = __version__
+package_name = "onnxplex"
+cuda_version = ""

@@ -1191,6 +1191,14 @@ class InferenceSession:
         """A new :class:`IOBinding` for this session (CPU inputs and outputs)."""
         return IOBinding(self)
 
+    def create_ortvalue_from_shape_and_type(self, shape: Sequence[int], element_type: Any,
+                                            device_type: str = "cpu", device_id: int = 0,
+                                            vendor_id: int = -1) -> OrtValue:
+        """A new zero-filled tensor :class:`OrtValue` (onnxruntime's session method for a
+        device its providers use; here the CPU)."""
+        return OrtValue.ortvalue_from_shape_and_type(shape, element_type, device_type,
+                                                     device_id, vendor_id)
+
     def run_with_iobinding(self, iobinding: IOBinding,
                            run_options: RunOptions | None = None) -> None:
         """Run with the inputs and outputs bound in ``iobinding``; read the results with its
