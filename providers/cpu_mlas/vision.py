@@ -401,9 +401,15 @@ def make_roi_align_16(node: NodeView, ctx: ProviderContext):
 @op("MaxRoiPool", since=1, dtypes={"T": FLOATS})
 @op("MaxRoiPool", since=22, dtypes={"T": FLOATS})
 def make_max_roi_pool(node: NodeView, ctx: ProviderContext):
-    """MaxRoiPool: max over integer bins of each ROI (``rois [R, 5]``: batch, x1, y1, x2, y2)."""
+    """MaxRoiPool: max over integer bins of each ROI (``rois [R, 5]``: batch, x1, y1, x2, y2),
+    Caffe's semantics as onnxruntime computes them: corners scaled in float32 and rounded half
+    away from zero, bin sizes in float32, an empty bin 0."""
     ph_, pw_ = (int(v) for v in node.attr("pooled_shape"))
-    scale = float(node.attr("spatial_scale", 1.0))
+    scale = np.float32(node.attr("spatial_scale", 1.0))
+
+    def corner(v) -> int:   # (C's round: half away from zero)
+        t = float(np.float32(v) * scale)
+        return int(math.copysign(math.floor(abs(t) + 0.5), t))
 
     def kernel(x, rois):
         n, c, h, w = x.shape
@@ -411,18 +417,20 @@ def make_max_roi_pool(node: NodeView, ctx: ProviderContext):
         y = np.zeros((r, c, ph_, pw_), dtype=x.dtype)
         for i in range(r):
             b = int(rois[i, 0])
-            x1, y1, x2, y2 = (int(np.round(float(v) * scale)) for v in rois[i, 1:5])
+            if not 0 <= b < n:
+                raise IndexError(f"MaxRoiPool: roi {i} names batch {b}, outside [0, {n})")
+            x1, y1, x2, y2 = (corner(v) for v in rois[i, 1:5])
             rh, rw = max(y2 - y1 + 1, 1), max(x2 - x1 + 1, 1)
-            bh, bw = rh / ph_, rw / pw_
+            bh, bw = np.float32(rh) / np.float32(ph_), np.float32(rw) / np.float32(pw_)
             for p in range(ph_):
-                hs = min(max(int(math.floor(p * bh)) + y1, 0), h)
-                he = min(max(int(math.ceil((p + 1) * bh)) + y1, 0), h)
+                hs = min(max(int(math.floor(np.float32(p) * bh)) + y1, 0), h)
+                he = min(max(int(math.ceil(np.float32(p + 1) * bh)) + y1, 0), h)
                 if he <= hs:
                     continue
                 band = x[b, :, hs:he].max(axis=1)  # [C, W]
                 for q in range(pw_):
-                    ws = min(max(int(math.floor(q * bw)) + x1, 0), w)
-                    we = min(max(int(math.ceil((q + 1) * bw)) + x1, 0), w)
+                    ws = min(max(int(math.floor(np.float32(q) * bw)) + x1, 0), w)
+                    we = min(max(int(math.ceil(np.float32(q + 1) * bw)) + x1, 0), w)
                     if we > ws:
                         y[i, :, p, q] = band[:, ws:we].max(axis=1)
         return y

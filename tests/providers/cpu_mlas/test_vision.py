@@ -200,3 +200,23 @@ def test_image_decoder_without_pillow_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "PIL", None)   # as if Pillow were not installed
     with pytest.raises(onnxplex.PartitionError, match=r"pip install 'onnxplex\[image\]'"):
         _image_decoder_session()
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])
+def test_max_roi_pool_rounds_corners_as_onnxruntime(scale):
+    """Corners scaled onto half pixels round away from zero, as C's round (numpy's round to
+    even moved them a pixel: Caffe-era detectors, Fast R-CNN); a ROI past the edges, one
+    inverted (made 1 x 1) and one of zero size in the second image."""
+    x = rand(2, 3, 9, 11)
+    rois = np.array([[0, 1, 1, 6, 8], [1, 3, 5, 21, 17], [0, -3, -1, 4, 3], [1, 7, 6, 2, 1],
+                     [1, 5, 5, 5, 5]], np.float32)
+    check("MaxRoiPool", [x, rois], opset=9, oracle="ort", pooled_shape=[2, 3],
+          spatial_scale=scale)
+
+
+def test_max_roi_pool_refuses_a_batch_outside_the_input():
+    from ._oracle import ours
+
+    with pytest.raises(Exception, match="names batch 2, outside"):
+        ours("MaxRoiPool", [rand(2, 1, 4, 4), np.array([[2, 0, 0, 1, 1]], np.float32)],
+             opset=9, pooled_shape=[1, 1])
