@@ -4,9 +4,10 @@ onnxruntime registers these CPU contrib kernels for models written before (or wi
 ONNX op: its quantizer's com.microsoft QuantizeLinear / DequantizeLinear (16- and 4-bit
 QDQ, ``UseQDQContribOps``), TransposeMatMul (FusedMatMul's first name), and Range, Trilu,
 GatherND, Pad, Unique, ExpandDims, GridSample and Inverse, which older converters wrote in
-the contrib domain. Each runs on the ONNX op's kernel, its inputs and attributes mapped as
-onnxruntime's contrib schema defines them. Also CropAndResize, which tf2onnx writes for
-TensorFlow's crop_and_resize.
+the contrib domain; ConvTransposeWithDynamicPads (ConvTranspose with its pads as an
+input). Each runs on the ONNX
+op's kernel, its inputs and attributes mapped as onnxruntime's contrib schema defines them.
+Also CropAndResize, which tf2onnx writes for TensorFlow's crop_and_resize.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ._registry import op
 from .contrib_transformer import make_fused_matmul
 from .extra import make_unique
 from .misc import make_range, make_trilu
-from .nn import FLOATS, compute_dtype, to_compute
+from .nn import FLOATS, _conv_transpose, _ConvTWeights, compute_dtype, to_compute
 from .quant import _dq_types, _make_dequantize, _make_quantize, _q_types
 from .shape import make_gather_nd
 from .spatial import _pad_predicate, make_pad
@@ -33,6 +34,38 @@ op("TransposeMatMul", domain=_MS, since=1, dtypes={"T": FLOATS})(make_fused_matm
 op("Trilu", domain=_MS, since=1)(make_trilu)
 op("GatherND", domain=_MS, since=1)(make_gather_nd)
 op("Pad", domain=_MS, since=1, predicate=_pad_predicate)(make_pad)
+
+
+class _WithPads:
+    """A node's attributes with ``pads`` given at run time (ConvTransposeWithDynamicPads)."""
+
+    def __init__(self, node: NodeView, pads: list[int] | None) -> None:
+        self._node, self._pads = node, pads
+
+    def attr(self, name: str, default=None):
+        if name == "pads":
+            return self._pads
+        return self._node.attr(name, default)
+
+
+@op("ConvTransposeWithDynamicPads", domain=_MS, since=1, dtypes={"T": FLOATS})
+def make_conv_transpose_dynamic_pads(node: NodeView, ctx: ProviderContext):
+    """ConvTranspose whose ``pads`` come as its third input (int64 [2 * spatial dims],
+    required as onnxruntime requires it), the bias fourth."""
+    group = int(node.attr("group", 1))
+
+    def kernel(x, w, pads=None, b=None):
+        if pads is None:
+            raise ValueError("ConvTransposeWithDynamicPads: the pads input is required "
+                             "(onnxruntime: Dynamic pads tensor is required)")
+        given = [int(p) for p in np.asarray(pads).reshape(-1)]
+        if len(given) != 2 * (x.ndim - 2):
+            raise ValueError(f"ConvTransposeWithDynamicPads: {len(given)} pads for "
+                             f"{x.ndim - 2} spatial dimensions (needs {2 * (x.ndim - 2)})")
+        bias = None if b is None else to_compute(b)
+        return _conv_transpose(x, _ConvTWeights(w, group), _WithPads(node, given), bias)
+
+    return kernel
 
 
 def _ms_gs_predicate(node: NodeView) -> str | None:

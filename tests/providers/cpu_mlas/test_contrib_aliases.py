@@ -156,6 +156,18 @@ def test_gather_block_quantized_int4_data(q_dt, shape, gather_axis, quantize_axi
            gather_axis=gather_axis, quantize_axis=quantize_axis)
 
 
+@pytest.mark.parametrize("pads, attrs, bias", [
+    ([1, 0, 0, 2], {"strides": [2, 2]}, True), ([0, 0, 0, 0], {"strides": [2, 1],
+                                                             "output_padding": [1, 0]}, False),
+    ([1, 1, 1, 1], {"group": 2, "dilations": [2, 1]}, True)])
+def test_conv_transpose_with_dynamic_pads(pads, attrs, bias):
+    """ConvTranspose with its pads as an input (no provider ran it)."""
+    w = _f(4, 2 if attrs.get("group") else 3, 3, 3)
+    inputs = [_f(2, 4, 5, 6), w, np.array(pads, np.int64),
+              _f(w.shape[1] * attrs.get("group", 1)) if bias else None]
+    _check("ConvTransposeWithDynamicPads", inputs, rtol=1e-4, atol=1e-4, **attrs)
+
+
 def test_contrib_qdq_types_what_follows():
     """A 16-bit QDQ of a float16 model, as onnxruntime's quantizer writes it with
     UseQDQContribOps: the com.microsoft DequantizeLinear gives float16 (its scale's type),
