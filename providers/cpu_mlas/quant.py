@@ -501,14 +501,45 @@ def dequantize_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray 
     return np.ascontiguousarray(w).T
 
 
+def _int8_compute(bits: int, block_size: int, accuracy_level: int) -> bool:
+    """Whether onnxruntime computes a MatMulNBits with int8 activations: ``accuracy_level``
+    4 asks for it, and onnxruntime 1.32's x86 MLAS has the kernel for 4- and 8-bit weights in
+    blocks of 16 to 256 and 2-bit ones in blocks of 32 to 128 (each checked against it: with
+    the kernel, outputs move by ~5e-3 of their scale; elsewhere it computes in float)."""
+    if accuracy_level != 4:
+        return False
+    low, high = (32, 128) if bits == 2 else (16, 256)
+    return low <= block_size <= high
+
+
+def _int8_rounded(a: np.ndarray, block: int) -> np.ndarray:
+    """``a`` [M, K] float32 as the int8 activations onnxruntime computes with at accuracy
+    level 4, dequantized: per block of ``block`` values along K, a scale of max|a| / 127 and
+    values rounded half to even to multiples of it (a block of zeros stays zero)."""
+    m, k = a.shape
+    blocks = -(-k // block)
+    padded = np.zeros((m, blocks * block), _F32)
+    padded[:, :k] = a
+    v = padded.reshape(m, blocks, block)
+    top = np.abs(v).max(axis=2, keepdims=True)
+    inverse = np.divide(np.float32(127), top, out=np.zeros_like(top), where=top != 0)
+    v *= inverse
+    np.rint(v, out=v)
+    v *= top / np.float32(127)
+    return padded[:, :k]
+
+
 @op("MatMulNBits", domain="com.microsoft", since=1,
     dtypes={0: {TP.FLOAT, TP.FLOAT16}}, predicate=_nbits_predicate)
 def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
-    """com.microsoft MatMulNBits: ``Y = A @ dequant(B).T (+ bias)``, weight dequantized once."""
+    """com.microsoft MatMulNBits: ``Y = A @ dequant(B).T (+ bias)``, weight dequantized once;
+    at ``accuracy_level`` 4, A rounded to int8 per block first, as onnxruntime computes it
+    (:func:`_int8_compute`)."""
     k = int(node.attr("K"))
     n = int(node.attr("N"))
     bits = int(node.attr("bits", 4))
     block_size = int(node.attr("block_size"))
+    int8_a = _int8_compute(bits, block_size, int(node.attr("accuracy_level", 0)))
     b_info, s_info, z_info, bias_info = node.input(1), node.input(2), node.input(3), node.input(5)
     consts_known = all(v is None or v.is_const for v in (s_info, z_info)) and b_info.is_const
     w_packed = native_w = None
@@ -529,6 +560,8 @@ def make_matmul_nbits(node: NodeView, ctx: ProviderContext):
 
     def kernel(a, b, scales, zero_points=None, g_idx=None, bias=None) -> np.ndarray:
         af = a.astype(_F32, copy=False).reshape(-1, k)
+        if int8_a:
+            af = _int8_rounded(af, block_size)
         if native_w is not None:
             y = _blas.gemm(af, native_w, bias=bias_c if bias is not None else None)
             if bias is not None and bias_c is None:

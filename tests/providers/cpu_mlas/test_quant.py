@@ -345,6 +345,19 @@ def test_matmul_bnb4_without_transposing_b():
     np.testing.assert_allclose(got, a @ w, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("bits, block", [(4, 16), (4, 32), (4, 128), (4, 256), (8, 32),
+                                         (8, 64), (2, 32), (2, 128), (2, 16), (2, 256)])
+def test_matmul_nbits_accuracy_level_4_rounds_activations_to_int8(bits, block):
+    """Accuracy level 4 asks for int8 activations: onnxruntime rounds A per block of the
+    weight's block size (a scale of max|a| / 127, half to even) where its MLAS has the kernel,
+    and computes in float elsewhere (2-bit blocks of 16 and 256); cpu_mlas does the same (it
+    multiplied in float32: outputs ~5e-3 of their scale apart)."""
+    k, n = 200, 12
+    inputs = nbits_inputs(k, n, block, bits, "packed")
+    check("MatMulNBits", inputs, const_inputs=[1, 2, 3], oracle="ort", rtol=1e-4, atol=1e-4,
+          domain="com.microsoft", K=k, N=n, bits=bits, block_size=block, accuracy_level=4)
+
+
 def test_matmul_nbits_runtime_weights_bias_and_2d():
     k, n, block = 64, 8, 32
     inputs = nbits_inputs(k, n, block, 4, "packed")
