@@ -232,9 +232,9 @@ def _n_classes(a: _Attrs, classifier: bool) -> tuple[int, np.ndarray, ValueError
             return 0, labels_i, a.error("classlabels_strings", "classlabels_strings and "
                                         "classlabels_int64s are both given")
         n_targets = len(labels_s) or labels_i.size
-        if n_targets < 2:
+        if n_targets < 1:   # (one class is a classifier trained on one label: its scores)
             return 0, labels_i, a.error(
-                "classlabels_int64s", "a classifier needs two class labels or more "
+                "classlabels_int64s", "a classifier needs a class label or more "
                 "(classlabels_int64s or classlabels_strings)")
         return n_targets, labels_i, None
     n_targets = int(a.node.attr("n_targets") or 0)

@@ -223,9 +223,7 @@ Ensemble<T, O>::Ensemble(const TreeEnsembleDesc& d) {
   const size_t n = d.n_nodes;
   if (n >= static_cast<size_t>(std::numeric_limits<int32_t>::max())) bad("too many tree nodes");
   if (d.n_targets == 0) bad("n_targets must be positive");
-  if (d.classifier && (d.n_targets < 2 || d.class_labels == nullptr)) {
-    bad("a classifier needs at least two class labels");
-  }
+  if (d.classifier && d.class_labels == nullptr) bad("a classifier needs its class labels");
   if (static_cast<unsigned>(d.aggregate) > 3) bad("unknown aggregate_function");
   if (static_cast<unsigned>(d.post) > 4) bad("unknown post_transform");
   if (d.n_features > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -710,6 +708,16 @@ void Ensemble<T, O>::finalize(T* s, uint8_t* h, O* z, int64_t* label) const {
       }
     }
     write_scores(s, h, n, z);
+    return;
+  }
+  if (n == 1) {
+    // A classifier trained on one label: that label, and its score (onnxruntime reads a
+    // second class that is not there: labels 1 or 0 whatever the class, and no post
+    // transform; sklearn predicts the one class).
+    if (nb == 1) s[0] += base_[0];
+    h[0] = 1;
+    *label = labels_[0];
+    write_scores(s, h, 1, z);
     return;
   }
   if (n > 2) {

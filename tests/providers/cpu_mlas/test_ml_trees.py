@@ -567,7 +567,7 @@ def test_bad_as_tensor_and_classifier_attributes():
     assert "nodes_values_as_tensor" in build_error(model("TreeEnsembleRegressor", X3, 3, **both))
     cls = {("class" + k[6:] if k.startswith("target") else k): v for k, v in _small().items()
            if k != "n_targets"}
-    for extra, words in (({}, "classlabels"), ({"classlabels_int64s": [1]}, "two class labels"),
+    for extra, words in (({}, "classlabels"),
                          ({"classlabels_int64s": [1, 2], "classlabels_strings": ["a", "b"]},
                           "both given"),
                          ({"classlabels_int64s": [1, 2, 3], "base_values": [0.0, 1.0]},
@@ -872,3 +872,37 @@ def test_layouts_resolve_as_onnxruntime(layout, classifier):
         a["post_transform"] = "SOFTMAX"
     check(model("TreeEnsembleClassifier" if classifier else "TreeEnsembleRegressor", x, 3,
                 **a), x)
+
+
+@pytest.mark.parametrize("labels, post", [([5], "NONE"), ([0], "LOGISTIC"), (["only"], "NONE")])
+def test_a_classifier_of_one_class_predicts_it(labels, post):
+    """A forest trained on a single label (skl2onnx converts it with one class label): every
+    row gets that label and its score (post-transformed). onnxruntime reads a second class
+    that is not there: it labels rows 1 or 0 whatever the class (right only when the class is
+    1, as in skl2onnx's own test), skips the post transform, and aborts the process on a
+    string label; sklearn predicts the class. Refused before."""
+    import onnx.helper as oh
+    from onnx import TensorProto
+
+    import onnxplex
+
+    strings = isinstance(labels[0], str)
+    node = oh.make_node(
+        "TreeEnsembleClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+        class_ids=[0, 0], class_nodeids=[1, 2], class_treeids=[0, 0], class_weights=[0.7, -0.3],
+        nodes_falsenodeids=[2, 0, 0], nodes_featureids=[0, 0, 0], nodes_hitrates=[1.0] * 3,
+        nodes_missing_value_tracks_true=[0] * 3, nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"],
+        nodes_nodeids=[0, 1, 2], nodes_treeids=[0, 0, 0], nodes_truenodeids=[1, 0, 0],
+        nodes_values=[0.5, 0.0, 0.0], post_transform=post,
+        **{"classlabels_strings" if strings else "classlabels_int64s": labels})
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [None, 1])],
+                      [oh.make_tensor_value_info("label", TensorProto.STRING if strings
+                                                 else TensorProto.INT64, [None]),
+                       oh.make_tensor_value_info("scores", TensorProto.FLOAT, [None, 1])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("ai.onnx.ml", 3)])
+    label, scores = onnxplex.InferenceSession(m.SerializeToString()).run(
+        None, {"x": np.array([[0.2], [0.9]], np.float32)})
+    assert label.tolist() == labels * 2
+    raw = np.array([[0.7], [-0.3]], np.float32)
+    want = 1 / (1 + np.exp(-raw)) if post == "LOGISTIC" else raw
+    np.testing.assert_allclose(scores, want, rtol=1e-6)
