@@ -296,6 +296,13 @@ def _identity(elem, shape):
                  y_shape=shape)
 
 
+def _objects(values) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
 CONVERTED = [
     ("float list of ints", TensorProto.FLOAT, [2], [1, 2]),
     ("nested float list", TensorProto.FLOAT, ["N", 2], [[1, 2.5], [3, 4]]),
@@ -313,6 +320,10 @@ CONVERTED = [
     ("void array", TensorProto.STRING, [2, 2],
      np.array([b"must", b"have", b"same", b"size"], dtype=np.void).reshape(2, 2)),
     ("str array", TensorProto.STRING, [2], np.array(["Olá", "你好"])),
+    # (an object array's elements that are no str become their str(): skl2onnx's FeatureHasher
+    # test feeds a column of lists so)
+    ("object array of other things", TensorProto.STRING, [6],
+     _objects([["a"], 5, 2.5, b"xy", None, np.str_("q")])),
 ]
 
 

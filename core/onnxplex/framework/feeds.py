@@ -29,7 +29,8 @@ def tensor_feed(name: str, value: Any, elem_type: int | None) -> np.ndarray:
     :class:`InvalidFeedError` naming ``name`` for an array of another dtype. Shapes are not
     checked. As onnxruntime takes them: a list (nested for more axes) is converted to the
     declared type (``[1, 2]`` for a float input); a str array becomes an object array, and so
-    do ``bytes`` (``|S``) and void arrays for a string input (decoded as UTF-8); a non-native
+    do ``bytes`` (``|S``) and void arrays for a string input (decoded as UTF-8), whose object
+    arrays' other elements become their ``str()`` (:func:`_as_text`); a non-native
     byte order is accepted. Python scalars and tuples are taken as lists are and a numpy scalar
     as a 0-d array (where onnxruntime refuses them)."""
     want = np_dtype(elem_type) if elem_type is not None else None
@@ -51,6 +52,8 @@ def tensor_feed(name: str, value: Any, elem_type: int | None) -> np.ndarray:
             arr = arr.astype(want)   # non-native byte order: accepted, as onnxruntime
         if want == np.dtype(object) and arr.dtype.kind in "USV":
             arr = _strings(arr)
+        elif want == np.dtype(object) and arr.dtype == want:
+            arr = _as_text(arr)
         if arr.dtype != want:
             raise InvalidFeedError(
                 f"Unexpected input data type. Actual: ({_tensor_type(arr.dtype)}) , expected: "
@@ -75,6 +78,19 @@ def _strings(arr: np.ndarray) -> np.ndarray:
         b = v if arr.dtype.kind == "S" else bytes(v)
         flat[i] = b.decode("utf-8", errors="replace")
     return out
+
+
+def _as_text(arr: np.ndarray) -> np.ndarray:
+    """An object array fed to a string input, each element that is not a ``str`` made one
+    with ``str()`` as onnxruntime converts them (``5`` is ``'5'``, ``None`` ``'None'``,
+    ``b'ab'`` ``"b'ab'"``, a list its repr): kernels then see text only (they failed on a
+    list, and Identity returned it). ``arr`` itself when it holds text only."""
+    values = arr.reshape(-1).tolist()
+    if all(type(v) is str for v in values):
+        return arr
+    out = np.empty(len(values), dtype=object)
+    out[:] = [v if type(v) is str else str(v) for v in values]
+    return out.reshape(arr.shape)
 
 
 def _tensor_type(dtype: np.dtype) -> str:

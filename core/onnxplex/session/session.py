@@ -1471,8 +1471,9 @@ def _quick_feed_checks(infos: Mapping[str, ValueInfo]
             continue
         if any(isinstance(d, str) and uses[d] > 1 for d in info.shape):
             continue
-        want = np_dtype(info.elem_type)   # (a string input: an object array passes as
-        # tensor_feed takes it; a str array's dtype differs and takes the full path)
+        want = np_dtype(info.elem_type)
+        if want == np.dtype(object):   # (a string input's elements are checked: tensor_feed)
+            continue
         static = tuple((a, d) for a, d in enumerate(info.shape) if isinstance(d, int))
         quick[name] = (want, len(info.shape), static)
     return quick
