@@ -850,11 +850,20 @@ def make_cdist(node: NodeView, ctx: ProviderContext):
     ``sqeuclidean`` (the default) or ``euclidean``. Each is the differences squared and summed
     in feature order, as the Sub and ReduceSumSquare it replaces compute it (see the optimizer's
     pairwise-distance fusion), natively over threads; numpy where the native module is not
-    built."""
+    built. Also ``minkowski`` with the attribute ``p`` (default 2) and ``cityblock`` /
+    ``manhattan``, which skl2onnx writes for a k-NN or LOF model with ``p != 2``
+    (onnxruntime's CDist has only the first two and refuses ``p``): in float64, rows at a time,
+    cast to A's type."""
     metric = node.attr("metric", "sqeuclidean")
     metric = metric.decode() if isinstance(metric, bytes) else str(metric)
+    if metric in ("minkowski", "cityblock", "manhattan"):
+        p = 1.0 if metric != "minkowski" else float(node.attr("p", 2.0))
+        if not p > 0:
+            raise ValueError(f"CDist: minkowski p must be positive, got {p}")
+        return functools.partial(_minkowski, p=p)
     if metric not in ("sqeuclidean", "euclidean"):
-        raise ValueError(f"CDist: metric {metric!r} is not supported (sqeuclidean, euclidean)")
+        raise ValueError(f"CDist: metric {metric!r} is not supported (sqeuclidean, euclidean, "
+                         "minkowski, cityblock)")
     root = metric == "euclidean"
     cdist = getattr(native(), "cdist", None)
     threads = _native.threads(ctx.intra_op_num_threads)
@@ -872,6 +881,23 @@ def make_cdist(node: NodeView, ctx: ProviderContext):
         return np.sqrt(y) if root else y
 
     return kernel
+
+
+def _minkowski(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
+    """``(sum |a_i - b_j| ** p) ** (1 / p)`` for every pair of rows."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"CDist: A and B must be matrices with as many columns, got shapes "
+                         f"{list(a.shape)} and {list(b.shape)}")
+    out = np.empty((a.shape[0], b.shape[0]), dtype=a.dtype)
+    bd = b.astype(np.float64)
+    rows = max(1, (1 << 21) // max(1, b.size))   # (a [rows, N, K] block of differences)
+    for i in range(0, a.shape[0], rows):
+        d = np.abs(a[i:i + rows, None, :].astype(np.float64) - bd[None])
+        if p == 1.0:
+            out[i:i + rows] = d.sum(axis=2)
+        else:
+            out[i:i + rows] = (d ** p).sum(axis=2) ** (1.0 / p)
+    return out
 
 
 @op("SparseToDenseMatMul", since=1, domain=MS)

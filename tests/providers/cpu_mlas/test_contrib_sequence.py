@@ -1,5 +1,5 @@
 """com.microsoft UnfoldTensor, DynamicTimeWarping, NGramRepeatBlock and MatMulInteger16
-against onnxruntime (no provider ran them)."""
+against onnxruntime (no provider ran them), and CDist's minkowski metrics against scipy."""
 
 from __future__ import annotations
 
@@ -54,3 +54,21 @@ def test_matmul_integer16():
     a = RNG.integers(-32768, 32768, (2, 3, 40)).astype(np.int16)
     b = RNG.integers(-32768, 32768, (40, 5)).astype(np.int16)
     _check("MatMulInteger16", [a, b])
+
+
+@pytest.mark.parametrize("metric, p", [("minkowski", 3.0), ("minkowski", 1.5), ("cityblock", None),
+                                       ("manhattan", None), ("minkowski", None)])
+def test_cdist_minkowski_metrics(metric, p):
+    """skl2onnx writes CDist(metric='minkowski', p=3) for a k-NN or LOF model with p != 2
+    (onnxruntime's CDist refuses the attribute; its own test of that LOF returns early):
+    checked against scipy's distances."""
+    from scipy.spatial.distance import cdist
+
+    a, b = RNG.standard_normal((5, 4)).astype(np.float32), RNG.standard_normal((7, 4))
+    b = b.astype(np.float32)
+    attrs = {"metric": metric} | ({} if p is None else {"p": p})
+    got = run_kernel(CpuMlasProvider, "CDist", [a, b], 1, domain=MS, opset=17, **attrs)[0]
+    want = cdist(a.astype(np.float64), b.astype(np.float64), "minkowski",
+                 p=1.0 if metric != "minkowski" else (p or 2.0))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6)
