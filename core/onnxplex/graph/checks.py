@@ -173,26 +173,11 @@ _IMPLIED_DOMAINS = {"": onnx.defs.onnx_opset_version(),
                     "ai.onnx.training": 1, "ai.onnx.preview.training": 1}
 
 
-def _import_implied_domains(proto: onnx.ModelProto, walked: _Walked) -> bool:
-    """Nodes of a domain onnxruntime knows (ONNX's own, com.microsoft, ai.onnx.ml ...) in a
-    model that does not import it: the import is added at the domain's newest opset, as
-    onnxruntime adds it (it runs such a model; a domain it does not know stays refused, by
-    :func:`_check_versions`). Whether any was added."""
-    if not proto.opset_import:
-        return False   # (refused by _check_versions, as onnxruntime refuses it)
-    imported = {("" if i.domain == "ai.onnx" else i.domain) for i in proto.opset_import}
-    imported.update(f.domain for f in proto.functions)
-    missing = {("" if n.domain == "ai.onnx" else n.domain) for g in walked.graphs()
-               for n in g.nodes if isinstance(n.domain, str)
-               and ("" if n.domain == "ai.onnx" else n.domain) in _IMPLIED_DOMAINS} - imported
-    for domain in sorted(missing):
-        logger.info("the model uses domain %r without importing it; imported at opset %d, "
-                    "as onnxruntime does", domain or "ai.onnx", _IMPLIED_DOMAINS[domain])
-        proto.opset_import.append(onnx.helper.make_opsetid(domain, _IMPLIED_DOMAINS[domain]))
-    return bool(missing)
-
-
-def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
+def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> bool:
+    """IR and opset versions, and that each node's domain is imported; a domain onnxruntime
+    knows (ONNX's own, com.microsoft, ai.onnx.ml ...) that a node uses without its import is
+    imported at its newest opset, as onnxruntime imports it (it runs such a model). Whether
+    an import was added."""
     if proto.ir_version > onnx.IR_VERSION:
         raise UnsupportedModelError(
             f"the model's IR version {proto.ir_version} is newer than the installed onnx "
@@ -225,9 +210,10 @@ def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
                 f"package knows ({newest}); upgrade onnx"
             )
     # A node of a domain the model does not import has no defined semantics (onnxruntime
-    # refuses it too, but for the domains it knows: _import_implied_domains); model-local
-    # functions define their own domains.
+    # refuses it too, but for the domains it knows: _IMPLIED_DOMAINS); model-local functions
+    # define their own domains.
     known = set(seen) | {f.domain for f in proto.functions}
+    added = False
     for g in walked.graphs():
         for node in g.nodes:
             for text in (node.op_type, node.domain, node.name, *node.inputs, *node.outputs,
@@ -236,11 +222,19 @@ def _check_versions(proto: onnx.ModelProto, walked: _Walked) -> None:
                     raise InvalidModelError(f"{g.where}: a node's op type, domain or names "
                                             f"hold bytes that are not UTF-8 text: {text!r}")
             domain = "" if node.domain == "ai.onnx" else node.domain
-            if domain not in known:
+            if domain not in known and domain in _IMPLIED_DOMAINS:
+                version = _IMPLIED_DOMAINS[domain]
+                logger.info("the model uses domain %r without importing it; imported at opset "
+                            "%d, as onnxruntime does", domain or "ai.onnx", version)
+                proto.opset_import.append(onnx.helper.make_opsetid(domain, version))
+                known.add(domain)
+                added = True
+            elif domain not in known:
                 raise InvalidModelError(
                     f"{g.where}: node {node.name!r} ({node.op_type}) is in domain "
                     f"{domain or 'ai.onnx'!r}, which the model does not import (opset_import); "
                     f"onnxruntime: No opset import for domain {domain!r}")
+    return added
 
 
 def _check_schemas(proto: onnx.ModelProto, walked: _Walked) -> None:
@@ -339,17 +333,13 @@ def _negative_dims_unknown(walked: _Walked) -> bool:
     inference, reading a negative index dimension). Whether any was changed."""
     changed = False
     for g in walked.graphs():
-        for kind, infos in (("input", g.proto.input), ("output", g.proto.output),
-                            ("value", g.proto.value_info)):
+        gp = g.proto
+        for infos in (gp.input, gp.output, gp.value_info):
             for info in infos:
-                typ = info.type
-                if not typ.HasField("tensor_type"):
-                    continue
-                for d in typ.tensor_type.shape.dim:
+                for d in info.type.tensor_type.shape.dim:   # (empty for other kinds of type)
                     if d.dim_value < 0:
-                        logger.info("%s: %s %r declares dimension %d; read as unknown, as "
-                                    "onnxruntime reads it", g.where, kind, info.name,
-                                    d.dim_value)
+                        logger.info("%s: %r declares dimension %d; read as unknown, as "
+                                    "onnxruntime reads it", g.where, info.name, d.dim_value)
                         d.ClearField("dim_value")
                         changed = True
     return changed

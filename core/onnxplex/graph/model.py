@@ -60,7 +60,6 @@ from .checks import (
     _check_tensors,
     _check_value_shapes,
     _check_versions,
-    _import_implied_domains,
     _negative_dims_unknown,
     _parse,
     _walk,
@@ -1095,9 +1094,8 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
     walked = _walk(proto)
     if _densify_sparse(walked):   # (sparse initializers and Constants become dense ones)
         walked, serialized = _walk(proto), None
-    if _import_implied_domains(proto, walked):
+    if _check_versions(proto, walked):   # (an implied opset import was added)
         serialized = None   # (inference reads the changed proto)
-    _check_versions(proto, walked)
     _check_schemas(proto, walked)
     _check_function_calls(proto, walked)   # (before inlining: a recursive one never ends)
     if proto.functions and inline_calls_in_bodies(proto):
