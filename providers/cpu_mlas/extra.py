@@ -1,5 +1,5 @@
 """Ops with ONNX function bodies or few users, run natively: Unique, CumProd, BitCast,
-TensorScatter, Det, Hardmax, LpNormalization, MeanVarianceNormalization, Shrink, Swish,
+TensorScatter, Det, Hardmax, LpNormalization, MeanVarianceNormalization, Shrink, Swish, SwiGLU,
 GroupNormalization, RMSNormalization, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss,
 CenterCropPad.
 
@@ -255,6 +255,23 @@ def make_swish(node: NodeView, ctx: ProviderContext) -> Kernel:
         with np.errstate(over="ignore"):
             y = xs / (work.type(1) + np.exp(-work.type(alpha) * xs))
         return np.asarray(y).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@op("SwiGLU", since=28)
+def make_swiglu(node: NodeView, ctx: ProviderContext) -> Kernel:
+    """SwiGLU-28: ``Swish_alpha(A) * B`` (a gated MLP's activation), A and B of one shape
+    and type (no broadcasting, as the op defines it)."""
+    swish = make_swish(node, ctx)
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ValueError(f"SwiGLU takes A and B of one shape and type (no broadcasting), "
+                             f"got {a.dtype} {list(a.shape)} and {b.dtype} {list(b.shape)}")
+        work = _work(a.dtype)
+        return (swish(a).astype(work, copy=False) * b.astype(work, copy=False)).astype(
+            a.dtype, copy=False)
 
     return kernel
 

@@ -1,5 +1,6 @@
 """cpu_mlas kernels for ops with ONNX function bodies (Unique, CumProd, BitCast, TensorScatter,
-Det, Hardmax, LpNormalization, MeanVarianceNormalization, Shrink, Swish, GroupNormalization,
+Det, Hardmax, LpNormalization, MeanVarianceNormalization, Shrink, Swish, SwiGLU,
+GroupNormalization,
 RMSNormalization, the two losses, CenterCropPad) against onnxruntime or onnx's reference."""
 
 from __future__ import annotations
@@ -148,6 +149,20 @@ def test_swish(dtype):
     x = (RNG.standard_normal((3, 7)) * 5).astype(dtype)
     check("Swish", [x], opset=24, oracle="ref", alpha=0.7,
           **(HALF if dtype == np.float16 else TOL))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("alpha", [None, 1.702])
+def test_swiglu(dtype, alpha):
+    """SwiGLU-28, a gated MLP's activation (onnx's newest opset; onnxruntime 1.32 has none)."""
+    a, b = (RNG.standard_normal((3, 8)) * 4).astype(dtype), rand(3, 8, dtype=dtype)
+    check("SwiGLU", [a, b], opset=28, oracle="ref", **({} if alpha is None else {"alpha": alpha}),
+          **(HALF if dtype == np.float16 else TOL))
+
+
+def test_swiglu_refuses_to_broadcast():
+    with pytest.raises(Exception, match="one shape and type"):
+        ours("SwiGLU", [rand(3, 8), rand(1, 8)], opset=28)
 
 
 @pytest.mark.parametrize("opset,axis", [(11, 0), (11, 1), (11, 2), (11, -1), (13, 0),
