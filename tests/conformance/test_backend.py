@@ -68,3 +68,18 @@ def test_run_node_and_prepare():
     assert rep.run([np.ones(3, np.float32), np.zeros(3, np.float32)])[0].tolist() == [1, 1, 1]
     with pytest.raises(onnxplex.InvalidArgumentError, match="unknown backend option"):
         onnxplex.backend.prepare(helper.make_model(graph), nonsense=1)
+
+
+def test_the_package_has_onnxruntime_backend_layout():
+    """``onnxruntime.backend.backend.OnnxRuntimeBackend`` and ``.backend_rep`` are importable
+    under onnxplex's package at the same places, and are the onnxplex classes."""
+    from onnxplex.backend.backend import OnnxRuntimeBackend
+    from onnxplex.backend.backend_rep import OnnxRuntimeBackendRep
+
+    graph = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    rep = OnnxRuntimeBackend.prepare(helper.make_model(graph), "CPU")
+    assert isinstance(rep, OnnxRuntimeBackendRep)
+    (y,) = OnnxRuntimeBackend.run_model(helper.make_model(graph), np.ones(2, np.float32))
+    np.testing.assert_array_equal(y, -np.ones(2, np.float32))

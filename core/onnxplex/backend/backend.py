@@ -1,51 +1,23 @@
-"""An ``onnx.backend.base.Backend`` over onnxplex, as ``onnxruntime.backend`` is over ORT.
-
-With it, onnx's own ``onnx.backend.test.BackendTest`` runner can drive onnxplex::
-
-    import onnx.backend.test, onnxplex.backend
-    globals().update(onnx.backend.test.BackendTest(onnxplex.backend, __name__)
-                     .include(r"test_relu").test_cases)
-
-Keyword arguments of ``prepare``/``run_model`` set :class:`onnxplex.SessionOptions`
-attributes of the same name; ``providers=[...]`` chooses providers.
-"""
+"""The backend class: ``onnxruntime.backend.backend``'s place (``OnnxRuntimeBackend`` is
+:class:`OnnxplexBackend` under onnxruntime's name)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
-from onnx.backend.base import Backend, BackendRep
+from onnx.backend.base import Backend
 
-from ._dtypes import onnx_elem_type
-from ._errors import InvalidArgumentError
-from .session.session import InferenceSession, SessionOptions
+from .._dtypes import onnx_elem_type
+from .._errors import InvalidArgumentError
+from ..session.session import InferenceSession, SessionOptions
+from .backend_rep import OnnxplexBackendRep
 
-__all__ = ["OnnxplexBackend", "OnnxplexBackendRep", "prepare", "run_model", "run_node",
+__all__ = ["OnnxplexBackend", "OnnxRuntimeBackend", "prepare", "run_model", "run_node",
            "supports_device", "is_compatible"]
-
-
-class OnnxplexBackendRep(BackendRep):
-    """A prepared model: ``run(inputs)`` with a list (graph-input order) or a dict."""
-
-    def __init__(self, session: InferenceSession) -> None:
-        self.session = session
-
-    def run(self, inputs: Any, **kwargs: Any) -> list[Any]:
-        names = [a.name for a in self.session.get_inputs()]
-        if isinstance(inputs, Mapping):
-            feed = dict(inputs)
-        else:
-            if not isinstance(inputs, (list, tuple)):
-                inputs = [inputs]
-            if len(inputs) != len(names):
-                raise InvalidArgumentError(f"the model has {len(names)} inputs {names}, "
-                                           f"got {len(inputs)} values")
-            feed = dict(zip(names, inputs))
-        return self.session.run(None, feed)
 
 
 class OnnxplexBackend(Backend):
@@ -103,6 +75,8 @@ class OnnxplexBackend(Backend):
         model = helper.make_model(graph, opset_imports=imports)
         return cls.prepare(model, device, **kwargs).run(feed)
 
+
+OnnxRuntimeBackend = OnnxplexBackend
 
 prepare = OnnxplexBackend.prepare
 run_model = OnnxplexBackend.run_model
