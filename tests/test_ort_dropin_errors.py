@@ -698,6 +698,17 @@ def test_dlpack_round_trip(ort):
     assert back.data_ptr() == value.data_ptr()   # (shared, not copied)
 
 
+def test_is_dlpack_uint8_tensor_reads_a_capsule_without_consuming_it():
+    """(onnxruntime has it in builds with DLPack enabled, not the CPU wheel: onnxplex only.)"""
+    ort = onnxplex
+    c = importlib.import_module("onnxplex.capi._pybind_state")
+    for arr, want in ((np.arange(4, dtype=np.uint8), True), (X, False),
+                      (np.arange(4, dtype=np.int8), False)):
+        capsule = ort.OrtValue.ortvalue_from_numpy(arr)._ortvalue.to_dlpack()
+        assert c.is_dlpack_uint8_tensor(capsule) is want
+        np.testing.assert_array_equal(c.OrtValue.from_dlpack(capsule, False).numpy(), arr)
+
+
 def test_provider_graph_assignment_info(ort):
     m = model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
                helper.make_node("Neg", ["r"], ["y"], name="neg")])

@@ -58,7 +58,7 @@ from ..session.ortcompat import (
     set_seed,
     unregister_execution_provider_library,
 )
-from ..session.ortvalue import OrtValue, OrtValueVector
+from ..session.ortvalue import OrtValue, OrtValueVector, is_dlpack_uint8_tensor
 from ..session.session import EpAssignedNode as OrtEpAssignedNode
 from ..session.session import EpAssignedSubgraph as OrtEpAssignedSubgraph
 from ..session.session import (
@@ -92,7 +92,7 @@ __all__ = [
     "create_and_register_allocator", "create_and_register_allocator_v2",
     "disable_telemetry_events", "enable_telemetry_events", "get_all_providers",
     "get_available_providers", "get_build_info", "get_default_session_options", "get_device",
-    "get_ep_devices", "get_version_string", "set_default_logger_callback",
+    "get_ep_devices", "get_version_string", "is_dlpack_uint8_tensor", "set_default_logger_callback",
     "set_default_logger_severity", "set_default_logger_verbosity", "set_seed",
     "preload_dlls", "register_execution_provider_library", "set_global_thread_pool_sizes",
     "unregister_execution_provider_library", "OrtEpAssignedNode", "OrtEpAssignedSubgraph",

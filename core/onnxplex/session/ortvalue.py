@@ -22,7 +22,8 @@ from .._dtypes import np_dtype, onnx_elem_type, type_string
 from .._errors import InvalidArgumentError, as_status
 from .._sparse import SparseTensor
 
-__all__ = ["OrtValue", "OrtValueVector", "check_cpu_device", "array_at", "element_dtype"]
+__all__ = ["OrtValue", "OrtValueVector", "check_cpu_device", "array_at", "element_dtype",
+           "is_dlpack_uint8_tensor"]
 
 
 def check_cpu_device(device_type: Any, what: str) -> None:
@@ -277,6 +278,37 @@ class OrtValue:
             raise as_status(InvalidArgumentError, RuntimeError)(   # (onnxruntime's class)
                 f"OrtValue.{method}: this value is {kind}, not a tensor")
         return self._value
+
+
+class _DLTensorHead(ctypes.Structure):
+    """The first fields of DLPack's ``DLTensor`` (dlpack.h), up to its data type."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+# A versioned capsule's DLManagedTensorVersioned puts its version, manager context, deleter
+# and flags before the DLTensor; a legacy one's DLManagedTensor starts with it.
+_VERSIONED_HEAD = 2 * 4 + 3 * 8
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype = ctypes.c_int
+_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def is_dlpack_uint8_tensor(capsule: Any) -> bool:
+    """Whether an unconsumed DLPack capsule holds uint8 data (onnxruntime's test, made before
+    DLPack had a bool type, to tell a bool tensor exported as uint8). Reads the capsule's
+    header only: the capsule stays usable."""
+    for name, offset in ((b"dltensor", 0), (b"dltensor_versioned", _VERSIONED_HEAD)):
+        if type(capsule).__name__ == "PyCapsule" and _capsule_valid(capsule, name):
+            head = _DLTensorHead.from_address(_capsule_pointer(capsule, name) + offset)
+            return head.code == 1 and head.bits == 8 and head.lanes == 1   # (kDLUInt)
+    raise InvalidArgumentError(f"is_dlpack_uint8_tensor takes an unconsumed DLPack capsule, "
+                               f"not {type(capsule).__name__}")
 
 
 class _Capsule:
