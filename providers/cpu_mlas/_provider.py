@@ -29,7 +29,7 @@ _KERNEL_MODULES = (
     "sequence", "strings", "ml", "ml_linear", "ml_maps", "random_ops", "extra",
     "rnn", "attention", "signal", "vision",
     "control_flow", "contrib", "contrib_transformer", "contrib_aliases", "preview",
-    "ml_trees", "deprecated", "contrib_sequence",
+    "ml_trees", "deprecated", "contrib_sequence", "generation",
 )
 
 for _mod in _KERNEL_MODULES:

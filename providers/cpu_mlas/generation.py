@@ -1,0 +1,433 @@
+"""com.microsoft BeamSearch and GreedySearch: whole decoding loops over a decoder subgraph.
+
+onnxruntime's ``convert_generation`` tool wraps a GPT-style decoder (the ``decoder`` graph
+attribute: ``input_ids``, ``position_ids``, ``attention_mask``, ``past_0..past_{L-1}`` ->
+``logits``, ``present_0..``, each past/present ``[2, batch * beams, heads, length,
+head_size]``) into one node that generates tokens until ``max_length`` or every sequence has
+ended. This module runs that loop as onnxruntime's CPU kernels do, step for step, so that the
+same tokens come out (model_type 0; the shared-buffer and Whisper forms are declined):
+
+* the prompt's pad tokens get attention mask 0 and position 0 (positions count the other
+  tokens); every beam starts from the prompt, the first beam of each batch with score 0 and
+  the others with -1e9, so the first step does not pick one token num_beams times;
+* a step takes the last position's logits and, for beam search, their log-softmax; then the
+  logits processors in onnxruntime's order (repetition penalty, no-repeat n-grams, the vocab
+  mask, the prefix vocab mask on the first step only, eos forbidden below ``min_length``);
+* beam search adds each beam's running score, keeps the ``2 * num_beams`` best candidates of
+  each batch (ties to the lower index), and its scorer keeps the finished hypotheses (an
+  end-of-sequence candidate ranked among the first ``num_beams``) scored
+  ``sum_logprobs / length ** length_penalty``; a batch is done when it holds ``num_beams``
+  of them and (without ``early_stopping``) no running beam can beat the worst (onnxruntime
+  reads the best running score from an offset slice of the candidates; so does this);
+* greedy search takes the arg-max of the processed logits; a sequence that has produced the
+  eos token continues with ``pad_token_id`` (which replaces the eos in the output too).
+
+The decoder runs through the session's own machinery (``ctx.compile_graph``), with the past
+states of the chosen beams gathered after each step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxplex import NodeView, ProviderContext
+from onnxplex._errors import KernelExecutionError
+
+from ._registry import op
+from .control_flow import _outer_picker, _runner
+
+MS = "com.microsoft"
+_LOWEST = np.finfo(np.float32).min
+_MAX_LENGTH = 4096
+_MAX_BEAMS = 128
+
+
+def _scalar(value: Any, default: Any, kind: type = int) -> Any:
+    if value is None:
+        return default
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise ValueError(f"expected a single value, got shape {list(arr.shape)}")
+    return kind(arr.reshape(-1)[0])
+
+
+def _gpt_predicate(node: NodeView) -> str | None:
+    model_type = int(node.attr("model_type", 0))
+    if model_type != 0:
+        return (f"model_type {model_type} (encoder-decoder and Whisper generation) is not "
+                "implemented; model_type 0 (a GPT-style decoder) is")
+    graph = node.attr("decoder")
+    if graph is None:
+        return "no 'decoder' graph attribute"
+    names_in = [v.name for v in graph.inputs]
+    names_out = [v.name for v in graph.outputs]
+    if names_in[:4] != ["input_ids", "position_ids", "attention_mask", "past_0"] or \
+            names_out[:2] != ["logits", "present_0"]:
+        return (f"the decoder's inputs {names_in[:4]} and outputs {names_out[:2]} are not the "
+                "GPT form (input_ids, position_ids, attention_mask, past_0...; logits, "
+                "present_0...)")
+    if len(names_in) != len(names_out) + 2:
+        return ("the decoder shares its past and present buffers (past_sequence_length "
+                "input), which is not implemented")
+    outs = [v for v in node.outputs[3:] if v is not None]
+    if outs:
+        return "the cross_qk / non_finished_beams outputs (Whisper) are not implemented"
+    return None
+
+
+class _Hypotheses:
+    """One batch's finished hypotheses, best first, at most ``beams`` of them (onnxruntime's
+    BeamHypotheses: a newcomer goes after the ones of equal score)."""
+
+    __slots__ = ("beams", "length_penalty", "items", "done")
+
+    def __init__(self, beams: int, length_penalty: float) -> None:
+        self.beams = beams
+        self.length_penalty = np.float32(length_penalty)
+        self.items: list[tuple[np.float32, np.ndarray]] = []
+        self.done = False
+
+    def score(self, sum_logprobs: float, length: int) -> np.float32:
+        return np.float32(np.float32(sum_logprobs)
+                          / np.float32(np.power(np.float32(length), self.length_penalty)))
+
+    def add(self, hypothesis: np.ndarray, sum_logprobs: float) -> None:
+        score = self.score(sum_logprobs, len(hypothesis))
+        items = self.items
+        if len(items) == self.beams:
+            if score <= items[-1][0]:
+                return
+            items.pop()
+        at = len(items)
+        while at > 0 and score > items[at - 1][0]:
+            at -= 1
+        items.insert(at, (score, hypothesis.copy()))
+
+    def can_improve(self, best_sum_logprobs: float, length: int) -> bool:
+        return bool(self.items[-1][0] < self.score(best_sum_logprobs, length))
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float32, copy=False)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return (shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True,
+                                                  dtype=np.float32))).astype(np.float32)
+
+
+class _Processors:
+    """onnxruntime's logits processors, in its order, on ``scores [rows, vocab]`` in place."""
+
+    def __init__(self, *, repetition_penalty: float, no_repeat_ngram_size: int,
+                 vocab_mask: np.ndarray | None, prefix_vocab_mask: np.ndarray | None,
+                 min_length: int, eos_token_id: int, batch_size: int, vocab_size: int) -> None:
+        self.repetition_penalty = np.float32(repetition_penalty)
+        self.ngram = no_repeat_ngram_size
+        self.vocab_block = None if vocab_mask is None else \
+            np.asarray(vocab_mask).reshape(-1)[:vocab_size] == 0
+        self.prefix_block = None if prefix_vocab_mask is None else \
+            np.asarray(prefix_vocab_mask).reshape(batch_size, -1)[:, :vocab_size] == 0
+        self.min_length = min_length
+        self.eos = eos_token_id
+
+    def __call__(self, scores: np.ndarray, sequences: np.ndarray, step: int) -> None:
+        rows = scores.shape[0]
+        length = sequences.shape[1]
+        if self.repetition_penalty != 1:
+            p = self.repetition_penalty
+            for i in range(rows):
+                ids = np.unique(sequences[i])
+                s = scores[i, ids]
+                scores[i, ids] = np.where(s < 0, s * p, s / p)
+        if 0 < self.ngram <= length:
+            n = self.ngram
+            for i in range(rows):
+                seq = sequences[i]
+                prefix = seq[length - n + 1:]
+                blocked = {int(seq[j + n - 1]) for j in range(length - n + 1)
+                           if n == 1 or np.array_equal(seq[j:j + n - 1], prefix)}
+                if blocked:
+                    scores[i, list(blocked)] = _LOWEST
+        if self.vocab_block is not None:
+            scores[:, self.vocab_block] = _LOWEST
+        if self.prefix_block is not None and step <= 1:
+            per = rows // self.prefix_block.shape[0]
+            scores[np.repeat(self.prefix_block, per, axis=0)] = _LOWEST
+        if self.min_length > 0 and length < self.min_length:
+            scores[:, self.eos] = _LOWEST
+
+
+class _GptDecoder:
+    """The decoder subgraph and its feeds: the prompt expanded to ``rows`` = batch * beams,
+    positions and mask as onnxruntime makes them, empty past states."""
+
+    def __init__(self, run, outer: list[Any], graph: Any) -> None:
+        self.run = run
+        self.outer = outer
+        past = graph.inputs[3]
+        shape = past.shape
+        if shape is None or len(shape) != 5 or not all(isinstance(shape[k], int)
+                                                        for k in (2, 4)):
+            raise ValueError(f"the decoder's past_0 must be 5-D [2, batch, heads, length, "
+                             f"head_size] with known heads and head_size, got {shape}")
+        self.heads, self.head_size = int(shape[2]), int(shape[4])
+        self.past_dtype = past.dtype.numpy()
+        self.n_past = len(graph.inputs) - 3
+        logits = graph.outputs[0].shape
+        self.vocab = int(logits[2]) if logits is not None and len(logits) == 3 and \
+            isinstance(logits[2], int) else None
+
+    def first_feeds(self, input_ids: np.ndarray, mask: np.ndarray | None, pad: int,
+                    beams: int) -> tuple[list[Any], np.ndarray]:
+        not_pad = input_ids != pad
+        positions = np.where(not_pad, np.cumsum(not_pad, axis=1, dtype=np.int32) - 1,
+                             0).astype(np.int32)
+        lengths = not_pad.sum(axis=1).astype(np.int32)
+        mask = not_pad.astype(np.int32) if mask is None else np.asarray(mask, np.int32)
+        rows = input_ids.shape[0] * beams
+        past = np.zeros((2, rows, self.heads, 0, self.head_size), self.past_dtype)
+        feeds = [np.repeat(a, beams, axis=0) for a in (input_ids, positions, mask)]
+        return feeds + [past] * self.n_past, np.repeat(lengths, beams)
+
+    def __call__(self, feeds: list[Any]) -> list[Any]:
+        return self.run(*feeds, *self.outer)
+
+
+def _prompt(input_ids: Any) -> np.ndarray:
+    ids = np.asarray(input_ids)
+    if ids.ndim != 2:
+        raise ValueError(f"input_ids must be 2-D [batch, length], got shape {list(ids.shape)}")
+    return ids.astype(np.int32, copy=False)
+
+
+def _start(args: tuple, n_explicit: int, width: int, run: Any, outer: Any, graph: Any
+           ) -> tuple[list[Any], _GptDecoder, np.ndarray, int, int]:
+    """A run's inputs (``width`` of them, ``None`` where omitted), its decoder, the prompt,
+    max_length and min_length (inputs 1 and 2 of both ops)."""
+    inputs = list(args[:n_explicit]) + [None] * (width - n_explicit)
+    return (inputs, _GptDecoder(run, outer(args), graph), _prompt(inputs[0]),
+            _scalar(inputs[1], _MAX_LENGTH), _scalar(inputs[2], 0))
+
+
+def _check_lengths(prompt_len: int, max_length: int, repetition_penalty: float) -> None:
+    if not prompt_len < max_length <= _MAX_LENGTH:
+        raise ValueError(f"max_length ({max_length}) must exceed the input length "
+                         f"({prompt_len}) and be at most {_MAX_LENGTH}")
+    if repetition_penalty <= 0:
+        raise ValueError(f"repetition_penalty must be positive, got {repetition_penalty}")
+
+
+def _vocab(decoder: _GptDecoder, node: NodeView) -> int | None:
+    given = int(node.attr("vocab_size", -1))
+    return given if given > 0 else decoder.vocab
+
+
+def _next_logits(logits: Any, rows: int, vocab: int | None) -> np.ndarray:
+    logits = np.asarray(logits)
+    if logits.ndim != 3 or logits.shape[0] != rows:
+        raise ValueError(f"the decoder's logits must be [{rows}, length, vocab], got "
+                         f"{list(logits.shape)}")
+    last = logits[:, -1, :] if vocab is None else logits[:, -1, :vocab]
+    return np.array(last, np.float32)
+
+
+def _setup(node: NodeView, ctx: ProviderContext) -> tuple[Any, Any, Any, int, int, int]:
+    """The decoder's runner, its outer-value picker and graph; eos, pad, no-repeat size."""
+    run = _runner(node, ctx, "decoder")
+    eos = int(node.attr("eos_token_id", -1))
+    pad = int(node.attr("pad_token_id", -1))
+    if eos < 0 or pad < 0:
+        raise ValueError(f"{node.op_type} needs eos_token_id and pad_token_id (got {eos}, "
+                         f"{pad})")
+    return (run, _outer_picker(node, run), node.attr("decoder"), eos, pad,
+            int(node.attr("no_repeat_ngram_size", 0)))
+
+
+@op("BeamSearch", since=1, domain=MS, predicate=_gpt_predicate)
+def make_beam_search(node: NodeView, ctx: ProviderContext):
+    run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
+    early_stopping = int(node.attr("early_stopping", 0)) == 1
+    n_explicit = len(node.inputs)
+    want_scores = len(node.outputs) > 2 and node.outputs[2] is not None
+
+    def kernel(*args):
+        inputs, decoder, ids, max_length, min_length = _start(args, n_explicit, 15, run,
+                                                              outer, graph)
+        batch, prompt_len = ids.shape
+        beams = _scalar(inputs[3], 1)
+        n_return = _scalar(inputs[4], 1)
+        length_penalty = _scalar(inputs[5], 1.0, float)
+        repetition_penalty = _scalar(inputs[6], 1.0, float)
+        _check_lengths(prompt_len, max_length, repetition_penalty)
+        if min_length >= max_length:
+            raise ValueError(f"min_length ({min_length}) must be below max_length "
+                             f"({max_length})")
+        if not 1 <= beams <= _MAX_BEAMS:
+            raise ValueError(f"num_beams must be in [1, {_MAX_BEAMS}], got {beams}")
+        if not 1 <= n_return <= beams:
+            raise ValueError(f"num_return_sequences ({n_return}) must be in [1, num_beams "
+                             f"({beams})]")
+        rows = batch * beams
+        feeds, lengths = decoder.first_feeds(ids, inputs[9], pad, beams)
+        positions = lengths.reshape(rows, 1)
+        sequences = np.full((rows, max_length), pad, np.int32)
+        sequences[:, :prompt_len] = feeds[0]
+        beam_scores = np.zeros((batch, beams), np.float32)
+        beam_scores[:, 1:] = -1e9
+        beam_scores = beam_scores.reshape(-1)
+        hyps = [_Hypotheses(beams, length_penalty) for _ in range(batch)]
+        vocab = _vocab(decoder, node)
+        processors = None
+        steps_scores = []
+        length = prompt_len
+        step = 0
+        while length < max_length:
+            outs = decoder(feeds)
+            step += 1
+            scores = _log_softmax(_next_logits(outs[0], rows, vocab))
+            vocab = scores.shape[1]
+            if processors is None:
+                processors = _Processors(
+                    repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat,
+                    vocab_mask=inputs[7], prefix_vocab_mask=inputs[8], min_length=min_length,
+                    eos_token_id=eos, batch_size=batch, vocab_size=vocab)
+            processors(scores, sequences[:, :length], step)
+            scores += beam_scores[:, None]
+            if want_scores:
+                steps_scores.append(scores.copy())
+            flat = scores.reshape(batch, beams * vocab)
+            k = 2 * beams
+            order = np.argsort(-flat, axis=1, kind="stable")[:, :k]
+            top = np.take_along_axis(flat, order, axis=1)
+            beam_scores, tokens, sources = _score_step(
+                hyps, sequences, length, top, order // vocab, order % vocab, beams, eos, pad,
+                early_stopping)
+            sequences = sequences[sources]
+            sequences[:, length] = tokens
+            if all(h.done for h in hyps):
+                length += 1
+                break
+            length += 1
+            if length < max_length:
+                if step > 1:
+                    positions = positions + 1
+                past = outs[1:1 + decoder.n_past]
+                if beams > 1:
+                    past = [p[:, sources] for p in past]
+                feeds = [tokens.reshape(rows, 1), positions,
+                         np.concatenate([feeds[2], np.ones((rows, 1), np.int32)], axis=1),
+                         *past]
+        out_seq = np.full((batch, n_return, max_length), pad, np.int32)
+        out_scores = np.zeros((batch, n_return), np.float32)
+        for b, h in enumerate(hyps):
+            if not h.done:
+                for j in range(beams):
+                    h.add(sequences[b * beams + j, :length], beam_scores[b * beams + j])
+            for r in range(n_return):
+                score, seq = h.items[r]
+                out_seq[b, r, :len(seq)] = seq
+                out_scores[b, r] = score
+        results = [out_seq, out_scores]
+        if want_scores:
+            all_scores = np.zeros((max_length - prompt_len, batch, beams, vocab), np.float32)
+            for t, s in enumerate(steps_scores):
+                all_scores[t] = s.reshape(batch, beams, vocab)
+            results.append(all_scores)
+        return tuple(results)
+
+    return kernel
+
+
+def _score_step(hyps: list[_Hypotheses], sequences: np.ndarray, length: int, top: np.ndarray,
+                top_beam: np.ndarray, top_token: np.ndarray, beams: int, eos: int, pad: int,
+                early_stopping: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """onnxruntime's BeamSearchScorer.Process: each batch's next beams (score, token, source
+    row) from its ``2 * beams`` candidates, finished hypotheses set aside."""
+    batch = len(hyps)
+    scores = np.zeros(batch * beams, np.float32)
+    tokens = np.full(batch * beams, pad, np.int32)
+    sources = np.zeros(batch * beams, np.int64)
+    k = 2 * beams
+    flat_top = top.reshape(-1)
+    for b, h in enumerate(hyps):
+        base = b * beams
+        if h.done:
+            sources[base:base + beams] = 0
+            continue
+        used = 0
+        for j in range(k):
+            token = int(top_token[b, j])
+            score = top[b, j]
+            row = base + int(top_beam[b, j])
+            if token == eos:
+                if j >= beams:
+                    continue
+                h.add(sequences[row, :length], score)
+            else:
+                scores[base + used] = score
+                tokens[base + used] = token
+                sources[base + used] = row
+                used += 1
+            if used == beams:
+                break
+        if used != beams:
+            raise KernelExecutionError("BeamSearch: fewer candidates than beams (vocabulary "
+                                       "smaller than 2 * num_beams?)")
+        if len(h.items) < beams:
+            continue
+        if not early_stopping:
+            # onnxruntime reads the best running score at offset b * beams of the candidates
+            # (not b * 2 * beams): the same slice is read here, for the same answers.
+            best = flat_top[b * beams:b * beams + k].max()
+            if h.can_improve(best, length):
+                continue
+        h.done = True
+    return scores, tokens, sources
+
+
+@op("GreedySearch", since=1, domain=MS, predicate=_gpt_predicate)
+def make_greedy_search(node: NodeView, ctx: ProviderContext):
+    run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
+    n_explicit = len(node.inputs)
+
+    def kernel(*args):
+        inputs, decoder, ids, max_length, min_length = _start(args, n_explicit, 7, run,
+                                                              outer, graph)
+        batch, prompt_len = ids.shape
+        repetition_penalty = _scalar(inputs[3], 1.0, float)
+        _check_lengths(prompt_len, max_length, repetition_penalty)
+        feeds, lengths = decoder.first_feeds(ids, inputs[6], pad, 1)
+        positions = lengths.reshape(batch, 1).astype(np.int32)
+        sequences = np.full((batch, max_length), pad, np.int32)
+        sequences[:, :prompt_len] = ids
+        ended = np.zeros(batch, bool)
+        vocab = _vocab(decoder, node)
+        processors = None
+        length = prompt_len
+        step = 0
+        while length < max_length:
+            outs = decoder(feeds)
+            step += 1
+            scores = _next_logits(outs[0], batch, vocab)
+            if processors is None:
+                processors = _Processors(
+                    repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat,
+                    vocab_mask=inputs[4], prefix_vocab_mask=inputs[5], min_length=min_length,
+                    eos_token_id=eos, batch_size=batch, vocab_size=scores.shape[1])
+            processors(scores, sequences[:, :length], step)
+            tokens = scores.argmax(axis=1).astype(np.int32)
+            ended |= tokens == eos
+            tokens[ended] = pad
+            sequences[:, length] = tokens
+            length += 1
+            if ended.all() or length >= max_length:
+                break
+            if step > 1:
+                positions = positions + 1
+            feeds = [tokens.reshape(batch, 1), positions,
+                     np.concatenate([feeds[2], np.ones((batch, 1), np.int32)], axis=1),
+                     *outs[1:1 + decoder.n_past]]
+        return sequences
+
+    return kernel

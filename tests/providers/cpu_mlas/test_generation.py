@@ -1,0 +1,189 @@
+"""BeamSearch and GreedySearch (com.microsoft) over a GPT-style decoder, against onnxruntime.
+
+The decoder is built here with onnx.helper in the form onnxruntime's ``convert_generation``
+writes (``input_ids``, ``position_ids``, ``attention_mask``, ``past_0`` -> ``logits``,
+``present_0``): token and position embeddings, the new keys/values appended to the past, and
+logits from the token plus the mask-weighted sum of every key so far, so that the prompt's
+padding, the positions, the beams' reordered past states and the mask all change the tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+import onnxplex
+
+ort = pytest.importorskip("onnxruntime")
+
+VOCAB, HIDDEN, HEADS, HEAD = 23, 8, 2, 4
+EOS, PAD = 2, 1
+
+
+def _decoder(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("tok_emb", rng.standard_normal((VOCAB, HIDDEN))),
+        ("pos_emb", rng.standard_normal((64, HIDDEN)) * 0.5),
+        ("w_out", rng.standard_normal((HIDDEN, VOCAB)) * 1.5),
+        ("w_ctx", rng.standard_normal((HIDDEN, VOCAB)) * 0.7),
+    )] + [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (
+        ("kv_shape", [0, 0, HEADS, HEAD]), ("ax0", [0]), ("ax13", [1, 3]),
+        ("flat", [0, 1, HIDDEN]))]
+    nodes = [
+        helper.make_node("Gather", ["tok_emb", "input_ids"], ["te"]),
+        helper.make_node("Gather", ["pos_emb", "position_ids"], ["pe"]),
+        helper.make_node("Add", ["te", "pe"], ["h"]),                      # [B, S, 8]
+        helper.make_node("Reshape", ["h", "kv_shape"], ["h4"]),            # [B, S, H, D]
+        helper.make_node("Transpose", ["h4"], ["kv"], perm=[0, 2, 1, 3]),  # [B, H, S, D]
+        helper.make_node("Unsqueeze", ["kv", "ax0"], ["kv1"]),
+        helper.make_node("Neg", ["kv1"], ["kv2"]),
+        helper.make_node("Concat", ["kv1", "kv2"], ["new"], axis=0),       # [2, B, H, S, D]
+        helper.make_node("Concat", ["past_0", "new"], ["present_0"], axis=3),
+        helper.make_node("Gather", ["present_0", "zero"], ["keys"], axis=0),  # [B, H, T, D]
+        helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TP.FLOAT),  # [B, T]
+        helper.make_node("Unsqueeze", ["maskf", "ax13"], ["mask4"]),        # [B, 1, T, 1]
+        helper.make_node("Mul", ["keys", "mask4"], ["masked"]),
+        helper.make_node("ReduceSum", ["masked", "two"], ["ctx"], keepdims=1),  # [B, H, 1, D]
+        helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),   # [B, 1, H, D]
+        helper.make_node("Reshape", ["ctx_t", "flat"], ["ctx_f"]),             # [B, 1, 8]
+        helper.make_node("Tanh", ["ctx_f"], ["ctx_a"]),
+        helper.make_node("MatMul", ["h", "w_out"], ["l1"]),
+        helper.make_node("MatMul", ["ctx_a", "w_ctx"], ["l2"]),
+        helper.make_node("Add", ["l1", "l2"], ["logits"]),
+    ]
+    inits += [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+              numpy_helper.from_array(np.array([2], np.int64), "two")]
+    return helper.make_graph(
+        nodes, "decoder",
+        [helper.make_tensor_value_info("input_ids", TP.INT32, ["b", "s"]),
+         helper.make_tensor_value_info("position_ids", TP.INT32, ["b", "s"]),
+         helper.make_tensor_value_info("attention_mask", TP.INT32, ["b", "t"]),
+         helper.make_tensor_value_info("past_0", TP.FLOAT, [2, "b", HEADS, "p", HEAD])],
+        [helper.make_tensor_value_info("logits", TP.FLOAT, ["b", "s", VOCAB]),
+         helper.make_tensor_value_info("present_0", TP.FLOAT, [2, "b", HEADS, "t", HEAD])],
+        inits)
+
+
+_BEAM_INPUTS = ["input_ids", "max_length", "min_length", "num_beams", "num_return_sequences",
+                "length_penalty", "repetition_penalty", "vocab_mask", "prefix_vocab_mask",
+                "attention_mask"]
+_TYPES = {"input_ids": (TP.INT32, ["batch", "len"]), "max_length": (TP.INT32, [1]),
+          "min_length": (TP.INT32, [1]), "num_beams": (TP.INT32, [1]),
+          "num_return_sequences": (TP.INT32, [1]), "length_penalty": (TP.FLOAT, [1]),
+          "repetition_penalty": (TP.FLOAT, [1]), "vocab_mask": (TP.INT32, [VOCAB]),
+          "prefix_vocab_mask": (TP.INT32, ["batch", VOCAB]),
+          "attention_mask": (TP.INT32, ["batch", "len"])}
+
+
+def _model(op: str, inputs: list[str], scores: bool = False, **attrs):
+    if op == "BeamSearch":
+        outputs = ["sequences", "sequences_scores"] + (["scores"] if scores else [])
+        out_info = [helper.make_tensor_value_info("sequences", TP.INT32, None),
+                    helper.make_tensor_value_info("sequences_scores", TP.FLOAT, None)]
+        if scores:
+            out_info.append(helper.make_tensor_value_info("scores", TP.FLOAT, None))
+    else:
+        outputs = ["sequences"]
+        out_info = [helper.make_tensor_value_info("sequences", TP.INT32, None)]
+    node = helper.make_node(op, inputs, outputs, domain="com.microsoft", decoder=_decoder(),
+                            eos_token_id=EOS, pad_token_id=PAD, model_type=0, **attrs)
+    graph = helper.make_graph([node], "generate", [
+        helper.make_tensor_value_info(n, *_TYPES[n]) for n in inputs if n], out_info)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("com.microsoft", 1)])
+
+
+def _both(model, feeds):
+    data = model.SerializeToString()
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = onnxplex.InferenceSession(data).run(None, feeds)
+    return got, want
+
+
+def _prompt(batch: int = 2, padded: bool = True) -> np.ndarray:
+    ids = np.array([[5, 9, 11, 4, 7], [PAD, PAD, 3, 8, 12], [6, 6, 6, 10, 13]], np.int32)
+    if not padded:
+        ids[1, :2] = [14, 15]
+    return ids[:batch]
+
+
+def _i32(v):
+    return np.array([v], np.int32)
+
+
+def _f32(v):
+    return np.array([v], np.float32)
+
+
+@pytest.mark.parametrize(("beams", "n_return", "length_penalty", "early", "batch"), [
+    (1, 1, 1.0, 0, 2), (2, 1, 1.0, 0, 2), (3, 2, 1.0, 0, 3), (4, 4, 0.6, 0, 2),
+    (4, 2, 1.4, 1, 2), (5, 3, 1.0, 0, 1)])
+def test_beam_search_matches_onnxruntime(beams, n_return, length_penalty, early, batch):
+    inputs = _BEAM_INPUTS[:7]
+    model = _model("BeamSearch", inputs, early_stopping=early)
+    feeds = {"input_ids": _prompt(batch), "max_length": _i32(16), "min_length": _i32(0),
+             "num_beams": _i32(beams), "num_return_sequences": _i32(n_return),
+             "length_penalty": _f32(length_penalty), "repetition_penalty": _f32(1.0)}
+    (seq, score), (want_seq, want_score) = _both(model, feeds)
+    assert seq.shape == (batch, n_return, 16) and seq.dtype == np.int32
+    np.testing.assert_array_equal(seq, want_seq)
+    np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
+
+
+def test_beam_search_ends_sequences_at_eos_and_pads_them():
+    """The decoder's eos logit raised: hypotheses end early, onnxruntime's padding after."""
+    model = _model("BeamSearch", _BEAM_INPUTS[:7])
+    graph = model.graph.node[0].attribute[0].g
+    w = numpy_helper.to_array(graph.initializer[2]).copy()
+    w[:, EOS] += 1.2
+    graph.initializer[2].CopyFrom(numpy_helper.from_array(w, "w_out"))
+    feeds = {"input_ids": _prompt(3), "max_length": _i32(20), "min_length": _i32(0),
+             "num_beams": _i32(3), "num_return_sequences": _i32(3),
+             "length_penalty": _f32(1.0), "repetition_penalty": _f32(1.0)}
+    (seq, score), (want_seq, want_score) = _both(model, feeds)
+    assert (want_seq[:, :, -1] == PAD).any()   # (the case is what it claims)
+    np.testing.assert_array_equal(seq, want_seq)
+    np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
+
+
+def test_beam_search_processors_and_scores_output():
+    inputs = _BEAM_INPUTS[:9] + ["attention_mask"]
+    model = _model("BeamSearch", inputs, scores=True, no_repeat_ngram_size=2)
+    mask = np.ones(VOCAB, np.int32)
+    mask[[0, 17]] = 0
+    prefix = np.ones((2, VOCAB), np.int32)
+    prefix[0, 5:12] = 0
+    ids = _prompt(2)
+    feeds = {"input_ids": ids, "max_length": _i32(14), "min_length": _i32(9),
+             "num_beams": _i32(3), "num_return_sequences": _i32(2),
+             "length_penalty": _f32(1.0), "repetition_penalty": _f32(1.3),
+             "vocab_mask": mask, "prefix_vocab_mask": prefix,
+             "attention_mask": (ids != PAD).astype(np.int32)}
+    got, want = _both(model, feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+    assert got[2].shape == want[2].shape == (14 - 5, 2, 3, VOCAB)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-4)
+    assert not np.isin(got[0][:, :, 5:], [0, 17]).any()
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_greedy_search_matches_onnxruntime(padded):
+    inputs = ["input_ids", "max_length", "min_length", "repetition_penalty"]
+    model = _model("GreedySearch", inputs)
+    feeds = {"input_ids": _prompt(3, padded), "max_length": _i32(15), "min_length": _i32(3),
+             "repetition_penalty": _f32(1.2)}
+    (seq,), (want,) = _both(model, feeds)
+    assert seq.shape == (3, 15)
+    np.testing.assert_array_equal(seq, want)
+
+
+def test_an_encoder_decoder_beam_search_is_declined_by_name():
+    model = _model("BeamSearch", _BEAM_INPUTS[:7])
+    model.graph.node[0].attribute.append(helper.make_attribute("model_type", 2))
+    del model.graph.node[0].attribute[-2]   # (the earlier model_type=0)
+    with pytest.raises(onnxplex.PartitionError, match="model_type 2"):
+        onnxplex.InferenceSession(model.SerializeToString())
