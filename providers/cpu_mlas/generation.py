@@ -1,11 +1,17 @@
-"""com.microsoft BeamSearch and GreedySearch: whole decoding loops over a decoder subgraph.
+"""com.microsoft BeamSearch and GreedySearch: whole decoding loops over decoder subgraphs.
 
-onnxruntime's ``convert_generation`` tool wraps a GPT-style decoder (the ``decoder`` graph
-attribute: ``input_ids``, ``position_ids``, ``attention_mask``, ``past_0..past_{L-1}`` ->
-``logits``, ``present_0..``, each past/present ``[2, batch * beams, heads, length,
-head_size]``) into one node that generates tokens until ``max_length`` or every sequence has
-ended. This module runs that loop as onnxruntime's CPU kernels do, step for step, so that the
-same tokens come out (model_type 0; the shared-buffer and Whisper forms are declined):
+onnxruntime's ``convert_generation`` tool wraps a model's decoder into one node that
+generates tokens until ``max_length`` or every sequence has ended. Two forms run here, as
+onnxruntime's CPU kernels run them, step for step, so that the same tokens come out:
+
+* model_type 0 (GPT): the ``decoder`` graph takes ``input_ids``, ``position_ids``,
+  ``attention_mask``, ``past_0..past_{L-1}`` and gives ``logits``, ``present_0..``, each
+  past/present ``[2, batch * beams, heads, length, head_size]`` (BeamSearch, GreedySearch);
+* model_type 1 (T5, BART): an ``encoder`` graph runs once and seeds a ``decoder`` graph's
+  self- and cross-attention pasts (BeamSearch; see :func:`_make_t5_beam_search`).
+
+The shared-buffer decoders (a ``past_sequence_length`` input), Whisper (model_type 2) and
+Sampling are declined by name. What the loop does:
 
 * the prompt's pad tokens get attention mask 0 and position 0 (positions count the other
   tokens); every beam starts from the prompt, the first beam of each batch with score 0 and
@@ -53,11 +59,7 @@ def _scalar(value: Any, default: Any, kind: type = int) -> Any:
     return kind(arr.reshape(-1)[0])
 
 
-def _gpt_predicate(node: NodeView) -> str | None:
-    model_type = int(node.attr("model_type", 0))
-    if model_type != 0:
-        return (f"model_type {model_type} (encoder-decoder and Whisper generation) is not "
-                "implemented; model_type 0 (a GPT-style decoder) is")
+def _gpt_problem(node: NodeView) -> str | None:
     graph = node.attr("decoder")
     if graph is None:
         return "no 'decoder' graph attribute"
@@ -71,10 +73,72 @@ def _gpt_predicate(node: NodeView) -> str | None:
     if len(names_in) != len(names_out) + 2:
         return ("the decoder shares its past and present buffers (past_sequence_length "
                 "input), which is not implemented")
-    outs = [v for v in node.outputs[3:] if v is not None]
-    if outs:
-        return "the cross_qk / non_finished_beams outputs (Whisper) are not implemented"
     return None
+
+
+def _t5_problem(node: NodeView) -> str | None:
+    encoder, decoder = node.attr("encoder"), node.attr("decoder")
+    if encoder is None or decoder is None:
+        return "model_type 1 needs 'encoder' and 'decoder' graph attributes"
+    enc_in = [v.name for v in encoder.inputs]
+    enc_out = [v.name for v in encoder.outputs]
+    if enc_in != ["encoder_input_ids", "encoder_attention_mask", "decoder_input_ids"] or \
+            enc_out[:2] != ["logits", "encoder_hidden_states"] or (len(enc_out) - 2) % 4:
+        return (f"the encoder's inputs {enc_in} and outputs {enc_out[:2]} are not the form "
+                "onnxruntime's T5 BeamSearch takes")
+    if int(node.attr("decoder_start_token_id", -1)) < 0:
+        return "model_type 1 needs decoder_start_token_id"
+    layout = _T5Layout(decoder)
+    if layout.problem:
+        return layout.problem
+    if len(enc_out) - 2 != 4 * layout.layers:
+        return (f"the encoder's {len(enc_out) - 2} present outputs do not match the "
+                f"decoder's {layout.layers} layers")
+    return None
+
+
+def _beam_predicate(node: NodeView) -> str | None:
+    if [v for v in node.outputs[3:] if v is not None]:
+        return "the cross_qk / non_finished_beams outputs (Whisper) are not implemented"
+    model_type = int(node.attr("model_type", 0))
+    if model_type == 0:
+        return _gpt_problem(node)
+    if model_type == 1:
+        return _t5_problem(node)
+    return f"model_type {model_type} (Whisper) is not implemented; model types 0 and 1 are"
+
+
+def _greedy_predicate(node: NodeView) -> str | None:
+    model_type = int(node.attr("model_type", 0))
+    if model_type != 0:
+        return f"model_type {model_type} is not implemented for GreedySearch; model_type 0 is"
+    return _gpt_problem(node)
+
+
+class _T5Layout:
+    """Where a T5 decoder subgraph takes what: input_ids, [encoder_input_ids],
+    encoder_attention_mask, [encoder_hidden_states], then per layer the self-attention
+    past key and value and, after them, the cross-attention ones; outputs logits and the
+    self-attention presents."""
+
+    def __init__(self, decoder: Any) -> None:
+        names = [v.name for v in decoder.inputs]
+        outs = [v.name for v in decoder.outputs]
+        self.problem: str | None = None
+        self.has_ids = len(names) > 1 and names[1] == "encoder_input_ids"
+        mask_at = 1 + self.has_ids
+        self.has_hidden = len(names) > mask_at + 1 and \
+            names[mask_at + 1] == "encoder_hidden_states"
+        self.first_past = mask_at + 1 + self.has_hidden
+        self.layers = (len(outs) - 1) // 2
+        if not names or names[0] != "input_ids" or len(names) <= mask_at or \
+                names[mask_at] != "encoder_attention_mask" or outs[:1] != ["logits"]:
+            self.problem = (f"the decoder's inputs {names[:mask_at + 1]} are not the T5 form "
+                            "(input_ids, [encoder_input_ids], encoder_attention_mask, ...)")
+        elif self.layers < 1 or len(outs) != 1 + 2 * self.layers or \
+                len(names) != self.first_past + 4 * self.layers:
+            self.problem = ("the decoder's past inputs are not 4 per layer with 2 presents per "
+                            "layer (a shared past buffer or no past state is not implemented)")
 
 
 class _Hypotheses:
@@ -244,73 +308,126 @@ def _setup(node: NodeView, ctx: ProviderContext) -> tuple[Any, Any, Any, int, in
             int(node.attr("no_repeat_ngram_size", 0)))
 
 
-@op("BeamSearch", since=1, domain=MS, predicate=_gpt_predicate)
+class _Beams:
+    """A beam search's state across steps: the sequences of every beam, their running scores,
+    each batch's finished hypotheses; ``advance`` takes one step's last-position logits."""
+
+    def __init__(self, sequences: np.ndarray, length: int, batch: int, beams: int,
+                 max_length: int, params: dict[str, Any], node: NodeView) -> None:
+        self.batch, self.beams, self.max_length = batch, beams, max_length
+        self.sequences = sequences
+        self.length = length
+        self.first_length = length
+        self.eos, self.pad, self.early = params["eos"], params["pad"], params["early"]
+        self.params = params
+        scores = np.zeros((batch, beams), np.float32)
+        scores[:, 1:] = -1e9
+        self.scores = scores.reshape(-1)
+        self.hyps = [_Hypotheses(beams, params["length_penalty"]) for _ in range(batch)]
+        self.processors: _Processors | None = None
+        self.step = 0
+        self.want_scores = len(node.outputs) > 2 and node.outputs[2] is not None
+        self.steps_scores: list[np.ndarray] = []
+        self.vocab = 0
+
+    def advance(self, last_logits: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(next tokens, the rows they extend, whether every batch is done)."""
+        self.step += 1
+        scores = _log_softmax(last_logits)
+        self.vocab = vocab = scores.shape[1]
+        if self.processors is None:
+            p = self.params
+            self.processors = _Processors(
+                repetition_penalty=p["repetition_penalty"], no_repeat_ngram_size=p["no_repeat"],
+                vocab_mask=p["vocab_mask"], prefix_vocab_mask=p["prefix_vocab_mask"],
+                min_length=p["min_length"], eos_token_id=self.eos, batch_size=self.batch,
+                vocab_size=vocab)
+        self.processors(scores, self.sequences[:, :self.length], self.step)
+        scores += self.scores[:, None]
+        if self.want_scores:
+            self.steps_scores.append(scores.copy())
+        flat = scores.reshape(self.batch, self.beams * vocab)
+        order = np.argsort(-flat, axis=1, kind="stable")[:, :2 * self.beams]
+        top = np.take_along_axis(flat, order, axis=1)
+        self.scores, tokens, sources = _score_step(
+            self.hyps, self.sequences, self.length, top, order // vocab, order % vocab,
+            self.beams, self.eos, self.pad, self.early)
+        self.sequences = self.sequences[sources]
+        self.sequences[:, self.length] = tokens
+        self.length += 1
+        return tokens, sources, all(h.done for h in self.hyps)
+
+    def finish(self, n_return: int) -> tuple[np.ndarray, ...]:
+        beams = self.beams
+        out_seq = np.full((self.batch, n_return, self.max_length), self.pad, np.int32)
+        out_scores = np.zeros((self.batch, n_return), np.float32)
+        for b, h in enumerate(self.hyps):
+            if not h.done:
+                for j in range(beams):
+                    h.add(self.sequences[b * beams + j, :self.length], self.scores[b * beams + j])
+            for r in range(n_return):
+                score, seq = h.items[r]
+                out_seq[b, r, :len(seq)] = seq
+                out_scores[b, r] = score
+        if not self.want_scores:
+            return out_seq, out_scores
+        every = np.zeros((self.max_length - self.first_length, self.batch, beams, self.vocab),
+                         np.float32)
+        for t, s in enumerate(self.steps_scores):
+            every[t] = s.reshape(self.batch, beams, self.vocab)
+        return out_seq, out_scores, every
+
+
+def _beam_params(inputs: list[Any], prompt_len: int, max_length: int, min_length: int,
+                 setup: tuple) -> tuple[int, int, dict[str, Any]]:
+    """num_beams, num_return_sequences and the rest of a BeamSearch run's parameters."""
+    beams = _scalar(inputs[3], 1)
+    n_return = _scalar(inputs[4], 1)
+    repetition_penalty = _scalar(inputs[6], 1.0, float)
+    _check_lengths(prompt_len, max_length, repetition_penalty)
+    if min_length >= max_length:
+        raise ValueError(f"min_length ({min_length}) must be below max_length ({max_length})")
+    if not 1 <= beams <= _MAX_BEAMS:
+        raise ValueError(f"num_beams must be in [1, {_MAX_BEAMS}], got {beams}")
+    if not 1 <= n_return <= beams:
+        raise ValueError(f"num_return_sequences ({n_return}) must be in [1, num_beams "
+                         f"({beams})]")
+    eos, pad, no_repeat, early = setup
+    return beams, n_return, {
+        "eos": eos, "pad": pad, "no_repeat": no_repeat, "early": early,
+        "length_penalty": _scalar(inputs[5], 1.0, float),
+        "repetition_penalty": repetition_penalty, "min_length": min_length,
+        "vocab_mask": inputs[7], "prefix_vocab_mask": inputs[8]}
+
+
+@op("BeamSearch", since=1, domain=MS, predicate=_beam_predicate)
 def make_beam_search(node: NodeView, ctx: ProviderContext):
+    if int(node.attr("model_type", 0)) == 1:
+        return _make_t5_beam_search(node, ctx)
     run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
-    early_stopping = int(node.attr("early_stopping", 0)) == 1
+    setup = (eos, pad, no_repeat, int(node.attr("early_stopping", 0)) == 1)
     n_explicit = len(node.inputs)
-    want_scores = len(node.outputs) > 2 and node.outputs[2] is not None
 
     def kernel(*args):
         inputs, decoder, ids, max_length, min_length = _start(args, n_explicit, 15, run,
                                                               outer, graph)
         batch, prompt_len = ids.shape
-        beams = _scalar(inputs[3], 1)
-        n_return = _scalar(inputs[4], 1)
-        length_penalty = _scalar(inputs[5], 1.0, float)
-        repetition_penalty = _scalar(inputs[6], 1.0, float)
-        _check_lengths(prompt_len, max_length, repetition_penalty)
-        if min_length >= max_length:
-            raise ValueError(f"min_length ({min_length}) must be below max_length "
-                             f"({max_length})")
-        if not 1 <= beams <= _MAX_BEAMS:
-            raise ValueError(f"num_beams must be in [1, {_MAX_BEAMS}], got {beams}")
-        if not 1 <= n_return <= beams:
-            raise ValueError(f"num_return_sequences ({n_return}) must be in [1, num_beams "
-                             f"({beams})]")
+        beams, n_return, params = _beam_params(inputs, prompt_len, max_length, min_length,
+                                               setup)
         rows = batch * beams
         feeds, lengths = decoder.first_feeds(ids, inputs[9], pad, beams)
         positions = lengths.reshape(rows, 1)
         sequences = np.full((rows, max_length), pad, np.int32)
         sequences[:, :prompt_len] = feeds[0]
-        beam_scores = np.zeros((batch, beams), np.float32)
-        beam_scores[:, 1:] = -1e9
-        beam_scores = beam_scores.reshape(-1)
-        hyps = [_Hypotheses(beams, length_penalty) for _ in range(batch)]
+        state = _Beams(sequences, prompt_len, batch, beams, max_length, params, node)
         vocab = _vocab(decoder, node)
-        processors = None
-        steps_scores = []
-        length = prompt_len
-        step = 0
-        while length < max_length:
+        while state.length < max_length:
             outs = decoder(feeds)
-            step += 1
-            scores = _log_softmax(_next_logits(outs[0], rows, vocab))
-            vocab = scores.shape[1]
-            if processors is None:
-                processors = _Processors(
-                    repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat,
-                    vocab_mask=inputs[7], prefix_vocab_mask=inputs[8], min_length=min_length,
-                    eos_token_id=eos, batch_size=batch, vocab_size=vocab)
-            processors(scores, sequences[:, :length], step)
-            scores += beam_scores[:, None]
-            if want_scores:
-                steps_scores.append(scores.copy())
-            flat = scores.reshape(batch, beams * vocab)
-            k = 2 * beams
-            order = np.argsort(-flat, axis=1, kind="stable")[:, :k]
-            top = np.take_along_axis(flat, order, axis=1)
-            beam_scores, tokens, sources = _score_step(
-                hyps, sequences, length, top, order // vocab, order % vocab, beams, eos, pad,
-                early_stopping)
-            sequences = sequences[sources]
-            sequences[:, length] = tokens
-            if all(h.done for h in hyps):
-                length += 1
+            tokens, sources, done = state.advance(_next_logits(outs[0], rows, vocab))
+            if done:
                 break
-            length += 1
-            if length < max_length:
-                if step > 1:
+            if state.length < max_length:
+                if state.step > 1:
                     positions = positions + 1
                 past = outs[1:1 + decoder.n_past]
                 if beams > 1:
@@ -318,23 +435,68 @@ def make_beam_search(node: NodeView, ctx: ProviderContext):
                 feeds = [tokens.reshape(rows, 1), positions,
                          np.concatenate([feeds[2], np.ones((rows, 1), np.int32)], axis=1),
                          *past]
-        out_seq = np.full((batch, n_return, max_length), pad, np.int32)
-        out_scores = np.zeros((batch, n_return), np.float32)
-        for b, h in enumerate(hyps):
-            if not h.done:
-                for j in range(beams):
-                    h.add(sequences[b * beams + j, :length], beam_scores[b * beams + j])
-            for r in range(n_return):
-                score, seq = h.items[r]
-                out_seq[b, r, :len(seq)] = seq
-                out_scores[b, r] = score
-        results = [out_seq, out_scores]
-        if want_scores:
-            all_scores = np.zeros((max_length - prompt_len, batch, beams, vocab), np.float32)
-            for t, s in enumerate(steps_scores):
-                all_scores[t] = s.reshape(batch, beams, vocab)
-            results.append(all_scores)
-        return tuple(results)
+        return state.finish(n_return)
+
+    return kernel
+
+
+def _make_t5_beam_search(node: NodeView, ctx: ProviderContext):
+    """model_type 1 (T5, BART): the encoder subgraph once, on the unexpanded batch (its
+    logits give the first token, the same for every beam of a batch), then the decoder per
+    token with the encoder's presents, expanded to every beam, as its first past states;
+    the self-attention ones are gathered by beam after each step, the cross-attention ones
+    stay. The sequences start with decoder_start_token_id."""
+    run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
+    enc_run = _runner(node, ctx, "encoder")
+    enc_outer = _outer_picker(node, enc_run)
+    layout = _T5Layout(graph)
+    start = int(node.attr("decoder_start_token_id", -1))
+    setup = (eos, pad, no_repeat, int(node.attr("early_stopping", 0)) == 1)
+    n_explicit = len(node.inputs)
+    vocab_attr = int(node.attr("vocab_size", -1))
+
+    def kernel(*args):
+        inputs = list(args[:n_explicit]) + [None] * (15 - n_explicit)
+        ids = _prompt(inputs[0])
+        batch = ids.shape[0]
+        max_length = _scalar(inputs[1], _MAX_LENGTH)
+        beams, n_return, params = _beam_params(inputs, 1, max_length, _scalar(inputs[2], 0),
+                                               setup)
+        if inputs[9] is None:   # (only leading pad tokens are masked, as onnxruntime does)
+            mask = (np.cumsum(ids != pad, axis=1) > 0).astype(np.int32)
+        else:
+            mask = np.asarray(inputs[9], np.int32)
+        enc = enc_run(ids, mask, np.full((batch, 1), start, np.int32), *enc_outer(args))
+        rows = batch * beams
+        sequences = np.full((rows, max_length), pad, np.int32)
+        sequences[:, 0] = start
+        state = _Beams(sequences, 1, batch, beams, max_length, params, node)
+        vocab = vocab_attr if vocab_attr > 0 else None
+        if 2 < max_length:   # (onnxruntime generates nothing when max_length is 2)
+            first = np.repeat(np.asarray(enc[0]), beams, axis=0)
+            tokens, sources, _ = state.advance(_next_logits(first, rows, vocab))
+            expand = [np.repeat(np.asarray(v), beams, axis=0) for v in enc[2:]]
+            feeds = [tokens.reshape(rows, 1)]
+            if layout.has_ids:
+                feeds.append(np.repeat(ids, beams, axis=0))
+            feeds.append(np.repeat(mask, beams, axis=0))
+            if layout.has_hidden:
+                feeds.append(np.repeat(np.asarray(enc[1]), beams, axis=0))
+            feeds += expand
+            dec_outer = outer(args)
+            n_self = 2 * layout.layers
+            while state.length < max_length:
+                outs = run(*feeds, *dec_outer)
+                tokens, sources, done = state.advance(_next_logits(outs[0], rows, vocab))
+                if done:
+                    break
+                if state.length < max_length:
+                    feeds[0] = tokens.reshape(rows, 1)
+                    past = outs[1:1 + n_self]
+                    if beams > 1:
+                        past = [np.asarray(p)[sources] for p in past]
+                    feeds[layout.first_past:layout.first_past + n_self] = past
+        return state.finish(n_return)
 
     return kernel
 
@@ -386,7 +548,7 @@ def _score_step(hyps: list[_Hypotheses], sequences: np.ndarray, length: int, top
     return scores, tokens, sources
 
 
-@op("GreedySearch", since=1, domain=MS, predicate=_gpt_predicate)
+@op("GreedySearch", since=1, domain=MS, predicate=_greedy_predicate)
 def make_greedy_search(node: NodeView, ctx: ProviderContext):
     run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
     n_explicit = len(node.inputs)

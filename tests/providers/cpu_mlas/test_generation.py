@@ -187,3 +187,120 @@ def test_an_encoder_decoder_beam_search_is_declined_by_name():
     del model.graph.node[0].attribute[-2]   # (the earlier model_type=0)
     with pytest.raises(onnxplex.PartitionError, match="model_type 2"):
         onnxplex.InferenceSession(model.SerializeToString())
+
+
+def _t5_graphs(hidden: bool, seed: int = 1):
+    """An encoder and a decoder in the form onnxruntime's T5 BeamSearch (model_type 1)
+    takes: the encoder's presents seed the decoder's self- and cross-attention pasts; the
+    decoder's logits depend on its own tokens so far, the masked encoder states and (with
+    ``hidden``) the encoder_hidden_states input."""
+    rng = np.random.default_rng(seed)
+
+    def consts():
+        return [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+            ("emb", rng.standard_normal((VOCAB, HIDDEN))),
+            ("dec_emb", rng.standard_normal((VOCAB, HIDDEN))),
+            ("w", rng.standard_normal((HIDDEN, VOCAB)) * 1.5),
+        )] + [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (
+            ("heads", [0, 0, HEADS, HEAD]), ("flat", [0, 1, HIDDEN]), ("ax2", [2]),
+            ("ax1", [1]), ("ax13", [1, 3]))]
+
+    def heads(x, out):   # [B, S, 8] -> [B, H, S, D]
+        return [helper.make_node("Reshape", [x, "heads"], [out + "_r"]),
+                helper.make_node("Transpose", [out + "_r"], [out], perm=[0, 2, 1, 3])]
+
+    def pooled(x, out):   # [B, H, T, D] -> [B, 1, 8], summed over T
+        return [helper.make_node("ReduceSum", [x, "ax2"], [out + "_s"], keepdims=1),
+                helper.make_node("Transpose", [out + "_s"], [out + "_t"], perm=[0, 2, 1, 3]),
+                helper.make_node("Reshape", [out + "_t", "flat"], [out])]
+
+    masked_cross = [  # cross keys weighted by the encoder mask
+        helper.make_node("Cast", ["encoder_attention_mask"], ["mf"], to=TP.FLOAT),
+        helper.make_node("Unsqueeze", ["mf", "ax13"], ["m4"]),
+        helper.make_node("Mul", ["ck", "m4"], ["ckm"])]
+    i32, f32 = TP.INT32, TP.FLOAT
+    enc_nodes = [helper.make_node("Gather", ["emb", "encoder_input_ids"],
+                                  ["encoder_hidden_states"]),
+                 *heads("encoder_hidden_states", "present_key_cross_0"),
+                 helper.make_node("Neg", ["present_key_cross_0"], ["present_value_cross_0"]),
+                 helper.make_node("Identity", ["present_key_cross_0"], ["ck"]), *masked_cross,
+                 *pooled("ckm", "cross_ctx"),
+                 helper.make_node("Gather", ["dec_emb", "decoder_input_ids"], ["de"]),
+                 *heads("de", "present_key_self_0"),
+                 helper.make_node("Sin", ["present_key_self_0"], ["present_value_self_0"]),
+                 helper.make_node("Tanh", ["cross_ctx"], ["cc"]),
+                 helper.make_node("Add", ["de", "cc"], ["hsum"]),
+                 helper.make_node("MatMul", ["hsum", "w"], ["logits"])]
+    encoder = helper.make_graph(enc_nodes, "encoder", [
+        helper.make_tensor_value_info("encoder_input_ids", i32, ["b", "s"]),
+        helper.make_tensor_value_info("encoder_attention_mask", i32, ["b", "s"]),
+        helper.make_tensor_value_info("decoder_input_ids", i32, ["b", 1])], [
+        helper.make_tensor_value_info("logits", f32, ["b", 1, VOCAB]),
+        helper.make_tensor_value_info("encoder_hidden_states", f32, ["b", "s", HIDDEN]),
+        *(helper.make_tensor_value_info(n, f32, ["b", HEADS, "t", HEAD]) for n in (
+            "present_key_self_0", "present_value_self_0", "present_key_cross_0",
+            "present_value_cross_0"))], consts())
+    dec_nodes = [helper.make_node("Gather", ["dec_emb", "input_ids"], ["de"]),
+                 *heads("de", "nk"),
+                 helper.make_node("Concat", ["past_key_self_0", "nk"], ["present_key_self_0"],
+                                  axis=2),
+                 helper.make_node("Sin", ["nk"], ["nv"]),
+                 helper.make_node("Concat", ["past_value_self_0", "nv"],
+                                  ["present_value_self_0"], axis=2),
+                 *pooled("present_value_self_0", "self_ctx"),
+                 helper.make_node("Identity", ["past_key_cross_0"], ["ck"]), *masked_cross,
+                 *pooled("ckm", "cross_ctx"),
+                 helper.make_node("Tanh", ["self_ctx"], ["sc"]),
+                 helper.make_node("Tanh", ["cross_ctx"], ["cc"]),
+                 helper.make_node("Add", ["de", "sc"], ["h1"]),
+                 helper.make_node("Add", ["h1", "cc"], ["h2"])]
+    if hidden:
+        dec_nodes += [helper.make_node("ReduceSum", ["encoder_hidden_states", "ax1"], ["hm"],
+                                       keepdims=1),
+                      helper.make_node("Add", ["h2", "hm"], ["h3"])]
+    dec_nodes.append(helper.make_node("MatMul", ["h3" if hidden else "h2", "w"], ["logits"]))
+    dec_inputs = [helper.make_tensor_value_info("input_ids", i32, ["b", 1]),
+                  helper.make_tensor_value_info("encoder_attention_mask", i32, ["b", "s"])]
+    if hidden:
+        dec_inputs.append(helper.make_tensor_value_info("encoder_hidden_states", f32,
+                                                        ["b", "s", HIDDEN]))
+    dec_inputs += [helper.make_tensor_value_info(n, f32, ["b", HEADS, t, HEAD]) for n, t in (
+        ("past_key_self_0", "p"), ("past_value_self_0", "p"), ("past_key_cross_0", "s"),
+        ("past_value_cross_0", "s"))]
+    rng = np.random.default_rng(seed)   # (the same constants in both graphs)
+    decoder = helper.make_graph(dec_nodes, "decoder", dec_inputs, [
+        helper.make_tensor_value_info("logits", f32, ["b", 1, VOCAB]),
+        helper.make_tensor_value_info("present_key_self_0", f32, ["b", HEADS, "t", HEAD]),
+        helper.make_tensor_value_info("present_value_self_0", f32, ["b", HEADS, "t", HEAD])],
+        consts())
+    return encoder, decoder
+
+
+@pytest.mark.parametrize(("hidden", "beams", "n_return", "batch", "masked"), [
+    (False, 1, 1, 2, False), (False, 3, 2, 3, False), (True, 4, 4, 2, True),
+    (True, 2, 1, 1, False)])
+def test_encoder_decoder_beam_search_matches_onnxruntime(hidden, beams, n_return, batch,
+                                                         masked):
+    encoder, decoder = _t5_graphs(hidden)
+    inputs = _BEAM_INPUTS[:7] + (["", "", "attention_mask"] if masked else [])
+    node = helper.make_node("BeamSearch", inputs, ["sequences", "sequences_scores"],
+                            domain="com.microsoft", encoder=encoder, decoder=decoder,
+                            eos_token_id=EOS, pad_token_id=PAD, decoder_start_token_id=0,
+                            model_type=1, early_stopping=0)
+    graph = helper.make_graph([node], "t5", [
+        helper.make_tensor_value_info(n, *_TYPES[n]) for n in inputs if n], [
+        helper.make_tensor_value_info("sequences", TP.INT32, None),
+        helper.make_tensor_value_info("sequences_scores", TP.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    ids = _prompt(batch)
+    ids[0, 3] = PAD   # (unmasked, onnxruntime masks leading pad tokens only)
+    feeds = {"input_ids": ids, "max_length": _i32(12), "min_length": _i32(4),
+             "num_beams": _i32(beams), "num_return_sequences": _i32(n_return),
+             "length_penalty": _f32(0.8), "repetition_penalty": _f32(1.1)}
+    if masked:
+        feeds["attention_mask"] = (ids != PAD).astype(np.int32)
+    (seq, score), (want_seq, want_score) = _both(model, feeds)
+    assert seq.shape == (batch, n_return, 12)
+    np.testing.assert_array_equal(seq, want_seq)
+    np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
