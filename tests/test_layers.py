@@ -3,7 +3,7 @@
     base (_errors, _dtypes, _records, _sparse, _lazy_imports, _version, the native _runloop
       and _mempattern)
       < graph < framework < optimizer < session (and capi) < tools
-      < the package itself (onnxplex/__init__, backend, __main__: the public API)
+      < the package itself (onnxplex/__init__, backend, datasets, __main__: the public API)
       < plugins (the provider kit onnxplex.testing, the bundled providers' namespace)
 
 Every import counts, also one inside a function (a deferred import is still a dependency, and
@@ -25,7 +25,7 @@ BASE = {"_errors", "_dtypes", "_records", "_sparse", "_lazy_imports", "_version"
         "_mempattern"}
 PACKAGES = {"graph": "graph", "framework": "framework", "optimizer": "optimizer",
             "session": "session", "capi": "session", "tools": "tools", "testing": "plugins",
-            "providers": "plugins"}
+            "providers": "plugins", "backend": "api", "datasets": "api"}
 
 
 def layer(module: str) -> str:
