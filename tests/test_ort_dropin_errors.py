@@ -1155,3 +1155,26 @@ def test_sparse_initializer_as_output(ort):
     assert isinstance(st, ort.SparseTensor) and st.dense_shape() == [3, 3]
     np.testing.assert_array_equal(st.values(), values)
     np.testing.assert_array_equal(st.as_coo_view().indices(), [2, 3, 5])
+
+
+def test_the_session_attributes_client_code_reads(ort, tmp_path):
+    """onnxruntime's session keeps _model_path, _model_bytes, _sess_options, the inputs' and
+    outputs' metadata... in attributes that libraries read (optimum's ORTModel finds the model
+    folder through session._model_path); onnxplex's session has them too."""
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model())
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    by_path = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    by_bytes = ort.InferenceSession(model(), providers=["CPUExecutionProvider"])
+    assert by_path._model_path == str(path) and by_path._model_bytes is None
+    assert by_bytes._model_path is None and by_bytes._model_bytes == model()
+    assert by_path._sess_options.intra_op_num_threads == 1
+    assert [a.name for a in by_path._inputs_meta] == ["x"]
+    assert [a.name for a in by_path._outputs_meta] == ["y"]
+    assert by_path._overridable_initializers == []
+    assert by_path._model_meta.graph_name == "g"
+    assert "CPUExecutionProvider" in by_path._provider_options
+    assert by_path._enable_fallback is True
+    by_path.disable_fallback()
+    assert by_path._enable_fallback is False

@@ -1289,6 +1289,49 @@ class InferenceSession:
     def get_session_options(self) -> SessionOptions:
         return self._options
 
+    # onnxruntime's Python session keeps these in attributes that client code reads (optimum
+    # reads _model_path to find the model's folder): the same names, read-only here.
+    _enable_fallback = True
+
+    @property
+    def _model_path(self) -> str | None:
+        """The model file's path when the session was made from one, else None."""
+        src = self._source
+        return os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
+
+    @property
+    def _model_bytes(self) -> bytes | None:
+        """The serialized model when the session was made from bytes, else None."""
+        return bytes(self._source) if isinstance(self._source, (bytes, bytearray)) else None
+
+    @property
+    def _sess_options(self) -> SessionOptions:
+        return self._options
+
+    @property
+    def _read_config_from_model(self) -> bool:
+        return self._read_config
+
+    @property
+    def _inputs_meta(self) -> list[NodeArg]:
+        return self.get_inputs()
+
+    @property
+    def _outputs_meta(self) -> list[NodeArg]:
+        return self.get_outputs()
+
+    @property
+    def _overridable_initializers(self) -> list[NodeArg]:
+        return self.get_overridable_initializers()
+
+    @property
+    def _model_meta(self) -> ModelMetadata:
+        return self.get_modelmeta()
+
+    @property
+    def _provider_options(self) -> dict[str, dict[str, str]]:
+        return self.get_provider_options()
+
     @property
     def _sess(self) -> _CLevelSession:
         """What onnxruntime code reaches as ``sess._sess`` (its C-level session): the
