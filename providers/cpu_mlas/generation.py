@@ -131,6 +131,10 @@ class _T5Layout:
             names[mask_at + 1] == "encoder_hidden_states"
         self.first_past = mask_at + 1 + self.has_hidden
         self.layers = (len(outs) - 1) // 2
+        # onnxruntime feeds the next token alone only when input_ids is declared [batch, 1];
+        # any other declared length gets the whole sequence so far.
+        shape = decoder.inputs[0].shape if names else None
+        self.whole_sequence = not (shape is not None and len(shape) == 2 and shape[1] == 1)
         if not names or names[0] != "input_ids" or len(names) <= mask_at or \
                 names[mask_at] != "encoder_attention_mask" or outs[:1] != ["logits"]:
             self.problem = (f"the decoder's inputs {names[:mask_at + 1]} are not the T5 form "
@@ -472,11 +476,17 @@ def _make_t5_beam_search(node: NodeView, ctx: ProviderContext):
         sequences[:, 0] = start
         state = _Beams(sequences, 1, batch, beams, max_length, params, node)
         vocab = vocab_attr if vocab_attr > 0 else None
+
+        def next_ids(tokens: np.ndarray) -> np.ndarray:
+            if layout.whole_sequence:
+                return np.ascontiguousarray(state.sequences[:, :state.length])
+            return tokens.reshape(rows, 1)
+
         if 2 < max_length:   # (onnxruntime generates nothing when max_length is 2)
             first = np.repeat(np.asarray(enc[0]), beams, axis=0)
             tokens, sources, _ = state.advance(_next_logits(first, rows, vocab))
             expand = [np.repeat(np.asarray(v), beams, axis=0) for v in enc[2:]]
-            feeds = [tokens.reshape(rows, 1)]
+            feeds = [next_ids(tokens)]
             if layout.has_ids:
                 feeds.append(np.repeat(ids, beams, axis=0))
             feeds.append(np.repeat(mask, beams, axis=0))
@@ -491,7 +501,7 @@ def _make_t5_beam_search(node: NodeView, ctx: ProviderContext):
                 if done:
                     break
                 if state.length < max_length:
-                    feeds[0] = tokens.reshape(rows, 1)
+                    feeds[0] = next_ids(tokens)
                     past = outs[1:1 + n_self]
                     if beams > 1:
                         past = [np.asarray(p)[sources] for p in past]

@@ -189,7 +189,7 @@ def test_an_encoder_decoder_beam_search_is_declined_by_name():
         onnxplex.InferenceSession(model.SerializeToString())
 
 
-def _t5_graphs(hidden: bool, seed: int = 1):
+def _t5_graphs(hidden: bool, seed: int = 1, whole_sequence: bool = False):
     """An encoder and a decoder in the form onnxruntime's T5 BeamSearch (model_type 1)
     takes: the encoder's presents seed the decoder's self- and cross-attention pasts; the
     decoder's logits depend on its own tokens so far, the masked encoder states and (with
@@ -259,7 +259,8 @@ def _t5_graphs(hidden: bool, seed: int = 1):
                                        keepdims=1),
                       helper.make_node("Add", ["h2", "hm"], ["h3"])]
     dec_nodes.append(helper.make_node("MatMul", ["h3" if hidden else "h2", "w"], ["logits"]))
-    dec_inputs = [helper.make_tensor_value_info("input_ids", i32, ["b", 1]),
+    dec_inputs = [helper.make_tensor_value_info("input_ids", i32,
+                                                ["b", "n" if whole_sequence else 1]),
                   helper.make_tensor_value_info("encoder_attention_mask", i32, ["b", "s"])]
     if hidden:
         dec_inputs.append(helper.make_tensor_value_info("encoder_hidden_states", f32,
@@ -276,12 +277,14 @@ def _t5_graphs(hidden: bool, seed: int = 1):
     return encoder, decoder
 
 
-@pytest.mark.parametrize(("hidden", "beams", "n_return", "batch", "masked"), [
-    (False, 1, 1, 2, False), (False, 3, 2, 3, False), (True, 4, 4, 2, True),
-    (True, 2, 1, 1, False)])
+@pytest.mark.parametrize(("hidden", "beams", "n_return", "batch", "masked", "whole"), [
+    (False, 1, 1, 2, False, False), (False, 3, 2, 3, False, False),
+    (True, 4, 4, 2, True, False), (True, 2, 1, 1, False, False), (False, 3, 3, 2, True, True)])
 def test_encoder_decoder_beam_search_matches_onnxruntime(hidden, beams, n_return, batch,
-                                                         masked):
-    encoder, decoder = _t5_graphs(hidden)
+                                                         masked, whole):
+    """``whole``: the decoder declares input_ids [batch, n], so onnxruntime feeds it every
+    token so far at each step instead of the last one."""
+    encoder, decoder = _t5_graphs(hidden, whole_sequence=whole)
     inputs = _BEAM_INPUTS[:7] + (["", "", "attention_mask"] if masked else [])
     node = helper.make_node("BeamSearch", inputs, ["sequences", "sequences_scores"],
                             domain="com.microsoft", encoder=encoder, decoder=decoder,
