@@ -174,3 +174,38 @@ def test_rules_do_not_keep_the_last_graph_alive():
     del sess
     gc.collect()
     assert graph() is None
+
+
+def test_a_rewritten_body_output_keeps_its_name(tmp_path):
+    """A body output produced by a rewrite (Transpose + MatMul -> FusedMatMul) keeps its
+    name even where a sibling body uses the same name: it was renamed 'y_1', and a node
+    reading its bodies' outputs by name (BeamSearch's encoder) no longer found them."""
+    import numpy as np
+
+    import onnxplex
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 2], np.arange(6, dtype=np.float32))
+    then = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+         helper.make_node("MatMul", ["xt", "w"], ["y"])], "then", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])], [w])
+    other = helper.make_graph(
+        [helper.make_node("Constant", [], ["y"], value=helper.make_tensor(
+            "c", TensorProto.FLOAT, [1, 2], [7, 8]))], "else", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["out"], then_branch=then, else_branch=other)], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [None, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = onnxplex.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    sess = onnxplex.InferenceSession(model.SerializeToString(), so)
+    saved = onnx.load(str(tmp_path / "opt.onnx"))
+    branch = next(a.g for a in saved.graph.node[0].attribute if a.name == "then_branch")
+    assert [n.op_type for n in branch.node] == ["FusedMatMul"]   # (the rewrite happened)
+    assert [o.name for o in branch.output] == ["y"]
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(sess.run(None, {"c": np.array(True), "x": x})[0],
+                               x.T @ np.arange(6, dtype=np.float32).reshape(3, 2))

@@ -298,6 +298,10 @@ def _name_made(model: ir.Model, made: list[ir.Node]) -> None:
             if id(n) not in made_ids:
                 nodes.add(n.name or "")
                 values.update(v.name for v in n.outputs if v.name)
+        # A graph output keeps its name (the rewrite gave the new value the replaced one's,
+        # unique in its graph): a body's output names can matter to the node holding it
+        # (BeamSearch reads its encoder's by name), and a sibling body may use the name.
+        kept = {id(v) for g in graphs for v in g.outputs}
         counts: dict[str, int] = {}
         for n in ours:
             if not n.name or n.name in nodes:
@@ -305,7 +309,9 @@ def _name_made(model: ir.Model, made: list[ir.Node]) -> None:
             else:
                 nodes.add(n.name)
             for v in n.outputs:
-                if not v.name or v.name in values:
+                if v.name and id(v) in kept:
+                    values.add(v.name)
+                elif not v.name or v.name in values:
                     v.name = _unique(v.name or "v", values, counts)
                 else:
                     values.add(v.name)
