@@ -1,17 +1,24 @@
-"""com.microsoft BeamSearch and GreedySearch: whole decoding loops over decoder subgraphs.
+"""com.microsoft BeamSearch, WhisperBeamSearch and GreedySearch: decoding loops over
+decoder subgraphs.
 
-onnxruntime's ``convert_generation`` tool wraps a model's decoder into one node that
-generates tokens until ``max_length`` or every sequence has ended. Two forms run here, as
-onnxruntime's CPU kernels run them, step for step, so that the same tokens come out:
+onnxruntime's ``convert_generation`` tool (and its Whisper export) wraps a model's decoder
+into one node that generates tokens until ``max_length`` or every sequence has ended. These
+forms run here, as onnxruntime's CPU kernels run them, step for step, so that the same
+tokens come out:
 
 * model_type 0 (GPT): the ``decoder`` graph takes ``input_ids``, ``position_ids``,
   ``attention_mask``, ``past_0..past_{L-1}`` and gives ``logits``, ``present_0..``, each
   past/present ``[2, batch * beams, heads, length, head_size]`` (BeamSearch, GreedySearch);
-* model_type 1 (T5, BART): an ``encoder`` graph runs once and seeds a ``decoder`` graph's
-  self- and cross-attention pasts (BeamSearch; see :func:`_make_t5_beam_search`).
+* model_types 1 (T5, BART) and 2 (Whisper): an ``encoder`` graph runs once and seeds a
+  ``decoder`` graph's self- and cross-attention pasts (BeamSearch, WhisperBeamSearch; see
+  :func:`_make_encoder_decoder_beam_search`). A decoder input ``encoder_hidden_states`` gets
+  the encoder's hidden states, repeated per beam; onnxruntime 1.32 passes a tensor of their
+  shape whose contents it does not copy (its exporters' decoders read the cross pasts only),
+  so a decoder that reads those values gets different answers from the two.
 
-The shared-buffer decoders (a ``past_sequence_length`` input), Whisper (model_type 2) and
-Sampling are declined by name. What the loop does:
+Declined by name: decoders sharing one past/present buffer (a ``past_sequence_length``
+input), the cross_qk / non_finished_beams / no_speech_probs outputs and extra_decoding_ids,
+and Sampling. What the loop does:
 
 * the prompt's pad tokens get attention mask 0 and position 0 (positions count the other
   tokens); every beam starts from the prompt, the first beam of each batch with score 0 and
@@ -76,36 +83,43 @@ def _gpt_problem(node: NodeView) -> str | None:
     return None
 
 
-def _t5_problem(node: NodeView) -> str | None:
+def _encoder_decoder_problem(node: NodeView, model_type: int) -> str | None:
+    """Why onnxruntime's T5 (model_type 1) or Whisper (2) form does not fit, or None."""
+    whisper = model_type == 2
     encoder, decoder = node.attr("encoder"), node.attr("decoder")
     if encoder is None or decoder is None:
-        return "model_type 1 needs 'encoder' and 'decoder' graph attributes"
+        return f"model_type {model_type} needs 'encoder' and 'decoder' graph attributes"
     enc_in = [v.name for v in encoder.inputs]
     enc_out = [v.name for v in encoder.outputs]
-    if enc_in != ["encoder_input_ids", "encoder_attention_mask", "decoder_input_ids"] or \
-            enc_out[:2] != ["logits", "encoder_hidden_states"] or (len(enc_out) - 2) % 4:
+    want_in = ["encoder_input_ids", "decoder_input_ids"] if whisper else \
+        ["encoder_input_ids", "encoder_attention_mask", "decoder_input_ids"]
+    if enc_in != want_in or enc_out[:2] != ["logits", "encoder_hidden_states"] or \
+            (len(enc_out) - 2) % 4:
         return (f"the encoder's inputs {enc_in} and outputs {enc_out[:2]} are not the form "
-                "onnxruntime's T5 BeamSearch takes")
-    if int(node.attr("decoder_start_token_id", -1)) < 0:
+                f"onnxruntime's {'Whisper' if whisper else 'T5'} BeamSearch takes")
+    if not whisper and int(node.attr("decoder_start_token_id", -1)) < 0:
         return "model_type 1 needs decoder_start_token_id"
-    layout = _T5Layout(decoder)
+    layout = _T5Layout(decoder, whisper=whisper)
     if layout.problem:
         return layout.problem
     if len(enc_out) - 2 != 4 * layout.layers:
         return (f"the encoder's {len(enc_out) - 2} present outputs do not match the "
                 f"decoder's {layout.layers} layers")
+    if whisper and len(node.inputs) > 12 and [v for v in node.inputs[12:14] if v is not None]:
+        return "the cross_qk_layer_head and extra_decoding_ids inputs are not implemented"
     return None
 
 
 def _beam_predicate(node: NodeView) -> str | None:
     if [v for v in node.outputs[3:] if v is not None]:
-        return "the cross_qk / non_finished_beams outputs (Whisper) are not implemented"
-    model_type = int(node.attr("model_type", 0))
+        return ("the cross_qk / non_finished_beams / no_speech_probs outputs are not "
+                "implemented")
+    model_type = int(node.attr("model_type", 2 if node.op_type == "WhisperBeamSearch" else 0))
     if model_type == 0:
         return _gpt_problem(node)
-    if model_type == 1:
-        return _t5_problem(node)
-    return f"model_type {model_type} (Whisper) is not implemented; model types 0 and 1 are"
+    if model_type in (1, 2):
+        return _encoder_decoder_problem(node, model_type)
+    return f"model_type {model_type} is not a BeamSearch model type (0, 1 or 2)"
 
 
 def _greedy_predicate(node: NodeView) -> str | None:
@@ -121,22 +135,24 @@ class _T5Layout:
     past key and value and, after them, the cross-attention ones; outputs logits and the
     self-attention presents."""
 
-    def __init__(self, decoder: Any) -> None:
+    def __init__(self, decoder: Any, whisper: bool = False) -> None:
         names = [v.name for v in decoder.inputs]
         outs = [v.name for v in decoder.outputs]
         self.problem: str | None = None
-        self.has_ids = len(names) > 1 and names[1] == "encoder_input_ids"
-        mask_at = 1 + self.has_ids
-        self.has_hidden = len(names) > mask_at + 1 and \
-            names[mask_at + 1] == "encoder_hidden_states"
-        self.first_past = mask_at + 1 + self.has_hidden
+        self.has_ids = not whisper and len(names) > 1 and names[1] == "encoder_input_ids"
+        self.has_mask = not whisper
+        mask_at = 1 + self.has_ids   # (where encoder_attention_mask is, when there is one)
+        hidden_at = mask_at + self.has_mask
+        self.has_hidden = len(names) > hidden_at and names[hidden_at] == "encoder_hidden_states"
+        self.first_past = hidden_at + self.has_hidden
         self.layers = (len(outs) - 1) // 2
         # onnxruntime feeds the next token alone only when input_ids is declared [batch, 1];
         # any other declared length gets the whole sequence so far.
         shape = decoder.inputs[0].shape if names else None
         self.whole_sequence = not (shape is not None and len(shape) == 2 and shape[1] == 1)
-        if not names or names[0] != "input_ids" or len(names) <= mask_at or \
-                names[mask_at] != "encoder_attention_mask" or outs[:1] != ["logits"]:
+        if not names or names[0] != "input_ids" or outs[:1] != ["logits"] or (
+                self.has_mask and (len(names) <= mask_at
+                                   or names[mask_at] != "encoder_attention_mask")):
             self.problem = (f"the decoder's inputs {names[:mask_at + 1]} are not the T5 form "
                             "(input_ids, [encoder_input_ids], encoder_attention_mask, ...)")
         elif self.layers < 1 or len(outs) != 1 + 2 * self.layers or \
@@ -189,8 +205,11 @@ class _Processors:
 
     def __init__(self, *, repetition_penalty: float, no_repeat_ngram_size: int,
                  vocab_mask: np.ndarray | None, prefix_vocab_mask: np.ndarray | None,
-                 min_length: int, eos_token_id: int, batch_size: int, vocab_size: int) -> None:
+                 min_length: int, eos_token_id: int, batch_size: int, vocab_size: int,
+                 temperature: float = 1.0, timestamps: _Timestamps | None = None) -> None:
         self.repetition_penalty = np.float32(repetition_penalty)
+        self.temperature = np.float32(temperature)
+        self.timestamps = timestamps
         self.ngram = no_repeat_ngram_size
         self.vocab_block = None if vocab_mask is None else \
             np.asarray(vocab_mask).reshape(-1)[:vocab_size] == 0
@@ -224,6 +243,57 @@ class _Processors:
             scores[np.repeat(self.prefix_block, per, axis=0)] = _LOWEST
         if self.min_length > 0 and length < self.min_length:
             scores[:, self.eos] = _LOWEST
+        if self.temperature > 0 and self.temperature != 1:
+            scores /= self.temperature
+        if self.timestamps is not None:
+            for i in range(rows):
+                self.timestamps(scores[i], sequences[i])
+
+
+class _Timestamps:
+    """onnxruntime's Whisper timestamp rules on one beam's scores (WhisperBeamSearch with
+    logits_processor 1): timestamp tokens (ids from ``beginning``) come in pairs and never go
+    back, the first at most 50 steps in; no <|notimestamps|> or <|startoflm|>, nor task
+    tokens after the prompt; text is forbidden when the timestamps together are likelier than
+    any text token."""
+
+    def __init__(self, *, eos: int, start: int, translate: int, transcribe: int,
+                 start_of_lm: int, no_timestamps: int, beginning: int,
+                 max_initial: int = 50) -> None:
+        self.eos, self.beginning, self.max_initial = eos, beginning, max_initial
+        self.always = [t for t in (no_timestamps, start_of_lm) if t >= 0]
+        self.after_prompt = [t for t in (start, translate, transcribe) if t >= 0]
+
+    def __call__(self, scores: np.ndarray, seq: np.ndarray) -> None:
+        beg = self.beginning
+        n = len(seq)
+        is_ts = seq >= beg
+        first = int(np.argmax(is_ts)) if is_ts.any() else n - 1
+        sample_begin = first + 1 if n else 0
+        scores[self.always] = _LOWEST
+        if n > sample_begin:
+            scores[self.after_prompt] = _LOWEST
+        last_ts = n > 0 and bool(is_ts[-1])
+        penult_ts = n <= sample_begin or bool(is_ts[n - 2])
+        if last_ts:
+            if penult_ts:
+                scores[beg:] = _LOWEST
+            else:
+                scores[:max(self.eos, 0)] = _LOWEST
+        stamps = seq[is_ts]
+        if len(stamps):
+            last = int(stamps[-1]) if last_ts and not penult_ts else int(stamps[-1]) + 1
+            scores[beg:max(last, beg)] = _LOWEST
+        if n == sample_begin:
+            scores[beg + self.max_initial + 1:] = _LOWEST
+        tail = scores[beg:]
+        top = tail.max()
+        live = tail[tail > _LOWEST]
+        total = np.float32(np.exp(live - top).sum(dtype=np.float32)) if len(live) else \
+            np.float32(0)
+        stamp_logprob = np.float32(np.log(total) + top) if total > 0 else _LOWEST
+        if stamp_logprob > scores[:beg].max():
+            scores[:beg] = _LOWEST
 
 
 class _GptDecoder:
@@ -345,7 +415,8 @@ class _Beams:
                 repetition_penalty=p["repetition_penalty"], no_repeat_ngram_size=p["no_repeat"],
                 vocab_mask=p["vocab_mask"], prefix_vocab_mask=p["prefix_vocab_mask"],
                 min_length=p["min_length"], eos_token_id=self.eos, batch_size=self.batch,
-                vocab_size=vocab)
+                vocab_size=vocab, temperature=p.get("temperature", 1.0),
+                timestamps=p.get("timestamps"))
         self.processors(scores, self.sequences[:, :self.length], self.step)
         scores += self.scores[:, None]
         if self.want_scores:
@@ -404,10 +475,11 @@ def _beam_params(inputs: list[Any], prompt_len: int, max_length: int, min_length
         "vocab_mask": inputs[7], "prefix_vocab_mask": inputs[8]}
 
 
-@op("BeamSearch", since=1, domain=MS, predicate=_beam_predicate)
+@op(["BeamSearch", "WhisperBeamSearch"], since=1, domain=MS, predicate=_beam_predicate)
 def make_beam_search(node: NodeView, ctx: ProviderContext):
-    if int(node.attr("model_type", 0)) == 1:
-        return _make_t5_beam_search(node, ctx)
+    model_type = int(node.attr("model_type", 2 if node.op_type == "WhisperBeamSearch" else 0))
+    if model_type in (1, 2):
+        return _make_encoder_decoder_beam_search(node, ctx, whisper=model_type == 2)
     run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
     setup = (eos, pad, no_repeat, int(node.attr("early_stopping", 0)) == 1)
     n_explicit = len(node.inputs)
@@ -444,37 +516,69 @@ def make_beam_search(node: NodeView, ctx: ProviderContext):
     return kernel
 
 
-def _make_t5_beam_search(node: NodeView, ctx: ProviderContext):
-    """model_type 1 (T5, BART): the encoder subgraph once, on the unexpanded batch (its
-    logits give the first token, the same for every beam of a batch), then the decoder per
-    token with the encoder's presents, expanded to every beam, as its first past states;
-    the self-attention ones are gathered by beam after each step, the cross-attention ones
-    stay. The sequences start with decoder_start_token_id."""
+def _make_encoder_decoder_beam_search(node: NodeView, ctx: ProviderContext, whisper: bool):
+    """model_type 1 (T5, BART) and 2 (Whisper): the encoder subgraph once, on the unexpanded
+    batch (its logits give the first token, the same for every beam of a batch), then the
+    decoder per token with the encoder's presents, expanded to every beam, as its first past
+    states; the self-attention ones are gathered by beam after each step, the cross-attention
+    ones stay. T5's sequences start with decoder_start_token_id and its encoder takes the
+    prompt and its mask; Whisper's encoder takes the audio features and the decoder prompt
+    (input 10, else the start token), its decoder no mask, and WhisperBeamSearch's
+    logits_processor 1 adds the timestamp rules (and input 14 a temperature)."""
     run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
     enc_run = _runner(node, ctx, "encoder")
     enc_outer = _outer_picker(node, enc_run)
-    layout = _T5Layout(graph)
+    layout = _T5Layout(graph, whisper=whisper)
     start = int(node.attr("decoder_start_token_id", -1))
     setup = (eos, pad, no_repeat, int(node.attr("early_stopping", 0)) == 1)
     n_explicit = len(node.inputs)
     vocab_attr = int(node.attr("vocab_size", -1))
+    stamps = None
+    if whisper:
+        stamps = {k: int(node.attr(f"{k}_token_id", -1)) for k in (
+            "translate", "transcribe", "start_of_lm", "no_timestamps",
+            "beginning_timestamp")}
 
     def kernel(*args):
         inputs = list(args[:n_explicit]) + [None] * (15 - n_explicit)
-        ids = _prompt(inputs[0])
-        batch = ids.shape[0]
+        source = np.asarray(inputs[0])
+        batch = source.shape[0]
         max_length = _scalar(inputs[1], _MAX_LENGTH)
-        beams, n_return, params = _beam_params(inputs, 1, max_length, _scalar(inputs[2], 0),
-                                               setup)
-        if inputs[9] is None:   # (only leading pad tokens are masked, as onnxruntime does)
-            mask = (np.cumsum(ids != pad, axis=1) > 0).astype(np.int32)
+        if whisper:
+            if source.ndim != 3:
+                raise ValueError("Whisper's input features must be 3-D [batch, mels, frames], "
+                                 f"got shape {list(source.shape)}")
+            if inputs[10] is not None:
+                prompt = _prompt(inputs[10])
+            elif start >= 0:
+                prompt = np.full((batch, 1), start, np.int32)
+            else:
+                raise ValueError("Whisper BeamSearch needs decoder_input_ids (input 10) or "
+                                 "decoder_start_token_id")
+            enc = enc_run(source, prompt, *enc_outer(args))
         else:
-            mask = np.asarray(inputs[9], np.int32)
-        enc = enc_run(ids, mask, np.full((batch, 1), start, np.int32), *enc_outer(args))
+            source = _prompt(source)
+            if inputs[9] is None:   # (only leading pad tokens are masked, as onnxruntime does)
+                mask = (np.cumsum(source != pad, axis=1) > 0).astype(np.int32)
+            else:
+                mask = np.asarray(inputs[9], np.int32)
+            prompt = np.full((batch, 1), start, np.int32)
+            enc = enc_run(source, mask, prompt, *enc_outer(args))
+        prompt_len = prompt.shape[1]
+        beams, n_return, params = _beam_params(inputs, prompt_len, max_length,
+                                               _scalar(inputs[2], 0), setup)
+        if whisper:
+            params["temperature"] = _scalar(inputs[14], 1.0, float)
+            if _scalar(inputs[11], 0) == 1 and stamps["beginning_timestamp"] >= 0:
+                params["timestamps"] = _Timestamps(
+                    eos=eos, start=start, translate=stamps["translate"],
+                    transcribe=stamps["transcribe"], start_of_lm=stamps["start_of_lm"],
+                    no_timestamps=stamps["no_timestamps"],
+                    beginning=stamps["beginning_timestamp"])
         rows = batch * beams
         sequences = np.full((rows, max_length), pad, np.int32)
-        sequences[:, 0] = start
-        state = _Beams(sequences, 1, batch, beams, max_length, params, node)
+        sequences[:, :prompt_len] = np.repeat(prompt, beams, axis=0)
+        state = _Beams(sequences, prompt_len, batch, beams, max_length, params, node)
         vocab = vocab_attr if vocab_attr > 0 else None
 
         def next_ids(tokens: np.ndarray) -> np.ndarray:
@@ -482,17 +586,17 @@ def _make_t5_beam_search(node: NodeView, ctx: ProviderContext):
                 return np.ascontiguousarray(state.sequences[:, :state.length])
             return tokens.reshape(rows, 1)
 
-        if 2 < max_length:   # (onnxruntime generates nothing when max_length is 2)
+        if prompt_len + 1 < max_length:   # (as onnxruntime: nothing is generated otherwise)
             first = np.repeat(np.asarray(enc[0]), beams, axis=0)
             tokens, sources, _ = state.advance(_next_logits(first, rows, vocab))
-            expand = [np.repeat(np.asarray(v), beams, axis=0) for v in enc[2:]]
             feeds = [next_ids(tokens)]
             if layout.has_ids:
-                feeds.append(np.repeat(ids, beams, axis=0))
-            feeds.append(np.repeat(mask, beams, axis=0))
+                feeds.append(np.repeat(source, beams, axis=0))
+            if layout.has_mask:
+                feeds.append(np.repeat(mask, beams, axis=0))
             if layout.has_hidden:
                 feeds.append(np.repeat(np.asarray(enc[1]), beams, axis=0))
-            feeds += expand
+            feeds += [np.repeat(np.asarray(v), beams, axis=0) for v in enc[2:]]
             dec_outer = outer(args)
             n_self = 2 * layout.layers
             while state.length < max_length:

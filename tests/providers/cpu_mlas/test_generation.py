@@ -181,11 +181,11 @@ def test_greedy_search_matches_onnxruntime(padded):
     np.testing.assert_array_equal(seq, want)
 
 
-def test_an_encoder_decoder_beam_search_is_declined_by_name():
+def test_an_encoder_decoder_beam_search_without_its_encoder_is_declined_by_name():
     model = _model("BeamSearch", _BEAM_INPUTS[:7])
-    model.graph.node[0].attribute.append(helper.make_attribute("model_type", 2))
+    model.graph.node[0].attribute.append(helper.make_attribute("model_type", 1))
     del model.graph.node[0].attribute[-2]   # (the earlier model_type=0)
-    with pytest.raises(onnxplex.PartitionError, match="model_type 2"):
+    with pytest.raises(onnxplex.PartitionError, match="model_type 1 needs 'encoder'"):
         onnxplex.InferenceSession(model.SerializeToString())
 
 
@@ -254,9 +254,12 @@ def _t5_graphs(hidden: bool, seed: int = 1, whole_sequence: bool = False):
                  helper.make_node("Tanh", ["cross_ctx"], ["cc"]),
                  helper.make_node("Add", ["de", "sc"], ["h1"]),
                  helper.make_node("Add", ["h1", "cc"], ["h2"])]
-    if hidden:
-        dec_nodes += [helper.make_node("ReduceSum", ["encoder_hidden_states", "ax1"], ["hm"],
-                                       keepdims=1),
+    if hidden:   # (its shape only: onnxruntime passes the decoder a tensor of the hidden
+        # states' shape without copying them, as its exporters' decoders read the cross pasts)
+        dec_nodes += [helper.make_node("Shape", ["encoder_hidden_states"], ["hs"], start=1,
+                                       end=2),
+                      helper.make_node("Cast", ["hs"], ["hsf"], to=TP.FLOAT),
+                      helper.make_node("Sin", ["hsf"], ["hm"]),
                       helper.make_node("Add", ["h2", "hm"], ["h3"])]
     dec_nodes.append(helper.make_node("MatMul", ["h3" if hidden else "h2", "w"], ["logits"]))
     dec_inputs = [helper.make_tensor_value_info("input_ids", i32,
@@ -307,3 +310,91 @@ def test_encoder_decoder_beam_search_matches_onnxruntime(hidden, beams, n_return
     assert seq.shape == (batch, n_return, 12)
     np.testing.assert_array_equal(seq, want_seq)
     np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
+
+
+# Whisper's special tokens in the toy vocabulary: timestamps are ids 15..22.
+START, TRANSLATE, TRANSCRIBE, START_OF_LM, NO_TIMESTAMPS, FIRST_STAMP = 0, 3, 4, 5, 6, 15
+
+
+def _whisper_graphs(hidden: bool, seed: int = 3):
+    """The T5 pair reshaped into Whisper's form: the encoder takes audio features
+    [batch, 4, frames] and the decoder prompt, and gives the prompt's logits; the decoder
+    has no mask input."""
+    encoder, decoder = _t5_graphs(hidden, seed)
+    rng = np.random.default_rng(seed + 1)
+    enc = helper.make_graph([], "encoder", [], [])
+    enc.CopyFrom(encoder)
+    del enc.input[:]
+    enc.input.extend([
+        helper.make_tensor_value_info("encoder_input_ids", TP.FLOAT, ["b", 4, "f"]),
+        helper.make_tensor_value_info("decoder_input_ids", TP.INT32, ["b", "l"])])
+    kept = [n for n in enc.node if n.output[0] not in ("mf", "m4", "ckm")
+            and n.output[0] != "encoder_hidden_states"]
+    for n in kept:   # (no mask: the cross keys pass unweighted)
+        for i, name in enumerate(n.input):
+            if name == "ckm":
+                n.input[i] = "ck"
+    del enc.node[:]
+    enc.node.extend([
+        helper.make_node("Transpose", ["encoder_input_ids"], ["feat_t"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["feat_t", "w_in"], ["encoder_hidden_states"]), *kept])
+    enc.initializer.append(numpy_helper.from_array(
+        rng.standard_normal((4, HIDDEN)).astype(np.float32), "w_in"))
+    # the prompt's logits: every position's (the beam search reads the last)
+    enc.output[0].CopyFrom(helper.make_tensor_value_info("logits", TP.FLOAT,
+                                                         ["b", "l", VOCAB]))
+    dec = helper.make_graph([], "decoder", [], [])
+    dec.CopyFrom(decoder)
+    keep_inputs = [i for i in dec.input if i.name != "encoder_attention_mask"]
+    del dec.input[:]
+    dec.input.extend(keep_inputs)
+    kept = [n for n in dec.node if n.output[0] not in ("mf", "m4", "ckm")]
+    for n in kept:
+        for i, name in enumerate(n.input):
+            if name == "ckm":
+                n.input[i] = "ck"
+    del dec.node[:]
+    dec.node.extend(kept)
+    return enc, dec
+
+
+@pytest.mark.parametrize(("op", "hidden", "beams", "stamps", "temperature"), [
+    ("WhisperBeamSearch", False, 3, 1, 1.0), ("WhisperBeamSearch", True, 2, 1, 0.7),
+    ("WhisperBeamSearch", False, 4, 0, 1.3), ("BeamSearch", True, 3, 0, 1.0)])
+def test_whisper_beam_search_matches_onnxruntime(op, hidden, beams, stamps, temperature):
+    encoder, decoder = _whisper_graphs(hidden)
+    inputs = _BEAM_INPUTS[:7] + ["", "", "", "decoder_input_ids", "logits_processor"]
+    if op == "WhisperBeamSearch":   # (BeamSearch's schema stops at logits_processor)
+        inputs += ["", "", "temperature"]
+    attrs = dict(eos_token_id=EOS, pad_token_id=PAD, decoder_start_token_id=START,
+                 model_type=2, early_stopping=0)
+    if op == "WhisperBeamSearch":
+        attrs.update(translate_token_id=TRANSLATE, transcribe_token_id=TRANSCRIBE,
+                     start_of_lm_token_id=START_OF_LM, no_timestamps_token_id=NO_TIMESTAMPS,
+                     beginning_timestamp_token_id=FIRST_STAMP)
+    node = helper.make_node(op, inputs, ["sequences", "sequences_scores"],
+                            domain="com.microsoft", encoder=encoder, decoder=decoder, **attrs)
+    types = dict(_TYPES, input_ids=(TP.FLOAT, ["batch", 4, "frames"]),
+                 decoder_input_ids=(TP.INT32, ["batch", "l"]), logits_processor=(TP.INT32, [1]),
+                 temperature=(TP.FLOAT, [1]))
+    graph = helper.make_graph([node], "whisper", [
+        helper.make_tensor_value_info(n, *types[n]) for n in inputs if n], [
+        helper.make_tensor_value_info("sequences", TP.INT32, None),
+        helper.make_tensor_value_info("sequences_scores", TP.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    rng = np.random.default_rng(7)
+    feeds = {"input_ids": rng.standard_normal((2, 4, 6)).astype(np.float32),
+             "max_length": _i32(14), "min_length": _i32(0), "num_beams": _i32(beams),
+             "num_return_sequences": _i32(2), "length_penalty": _f32(1.0),
+             "repetition_penalty": _f32(1.0),
+             "decoder_input_ids": np.array([[START, 9, TRANSCRIBE]] * 2, np.int32),
+             "logits_processor": _i32(stamps)}
+    if op == "WhisperBeamSearch":
+        feeds["temperature"] = _f32(temperature)
+    (seq, score), (want_seq, want_score) = _both(model, feeds)
+    assert seq.shape == (2, 2, 14)
+    np.testing.assert_array_equal(seq, want_seq)
+    np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
+    if stamps:
+        assert (want_seq[:, :, 3:] >= FIRST_STAMP).any()   # (the rules had work to do)
