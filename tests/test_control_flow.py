@@ -121,3 +121,30 @@ def test_reference_fallback_is_labelled_and_can_be_switched_off():
     np.testing.assert_allclose(y, np.sqrt(x[..., :-1] ** 2 + x[..., 1:] ** 2), rtol=1e-6)
     with pytest.raises(onnxplex.PartitionError, match=r"LpPool.*opset 1\]"):
         onnxplex.InferenceSession(model, providers=[("cpu_mlas", {"reference_fallback": 0})])
+
+
+def test_a_loop_body_input_declared_narrower_than_what_it_is_fed():
+    """tf2onnx writes loop-carried tensors into the body declared as scalars; onnxruntime
+    feeds the body whatever the Loop carries. The body's shapes inferred from that declaration
+    were checked as facts: its Add's [2, 3] output was an error ('declared []')."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v", "v"], ["s"]),
+         helper.make_node("Identity", ["s"], ["v_out"]),
+         helper.make_node("Identity", ["cond"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)], "g",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"n": np.array(3, np.int64), "x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = onnxplex.InferenceSession(model.SerializeToString()).run(None, feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[0], feeds["x"] * 8)

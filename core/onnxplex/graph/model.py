@@ -366,6 +366,20 @@ class Subgraph:
 # --------------------------------------------------------------------------------------------
 
 
+class _EveryName(frozenset):
+    """Every name (``name in it`` always holds): a body's :attr:`Model.declared_shapes`. Its
+    values' shapes are inferred from its inputs' declarations, which nothing checks (a Loop
+    feeds its carried values, whatever their shape, as onnxruntime's does: tf2onnx writes
+    loop-carried tensors declared as scalars), so a contradicting output is logged and kept,
+    not an error."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_EVERY_NAME = _EveryName()
+
+
 class Model:
     """A loaded, validated model: an :class:`onnx_ir.Model` plus the runtime's indexes.
 
@@ -392,7 +406,7 @@ class Model:
         """A Model over a subgraph body (If/Loop/Scan attribute) of this model: the body's
         inputs come first, then the outer-scope values it reads (see :attr:`outer_names`)."""
         body = Model(self.ir, self.base_dir, body=graph, outer_names=tuple(_free_names(graph)))
-        body.declared_shapes = self.declared_shapes
+        body.declared_shapes = _EVERY_NAME
         return body
 
     @property
