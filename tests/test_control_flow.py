@@ -148,3 +148,34 @@ def test_a_loop_body_input_declared_narrower_than_what_it_is_fed():
     got = onnxplex.InferenceSession(model.SerializeToString()).run(None, feeds)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[0], feeds["x"] * 8)
+
+
+@pytest.mark.parametrize("take_then", [True, False])
+def test_an_opset_10_if_whose_branches_make_different_shapes(take_then):
+    """onnx's If-1 inference merges the branches' output shapes (its spec wanted them equal):
+    a then-branch [?] and an else-branch [1] made the output [1], and the Cast after it,
+    given the then-branch's [3], was refused. onnxruntime runs it (tf2onnx writes it from a
+    tf.cond at opset 10)."""
+    then = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Slice", ["s", "one", "big"], ["t_out"])], "then", [],
+        [helper.make_tensor_value_info("t_out", TensorProto.INT64, ["n"])],
+        [helper.make_tensor("one", TensorProto.INT64, [1], [0]),
+         helper.make_tensor("big", TensorProto.INT64, [1], [9])])
+    other = helper.make_graph(
+        [helper.make_node("Constant", [], ["e_out"],
+                          value=helper.make_tensor("c", TensorProto.INT64, [1], [5]))],
+        "else", [], [helper.make_tensor_value_info("e_out", TensorProto.INT64, ["m"])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["picked"], then_branch=then, else_branch=other),
+         helper.make_node("Cast", ["picked"], ["y"], to=TensorProto.FLOAT)], "g",
+        [helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],   # (any rank)
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)],
+                              ir_version=5).SerializeToString()
+    feeds = {"cond": np.array(take_then), "x": np.zeros((2, 3, 4), np.float32)}
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = onnxplex.InferenceSession(model).run(None, feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[0].shape == ((3,) if take_then else (1,))

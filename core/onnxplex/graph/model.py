@@ -1134,6 +1134,7 @@ def load_proto(proto: onnx.ModelProto, base_dir: str | None, *,
         model = _deserialize(proto)
         _check_value_shapes(model.graph)
         _resolve_reshape_dims(model.graph)
+        _widen_old_if_outputs(model)
         _attach_initializers(model, big, declared)
         if base_dir is not None:
             if split is not None:
@@ -1242,6 +1243,49 @@ def _read_from_memory(t: onnx.TensorProto, files: Mapping[str, bytes]) -> None:
     t.raw_data = data[offset:offset + length]
     del t.external_data[:]
     t.data_location = onnx.TensorProto.DEFAULT
+
+
+def _widen_old_if_outputs(model: ir.Model) -> None:
+    """An If of opsets 1-10 whose branches make differently shaped outputs: onnx's inference
+    of that version gives the output the then-branch's shape merged with the else-branch's
+    (its spec wanted them equal), so ``[?]`` and ``[1]`` make ``[1]`` although the then branch
+    computes ``[3]``. onnxruntime runs such models (tf2onnx writes them from a tf.cond); here
+    the output's shape becomes what both branches allow (a dimension they disagree on unknown,
+    no shape if their ranks differ) and the shapes inference drew from it further on in the
+    main graph are dropped, so that the run's checks do not refuse what the model computes."""
+    if model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)) >= 11:
+        return
+    graph = model.graph
+    widened: list[ir.Value] = []
+    for node in graph:
+        if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+            continue
+        then, other = node.attributes.get("then_branch"), node.attributes.get("else_branch")
+        if then is None or other is None:
+            continue
+        for k, out in enumerate(node.outputs):
+            if out.shape is None or k >= len(then.value.outputs) or k >= len(other.value.outputs):
+                continue
+            a, b = then.value.outputs[k].shape, other.value.outputs[k].shape
+            union = _shape_union(a, b)
+            if union != out.shape:
+                out.shape = union
+                widened.append(out)
+    seen = {id(v) for v in widened}
+    while widened:   # (values computed from a widened one: their inferred shapes go too)
+        for use in widened.pop().uses():
+            for v in use.node.outputs:
+                if id(v) not in seen and v.shape is not None and not v.is_graph_output():
+                    seen.add(id(v))
+                    v.shape = None
+                    widened.append(v)
+
+
+def _shape_union(a: ir.Shape | None, b: ir.Shape | None) -> ir.Shape | None:
+    """The shape both ``a`` and ``b`` fit: equal fixed dimensions kept, others unknown."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return ir.Shape([x if x == y else None for x, y in zip(a, b)])
 
 
 def _resolve_reshape_dims(graph: ir.Graph) -> None:
