@@ -398,3 +398,21 @@ def test_whisper_beam_search_matches_onnxruntime(op, hidden, beams, stamps, temp
     np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
     if stamps:
         assert (want_seq[:, :, 3:] >= FIRST_STAMP).any()   # (the rules had work to do)
+
+
+def test_a_decoder_reading_the_main_graph_s_initializers():
+    """convert_generation moves the weights its subgraphs share to the main graph; the
+    decoder then reads them from the outer scope."""
+    model = _model("BeamSearch", _BEAM_INPUTS[:7])
+    dec = model.graph.node[0].attribute[0].g
+    moved = [i for i in dec.initializer if i.name in ("tok_emb", "w_out")]
+    kept = [i for i in dec.initializer if i.name not in ("tok_emb", "w_out")]
+    del dec.initializer[:]
+    dec.initializer.extend(kept)
+    model.graph.initializer.extend(moved)
+    feeds = {"input_ids": _prompt(2), "max_length": _i32(14), "min_length": _i32(0),
+             "num_beams": _i32(3), "num_return_sequences": _i32(2),
+             "length_penalty": _f32(1.0), "repetition_penalty": _f32(1.0)}
+    (seq, score), (want_seq, want_score) = _both(model, feeds)
+    np.testing.assert_array_equal(seq, want_seq)
+    np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
