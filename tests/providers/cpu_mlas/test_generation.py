@@ -416,3 +416,18 @@ def test_a_decoder_reading_the_main_graph_s_initializers():
     (seq, score), (want_seq, want_score) = _both(model, feeds)
     np.testing.assert_array_equal(seq, want_seq)
     np.testing.assert_allclose(score, want_score, rtol=1e-5, atol=1e-5)
+
+
+def test_top_candidates_on_long_rows_keep_onnxruntime_s_order():
+    """Rows of beams x a real vocabulary take the partition path: the same columns in the
+    same order as a stable sort (largest first, ties to the lower column), ties included."""
+    from onnxplex.providers.cpu_mlas.generation import _top_candidates
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        k = 2 * int(rng.integers(1, 6))
+        n = int(rng.integers(4097, 20000))
+        x = (rng.integers(-40, 3, (3, n)) if trial % 2 else
+             rng.standard_normal((3, n))).astype(np.float32)
+        np.testing.assert_array_equal(_top_candidates(x, k),
+                                      np.argsort(-x, axis=1, kind="stable")[:, :k])
