@@ -419,6 +419,9 @@ class _Beams:
         self.processors: _Processors | None = None
         self.step = 0
         self.want_scores = len(node.outputs) > 2 and node.outputs[2] is not None
+        # (the scores outputs are float16 in a float16 model: computed in float32, cast)
+        declared = node.outputs[1].dtype if len(node.outputs) > 1 and node.outputs[1] else None
+        self.score_dtype = declared if declared in (np.float16, np.float32) else np.float32
         self.steps_scores: list[np.ndarray] = []
         self.vocab = 0
 
@@ -462,13 +465,14 @@ class _Beams:
                 score, seq = h.items[r]
                 out_seq[b, r, :len(seq)] = seq
                 out_scores[b, r] = score
+        out_scores = out_scores.astype(self.score_dtype, copy=False)
         if not self.want_scores:
             return out_seq, out_scores
         every = np.zeros((self.max_length - self.first_length, self.batch, beams, self.vocab),
                          np.float32)
         for t, s in enumerate(self.steps_scores):
             every[t] = s.reshape(self.batch, beams, self.vocab)
-        return out_seq, out_scores, every
+        return out_seq, out_scores, every.astype(self.score_dtype, copy=False)
 
 
 def _beam_params(inputs: list[Any], prompt_len: int, max_length: int, min_length: int,

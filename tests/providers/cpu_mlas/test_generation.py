@@ -431,3 +431,43 @@ def test_top_candidates_on_long_rows_keep_onnxruntime_s_order():
              rng.standard_normal((3, n))).astype(np.float32)
         np.testing.assert_array_equal(_top_candidates(x, k),
                                       np.argsort(-x, axis=1, kind="stable")[:, :k])
+
+
+def test_a_float16_decoder_runs_and_its_scores_are_float16():
+    """onnxruntime's CPU BeamSearch refuses float16 models (no kernel; with float32 penalties
+    'use float32 model or CUDA'); onnxplex runs them (logits processed in float32) and
+    returns the scores in the declared float16. The best sequence's first tokens are the
+    float32 model's (fp16 rounding flips no choice there)."""
+    def half(model):
+        dec = model.graph.node[0].attribute[0].g
+        for i, init in enumerate(list(dec.initializer)):
+            a = numpy_helper.to_array(init)
+            if a.dtype == np.float32:
+                dec.initializer[i].CopyFrom(numpy_helper.from_array(a.astype(np.float16),
+                                                                    init.name))
+        for n in dec.node:
+            for a in n.attribute:
+                if a.name == "to" and a.i == TP.FLOAT:
+                    a.i = TP.FLOAT16
+        for v in [*dec.input, *dec.output, *model.graph.input, *model.graph.output]:
+            if v.type.tensor_type.elem_type == TP.FLOAT:
+                v.type.tensor_type.elem_type = TP.FLOAT16
+        return model
+
+    feeds = {"input_ids": _prompt(2), "max_length": _i32(12), "min_length": _i32(0),
+             "num_beams": _i32(3), "num_return_sequences": _i32(2)}
+    model = half(_model("BeamSearch", _BEAM_INPUTS[:7]))
+    data = model.SerializeToString()
+    with pytest.raises(Exception, match="float16|implementation"):   # (no fp16 CPU kernel)
+        ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {
+            **feeds, "length_penalty": np.array([1], np.float16),
+            "repetition_penalty": np.array([1], np.float16)})
+    seq, score = onnxplex.InferenceSession(data).run(None, {
+        **feeds, "length_penalty": np.array([1], np.float16),
+        "repetition_penalty": np.array([1], np.float16)})
+    assert seq.dtype == np.int32 and seq.shape == (2, 2, 12)
+    assert score.dtype == np.float16 and np.isfinite(score).all()
+    full = onnxplex.InferenceSession(_model("BeamSearch", _BEAM_INPUTS[:7]).SerializeToString())
+    ref, _ = full.run(None, {**feeds, "length_penalty": _f32(1.0),
+                             "repetition_penalty": _f32(1.0)})
+    np.testing.assert_array_equal(seq[:, 0, :6], ref[:, 0, :6])
