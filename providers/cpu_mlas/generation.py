@@ -1,5 +1,5 @@
-"""com.microsoft BeamSearch, WhisperBeamSearch and GreedySearch: decoding loops over
-decoder subgraphs.
+"""com.microsoft BeamSearch, WhisperBeamSearch, GreedySearch and Sampling: decoding loops
+over decoder subgraphs.
 
 onnxruntime's ``convert_generation`` tool (and its Whisper export) wraps a model's decoder
 into one node that generates tokens until ``max_length`` or every sequence has ended. These
@@ -8,7 +8,8 @@ tokens come out:
 
 * model_type 0 (GPT): the ``decoder`` graph takes ``input_ids``, ``position_ids``,
   ``attention_mask``, ``past_0..past_{L-1}`` and gives ``logits``, ``present_0..``, each
-  past/present ``[2, batch * beams, heads, length, head_size]`` (BeamSearch, GreedySearch);
+  past/present ``[2, batch * beams, heads, length, head_size]`` (BeamSearch, GreedySearch,
+  Sampling: its draws are onnxruntime's, C++'s default_random_engine reproduced);
 * model_types 1 (T5, BART) and 2 (Whisper): an ``encoder`` graph runs once and seeds a
   ``decoder`` graph's self- and cross-attention pasts (BeamSearch, WhisperBeamSearch; see
   :func:`_make_encoder_decoder_beam_search`). A decoder input ``encoder_hidden_states`` gets
@@ -17,8 +18,8 @@ tokens come out:
   so a decoder that reads those values gets different answers from the two.
 
 Declined by name: decoders sharing one past/present buffer (a ``past_sequence_length``
-input), the cross_qk / non_finished_beams / no_speech_probs outputs and extra_decoding_ids,
-and Sampling. What the loop does:
+input), the cross_qk / non_finished_beams / no_speech_probs outputs and extra_decoding_ids.
+What the loop does:
 
 * the prompt's pad tokens get attention mask 0 and position 0 (positions count the other
   tokens); every beam starts from the prompt, the first beam of each batch with score 0 and
@@ -684,17 +685,22 @@ def _score_step(hyps: list[_Hypotheses], sequences: np.ndarray, length: int, top
     return scores, tokens, sources
 
 
-@op("GreedySearch", since=1, domain=MS, predicate=_greedy_predicate)
+@op(["GreedySearch", "Sampling"], since=1, domain=MS, predicate=_greedy_predicate)
 def make_greedy_search(node: NodeView, ctx: ProviderContext):
+    """GreedySearch takes the arg-max of each step's processed logits; Sampling draws from
+    them after onnxruntime's top-p filter (:class:`_Sampler`)."""
     run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
     n_explicit = len(node.inputs)
+    sampling = node.op_type == "Sampling"
+    temperature = float(node.attr("temperature", 1.0)) if sampling else 1.0
 
     def kernel(*args):
-        inputs, decoder, ids, max_length, min_length = _start(args, n_explicit, 7, run,
+        inputs, decoder, ids, max_length, min_length = _start(args, n_explicit, 9, run,
                                                               outer, graph)
         batch, prompt_len = ids.shape
         repetition_penalty = _scalar(inputs[3], 1.0, float)
         _check_lengths(prompt_len, max_length, repetition_penalty)
+        sampler = _Sampler(node, _scalar(inputs[8], 0)) if sampling else None
         feeds, lengths = decoder.first_feeds(ids, inputs[6], pad, 1)
         positions = lengths.reshape(batch, 1).astype(np.int32)
         sequences = np.full((batch, max_length), pad, np.int32)
@@ -712,9 +718,14 @@ def make_greedy_search(node: NodeView, ctx: ProviderContext):
                 processors = _Processors(
                     repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat,
                     vocab_mask=inputs[4], prefix_vocab_mask=inputs[5], min_length=min_length,
-                    eos_token_id=eos, batch_size=batch, vocab_size=scores.shape[1])
+                    eos_token_id=eos, batch_size=batch, vocab_size=scores.shape[1],
+                    temperature=temperature)
             processors(scores, sequences[:, :length], step)
-            tokens = scores.argmax(axis=1).astype(np.int32)
+            if sampler is not None:
+                sampler.presence(scores, inputs[7])
+                tokens = sampler(scores)
+            else:
+                tokens = scores.argmax(axis=1).astype(np.int32)
             ended |= tokens == eos
             tokens[ended] = pad
             sequences[:, length] = tokens
@@ -729,3 +740,78 @@ def make_greedy_search(node: NodeView, ctx: ProviderContext):
         return sequences
 
     return kernel
+
+
+class _MinStd:
+    """C++'s ``std::default_random_engine`` as libstdc++ defines it (``minstd_rand0``:
+    x = x * 16807 mod 2^31 - 1), with ``uniform_real_distribution<double>(0, 1)`` over it as
+    libstdc++ computes it (two draws of 31 bits make the 53 of a double): onnxruntime's
+    Sampling draws from this, seeded with its ``seed`` input, so the same seed gives the same
+    tokens here."""
+
+    _M = 2147483647
+    _R = float(_M - 1)   # (max - min + 1 of an engine whose outputs are 1 .. 2^31 - 2)
+
+    def __init__(self, seed: int) -> None:
+        s = seed % self._M
+        self.x = s if s else 1
+
+    def _next(self) -> int:
+        self.x = self.x * 16807 % self._M
+        return self.x
+
+    def uniform(self) -> float:
+        total = float(self._next() - 1) + float(self._next() - 1) * self._R
+        u = total / (self._R * self._R)
+        return u if u < 1.0 else float(np.nextafter(1.0, 0.0))
+
+
+class _Sampler:
+    """onnxruntime's Sampling step on ``scores [batch, vocab]``: the presence penalty as it
+    applies it, the top-p filter over the scores' softmax in ascending order (``custom``: in
+    descending order, its other rule), then one draw per row from the filtered scores'
+    distribution, as its Multinomial draws (double cumulative sums of exp, upper bound)."""
+
+    def __init__(self, node: NodeView, seed: int) -> None:
+        if seed < 0:
+            raise ValueError(f"Sampling's seed must be >= 0, got {seed}")
+        self.top_p = np.float32(node.attr("top_p", 0.0))
+        self.filter_value = np.float32(node.attr("filter_value", -np.inf))
+        self.keep = int(node.attr("min_tokens_to_keep", 0))
+        self.penalty = np.float32(node.attr("presence_penalty", 0.0))
+        self.custom = int(node.attr("custom", 0)) != 0
+        self.rng = _MinStd(seed)
+
+    def presence(self, scores: np.ndarray, mask: Any) -> None:
+        """onnxruntime subtracts every ``mask[i] * penalty`` from the first score (its loop
+        never moves its pointer); so is it done here."""
+        if mask is None or self.penalty == 0:
+            return
+        first = scores.reshape(-1)[:1]
+        for m in np.asarray(mask).reshape(-1):
+            if m:
+                first -= np.float32(m) * self.penalty
+
+    def __call__(self, scores: np.ndarray) -> np.ndarray:
+        vocab = scores.shape[1]
+        tokens = np.empty(scores.shape[0], np.int32)
+        for b, row in enumerate(scores):
+            order = np.argsort(-row if self.custom else row, kind="stable")
+            ranked = row[order]
+            probs = np.exp(ranked - ranked.max(), dtype=np.float32)
+            cum = np.cumsum(probs * (np.float32(1) / probs.sum(dtype=np.float32)),
+                            dtype=np.float32)
+            if self.custom:
+                # (cum[0] alone decides position 1; then cum[j] decides j + 1)
+                drop = np.flatnonzero(cum[:vocab - 1] > self.top_p) + 1
+            else:
+                limit = vocab - self.keep
+                drop = np.flatnonzero(cum[:max(limit, 1)] <= 1 - self.top_p)
+            row[order[drop[drop < vocab]]] = self.filter_value
+            finite = np.isfinite(row)
+            top = row[finite].max() if finite.any() else np.float32(np.finfo(np.float32).min)
+            weights = np.where(finite, np.exp(row.astype(np.float64) - float(top)), 0.0)
+            cdf = np.cumsum(weights)
+            pick = self.rng.uniform() * cdf[-1]
+            tokens[b] = min(int(np.searchsorted(cdf, pick, side="right")), vocab - 1)
+        return tokens

@@ -471,3 +471,28 @@ def test_a_float16_decoder_runs_and_its_scores_are_float16():
     ref, _ = full.run(None, {**feeds, "length_penalty": _f32(1.0),
                              "repetition_penalty": _f32(1.0)})
     np.testing.assert_array_equal(seq[:, 0, :6], ref[:, 0, :6])
+
+
+@pytest.mark.parametrize(("top_p", "temperature", "custom", "seed"), [
+    (0.9, 1.0, 0, 0), (0.6, 0.7, 0, 7), (0.95, 1.3, 0, 123), (0.5, 1.0, 1, 5)])
+def test_sampling_matches_onnxruntime_for_a_seed(top_p, temperature, custom, seed):
+    """Sampling draws from C++'s default_random_engine as onnxruntime does (reproduced in
+    generation._MinStd): the same seed gives the same tokens."""
+    inputs = ["input_ids", "max_length", "min_length", "repetition_penalty", "", "",
+              "attention_mask", "", "seed"]
+    node = helper.make_node("Sampling", inputs, ["sequences"], domain="com.microsoft",
+                            decoder=_decoder(), eos_token_id=EOS, pad_token_id=PAD,
+                            model_type=0, top_p=top_p, temperature=temperature, custom=custom)
+    types = dict(_TYPES, seed=(TP.INT32, [1]))
+    graph = helper.make_graph([node], "sample", [
+        helper.make_tensor_value_info(n, *types[n]) for n in inputs if n],
+        [helper.make_tensor_value_info("sequences", TP.INT32, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    ids = _prompt(3)
+    feeds = {"input_ids": ids, "max_length": _i32(20), "min_length": _i32(2),
+             "repetition_penalty": _f32(1.1), "attention_mask": (ids != PAD).astype(np.int32),
+             "seed": _i32(seed)}
+    (seq,), (want,) = _both(model, feeds)
+    assert seq.shape == (3, 20)
+    np.testing.assert_array_equal(seq, want)
