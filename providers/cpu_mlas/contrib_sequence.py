@@ -6,7 +6,9 @@
   timestamps align tokens to audio frames with it), ties broken as onnxruntime breaks them;
 * NGramRepeatBlock: a generation step's scores with every token that would repeat an n-gram
   of the sequence so far set to -inf (BART/T5 generation graphs);
-* MatMulInteger16: int16 x int16 -> int32 matrix product.
+* MatMulInteger16: int16 x int16 -> int32 matrix product;
+* BifurcationDetector: onnxruntime's helper of aggressive (speculative) decoding, which
+  copies the source's tokens while the model agrees with them.
 """
 
 from __future__ import annotations
@@ -121,5 +123,66 @@ def make_matmul_integer16(node: NodeView, ctx: ProviderContext):
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)
+
+    return kernel
+
+
+def _find(haystack: np.ndarray, needle: np.ndarray, start: int = 0) -> int:
+    """Where ``needle`` first occurs in ``haystack[start:]`` (as an index of ``haystack``),
+    or ``len(haystack)`` (C++'s std::search)."""
+    n, k = len(haystack), len(needle)
+    if k == 0:
+        return start
+    if n - start < k:
+        return n
+    windows = np.lib.stride_tricks.sliding_window_view(haystack[start:], k)
+    hits = np.flatnonzero((windows == needle).all(axis=1))
+    return start + int(hits[0]) if hits.size else n
+
+
+@op("BifurcationDetector", since=1, domain=MS, dtypes={0: {TP.INT64}, 1: {TP.INT64}})
+def make_bifurcation_detector(node: NodeView, ctx: ProviderContext):
+    """``(src_tokens, cur_tokens, prev_suffix_match_idx, pred_tokens?) -> (tokens,
+    suffix_match_idx)``: with predicted tokens, the current tokens extended by the predicted
+    ones up to and including the first that departs from the source after the previous match;
+    then the position in the source just past the only occurrence of the tokens' last n
+    tokens, for n from min_ngram_size up (the longest n whose suffix occurs exactly once
+    wins; -1 when none), as onnxruntime's kernel computes it."""
+    lo, hi = int(node.attr("min_ngram_size")), int(node.attr("max_ngram_size"))
+    if not 0 < lo <= hi:
+        raise ValueError(f"BifurcationDetector: need 0 < min_ngram_size ({lo}) <= "
+                         f"max_ngram_size ({hi})")
+
+    def kernel(src, cur, prev, pred=None):
+        src = np.asarray(src, np.int64).reshape(-1)
+        cur = np.asarray(cur, np.int64).reshape(-1)
+        prev = np.asarray(prev, np.int64)
+        if pred is None:
+            tokens = cur.copy()
+        else:
+            pred = np.asarray(pred, np.int64).reshape(-1)
+            start = int(prev.reshape(-1)[0])
+            if not (start <= len(src) and len(pred) == len(src) + 1 - start):
+                raise ValueError(f"BifurcationDetector: pred_tokens has {len(pred)} tokens, "
+                                 f"expected len(src_tokens) + 1 - prev_suffix_match_idx = "
+                                 f"{len(src) + 1 - start}")
+            tail = src[start:]
+            differ = np.flatnonzero(pred[:len(tail)] != tail)
+            cut = int(differ[0]) if differ.size else len(tail)
+            tokens = np.concatenate([cur, pred[:cut + 1]])
+        suffix = -1
+        for n in range(lo, hi + 1):
+            if n > len(tokens):
+                break
+            gram = tokens[len(tokens) - n:]
+            at = _find(src, gram)
+            if at == len(src):
+                break
+            suffix = at + n
+            if suffix >= len(src):
+                break
+            if _find(src, gram, suffix - n + 1) != len(src):
+                suffix = -1
+        return tokens, np.full(prev.shape, suffix, np.int64)
 
     return kernel

@@ -72,3 +72,35 @@ def test_cdist_minkowski_metrics(metric, p):
                  p=1.0 if metric != "minkowski" else (p or 2.0))
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_bifurcation_detector(case):
+    """Aggressive decoding's helper on random short token streams over a small vocabulary
+    (repeats, so n-grams recur or not), with and without predicted tokens, against
+    onnxruntime: both outputs."""
+    rng = np.random.default_rng(case)
+    src = rng.integers(0, 4, int(rng.integers(3, 14))).astype(np.int64)
+    cur = rng.integers(0, 4, int(rng.integers(1, 8))).astype(np.int64)
+    start = int(rng.integers(0, len(src) + 1))
+    prev = np.array([start], np.int64)
+    pred = src[start:].copy()
+    pred = np.concatenate([pred, rng.integers(0, 4, 1)]).astype(np.int64)
+    if case % 3 == 1 and len(pred) > 1:
+        pred[int(rng.integers(0, len(pred) - 1))] += 7   # (departs from the source)
+    inputs = [src, cur, prev] + ([pred] if case % 4 else [])
+    lo = int(rng.integers(1, 3))
+    m = node_model("BifurcationDetector", inputs, 2, domain=MS, opset=17, min_ngram_size=lo,
+                   max_ngram_size=lo + int(rng.integers(0, 3)))
+    for o in m.graph.output:
+        o.ClearField("type")
+    feeds = {f"in{i}": a for i, a in enumerate(inputs)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]
+                                ).run(None, feeds)
+    got = run_kernel(CpuMlasProvider, "BifurcationDetector", inputs, 2, domain=MS, opset=17,
+                     min_ngram_size=lo,
+                     max_ngram_size=next(a.i for a in m.graph.node[0].attribute
+                                         if a.name == "max_ngram_size"))
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        np.testing.assert_array_equal(g, w)
