@@ -8,7 +8,9 @@
   of the sequence so far set to -inf (BART/T5 generation graphs);
 * MatMulInteger16: int16 x int16 -> int32 matrix product;
 * BifurcationDetector: onnxruntime's helper of aggressive (speculative) decoding, which
-  copies the source's tokens while the model agrees with them.
+  copies the source's tokens while the model agrees with them;
+* WordConvEmbedding: a character CNN's word embedding (character embeddings, a convolution
+  over each word's characters, tanh, max over positions).
 """
 
 from __future__ import annotations
@@ -184,5 +186,50 @@ def make_bifurcation_detector(node: NodeView, ctx: ProviderContext):
             if _find(src, gram, suffix - n + 1) != len(src):
                 suffix = -1
         return tokens, np.full(prev.shape, suffix, np.int64)
+
+    return kernel
+
+
+@op("WordConvEmbedding", since=1, domain=MS, dtypes={0: {TP.INT32}})
+def make_word_conv_embedding(node: NodeView, ctx: ProviderContext):
+    """``(sequence [S, W] int32 character ids, conv weight [F, 1, k, E], conv bias [F],
+    character embeddings [V, E]) -> [S, F]``. A word's length is its count of nonzero ids
+    (0 when its first id is 0); its first max(length, k) ids are embedded (a padding id 0
+    among them reads row 0), every window of k of them is convolved with each filter, plus
+    the bias, tanh,
+    and the word's embedding is the maximum over its windows. A word of length 0 is all
+    zeros (onnxruntime leaves its row unwritten)."""
+    sizes = {k: int(node.attr(k, -1)) for k in ("embedding_size", "conv_window_size",
+                                                "char_embedding_size")}
+
+    def kernel(seq, w_conv, b_conv, w_char):
+        seq = np.asarray(seq)
+        if seq.ndim != 2 or w_conv.ndim != 4 or w_char.ndim != 2:
+            raise ValueError("WordConvEmbedding takes sequence [S, W], conv weight [F, 1, k, "
+                             f"E] and character embeddings [V, E]; got {list(seq.shape)}, "
+                             f"{list(w_conv.shape)}, {list(w_char.shape)}")
+        filters, _, k, emb = w_conv.shape
+        for name, got in (("embedding_size", filters), ("conv_window_size", k),
+                          ("char_embedding_size", w_char.shape[1])):
+            if sizes[name] != -1 and sizes[name] != got:
+                raise ValueError(f"WordConvEmbedding: {name} is {sizes[name]}, the weights "
+                                 f"make it {got}")
+        if w_char.shape[1] != emb:
+            raise ValueError(f"WordConvEmbedding: the character embeddings are {w_char.shape[1]}"
+                             f" wide, the conv weight's last dimension {emb}")
+        words, width = seq.shape
+        lengths = np.where(seq[:, 0] > 0, (seq > 0).sum(axis=1), 0)
+        flat = np.asarray(w_conv, np.float32).reshape(filters, k * emb)
+        out = np.zeros((words, filters), np.float32)
+        for i in np.flatnonzero(lengths):
+            n = max(int(lengths[i]), k)
+            if n > width:
+                raise ValueError(f"WordConvEmbedding: word {i} needs {n} characters for a "
+                                 f"window of {k}, the sequence has {width}")
+            chars = np.asarray(w_char, np.float32)[seq[i, :n]]          # [n, E]
+            windows = np.lib.stride_tricks.sliding_window_view(chars, (k, emb))[:, 0]
+            conv = windows.reshape(-1, k * emb) @ flat.T + np.asarray(b_conv, np.float32)
+            out[i] = np.maximum(np.tanh(conv).max(axis=0), np.float32(-1e12))
+        return out
 
     return kernel

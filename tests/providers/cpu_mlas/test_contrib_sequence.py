@@ -104,3 +104,25 @@ def test_bifurcation_detector(case):
     for g, w in zip(got, want, strict=True):
         assert (g.shape, g.dtype) == (w.shape, w.dtype)
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_word_conv_embedding(k):
+    """Words of several lengths (shorter than the window too, and one whose first id is 0,
+    which counts as empty: onnxruntime leaves its row unwritten, so it is not compared)."""
+    seq = np.array([[3, 5, 1, 0, 0, 0], [7, 0, 0, 0, 0, 0], [2, 2, 9, 4, 6, 1],
+                    [0, 4, 4, 0, 0, 0], [8, 3, 0, 0, 0, 0]], np.int32)
+    w_conv = RNG.standard_normal((6, 1, k, 4)).astype(np.float32)
+    b_conv = RNG.standard_normal(6).astype(np.float32)
+    w_char = RNG.standard_normal((10, 4)).astype(np.float32)
+    inputs = [seq, w_conv, b_conv, w_char]
+    m = node_model("WordConvEmbedding", inputs, 1, domain=MS, opset=17)
+    for o in m.graph.output:
+        o.ClearField("type")
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {f"in{i}": a for i, a in enumerate(inputs)})[0]
+    got = run_kernel(CpuMlasProvider, "WordConvEmbedding", inputs, 1, domain=MS, opset=17)[0]
+    assert got.shape == want.shape == (5, 6)
+    rows = [0, 1, 2, 4]
+    np.testing.assert_allclose(got[rows], want[rows], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[3], 0)
