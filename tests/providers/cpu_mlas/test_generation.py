@@ -496,3 +496,29 @@ def test_sampling_matches_onnxruntime_for_a_seed(top_p, temperature, custom, see
     (seq,), (want,) = _both(model, feeds)
     assert seq.shape == (3, 20)
     np.testing.assert_array_equal(seq, want)
+
+
+@pytest.mark.parametrize("penalty", [0.5, 2.0])
+def test_sampling_presence_penalty_as_onnxruntime_applies_it(penalty):
+    """onnxruntime's presence penalty subtracts every mask[i] * penalty from the first score
+    only; onnxplex does the same, so the tokens stay onnxruntime's."""
+    inputs = ["input_ids", "max_length", "min_length", "repetition_penalty", "", "",
+              "attention_mask", "presence_mask", "seed"]
+    node = helper.make_node("Sampling", inputs, ["sequences"], domain="com.microsoft",
+                            decoder=_decoder(), eos_token_id=EOS, pad_token_id=PAD,
+                            model_type=0, top_p=0.9, presence_penalty=penalty)
+    types = dict(_TYPES, seed=(TP.INT32, [1]), presence_mask=(TP.INT32, ["batch", VOCAB]))
+    graph = helper.make_graph([node], "sample", [
+        helper.make_tensor_value_info(n, *types[n]) for n in inputs if n],
+        [helper.make_tensor_value_info("sequences", TP.INT32, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    ids = _prompt(3)
+    mask = np.zeros((3, VOCAB), np.int32)
+    mask[:, [4, 9, 13]] = 1
+    mask[1, 20] = 1
+    feeds = {"input_ids": ids, "max_length": _i32(16), "min_length": _i32(0),
+             "repetition_penalty": _f32(1.0), "attention_mask": (ids != PAD).astype(np.int32),
+             "presence_mask": mask, "seed": _i32(3)}
+    (seq,), (want,) = _both(model, feeds)
+    np.testing.assert_array_equal(seq, want)
