@@ -118,7 +118,7 @@ def _encoder_decoder_problem(node: NodeView, model_type: int) -> str | None:
                 f"onnxruntime's {'Whisper' if whisper else 'T5'} BeamSearch takes")
     if not whisper and int(node.attr("decoder_start_token_id", -1)) < 0:
         return "model_type 1 needs decoder_start_token_id"
-    layout = _T5Layout(decoder, whisper=whisper)
+    layout = _DecoderLayout(decoder, whisper=whisper)
     if layout.problem:
         return layout.problem
     if len(enc_out) - 2 != 4 * layout.layers:
@@ -148,7 +148,7 @@ def _greedy_predicate(node: NodeView) -> str | None:
     return _gpt_problem(node)
 
 
-class _T5Layout:
+class _DecoderLayout:
     """Where a T5 decoder subgraph takes what: input_ids, [encoder_input_ids],
     encoder_attention_mask, [encoder_hidden_states], then per layer the self-attention
     past key and value and, after them, the cross-attention ones; outputs logits and the
@@ -551,7 +551,7 @@ def _make_encoder_decoder_beam_search(node: NodeView, ctx: ProviderContext, whis
     run, outer, graph, eos, pad, no_repeat = _setup(node, ctx)
     enc_run = _runner(node, ctx, "encoder")
     enc_outer = _outer_picker(node, enc_run)
-    layout = _T5Layout(graph, whisper=whisper)
+    layout = _DecoderLayout(graph, whisper=whisper)
     start = int(node.attr("decoder_start_token_id", -1))
     setup = (eos, pad, no_repeat, int(node.attr("early_stopping", 0)) == 1)
     n_explicit = len(node.inputs)
