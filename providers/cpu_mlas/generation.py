@@ -149,10 +149,11 @@ def _greedy_predicate(node: NodeView) -> str | None:
 
 
 class _DecoderLayout:
-    """Where a T5 decoder subgraph takes what: input_ids, [encoder_input_ids],
-    encoder_attention_mask, [encoder_hidden_states], then per layer the self-attention
-    past key and value and, after them, the cross-attention ones; outputs logits and the
-    self-attention presents."""
+    """Where an encoder-decoder's decoder subgraph takes what: input_ids, then T5's
+    [encoder_input_ids] and encoder_attention_mask (Whisper's decoder has neither), an
+    optional encoder_hidden_states, then per layer the self-attention past key and value
+    and, after them, the cross-attention ones; outputs logits and the self-attention
+    presents."""
 
     def __init__(self, decoder: Any, whisper: bool = False) -> None:
         names = [v.name for v in decoder.inputs]
