@@ -10,7 +10,9 @@
 * BifurcationDetector: onnxruntime's helper of aggressive (speculative) decoding, which
   copies the source's tokens while the model agrees with them;
 * WordConvEmbedding: a character CNN's word embedding (character embeddings, a convolution
-  over each word's characters, tanh, max over positions).
+  over each word's characters, tanh, max over positions);
+* MaxpoolWithMask: a max pool whose window scan stops at a masked position (onnxruntime's
+  specialised kernel, its quirks kept).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from onnx import TensorProto as TP
 from onnxplex import NodeView, ProviderContext
 
 from ._registry import op
+from ._windows import auto_pads, ints
 
 MS = "com.microsoft"
 
@@ -231,5 +234,75 @@ def make_word_conv_embedding(node: NodeView, ctx: ProviderContext):
             conv = windows.reshape(-1, k * emb) @ flat.T + np.asarray(b_conv, np.float32)
             out[i] = np.maximum(np.tanh(conv).max(axis=0), np.float32(-1e12))
         return out
+
+    return kernel
+
+
+@op("MaxpoolWithMask", since=1, domain=MS, dtypes={0: {TP.FLOAT}, 1: {TP.INT32}})
+def make_maxpool_with_mask(node: NodeView, ctx: ProviderContext):
+    """``(X [N, C, *spatial] float, M int32) -> Y``: a 1-3-D max pool (pool attributes as
+    MaxPool's) whose scan of a window stops at a position the mask holds 0, as onnxruntime's
+    kernel (written for one model) does: plane ``c`` reads the flattened mask from offset
+    ``c * plane_size % (M.shape[0] * M.shape[1])``; in 1-D a masked position ends the window,
+    in 2-D and 3-D it ends the innermost row only, and position 0 of a plane is never
+    treated as masked; an empty scan gives the lowest float."""
+    kernel_shape = ints(node.attr("kernel_shape"), 0, 1)
+    nd = len(kernel_shape)
+    if not 1 <= nd <= 3:
+        raise ValueError(f"MaxpoolWithMask: kernel_shape must have 1-3 dims, got {nd}")
+    strides = ints(node.attr("strides"), nd, 1)
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+    ceil_mode = int(node.attr("ceil_mode", 0)) == 1
+    lowest = np.finfo(np.float32).min
+
+    def kernel(x, mask):
+        x = np.asarray(x, np.float32)
+        if x.ndim != nd + 2:
+            raise ValueError(f"MaxpoolWithMask: input rank {x.ndim} does not match "
+                             f"kernel_shape {list(kernel_shape)}")
+        sp = x.shape[2:]
+        begins, ends = auto_pads(auto_pad, sp, kernel_shape, strides, node.attr("pads"))
+        out_sp = []
+        for n, k, s, b, e in zip(sp, kernel_shape, strides, begins, ends):
+            span = n + b + e - k
+            out_sp.append((-(-span // s) if ceil_mode else span // s) + 1)
+        m = np.asarray(mask)
+        flat = m.reshape(-1)
+        if m.ndim < 2:
+            raise ValueError("MaxpoolWithMask: the mask must have at least 2 dimensions")
+        total = m.shape[0] * m.shape[1]
+        plane = int(np.prod(sp))
+        planes = x.reshape(-1, plane)
+        y = np.empty((planes.shape[0], int(np.prod(out_sp))), np.float32)
+        strides_sp = [int(np.prod(sp[i + 1:])) for i in range(nd)]
+        for c, xp in enumerate(planes):
+            off = (c * plane) % total if total else 0
+            mp = flat[off:off + plane]
+            if len(mp) < plane:
+                raise ValueError(f"MaxpoolWithMask: the mask ({flat.size} values) is too short "
+                                 f"for plane {c} at offset {off}")
+            for o, pos in enumerate(np.ndindex(*out_sp)):
+                ranges = []
+                for d in range(nd):
+                    start = pos[d] * strides[d] - begins[d]
+                    ranges.append((max(start, 0), min(start + kernel_shape[d], sp[d])))
+                best = lowest
+                if nd == 1:
+                    for h in range(*ranges[0]):
+                        if mp[h] == 0:
+                            break
+                        best = max(best, xp[h])
+                else:
+                    for outer in np.ndindex(*(hi - lo for lo, hi in ranges[:-1])):
+                        base = sum((lo + i) * st for (lo, _), i, st in
+                                   zip(ranges[:-1], outer, strides_sp[:-1]))
+                        for last in range(*ranges[-1]):
+                            idx = base + last
+                            if idx > 0 and mp[idx] == 0:
+                                break
+                            best = max(best, xp[idx])
+                y[c, o] = best
+        return y.reshape(x.shape[:2] + tuple(out_sp))
 
     return kernel

@@ -126,3 +126,46 @@ def test_word_conv_embedding(k):
     rows = [0, 1, 2, 4]
     np.testing.assert_allclose(got[rows], want[rows], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[3], 0)
+
+
+@pytest.mark.parametrize("spatial, kernel, strides, pads", [
+    ((9,), (3,), (2,), (1, 1)), ((6, 7), (3, 2), (1, 2), (1, 0, 1, 1)),
+    ((5, 6), (2, 2), (2, 2), (0, 0, 0, 0)), ((4, 5, 3), (2, 3, 2), (1, 2, 1), None)])
+@pytest.mark.parametrize("mask_planes", [1, 6])
+def test_maxpool_with_mask(spatial, kernel, strides, pads, mask_planes):
+    """Masks with zeros here and there, one plane shared or one per (n, c) (the offset
+    onnxruntime reads a plane's mask from: c * plane_size % (M0 * M1))."""
+    x = RNG.standard_normal((2, 3, *spatial)).astype(np.float32)
+    m_shape = (1, 1, *spatial) if mask_planes == 1 else (2, 3, *spatial)
+    mask = (RNG.random(m_shape) > 0.25).astype(np.int32)
+    attrs = dict(kernel_shape=list(kernel), strides=list(strides))
+    if pads is not None:
+        attrs["pads"] = list(pads)
+    got, want = _maxpool_with_mask(x, mask, attrs)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def _maxpool_with_mask(x, mask, attrs):
+    """(onnxplex's, onnxruntime's) MaxpoolWithMask of ``x`` and ``mask``."""
+    m = node_model("MaxpoolWithMask", [x, mask], 1, domain=MS, opset=17, **attrs)
+    for o in m.graph.output:
+        o.ClearField("type")
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"in0": x, "in1": mask})[0]
+    return run_kernel(CpuMlasProvider, "MaxpoolWithMask", [x, mask], 1, domain=MS, opset=17,
+                      **attrs)[0], want
+
+
+def test_maxpool_with_mask_reads_each_plane_s_mask_at_onnxruntime_s_offset():
+    """Planes of 9 against a mask of 2 x 3 planes: plane c reads from c * 9 % 6 (0 or 3), so
+    a zero at flat position 2 masks the odd planes' windows not at all, the even ones' at 2."""
+    x = RNG.standard_normal((2, 3, 9)).astype(np.float32)
+    mask = np.ones((2, 3, 9), np.int32)
+    mask.reshape(-1)[2] = 0
+    got, want = _maxpool_with_mask(x, mask, dict(kernel_shape=[3], strides=[1]))
+    np.testing.assert_array_equal(got, want)
+    plain = np.lib.stride_tricks.sliding_window_view(x.reshape(6, 9), 3, axis=1).max(axis=2)
+    flat = want.reshape(6, -1)
+    assert not np.array_equal(flat[0], plain[0])          # (an even plane: masked at 2)
+    np.testing.assert_array_equal(flat[1], plain[1])      # (an odd plane: unmasked)
