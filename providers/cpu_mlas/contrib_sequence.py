@@ -88,6 +88,21 @@ def make_dynamic_time_warping(node: NodeView, ctx: ProviderContext):
     return kernel
 
 
+def repeated_ngram_bans(input_ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, tokens)``: for each row of ``input_ids`` [B, L], every token that would
+    complete an n-gram already in it (where its last n - 1 tokens occurred before, the token
+    that followed them then; with n = 1 every token in it). Empty while L < n."""
+    ids = np.asarray(input_ids, np.int64)
+    length = ids.shape[1]
+    if length < n:   # (no n-gram yet)
+        return np.zeros(0, np.intp), np.zeros(0, np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(ids, n, axis=1)   # [B, L - n + 1, n]
+    tail = ids[:, length + 1 - n:]   # the last n - 1 tokens
+    hit = (windows[:, :, :n - 1] == tail[:, None, :]).all(axis=2)
+    rows, cols = np.nonzero(hit)
+    return rows, windows[rows, cols, n - 1]
+
+
 @op("NGramRepeatBlock", since=1, domain=MS, dtypes={0: {TP.INT64}, 1: {TP.FLOAT}})
 def make_ngram_repeat_block(node: NodeView, ctx: ProviderContext):
     """``scores`` [B, V] with -inf for each token that would complete an n-gram
@@ -102,16 +117,8 @@ def make_ngram_repeat_block(node: NodeView, ctx: ProviderContext):
             raise ValueError("NGramRepeatBlock takes input_ids [B, L] and scores [B, V], got "
                              f"{list(input_ids.shape)} and {list(scores.shape)}")
         out = np.array(scores, dtype=np.float32)
-        length = input_ids.shape[1]
         vocab = scores.shape[1]
-        if length < n:   # (no n-gram yet)
-            return out
-        ids = np.asarray(input_ids, np.int64)
-        windows = np.lib.stride_tricks.sliding_window_view(ids, n, axis=1)   # [B, L - n + 1, n]
-        tail = ids[:, length + 1 - n:]   # the last n - 1 tokens
-        hit = (windows[:, :, :n - 1] == tail[:, None, :]).all(axis=2)
-        rows, cols = np.nonzero(hit)
-        banned = windows[rows, cols, n - 1]
+        rows, banned = repeated_ngram_bans(input_ids, n)
         if banned.size and (banned.min() < 0 or banned.max() >= vocab):
             raise IndexError(f"NGramRepeatBlock: a token id is outside the vocabulary [0, "
                              f"{vocab})")

@@ -50,6 +50,7 @@ from onnxplex import NodeView, ProviderContext
 from onnxplex._errors import KernelExecutionError
 
 from ._registry import op
+from .contrib_sequence import repeated_ngram_bans
 from .control_flow import _outer_picker, _runner
 
 MS = "com.microsoft"
@@ -247,15 +248,8 @@ class _Processors:
                 ids = np.unique(sequences[i])
                 s = scores[i, ids]
                 scores[i, ids] = np.where(s < 0, s * p, s / p)
-        if 0 < self.ngram <= length:
-            n = self.ngram
-            for i in range(rows):
-                seq = sequences[i]
-                prefix = seq[length - n + 1:]
-                blocked = {int(seq[j + n - 1]) for j in range(length - n + 1)
-                           if n == 1 or np.array_equal(seq[j:j + n - 1], prefix)}
-                if blocked:
-                    scores[i, list(blocked)] = _LOWEST
+        if self.ngram > 0:
+            scores[repeated_ngram_bans(sequences, self.ngram)] = _LOWEST
         if self.vocab_block is not None:
             scores[:, self.vocab_block] = _LOWEST
         if self.prefix_block is not None and step <= 1:
@@ -347,6 +341,14 @@ class _GptDecoder:
         past = np.zeros((2, rows, self.heads, 0, self.head_size), self.past_dtype)
         feeds = [np.repeat(a, beams, axis=0) for a in (input_ids, positions, mask)]
         return feeds + [past] * self.n_past, np.repeat(lengths, beams)
+
+    def next_feeds(self, feeds: list[Any], tokens: np.ndarray, positions: np.ndarray,
+                   past: list[Any]) -> list[Any]:
+        """The feeds of the step after ``feeds``: the new tokens, their positions, the mask
+        one longer, the past states (already gathered by beam)."""
+        rows = len(tokens)
+        return [tokens.reshape(rows, 1), positions,
+                np.concatenate([feeds[2], np.ones((rows, 1), np.int32)], axis=1), *past]
 
     def __call__(self, feeds: list[Any]) -> list[Any]:
         return self.run(*feeds, *self.outer)
@@ -532,9 +534,7 @@ def make_beam_search(node: NodeView, ctx: ProviderContext):
                 past = outs[1:1 + decoder.n_past]
                 if beams > 1:
                     past = [p[:, sources] for p in past]
-                feeds = [tokens.reshape(rows, 1), positions,
-                         np.concatenate([feeds[2], np.ones((rows, 1), np.int32)], axis=1),
-                         *past]
+                feeds = decoder.next_feeds(feeds, tokens, positions, past)
         return state.finish(n_return)
 
     return kernel
@@ -735,9 +735,7 @@ def make_greedy_search(node: NodeView, ctx: ProviderContext):
                 break
             if step > 1:
                 positions = positions + 1
-            feeds = [tokens.reshape(batch, 1), positions,
-                     np.concatenate([feeds[2], np.ones((batch, 1), np.int32)], axis=1),
-                     *outs[1:1 + decoder.n_past]]
+            feeds = decoder.next_feeds(feeds, tokens, positions, outs[1:1 + decoder.n_past])
         return sequences
 
     return kernel

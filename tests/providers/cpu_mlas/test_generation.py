@@ -78,22 +78,24 @@ _TYPES = {"input_ids": (TP.INT32, ["batch", "len"]), "max_length": (TP.INT32, [1
           "attention_mask": (TP.INT32, ["batch", "len"])}
 
 
-def _model(op: str, inputs: list[str], scores: bool = False, **attrs):
-    if op == "BeamSearch":
-        outputs = ["sequences", "sequences_scores"] + (["scores"] if scores else [])
-        out_info = [helper.make_tensor_value_info("sequences", TP.INT32, None),
-                    helper.make_tensor_value_info("sequences_scores", TP.FLOAT, None)]
-        if scores:
-            out_info.append(helper.make_tensor_value_info("scores", TP.FLOAT, None))
-    else:
-        outputs = ["sequences"]
-        out_info = [helper.make_tensor_value_info("sequences", TP.INT32, None)]
-    node = helper.make_node(op, inputs, outputs, domain="com.microsoft", decoder=_decoder(),
-                            eos_token_id=EOS, pad_token_id=PAD, model_type=0, **attrs)
-    graph = helper.make_graph([node], "generate", [
-        helper.make_tensor_value_info(n, *_TYPES[n]) for n in inputs if n], out_info)
+_OUT_TYPES = {"sequences": TP.INT32, "sequences_scores": TP.FLOAT, "scores": TP.FLOAT}
+
+
+def _wrap(node, types=_TYPES):
+    """A model of the one generation ``node``: its named inputs typed by ``types``."""
+    graph = helper.make_graph([node], node.op_type, [
+        helper.make_tensor_value_info(n, *types[n]) for n in node.input if n], [
+        helper.make_tensor_value_info(n, _OUT_TYPES[n], None) for n in node.output])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                    helper.make_opsetid("com.microsoft", 1)])
+
+
+def _model(op: str, inputs: list[str], scores: bool = False, **attrs):
+    outputs = (["sequences", "sequences_scores"] + (["scores"] if scores else [])
+               if op == "BeamSearch" else ["sequences"])
+    return _wrap(helper.make_node(op, inputs, outputs, domain="com.microsoft",
+                                  decoder=_decoder(), eos_token_id=EOS, pad_token_id=PAD,
+                                  model_type=0, **attrs))
 
 
 def _both(model, feeds):
@@ -293,12 +295,7 @@ def test_encoder_decoder_beam_search_matches_onnxruntime(hidden, beams, n_return
                             domain="com.microsoft", encoder=encoder, decoder=decoder,
                             eos_token_id=EOS, pad_token_id=PAD, decoder_start_token_id=0,
                             model_type=1, early_stopping=0)
-    graph = helper.make_graph([node], "t5", [
-        helper.make_tensor_value_info(n, *_TYPES[n]) for n in inputs if n], [
-        helper.make_tensor_value_info("sequences", TP.INT32, None),
-        helper.make_tensor_value_info("sequences_scores", TP.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+    model = _wrap(node)
     ids = _prompt(batch)
     ids[0, 3] = PAD   # (unmasked, onnxruntime masks leading pad tokens only)
     feeds = {"input_ids": ids, "max_length": _i32(12), "min_length": _i32(4),
@@ -377,12 +374,7 @@ def test_whisper_beam_search_matches_onnxruntime(op, hidden, beams, stamps, temp
     types = dict(_TYPES, input_ids=(TP.FLOAT, ["batch", 4, "frames"]),
                  decoder_input_ids=(TP.INT32, ["batch", "l"]), logits_processor=(TP.INT32, [1]),
                  temperature=(TP.FLOAT, [1]))
-    graph = helper.make_graph([node], "whisper", [
-        helper.make_tensor_value_info(n, *types[n]) for n in inputs if n], [
-        helper.make_tensor_value_info("sequences", TP.INT32, None),
-        helper.make_tensor_value_info("sequences_scores", TP.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+    model = _wrap(node, types)
     rng = np.random.default_rng(7)
     feeds = {"input_ids": rng.standard_normal((2, 4, 6)).astype(np.float32),
              "max_length": _i32(14), "min_length": _i32(0), "num_beams": _i32(beams),
@@ -484,11 +476,7 @@ def test_sampling_matches_onnxruntime_for_a_seed(top_p, temperature, custom, see
                             decoder=_decoder(), eos_token_id=EOS, pad_token_id=PAD,
                             model_type=0, top_p=top_p, temperature=temperature, custom=custom)
     types = dict(_TYPES, seed=(TP.INT32, [1]))
-    graph = helper.make_graph([node], "sample", [
-        helper.make_tensor_value_info(n, *types[n]) for n in inputs if n],
-        [helper.make_tensor_value_info("sequences", TP.INT32, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+    model = _wrap(node, types)
     ids = _prompt(3)
     feeds = {"input_ids": ids, "max_length": _i32(20), "min_length": _i32(2),
              "repetition_penalty": _f32(1.1), "attention_mask": (ids != PAD).astype(np.int32),
@@ -508,11 +496,7 @@ def test_sampling_presence_penalty_as_onnxruntime_applies_it(penalty):
                             decoder=_decoder(), eos_token_id=EOS, pad_token_id=PAD,
                             model_type=0, top_p=0.9, presence_penalty=penalty)
     types = dict(_TYPES, seed=(TP.INT32, [1]), presence_mask=(TP.INT32, ["batch", VOCAB]))
-    graph = helper.make_graph([node], "sample", [
-        helper.make_tensor_value_info(n, *types[n]) for n in inputs if n],
-        [helper.make_tensor_value_info("sequences", TP.INT32, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+    model = _wrap(node, types)
     ids = _prompt(3)
     mask = np.zeros((3, VOCAB), np.int32)
     mask[:, [4, 9, 13]] = 1
